@@ -1,0 +1,100 @@
+# difflens — one Makefile: make, make test, make asan, make fuzz, make bench, make demo, make format.
+
+BUILD    ?= build
+BIN      ?= bin
+CC       ?= gcc
+OPT      ?= -O2
+SAN      ?=
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+PKGS     := hdf5 libcjson libpng
+
+# OpenBLAS's OpenMP build: BLAS calls made inside our parallel regions run serially
+# instead of starting a second thread pool that fights OpenMP's for the cores.
+CPPFLAGS += -Ilib -I/usr/include/x86_64-linux-gnu/openblas-openmp -D_GNU_SOURCE \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+CFLAGS   += -std=c11 -Wall -Wextra -Werror $(OPT) -g -fopenmp $(SAN)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhdf5_hl \
+            -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lm
+LDFLAGS  += -fopenmp $(SAN)
+
+LIB_SRC  := $(wildcard lib/*.c)
+LIB_OBJ  := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+LIB_A    := $(BUILD)/libdifflens.a
+TOOLS    := $(notdir $(wildcard tools/*))
+TOOL_BIN := $(TOOLS:%=$(BIN)/%)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+DEPS_OK  := $(BUILD)/.deps-ok
+
+.PHONY: all test asan fuzz bench demo format clean deps
+all: $(TOOL_BIN)
+
+# Installs missing Debian packages as root, or prints the command and stops.
+$(DEPS_OK): scripts/deps.sh
+	@scripts/deps.sh
+	@mkdir -p $(@D) && touch $@
+deps: $(DEPS_OK)
+
+$(BUILD)/lib/%.o: lib/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	$(AR) rcs $@ $^
+
+$(BUILD)/tools/%.o: tools/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+define TOOL_RULE
+$(BIN)/$(1): $(patsubst tools/$(1)/%.c,$(BUILD)/tools/$(1)/%.o,$(wildcard tools/$(1)/*.c)) $(LIB_A)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) $$^ -o $$@ $$(LDLIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+
+$(BUILD)/tests/%.o: tests/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_A)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+# Unit suites (cmocka), then end-to-end and reference tests (tests/*.sh, tests/*.py).
+test: $(TOOL_BIN) $(TEST_BIN)
+	@BUILD=$(BUILD) BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
+
+FUZZ_TIME ?= 60
+FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+fuzz:
+	@scripts/deps.sh --fuzz
+	$(MAKE) BUILD=build-fuzz BIN=build-fuzz/bin CC=clang OPT=-O1 \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libdifflens.a
+	@mkdir -p build-fuzz/fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	    clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined $$f \
+	        build-fuzz/libdifflens.a -o build-fuzz/fuzz/$$n $(LDLIBS) -fopenmp || exit 1; \
+	    mkdir -p build-fuzz/corpus/$$n; cp -n fuzz/seeds/$$n/* build-fuzz/corpus/$$n/ 2>/dev/null; \
+	    echo "== $$n ($(FUZZ_TIME)s)"; \
+	    build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+	        -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$n 2>&1 | tail -n 12 || exit 1; \
+	done
+
+bench: all
+	@scripts/deps.sh --bench
+	@BIN=$(BIN) sh bench/run.sh
+
+demo: all
+	@BIN=$(BIN) sh scripts/demo.sh
+
+format:
+	clang-format -i lib/*.c lib/*.h tools/*/*.c tests/*.c fuzz/*.c
+
+clean:
+	rm -rf build build-asan build-fuzz bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,37 @@
+/* cli.h — what every tool's main() shares: strict number parsing for flags, the
+ * thread setting, and a progress bar for long work. Nothing here exits. */
+#ifndef DFL_CLI_H
+#define DFL_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "status.h"
+
+/* Parse a whole decimal integer in [lo, hi] (no trailing text, no overflow).
+ * DFL_ERR_USAGE naming the flag otherwise. */
+dfl_status dfl_cli_int(const char *flag, const char *text, int64_t lo, int64_t hi, int64_t *out, dfl_error *err);
+
+/* Parse a finite number in [lo, hi]. */
+dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double hi, double *out, dfl_error *err);
+
+/* Use n threads for OpenMP kernels and OpenBLAS (n <= 0: leave the defaults, which
+ * follow OMP_NUM_THREADS). Called by tools only, once, before any work. */
+void dfl_cli_set_threads(int n);
+
+/* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
+ * `label [#####-----] done/total unit  rate/s  ETA`. */
+typedef struct dfl_progress {
+    FILE *out;
+    int enabled;
+    const char *label;
+} dfl_progress;
+
+dfl_progress dfl_progress_start(FILE *out, const char *label, int quiet);
+/* done/total in `unit`s, rate = tokens (or units) per second, eta in seconds (<0 unknown). */
+void dfl_progress_update(dfl_progress *p, double done, double total, const char *unit, double rate,
+                         const char *rate_unit, double eta);
+/* Clear the line. */
+void dfl_progress_end(dfl_progress *p);
+
+#endif

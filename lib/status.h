@@ -1,0 +1,62 @@
+/* status.h — the one status enum of libdifflens, its text, and the error record.
+ *
+ * Every library function that can fail returns a dfl_status and, when it is not
+ * DFL_OK, fills a caller-owned dfl_error with a one-line message that names the
+ * file, tensor, line or offset involved. The library never prints and never exits.
+ */
+#ifndef DFL_STATUS_H
+#define DFL_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum dfl_status {
+    DFL_OK = 0,
+    DFL_ERR_IO,       /* a file could not be opened, read, written or renamed */
+    DFL_ERR_FORMAT,   /* malformed content: JSON, safetensors header, dump */
+    DFL_ERR_CONFIG,   /* config.json inconsistent, incomplete or unsupported */
+    DFL_ERR_TENSOR,   /* a tensor missing, of the wrong dtype or shape */
+    DFL_ERR_RANGE,    /* a value out of its allowed range (token id, span) */
+    DFL_ERR_NOMEM,    /* allocation failed or a size overflowed */
+    DFL_ERR_USAGE,    /* an invalid argument or option value */
+    DFL_ERR_EXISTS,   /* an output exists and overwriting was not allowed */
+    DFL_ERR_HDF5      /* the HDF5 library reported an error */
+} dfl_status;
+
+/* The caller-owned error record: status plus a one-line message (no newline). */
+typedef struct dfl_error {
+    dfl_status status;
+    char msg[512];
+} dfl_error;
+
+/* Short fixed text for a status ("ok", "i/o error", ...). Never NULL. */
+const char *dfl_status_str(dfl_status s);
+
+/* Exit code a tool uses for a status: 0 ok, 2 usage, 1 anything else. */
+int dfl_status_exit_code(dfl_status s);
+
+/* ---- internals shared between library files (dfl__ prefix) ---- */
+
+/* Fill err (may be NULL) with status s and a printf-style message; returns s. */
+dfl_status dfl__fail(dfl_error *err, dfl_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefix an already-filled error message with "context: ". Returns err->status. */
+dfl_status dfl__context(dfl_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* out = a*b; returns 0 on overflow (out untouched), 1 otherwise. */
+int dfl__mul_ok(size_t a, size_t b, size_t *out);
+
+/* malloc of n*size bytes with an overflow check; NULL on overflow or failure.
+ * Caller owns the result (free()). */
+void *dfl__alloc_array(size_t n, size_t size);
+
+/* calloc with the same contract. */
+void *dfl__calloc_array(size_t n, size_t size);
+
+/* Read a whole file into a NUL-terminated malloc'ed buffer; *len excludes the NUL.
+ * Caller owns *out. DFL_ERR_IO on failure. */
+dfl_status dfl__read_file(const char *path, char **out, size_t *len, dfl_error *err);
+
+#endif
