@@ -1,0 +1,201 @@
+/* test_kernels.c — every fast kernel against its naive twin, and the RoPE frequency
+ * rules against their formulas. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "model.h"
+
+/* xorshift, fixed seed: reproducible inputs in [-1, 1) */
+static uint64_t rng = 88172645463325252ull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float *rand_array(size_t n, float scale)
+{
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++) a[i] = frand() * scale;
+    return a;
+}
+static double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static void test_matmul_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 37, in = 70, out = 53;
+    float *x = rand_array(n * in, 1), *w = rand_array(out * in, 1);
+    float *y = calloc(n * out, 4), *yr = calloc(n * out, 4);
+    dfl_matmul_xwt(y, x, w, n, in, out);
+    dfl_matmul_xwt_naive(yr, x, w, n, in, out);
+    assert_true(max_abs_diff(y, yr, n * out) < 1e-5);
+    /* one element by hand: the twin itself */
+    double acc = 0;
+    for (int k = 0; k < in; k++) acc += (double)x[3 * in + k] * w[5 * in + k];
+    assert_true(fabs(acc - yr[3 * out + 5]) < 1e-6);
+    free(x), free(w), free(y), free(yr);
+}
+
+static void test_rmsnorm_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 40, d = 33;
+    float *x = rand_array(n * d, 3), *g = rand_array(d, 1);
+    float *y = calloc(n * d, 4), *yr = calloc(n * d, 4);
+    dfl_rmsnorm(y, x, g, n, d, 1e-5f, 0.7f);
+    dfl_rmsnorm_naive(yr, x, g, n, d, 1e-5f, 0.7f);
+    assert_true(max_abs_diff(y, yr, n * d) < 1e-5);
+    /* no gain, in place: each row has unit RMS */
+    dfl_rmsnorm(x, x, NULL, n, d, 0.0f, 1.0f);
+    double ss = 0;
+    for (int j = 0; j < d; j++) ss += (double)x[j] * x[j];
+    assert_true(fabs(ss / d - 1.0) < 1e-5);
+    free(x), free(g), free(y), free(yr);
+}
+
+static void check_rope(int interleaved)
+{
+    const int64_t T = 50, nh = 3, d = 8, ld = 30;
+    double inv[4];
+    dfl_rope_params p = {10000.0, DFL_ROPE_NONE, 1, 1, 4, 8192};
+    dfl_rope_inv_freq(inv, d, &p);
+    float *c = malloc(T * d / 2 * 4), *s = malloc(T * d / 2 * 4);
+    dfl_rope_tables(c, s, inv, d, T);
+    float *x = rand_array(T * ld, 1), *xr = malloc(T * ld * 4);
+    memcpy(xr, x, T * ld * 4);
+    dfl_rope_apply(x, T, ld, nh, d, c, s, interleaved);
+    dfl_rope_apply_naive(xr, T, ld, nh, d, c, s, interleaved);
+    assert_true(max_abs_diff(x, xr, T * ld) < 1e-6);
+    free(c), free(s), free(x), free(xr);
+}
+
+static void test_rope_interleaved_matches_naive(void **state) { (void)state; check_rope(1); }
+static void test_rope_half_matches_naive(void **state) { (void)state; check_rope(0); }
+
+static void test_rope_rotation_by_hand(void **state)
+{
+    (void)state;
+    /* d = 4, position 1: pair j rotates by theta^(-2j/4) radians */
+    double inv[2];
+    dfl_rope_params p = {100.0, DFL_ROPE_NONE, 1, 1, 4, 8192};
+    dfl_rope_inv_freq(inv, 4, &p);
+    assert_true(fabs(inv[0] - 1.0) < 1e-12 && fabs(inv[1] - 0.1) < 1e-12);
+    float c[4], s[4];
+    dfl_rope_tables(c, s, inv, 4, 2);
+    float half[8] = {0, 0, 0, 0, 1, 2, 3, 4}, il[8] = {0, 0, 0, 0, 1, 3, 2, 4};
+    dfl_rope_apply(half, 2, 4, 1, 4, c, s, 0);
+    dfl_rope_apply(il, 2, 4, 1, 4, c, s, 1);
+    /* rotate-half pairs (x0, x2) and (x1, x3); interleaved pairs (x0, x1) and (x2, x3) */
+    float a0 = (float)(1 * cos(1.0) - 3 * sin(1.0)), b0 = (float)(1 * sin(1.0) + 3 * cos(1.0));
+    float a1 = (float)(2 * cos(0.1) - 4 * sin(0.1)), b1 = (float)(2 * sin(0.1) + 4 * cos(0.1));
+    assert_float_equal(half[4], a0, 1e-6);
+    assert_float_equal(half[6], b0, 1e-6);
+    assert_float_equal(half[5], a1, 1e-6);
+    assert_float_equal(half[7], b1, 1e-6);
+    assert_float_equal(il[4], a0, 1e-6);
+    assert_float_equal(il[5], b0, 1e-6);
+    assert_float_equal(il[6], a1, 1e-6);
+    assert_float_equal(il[7], b1, 1e-6);
+}
+
+static void test_rope_scaling_rules(void **state)
+{
+    (void)state;
+    const int64_t d = 128;
+    double base[64], lin[64], l3[64];
+    dfl_rope_params p = {500000.0, DFL_ROPE_NONE, 8, 1, 4, 8192};
+    dfl_rope_inv_freq(base, d, &p);
+    p.kind = DFL_ROPE_LINEAR;
+    dfl_rope_inv_freq(lin, d, &p);
+    p.kind = DFL_ROPE_LLAMA3;
+    dfl_rope_inv_freq(l3, d, &p);
+    const double pi = 3.14159265358979323846;
+    int seen_low = 0, seen_mid = 0, seen_high = 0;
+    for (int j = 0; j < d / 2; j++) {
+        assert_true(fabs(lin[j] - base[j] / 8) < 1e-15);
+        double wl = 2 * pi / base[j];
+        if (wl < 8192.0 / 4) { assert_true(l3[j] == base[j]); seen_high++; }
+        else if (wl > 8192.0 / 1) { assert_true(fabs(l3[j] - base[j] / 8) < 1e-18); seen_low++; }
+        else {
+            double sm = (8192.0 / wl - 1) / (4 - 1);
+            assert_true(fabs(l3[j] - ((1 - sm) * base[j] / 8 + sm * base[j])) < 1e-15);
+            seen_mid++;
+        }
+    }
+    assert_true(seen_low && seen_mid && seen_high);
+}
+
+static void test_softmax_causal_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 9, ncols = 20, ld = 24;
+    int64_t lim[9];
+    for (int i = 0; i < n; i++) lim[i] = 11 + i;
+    float *s = rand_array(n * ld, 20), *sr = malloc(n * ld * 4);
+    memcpy(sr, s, n * ld * 4);
+    dfl_softmax_causal(s, n, ncols, ld, lim);
+    dfl_softmax_causal_naive(sr, n, ncols, ld, lim);
+    assert_true(max_abs_diff(s, sr, n * ld) < 1e-6);
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int j = 0; j < ncols; j++) {
+            if (j > lim[i]) assert_true(s[i * ld + j] == 0.0f);
+            sum += s[i * ld + j];
+        }
+        assert_true(fabs(sum - 1) < 1e-5);
+    }
+    free(s), free(sr);
+}
+
+static void test_softmax_large_logits_stay_finite(void **state)
+{
+    (void)state;
+    float s[4] = {1000.0f, 999.0f, -1000.0f, 5.0f};
+    int64_t lim[1] = {2};
+    dfl_softmax_causal(s, 1, 4, 4, lim);
+    assert_true(isfinite(s[0]) && fabs(s[0] - 1 / (1 + exp(-1.0))) < 1e-6);
+    assert_true(s[3] == 0.0f);
+}
+
+static void test_swiglu_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 30, f = 41;
+    float *g = rand_array(n * f, 6), *u = rand_array(n * f, 2), *gr = malloc(n * f * 4);
+    memcpy(gr, g, n * f * 4);
+    dfl_swiglu(g, u, n, f);
+    dfl_swiglu_naive(gr, u, n, f);
+    assert_true(max_abs_diff(g, gr, n * f) < 1e-5);
+    free(g), free(u), free(gr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_matches_naive),
+        cmocka_unit_test(test_rmsnorm_matches_naive),
+        cmocka_unit_test(test_rope_interleaved_matches_naive),
+        cmocka_unit_test(test_rope_half_matches_naive),
+        cmocka_unit_test(test_rope_rotation_by_hand),
+        cmocka_unit_test(test_rope_scaling_rules),
+        cmocka_unit_test(test_softmax_causal_matches_naive),
+        cmocka_unit_test(test_softmax_large_logits_stay_finite),
+        cmocka_unit_test(test_swiglu_matches_naive),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

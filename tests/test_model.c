@@ -1,0 +1,257 @@
+/* test_model.c — config.json parsing (defaults, every refusal) and weight binding
+ * (missing tensor, wrong dtype, wrong shape, tied embeddings, λ). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "safetensors.h"
+
+static dfl_status parse(const char *json, dfl_config *c, dfl_error *e)
+{
+    return dfl_config_parse(json, strlen(json), "config.json", c, e);
+}
+
+#define BASE "\"vocab_size\": 11, \"hidden_size\": 8, \"intermediate_size\": 12, \"num_hidden_layers\": 2, "
+
+static void test_config_defaults(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2}", &c, &e), DFL_OK);
+    assert_int_equal(c.type, DFL_MODEL_LLAMA);
+    assert_int_equal(c.num_kv_heads, 2);
+    assert_int_equal(c.head_dim, 4);
+    assert_true(c.rms_norm_eps == 1e-6 && c.rope_theta == 10000.0);
+    assert_int_equal(c.rope_interleaved, 0);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_int_equal(c.rope_kind, DFL_ROPE_NONE);
+    assert_int_equal(dfl_config_analysis_heads(&c), 2);
+
+    assert_int_equal(parse("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2}", &c, &e), DFL_OK);
+    assert_int_equal(c.head_dim, 2); /* D / H / 2 */
+    assert_int_equal(c.rope_interleaved, 1);
+    assert_int_equal(c.kv_pairing, DFL_KV_FLASH);
+    assert_true(fabs(dfl_config_lambda_init(&c, 0) - 0.2) < 1e-12);
+    assert_true(fabs(dfl_config_lambda_init(&c, 3) - (0.8 - 0.6 * exp(-0.9))) < 1e-12);
+
+    assert_int_equal(parse("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 4, "
+                           "\"num_key_value_heads\": 2, \"diff_lambda_init\": 0.5, \"diff_kv_pairing\": \"naive\", "
+                           "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+                           "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.head_dim, 2);
+    assert_int_equal(dfl_config_analysis_heads(&c), 2);
+    assert_true(dfl_config_lambda_init(&c, 5) == 0.5);
+    assert_int_equal(c.kv_pairing, DFL_KV_NAIVE);
+    assert_int_equal(c.rope_kind, DFL_ROPE_LLAMA3);
+    assert_true(c.rope_factor == 8);
+
+    /* the newer rope_parameters form, and an explicit head_dim */
+    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"head_dim\": 6, "
+                           "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2, \"rope_theta\": 500}}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.head_dim, 6);
+    assert_int_equal(c.rope_kind, DFL_ROPE_LINEAR);
+    assert_true(c.rope_theta == 500);
+}
+
+static void expect_refused(const char *json, dfl_status want, const char *needle)
+{
+    dfl_config c;
+    dfl_error e = {DFL_OK, ""};
+    dfl_status s = parse(json, &c, &e);
+    if (s != want || !strstr(e.msg, needle) || !strstr(e.msg, "config.json"))
+        fail_msg("config %s\n  gave status %d message '%s', wanted %d with '%s'", json, s, e.msg, want, needle);
+}
+
+static void test_config_refusals(void **state)
+{
+    (void)state;
+    expect_refused("{", DFL_ERR_FORMAT, "not valid JSON");
+    expect_refused("[1]", DFL_ERR_FORMAT, "not a JSON object");
+    expect_refused("{\"model_type\": \"gpt2\", " BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "gpt2");
+    expect_refused("{" BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "model_type");
+    expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 11}", DFL_ERR_CONFIG, "hidden_size");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2.5}", DFL_ERR_CONFIG,
+                   "num_attention_heads");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": \"2\"}", DFL_ERR_CONFIG,
+                   "num_attention_heads");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 4, \"num_key_value_heads\": 3}",
+                   DFL_ERR_CONFIG, "multiple");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 3}", DFL_ERR_CONFIG, "divisible");
+    expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 1, \"head_dim\": 8}",
+                   DFL_ERR_CONFIG, "even");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"head_dim\": 3}",
+                   DFL_ERR_CONFIG, "head_dim");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 0}", DFL_ERR_CONFIG, ">= 1");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"attention_bias\": true}",
+                   DFL_ERR_CONFIG, "attention_bias");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"mlp_bias\": true}",
+                   DFL_ERR_CONFIG, "mlp_bias");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"hidden_act\": \"gelu\"}",
+                   DFL_ERR_CONFIG, "gelu");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
+                   "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}", DFL_ERR_CONFIG, "yarn");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
+                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}}", DFL_ERR_CONFIG, "factor");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_theta\": -1}",
+                   DFL_ERR_CONFIG, "rope_theta");
+    expect_refused("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2, "
+                   "\"diff_kv_pairing\": \"other\"}", DFL_ERR_CONFIG, "diff_kv_pairing");
+    expect_refused("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2, "
+                   "\"diff_lambda_init\": \"x\"}", DFL_ERR_CONFIG, "diff_lambda_init");
+}
+
+/* ------------------------------------------------------------ tiny model */
+
+/* A 1-layer llama (D 8, H 2, F 12, V 11) or diff_transformer written to dir; `drop`
+ * omits one tensor, `bad_shape` / `bad_dtype` corrupt one. */
+typedef struct spec {
+    const char *type;
+    const char *drop, *bad_shape, *bad_dtype;
+    int tied;
+} spec;
+
+static void write_model(const char *dir, spec sp)
+{
+    char path[512];
+    int diff = !strcmp(sp.type, "diff_transformer");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 8, \"intermediate_size\": 12, "
+               "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"tie_word_embeddings\": %s, "
+               "\"diff_lambda_init\": 0.25}",
+            sp.type, sp.tied ? "true" : "false");
+    fclose(f);
+    struct { const char *name; int64_t d0, d1; } t[] = {
+        {"model.embed_tokens.weight", 11, 8}, {"model.norm.weight", 8, 0}, {"lm_head.weight", 11, 8},
+        {"model.layers.0.input_layernorm.weight", 8, 0}, {"model.layers.0.post_attention_layernorm.weight", 8, 0},
+        {"model.layers.0.self_attn.q_proj.weight", 8, 8}, {"model.layers.0.self_attn.k_proj.weight", 8, 8},
+        {"model.layers.0.self_attn.v_proj.weight", 8, 8},
+        {diff ? "model.layers.0.self_attn.out_proj.weight" : "model.layers.0.self_attn.o_proj.weight", 8, 8},
+        {"model.layers.0.mlp.gate_proj.weight", 12, 8}, {"model.layers.0.mlp.up_proj.weight", 12, 8},
+        {"model.layers.0.mlp.down_proj.weight", 8, 12},
+        {"model.layers.0.self_attn.lambda_q1", 2, 0}, {"model.layers.0.self_attn.lambda_k1", 2, 0},
+        {"model.layers.0.self_attn.lambda_q2", 2, 0}, {"model.layers.0.self_attn.lambda_k2", 2, 0},
+    };
+    size_t nt = sizeof t / sizeof t[0] - (diff ? 0 : 4);
+    dfl_tensor ts[16];
+    static float data[16][128];
+    size_t n = 0;
+    for (size_t i = 0; i < nt; i++) {
+        if (sp.drop && !strcmp(sp.drop, t[i].name)) continue;
+        if (sp.tied && !strcmp(t[i].name, "lm_head.weight")) continue;
+        dfl_tensor *x = &ts[n];
+        memset(x, 0, sizeof *x);
+        x->name = t[i].name;
+        x->dtype = sp.bad_dtype && !strcmp(sp.bad_dtype, t[i].name) ? DFL_DTYPE_I32 : DFL_DTYPE_F32;
+        x->ndim = t[i].d1 ? 2 : 1;
+        x->shape[0] = t[i].d0 + (sp.bad_shape && !strcmp(sp.bad_shape, t[i].name) ? 1 : 0);
+        x->shape[1] = t[i].d1;
+        size_t numel = (size_t)x->shape[0] * (size_t)(t[i].d1 ? t[i].d1 : 1);
+        for (size_t j = 0; j < numel; j++) data[n][j] = 0.1f * (float)((i * 7 + j * 3) % 11) - 0.5f;
+        /* λ vectors: q1·k1 = 0.5, q2·k2 = 0.2 give λ = e^0.5 − e^0.2 + 0.25 */
+        if (strstr(t[i].name, "lambda_q1")) data[n][0] = 1.0f, data[n][1] = 0.0f;
+        if (strstr(t[i].name, "lambda_k1")) data[n][0] = 0.5f, data[n][1] = 9.0f;
+        if (strstr(t[i].name, "lambda_q2")) data[n][0] = 0.0f, data[n][1] = 2.0f;
+        if (strstr(t[i].name, "lambda_k2")) data[n][0] = 5.0f, data[n][1] = 0.1f;
+        x->data = data[n];
+        x->nbytes = numel * 4;
+        n++;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    dfl_error e;
+    assert_int_equal(dfl_st_write(path, ts, n, 1, &e), DFL_OK);
+}
+
+static char tmpdir[] = "/tmp/dfl_model_XXXXXX";
+
+static void test_load_ok_and_lambda(void **state)
+{
+    (void)state;
+    dfl_model *m = NULL;
+    dfl_error e;
+    write_model(tmpdir, (spec){"diff_transformer", NULL, NULL, NULL, 0});
+    assert_int_equal(dfl_model_load(tmpdir, &m, &e), DFL_OK);
+    assert_true(fabs(m->layers[0].lambda - (exp(0.5) - exp(0.2) + 0.25)) < 1e-6);
+    assert_true(m->layers[0].lambda_init == 0.25f);
+    assert_null(m->layers[0].subln); /* absent = ones */
+    assert_true(m->lm_head != m->embed);
+    dfl_model_free(m);
+
+    write_model(tmpdir, (spec){"llama", NULL, NULL, NULL, 1});
+    assert_int_equal(dfl_model_load(tmpdir, &m, &e), DFL_OK);
+    assert_ptr_equal(m->lm_head, m->embed);
+    dfl_model_free(m);
+    dfl_model_free(NULL);
+}
+
+static void expect_load_error(spec sp, dfl_status want, const char *needle)
+{
+    dfl_model *m = (dfl_model *)1;
+    dfl_error e = {DFL_OK, ""};
+    write_model(tmpdir, sp);
+    dfl_status s = dfl_model_load(tmpdir, &m, &e);
+    if (s != want || !strstr(e.msg, needle)) fail_msg("got %d '%s', wanted %d with '%s'", s, e.msg, want, needle);
+    assert_null(m);
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    expect_load_error((spec){"llama", "model.layers.0.mlp.up_proj.weight", NULL, NULL, 0}, DFL_ERR_TENSOR,
+                      "'model.layers.0.mlp.up_proj.weight' is missing");
+    expect_load_error((spec){"llama", "lm_head.weight", NULL, NULL, 0}, DFL_ERR_TENSOR, "'lm_head.weight' is missing");
+    expect_load_error((spec){"llama", NULL, "model.layers.0.self_attn.k_proj.weight", NULL, 0}, DFL_ERR_TENSOR,
+                      "has shape [9, 8], config needs [8, 8]");
+    expect_load_error((spec){"llama", NULL, NULL, "model.norm.weight", 0}, DFL_ERR_TENSOR, "dtype I32");
+    expect_load_error((spec){"diff_transformer", "model.layers.0.self_attn.lambda_k2", NULL, NULL, 0},
+                      DFL_ERR_TENSOR, "lambda_k2");
+    expect_load_error((spec){"diff_transformer", NULL, "model.layers.0.self_attn.lambda_q1", NULL, 0},
+                      DFL_ERR_TENSOR, "config needs [2]");
+    /* no config.json at all, no weights at all */
+    dfl_model *m = NULL;
+    dfl_error e;
+    assert_int_equal(dfl_model_load("/nonexistent/dir", &m, &e), DFL_ERR_IO);
+    assert_non_null(strstr(e.msg, "config.json"));
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    remove(path);
+    assert_int_equal(dfl_model_load(tmpdir, &m, &e), DFL_ERR_IO);
+    assert_non_null(strstr(e.msg, "model.safetensors"));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_defaults),
+        cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_load_ok_and_lambda),
+        cmocka_unit_test(test_load_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
