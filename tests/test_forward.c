@@ -1,0 +1,236 @@
+/* test_forward.c — properties of the forward pass that hold whatever the weights:
+ * softmax rows sum to 1, diff rows to 1 − λ and equal map1 − λ·map2, masked entries
+ * are 0, every (layer, head, row) is captured once and in order across row blocks,
+ * capturing does not change the logits, thread count does not change them, and bad
+ * input or a failing callback stops the pass. The numbers themselves are checked
+ * against the numpy reference in tests/test_reference.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forward.h"
+#include "model.h"
+#include "tiny_model.h"
+
+static char tmpdir[] = "/tmp/dfl_fwd_XXXXXX";
+
+static dfl_model *load(tiny_spec s)
+{
+    dfl_model *m = NULL;
+    dfl_error e;
+    assert_int_equal(tiny_model_write(tmpdir, s), 0);
+    if (dfl_model_load(tmpdir, &m, &e)) fail_msg("load: %s", e.msg);
+    return m;
+}
+
+static int32_t *tokens_for(int64_t T, int V)
+{
+    int32_t *t = malloc((size_t)T * sizeof *t);
+    for (int64_t i = 0; i < T; i++) t[i] = (int32_t)((i * 37 + 11) % V);
+    return t;
+}
+
+/* ------------------------------------------------------------ map checks */
+
+typedef struct map_check {
+    const dfl_model *m;
+    int64_t next_row;          /* per (layer, head): rows seen so far, in order */
+    int64_t *seen;             /* [L, Hs] rows delivered */
+    double worst_sum, worst_diff;
+    int masked_nonzero, out_of_order;
+} map_check;
+
+static int want(void *u, int64_t l) { (void)u; (void)l; return 1; }
+
+static dfl_status on_block(void *u, const dfl_attn_block *b, dfl_error *e)
+{
+    (void)e;
+    map_check *c = u;
+    int64_t Hs = dfl_config_analysis_heads(&c->m->config);
+    int64_t *seen = &c->seen[b->layer * Hs + b->head];
+    if (*seen != b->row0) c->out_of_order++;
+    *seen += b->n;
+    float lam = c->m->layers[b->layer].lambda;
+    for (int64_t i = 0; i < b->n; i++) {
+        int64_t r = b->row0 + i;
+        double s1 = 0, s2 = 0, sd = 0;
+        for (int64_t j = 0; j < b->ncols; j++) {
+            float p1 = b->map1[i * b->ld + j];
+            if (j > r && p1 != 0.0f) c->masked_nonzero++;
+            s1 += p1;
+            if (b->map2) {
+                float p2 = b->map2[i * b->ld + j], dv = b->diff[i * b->ld + j];
+                if (j > r && (p2 != 0.0f || dv != 0.0f)) c->masked_nonzero++;
+                s2 += p2;
+                sd += dv;
+                c->worst_diff = fmax(c->worst_diff, fabs(dv - (p1 - lam * p2)));
+            }
+        }
+        c->worst_sum = fmax(c->worst_sum, fabs(s1 - 1));
+        if (b->map2) {
+            c->worst_sum = fmax(c->worst_sum, fabs(s2 - 1));
+            c->worst_sum = fmax(c->worst_sum, fabs(sd - (1 - lam)));
+        }
+    }
+    return DFL_OK;
+}
+
+static void check_maps(tiny_spec s, int64_t T)
+{
+    dfl_model *m = load(s);
+    int64_t Hs = dfl_config_analysis_heads(&m->config);
+    map_check c = {m, 0, calloc((size_t)(s.L * Hs), sizeof(int64_t)), 0, 0, 0, 0};
+    dfl_capture cap = {&c, want, on_block, NULL};
+    int32_t *tok = tokens_for(T, s.V);
+    dfl_error e;
+    assert_int_equal(dfl_forward(m, tok, T, &cap, &e), DFL_OK);
+    for (int64_t i = 0; i < s.L * Hs; i++) assert_int_equal(c.seen[i], T);
+    assert_int_equal(c.out_of_order, 0);
+    assert_int_equal(c.masked_nonzero, 0);
+    assert_true(c.worst_sum < 1e-5);
+    assert_true(c.worst_diff < 1e-6);
+    free(c.seen);
+    free(tok);
+    dfl_model_free(m);
+}
+
+/* T = 150 spans several row blocks (block rows = 256 / heads). */
+static void test_maps_llama_gqa(void **st) { (void)st; check_maps((tiny_spec){"llama", 2, 32, 8, 2, 48, 50, 1}, 150); }
+static void test_maps_diff_gqa(void **st)
+{
+    (void)st;
+    check_maps((tiny_spec){"diff_transformer", 2, 32, 4, 2, 48, 50, 2}, 150);
+}
+static void test_maps_diffllama_gqa(void **st)
+{
+    (void)st;
+    check_maps((tiny_spec){"diffllama", 2, 32, 8, 4, 48, 50, 3}, 150);
+}
+
+/* --------------------------------------------------- logits invariances */
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        s = fmax(s, fabs((double)b[i]));
+    }
+    return d / s;
+}
+
+static dfl_status count_block(void *u, const dfl_attn_block *b, dfl_error *e)
+{
+    (void)b, (void)e;
+    (*(int *)u)++;
+    return DFL_OK;
+}
+
+static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int with_maps)
+{
+    int64_t V = m->config.vocab_size;
+    float *out = malloc((size_t)(T * V) * sizeof *out);
+    dfl_error e;
+    if (!with_maps) {
+        assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
+        return out;
+    }
+    int blocks = 0;
+    dfl_capture cap = {&blocks, want, count_block, NULL};
+    assert_int_equal(dfl_forward(m, tok, T, &cap, &e), DFL_OK);
+    assert_true(blocks > 0);
+    assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
+    return out;
+}
+
+static void test_threads_and_capture_do_not_change_logits(void **st)
+{
+    (void)st;
+    const char *types[3] = {"llama", "diff_transformer", "diffllama"};
+    for (int k = 0; k < 3; k++) {
+        dfl_model *m = load((tiny_spec){types[k], 2, 32, 4, 2, 40, 60, 7u + (unsigned)k});
+        const int64_t T = 90;
+        int32_t *tok = tokens_for(T, 60);
+        omp_set_num_threads(1);
+        float *a = logits_of(m, tok, T, 0);
+        omp_set_num_threads(2);
+        float *b = logits_of(m, tok, T, 1);
+        assert_true(rel_diff(b, a, (size_t)(T * 60)) < 1e-5);
+        /* causality: the first 40 positions do not see what follows */
+        float *c = logits_of(m, tok, 40, 0);
+        assert_true(rel_diff(c, a, (size_t)(40 * 60)) < 1e-5);
+        free(a), free(b), free(c), free(tok);
+        dfl_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------- failures */
+
+static dfl_status failing(void *u, int64_t r0, int64_t n, int64_t V, const float *z, dfl_error *e)
+{
+    (void)u, (void)r0, (void)n, (void)V, (void)z;
+    return dfl__fail(e, DFL_ERR_IO, "callback says no");
+}
+
+static void test_bad_tokens_and_failing_callback(void **st)
+{
+    (void)st;
+    dfl_model *m = load((tiny_spec){"llama", 1, 16, 2, 2, 24, 20, 5});
+    int32_t tok[4] = {1, 2, 20, 3};
+    float out[4 * 20];
+    dfl_error e;
+    assert_int_equal(dfl_forward_logits(m, tok, 4, out, &e), DFL_ERR_RANGE);
+    assert_non_null(strstr(e.msg, "token 20 at position 2"));
+    tok[2] = -1;
+    assert_int_equal(dfl_forward_logits(m, tok, 4, out, &e), DFL_ERR_RANGE);
+    assert_int_equal(dfl_forward_logits(m, tok, 0, out, &e), DFL_ERR_RANGE);
+    tok[2] = 3;
+    dfl_capture cap = {NULL, NULL, NULL, failing};
+    assert_int_equal(dfl_forward(m, tok, 4, &cap, &e), DFL_ERR_IO);
+    assert_string_equal(e.msg, "callback says no");
+    /* a single token works */
+    assert_int_equal(dfl_forward_logits(m, tok, 1, out, &e), DFL_OK);
+    dfl_model_free(m);
+}
+
+static void test_flops_formula(void **st)
+{
+    (void)st;
+    dfl_config c;
+    memset(&c, 0, sizeof c);
+    c.type = DFL_MODEL_LLAMA;
+    c.vocab_size = 100, c.hidden_size = 8, c.intermediate_size = 16, c.num_layers = 2;
+    c.num_heads = 2, c.num_kv_heads = 1, c.head_dim = 4;
+    /* per token: 2·(L·(D·(q 8 + k 4 + v 4 + o 8) + 3·D·F + H·(T+1)/2·(4 + 4)) + D·V) */
+    double T = 10, want = 2 * (2 * (8.0 * 24 + 3 * 8 * 16 + 2 * 5.5 * 8) + 8 * 100) * T;
+    assert_true(fabs(dfl_forward_flops(&c, 10) - want) < 1e-9);
+}
+
+static int setup(void **st) { (void)st; return mkdtemp(tmpdir) ? 0 : -1; }
+static int teardown(void **st)
+{
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maps_llama_gqa),
+        cmocka_unit_test(test_maps_diff_gqa),
+        cmocka_unit_test(test_maps_diffllama_gqa),
+        cmocka_unit_test(test_threads_and_capture_do_not_change_logits),
+        cmocka_unit_test(test_bad_tokens_and_failing_callback),
+        cmocka_unit_test(test_flops_formula),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
