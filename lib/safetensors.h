@@ -92,8 +92,13 @@ uint16_t dfl_f32_to_bf16(float f);
 
 /* Write n tensors (name, dtype, shape, data, nbytes used; nbytes must match the
  * shape) to path atomically: written to a temporary file in the same folder, then
- * renamed. Fails with DFL_ERR_EXISTS if path exists and !overwrite. Offsets are
- * 8-byte aligned (the header is padded with spaces). */
+ * renamed. Fails with DFL_ERR_EXISTS if path exists and !overwrite. The data buffer
+ * starts 8-byte aligned (the header is padded with spaces); tensors follow it
+ * contiguously in the given order, as the reference reader requires, so a tensor
+ * after one of odd size may be unaligned. The header carries
+ * "__metadata__": {"format": "pt"}. DFL_ERR_TENSOR (a tensor inconsistent with its
+ * shape or dtype), DFL_ERR_USAGE (NULL name or data, duplicate or reserved name),
+ * DFL_ERR_IO (nothing is left behind), DFL_ERR_NOMEM. */
 dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n,
                         int overwrite, dfl_error *err);
 
