@@ -1,0 +1,304 @@
+#!/usr/bin/python3
+"""make_model.py — write a tiny random model directory for difflens tests.
+
+Writes OUTDIR/config.json and OUTDIR/model.safetensors (or N shards listed by
+model.safetensors.index.json) with random weights from a fixed seed, for the three
+model types of DESIGN.md "Model format": llama, diff_transformer, diffllama.
+The safetensors writer is hand-written (numpy only) so the C reader is checked
+against an independent encoder: F32, F16 and BF16 (upper 16 bits of the f32 with
+round-to-nearest-even).
+
+As a module:  make_model.make_model(outdir, "llama", layers=2, hidden=64, heads=4)
+As a tool:    /usr/bin/python3 tests/ref/make_model.py OUT --type llama --layers 2 \
+                  --hidden 64 --heads 4 [--kv-heads 2] [--dtype bf16] [--shards 2] ...
+
+Head conventions (DESIGN.md):
+  llama             H softmax heads of head_dim [D/H]
+  diff_transformer  H differential heads, head_dim d [D/H/2] per sub-head
+  diffllama         H softmax maps of head_dim [D/H] (H even; H/2 differential heads)
+Weights are PyTorch Linear layout [out, in] (y = x @ W.T), normal with std
+1/sqrt(fan_in) so activations stay O(1); norm gains 1 + 0.1·N(0,1); lambda_* N(0, 0.1).
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+TYPES = ("llama", "diff_transformer", "diffllama")
+DTYPES = ("f32", "f16", "bf16")
+
+
+# ---------------------------------------------------------------------------
+# safetensors encoding
+# ---------------------------------------------------------------------------
+
+def f32_to_bf16_bits(a):
+    """uint16 bf16 bit patterns of float32 array a, round-to-nearest-even; NaN stays
+    NaN (quiet), overflow rounds to inf as the IEEE rule gives."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    out = rounded.astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        out[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    return out
+
+
+def bf16_bits_to_f32(b):
+    """float32 values of uint16 bf16 bit patterns (exact)."""
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def encode(arr, dtype):
+    """(safetensors dtype name, little-endian bytes) of float array arr stored as
+    dtype ("f32" | "f16" | "bf16")."""
+    a = np.asarray(arr, dtype=np.float32)
+    if dtype == "f32":
+        return "F32", a.astype("<f4").tobytes()
+    if dtype == "f16":
+        return "F16", a.astype("<f2").tobytes()
+    if dtype == "bf16":
+        return "BF16", f32_to_bf16_bits(a).astype("<u2").tobytes()
+    raise ValueError("unknown dtype %r" % dtype)
+
+
+def write_safetensors(path, tensors, dtype, metadata=None):
+    """Write tensors (list of (name, float array)) to path in dtype. Data offsets
+    are 8-byte aligned; the header is padded with spaces to a multiple of 8."""
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    blobs = []
+    off = 0
+    for name, arr in tensors:
+        st_dtype, raw = encode(arr, dtype)
+        header[name] = {"dtype": st_dtype, "shape": [int(s) for s in np.shape(arr)],
+                        "data_offsets": [off, off + len(raw)]}
+        pad = (-len(raw)) % 8
+        blobs.append(raw + b"\0" * pad)
+        off += len(raw) + pad
+    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    hjson += b" " * ((-len(hjson)) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hjson)))
+        f.write(hjson)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+    return off
+
+
+# ---------------------------------------------------------------------------
+# config and weights
+# ---------------------------------------------------------------------------
+
+def default_head_dim(mtype, hidden, heads):
+    if mtype == "diff_transformer":
+        return hidden // heads // 2
+    return hidden // heads
+
+
+def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=None,
+                vocab=97, tied=False, kv_pairing=None, lambda_init=None,
+                rope_theta=10000.0, max_pos=256, rope_scaling="none", rms_norm_eps=1e-6,
+                rope_interleaved=None):
+    """config.json dict with Hugging Face Llama key names (DESIGN.md)."""
+    if mtype not in TYPES:
+        raise ValueError("model type must be one of %s" % (TYPES,))
+    kv_heads = heads if kv_heads is None else kv_heads
+    if heads % kv_heads:
+        raise ValueError("heads must be a multiple of kv-heads")
+    if mtype == "diffllama" and heads % 2:
+        raise ValueError("diffllama needs an even number of heads")
+    hd = default_head_dim(mtype, hidden, heads) if head_dim is None else head_dim
+    if hd <= 0 or hd % 2:
+        raise ValueError("head_dim must be positive and even (RoPE pairs)")
+    cfg = {
+        "model_type": mtype,
+        "architectures": {"llama": ["LlamaForCausalLM"], "diffllama": ["DiffLlamaForCausalLM"],
+                          "diff_transformer": ["DiffTransformerForCausalLM"]}[mtype],
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": ffn if ffn is not None else 4 * hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": hd,
+        "hidden_act": "silu",
+        "rms_norm_eps": rms_norm_eps,
+        "rope_theta": rope_theta,
+        "tie_word_embeddings": bool(tied),
+        "max_position_embeddings": max_pos,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "torch_dtype": "float32",
+    }
+    if rope_interleaved is not None:
+        cfg["rope_interleaved"] = bool(rope_interleaved)
+    if rope_scaling == "linear":
+        # the older key name ("type"), as in checkpoints written before rope_type
+        cfg["rope_scaling"] = {"type": "linear", "factor": 2.5}
+    elif rope_scaling == "llama3":
+        # original_max_position_embeddings chosen so a tiny head_dim has frequencies
+        # in all three regimes (kept, smoothed, divided by factor)
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    elif rope_scaling not in (None, "none"):
+        raise ValueError("rope scaling must be none, linear or llama3")
+    else:
+        cfg["rope_scaling"] = None
+    if mtype != "llama":
+        if lambda_init is not None:
+            cfg["diff_lambda_init"] = lambda_init
+        if mtype == "diff_transformer" and kv_pairing is not None:
+            cfg["diff_kv_pairing"] = kv_pairing   # absent = "flash" (DESIGN.md default)
+    return cfg
+
+
+def make_weights(cfg, seed=0, subln=True):
+    """List of (name, float32 array) in a fixed order for config dict cfg."""
+    rng = np.random.default_rng(seed)
+    mtype = cfg["model_type"]
+    D = cfg["hidden_size"]
+    F = cfg["intermediate_size"]
+    V = cfg["vocab_size"]
+    L = cfg["num_hidden_layers"]
+    H = cfg["num_attention_heads"]
+    Hkv = cfg["num_key_value_heads"]
+    hd = cfg["head_dim"]
+
+    def lin(out_f, in_f):
+        return (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+
+    def gain(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    def small(n):
+        return (0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    t = [("model.embed_tokens.weight", rng.standard_normal((V, D)).astype(np.float32))]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        a = p + "self_attn."
+        t.append((p + "input_layernorm.weight", gain(D)))
+        if mtype == "diff_transformer":
+            d = hd
+            t.append((a + "q_proj.weight", lin(2 * H * d, D)))
+            t.append((a + "k_proj.weight", lin(2 * Hkv * d, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * 2 * d, D)))
+            t.append((a + "out_proj.weight", lin(D, H * 2 * d)))
+            for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                t.append((a + n, small(d)))
+            if subln:
+                t.append((a + "subln.weight", gain(2 * d)))
+        else:
+            t.append((a + "q_proj.weight", lin(H * hd, D)))
+            t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "o_proj.weight", lin(D, H * hd)))
+            if mtype == "diffllama":
+                for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                    t.append((a + n, small(hd)))
+        t.append((p + "post_attention_layernorm.weight", gain(D)))
+        t.append((p + "mlp.gate_proj.weight", lin(F, D)))
+        t.append((p + "mlp.up_proj.weight", lin(F, D)))
+        t.append((p + "mlp.down_proj.weight", lin(D, F)))
+    t.append(("model.norm.weight", gain(D)))
+    if not cfg["tie_word_embeddings"]:
+        t.append(("lm_head.weight", lin(V, D)))
+    return t
+
+
+def write_model(outdir, cfg, tensors, dtype="f32", shards=1):
+    """Write config.json and the weights (one file, or `shards` files plus
+    model.safetensors.index.json) into outdir (created if needed)."""
+    os.makedirs(outdir, exist_ok=True)
+    cfg = dict(cfg)
+    cfg["torch_dtype"] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    meta = {"format": "pt"}
+    if shards <= 1:
+        write_safetensors(os.path.join(outdir, "model.safetensors"), tensors, dtype, meta)
+        return
+    groups = np.array_split(np.arange(len(tensors)), shards)
+    weight_map = {}
+    total = 0
+    for i, g in enumerate(groups):
+        fname = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
+        part = [tensors[j] for j in g]
+        total += write_safetensors(os.path.join(outdir, fname), part, dtype, meta)
+        for name, _ in part:
+            weight_map[name] = fname
+    with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+        f.write("\n")
+
+
+def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_dim=None,
+               ffn=None, vocab=97, dtype="f32", seed=0, tied=False, shards=1,
+               kv_pairing=None, lambda_init=None, rope_theta=10000.0, max_pos=256,
+               rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None):
+    """Create a model directory; returns its config dict."""
+    if dtype not in DTYPES:
+        raise ValueError("dtype must be one of %s" % (DTYPES,))
+    cfg = make_config(mtype, layers, hidden, heads, kv_heads=kv_heads, head_dim=head_dim,
+                      ffn=ffn, vocab=vocab, tied=tied, kv_pairing=kv_pairing,
+                      lambda_init=lambda_init, rope_theta=rope_theta, max_pos=max_pos,
+                      rope_scaling=rope_scaling, rms_norm_eps=rms_norm_eps,
+                      rope_interleaved=rope_interleaved)
+    write_model(outdir, cfg, make_weights(cfg, seed, subln), dtype, shards)
+    return cfg
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write a tiny random difflens test model.")
+    ap.add_argument("outdir")
+    ap.add_argument("--type", required=True, choices=TYPES)
+    ap.add_argument("--layers", type=int, required=True)
+    ap.add_argument("--hidden", type=int, required=True)
+    ap.add_argument("--heads", type=int, required=True,
+                    help="llama: heads; diff_transformer: differential heads; "
+                         "diffllama: softmax maps (even)")
+    ap.add_argument("--kv-heads", type=int, default=None, help="default: --heads")
+    ap.add_argument("--head-dim", type=int, default=None,
+                    help="default D/H (diff_transformer: D/H/2)")
+    ap.add_argument("--ffn", type=int, default=None, help="default 4*hidden")
+    ap.add_argument("--vocab", type=int, default=97)
+    ap.add_argument("--dtype", choices=DTYPES, default="f32")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--kv-pairing", choices=("flash", "naive"), default=None)
+    ap.add_argument("--lambda-init", type=float, default=None)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
+    ap.add_argument("--max-pos", type=int, default=256)
+    ap.add_argument("--rope-scaling", choices=("none", "linear", "llama3"), default="none")
+    ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
+    ap.add_argument("--rope-interleaved", choices=("true", "false"), default=None,
+                    help="write rope_interleaved (default: key absent)")
+    ap.add_argument("--no-subln", action="store_true",
+                    help="diff_transformer: omit subln.weight (loaded as ones)")
+    a = ap.parse_args(argv)
+    try:
+        make_model(a.outdir, a.type, a.layers, a.hidden, a.heads, a.kv_heads, a.head_dim,
+                   a.ffn, a.vocab, a.dtype, a.seed, a.tied, a.shards, a.kv_pairing,
+                   a.lambda_init, a.rope_theta, a.max_pos, a.rope_scaling, not a.no_subln,
+                   a.rms_norm_eps,
+                   None if a.rope_interleaved is None else a.rope_interleaved == "true")
+    except ValueError as e:
+        print("make_model.py: %s" % e, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

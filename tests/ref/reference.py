@@ -1,0 +1,441 @@
+#!/usr/bin/python3
+"""reference.py — an independent numpy (float64) forward pass of the three difflens
+model types, written from DESIGN.md "Model format" (not from the C code), to check
+bin/probe against.
+
+    import reference
+    m = reference.load_model("model_dir")          # config + float64 tensors
+    r = reference.forward(m, [0, 17, 93, ...])
+    r["logits"]                     # [T, V]
+    r["map1"]                       # [L, Hd, T, T] softmax map (map 1 for Diff)
+    r["map2"], r["diff"]            # Diff only: map 2, map1 − λ·map2
+    r["lambda"], r["lambda_init"]   # Diff only: [L]
+
+Hd = H (llama, diff_transformer) or H/2 (diffllama). Masked (future) entries are 0.
+Also usable as a tool: reference.py MODEL_DIR TOKEN... prints logits' argmax and λ.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+# ---------------------------------------------------------------------------
+# safetensors reading
+# ---------------------------------------------------------------------------
+
+_ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2), "F64": ("<f8", 8),
+              "I64": ("<i8", 8), "I32": ("<i4", 4), "I16": ("<i2", 2), "I8": ("i1", 1),
+              "U8": ("u1", 1), "BOOL": ("?", 1)}
+
+
+def read_safetensors(path, as_float64=True):
+    """dict name -> numpy array of every tensor in a safetensors file. F32/F16/BF16
+    become float64 when as_float64 (else float32 for BF16, native for the others).
+    Raises ValueError on a malformed file."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError("%s: too short" % path)
+    (n,) = struct.unpack("<Q", raw[:8])
+    if n > len(raw) - 8:
+        raise ValueError("%s: header length %d past end of file" % (path, n))
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = memoryview(raw)[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        np_dtype, size = _ST_DTYPES[e["dtype"]]
+        shape = tuple(int(s) for s in e["shape"])
+        b, end = e["data_offsets"]
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if not (0 <= b <= end <= len(data)) or end - b != count * size:
+            raise ValueError("%s: tensor %s has bad offsets" % (path, name))
+        a = np.frombuffer(data[b:end], dtype=np_dtype).reshape(shape)
+        if e["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        if as_float64 and e["dtype"] in ("F32", "F16", "BF16", "F64"):
+            a = a.astype(np.float64)
+        else:
+            a = a.copy()
+        out[name] = a
+    return out
+
+
+def read_tensors(model_dir, as_float64=True):
+    """All tensors of a model directory: model.safetensors, or the shards listed in
+    model.safetensors.index.json (every listed name must be in its shard)."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(index):
+        with open(index) as f:
+            wmap = json.load(f)["weight_map"]
+        out = {}
+        for fname in sorted(set(wmap.values())):
+            part = read_safetensors(os.path.join(model_dir, fname), as_float64)
+            for name, file_of in wmap.items():
+                if file_of == fname:
+                    if name not in part:
+                        raise ValueError("%s: %s listed but absent" % (fname, name))
+                    out[name] = part[name]
+        return out
+    return read_safetensors(single, as_float64)
+
+
+# ---------------------------------------------------------------------------
+# config
+# ---------------------------------------------------------------------------
+
+class Model:
+    """A parsed config (with DESIGN.md defaults filled in) and float64 tensors."""
+
+    def __init__(self, cfg, tensors):
+        self.raw = cfg
+        self.t = tensors
+        self.type = cfg["model_type"]
+        if self.type not in ("llama", "diff_transformer", "diffllama"):
+            raise ValueError("unknown model_type %r" % self.type)
+        if cfg.get("attention_bias") or cfg.get("mlp_bias"):
+            raise ValueError("attention_bias / mlp_bias are not supported")
+        if cfg.get("hidden_act", "silu") != "silu":
+            raise ValueError("hidden_act must be silu")
+        self.V = cfg["vocab_size"]
+        self.D = cfg["hidden_size"]
+        self.F = cfg["intermediate_size"]
+        self.L = cfg["num_hidden_layers"]
+        self.H = cfg["num_attention_heads"]
+        self.Hkv = cfg.get("num_key_value_heads") or self.H
+        hd = cfg.get("head_dim")
+        if hd is None:
+            hd = self.D // self.H // 2 if self.type == "diff_transformer" else self.D // self.H
+        self.hd = hd
+        self.eps = cfg.get("rms_norm_eps", 1e-6)
+        interleaved = cfg.get("rope_interleaved")
+        self.interleaved = (self.type == "diff_transformer") if interleaved is None else interleaved
+        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        self.kv_pairing = cfg.get("diff_kv_pairing") or "flash"
+        if self.kv_pairing not in ("flash", "naive"):
+            raise ValueError("diff_kv_pairing must be flash or naive")
+        # rope: rope_scaling (older) or rope_parameters (newer, may hold rope_theta)
+        rp = cfg.get("rope_parameters")
+        rs = cfg.get("rope_scaling")
+        theta = cfg.get("rope_theta")
+        if isinstance(rp, dict) and theta is None:
+            theta = rp.get("rope_theta")
+        self.theta = 10000.0 if theta is None else float(theta)
+        scaling = rs if isinstance(rs, dict) else (rp if isinstance(rp, dict) else None)
+        kind = "none"
+        if scaling is not None:
+            kind = scaling.get("rope_type", scaling.get("type", "default"))
+            if kind == "default":
+                kind = "none"
+        if kind not in ("none", "linear", "llama3"):
+            raise ValueError("rope scaling %r is not supported" % kind)
+        self.rope_kind = kind
+        self.rope = scaling or {}
+        if self.H % self.Hkv:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        if self.type == "diffllama" and self.H % 2:
+            raise ValueError("diffllama needs an even num_attention_heads")
+
+    def diff_heads(self):
+        """Heads as the dump counts them: differential heads for Diff models."""
+        return self.H // 2 if self.type == "diffllama" else self.H
+
+    def lambda_init(self, l):
+        li = self.raw.get("diff_lambda_init")
+        if li is not None:
+            return float(li)
+        return 0.8 - 0.6 * math.exp(-0.3 * l)
+
+
+def load_model(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    return Model(cfg, read_tensors(model_dir))
+
+
+# ---------------------------------------------------------------------------
+# kernels (float64)
+# ---------------------------------------------------------------------------
+
+def rmsnorm(x, w, eps):
+    """x / sqrt(mean(x²) + eps) · w over the last axis; w None = no gain."""
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if w is None else y * w
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def inv_freq(m, dim):
+    """RoPE inverse frequencies [dim/2]: theta^(−2j/dim), then the rope scaling rule
+    (linear: /factor; llama3: Hugging Face _compute_llama3_parameters)."""
+    f = 1.0 / (m.theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    if m.rope_kind == "linear":
+        f = f / float(m.rope["factor"])
+    elif m.rope_kind == "llama3":
+        factor = float(m.rope["factor"])
+        low = float(m.rope["low_freq_factor"])
+        high = float(m.rope["high_freq_factor"])
+        old = float(m.rope["original_max_position_embeddings"])
+        low_wl = old / low
+        high_wl = old / high
+        wl = 2 * math.pi / f
+        g = np.where(wl > low_wl, f / factor, f)
+        smooth = (old / wl - low) / (high - low)
+        smoothed = (1 - smooth) * g / factor + smooth * g
+        medium = ~(wl < high_wl) & ~(wl > low_wl)
+        f = np.where(medium, smoothed, g)
+    return f
+
+
+def rope(x, freqs, interleaved):
+    """Rotate x [T, nh, dim] by position t·freqs[j]. Interleaved pairs
+    (x[2j], x[2j+1]); rotate-half pairs (x[j], x[j+dim/2])."""
+    T, _, dim = x.shape
+    ang = np.arange(T, dtype=np.float64)[:, None] * freqs[None, :]   # [T, dim/2]
+    c = np.cos(ang)[:, None, :]
+    s = np.sin(ang)[:, None, :]
+    y = np.empty_like(x)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        y[..., 0::2] = a * c - b * s
+        y[..., 1::2] = a * s + b * c
+    else:
+        h = dim // 2
+        a, b = x[..., :h], x[..., h:]
+        y[..., :h] = a * c - b * s
+        y[..., h:] = b * c + a * s
+    return y
+
+
+def causal_softmax(q, k, scale):
+    """Softmax map [T, T] of q [T, d] against k [T, d] with a causal mask; masked
+    entries exactly 0. Also returns the raw scaled scores."""
+    T = q.shape[0]
+    s = (q @ k.T) * scale
+    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    s_m = np.where(mask, -np.inf, s)
+    e = np.exp(s_m - s_m.max(axis=1, keepdims=True))
+    a = e / e.sum(axis=1, keepdims=True)
+    a[mask] = 0.0
+    return a, np.where(mask, 0.0, s)
+
+
+# ---------------------------------------------------------------------------
+# attention, per model type
+# ---------------------------------------------------------------------------
+
+def _lambda(m, a, l):
+    li = m.lambda_init(l)
+    lam = (math.exp(float(np.dot(m.t[a + "lambda_q1"], m.t[a + "lambda_k1"])))
+           - math.exp(float(np.dot(m.t[a + "lambda_q2"], m.t[a + "lambda_k2"]))) + li)
+    return lam, li
+
+
+def attn_llama(m, l, h):
+    a = "model.layers.%d.self_attn." % l
+    T = h.shape[0]
+    H, Hkv, hd = m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    fr = inv_freq(m, hd)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, H, hd), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, hd), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, hd)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        kv = i // n_rep
+        maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5)
+        out[:, i] = maps[i] @ v[:, kv]
+    y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps, "scores": scores}
+
+
+def attn_diff_transformer(m, l, h):
+    a = "model.layers.%d.self_attn." % l
+    T = h.shape[0]
+    H, Hkv, d = m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    fr = inv_freq(m, d)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, 2 * H, d), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, 2 * Hkv, d), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, 2 * d)
+    lam, li = _lambda(m, a, l)
+    gain = m.t.get(a + "subln.weight")
+    if gain is None:
+        gain = np.ones(2 * d)
+    maps = np.zeros((2, H, T, T))
+    scores = np.zeros((2, H, T, T))
+    out = np.zeros((T, H, 2 * d))
+    for i in range(H):
+        for t in range(2):
+            if m.kv_pairing == "flash":
+                ks = 2 * (i // n_rep) + t
+            else:
+                ks = (2 * i + t) // n_rep
+            maps[t, i], scores[t, i] = causal_softmax(q[:, 2 * i + t], k[:, ks], d ** -0.5)
+        A = maps[0, i] - lam * maps[1, i]
+        out[:, i] = rmsnorm(A @ v[:, i // n_rep], gain, 1e-5) * (1 - li)
+    y = out.reshape(T, H * 2 * d) @ m.t[a + "out_proj.weight"].T
+    return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1],
+               "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * H, T, T)}
+
+
+def attn_diffllama(m, l, h):
+    a = "model.layers.%d.self_attn." % l
+    T = h.shape[0]
+    H, Hkv, hd = m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    Hd = H // 2
+    fr = inv_freq(m, hd)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, H, hd), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, hd), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, hd)
+    lam, li = _lambda(m, a, l)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    for i in range(H):
+        maps[i], scores[i] = causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5)
+    out = np.zeros((T, Hd, 2 * hd))
+    for j in range(Hd):
+        A = maps[j] - lam * maps[j + Hd]
+        val = np.concatenate([v[:, j // n_rep], v[:, (j + Hd) // n_rep]], axis=1)  # [T, 2hd]
+        out[:, j] = rmsnorm(A @ val, None, m.eps) * (1 - li)
+    y = out.reshape(T, Hd * 2 * hd) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps[:Hd], "map2": maps[Hd:], "diff": maps[:Hd] - lam * maps[Hd:],
+               "lambda": lam, "lambda_init": li, "scores": scores}
+
+
+_ATTN = {"llama": attn_llama, "diff_transformer": attn_diff_transformer,
+         "diffllama": attn_diffllama}
+
+
+# ---------------------------------------------------------------------------
+# the forward pass
+# ---------------------------------------------------------------------------
+
+def forward(m, tokens):
+    """Run model m over token ids; returns a dict with logits [T, V], map1 [L, Hd, T, T]
+    (+ map2, diff, lambda [L], lambda_init [L] for Diff models), hidden [L, T, D]
+    (each layer's output after both residual additions) and scores [L, M, T, T]: the
+    scaled attention logits q·k/√d of every softmax map (M = H, or 2H for
+    diff_transformer), 0 where masked."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    t = m.t
+    x = t["model.embed_tokens.weight"][tokens].copy()            # [T, D]
+    per = {}
+    hidden = []
+    for l in range(m.L):
+        p = "model.layers.%d." % l
+        y, maps = _ATTN[m.type](m, l, rmsnorm(x, t[p + "input_layernorm.weight"], m.eps))
+        x = x + y
+        hh = rmsnorm(x, t[p + "post_attention_layernorm.weight"], m.eps)
+        g = hh @ t[p + "mlp.gate_proj.weight"].T
+        u = hh @ t[p + "mlp.up_proj.weight"].T
+        x = x + (silu(g) * u) @ t[p + "mlp.down_proj.weight"].T
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = rmsnorm(x, t["model.norm.weight"], m.eps)
+    head = t["model.embed_tokens.weight"] if m.tied else t["lm_head.weight"]
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden)}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
+def nll(logits, tokens):
+    """−log softmax(logits[t])[tokens[t+1]] for t < T−1; NaN at T−1."""
+    logits = np.asarray(logits, dtype=np.float64)
+    mx = logits.max(axis=1, keepdims=True)
+    lse = (mx + np.log(np.exp(logits - mx).sum(axis=1, keepdims=True)))[:, 0]
+    T = len(tokens)
+    out = np.full(T, np.nan)
+    idx = np.arange(T - 1)
+    out[:-1] = lse[:-1] - logits[idx, np.asarray(tokens)[1:]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# derived quantities of the dump (noise shares, outliers), from DESIGN.md's table
+# ---------------------------------------------------------------------------
+
+SHARE_ORDER = ("bos", "context_before", "answer", "context_after", "query", "distractor",
+               "target")
+
+
+def share_masks(seg):
+    """[7, T] key masks in SHARE_ORDER for segment codes seg (0 context, 1 bos, 2 answer,
+    3 query, 4 distractor, 5 target). Context before/after = context tokens before the
+    first / after the last answer token; needs at least one answer token."""
+    seg = np.asarray(seg)
+    idx = np.arange(len(seg))
+    ans = np.nonzero(seg == 2)[0]
+    if not len(ans):
+        raise ValueError("share masks need an answer span")
+    ctx = seg == 0
+    return np.stack([seg == 1, ctx & (idx < ans[0]), seg == 2, ctx & (idx > ans[-1]),
+                     seg == 3, seg == 4, seg == 5])
+
+
+def noise_stats(r, seg, rows):
+    """The dump's noise/ datasets for analysis rows `rows` of forward() result r:
+    shares, raw, shares_abs [M, L, H, 7]; entropy [M', L, H]; negative_mass [L, H]
+    (Diff only)."""
+    masks = share_masks(seg).astype(np.float64)                  # [7, T]
+    diff = "diff" in r
+    maps = [r["map1"], r["map2"], r["diff"]] if diff else [r["map1"]]
+    out = {"shares": [], "raw": [], "shares_abs": [], "entropy": []}
+    for mi, M in enumerate(maps):
+        A = M[:, :, rows, :]                                      # [L, H, R, T]
+        part = A @ masks.T                                        # [L, H, R, 7]
+        part_abs = np.abs(A) @ masks.T
+        out["raw"].append(part.mean(axis=2))
+        out["shares"].append((part / A.sum(-1, keepdims=True)).mean(axis=2))
+        out["shares_abs"].append((part_abs / np.abs(A).sum(-1, keepdims=True)).mean(axis=2))
+        if mi < 2:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                plogp = np.where(A > 0, A * np.log(np.where(A > 0, A, 1.0)), 0.0)
+            out["entropy"].append((-plogp.sum(-1)).mean(axis=2))
+    out = {k: np.array(v) for k, v in out.items()}
+    if diff:
+        D = r["diff"][:, :, rows, :]
+        out["negative_mass"] = np.minimum(D, 0).sum(-1).mean(axis=2)
+    return out
+
+
+def top_abs(values, k):
+    """The k largest abs values of an array, descending."""
+    v = np.sort(np.abs(np.ravel(values)))[::-1]
+    return v[:k]
+
+
+def qk_top(r, layer, k):
+    """K largest abs(q·k/√d) of one layer over all maps, causal entries only."""
+    S = r["scores"][layer]                                        # [M, T, T]
+    T = S.shape[-1]
+    causal = np.tril(np.ones((T, T), bool))
+    return top_abs(S[:, causal], k)
+
+
+def main(argv):
+    if len(argv) < 3:
+        print("usage: reference.py MODEL_DIR TOKEN...", file=sys.stderr)
+        return 2
+    m = load_model(argv[1])
+    r = forward(m, [int(s) for s in argv[2:]])
+    print("argmax", r["logits"].argmax(axis=1).tolist())
+    if "lambda" in r:
+        print("lambda", r["lambda"].tolist(), "lambda_init", r["lambda_init"].tolist())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

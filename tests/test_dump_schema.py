@@ -1,0 +1,335 @@
+#!/usr/bin/python3
+"""test_dump_schema.py — checks that bin/probe writes what DESIGN.md "Dump schema
+(contract, format_version 1)" lists for the core probe: root attributes, /model/lambda,
+per-sample tokens, segments, token_text, attn maps with their dimension scales, logits,
+nll, argmax; that xarray (h5netcdf engine) opens a sample's attn group with named
+dimensions; that --maps none writes no maps; and that no temporary files are left.
+
+Run from the repo root:  /usr/bin/python3 tests/test_dump_schema.py   (BIN=bin by default)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "ref"))
+import make_model  # noqa: E402
+
+import h5py  # noqa: E402
+
+BIN = os.environ.get("BIN", "bin")
+PROBE = os.path.join(BIN, "probe")
+
+VOCAB = 97
+L = 2
+SEG = {"context": 0, "bos": 1, "answer": 2, "query": 3, "distractor": 4, "target": 5}
+
+
+def prompts(vocab=VOCAB):
+    """Three prompts: full (text with non-ASCII strings, every span kind, depth), tokens
+    only, and "bos": false with a span but no text and no depth."""
+    rng = np.random.default_rng(5)
+    a = [0] + [int(x) for x in rng.integers(1, vocab, 18)]
+    text = ["<bos>"] + ["tok%d" % t for t in a[1:]]
+    text[2] = " café"
+    text[3] = "→ 東京"
+    text[4] = ""
+    p0 = {"id": "full-0", "tokens": a, "text": text, "answer": [[4, 7]],
+          "distractor": [[8, 10], [11, 12]], "query": [[12, 15]], "target": [[15, 18]],
+          "bos": True, "depth": 0.5}
+    p1 = {"id": "plain-1", "tokens": [int(x) for x in rng.integers(0, vocab, 11)]}
+    p2 = {"id": "nobos-2", "tokens": [int(x) for x in rng.integers(0, vocab, 9)],
+          "answer": [[0, 2]], "bos": False}
+    return [p0, p1, p2]
+
+
+def expected_segments(p):
+    seg = np.zeros(len(p["tokens"]), np.uint8)
+    if p.get("bos", True):
+        seg[0] = SEG["bos"]
+    for kind in ("answer", "query", "distractor", "target"):
+        for s, e in p.get(kind, []):
+            seg[s:e] = SEG[kind]
+    return seg
+
+
+def as_str(v):
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    if isinstance(v, np.ndarray) and v.shape == ():
+        return as_str(v[()])
+    return v
+
+
+class DumpSchema(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(PROBE, os.X_OK):
+            raise unittest.SkipTest("no %s (ProbeBuilt fails)" % PROBE)
+        cls.tmp = tempfile.mkdtemp(prefix="dfl-schema-")
+        cls.prompts = prompts()
+        cls.pfile = os.path.join(cls.tmp, "prompts.jsonl")
+        with open(cls.pfile, "w") as f:
+            for p in cls.prompts:
+                f.write(json.dumps(p, ensure_ascii=False) + "\n")
+        cls.models = {}
+        for name, mtype, kw in (("llama", "llama", dict(heads=4, kv_heads=2)),
+                                ("difft", "diff_transformer", dict(heads=2)),
+                                ("diffllama", "diffllama", dict(heads=4))):
+            d = os.path.join(cls.tmp, name)
+            cls.models[name] = (d, make_model.make_model(d, mtype, layers=L, hidden=32,
+                                                         ffn=48, vocab=VOCAB, seed=11, **kw))
+        cls.out = os.path.join(cls.tmp, "out")
+        os.makedirs(cls.out)
+        # llama: default map dtype (f16), logits saved
+        cls.h5_llama = cls.probe("llama.h5", "llama", "--maps", "all", "--save-logits")
+        # diff_transformer: f32 maps, logits saved
+        cls.h5_difft = cls.probe("difft.h5", "difft", "--maps", "all", "--map-dtype", "f32",
+                                 "--save-logits")
+        # diffllama: heads are differential heads (H/2)
+        cls.h5_diffllama = cls.probe("diffllama.h5", "diffllama", "--maps", "all")
+        # llama: no maps, no logits
+        cls.h5_nomaps = cls.probe("nomaps.h5", "llama", "--maps", "none")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def probe(cls, outname, model, *extra):
+        out = os.path.join(cls.out, outname)
+        cmd = [PROBE, "--model", cls.models[model][0], "--prompts", cls.pfile, "--out", out,
+               "--quiet"] + list(extra)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        if r.returncode != 0:
+            raise AssertionError("%s exited %d: %s" % (" ".join(cmd), r.returncode,
+                                                      r.stderr.decode(errors="replace")))
+        return out
+
+    # ---- root and /model ----
+
+    def check_root(self, path, model, num_heads, head_dim, diff):
+        mdir, cfg = self.models[model]
+        with open(os.path.join(mdir, "config.json")) as fh:
+            cfg_text = fh.read()
+        with h5py.File(path, "r") as f:
+            a = f.attrs
+            for k in ("format", "format_version", "model_type", "config", "model",
+                      "num_layers", "num_heads", "head_dim", "logit_quant_bits",
+                      "logit_quant_granularity", "rows"):
+                self.assertIn(k, a, "root attribute %s missing" % k)
+            self.assertEqual(as_str(a["format"]), "difflens-dump")
+            self.assertEqual(int(a["format_version"]), 1)
+            self.assertTrue(np.issubdtype(np.asarray(a["format_version"]).dtype, np.integer))
+            self.assertEqual(as_str(a["model_type"]), cfg["model_type"])
+            self.assertEqual(as_str(a["config"]), cfg_text)
+            self.assertEqual(as_str(a["model"]), mdir)
+            self.assertEqual(int(a["num_layers"]), L)
+            self.assertEqual(int(a["num_heads"]), num_heads)
+            self.assertEqual(int(a["head_dim"]), head_dim)
+            self.assertEqual(int(a["logit_quant_bits"]), 0)
+            self.assertIsInstance(as_str(a["logit_quant_granularity"]), str)
+            self.assertIsInstance(as_str(a["rows"]), str)
+            self.assertTrue(as_str(a["rows"]))
+            if diff:
+                for k in ("lambda", "lambda_init"):
+                    ds = f["model/" + k]
+                    self.assertEqual(ds.dtype, np.float32, k)
+                    self.assertEqual(ds.shape, (L,), k)
+                li = f["model/lambda_init"][()]
+                np.testing.assert_allclose(li, [0.8 - 0.6 * np.exp(-0.3 * l) for l in range(L)],
+                                           atol=1e-6)
+            else:
+                self.assertFalse("model" in f and "lambda" in f["model"],
+                                 "/model/lambda must be absent for llama")
+                self.assertFalse("model" in f and "lambda_init" in f["model"])
+
+    def test_root_llama(self):
+        self.check_root(self.h5_llama, "llama", 4, 8, False)
+
+    def test_root_diff_transformer(self):
+        self.check_root(self.h5_difft, "difft", 2, 8, True)   # d = 32/2/2
+
+    def test_root_diffllama(self):
+        self.check_root(self.h5_diffllama, "diffllama", 2, 8, True)  # H/2 heads, hd 32/4
+
+    # ---- samples ----
+
+    def check_samples(self, path, nheads, maps, map_dtype, logits):
+        with h5py.File(path, "r") as f:
+            self.assertEqual(sorted(f["samples"].keys()),
+                             ["%06d" % i for i in range(len(self.prompts))])
+            for i, p in enumerate(self.prompts):
+                s = f["samples/%06d" % i]
+                T = len(p["tokens"])
+                self.assertIsInstance(s, h5py.Group)
+                self.assertEqual(as_str(s.attrs["id"]), p["id"])
+                if "depth" in p:
+                    self.assertAlmostEqual(float(s.attrs["depth"]), p["depth"])
+                elif "depth" in s.attrs:   # no depth given: absent or NaN
+                    self.assertTrue(np.isnan(float(s.attrs["depth"])),
+                                    "sample %d has no depth but depth=%r" % (i, s.attrs["depth"]))
+                # tokens, segments
+                self.assertEqual(s["tokens"].dtype, np.int32)
+                self.assertEqual(s["tokens"].shape, (T,))
+                np.testing.assert_array_equal(s["tokens"][()], p["tokens"])
+                self.assertEqual(s["segments"].dtype, np.uint8)
+                np.testing.assert_array_equal(s["segments"][()], expected_segments(p),
+                                              err_msg="segments of sample %d" % i)
+                # token_text
+                if "text" in p:
+                    ds = s["token_text"]
+                    info = h5py.check_string_dtype(ds.dtype)
+                    self.assertIsNotNone(info, "token_text must be a string dataset")
+                    self.assertEqual(info.encoding, "utf-8")
+                    self.assertIsNone(info.length, "token_text must be variable-length")
+                    self.assertEqual(ds.shape, (T,))
+                    self.assertEqual([as_str(x) for x in ds[()]], p["text"])
+                else:
+                    self.assertNotIn("token_text", s)
+                # logits, nll, argmax
+                if logits:
+                    self.assertEqual(s["logits"].dtype, np.float32)
+                    self.assertEqual(s["logits"].shape, (T, VOCAB))
+                    lg = s["logits"][()].astype(np.float64)
+                    self.assertTrue(np.all(np.isfinite(lg)))
+                else:
+                    self.assertNotIn("logits", s)
+                nll = s["nll"]
+                self.assertEqual(nll.dtype, np.float32)
+                self.assertEqual(nll.shape, (T,))
+                nll = nll[()]
+                self.assertTrue(np.isnan(nll[-1]))
+                self.assertTrue(np.all(np.isfinite(nll[:-1])) and np.all(nll[:-1] >= 0))
+                am = s["argmax"]
+                self.assertEqual(am.dtype, np.int32)
+                self.assertEqual(am.shape, (T,))
+                am = am[()]
+                self.assertTrue(np.all((am >= 0) & (am < VOCAB)))
+                if logits:
+                    mx = lg.max(1, keepdims=True)
+                    lse = mx[:, 0] + np.log(np.exp(lg - mx).sum(1))
+                    want = lse[:-1] - lg[np.arange(T - 1), p["tokens"][1:]]
+                    np.testing.assert_allclose(nll[:-1], want, atol=1e-4)
+                    np.testing.assert_array_equal(lg[np.arange(T), am], lg.max(1))
+                # attention maps
+                if maps is None:
+                    if "attn" in s:
+                        for k in ("map1", "map2", "diff"):
+                            self.assertNotIn(k, s["attn"], "--maps none wrote attn/" + k)
+                    continue
+                at = s["attn"]
+                for k in ("map1", "map2", "diff"):
+                    if k not in maps:
+                        self.assertNotIn(k, at)
+                        continue
+                    ds = at[k]
+                    self.assertEqual(ds.shape, (L, nheads, T, T), k)
+                    self.assertEqual(ds.dtype, map_dtype, k)
+                    v = ds[()].astype(np.float64)
+                    upper = np.triu(np.ones((T, T), bool), 1)
+                    self.assertTrue(np.all(v[..., upper] == 0), "%s masked entries" % k)
+                    if k != "diff":
+                        tol = 1e-5 if map_dtype == np.float32 else 2e-3 * T
+                        np.testing.assert_allclose(v.sum(-1), 1.0, atol=tol)
+                    self.check_scales(at, ds, L, nheads, T)
+
+    def check_scales(self, at, ds, nl, nh, T):
+        for name, n in (("layers", nl), ("heads", nh), ("rows", T)):
+            sc = at[name]
+            self.assertEqual(sc.dtype, np.int32, name)
+            self.assertEqual(sc.shape, (n,), name)
+            np.testing.assert_array_equal(sc[()], np.arange(n), err_msg=name)
+            self.assertTrue(h5py.h5ds.is_scale(sc.id), "attn/%s is not a dimension scale" % name)
+        self.assertEqual([ds.dims[i].label for i in range(4)], ["layer", "head", "query", "key"])
+        self.assertEqual(ds.dims[0][0].name, at["layers"].name)
+        self.assertEqual(ds.dims[1][0].name, at["heads"].name)
+        self.assertEqual(ds.dims[2][0].name, at["rows"].name)
+        self.assertGreaterEqual(len(ds.dims[3]), 1, "no key-position scale on dim 3")
+        key = ds.dims[3][0]
+        self.assertEqual(key.shape, (T,))
+        self.assertEqual(key.parent.name, at.name, "key scale outside the attn group")
+
+    def test_samples_llama(self):
+        self.check_samples(self.h5_llama, 4, ("map1",), np.float16, True)
+
+    def test_samples_diff_transformer(self):
+        self.check_samples(self.h5_difft, 2, ("map1", "map2", "diff"), np.float32, True)
+
+    def test_samples_diffllama(self):
+        self.check_samples(self.h5_diffllama, 2, ("map1", "map2", "diff"), np.float16, False)
+
+    def test_samples_no_maps(self):
+        self.check_samples(self.h5_nomaps, 4, None, None, False)
+
+    def test_diff_relation(self):
+        """diff = map1 − λ·map2 with the layer's λ (f32 maps)."""
+        with h5py.File(self.h5_difft, "r") as f:
+            lam = f["model/lambda"][()].astype(np.float64)
+            at = f["samples/000000/attn"]
+            m1, m2, d = (at[k][()].astype(np.float64) for k in ("map1", "map2", "diff"))
+        np.testing.assert_allclose(d, m1 - lam[:, None, None, None] * m2, atol=1e-6)
+
+    # ---- xarray ----
+
+    def test_xarray_named_dims(self):
+        import xarray
+        for path, names in ((self.h5_llama, ("map1",)),
+                            (self.h5_difft, ("map1", "map2", "diff"))):
+            with h5py.File(path, "r") as f:
+                ds = f["samples/000000/attn/map1"]
+                want_dims = tuple(ds.dims[i][0].name.split("/")[-1] for i in range(4))
+                T = ds.shape[-1]
+                nh = ds.shape[1]
+            x = xarray.open_dataset(path, group="samples/000000/attn", engine="h5netcdf",
+                                    phony_dims="access")
+            try:
+                for k in names:
+                    self.assertIn(k, x.data_vars)
+                    dims = x[k].dims
+                    self.assertEqual(dims, want_dims)
+                    self.assertFalse(any(dname.startswith("phony_dim") for dname in dims),
+                                     "unnamed dimension in %s: %s" % (k, dims))
+                    self.assertEqual(x[k].shape, (L, nh, T, T))
+                self.assertEqual(want_dims[:3], ("layers", "heads", "rows"))
+                np.testing.assert_array_equal(x["rows"].values, np.arange(T))
+            finally:
+                x.close()
+
+    # ---- files ----
+
+    def test_no_leftover_files(self):
+        self.assertEqual(sorted(os.listdir(self.out)),
+                         ["diffllama.h5", "difft.h5", "llama.h5", "nomaps.h5"])
+
+    def test_existing_output_not_overwritten(self):
+        before = os.stat(self.h5_nomaps)
+        with open(self.h5_nomaps, "rb") as fh:
+            data = fh.read()
+        r = subprocess.run([PROBE, "--model", self.models["llama"][0], "--prompts", self.pfile,
+                            "--out", self.h5_nomaps, "--maps", "none", "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        self.assertNotEqual(r.returncode, 0, "probe overwrote an existing output")
+        self.assertTrue(r.stderr.strip(), "no error message")
+        with open(self.h5_nomaps, "rb") as fh:
+            self.assertEqual(fh.read(), data)
+        self.assertEqual(os.stat(self.h5_nomaps).st_mtime_ns, before.st_mtime_ns)
+        self.assertEqual(sorted(os.listdir(self.out)),
+                         ["diffllama.h5", "difft.h5", "llama.h5", "nomaps.h5"])
+
+
+class ProbeBuilt(unittest.TestCase):
+    def test_probe_exists(self):
+        self.assertTrue(os.access(PROBE, os.X_OK),
+                        "%s not found or not executable (build it, or set BIN)" % PROBE)
+
+
+if __name__ == "__main__":
+    prog = unittest.main(exit=False, verbosity=2)
+    sys.exit(0 if prog.result.wasSuccessful() else 1)
