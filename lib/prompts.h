@@ -60,7 +60,10 @@ const char *dfl_span_kind_name(dfl_span_kind k);
  * caller then frees with dfl_prompt_free. `label` and `line` name it in messages
  * ("prompts.jsonl:12: span answer[0] = [5, 3] is reversed"). DFL_ERR_FORMAT for
  * invalid JSON or wrong types, DFL_ERR_RANGE for spans out of range or reversed,
- * negative token ids, an empty token list or a text array of the wrong length. */
+ * negative token ids, an empty token list or a text array of the wrong length.
+ * Non-integral numbers where integers belong are DFL_ERR_FORMAT; JSON null for an
+ * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte
+ * or a \u0000 escape is DFL_ERR_FORMAT. On failure *p is left zeroed. */
 dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label,
                             size_t line, dfl_prompt *p, dfl_error *err);
 
@@ -72,7 +75,8 @@ void dfl_prompt_free(dfl_prompt *p);
  * in that order (a later kind wins where spans overlap). */
 void dfl_prompt_segments(const dfl_prompt *p, uint8_t *seg);
 
-/* Check every token id < vocab_size; DFL_ERR_RANGE naming the line and position. */
+/* Check every token id < vocab_size; DFL_ERR_RANGE naming the line and position,
+ * DFL_ERR_USAGE when vocab_size <= 0. */
 dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size,
                                   const char *label, dfl_error *err);
 
@@ -85,13 +89,18 @@ typedef struct dfl_prompt_set {
 
 /* Read every non-blank line of a JSONL file. Fails on the first bad line with its
  * line number; an empty file (no samples) is DFL_ERR_FORMAT. Caller frees with
- * dfl_prompt_set_free. */
+ * dfl_prompt_set_free. '\r\n' line ends, a missing final newline and a leading UTF-8
+ * byte-order mark are accepted; a NUL byte is DFL_ERR_FORMAT; a missing file DFL_ERR_IO.
+ * On failure *out is left empty. */
 dfl_status dfl_prompt_set_read(const char *path, dfl_prompt_set *out, dfl_error *err);
 void dfl_prompt_set_free(dfl_prompt_set *s);
 
 /* Write prompts as JSONL (only the fields present) atomically: a temporary file in
  * the same folder, renamed when complete; DFL_ERR_EXISTS if path exists and
- * !overwrite. */
+ * !overwrite. Every prompt is validated first by the reader's rules (DFL_ERR_RANGE,
+ * nothing created); count 0 is DFL_ERR_USAGE (the reader refuses an empty file);
+ * DFL_ERR_IO when the folder is missing or unwritable. Reading the file back gives
+ * equal prompts (depth exactly, bit for bit). */
 dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count,
                                 int overwrite, dfl_error *err);
 
