@@ -4,10 +4,12 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+#include "stats.h"
 
 /* Rows of the attention block: sized so that all heads' maps of a block take about
  * ATTN_ROWS_TOTAL rows of T floats each, at least 8 rows per head. */
@@ -130,13 +132,17 @@ typedef struct fwd_ws {
     float *cos_t, *sin_t;   /* [T, dq/2] */
     double *inv_freq;       /* [dq/2] */
     int64_t *lim;           /* [rows] last visible key of each block row */
+    head_plan *plan;        /* [heads] */
+    float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
+    float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
     float *logits;          /* [LM_HEAD_ROWS, V] */
 } fwd_ws;
 
 static void ws_free(fwd_ws *w)
 {
-    void **p = (void **)w;
-    for (size_t i = 0; i < sizeof *w / sizeof(void *); i++) free(p[i]);
+    free(w->x), free(w->xn), free(w->q), free(w->k), free(w->v), free(w->att), free(w->tmp);
+    free(w->gate), free(w->up), free(w->maps), free(w->cos_t), free(w->sin_t), free(w->inv_freq);
+    free(w->lim), free(w->plan), free(w->qmax), free(w->tmax), free(w->logits);
     memset(w, 0, sizeof *w);
 }
 
@@ -163,10 +169,13 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
         w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
         w->inv_freq = dfl__alloc_array((size_t)g->dq / 2, sizeof(double));
         w->lim = dfl__alloc_array((size_t)rows, sizeof(int64_t));
+        w->plan = dfl__alloc_array((size_t)g->heads, sizeof(head_plan));
+        w->qmax = dfl__alloc_array((size_t)g->heads * 2, sizeof(float));
+        w->tmax = dfl__alloc_array((size_t)dfl_forward_max_threads() * (size_t)g->heads * 2, sizeof(float));
         w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
     }
     if (!ok || !w->x || !w->xn || !w->tmp || !w->q || !w->k || !w->v || !w->att || !w->gate || !w->up ||
-        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->logits) {
+        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->plan || !w->qmax || !w->tmax || !w->logits) {
         ws_free(w);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a forward pass over %lld tokens", (long long)T);
     }
@@ -175,30 +184,74 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
 
 /* ------------------------------------------------------------- attention */
 
-/* Rows [a, a+n) of head h (block starts at r0): scores, causal softmax, the
- * differential combination, values and, for Diff heads, the sub-layer norm. Runs
- * inside the parallel region: BLAS calls here are serial (OpenBLAS OpenMP build). */
-static void attn_task(const fwd_ws *w, const attn_geom *g, const head_plan *p, const dfl_layer_weights *lw,
-                      const dfl_config *c, int64_t T, int64_t rows, int64_t r0, int64_t bend, int64_t a, int64_t n,
-                      int64_t h)
+/* What one layer's attention tasks share. */
+typedef struct attn_ctx {
+    const fwd_ws *w;
+    const attn_geom *g;
+    const head_plan *plan;        /* [heads] */
+    const dfl_layer_weights *lw;
+    const dfl_config *c;
+    const dfl_capture *cap;
+    int quant_bits;
+    dfl_quant_granularity quant_gran;
+    const float *qmax;            /* [heads, 2] absmax for tensor/head quantization */
+    int64_t layer, T, rows;
+    int64_t r0, bend;             /* current block: rows [r0, bend) */
+} attn_ctx;
+
+/* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
+static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_t n)
 {
-    int64_t ncols = a + n;                       /* keys 0..a+n-1 are visible to some row */
-    /* Rows are handed out over the block's keys [0, bend): zero what this task's rows
-     * cannot see so no stale values from an earlier block remain. */
-    float *m[3];                                 /* [n, T] rows of map1, map2, diff in the block */
-    for (int i = 0; i < 3; i++) m[i] = w->maps + (((size_t)h * 3 + (size_t)i) * (size_t)rows + (size_t)(a - r0)) * (size_t)T;
-    const int64_t *lim = w->lim + (a - r0);
+    const fwd_ws *w = x->w;
+    const attn_geom *g = x->g;
+    const head_plan *p = &x->plan[h];
+    float *m = w->maps + (((size_t)h * 3 + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
+                w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m,
+                (int)x->T);
+    return m;
+}
+
+static float row_absmax(const float *r, int64_t n)
+{
+    float mx = 0.0f;
+    for (int64_t j = 0; j < n; j++) mx = fabsf(r[j]) > mx ? fabsf(r[j]) : mx;
+    return mx;
+}
+
+/* Rows [a, a+n) of head h: scores, capture of the raw logits, quantization, causal
+ * softmax, the differential combination, values and, for Diff heads, the sub-layer
+ * norm. Runs inside the parallel region: BLAS calls here are serial (OpenBLAS's
+ * OpenMP build), and the scores callback only touches this thread's state. */
+static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
+{
+    const fwd_ws *w = x->w;
+    const attn_geom *g = x->g;
+    const head_plan *p = &x->plan[h];
+    const int64_t T = x->T, ncols = a + n;       /* keys 0..a+n-1 are visible to some row */
+    const int64_t *lim = w->lim + (a - x->r0);
+    float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
     for (int t = 0; t < g->nmaps; t++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)ncols, (int)g->dq, g->scale,
-                    w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f,
-                    m[t], (int)T);
-        dfl_softmax_causal(m[t], n, bend, T, lim);
+        m[t] = task_scores(x, h, t, a, n);
+        if (x->cap && x->cap->scores_rows) {
+            dfl_score_block sb = {x->layer, h, t, a, n, T, m[t]};
+            x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
+        }
+        for (int64_t i = 0; x->quant_bits && i < n; i++) {
+            float *r = m[t] + i * T;
+            float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r, lim[i] + 1) : x->qmax[h * 2 + t];
+            dfl_fake_quant(r, lim[i] + 1, mx, x->quant_bits);
+        }
+        /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
+         * leaves no stale values from an earlier block in what the task cannot see. */
+        dfl_softmax_causal(m[t], n, x->bend, T, lim);
     }
     const float *A = m[0];
     if (g->nmaps == 2) {
-        float lam = lw->lambda;
+        m[2] = w->maps + (((size_t)h * 3 + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
+        float lam = x->lw->lambda;
         for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+            for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
         A = m[2];
     }
     float *out = w->att + a * g->att_ld + p->out_col;   /* [n, out_width], stride att_ld */
@@ -208,40 +261,83 @@ static void attn_task(const fwd_ws *w, const attn_geom *g, const head_plan *p, c
                     A, (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
         off += p->v_width[part];
     }
-    if (c->type == DFL_MODEL_LLAMA) return;
+    if (x->c->type == DFL_MODEL_LLAMA) return;
     /* unilm: RMSNorm(2d, eps 1e-5, gain subln); DiffLlama: RMSNorm(2hd, eps, no gain). */
-    float eps = c->type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : (float)c->rms_norm_eps;
+    float eps = x->c->type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : (float)x->c->rms_norm_eps;
+    const float *gain = x->lw->subln;
     for (int64_t i = 0; i < n; i++) {
         float *row = out + i * g->att_ld;
         float ss = 0.0f;
         for (int64_t j = 0; j < p->out_width; j++) ss += row[j] * row[j];
-        float inv = (1.0f - lw->lambda_init) / sqrtf(ss / (float)p->out_width + eps);
-        for (int64_t j = 0; j < p->out_width; j++) row[j] *= inv * (lw->subln ? lw->subln[j] : 1.0f);
+        float inv = (1.0f - x->lw->lambda_init) / sqrtf(ss / (float)p->out_width + eps);
+        for (int64_t j = 0; j < p->out_width; j++) row[j] *= inv * (gain ? gain[j] : 1.0f);
     }
 }
 
-static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T,
-                            int64_t rows, const dfl_capture *cap, dfl_error *err)
+/* Set the block [r0, r0 + rows) ∩ [0, T) in x and w->lim; returns its row count. */
+static int64_t begin_block(attn_ctx *x, int64_t r0)
 {
-    const dfl_config *c = &m->config;
-    const dfl_layer_weights *lw = &m->layers[l];
-    int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
-    head_plan plans[64], *plan = plans;
-    if (g->heads > 64 && !(plan = dfl__alloc_array((size_t)g->heads, sizeof *plan)))
-        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (int64_t h = 0; h < g->heads; h++) plan[h] = make_plan(c, h);
+    int64_t nb = x->T - r0 < x->rows ? x->T - r0 : x->rows;
+    x->r0 = r0;
+    x->bend = r0 + nb;
+    for (int64_t i = 0; i < nb; i++) x->w->lim[i] = r0 + i;
+    return nb;
+}
 
-    dfl_status s = DFL_OK;
-    for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += rows) {
-        int64_t nb = T - r0 < rows ? T - r0 : rows;
-        for (int64_t i = 0; i < nb; i++) w->lim[i] = r0 + i;
-        int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS;
-        int64_t tasks = g->heads * chunks;
+/* Quantization by tensor or head needs each map's absmax before any softmax: a first
+ * pass over the layer's scores (the price of that intervention). qmax[heads, 2]. */
+static void scores_absmax(attn_ctx *x, float *qmax)
+{
+    const attn_geom *g = x->g;
+    int nth = dfl_forward_max_threads();
+    float *tmax = x->w->tmax;   /* [threads, heads, 2] */
+    memset(tmax, 0, (size_t)nth * (size_t)g->heads * 2 * sizeof *tmax);
+    for (int64_t r0 = 0; r0 < x->T; r0 += x->rows) {
+        int64_t nb = begin_block(x, r0);
+        int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             int64_t h = task / chunks, a = r0 + (task % chunks) * ATTN_TASK_ROWS;
-            int64_t n = r0 + nb - a < ATTN_TASK_ROWS ? r0 + nb - a : ATTN_TASK_ROWS;
-            attn_task(w, g, &plan[h], lw, c, T, rows, r0, r0 + nb, a, n, h);
+            int64_t n = x->bend - a < ATTN_TASK_ROWS ? x->bend - a : ATTN_TASK_ROWS;
+            float *mine = tmax + ((size_t)omp_get_thread_num() * (size_t)g->heads + (size_t)h) * 2;
+            for (int t = 0; t < g->nmaps; t++) {
+                const float *s = task_scores(x, h, t, a, n);
+                for (int64_t i = 0; i < n; i++) {
+                    float mx = row_absmax(s + i * x->T, a + i + 1);
+                    if (mx > mine[t]) mine[t] = mx;
+                }
+            }
+        }
+    }
+    float all = 0.0f;
+    for (int64_t i = 0; i < g->heads * 2; i++) {
+        qmax[i] = 0.0f;
+        for (int th = 0; th < nth; th++) qmax[i] = fmaxf(qmax[i], tmax[(size_t)th * (size_t)g->heads * 2 + (size_t)i]);
+        all = fmaxf(all, qmax[i]);
+    }
+    if (x->quant_gran == DFL_QUANT_TENSOR)
+        for (int64_t i = 0; i < g->heads * 2; i++) qmax[i] = all;
+}
+
+static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                            const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
+    for (int64_t h = 0; h < g->heads; h++) w->plan[h] = make_plan(c, h);
+    attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
+                  l, T, rows, 0, 0};
+    if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
+
+    dfl_status s = DFL_OK;
+    for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += rows) {
+        int64_t nb = begin_block(&x, r0);
+        int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            int64_t h = task / chunks, a = r0 + (task % chunks) * ATTN_TASK_ROWS;
+            int64_t n = x.bend - a < ATTN_TASK_ROWS ? x.bend - a : ATTN_TASK_ROWS;
+            attn_task(&x, h, a, n);
         }
         for (int64_t h = 0; want && h < g->heads && s == DFL_OK; h++) {
             const float *base = w->maps + (size_t)h * 3 * (size_t)rows * (size_t)T;
@@ -251,15 +347,27 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             s = cap->attn_rows(cap->user, &b, err);
         }
     }
-    if (plan != plans) free(plan);
     return s;
 }
 
 /* ---------------------------------------------------------------- forward */
 
-dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_capture *cap, dfl_error *err)
+dfl_forward_opts dfl_forward_opts_default(void)
+{
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR};
+    return o;
+}
+
+int dfl_forward_max_threads(void) { return omp_get_max_threads(); }
+
+dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
+                       const dfl_capture *cap, dfl_error *err)
 {
     const dfl_config *c = &m->config;
+    dfl_forward_opts defaults = dfl_forward_opts_default();
+    if (!opts) opts = &defaults;
+    if (opts->quant_bits != 0 && (opts->quant_bits < 2 || opts->quant_bits > 16))
+        return dfl__fail(err, DFL_ERR_USAGE, "logit quantization needs 2 to 16 bits (got %d)", opts->quant_bits);
     if (T < 1) return dfl__fail(err, DFL_ERR_RANGE, "empty token sequence");
     for (int64_t t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
@@ -283,6 +391,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
 
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
+        if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         dfl_matmul_xwt(w.q, w.xn, lw->wq, T, D, g.q_ld);
@@ -290,7 +399,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_matmul_xwt(w.v, w.xn, lw->wv, T, D, g.v_ld);
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
-        if ((s = attention(&w, m, &g, l, T, rows, cap, err))) break;
+        if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         dfl_matmul_xwt(w.tmp, w.att, lw->wo, T, g.att_ld, D);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)) */
@@ -300,6 +409,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_swiglu(w.gate, w.up, T, F);
         dfl_matmul_xwt(w.tmp, w.gate, lw->w_down, T, F, D);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
+        if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
     }
 
     /* Final norm, then the LM head in row blocks: [T, V] is never held at once. */
@@ -324,6 +434,9 @@ static dfl_status copy_logits(void *user, int64_t row0, int64_t n, int64_t V, co
 
 dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T, float *out, dfl_error *err)
 {
-    dfl_capture cap = {out, NULL, NULL, copy_logits};
-    return dfl_forward(m, tokens, T, &cap, err);
+    dfl_capture cap;
+    memset(&cap, 0, sizeof cap);
+    cap.user = out;
+    cap.logits_rows = copy_logits;
+    return dfl_forward(m, tokens, T, NULL, &cap, err);
 }

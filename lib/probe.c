@@ -154,9 +154,9 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         if ((s = dfl_dump_stream_create(d, "logits", DFL_H5_F32, 2, dims, chunk, 0, &r.logits, err))) goto done;
     }
 
-    dfl_capture cap = {&r, want_all_maps, on_attn, on_logits};
+    dfl_capture cap = {.user = &r, .want_maps = want_all_maps, .attn_rows = on_attn, .logits_rows = on_logits};
     double t0 = now_seconds();
-    s = dfl_forward(m, pr->tokens, T, &cap, err);
+    s = dfl_forward(m, pr->tokens, T, NULL, &cap, err);
     *fwd_seconds += now_seconds() - t0;
     if (s) goto done;
     if ((s = dfl_dump_put(d, "nll", DFL_H5_F32, 1, &T, r.nll, err))) goto done;

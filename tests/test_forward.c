@@ -87,10 +87,10 @@ static void check_maps(tiny_spec s, int64_t T)
     dfl_model *m = load(s);
     int64_t Hs = dfl_config_analysis_heads(&m->config);
     map_check c = {m, 0, calloc((size_t)(s.L * Hs), sizeof(int64_t)), 0, 0, 0, 0};
-    dfl_capture cap = {&c, want, on_block, NULL};
+    dfl_capture cap = {.user = &c, .want_maps = want, .attn_rows = on_block};
     int32_t *tok = tokens_for(T, s.V);
     dfl_error e;
-    assert_int_equal(dfl_forward(m, tok, T, &cap, &e), DFL_OK);
+    assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
     for (int64_t i = 0; i < s.L * Hs; i++) assert_int_equal(c.seen[i], T);
     assert_int_equal(c.out_of_order, 0);
     assert_int_equal(c.masked_nonzero, 0);
@@ -143,8 +143,8 @@ static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int w
         return out;
     }
     int blocks = 0;
-    dfl_capture cap = {&blocks, want, count_block, NULL};
-    assert_int_equal(dfl_forward(m, tok, T, &cap, &e), DFL_OK);
+    dfl_capture cap = {.user = &blocks, .want_maps = want, .attn_rows = count_block};
+    assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
     assert_true(blocks > 0);
     assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
     return out;
@@ -192,8 +192,8 @@ static void test_bad_tokens_and_failing_callback(void **st)
     assert_int_equal(dfl_forward_logits(m, tok, 4, out, &e), DFL_ERR_RANGE);
     assert_int_equal(dfl_forward_logits(m, tok, 0, out, &e), DFL_ERR_RANGE);
     tok[2] = 3;
-    dfl_capture cap = {NULL, NULL, NULL, failing};
-    assert_int_equal(dfl_forward(m, tok, 4, &cap, &e), DFL_ERR_IO);
+    dfl_capture cap = {.logits_rows = failing};
+    assert_int_equal(dfl_forward(m, tok, 4, NULL, &cap, &e), DFL_ERR_IO);
     assert_string_equal(e.msg, "callback says no");
     /* a single token works */
     assert_int_equal(dfl_forward_logits(m, tok, 1, out, &e), DFL_OK);
