@@ -327,6 +327,46 @@ dfl_status dfl_dump_attach_scales(dfl_dump *d, const char *name, int ndim, const
     return s;
 }
 
+/* ------------------------------------------------------------- attributes */
+
+static dfl_status with_object(dfl_dump *d, const char *obj, const char *name, int kind, const void *v, size_t n,
+                              dfl_error *err)
+{
+    hid_t o = H5Oopen(where(d), obj, H5P_DEFAULT);
+    if (o < 0) return h5fail(d, err, "open", obj);
+    int ok;
+    if (kind == 0) {
+        hsize_t dims[1] = {n};
+        hid_t sp = n == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, NULL), a = -1;
+        ok = sp >= 0 && (a = H5Acreate2(o, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
+             H5Awrite(a, H5T_NATIVE_DOUBLE, v) >= 0;
+        if (a >= 0) H5Aclose(a);
+        if (sp >= 0) H5Sclose(sp);
+    } else if (kind == 1) {
+        ok = set_attr_num(o, name, H5T_STD_I64LE, H5T_NATIVE_INT64, v);
+    } else {
+        ok = set_attr_str(o, name, v);
+    }
+    H5Oclose(o);
+    return ok ? DFL_OK : h5fail(d, err, "write an attribute of", obj);
+}
+
+dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n,
+                             dfl_error *err)
+{
+    return with_object(d, obj, name, 0, v, n, err);
+}
+
+dfl_status dfl_dump_attr_i64(dfl_dump *d, const char *obj, const char *name, int64_t v, dfl_error *err)
+{
+    return with_object(d, obj, name, 1, &v, 1, err);
+}
+
+dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, const char *v, dfl_error *err)
+{
+    return with_object(d, obj, name, 2, v, 1, err);
+}
+
 /* ---------------------------------------------------------------- streams */
 
 dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,

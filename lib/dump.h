@@ -77,6 +77,14 @@ dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const
 dfl_status dfl_dump_attach_scales(dfl_dump *d, const char *name, int ndim, const char *const *scale_names,
                                   const char *const *labels, dfl_error *err);
 
+/* Attributes on object `obj` (a dataset or group path in the current sample, or at
+ * the root when no sample is open; "." is that group itself). f64 with n == 1 is a
+ * scalar, otherwise a 1-D array. */
+dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n,
+                             dfl_error *err);
+dfl_status dfl_dump_attr_i64(dfl_dump *d, const char *obj, const char *name, int64_t v, dfl_error *err);
+dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, const char *v, dfl_error *err);
+
 /* ---- streamed datasets: created filled with 0, written in hyperslabs ---- */
 
 typedef struct dfl_dump_stream dfl_dump_stream;

@@ -1,10 +1,12 @@
 /* probe — instrumented forward pass: model + prompts → HDF5 dump. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "probe.h"
+#include "stats.h"
 
 static void usage(FILE *out)
 {
@@ -12,22 +14,28 @@ static void usage(FILE *out)
             "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
             "\n"
             "Runs a llama, diff_transformer or diffllama model over every prompt and writes\n"
-            "what happens inside to an HDF5 dump (see docs/format.md).\n"
+            "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
             "\n"
-            "  --model DIR         model directory: config.json + model.safetensors (or shards)\n"
-            "  --prompts FILE      prompts, JSON Lines (docs/format.md \"Prompt format\")\n"
-            "  --out FILE          dump to write (never overwritten without --force)\n"
-            "  --maps all|none     attention maps of every layer, head and row (default: none)\n"
-            "  --map-dtype f16|f32 element type of stored maps (default: f16)\n"
-            "  --save-logits       also store logits [T, vocab] per sample (default: off)\n"
-            "  --threads N         threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
-            "  --force             overwrite an existing --out\n"
-            "  --quiet             no progress bar and no summary\n"
-            "  --help              this text\n");
+            "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+            "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\")\n"
+            "  --out FILE             dump to write (never overwritten without --force)\n"
+            "  --maps SEL             attention maps to store: none, all, or e.g.\n"
+            "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
+            "  --map-dtype f16|f32    element type of stored maps (default: f16)\n"
+            "  --rows RULE            analysis rows for the noise shares: last, query, target, all\n"
+            "                         (default: last = last token of the last query span)\n"
+            "  --topk K               length of the outlier top lists (default: 100)\n"
+            "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
+            "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
+            "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
+            "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
+            "  --force                overwrite an existing --out\n"
+            "  --quiet                no progress bar and no summary\n"
+            "  --help                 this text\n");
 }
 
 typedef struct tool_state {
-    const char *prompts;
     dfl_progress bar;
 } tool_state;
 
@@ -42,7 +50,31 @@ static void on_progress(void *user, const dfl_probe_progress *pg)
     tool_state *st = user;
     double rate = pg->elapsed > 0 ? (double)pg->tokens_done / pg->elapsed : 0;
     double eta = rate > 0 ? (double)(pg->tokens_total - pg->tokens_done) / rate : -1;
+    char label[64];
+    snprintf(label, sizeof label, "probe layer %lld/%lld", (long long)pg->layer + 1, (long long)pg->layers);
+    st->bar.label = pg->sample < pg->samples ? label : "probe";
     dfl_progress_update(&st->bar, (double)pg->sample, (double)pg->samples, "samples", rate, "tok", eta);
+}
+
+/* "B" or "B:tensor|head|row" */
+static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *err)
+{
+    char bits[16];
+    const char *colon = strchr(text, ':');
+    size_t n = colon ? (size_t)(colon - text) : strlen(text);
+    if (n >= sizeof bits) return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: '%s' is not BITS[:GRANULARITY]", text);
+    memcpy(bits, text, n);
+    bits[n] = '\0';
+    int64_t b;
+    dfl_status s = dfl_cli_int("--quantize-logits", bits, 2, 16, &b, err);
+    if (s) return s;
+    o->quant_bits = (int)b;
+    o->quant_granularity = DFL_QUANT_TENSOR;
+    if (!colon || !strcmp(colon + 1, "tensor")) return DFL_OK;
+    if (!strcmp(colon + 1, "head")) o->quant_granularity = DFL_QUANT_HEAD;
+    else if (!strcmp(colon + 1, "row")) o->quant_granularity = DFL_QUANT_ROW;
+    else return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: granularity '%s' is not tensor, head or row", colon + 1);
+    return DFL_OK;
 }
 
 int main(int argc, char **argv)
@@ -50,72 +82,73 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"prompts", required_argument, 0, 'p'},
         {"out", required_argument, 0, 'o'},     {"maps", required_argument, 0, 'M'},
-        {"map-dtype", required_argument, 0, 'D'}, {"save-logits", no_argument, 0, 'L'},
+        {"map-dtype", required_argument, 0, 'D'}, {"rows", required_argument, 0, 'r'},
+        {"topk", required_argument, 0, 'k'},    {"alpha", required_argument, 0, 'a'},
+        {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
-    int64_t threads = 0;
-    int quiet = 0, c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    int64_t threads = 0, k;
+    int quiet = 0, c, rc = 0;
+    dfl_status s = DFL_OK;
+    while (!s && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'm': p.model_dir = optarg; break;
         case 'p': p.prompts_path = optarg; break;
         case 'o': p.out_path = optarg; break;
         case 'M':
-            if (!strcmp(optarg, "all")) p.maps = DFL_MAPS_ALL;
-            else if (!strcmp(optarg, "none")) p.maps = DFL_MAPS_NONE;
-            else {
-                fprintf(stderr, "probe: --maps: '%s' is not all or none\n", optarg);
-                return 2;
-            }
+            dfl_map_select_free(&p.maps);
+            s = dfl_map_select_parse(optarg, &p.maps, &err);
             break;
         case 'D':
-            if (strcmp(optarg, "f16") && strcmp(optarg, "f32")) {
-                fprintf(stderr, "probe: --map-dtype: '%s' is not f16 or f32\n", optarg);
-                return 2;
-            }
+            if (strcmp(optarg, "f16") && strcmp(optarg, "f32"))
+                s = dfl__fail(&err, DFL_ERR_USAGE, "--map-dtype: '%s' is not f16 or f32", optarg);
             p.map_f16 = !strcmp(optarg, "f16");
             break;
-        case 'L': p.save_logits = 1; break;
-        case 't':
-            if (dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err)) {
-                fprintf(stderr, "probe: %s\n", err.msg);
-                return 2;
-            }
+        case 'r': s = dfl_rows_rule_parse(optarg, &p.rows, &err); break;
+        case 'k':
+            if (!(s = dfl_cli_int("--topk", optarg, 1, DFL_TOPK_MAX, &k, &err))) p.topk = (int32_t)k;
             break;
+        case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
+        case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
+        case 'L': p.save_logits = 1; break;
+        case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h': usage(stdout); dfl_map_select_free(&p.maps); return 0;
+        default: usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "probe: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (!p.model_dir || !p.prompts_path || !p.out_path) {
-        fprintf(stderr, "probe: --model, --prompts and --out are required (see --help)\n");
+    if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!s && (!p.model_dir || !p.prompts_path || !p.out_path))
+        s = dfl__fail(&err, DFL_ERR_USAGE, "--model, --prompts and --out are required (see --help)");
+    if (s) {
+        fprintf(stderr, "probe: %s\n", err.msg);
+        dfl_map_select_free(&p.maps);
         return 2;
     }
     dfl_cli_set_threads((int)threads);
 
-    tool_state st = {p.prompts_path, dfl_progress_start(stderr, "probe", quiet)};
+    tool_state st = {dfl_progress_start(stderr, "probe", quiet)};
     p.user = &st;
     p.warn = on_warn;
     p.progress = on_progress;
     dfl_probe_report rep;
-    dfl_status s = dfl_probe_run(&p, &rep, &err);
+    s = dfl_probe_run(&p, &rep, &err);
     dfl_progress_end(&st.bar);
     if (s) {
         fprintf(stderr, "probe: %s\n", err.msg);
-        return dfl_status_exit_code(s);
-    }
-    if (!quiet)
-        fprintf(stderr, "probe: wrote %s: %zu samples, %lld tokens, forward %.3f s (%.0f tok/s, %.2f GFLOP/s)\n",
+        rc = dfl_status_exit_code(s);
+    } else if (!quiet) {
+        fprintf(stderr, "probe: wrote %s: %zu samples, %lld tokens, forward %.3f s (%.0f tok/s, %.2f GFLOP/s)",
                 p.out_path, rep.samples, (long long)rep.tokens, rep.forward_seconds,
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
-    return 0;
+        if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        fprintf(stderr, "\n");
+    }
+    dfl_map_select_free(&p.maps);
+    return rc;
 }

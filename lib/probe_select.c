@@ -1,0 +1,162 @@
+/* probe_select.c — analysis-row rules and the `--maps` selection syntax. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "probe.h"
+
+/* -------------------------------------------------------- analysis rows */
+
+const char *dfl_rows_rule_name(dfl_rows_rule r)
+{
+    switch (r) {
+    case DFL_ROWS_LAST: return "last";
+    case DFL_ROWS_QUERY: return "query";
+    case DFL_ROWS_TARGET: return "target";
+    case DFL_ROWS_ALL: return "all";
+    }
+    return "?";
+}
+
+dfl_status dfl_rows_rule_parse(const char *text, dfl_rows_rule *out, dfl_error *err)
+{
+    for (int r = DFL_ROWS_LAST; r <= DFL_ROWS_ALL; r++)
+        if (!strcmp(text, dfl_rows_rule_name((dfl_rows_rule)r))) {
+            *out = (dfl_rows_rule)r;
+            return DFL_OK;
+        }
+    return dfl__fail(err, DFL_ERR_USAGE, "--rows: '%s' is not last, query, target or all", text);
+}
+
+size_t dfl_analysis_rows(const dfl_prompt *p, dfl_rows_rule rule, int64_t *rows)
+{
+    int64_t T = (int64_t)p->n_tokens;
+    size_t n = 0;
+    if (rule == DFL_ROWS_ALL) {
+        for (int64_t t = 0; t < T; t++) rows[n++] = t;
+        return n;
+    }
+    if (rule == DFL_ROWS_LAST) {
+        int64_t last = -1;
+        for (size_t i = 0; i < p->n_spans[DFL_SPAN_QUERY]; i++)
+            if (p->spans[DFL_SPAN_QUERY][i].end - 1 > last) last = p->spans[DFL_SPAN_QUERY][i].end - 1;
+        rows[0] = last >= 0 ? last : T - 1;
+        return 1;
+    }
+    /* query / target: mark rows, then collect in order (spans may overlap) */
+    dfl_span_kind kind = rule == DFL_ROWS_QUERY ? DFL_SPAN_QUERY : DFL_SPAN_TARGET;
+    int shift = rule == DFL_ROWS_TARGET ? 1 : 0;   /* the row before a target token predicts it */
+    for (int64_t t = 0; t < T; t++) rows[t] = 0;
+    for (size_t i = 0; i < p->n_spans[kind]; i++)
+        for (int64_t t = p->spans[kind][i].start; t < p->spans[kind][i].end; t++)
+            if (t - shift >= 0) rows[t - shift] = 1;
+    for (int64_t t = 0; t < T; t++)
+        if (rows[t]) rows[n++] = t;
+    if (n == 0) rows[n++] = T - 1;
+    return n;
+}
+
+/* -------------------------------------------------------- map selection */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* "0,3-5,9" → sorted distinct list. */
+static dfl_status parse_list(const char *key, const char *text, int64_t **out, size_t *n, dfl_error *err)
+{
+    size_t cap = 16, len = 0;
+    int64_t *v = malloc(cap * sizeof *v);
+    char *copy = strdup(text), *save = NULL;
+    dfl_status s = DFL_OK;
+    if (!v || !copy) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !s; tok = strtok_r(NULL, ",", &save)) {
+        int64_t lo, hi;
+        char *dash = strchr(tok + 1, '-');
+        char flag[48];
+        snprintf(flag, sizeof flag, "--maps %s", key);
+        if (dash) *dash = '\0';
+        if ((s = dfl_cli_int(flag, tok, 0, INT32_MAX, &lo, err))) break;
+        hi = lo;
+        if (dash && (s = dfl_cli_int(flag, dash + 1, lo, INT32_MAX, &hi, err))) break;
+        if (hi - lo > 1000000) {
+            s = dfl__fail(err, DFL_ERR_USAGE, "--maps %s: range %lld-%lld is too long", key, (long long)lo, (long long)hi);
+            break;
+        }
+        for (int64_t i = lo; i <= hi; i++) {
+            if (len == cap) {
+                int64_t *nv = realloc(v, 2 * cap * sizeof *v);
+                if (!nv) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); break; }
+                v = nv, cap *= 2;
+            }
+            v[len++] = i;
+        }
+    }
+    if (!s && len == 0) s = dfl__fail(err, DFL_ERR_USAGE, "--maps %s: empty list", key);
+    free(copy);
+    if (s) {
+        free(v);
+        return s;
+    }
+    qsort(v, len, sizeof *v, cmp_i64);
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    *out = v;
+    *n = k;
+    return DFL_OK;
+}
+
+void dfl_map_select_free(dfl_map_select *s)
+{
+    if (!s) return;
+    free(s->layers), free(s->heads), free(s->row_list);
+    memset(s, 0, sizeof *s);
+}
+
+dfl_status dfl_map_select_parse(const char *spec, dfl_map_select *out, dfl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!strcmp(spec, "none")) return DFL_OK;
+    out->enabled = 1;
+    if (!strcmp(spec, "all")) return DFL_OK;
+    char *copy = strdup(spec), *save = NULL;
+    if (!copy) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    dfl_status s = DFL_OK;
+    int seen[3] = {0, 0, 0};
+    for (char *item = strtok_r(copy, ";", &save); item && !s; item = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            s = dfl__fail(err, DFL_ERR_USAGE, "--maps: '%s' is not key=value (keys: layers, heads, rows)", item);
+            break;
+        }
+        *eq = '\0';
+        const char *val = eq + 1;
+        int k = !strcmp(item, "layers") ? 0 : !strcmp(item, "heads") ? 1 : !strcmp(item, "rows") ? 2 : -1;
+        if (k < 0) {
+            s = dfl__fail(err, DFL_ERR_USAGE, "--maps: unknown key '%s' (layers, heads, rows)", item);
+            break;
+        }
+        if (seen[k]++) {
+            s = dfl__fail(err, DFL_ERR_USAGE, "--maps: '%s' given twice", item);
+            break;
+        }
+        if (!strcmp(val, "all")) continue;
+        if (k == 2 && !strcmp(val, "analysis")) {
+            out->rows = DFL_MAP_ROWS_ANALYSIS;
+            continue;
+        }
+        if (k == 0) s = parse_list(item, val, &out->layers, &out->n_layers, err);
+        else if (k == 1) s = parse_list(item, val, &out->heads, &out->n_heads, err);
+        else {
+            out->rows = DFL_MAP_ROWS_LIST;
+            s = parse_list(item, val, &out->row_list, &out->n_rows, err);
+        }
+    }
+    free(copy);
+    if (s) dfl_map_select_free(out);
+    return s;
+}
