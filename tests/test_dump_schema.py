@@ -268,6 +268,73 @@ class DumpSchema(unittest.TestCase):
     def test_samples_no_maps(self):
         self.check_samples(self.h5_nomaps, 4, None, None, False)
 
+    def check_analysis(self, path, nheads, diff, D):
+        """noise/*, outliers/*, target_* (probe-analyses issue): paths, shapes, dtypes, attrs."""
+        with h5py.File(path, "r") as f:
+            K = int(f.attrs["topk"])
+            self.assertEqual(K, 100)
+            M = 3 if diff else 1
+            for key in sorted(f["samples"].keys()):
+                s = f["samples"][key]
+                want = {
+                    "noise/shares": ((M, L, nheads, 7), np.float32),
+                    "noise/raw": ((M, L, nheads, 7), np.float32),
+                    "noise/shares_abs": ((M, L, nheads, 7), np.float32),
+                    "noise/entropy": ((2 if diff else 1, L, nheads), np.float32),
+                    "outliers/logits/top": ((L, K), np.float32),
+                    "outliers/logits/top_index": ((L, K, 4), np.int32),
+                    "outliers/logits/moments": ((L, 6), np.float64),
+                    "outliers/hidden/top": ((L, K), np.float32),
+                    "outliers/hidden/top_index": ((L, K, 2), np.int32),
+                    "outliers/hidden/moments": ((L, 6), np.float64),
+                    "outliers/hidden/channel_absmax": ((L, D), np.float32),
+                    "outliers/hidden/channel_count": ((L, D), np.uint32),
+                }
+                if diff:
+                    want["noise/negative_mass"] = ((L, nheads), np.float32)
+                else:
+                    self.assertNotIn("noise/negative_mass", s)
+                for name, (shape, dtype) in want.items():
+                    self.assertIn(name, s, name)
+                    self.assertEqual(s[name].shape, shape, name)
+                    self.assertEqual(s[name].dtype, dtype, name)
+                for kind in ("logits", "hidden"):
+                    h = s["outliers/%s/hist" % kind]
+                    self.assertEqual(h.dtype, np.uint64)
+                    self.assertEqual(h.shape[0], L)
+                    edges = h.attrs["edges"]
+                    self.assertEqual(edges.shape, (h.shape[1] + 1,))
+                    self.assertTrue(np.all(np.diff(edges) > 0))
+                    self.assertEqual(edges[0], 0.0)
+                    self.assertTrue(np.isinf(edges[-1]))
+                self.assertEqual(s["outliers/hidden/channel_count"].attrs["alpha"], 6.0)
+                self.assertEqual(as_str(s["noise"].attrs["segments"]),
+                                 "bos,context_before,answer,context_after,query,distractor,target")
+                self.assertEqual(s["noise/rows"].dtype, np.int32)
+                p = self.prompts[int(key)]
+                if p.get("target"):
+                    self.assertEqual(s["target_correct"].shape, ())
+                    self.assertEqual(s["target_correct"].dtype, np.uint8)
+                    self.assertEqual(s["target_nll"].dtype, np.float32)
+                    self.assertIn(int(s["target_correct"][()]), (0, 1))
+                else:
+                    self.assertNotIn("target_correct", s)
+            self.assertEqual(as_str(f.attrs["rows"]), "last")
+            self.assertEqual(int(f.attrs["logit_quant_bits"]), 0)
+            self.assertEqual(as_str(f.attrs["logit_quant_granularity"]), "none")
+
+    def test_analysis_llama(self):
+        self.check_analysis(self.h5_llama, 4, False, 32)
+
+    def test_analysis_diff_transformer(self):
+        self.check_analysis(self.h5_difft, 2, True, 32)
+
+    def test_analysis_diffllama(self):
+        self.check_analysis(self.h5_diffllama, 2, True, 32)
+
+    def test_analysis_without_maps(self):
+        self.check_analysis(self.h5_nomaps, 4, False, 32)
+
     def test_diff_relation(self):
         """diff = map1 − λ·map2 with the layer's λ (f32 maps)."""
         with h5py.File(self.h5_difft, "r") as f:

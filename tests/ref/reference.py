@@ -214,13 +214,32 @@ def rope(x, freqs, interleaved):
     return y
 
 
-def causal_softmax(q, k, scale):
+def fake_quant(x, maxabs, bits):
+    """Symmetric absmax fake quantization: scale = maxabs / (2^(bits-1) - 1),
+    x -> round(x / scale) * scale, rounding half away from zero (C's roundf)."""
+    if maxabs <= 0:
+        return x
+    scale = maxabs / (2 ** (bits - 1) - 1)
+    return np.sign(x) * np.floor(np.abs(x) / scale + 0.5) * scale
+
+
+def causal_softmax(q, k, scale, quant=None):
     """Softmax map [T, T] of q [T, d] against k [T, d] with a causal mask; masked
-    entries exactly 0. Also returns the raw scaled scores."""
+    entries exactly 0. Also returns the raw scaled scores (before quantization).
+    quant: None, or (bits, "row" | "head" | a number = the layer's absmax) applies
+    fake quantization to the causal logits before the softmax."""
     T = q.shape[0]
     s = (q @ k.T) * scale
     mask = np.triu(np.ones((T, T), dtype=bool), 1)
-    s_m = np.where(mask, -np.inf, s)
+    sq = s
+    if quant is not None:
+        bits, gran = quant
+        causal = np.where(mask, 0.0, s)
+        if gran == "row":
+            sq = np.stack([fake_quant(s[i], np.abs(causal[i]).max(), bits) for i in range(T)])
+        else:
+            sq = fake_quant(s, np.abs(causal).max() if gran == "head" else float(gran), bits)
+    s_m = np.where(mask, -np.inf, sq)
     e = np.exp(s_m - s_m.max(axis=1, keepdims=True))
     a = e / e.sum(axis=1, keepdims=True)
     a[mask] = 0.0
@@ -238,7 +257,7 @@ def _lambda(m, a, l):
     return lam, li
 
 
-def attn_llama(m, l, h):
+def attn_llama(m, l, h, quant=None):
     a = "model.layers.%d.self_attn." % l
     T = h.shape[0]
     H, Hkv, hd = m.H, m.Hkv, m.hd
@@ -252,13 +271,13 @@ def attn_llama(m, l, h):
     out = np.zeros((T, H, hd))
     for i in range(H):
         kv = i // n_rep
-        maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5)
+        maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5, quant)
         out[:, i] = maps[i] @ v[:, kv]
     y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps, "scores": scores}
 
 
-def attn_diff_transformer(m, l, h):
+def attn_diff_transformer(m, l, h, quant=None):
     a = "model.layers.%d.self_attn." % l
     T = h.shape[0]
     H, Hkv, d = m.H, m.Hkv, m.hd
@@ -280,7 +299,7 @@ def attn_diff_transformer(m, l, h):
                 ks = 2 * (i // n_rep) + t
             else:
                 ks = (2 * i + t) // n_rep
-            maps[t, i], scores[t, i] = causal_softmax(q[:, 2 * i + t], k[:, ks], d ** -0.5)
+            maps[t, i], scores[t, i] = causal_softmax(q[:, 2 * i + t], k[:, ks], d ** -0.5, quant)
         A = maps[0, i] - lam * maps[1, i]
         out[:, i] = rmsnorm(A @ v[:, i // n_rep], gain, 1e-5) * (1 - li)
     y = out.reshape(T, H * 2 * d) @ m.t[a + "out_proj.weight"].T
@@ -288,7 +307,7 @@ def attn_diff_transformer(m, l, h):
                "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * H, T, T)}
 
 
-def attn_diffllama(m, l, h):
+def attn_diffllama(m, l, h, quant=None):
     a = "model.layers.%d.self_attn." % l
     T = h.shape[0]
     H, Hkv, hd = m.H, m.Hkv, m.hd
@@ -302,7 +321,7 @@ def attn_diffllama(m, l, h):
     maps = np.zeros((H, T, T))
     scores = np.zeros((H, T, T))
     for i in range(H):
-        maps[i], scores[i] = causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5)
+        maps[i], scores[i] = causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant)
     out = np.zeros((T, Hd, 2 * hd))
     for j in range(Hd):
         A = maps[j] - lam * maps[j + Hd]
@@ -321,12 +340,14 @@ _ATTN = {"llama": attn_llama, "diff_transformer": attn_diff_transformer,
 # the forward pass
 # ---------------------------------------------------------------------------
 
-def forward(m, tokens):
+def forward(m, tokens, quant=None):
     """Run model m over token ids; returns a dict with logits [T, V], map1 [L, Hd, T, T]
     (+ map2, diff, lambda [L], lambda_init [L] for Diff models), hidden [L, T, D]
     (each layer's output after both residual additions) and scores [L, M, T, T]: the
     scaled attention logits q·k/√d of every softmax map (M = H, or 2H for
-    diff_transformer), 0 where masked."""
+    diff_transformer), 0 where masked. quant = (bits,
+    "tensor" | "head" | "row") fake-quantizes the attention logits (probe
+    --quantize-logits)."""
     tokens = np.asarray(tokens, dtype=np.int64)
     t = m.t
     x = t["model.embed_tokens.weight"][tokens].copy()            # [T, D]
@@ -334,7 +355,13 @@ def forward(m, tokens):
     hidden = []
     for l in range(m.L):
         p = "model.layers.%d." % l
-        y, maps = _ATTN[m.type](m, l, rmsnorm(x, t[p + "input_layernorm.weight"], m.eps))
+        hn = rmsnorm(x, t[p + "input_layernorm.weight"], m.eps)
+        q = quant
+        if quant is not None and quant[1] == "tensor":
+            # the layer's absmax over every map's causal logits, from an unquantized pass
+            _, raw = _ATTN[m.type](m, l, hn)
+            q = (quant[0], float(np.abs(raw["scores"]).max()))
+        y, maps = _ATTN[m.type](m, l, hn, q)
         x = x + y
         hh = rmsnorm(x, t[p + "post_attention_layernorm.weight"], m.eps)
         g = hh @ t[p + "mlp.gate_proj.weight"].T
