@@ -11,10 +11,13 @@
 #include "kernels.h"
 #include "stats.h"
 
-/* Rows of the attention block: sized so that all heads' maps of a block take about
- * ATTN_ROWS_TOTAL rows of T floats each, at least 8 rows per head. */
-#define ATTN_ROWS_TOTAL 256
-#define ATTN_TASK_ROWS 16
+/* Rows of the attention block: all heads' maps of a block take about
+ * ATTN_ROWS_TOTAL rows of T floats each, between ATTN_MIN_ROWS and ATTN_TASK_ROWS rows
+ * per head. A task is one head's rows of a block: ATTN_TASK_ROWS rows amortize the
+ * packing of K and V inside each sgemm. */
+#define ATTN_ROWS_TOTAL 512
+#define ATTN_MIN_ROWS 16
+#define ATTN_TASK_ROWS 64
 #define LM_HEAD_ROWS 64
 
 /* ------------------------------------------------------------- head plan */
@@ -375,7 +378,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                              (long long)tokens[t], (long long)t, (long long)c->vocab_size);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
-    if (rows < 8) rows = 8;
+    if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
+    if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
     fwd_ws w;
     dfl_status s = ws_alloc(&w, c, &g, T, rows, err);

@@ -178,6 +178,44 @@ void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
     for (int64_t i = 0; i < n * f; i++) g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
 }
 
+/* ------------------------------------------------------------- LM head */
+
+void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
+{
+#pragma omp parallel for schedule(static) if (n * V > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = z + i * V;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (r[v] > r[best]) best = v;
+        /* float terms in blocks of 256, each block's sum added in double */
+        float mx = r[best];
+        double sum = 0.0;
+        for (int64_t v0 = 0; v0 < V; v0 += 256) {
+            int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
+            float part = 0.0f;
+            for (int64_t v = v0; v < v1; v++) part += expf(r[v] - mx);
+            sum += part;
+        }
+        lse[i] = (double)mx + log(sum);
+        argmax[i] = (int32_t)best;
+    }
+}
+
+void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = z + i * V;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (r[v] > r[best]) best = v;
+        double sum = 0.0;
+        for (int64_t v = 0; v < V; v++) sum += exp((double)r[v] - r[best]);
+        lse[i] = r[best] + log(sum);
+        argmax[i] = (int32_t)best;
+    }
+}
+
 void dfl_add_inplace(float *y, const float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n > 65536)

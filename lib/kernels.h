@@ -49,6 +49,11 @@ void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, co
 void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f);
 void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f);
 
+/* Per row i of z[n, V]: lse[i] = log Σ_v exp(z[i, v]) and argmax[i] = the first index
+ * of the row's maximum (NaN-free input assumed). Rows run in parallel. */
+void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
+void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
+
 /* y += x, elementwise over n values. */
 void dfl_add_inplace(float *y, const float *x, size_t n);
 

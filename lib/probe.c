@@ -10,6 +10,7 @@
 #include "atomic.h"
 #include "dump.h"
 #include "forward.h"
+#include "kernels.h"
 #include "model.h"
 #include "prompts.h"
 #include "stats.h"
@@ -252,18 +253,13 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
 static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
 {
     sample_run *r = user;
-    for (int64_t i = 0; i < n; i++) {
-        const float *z = logits + i * V;
-        int64_t t = row0 + i, best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (z[v] > z[best]) best = v;
-        r->argmax[t] = (int32_t)best;
-        if (t + 1 < r->T) {
-            double sum = 0.0, mx = z[best];
-            for (int64_t v = 0; v < V; v++) sum += exp((double)z[v] - mx);
-            r->nll[t] = (float)(mx + log(sum) - (double)z[r->pr->tokens[t + 1]]);
-        } else {
-            r->nll[t] = NAN;
+    double lse[64];
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {
+        int64_t m = n - i0 < 64 ? n - i0 : 64;
+        dfl_logsumexp_argmax(logits + i0 * V, m, V, lse, r->argmax + row0 + i0);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t t = row0 + i0 + i;
+            r->nll[t] = t + 1 < r->T ? (float)(lse[i] - (double)logits[(i0 + i) * V + r->pr->tokens[t + 1]]) : NAN;
         }
     }
     if (r->logit_stream) {

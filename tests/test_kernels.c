@@ -184,6 +184,25 @@ static void test_swiglu_matches_naive(void **state)
     free(g), free(u), free(gr);
 }
 
+static void test_logsumexp_argmax_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 7, V = 1000;
+    float *z = rand_array(n * V, 30);
+    z[3 * V + 17] = 100.0f, z[3 * V + 18] = 100.0f; /* tie: the first wins */
+    double lse[7], lr[7];
+    int32_t am[7], ar[7];
+    dfl_logsumexp_argmax(z, n, V, lse, am);
+    dfl_logsumexp_argmax_naive(z, n, V, lr, ar);
+    for (int i = 0; i < n; i++) {
+        assert_true(fabs(lse[i] - lr[i]) < 1e-5 * fabs(lr[i]));
+        assert_int_equal(am[i], ar[i]);
+    }
+    assert_int_equal(am[3], 17);
+    assert_true(fabs(lr[3] - (100 + log(2.0))) < 1e-6);
+    free(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_softmax_causal_matches_naive),
         cmocka_unit_test(test_softmax_large_logits_stay_finite),
         cmocka_unit_test(test_swiglu_matches_naive),
+        cmocka_unit_test(test_logsumexp_argmax_matches_naive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
