@@ -15,10 +15,10 @@
  * ATTN_ROWS_TOTAL rows of T floats each, between ATTN_MIN_ROWS and ATTN_TASK_ROWS rows
  * per head. A task is one head's rows of a block: ATTN_TASK_ROWS rows amortize the
  * packing of K and V inside each sgemm. */
-#define ATTN_ROWS_TOTAL 512
+#define ATTN_ROWS_TOTAL 1024
 #define ATTN_MIN_ROWS 16
-#define ATTN_TASK_ROWS 64
-#define LM_HEAD_ROWS 64
+#define ATTN_TASK_ROWS 128
+#define LM_HEAD_ROWS 256
 
 /* ------------------------------------------------------------- head plan */
 

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #include "model.h"
 
@@ -133,16 +134,45 @@ void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d
 
 /* ----------------------------------------------------------------- softmax */
 
-static void softmax_row(float *r, int64_t ncols, int64_t lim)
+/* exp(x) for x <= 88 in float, without a library call so that loops around it
+ * vectorize: 2^n·p(r) with n = round(x·log2 e), r = x − n·ln 2 (two-part constant) and
+ * Cephes' degree-7 polynomial; within 2 ulp of expf over [-87, 88]. Below −87 the
+ * result flushes to exp(−87) ≈ 1.6e-38, which no softmax can tell from 0. */
+static inline float fast_expf(float x)
+{
+    x = x < -87.0f ? -87.0f : x;
+    float t = x * 1.44269504088896341f;
+    float n = (t + 12582912.0f) - 12582912.0f;           /* round to nearest: 1.5·2^23 trick */
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln 2 = 0.693359375 − 2.12194440e-4 */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* The row loops are cloned for AVX-512, AVX2 and the baseline, picked at run time. */
+#define DFL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lim)
 {
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j <= lim; j++) mx = r[j] > mx ? r[j] : mx;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j <= lim; j++) {
-        r[j] = expf(r[j] - mx);
+        r[j] = fast_expf(r[j] - mx);
         sum += r[j];
     }
     float inv = 1.0f / sum;
+#pragma omp simd
     for (int64_t j = 0; j <= lim; j++) r[j] *= inv;
     for (int64_t j = lim + 1; j < ncols; j++) r[j] = 0.0f;
 }
@@ -180,26 +210,30 @@ void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
 
 /* ------------------------------------------------------------- LM head */
 
+DFL_CLONES static void lse_row(const float *r, int64_t V, double *lse, int32_t *argmax)
+{
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+    int64_t best = 0;
+    while (best < V - 1 && r[best] != mx) best++;   /* the first maximum */
+    /* float terms in blocks of 256, each block's sum added in double */
+    double sum = 0.0;
+    for (int64_t v0 = 0; v0 < V; v0 += 256) {
+        int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
+        float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+        for (int64_t v = v0; v < v1; v++) part += fast_expf(r[v] - mx);
+        sum += part;
+    }
+    *lse = (double)mx + log(sum);
+    *argmax = (int32_t)best;
+}
+
 void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
 {
 #pragma omp parallel for schedule(static) if (n * V > 65536)
-    for (int64_t i = 0; i < n; i++) {
-        const float *r = z + i * V;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (r[v] > r[best]) best = v;
-        /* float terms in blocks of 256, each block's sum added in double */
-        float mx = r[best];
-        double sum = 0.0;
-        for (int64_t v0 = 0; v0 < V; v0 += 256) {
-            int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
-            float part = 0.0f;
-            for (int64_t v = v0; v < v1; v++) part += expf(r[v] - mx);
-            sum += part;
-        }
-        lse[i] = (double)mx + log(sum);
-        argmax[i] = (int32_t)best;
-    }
+    for (int64_t i = 0; i < n; i++) lse_row(z + i * V, V, &lse[i], &argmax[i]);
 }
 
 void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)

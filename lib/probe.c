@@ -112,38 +112,46 @@ static void on_layer(void *user, int64_t layer)
     }
 }
 
+/* Moments of one row chunk: float sums over at most 256 values (vectorized), which
+ * the caller adds in double. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void chunk_moments(const float *x, int64_t n, double *m)
+{
+    float s1 = 0, s2 = 0, s3 = 0, s4 = 0, mx = 0;
+#pragma omp simd reduction(+ : s1, s2, s3, s4) reduction(max : mx)
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j], v2 = v * v, a = fabsf(v);
+        s1 += v, s2 += v2, s3 += v2 * v, s4 += v2 * v2;
+        mx = a > mx ? a : mx;
+    }
+    m[1] += s1, m[2] += s2, m[3] += s3, m[4] += s4;
+    if (mx > m[5]) m[5] = mx;
+}
+
 /* Raw attention logits of one block (worker thread): magnitudes into this thread's
- * top-K, histogram and moments. Two accumulator sets halve the dependency chains of
- * the float64 sums. */
+ * top-K, histogram and moments. */
 static void on_scores(void *user, int thread, const dfl_score_block *b)
 {
     sample_run *r = user;
     logit_acc *a = &r->tacc[thread];
-    double s1[2] = {0, 0}, s2[2] = {0, 0}, s3[2] = {0, 0}, s4[2] = {0, 0}, mx = a->mom.m[5];
-    int64_t count = 0;
+    uint64_t *hist = a->hist.count;
     for (int64_t i = 0; i < b->n; i++) {
         const float *row = b->scores + i * b->ld;
         int64_t q = b->row0 + i, nk = q + 1;
+        for (int64_t j0 = 0; j0 < nk; j0 += 256) chunk_moments(row + j0, nk - j0 < 256 ? nk - j0 : 256, a->mom.m);
+        a->mom.m[0] += (double)nk;
+        /* the top-K threshold only rises: most values fail one compare */
+        float floor_v = a->top.n < a->top.k ? -1.0f : a->top.items[0].value;
         for (int64_t j = 0; j < nk; j++) {
-            float x = row[j], v = fabsf(x);
-            a->hist.count[dfl_hist_bin(v)]++;
-            if (dfl_topk_wants(&a->top, v)) {
+            float v = fabsf(row[j]);
+            hist[dfl_hist_bin(v)]++;
+            if (v > floor_v) {
                 int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)q, (int32_t)j};
                 dfl_topk_push(&a->top, v, idx);
+                floor_v = a->top.n < a->top.k ? -1.0f : a->top.items[0].value;
             }
-            double dx = x, d2 = dx * dx;
-            int k = (int)(j & 1);
-            s1[k] += dx, s2[k] += d2, s3[k] += d2 * dx, s4[k] += d2 * d2;
-            mx = v > mx ? v : mx;
         }
-        count += nk;
     }
-    a->mom.m[0] += (double)count;
-    a->mom.m[1] += s1[0] + s1[1];
-    a->mom.m[2] += s2[0] + s2[1];
-    a->mom.m[3] += s3[0] + s3[1];
-    a->mom.m[4] += s4[0] + s4[1];
-    a->mom.m[5] = mx;
 }
 
 /* Noise statistics of the analysis rows in this block, and the selected map rows. */

@@ -71,20 +71,6 @@ int32_t dfl_topk_sorted(const dfl_topk *t, dfl_topk_item *out)
 
 /* ------------------------------------------------------------ histogram */
 
-int dfl_hist_bin(float x)
-{
-    float a = fabsf(x);
-    if (a != a) return DFL_HIST_BINS - 1;
-    if (a < 0x1p-24f) return 0;
-    if (a >= 0x1p24f) return DFL_HIST_BINS - 1;
-    /* exponent and the top log2(SUB) mantissa bits of a normal float */
-    uint32_t bits;
-    memcpy(&bits, &a, sizeof bits);
-    int e = (int)((bits >> 23) & 0xff) - 127;
-    int k = (int)((bits >> (23 - 6)) & (DFL_HIST_SUB - 1));
-    return 1 + (e - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + k;
-}
-
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src)
 {
     for (int i = 0; i < DFL_HIST_BINS; i++) h->count[i] += src->count[i];

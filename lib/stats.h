@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "status.h"
 
@@ -55,8 +56,20 @@ typedef struct dfl_hist {
     uint64_t count[DFL_HIST_BINS];
 } dfl_hist;
 
-/* Bin of abs(x) (x may be negative). */
-int dfl_hist_bin(float x);
+/* Bin of abs(x) (x may be negative): exponent and top mantissa bits of a normal float.
+ * Inline: it runs once per attention logit. */
+static inline int dfl_hist_bin(float x)
+{
+    float a = x < 0 ? -x : x;
+    if (a != a) return DFL_HIST_BINS - 1;
+    if (a < 0x1p-24f) return 0;
+    if (a >= 0x1p24f) return DFL_HIST_BINS - 1;
+    uint32_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int e = (int)((bits >> 23) & 0xff) - 127;
+    int k = (int)((bits >> (23 - 6)) & (DFL_HIST_SUB - 1));
+    return 1 + (e - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + k;
+}
 static inline void dfl_hist_add(dfl_hist *h, float x) { h->count[dfl_hist_bin(x)]++; }
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src);
 /* Edges: edges[B+1] with edges[0] = 0 and edges[B] = +inf. */
