@@ -85,9 +85,13 @@ fuzz:
 	        -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$n 2>&1 | tail -n 12 || exit 1; \
 	done
 
-bench: all
+$(BUILD)/bench/%: bench/%.c $(LIB_A) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB_A) -o $@ $(LDFLAGS) $(LDLIBS)
+
+bench: all $(BUILD)/bench/overhead
 	@scripts/deps.sh --bench
-	@BIN=$(BIN) sh bench/run.sh
+	@BIN=$(BIN) BUILD=$(BUILD) sh bench/run.sh
 
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh

@@ -36,10 +36,10 @@ static double now_seconds(void)
 
 /* ------------------------------------------------------------ one sample */
 
-/* Per-thread accumulators of one layer's attention logits. */
+/* Accumulators of one layer's attention logits (one per thread) or hidden states. */
 typedef struct logit_acc {
     dfl_topk top;
-    dfl_hist hist;
+    uint64_t sub[4][DFL_HIST_BINS];   /* sub-histograms, summed at the layer's end */
     dfl_moments mom;
 } logit_acc;
 
@@ -74,8 +74,9 @@ typedef struct sample_run {
     double *entropy;             /* [M', L, Hs] */
     double *negative;            /* [L, Hs] */
     /* outliers */
-    logit_acc *tacc;             /* [threads] */
-    dfl_topk_item *tstore;       /* [threads, K] */
+    logit_acc *tacc;             /* [threads] attention logits, per thread */
+    logit_acc *hacc;             /* hidden states (serial) */
+    dfl_topk_item *tstore;       /* [threads + 1, K] heaps of tacc and hacc */
     dfl_topk_item *sorted;       /* [max(K·threads, K)] merge/sort scratch */
     outlier_out logits, hidden;
     float *ch_absmax;            /* [L, D] */
@@ -90,6 +91,67 @@ typedef struct sample_run {
     double start;
 } sample_run;
 
+/* ------------------------------------------------------- accumulators */
+
+/* One chunk (at most CHUNK values) of a row of logits, vectorized: float sums for
+ * the moments (added in double by the caller), the max magnitude, and each value's
+ * histogram bin. */
+#define CHUNK 256
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static float chunk_stats(const float *x, int64_t n, double *m, uint16_t *bin)
+{
+    float s1 = 0, s2 = 0, s3 = 0, s4 = 0, mx = 0;
+#pragma omp simd reduction(+ : s1, s2, s3, s4) reduction(max : mx)
+    for (int64_t j = 0; j < n; j++) {
+        float v = x[j], v2 = v * v, a = fabsf(v);
+        s1 += v, s2 += v2, s3 += v2 * v, s4 += v2 * v2;
+        mx = a > mx ? a : mx;
+        bin[j] = (uint16_t)dfl_hist_bin(a);
+    }
+    m[1] += s1, m[2] += s2, m[3] += s3, m[4] += s4;
+    if (mx > m[5]) m[5] = mx;
+    return mx;
+}
+
+/* Values x[0..n) into accumulator a: moments, histogram (four sub-histograms break
+ * the store-to-load chains of runs of values in the same bin) and top-K, where value j
+ * gets position idx with idx[slot] += j. */
+static void acc_row(logit_acc *a, const float *x, int64_t n, const int32_t *idx, int slot)
+{
+    uint16_t bin[CHUNK];
+    a->mom.m[0] += (double)n;
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        int64_t c = n - j0 < CHUNK ? n - j0 : CHUNK, j = 0;
+        float mx = chunk_stats(x + j0, c, a->mom.m, bin);
+        for (; j + 4 <= c; j += 4) {
+            a->sub[0][bin[j]]++;
+            a->sub[1][bin[j + 1]]++;
+            a->sub[2][bin[j + 2]]++;
+            a->sub[3][bin[j + 3]]++;
+        }
+        for (; j < c; j++) a->sub[0][bin[j]]++;
+        /* the top-K threshold only rises: most chunks are below it */
+        if (a->top.n == a->top.k && mx <= a->top.items[0].value) continue;
+        for (j = 0; j < c; j++) {
+            float v = fabsf(x[j0 + j]);
+            if (dfl_topk_wants(&a->top, v)) {
+                int32_t at[4] = {idx[0], idx[1], idx[2], idx[3]};
+                at[slot] += (int32_t)(j0 + j);
+                dfl_topk_push(&a->top, v, at);
+            }
+        }
+    }
+}
+
+static void acc_reset(logit_acc *a, dfl_topk_item *storage, int32_t k)
+{
+    dfl_topk_init(&a->top, storage, k);
+    memset(a->sub, 0, sizeof a->sub);
+    memset(&a->mom, 0, sizeof a->mom);
+}
+
+/* ------------------------------------------------------------- capture */
+
 static int want_maps(void *user, int64_t layer)
 {
     (void)user, (void)layer;
@@ -99,12 +161,8 @@ static int want_maps(void *user, int64_t layer)
 static void on_layer(void *user, int64_t layer)
 {
     sample_run *r = user;
-    for (int th = 0; th < r->nthreads; th++) {
-        logit_acc *a = &r->tacc[th];
-        dfl_topk_init(&a->top, r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
-        memset(&a->hist, 0, sizeof a->hist);
-        memset(&a->mom, 0, sizeof a->mom);
-    }
+    for (int th = 0; th < r->nthreads; th++)
+        acc_reset(&r->tacc[th], r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
     if (r->p->progress) {
         dfl_probe_progress pg = {r->index, r->count, layer, r->L, r->tokens_done, r->tokens_total,
                                  now_seconds() - r->start};
@@ -112,45 +170,13 @@ static void on_layer(void *user, int64_t layer)
     }
 }
 
-/* Moments of one row chunk: float sums over at most 256 values (vectorized), which
- * the caller adds in double. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void chunk_moments(const float *x, int64_t n, double *m)
-{
-    float s1 = 0, s2 = 0, s3 = 0, s4 = 0, mx = 0;
-#pragma omp simd reduction(+ : s1, s2, s3, s4) reduction(max : mx)
-    for (int64_t j = 0; j < n; j++) {
-        float v = x[j], v2 = v * v, a = fabsf(v);
-        s1 += v, s2 += v2, s3 += v2 * v, s4 += v2 * v2;
-        mx = a > mx ? a : mx;
-    }
-    m[1] += s1, m[2] += s2, m[3] += s3, m[4] += s4;
-    if (mx > m[5]) m[5] = mx;
-}
-
-/* Raw attention logits of one block (worker thread): magnitudes into this thread's
- * top-K, histogram and moments. */
+/* Raw attention logits of one block (worker thread), into this thread's accumulator. */
 static void on_scores(void *user, int thread, const dfl_score_block *b)
 {
     sample_run *r = user;
-    logit_acc *a = &r->tacc[thread];
-    uint64_t *hist = a->hist.count;
     for (int64_t i = 0; i < b->n; i++) {
-        const float *row = b->scores + i * b->ld;
-        int64_t q = b->row0 + i, nk = q + 1;
-        for (int64_t j0 = 0; j0 < nk; j0 += 256) chunk_moments(row + j0, nk - j0 < 256 ? nk - j0 : 256, a->mom.m);
-        a->mom.m[0] += (double)nk;
-        /* the top-K threshold only rises: most values fail one compare */
-        float floor_v = a->top.n < a->top.k ? -1.0f : a->top.items[0].value;
-        for (int64_t j = 0; j < nk; j++) {
-            float v = fabsf(row[j]);
-            hist[dfl_hist_bin(v)]++;
-            if (v > floor_v) {
-                int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)q, (int32_t)j};
-                dfl_topk_push(&a->top, v, idx);
-                floor_v = a->top.n < a->top.k ? -1.0f : a->top.items[0].value;
-            }
-        }
+        int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)(b->row0 + i), 0};
+        acc_row(&r->tacc[thread], b->scores + i * b->ld, b->row0 + i + 1, idx, 3);
     }
 }
 
@@ -202,25 +228,38 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
     return DFL_OK;
 }
 
-/* Merge the threads' logit accumulators into layer l's results. */
-static void finish_logits_layer(sample_run *r, int64_t l)
+/* Merge accumulators acc[n] into layer l of o: sorted top-K (NaN / -1 padded),
+ * histogram, moments. */
+static void finish_layer(sample_run *r, const logit_acc *acc, int n, outlier_out *o, int64_t l)
 {
     dfl_topk all;
-    dfl_topk_item *store = r->sorted + (size_t)r->K * (size_t)r->nthreads;  /* K after the sort area */
-    dfl_topk_init(&all, store, (int32_t)r->K);
-    dfl_hist *h = (dfl_hist *)(r->logits.hist + (size_t)l * DFL_HIST_BINS);
+    dfl_topk_init(&all, r->sorted + (size_t)r->K * (size_t)r->nthreads, (int32_t)r->K);
+    uint64_t *h = o->hist + (size_t)l * DFL_HIST_BINS;
     dfl_moments mom = {{0}};
-    for (int th = 0; th < r->nthreads; th++) {
-        dfl_topk_merge(&all, &r->tacc[th].top);
-        dfl_hist_merge(h, &r->tacc[th].hist);
-        dfl_moments_merge(&mom, &r->tacc[th].mom);
+    for (int th = 0; th < n; th++) {
+        dfl_topk_merge(&all, &acc[th].top);
+        for (int k = 0; k < 4; k++)
+            for (int b = 0; b < DFL_HIST_BINS; b++) h[b] += acc[th].sub[k][b];
+        dfl_moments_merge(&mom, &acc[th].mom);
     }
-    int32_t n = dfl_topk_sorted(&all, r->sorted);
+    int32_t kept = dfl_topk_sorted(&all, r->sorted);
     for (int64_t i = 0; i < r->K; i++) {
-        r->logits.top[l * r->K + i] = i < n ? r->sorted[i].value : NAN;
-        for (int c = 0; c < 4; c++) r->logits.top_index[(l * r->K + i) * 4 + c] = i < n ? r->sorted[i].idx[c] : -1;
+        o->top[l * r->K + i] = i < kept ? r->sorted[i].value : NAN;
+        for (int c = 0; c < o->nidx; c++) o->top_index[(l * r->K + i) * o->nidx + c] = i < kept ? r->sorted[i].idx[c] : -1;
     }
-    memcpy(r->logits.mom + l * 6, mom.m, sizeof mom.m);
+    memcpy(o->mom + l * 6, mom.m, sizeof mom.m);
+}
+
+/* Per-channel max |x| and count of |x| >= alpha over one row. */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uint32_t *ccount)
+{
+#pragma omp simd
+    for (int64_t c = 0; c < D; c++) {
+        float a = fabsf(x[c]);
+        cmax[c] = a > cmax[c] ? a : cmax[c];
+        ccount[c] += a >= alpha;
+    }
 }
 
 /* Layer l's output x[T, D]: hidden-state outliers; also closes the layer's logits. */
@@ -228,32 +267,14 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
 {
     (void)err;
     sample_run *r = user;
-    finish_logits_layer(r, l);
-    dfl_topk top;
-    dfl_topk_init(&top, r->sorted + (size_t)r->K * (size_t)r->nthreads, (int32_t)r->K);
-    dfl_hist *h = (dfl_hist *)(r->hidden.hist + (size_t)l * DFL_HIST_BINS);
-    dfl_moments mom = {{0}};
-    float *cmax = r->ch_absmax + l * D;
-    uint32_t *ccount = r->ch_count + l * D;
-    float alpha = (float)r->p->alpha;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t c = 0; c < D; c++) {
-            float v = x[t * D + c], a = fabsf(v);
-            dfl_hist_add(h, a);
-            dfl_moments_add(&mom, v);
-            if (dfl_topk_wants(&top, a)) {
-                int32_t idx[4] = {(int32_t)t, (int32_t)c, 0, 0};
-                dfl_topk_push(&top, a, idx);
-            }
-            if (a > cmax[c]) cmax[c] = a;
-            if (a >= alpha) ccount[c]++;
-        }
-    int32_t n = dfl_topk_sorted(&top, r->sorted);
-    for (int64_t i = 0; i < r->K; i++) {
-        r->hidden.top[l * r->K + i] = i < n ? r->sorted[i].value : NAN;
-        for (int c = 0; c < 2; c++) r->hidden.top_index[(l * r->K + i) * 2 + c] = i < n ? r->sorted[i].idx[c] : -1;
+    finish_layer(r, r->tacc, r->nthreads, &r->logits, l);
+    acc_reset(r->hacc, r->tstore + (size_t)r->nthreads * (size_t)r->K, (int32_t)r->K);
+    for (int64_t t = 0; t < T; t++) {
+        int32_t idx[4] = {(int32_t)t, 0, 0, 0};
+        acc_row(r->hacc, x + t * D, D, idx, 1);
+        channel_row(x + t * D, D, (float)r->p->alpha, r->ch_absmax + l * D, r->ch_count + l * D);
     }
-    memcpy(r->hidden.mom + l * 6, mom.m, sizeof mom.m);
+    finish_layer(r, r->hacc, 1, &r->hidden, l);
     return DFL_OK;
 }
 
@@ -284,7 +305,7 @@ static void run_free(sample_run *r)
     for (int i = 0; i < 3; i++) dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
     void *bufs[] = {r->seg, r->share_seg, r->arows, r->all_rows, r->layer_pos, r->head_pos, r->shares, r->raw, r->shares_abs,
-                    r->entropy, r->negative, r->tacc, r->tstore, r->sorted, r->logits.top, r->logits.top_index,
+                    r->entropy, r->negative, r->tacc, r->hacc, r->tstore, r->sorted, r->logits.top, r->logits.top_index,
                     r->logits.hist, r->logits.mom, r->hidden.top, r->hidden.top_index, r->hidden.hist,
                     r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
@@ -305,7 +326,8 @@ static dfl_status run_alloc(sample_run *r, dfl_error *err)
     r->entropy = dfl__calloc_array(2 * L * Hs, sizeof(double));
     r->negative = dfl__calloc_array(L * Hs, sizeof(double));
     r->tacc = dfl__calloc_array(nth, sizeof(logit_acc));
-    r->tstore = dfl__alloc_array(nth * K, sizeof(dfl_topk_item));
+    r->hacc = dfl__calloc_array(1, sizeof(logit_acc));
+    r->tstore = dfl__alloc_array((nth + 1) * K, sizeof(dfl_topk_item));
     r->sorted = dfl__alloc_array((nth + 1) * K, sizeof(dfl_topk_item));
     r->logits.top = dfl__alloc_array(L * K, sizeof(float));
     r->logits.top_index = dfl__alloc_array(L * K * 4, sizeof(int32_t));
@@ -322,7 +344,7 @@ static dfl_status run_alloc(sample_run *r, dfl_error *err)
     r->logits.nidx = 4;
     r->hidden.nidx = 2;
     if (!r->seg || !r->share_seg || !r->arows || !r->layer_pos || !r->head_pos || !r->shares || !r->raw ||
-        !r->shares_abs || !r->entropy || !r->negative || !r->tacc || !r->tstore || !r->sorted || !r->logits.top ||
+        !r->shares_abs || !r->entropy || !r->negative || !r->tacc || !r->hacc || !r->tstore || !r->sorted || !r->logits.top ||
         !r->logits.top_index || !r->logits.hist || !r->logits.mom || !r->hidden.top || !r->hidden.top_index ||
         !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax)
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a sample of %lld tokens", (long long)r->T);
