@@ -5,7 +5,8 @@
 #   BIN=bin sh bench/run.sh          (make bench runs it after scripts/deps.sh --bench)
 #
 # Environment: BIN (probe's folder, default bin), OUT (work folder, default build/bench),
-# THREADS (default 2), REPEATS (default 3), LENGTHS (default "1024 4096").
+# THREADS (default 2), REPEATS (default 3), LENGTHS (default "1024 4096"), RSS_LENGTHS
+# (default "1024 4096 8192"), BUILD (where make put bench/overhead, default build).
 # Model: llama, 8 layers, hidden 512, 8 heads, FFN 1408, vocab 32000, f32, seed 1, written
 # once by tests/ref/make_model.py into $OUT/model and reused while its arguments are the
 # same. Each sequence length gets one prompt of random token ids. Every side runs REPEATS
@@ -18,6 +19,8 @@ OUT=${OUT:-build/bench}
 THREADS=${THREADS:-2}
 REPEATS=${REPEATS:-3}
 LENGTHS=${LENGTHS:-"1024 4096"}
+RSS_LENGTHS=${RSS_LENGTHS:-"1024 4096 8192"}
+BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 BLAS_DIR=/usr/lib/x86_64-linux-gnu/openblas-openmp
 
@@ -37,7 +40,7 @@ if [ ! -f "$MODEL/model.safetensors" ] || [ "$(cat "$MODEL/.args" 2>/dev/null)" 
     $PY tests/ref/make_model.py "$MODEL" $MODEL_ARGS
     echo "$MODEL_ARGS" > "$MODEL/.args"
 fi
-for T in 64 $LENGTHS; do
+for T in 64 $LENGTHS $RSS_LENGTHS; do
     P=$OUT/prompt_$T.jsonl
     [ -f "$P" ] && continue
     $PY - "$P" "$T" "$V" <<'EOF'
@@ -157,3 +160,34 @@ others=$(cat "$OUT/cpu_start" "$OUT/cpu_end" | awk '
         *) echo "- WARNING: the machine was busy during the run; these timings are not representative" ;;
     esac
 } | tee "$OUT/table.txt"
+
+# ------------------------------------------- the statistics' cost, peak memory
+# probe always computes noise shares, outlier statistics and NLL/argmax: their cost on
+# top of a forward pass that only computes the logits (bench/overhead.c), and probe's
+# peak resident memory (no maps) as the sequence grows.
+{
+    echo
+    echo "probe statistics overhead (probe forward / plain forward, best of $REPEATS, $THREADS threads)"
+    printf '%-6s %9s %9s %9s\n' T plain_s probe_s ratio
+    for T in $LENGTHS; do
+        set -- $(OMP_NUM_THREADS=$THREADS "$BUILD/bench/overhead" "$MODEL" "$OUT/prompt_$T.jsonl" "$REPEATS") ||
+            die "overhead failed"
+        printf '%-6d %9.3f %9.3f %8.3fx\n' "$T" "$1" "$2" "$3"
+    done
+    echo
+    echo "probe peak resident memory, --maps none (weights: $(du -m "$MODEL/model.safetensors" | cut -f1) MB as f32)"
+    printf '%-6s %12s\n' T "peak RSS MB"
+    for T in $RSS_LENGTHS; do
+        rss=$($PY -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if r.returncode == 0 else "failed")' \
+            "$BIN/probe" --model "$MODEL" --prompts "$OUT/prompt_$T.jsonl" --out "$OUT/rss_$T.h5" --force \
+            --threads "$THREADS" --quiet)
+        printf '%-6d %12s\n' "$T" "$rss"
+    done
+} | tee -a "$OUT/table.txt"
+
+# attnmap against matplotlib (bench/attnmap.sh), when present
+if [ -f bench/attnmap.sh ]; then
+    BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"
+fi
