@@ -252,6 +252,40 @@ class ProbeErrors(unittest.TestCase):
         self.assertIn("warning", r.stderr)
         self.assertIn("max_position_embeddings (64)", r.stderr)
 
+    # ---- progress
+    def test_progress_bar_on_a_terminal_only(self):
+        import pty
+        p = self.write_prompts("three.jsonl", [{"tokens": [0, 5, 6, 7] * 8}] * 3)
+        out = os.path.join(self.root, "progress.h5")
+        for quiet in (False, True):
+            master, slave = pty.openpty()
+            args = [PROBE, "--model", self.good, "--prompts", p, "--out", out, "--force"] + (["--quiet"] if quiet else [])
+            proc = subprocess.Popen(args, stderr=slave, stdout=subprocess.DEVNULL)
+            os.close(slave)
+            chunks = []
+            while True:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            os.close(master)
+            self.assertEqual(proc.wait(), 0)
+            text = b"".join(chunks).decode(errors="replace")
+            if quiet:
+                self.assertEqual(text, "")
+            else:
+                for needle in ("probe layer 1/1", "samples", "tok/s", "ETA", "wrote"):
+                    self.assertIn(needle, text)
+        # not a terminal: no bar, only the summary line
+        r = subprocess.run([PROBE, "--model", self.good, "--prompts", p, "--out", out, "--force"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.stderr.count("\r"), 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        self.assertIn("3 samples", r.stderr)
+
     # ---- usage
     def test_usage_errors(self):
         for args in (["--prompts", self.prompts, "--out", "x.h5"],
