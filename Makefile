@@ -14,7 +14,7 @@ CPPFLAGS += -Ilib -I/usr/include/x86_64-linux-gnu/openblas-openmp -D_GNU_SOURCE 
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS   += -std=c11 -Wall -Wextra -Werror $(OPT) -g -fopenmp $(SAN)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhdf5_hl \
-            -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lz -lm
+            -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lm
 LDFLAGS  += -fopenmp $(SAN)
 
 LIB_SRC  := $(wildcard lib/*.c)
@@ -72,7 +72,7 @@ FUZZ_TIME ?= 60
 FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
 fuzz:
 	@scripts/deps.sh --fuzz
-	$(MAKE) BUILD=build-fuzz BIN=build-fuzz/bin CC=clang OPT=-O1 \
+	$(MAKE) BUILD=build-fuzz BIN=build-fuzz/bin CC=clang OPT="-O1 -Wno-pass-failed" \
 	    SAN="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libdifflens.a
 	@mkdir -p build-fuzz/fuzz
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
