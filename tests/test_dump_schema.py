@@ -71,7 +71,7 @@ class DumpSchema(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(PROBE, os.X_OK):
-            raise unittest.SkipTest("no %s (ProbeBuilt fails)" % PROBE)
+            raise AssertionError("%s not found or not executable (build it, or set BIN)" % PROBE)
         cls.tmp = tempfile.mkdtemp(prefix="dfl-schema-")
         cls.prompts = prompts()
         cls.pfile = os.path.join(cls.tmp, "prompts.jsonl")
