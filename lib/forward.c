@@ -33,6 +33,7 @@ typedef struct head_plan {
 
 typedef struct attn_geom {
     int nmaps;              /* 1 llama, 2 Diff */
+    int nstore;             /* block buffers per head: map1 (llama), or map1, map2, diff */
     int64_t dq;             /* query/key width of one map */
     int64_t q_ld, k_ld, v_ld, att_ld;
     int64_t n_qheads, n_kheads;  /* heads of width dq in q and k (for RoPE) */
@@ -48,6 +49,7 @@ static attn_geom make_geom(const dfl_config *c)
     g.scale = (float)(1.0 / sqrt((double)hd));
     g.heads = dfl_config_analysis_heads(c);
     g.nmaps = dfl_config_maps_per_head(c);
+    g.nstore = g.nmaps == 2 ? 3 : 1;
     if (c->type == DFL_MODEL_DIFF_TRANSFORMER) {
         g.n_qheads = 2 * H;
         g.n_kheads = 2 * Hkv;
@@ -131,7 +133,7 @@ typedef struct fwd_ws {
     float *att;             /* [T, att_ld] heads' outputs before o_proj */
     float *tmp;             /* [T, D] */
     float *gate, *up;       /* [T, F] */
-    float *maps;            /* [heads, 3, rows, T] one attention block (map1, map2, diff) */
+    float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
     double *inv_freq;       /* [dq/2] */
     int64_t *lim;           /* [rows] last visible key of each block row */
@@ -156,7 +158,7 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
     size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t maps_n;
     memset(w, 0, sizeof *w);
-    int ok = dfl__mul_ok((size_t)g->heads * 3 * (size_t)rows, t, &maps_n);
+    int ok = dfl__mul_ok((size_t)g->heads * (size_t)g->nstore * (size_t)rows, t, &maps_n);
     if (ok) {
         w->x = dfl__alloc_array(t, D * sizeof(float));
         w->xn = dfl__alloc_array(t, D * sizeof(float));
@@ -208,7 +210,7 @@ static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_
     const fwd_ws *w = x->w;
     const attn_geom *g = x->g;
     const head_plan *p = &x->plan[h];
-    float *m = w->maps + (((size_t)h * 3 + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
+    float *m = w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
                 w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m,
                 (int)x->T);
@@ -251,7 +253,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     }
     const float *A = m[0];
     if (g->nmaps == 2) {
-        m[2] = w->maps + (((size_t)h * 3 + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
+        m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
         float lam = x->lw->lambda;
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
@@ -343,7 +345,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             attn_task(&x, h, a, n);
         }
         for (int64_t h = 0; want && h < g->heads && s == DFL_OK; h++) {
-            const float *base = w->maps + (size_t)h * 3 * (size_t)rows * (size_t)T;
+            const float *base = w->maps + (size_t)h * (size_t)g->nstore * (size_t)rows * (size_t)T;
             dfl_attn_block b = {l, h, r0, nb, r0 + nb, T, T, base,
                                 g->nmaps == 2 ? base + (size_t)rows * (size_t)T : NULL,
                                 g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL};
