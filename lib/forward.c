@@ -18,7 +18,7 @@
 #define ATTN_ROWS_TOTAL 1024
 #define ATTN_MIN_ROWS 16
 #define ATTN_TASK_ROWS 128
-#define LM_HEAD_ROWS 256
+#define LM_HEAD_ROWS 512
 
 /* ------------------------------------------------------------- head plan */
 
