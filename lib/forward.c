@@ -153,7 +153,7 @@ static void ws_free(fwd_ws *w)
 
 /* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
 static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
-                           dfl_error *err)
+                           int need_logits, dfl_error *err)
 {
     size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t maps_n;
@@ -177,10 +177,10 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
         w->plan = dfl__alloc_array((size_t)g->heads, sizeof(head_plan));
         w->qmax = dfl__alloc_array((size_t)g->heads * 2, sizeof(float));
         w->tmax = dfl__alloc_array((size_t)dfl_forward_max_threads() * (size_t)g->heads * 2, sizeof(float));
-        w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
+        if (need_logits) w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
     }
     if (!ok || !w->x || !w->xn || !w->tmp || !w->q || !w->k || !w->v || !w->att || !w->gate || !w->up ||
-        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->plan || !w->qmax || !w->tmax || !w->logits) {
+        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->plan || !w->qmax || !w->tmax || (need_logits && !w->logits)) {
         ws_free(w);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a forward pass over %lld tokens", (long long)T);
     }
@@ -384,7 +384,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
     fwd_ws w;
-    dfl_status s = ws_alloc(&w, c, &g, T, rows, err);
+    dfl_status s = ws_alloc(&w, c, &g, T, rows, cap && cap->logits_rows, err);
     if (s) return s;
 
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
