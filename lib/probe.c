@@ -77,7 +77,7 @@ typedef struct sample_run {
     logit_acc *tacc;             /* [threads] attention logits, per thread */
     logit_acc *hacc;             /* hidden states (serial) */
     dfl_topk_item *tstore;       /* [threads + 1, K] heaps of tacc and hacc */
-    dfl_topk_item *sorted;       /* [max(K·threads, K)] merge/sort scratch */
+    dfl_topk_item *sorted;       /* [threads + 1, K]: sorted output in [0, K), merge heap at [threads·K, …) */
     outlier_out logits, hidden;
     float *ch_absmax;            /* [L, D] */
     uint32_t *ch_count;          /* [L, D] */
