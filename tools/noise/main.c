@@ -1,0 +1,356 @@
+/* noise — attention to the answer vs attention noise from dumps, and the needle
+ * prompts that feed it (docs/noise.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "noise.h"
+#include "noise_prompts.h"
+#include "report.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: noise DUMP.h5 [DUMP2.h5 ...] [options]\n"
+            "       noise prompts -o PROMPTS.jsonl [options]   (noise prompts --help)\n"
+            "\n"
+            "How much attention lands on the answer and how much on the context around it (the\n"
+            "paper's Figure 1 and Table 3), from the noise/ datasets probe writes. Each dump gets a\n"
+            "column: the share of each key segment (bos, context before, answer, context after,\n"
+            "query, distractor, target), noise = context_before + context_after (the paper's\n"
+            "definition), answer/noise, and the retrieval accuracy (target_correct).\n"
+            "\n"
+            "  --map auto|map1|map2|diff  which map of a Diff dump (default: auto = diff for Diff\n"
+            "                        dumps, map1 (the softmax map) for softmax dumps)\n"
+            "  --norm total|abs      total: noise/shares, each row divided by its total (1, or 1 - lambda\n"
+            "                        for diff: unstable where that is near 0); abs: noise/shares_abs,\n"
+            "                        shares of |attention|, always in [0, 1] (default: total)\n"
+            "  --by none|depth|layer|head  group: none = one table of shares (Figure 1); depth =\n"
+            "                        answer and noise per answer depth with counts (Table 3); layer,\n"
+            "                        head = where the signal lives (default: none)\n"
+            "  --layers LIST         average over these layers only, e.g. 0,2-3 (default: all)\n"
+            "  --heads LIST          average over these heads only (default: all)\n"
+            "  --labels A,B,...      names of the dumps (default: file names without .h5)\n"
+            "  --format table|csv|json|markdown  output format (default: table)\n"
+            "  --plot FILE.png       the Figure-1 grouped bar chart: a group per segment, a bar per dump\n"
+            "  --plot-depth FILE.png answer and noise against depth, a line per dump\n"
+            "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
+            "                        noise/raw) is below X in magnitude (default: 0.05)\n"
+            "  --force               overwrite existing PNGs\n"
+            "  --quiet               no warnings on stderr (they stay in the report's notes)\n"
+            "  --help                this text\n"
+            "\n"
+            "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
+}
+
+static void usage_prompts(FILE *out)
+{
+    fprintf(out,
+            "usage: noise prompts -o PROMPTS.jsonl [options]\n"
+            "\n"
+            "Writes prompts for the attention-noise experiment: the synthetic multi-needle retrieval\n"
+            "task of DESIGN.md \"Needle task\" (vocabulary 0 <bos>, 1 <needle>, 2 <query>, 3 <sep>,\n"
+            "5-14 digits, 15-78 keys, 79+ filler) or, with --template, prompts for a real tokenizer's\n"
+            "model from pre-tokenized pieces. Every prompt has its answer, query, target (and\n"
+            "distractor) spans and its depth; ids are d<depth%%>-s<sample>.\n"
+            "\n"
+            "  -o, --out FILE        JSONL to write (never overwritten without --force)\n"
+            "  --length LIST         tokens per prompt, one or more (e.g. 256 or 1024,2048) (default: 256)\n"
+            "  --depths LIST         answer depths in [0, 1] (default: 0,0.25,0.5,0.75,1)\n"
+            "  --samples S           prompts per depth and length, 1 to 1000000 (default: 20)\n"
+            "  --seed X              generator seed, 0 to 2^63-1 (default: 1)\n"
+            "synthetic task only\n"
+            "  --needles N           needles in the context, 1 to 64 (default: 4)\n"
+            "  --queries R           queries at the end; the last asks for the answer, 1 to 64 (default: 1)\n"
+            "  --digits M            digits per needle, 1 to 16 (default: 4)\n"
+            "  --vocab-size V        vocabulary size, >= 128 (default: 128); with --template: check\n"
+            "                        every id < V (default: the template's vocab_size, if any)\n"
+            "template\n"
+            "  --template FILE.json  {\"haystack\": [ids], \"needle\": [ids], \"answer\": [start, end],\n"
+            "                        \"distractors\": [[ids], ...], \"query\": [ids], \"target\": [ids],\n"
+            "                        \"bos\": id|null, \"vocab_size\": V} (docs/noise.md)\n"
+            "  --force               overwrite an existing output\n"
+            "  --quiet               no summary line\n"
+            "  --help                this text\n");
+}
+
+static int bad(const dfl_error *err)
+{
+    fprintf(stderr, "noise: %s\n", err->msg);
+    return 2;
+}
+
+/* "256,1024" → lengths (each 1 .. 2^24). */
+static int parse_lengths(const char *text, int64_t **out, size_t *n, dfl_error *err)
+{
+    size_t cap = 1;
+    for (const char *c = text; *c; c++) cap += *c == ',';
+    int64_t *v = calloc(cap, sizeof *v);
+    char *copy = strdup(text), *save = NULL;
+    if (!v || !copy) {
+        free(v), free(copy);
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return 1;
+    }
+    size_t k = 0;
+    int rc = !*text || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,");
+    if (rc) snprintf(err->msg, sizeof err->msg, "--length: '%s' is not a list of lengths like 256,1024", text);
+    for (char *t = rc ? NULL : strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save))
+        rc = dfl_cli_int("--length", t, 1, 1 << 24, &v[k++], err) != DFL_OK;
+    free(copy);
+    if (rc) {
+        free(v);
+        return 1;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static int run_prompts(int argc, char **argv)
+{
+    enum { O_LENGTH = 256, O_DEPTHS, O_SAMPLES, O_SEED, O_NEEDLES, O_QUERIES, O_DIGITS, O_VOCAB, O_TEMPLATE,
+           O_FORCE, O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"out", required_argument, 0, 'o'},          {"length", required_argument, 0, O_LENGTH},
+        {"depths", required_argument, 0, O_DEPTHS},  {"samples", required_argument, 0, O_SAMPLES},
+        {"seed", required_argument, 0, O_SEED},      {"needles", required_argument, 0, O_NEEDLES},
+        {"queries", required_argument, 0, O_QUERIES}, {"digits", required_argument, 0, O_DIGITS},
+        {"vocab-size", required_argument, 0, O_VOCAB}, {"template", required_argument, 0, O_TEMPLATE},
+        {"force", no_argument, 0, O_FORCE},          {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, O_HELP},            {0, 0, 0, 0}};
+    dfl_noise_prompts_params p = dfl_noise_prompts_default();
+    dfl_error err = {DFL_OK, ""};
+    const char *out = NULL, *tmpl_path = NULL;
+    int64_t *lengths = NULL, v;
+    double *depths = NULL;
+    size_t n_lengths = 0, n_depths = 0;
+    int force = 0, quiet = 0, synthetic_flag = 0, vocab_given = 0, c, rc = 0;
+    optind = 1;
+    while (!rc && (c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case O_LENGTH:
+            free(lengths);
+            lengths = NULL;
+            if (parse_lengths(optarg, &lengths, &n_lengths, &err)) rc = bad(&err);
+            break;
+        case O_DEPTHS:
+            free(depths);
+            depths = NULL;
+            if (dfl_noise_parse_depths("--depths", optarg, &depths, &n_depths, &err)) rc = bad(&err);
+            break;
+        case O_SAMPLES:
+            if (dfl_cli_int("--samples", optarg, 1, 1000000, &p.samples, &err)) rc = bad(&err);
+            break;
+        case O_SEED:
+            if (dfl_cli_int("--seed", optarg, 0, INT64_MAX, &v, &err)) rc = bad(&err);
+            p.seed = (uint64_t)v;
+            break;
+        case O_NEEDLES:
+            if (dfl_cli_int("--needles", optarg, 1, 64, &v, &err)) rc = bad(&err);
+            p.needles = (int)v, synthetic_flag = 1;
+            break;
+        case O_QUERIES:
+            if (dfl_cli_int("--queries", optarg, 1, 64, &v, &err)) rc = bad(&err);
+            p.queries = (int)v, synthetic_flag = 1;
+            break;
+        case O_DIGITS:
+            if (dfl_cli_int("--digits", optarg, 1, 16, &v, &err)) rc = bad(&err);
+            p.digits = (int)v, synthetic_flag = 1;
+            break;
+        case O_VOCAB:
+            if (dfl_cli_int("--vocab-size", optarg, 1, (int64_t)1 << 31, &p.vocab_size, &err)) rc = bad(&err);
+            vocab_given = 1;
+            break;
+        case O_TEMPLATE: tmpl_path = optarg; break;
+        case O_FORCE: force = 1; break;
+        case O_QUIET: quiet = 1; break;
+        case O_HELP: usage_prompts(stdout); free(lengths), free(depths); return 0;
+        default: usage_prompts(stderr); rc = 2; break;
+        }
+    }
+    if (!rc && optind < argc) {
+        fprintf(stderr, "noise prompts: unexpected argument '%s'\n", argv[optind]);
+        rc = 2;
+    }
+    if (!rc && !out) {
+        fprintf(stderr, "noise prompts: -o PROMPTS.jsonl is required (see noise prompts --help)\n");
+        rc = 2;
+    }
+    if (!rc && tmpl_path && synthetic_flag) {
+        fprintf(stderr, "noise prompts: --needles, --queries and --digits are for the synthetic task, not --template\n");
+        rc = 2;
+    }
+    if (!rc && !tmpl_path && p.vocab_size < 128) {
+        fprintf(stderr, "noise prompts: --vocab-size %lld: the synthetic task needs at least 128\n",
+                (long long)p.vocab_size);
+        rc = 2;
+    }
+    if (rc) {
+        free(lengths), free(depths);
+        return rc;
+    }
+    p.lengths = lengths, p.n_lengths = n_lengths;
+    p.depths = depths, p.n_depths = n_depths;
+
+    dfl_noise_template tmpl;
+    memset(&tmpl, 0, sizeof tmpl);
+    dfl_prompt_set set = {NULL, 0};
+    dfl_status s = DFL_OK;
+    if (tmpl_path) {
+        if (!vocab_given) p.vocab_size = 0;
+        s = dfl_noise_template_read(tmpl_path, &tmpl, &err);
+        p.tmpl = &tmpl;
+    }
+    if (!s) s = dfl_noise_prompts_make(&p, &set, &err);
+    if (!s) s = dfl_prompt_set_write(out, set.items, set.count, force, &err);
+    if (s) {
+        fprintf(stderr, "noise prompts: %s\n", err.msg);
+        rc = dfl_status_exit_code(s);
+    } else if (!quiet) {
+        fprintf(stderr, "noise prompts: wrote %zu prompts (%zu length%s x %zu depth%s x %lld samples, %s) to %s\n",
+                set.count, n_lengths ? n_lengths : 1, n_lengths > 1 ? "s" : "", n_depths ? n_depths : 5,
+                (n_depths ? n_depths : 5) > 1 ? "s" : "", (long long)p.samples,
+                tmpl_path ? "template" : "synthetic needle task", out);
+    }
+    dfl_prompt_set_free(&set);
+    dfl_noise_template_free(&tmpl);
+    free(lengths), free(depths);
+    return rc;
+}
+
+/* "A,B,C" → n_dumps names; every one non-empty. */
+static int parse_labels(char *text, const char **labels, size_t cap, size_t *n)
+{
+    size_t k = 0;
+    char *s = text;
+    for (;;) {
+        char *comma = strchr(s, ',');
+        if (comma) *comma = '\0';
+        if (!*s || k == cap) return 1;
+        labels[k++] = s;
+        if (!comma) break;
+        s = comma + 1;
+    }
+    *n = k;
+    return 0;
+}
+
+static int run_analysis(int argc, char **argv)
+{
+    enum { O_MAP = 256, O_NORM, O_BY, O_LAYERS, O_HEADS, O_LABELS, O_FORMAT, O_PLOT, O_PLOTD, O_WARN, O_FORCE,
+           O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"map", required_argument, 0, O_MAP},         {"norm", required_argument, 0, O_NORM},
+        {"by", required_argument, 0, O_BY},           {"layers", required_argument, 0, O_LAYERS},
+        {"heads", required_argument, 0, O_HEADS},     {"labels", required_argument, 0, O_LABELS},
+        {"format", required_argument, 0, O_FORMAT},   {"plot", required_argument, 0, O_PLOT},
+        {"plot-depth", required_argument, 0, O_PLOTD}, {"warn-total", required_argument, 0, O_WARN},
+        {"force", no_argument, 0, O_FORCE},           {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+    dfl_noise_params p = dfl_noise_params_default();
+    dfl_error err = {DFL_OK, ""};
+    dfl_report_format fmt = DFL_REPORT_TABLE;
+    const char *plot = NULL, *plot_depth = NULL, *labels[DFL_NOISE_MAX_DUMPS];
+    char *label_text = NULL;
+    int64_t *layers = NULL, *heads = NULL;
+    size_t n_labels = 0;
+    int force = 0, quiet = 0, c, rc = 0;
+    while (!rc && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_MAP:
+            if (dfl_noise_map_parse(optarg, &p.map, &err)) rc = bad(&err);
+            break;
+        case O_NORM:
+            if (dfl_noise_norm_parse(optarg, &p.norm, &err)) rc = bad(&err);
+            break;
+        case O_BY:
+            if (dfl_noise_by_parse(optarg, &p.by, &err)) rc = bad(&err);
+            break;
+        case O_LAYERS:
+            free(layers);
+            layers = NULL;
+            if (dfl_noise_parse_list("--layers", optarg, &layers, &p.n_layers, &err)) rc = bad(&err);
+            p.layers = layers;
+            break;
+        case O_HEADS:
+            free(heads);
+            heads = NULL;
+            if (dfl_noise_parse_list("--heads", optarg, &heads, &p.n_heads, &err)) rc = bad(&err);
+            p.heads = heads;
+            break;
+        case O_LABELS:
+            free(label_text);
+            label_text = strdup(optarg);
+            if (!label_text || parse_labels(label_text, labels, DFL_NOISE_MAX_DUMPS, &n_labels)) {
+                fprintf(stderr, "noise: --labels: '%s' is not a list of non-empty names A,B,...\n", optarg);
+                rc = 2;
+            }
+            break;
+        case O_FORMAT:
+            if (dfl_report_format_parse(optarg, &fmt, &err)) rc = bad(&err);
+            break;
+        case O_PLOT: plot = optarg; break;
+        case O_PLOTD: plot_depth = optarg; break;
+        case O_WARN:
+            if (dfl_cli_double("--warn-total", optarg, 0.0, 1e30, &p.warn_total, &err)) rc = bad(&err);
+            break;
+        case O_FORCE: force = 1; break;
+        case O_QUIET: quiet = 1; break;
+        case O_HELP: usage(stdout); rc = -1; break;
+        default: usage(stderr); rc = 2; break;
+        }
+    }
+    size_t n_dumps = optind < argc ? (size_t)(argc - optind) : 0;
+    if (!rc && n_dumps == 0) {
+        fprintf(stderr, "noise: at least one dump is required (see --help)\n");
+        rc = 2;
+    }
+    if (!rc && n_dumps > DFL_NOISE_MAX_DUMPS) {
+        fprintf(stderr, "noise: %zu dumps given; at most %d\n", n_dumps, DFL_NOISE_MAX_DUMPS);
+        rc = 2;
+    }
+    if (!rc && label_text && n_labels != n_dumps) {
+        fprintf(stderr, "noise: --labels names %zu dump%s but %zu %s given\n", n_labels, n_labels == 1 ? "" : "s",
+                n_dumps, n_dumps == 1 ? "is" : "are");
+        rc = 2;
+    }
+
+    dfl_noise_result *res = NULL;
+    dfl_report *rep = NULL;
+    dfl_status s = DFL_OK;
+    if (!rc) {
+        p.dumps = (const char *const *)(argv + optind);
+        p.n_dumps = n_dumps;
+        p.labels = label_text ? labels : NULL;
+        s = dfl_noise_analyze(&p, &res, &err);
+        if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
+        /* the PNGs before the tables, so that a failed plot leaves no output at all */
+        if (!s && plot) s = dfl_noise_plot_shares(res, plot, force, &err);
+        if (!s && plot_depth) s = dfl_noise_plot_depth(res, plot_depth, force, &err);
+        if (!s) {
+            char lines[2 * DFL_NOISE_MAX_DUMPS][256];
+            size_t nw = dfl_noise_warnings(res, p.by, lines, 2 * DFL_NOISE_MAX_DUMPS);
+            for (size_t i = 0; i < nw && !quiet; i++) fprintf(stderr, "noise: warning: %s\n", lines[i]);
+            s = dfl_report_write(rep, fmt, stdout, &err);
+            if (!s && fflush(stdout)) s = DFL_ERR_IO, snprintf(err.msg, sizeof err.msg, "cannot write the output");
+        }
+        if (s) {
+            fprintf(stderr, "noise: %s\n", err.msg);
+            rc = dfl_status_exit_code(s);
+        }
+    }
+    dfl_report_destroy(rep);
+    dfl_noise_result_free(res);
+    free(layers), free(heads), free(label_text);
+    return rc < 0 ? 0 : rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "prompts")) return run_prompts(argc - 1, argv + 1);
+    return run_analysis(argc, argv);
+}
