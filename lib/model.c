@@ -3,6 +3,7 @@
 
 #include <cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,6 +273,11 @@ static dfl_status bind(binder *b, const char *name, int64_t d0, int64_t d1, int 
         else snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, config needs %s", file, name, got, want);
     }
+    /* Aligned F32 data is used in place: the mapped file is the only copy in memory. */
+    if (t->dtype == DFL_DTYPE_F32 && (uintptr_t)t->data % sizeof(float) == 0) {
+        *out = (float *)(uintptr_t)t->data;
+        return DFL_OK;
+    }
     if (b->m->n_owned == b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
         float **no = realloc(b->m->owned, nc * sizeof *no);
@@ -373,7 +379,7 @@ dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
     if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
     for (int64_t l = 0; l < c->num_layers; l++)
         if ((s = bind_layer(&b, l, err))) goto fail;
-    dfl_st_set_close(b.set);
+    m->tensors = b.set;   /* kept open: F32 weights point into the mapping */
     free(cfg_path);
     *out = m;
     return DFL_OK;
@@ -389,6 +395,7 @@ void dfl_model_free(dfl_model *m)
     if (!m) return;
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    dfl_st_set_close(m->tensors);
     free(m->layers);
     free(m->config_text);
     free(m->path);

@@ -62,7 +62,9 @@ int dfl_config_maps_per_head(const dfl_config *c);
 /* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·l). */
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer);
 
-/* ---- weights (f32, row-major, PyTorch Linear layout [out, in]) ---- */
+/* ---- weights (f32, row-major, PyTorch Linear layout [out, in]) ----
+ * Aligned F32 tensors are used straight from the memory-mapped file; F16, BF16 and
+ * unaligned F32 tensors are converted into buffers the model owns. */
 
 typedef struct dfl_layer_weights {
     float *attn_norm;    /* [D] input_layernorm */
@@ -88,8 +90,10 @@ typedef struct dfl_model {
     float *final_norm;          /* [D] */
     float *lm_head;             /* [V, D]; == embed when tied */
     dfl_layer_weights *layers;  /* [L] */
-    float **owned;              /* every buffer above, for freeing */
+    float **owned;              /* converted (F16/BF16/unaligned) buffers, for freeing */
     size_t n_owned;
+    struct dfl_st_set *tensors; /* the mapped weight files; aligned F32 weights point into them
+                                 * (read-only: never write through these pointers) */
 } dfl_model;
 
 /* Load DIR/config.json and its weights. Caller owns *out (dfl_model_free).
