@@ -19,6 +19,7 @@
 #define ATTN_MIN_ROWS 16
 #define ATTN_TASK_ROWS 128
 #define LM_HEAD_ROWS 512
+#define MLP_ROWS 512   /* the MLP runs in row blocks: [T, F] is never held */
 
 /* ------------------------------------------------------------- head plan */
 
@@ -132,7 +133,7 @@ typedef struct fwd_ws {
     float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
     float *att;             /* [T, att_ld] heads' outputs before o_proj */
     float *tmp;             /* [T, D] */
-    float *gate, *up;       /* [T, F] */
+    float *gate, *up;       /* [MLP_ROWS, F] */
     float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
     double *inv_freq;       /* [dq/2] */
@@ -167,8 +168,8 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
         w->k = dfl__alloc_array(t, (size_t)g->k_ld * sizeof(float));
         w->v = dfl__alloc_array(t, (size_t)g->v_ld * sizeof(float));
         w->att = dfl__alloc_array(t, (size_t)g->att_ld * sizeof(float));
-        w->gate = dfl__alloc_array(t, F * sizeof(float));
-        w->up = dfl__alloc_array(t, F * sizeof(float));
+        w->gate = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
+        w->up = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
         w->maps = dfl__alloc_array(maps_n, sizeof(float));
         w->cos_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
         w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
@@ -410,10 +411,13 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        dfl_matmul_xwt(w.gate, w.xn, lw->w_gate, T, D, F);
-        dfl_matmul_xwt(w.up, w.xn, lw->w_up, T, D, F);
-        dfl_swiglu(w.gate, w.up, T, F);
-        dfl_matmul_xwt(w.tmp, w.gate, lw->w_down, T, F, D);
+        for (int64_t r0 = 0; r0 < T; r0 += MLP_ROWS) {
+            int64_t n = T - r0 < MLP_ROWS ? T - r0 : MLP_ROWS;
+            dfl_matmul_xwt(w.gate, w.xn + r0 * D, lw->w_gate, n, D, F);
+            dfl_matmul_xwt(w.up, w.xn + r0 * D, lw->w_up, n, D, F);
+            dfl_swiglu(w.gate, w.up, n, F);
+            dfl_matmul_xwt(w.tmp + r0 * D, w.gate, lw->w_down, n, F, D);
+        }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
     }

@@ -65,6 +65,8 @@ CASES = [
     ("llama-multiblock-f32", "llama", dict(heads=8, kv_heads=2), "f32", 1, (150, 40)),
     ("difft-multiblock-f32", "diff_transformer", dict(heads=4, kv_heads=2), "f32", 1, (150, 20)),
     ("diffllama-multiblock-bf16", "diffllama", dict(heads=8, kv_heads=4), "bf16", 1, (141, 30)),
+    # longer than one MLP row block (512 rows) and one LM-head block (512 rows)
+    ("llama-long-f32", "llama", dict(heads=4, kv_heads=2, max_pos=1024), "f32", 1, (600, 20)),
 ]
 
 SUMMARY = []
