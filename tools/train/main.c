@@ -1,0 +1,305 @@
+/* train — train a llama, diff_transformer or diffllama model (or a matched pair) on
+ * the needle task; see docs/train.md. */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "train.h"
+
+static volatile sig_atomic_t g_stop = 0;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *out)
+{
+    dfl_train_params d = dfl_train_params_default();
+    fprintf(out,
+            "usage: train --out DIR [options]          one model into DIR\n"
+            "       train --pair OUTDIR [options]      a matched llama / diff_transformer pair into\n"
+            "                                          OUTDIR/transformer and OUTDIR/diff\n"
+            "\n"
+            "Trains on the needle task (DESIGN.md): fresh samples every step from --seed, held-out\n"
+            "retrieval accuracy every --eval-every steps. DIR gets config.json + model.safetensors\n"
+            "(loadable by probe), checkpoint.safetensors, train.csv, train.png (curves; with --pair\n"
+            "also OUTDIR/train.png comparing both). Multi-head attention only\n"
+            "(num_key_value_heads = heads; GQA is not trained). See docs/train.md.\n"
+            "\n"
+            "model\n"
+            "  --type T            llama | diff_transformer | diffllama (default: llama)\n"
+            "  --layers N          layers (default: %lld)\n"
+            "  --hidden D          hidden size (default: %lld)\n"
+            "  --heads H           num_attention_heads: llama heads of D/H; diff_transformer\n"
+            "                      differential heads of 2 sub-heads of D/H/2; diffllama maps of D/H\n"
+            "                      (even); with --pair the llama heads (the Diff model gets H/2)\n"
+            "                      (default: %lld)\n"
+            "  --ffn F             intermediate size (default: %lld)\n"
+            "  --vocab V           vocabulary size, >= 128 (default: %lld)\n"
+            "  --tie               tie the LM head to the embedding (default: untied)\n"
+            "  --init-std S        std of the normal init of matrices (default: %g)\n"
+            "task\n"
+            "  --seq T             tokens per sample (default: %lld)\n"
+            "  --needles N         needles per sample, distinct keys, 1-64 (default: %d)\n"
+            "  --queries R         queries per sample; the last one is scored (default: %d)\n"
+            "  --digits M          digits per needle, 1-16 (default: %d)\n"
+            "  --depth X           answer depth in [0, 1], or 'random' (default: random)\n"
+            "  --loss target|all   cross-entropy on the queries' digits or on every token\n"
+            "                      (default: target)\n"
+            "optimisation\n"
+            "  --batch B           sequences per step (default: %lld)\n"
+            "  --steps N           optimizer steps (default: %lld)\n"
+            "  --lr X              peak learning rate (default: %g)\n"
+            "  --min-lr X          floor of the cosine decay (default: %g)\n"
+            "  --warmup N          linear warm-up steps (default: %lld)\n"
+            "  --weight-decay X    AdamW decay on matrices, not on norms or lambda (default: %g)\n"
+            "  --beta1 X           AdamW beta1 (default: %g)\n"
+            "  --beta2 X           AdamW beta2 (default: %g)\n"
+            "  --clip X            global gradient-norm clip, 0 = off (default: %g)\n"
+            "  --seed N            data, init and held-out seed (default: %llu)\n"
+            "run\n"
+            "  --eval-every N      held-out loss/accuracy and a train.csv row every N steps,\n"
+            "                      0 = only at the end (default: %lld)\n"
+            "  --eval-samples N    held-out samples (default: %lld)\n"
+            "  --ckpt-every N      checkpoint every N steps, 0 = only at the end (default: %lld)\n"
+            "  --stop-at N         stop with a checkpoint after N steps (for --resume; default: off)\n"
+            "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
+            "  --force             start over in a DIR that holds an earlier run\n"
+            "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --quiet             no progress bar and no log lines\n"
+            "  --help              this text\n"
+            "\n"
+            "Exit status: 0 done, 1 runtime error, 2 usage error, 130 stopped by Ctrl-C (a\n"
+            "checkpoint and the model of the last step are written first).\n",
+            (long long)d.layers, (long long)d.hidden, (long long)d.heads, (long long)d.ffn, (long long)d.vocab,
+            d.init_std, (long long)d.task.seq_len, d.task.needles, d.task.queries, d.task.digits, (long long)d.batch,
+            (long long)d.steps, d.lr, d.min_lr, (long long)d.warmup, d.weight_decay, d.beta1, d.beta2, d.clip,
+            (unsigned long long)d.seed, (long long)d.eval_every, (long long)d.eval_samples, (long long)d.ckpt_every);
+}
+
+typedef struct tool_state {
+    dfl_progress bar;
+    const char *name;
+    int quiet;
+    char label[96];
+} tool_state;
+
+static void on_report(void *user, const dfl_train_report *r)
+{
+    tool_state *st = user;
+    if (r->is_eval) {
+        if (st->quiet) return;
+        dfl_progress_end(&st->bar);
+        fprintf(stderr, "train: %s step %lld/%lld  loss %.4f  eval_loss %.4f  eval_acc %.3f  %.0f tok/s\n", st->name,
+                (long long)r->step, (long long)r->steps, r->train_loss_avg, r->eval_loss, r->eval_acc, r->tokens_per_s);
+        return;
+    }
+    double eta = r->tokens_per_s > 0 && r->step > 0 ? r->elapsed_s / (double)r->step * (double)(r->steps - r->step) : -1;
+    snprintf(st->label, sizeof st->label, "train %s loss %.3f", st->name, r->loss);
+    st->bar.label = st->label;
+    dfl_progress_update(&st->bar, (double)r->step, (double)r->steps, "steps", r->tokens_per_s, "tok", eta);
+}
+
+static void on_warn(void *user, const char *msg)
+{
+    (void)user;
+    fprintf(stderr, "train: warning: %s\n", msg);
+}
+
+/* Train one model; prints the summary. Returns the exit code (0, 1, 2, 130). */
+static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
+{
+    dfl_error err = {DFL_OK, ""};
+    dfl_train_result res;
+    dfl_train_hooks hooks = {st, on_report, &g_stop, on_warn};
+    st->name = name;
+    st->bar = dfl_progress_start(stderr, "train", st->quiet);
+    dfl_status s = dfl_train_run(p, &hooks, &res, &err);
+    dfl_progress_end(&st->bar);
+    if (s) {
+        fprintf(stderr, "train: %s\n", err.msg);
+        return dfl_status_exit_code(s);
+    }
+    if (res.steps_done == res.start_step && !res.interrupted) {
+        if (!st->quiet) fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)res.steps_done, p->out);
+        return 0;
+    }
+    if (!st->quiet || res.interrupted)
+        fprintf(stderr,
+                "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
+                "final loss %.4f, eval_loss %.4f, eval_acc %.3f%s\n",
+                name, (long long)res.steps_done, (long long)p->steps, p->out, (long long)(res.steps_done - res.start_step),
+                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc,
+                res.interrupted ? " (stopped; continue with --resume)" : "");
+    if (res.interrupted && g_stop) return 130;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
+           O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
+           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP };
+    static const struct option opts[] = {
+        {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
+        {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
+        {"hidden", required_argument, 0, O_HIDDEN},   {"heads", required_argument, 0, O_HEADS},
+        {"ffn", required_argument, 0, O_FFN},         {"vocab", required_argument, 0, O_VOCAB},
+        {"tie", no_argument, 0, O_TIE},               {"init-std", required_argument, 0, O_INIT},
+        {"seq", required_argument, 0, O_SEQ},         {"needles", required_argument, 0, O_NEEDLES},
+        {"queries", required_argument, 0, O_QUERIES}, {"digits", required_argument, 0, O_DIGITS},
+        {"depth", required_argument, 0, O_DEPTH},     {"loss", required_argument, 0, O_LOSS},
+        {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
+        {"lr", required_argument, 0, O_LR},           {"min-lr", required_argument, 0, O_MINLR},
+        {"warmup", required_argument, 0, O_WARMUP},   {"weight-decay", required_argument, 0, O_WD},
+        {"beta1", required_argument, 0, O_B1},        {"beta2", required_argument, 0, O_B2},
+        {"clip", required_argument, 0, O_CLIP},       {"seed", required_argument, 0, O_SEED},
+        {"eval-every", required_argument, 0, O_EVERY}, {"eval-samples", required_argument, 0, O_ESAMPLES},
+        {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
+        {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
+        {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+    dfl_train_params p = dfl_train_params_default();
+    dfl_error err = {DFL_OK, ""};
+    const char *pair = NULL;
+    int64_t v, threads = 0;
+    double x;
+    int c, quiet = 0;
+    dfl_status s = DFL_OK;
+#define INT(flag, lo, hi, dst) \
+    if (!(s = dfl_cli_int(flag, optarg, lo, hi, &v, &err))) dst = v
+#define DBL(flag, lo, hi, dst) \
+    if (!(s = dfl_cli_double(flag, optarg, lo, hi, &x, &err))) dst = x
+    opterr = 0;
+    while (!s && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_TYPE:
+            if (!strcmp(optarg, "llama")) p.type = DFL_MODEL_LLAMA;
+            else if (!strcmp(optarg, "diff_transformer")) p.type = DFL_MODEL_DIFF_TRANSFORMER;
+            else if (!strcmp(optarg, "diffllama")) p.type = DFL_MODEL_DIFFLLAMA;
+            else s = dfl__fail(&err, DFL_ERR_USAGE, "--type: '%s' is not llama, diff_transformer or diffllama", optarg);
+            break;
+        case O_PAIR: pair = optarg; break;
+        case O_OUT: p.out = optarg; break;
+        case O_LAYERS: INT("--layers", 1, 1024, p.layers); break;
+        case O_HIDDEN: INT("--hidden", 2, 65536, p.hidden); break;
+        case O_HEADS: INT("--heads", 1, 1024, p.heads); break;
+        case O_FFN: INT("--ffn", 1, 1 << 18, p.ffn); break;
+        case O_VOCAB: INT("--vocab", DFL_NEEDLE_MIN_VOCAB, 1 << 24, p.vocab); break;
+        case O_TIE: p.tie = 1; break;
+        case O_INIT: DBL("--init-std", 1e-6, 10, p.init_std); break;
+        case O_SEQ: INT("--seq", 8, 1 << 16, p.task.seq_len); break;
+        case O_NEEDLES: INT("--needles", 1, DFL_NEEDLE_MAX, p.task.needles); break;
+        case O_QUERIES: INT("--queries", 1, DFL_NEEDLE_MAX, p.task.queries); break;
+        case O_DIGITS: INT("--digits", 1, 16, p.task.digits); break;
+        case O_DEPTH:
+            if (!strcmp(optarg, "random")) p.task.depth = -1;
+            else DBL("--depth", 0, 1, p.task.depth);
+            break;
+        case O_LOSS:
+            if (!strcmp(optarg, "target")) p.loss = DFL_LOSS_TARGET;
+            else if (!strcmp(optarg, "all")) p.loss = DFL_LOSS_ALL;
+            else s = dfl__fail(&err, DFL_ERR_USAGE, "--loss: '%s' is not target or all", optarg);
+            break;
+        case O_BATCH: INT("--batch", 1, 65536, p.batch); break;
+        case O_STEPS: INT("--steps", 1, (int64_t)1 << 40, p.steps); break;
+        case O_LR: DBL("--lr", 1e-12, 10, p.lr); break;
+        case O_MINLR: DBL("--min-lr", 0, 10, p.min_lr); break;
+        case O_WARMUP: INT("--warmup", 0, (int64_t)1 << 40, p.warmup); break;
+        case O_WD: DBL("--weight-decay", 0, 10, p.weight_decay); break;
+        case O_B1: DBL("--beta1", 0, 0.999999, p.beta1); break;
+        case O_B2: DBL("--beta2", 0, 0.999999999, p.beta2); break;
+        case O_CLIP: DBL("--clip", 0, 1e9, p.clip); break;
+        case O_SEED: INT("--seed", 0, INT64_MAX, p.seed); break;
+        case O_EVERY: INT("--eval-every", 0, (int64_t)1 << 40, p.eval_every); break;
+        case O_ESAMPLES: INT("--eval-samples", 1, 1 << 20, p.eval_samples); break;
+        case O_CKPT: INT("--ckpt-every", 0, (int64_t)1 << 40, p.ckpt_every); break;
+        case O_STOPAT: INT("--stop-at", 1, (int64_t)1 << 40, p.stop_at); break;
+        case O_RESUME: p.resume = 1; break;
+        case O_FORCE: p.overwrite = 1; break;
+        case O_THREADS: INT("--threads", 1, 1024, threads); break;
+        case O_QUIET: quiet = 1; break;
+        case O_HELP: usage(stdout); return 0;
+        default:
+            s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
+            break;
+        }
+    }
+#undef INT
+#undef DBL
+    if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!s && ((pair && strlen(pair) > 3000) || (p.out && strlen(p.out) > 3000)))
+        s = dfl__fail(&err, DFL_ERR_USAGE, "output path too long");
+    if (!s && !pair == !p.out) s = dfl__fail(&err, DFL_ERR_USAGE, "give exactly one of --out DIR and --pair OUTDIR");
+    if (!s && p.resume && p.overwrite) s = dfl__fail(&err, DFL_ERR_USAGE, "--resume and --force exclude each other");
+    if (!s && p.min_lr > p.lr) s = dfl__fail(&err, DFL_ERR_USAGE, "--min-lr %g exceeds --lr %g", p.min_lr, p.lr);
+    dfl_train_params pl, pd;
+    char out_l[4096], out_d[4096];
+    dfl_config cl, cd;
+    if (!s && pair) {
+        if (!(s = dfl_train_pair_params(&p, &pl, &pd, &err))) {
+            snprintf(out_l, sizeof out_l, "%s/transformer", pair);
+            snprintf(out_d, sizeof out_d, "%s/diff", pair);
+            pl.out = out_l, pd.out = out_d;
+        }
+    }
+    if (!s) s = dfl_train_params_config(pair ? &pl : &p, &cl, &err);
+    if (!s && pair) s = dfl_train_params_config(&pd, &cd, &err);
+    if (!s) {
+        dfl_needle_params t = p.task;
+        t.vocab_size = p.vocab;
+        s = dfl_needle_check(&t, &err);
+    }
+    if (s) {
+        fprintf(stderr, "train: %s\n(see train --help)\n", err.msg);
+        return dfl_status_exit_code(s);
+    }
+    dfl_cli_set_threads((int)threads);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    tool_state st;
+    memset(&st, 0, sizeof st);
+    st.quiet = quiet;
+    if (!pair) return run_one(&p, dfl_model_type_name(p.type), &st);
+
+    size_t nl = dfl_train_param_count(&cl), nd = dfl_train_param_count(&cd);
+    printf("transformer: llama, %lld heads of head_dim %lld: %zu parameters\n", (long long)cl.num_heads,
+           (long long)cl.head_dim, nl);
+    printf("diff: diff_transformer, %lld differential heads of head_dim %lld (values %lld): %zu parameters\n",
+           (long long)cd.num_heads, (long long)cd.head_dim, 2 * (long long)cd.head_dim, nd);
+    printf("difference: %lld = %lld layers x 6 x head_dim (lambda_q1/k1/q2/k2 + subln)\n", (long long)nd - (long long)nl,
+           (long long)cd.num_layers);
+    fflush(stdout);
+    /* A pair stopped during its first model has no Diff checkpoint yet: --resume
+     * starts that one afresh. */
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out_d);
+    int rc = run_one(&pl, "transformer", &st);
+    if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
+    if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", &st);
+    if (rc == 0) {   /* both curves in one figure */
+        char png[4200], title[128];
+        const char *csvs[2] = {NULL, NULL}, *labels[2] = {"Transformer", "Diff"};
+        char c0[4200], c1[4200];
+        snprintf(c0, sizeof c0, "%s/train.csv", out_l);
+        snprintf(c1, sizeof c1, "%s/train.csv", out_d);
+        csvs[0] = c0, csvs[1] = c1;
+        snprintf(png, sizeof png, "%s/train.png", pair);
+        snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
+        if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
+        else if (!quiet) fprintf(stderr, "train: wrote %s\n", png);
+    }
+    return rc;
+}
