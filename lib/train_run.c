@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "atomic.h"
 #include "safetensors.h"
@@ -335,8 +338,47 @@ static dfl_status evaluate(const dfl_train_model *m, dfl_train_ws *ws, const dfl
 
 /* ---------------------------------------------------------------- run */
 
+/* Flush subnormal floats to zero in every worker thread: as training converges, tiny
+ * gradients and attention weights turn subnormal and each operation on them costs a
+ * hundred cycles (seen: sgemm slowing 3x within 1000 steps). The results differ from
+ * IEEE only below 1.2e-38. */
+static unsigned flush_subnormals(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned before = _mm_getcsr();
+#pragma omp parallel
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) and DAZ (bit 6) */
+    return before;
+#else
+    return 0;
+#endif
+}
+
+/* Put the caller's floating-point mode back in every worker thread. */
+static void restore_subnormals(unsigned before)
+{
+#if defined(__x86_64__) || defined(__i386__)
+#pragma omp parallel
+    _mm_setcsr((_mm_getcsr() & ~0x8040u) | (before & 0x8040u));
+#else
+    (void)before;
+#endif
+}
+
+static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
+                            dfl_error *err);
+
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                          dfl_error *err)
+{
+    unsigned mode = flush_subnormals();
+    dfl_status s = train_run(p, hooks, res, err);
+    restore_subnormals(mode);
+    return s;
+}
+
+static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
+                            dfl_error *err)
 {
     dfl_train_result r;
     memset(&r, 0, sizeof r);
