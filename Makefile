@@ -26,7 +26,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test asan fuzz bench demo format clean deps
+.PHONY: all test asan fuzz bench demo demo-models format clean deps
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -95,6 +95,14 @@ bench: all $(BUILD)/bench/overhead
 
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh
+
+# The matched pair that ships in demo/models (deterministic for this seed and thread
+# count; about 15 minutes on 2 cores). demo/README.md has the settings and results.
+DEMO_TRAIN := --seq 64 --needles 4 --queries 4 --digits 2 --lr 3e-3 --steps 6000 --warmup 200 \
+              --eval-every 250 --batch 16 --seed 1 --threads 2
+demo-models: all
+	$(BIN)/train --pair demo/models $(DEMO_TRAIN) --force
+	rm -f demo/models/*/checkpoint.safetensors
 
 format:
 	clang-format -i lib/*.c lib/*.h tools/*/*.c tests/*.c fuzz/*.c

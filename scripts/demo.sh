@@ -1,25 +1,56 @@
 #!/bin/sh
-# demo.sh — `make demo` until trained models ship (train issue): a random-weight
-# llama / diff_transformer pair of matched size, probed on a few needle-style prompts,
-# with a summary of the dumps. The weights are random: the numbers show the tool
-# working, not what a trained Diff Transformer does.
+# demo.sh — `make demo`: the paper's measurements on the small matched pair that ships in
+# demo/models (trained by `make demo-models`, see demo/README.md): needle prompts at
+# depths 0-100%, both models probed, and the figures and tables written to out/demo/.
 set -eu
 BIN=${BIN:-bin}
-PY=/usr/bin/python3
+MODELS=${MODELS:-demo/models}
 OUT=out/demo
-mkdir -p "$OUT"
-
-echo "difflens demo: RANDOM-WEIGHT models (untrained), to show the pipeline end to end."
-# Matched pair: the Diff model has half the heads, each with two maps of head_dim 32.
-$PY tests/ref/make_model.py "$OUT/transformer" --type llama --layers 2 --hidden 128 --heads 4 \
-    --ffn 256 --vocab 128 --seed 1 --max-pos 512 >/dev/null
-$PY tests/ref/make_model.py "$OUT/diff" --type diff_transformer --layers 2 --hidden 128 --heads 2 \
-    --ffn 256 --vocab 128 --seed 1 --max-pos 512 >/dev/null
-$PY scripts/demo_prompts.py "$OUT/prompts.jsonl"
+T=$OUT/transformer.h5
+D=$OUT/diff.h5
 
 for m in transformer diff; do
-    "$BIN/probe" --model "$OUT/$m" --prompts "$OUT/prompts.jsonl" --out "$OUT/$m.h5" \
-        --maps all --force
+    [ -f "$MODELS/$m/model.safetensors" ] ||
+        { echo "demo: $MODELS/$m is missing: run 'make demo-models' to train the pair" >&2; exit 1; }
 done
-$PY scripts/demo_summary.py "$OUT/transformer.h5" "$OUT/diff.h5"
-echo "files: $OUT/transformer.h5 $OUT/diff.h5 (open them with h5py; see docs/format.md)"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+echo "difflens demo: the matched pair in $MODELS ($(sed -n 's/.*"num_attention_heads": *\([0-9]*\).*/\1/p' \
+    "$MODELS/transformer/config.json") vs $(sed -n 's/.*"num_attention_heads": *\([0-9]*\).*/\1/p' \
+    "$MODELS/diff/config.json") heads), trained on the needle task (demo/README.md)"
+
+# The task the pair was trained on: 64 tokens, 4 needles of 2 digits, 4 queries; a
+# different seed from training, 40 prompts per depth.
+"$BIN/noise" prompts -o "$OUT/prompts.jsonl" --length 64 --needles 4 --queries 4 --digits 2 \
+    --samples 40 --seed 2024 --force --quiet
+for m in transformer diff; do
+    "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/prompts.jsonl" --out "$OUT/$m.h5" \
+        --maps all --force --quiet
+done
+
+L="--labels Transformer,Diff"
+# Figure 1 and Table 3 (attention to the answer vs noise), Table 5 (outliers). Shares of
+# absolute attention (--norm abs): this Diff model's first layer has lambda = 0.89, so
+# its rows sum to 1 - lambda = 0.11 and shares normalised by that total are unstable.
+N="--norm abs"
+"$BIN/noise" "$T" "$D" $L $N --format markdown --plot "$OUT/figure1_shares.png" --force --quiet \
+    > "$OUT/figure1_shares.md"
+"$BIN/noise" "$T" "$D" $L $N --by layer --format markdown --force --quiet > "$OUT/shares_by_layer.md"
+"$BIN/noise" "$T" "$D" $L $N --by depth --format markdown --plot-depth "$OUT/table3_depth.png" --force --quiet \
+    > "$OUT/table3_depth.md"
+"$BIN/outliers" "$T" "$D" $L --format markdown --plot "$OUT/table5_outliers.png" --force \
+    > "$OUT/table5_outliers.md"
+# The retrieval row (last query token) of one sample: every head of the last layer,
+# and the mean over heads of each layer, Transformer vs Diff
+"$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layers all --head mean --rows 56: \
+    -o "$OUT/heatmap_retrieval_rows.png" --force --quiet
+"$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layer 1 --head mean \
+    -o "$OUT/heatmap_layer1_mean.png" --force --quiet
+
+echo
+"$BIN/noise" "$T" "$D" $L $N --quiet
+echo
+"$BIN/outliers" "$T" "$D" $L
+echo
+echo "files in $OUT/:"
+ls "$OUT" | sed 's/^/  /'
