@@ -187,6 +187,11 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if r.return
     done
 } | tee -a "$OUT/table.txt"
 
+# training throughput against PyTorch (bench/train_bench.sh)
+if [ -f bench/train_bench.sh ]; then
+    BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/train_bench.sh | tee -a "$OUT/table.txt"
+fi
+
 # attnmap against matplotlib (bench/attnmap.sh), when present
 if [ -f bench/attnmap.sh ]; then
     BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"
