@@ -15,6 +15,11 @@ dfl_status dfl_cli_int(const char *flag, const char *text, int64_t lo, int64_t h
 /* Parse a finite number in [lo, hi]. */
 dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double hi, double *out, dfl_error *err);
 
+/* Parse a list "0,3-5" of indices in [0, 2^31) into a sorted, distinct, malloc'ed
+ * array (caller frees); empty items ("1,,2") are refused. `flag` names it in messages.
+ * DFL_ERR_USAGE, DFL_ERR_NOMEM. */
+dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
+
 /* Use n threads for OpenMP kernels and OpenBLAS (n <= 0: leave the defaults, which
  * follow OMP_NUM_THREADS). Called by tools only, once, before any work. */
 void dfl_cli_set_threads(int n);

@@ -55,63 +55,6 @@ dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *er
     return dfl__fail(err, DFL_ERR_USAGE, "--by: '%s' is not none, depth, layer or head", text);
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-dfl_status dfl_noise_parse_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err)
-{
-    *out = NULL;
-    *n = 0;
-    size_t cap = 16, len = 0;
-    int64_t *v = malloc(cap * sizeof *v);
-    char *copy = strdup(text), *save = NULL;
-    dfl_status s = DFL_OK;
-    if (!v || !copy) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    /* strtok_r would skip empty items ("1,,2"); they are typos, so refuse them */
-    if (!s && (!*text || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,")))
-        s = dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (want a list like 0,3-5)", flag, text);
-    for (char *tok = !s ? strtok_r(copy, ",", &save) : NULL; tok && !s; tok = strtok_r(NULL, ",", &save)) {
-        int64_t lo, hi;
-        char *dash = strchr(tok + 1, '-');
-        if (dash) *dash = '\0';
-        if ((s = dfl_cli_int(flag, tok, 0, INT32_MAX, &lo, err))) break;
-        hi = lo;
-        if (dash && (s = dfl_cli_int(flag, dash + 1, lo, INT32_MAX, &hi, err))) break;
-        if (hi - lo > 1000000) {
-            s = dfl__fail(err, DFL_ERR_USAGE, "%s: range %lld-%lld is too long", flag, (long long)lo, (long long)hi);
-            break;
-        }
-        for (int64_t i = lo; i <= hi && !s; i++) {
-            if (len == cap) {
-                int64_t *nv = dfl__alloc_array(2 * cap, sizeof *v);
-                if (!nv) {
-                    s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                memcpy(nv, v, len * sizeof *v);
-                free(v);
-                v = nv, cap *= 2;
-            }
-            v[len++] = i;
-        }
-    }
-    free(copy);
-    if (s) {
-        free(v);
-        return s;
-    }
-    qsort(v, len, sizeof *v, cmp_i64);
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++)
-        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
-    *out = v;
-    *n = k;
-    return DFL_OK;
-}
-
 dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **out, size_t *n, dfl_error *err)
 {
     *out = NULL;

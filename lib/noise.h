@@ -53,10 +53,6 @@ dfl_status dfl_noise_norm_parse(const char *text, dfl_noise_norm *out, dfl_error
 const char *dfl_noise_by_name(dfl_noise_by b);
 dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *err);
 
-/* Parse a list "0,3-5" of indices in [0, 2^31) into a sorted, distinct, malloc'ed
- * array (caller frees). `flag` names it in messages. DFL_ERR_USAGE, DFL_ERR_NOMEM. */
-dfl_status dfl_noise_parse_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
-
 /* Parse a list of depths "0,0.25,0.5" (each in [0, 1]) into a malloc'ed array in the
  * order given (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
 dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **out, size_t *n, dfl_error *err);

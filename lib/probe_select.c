@@ -59,55 +59,12 @@ size_t dfl_analysis_rows(const dfl_prompt *p, dfl_rows_rule rule, int64_t *rows)
 
 /* -------------------------------------------------------- map selection */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* "0,3-5,9" → sorted distinct list. */
+/* "0,3-5,9" → sorted distinct list, named "--maps KEY" in messages. */
 static dfl_status parse_list(const char *key, const char *text, int64_t **out, size_t *n, dfl_error *err)
 {
-    size_t cap = 16, len = 0;
-    int64_t *v = malloc(cap * sizeof *v);
-    char *copy = strdup(text), *save = NULL;
-    dfl_status s = DFL_OK;
-    if (!v || !copy) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !s; tok = strtok_r(NULL, ",", &save)) {
-        int64_t lo, hi;
-        char *dash = strchr(tok + 1, '-');
-        char flag[48];
-        snprintf(flag, sizeof flag, "--maps %s", key);
-        if (dash) *dash = '\0';
-        if ((s = dfl_cli_int(flag, tok, 0, INT32_MAX, &lo, err))) break;
-        hi = lo;
-        if (dash && (s = dfl_cli_int(flag, dash + 1, lo, INT32_MAX, &hi, err))) break;
-        if (hi - lo > 1000000) {
-            s = dfl__fail(err, DFL_ERR_USAGE, "--maps %s: range %lld-%lld is too long", key, (long long)lo, (long long)hi);
-            break;
-        }
-        for (int64_t i = lo; i <= hi; i++) {
-            if (len == cap) {
-                int64_t *nv = realloc(v, 2 * cap * sizeof *v);
-                if (!nv) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); break; }
-                v = nv, cap *= 2;
-            }
-            v[len++] = i;
-        }
-    }
-    if (!s && len == 0) s = dfl__fail(err, DFL_ERR_USAGE, "--maps %s: empty list", key);
-    free(copy);
-    if (s) {
-        free(v);
-        return s;
-    }
-    qsort(v, len, sizeof *v, cmp_i64);
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++)
-        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
-    *out = v;
-    *n = k;
-    return DFL_OK;
+    char flag[48];
+    snprintf(flag, sizeof flag, "--maps %s", key);
+    return dfl_cli_index_list(flag, text, out, n, err);
 }
 
 void dfl_map_select_free(dfl_map_select *s)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "needle.h"
+#include "cli.h"
 #include "noise.h"
 #include "noise_prompts.h"
 
@@ -55,7 +56,7 @@ static void test_parse_list(void **state)
     dfl_error err;
     int64_t *v = NULL;
     size_t n = 0;
-    assert_int_equal(dfl_noise_parse_list("--layers", "5,0,2-3,3", &v, &n, &err), DFL_OK);
+    assert_int_equal(dfl_cli_index_list("--layers", "5,0,2-3,3", &v, &n, &err), DFL_OK);
     assert_int_equal(n, 4);
     assert_int_equal(v[0], 0);
     assert_int_equal(v[1], 2);
@@ -63,7 +64,7 @@ static void test_parse_list(void **state)
     assert_int_equal(v[3], 5);
     free(v);
     /* more than the initial capacity */
-    assert_int_equal(dfl_noise_parse_list("--heads", "0-99", &v, &n, &err), DFL_OK);
+    assert_int_equal(dfl_cli_index_list("--heads", "0-99", &v, &n, &err), DFL_OK);
     assert_int_equal(n, 100);
     assert_int_equal(v[99], 99);
     free(v);
@@ -71,7 +72,7 @@ static void test_parse_list(void **state)
     static const char *const bad[] = {"", "1,,2", ",1", "1,", "x", "-1", "3-1", "1-2-3", "0-2000000"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         v = (int64_t *)1;
-        assert_int_equal(dfl_noise_parse_list("--layers", bad[i], &v, &n, &err), DFL_ERR_USAGE);
+        assert_int_equal(dfl_cli_index_list("--layers", bad[i], &v, &n, &err), DFL_ERR_USAGE);
         assert_null(v);
         assert_non_null(strstr(err.msg, "--layers"));
     }

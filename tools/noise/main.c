@@ -273,13 +273,13 @@ static int run_analysis(int argc, char **argv)
         case O_LAYERS:
             free(layers);
             layers = NULL;
-            if (dfl_noise_parse_list("--layers", optarg, &layers, &p.n_layers, &err)) rc = bad(&err);
+            if (dfl_cli_index_list("--layers", optarg, &layers, &p.n_layers, &err)) rc = bad(&err);
             p.layers = layers;
             break;
         case O_HEADS:
             free(heads);
             heads = NULL;
-            if (dfl_noise_parse_list("--heads", optarg, &heads, &p.n_heads, &err)) rc = bad(&err);
+            if (dfl_cli_index_list("--heads", optarg, &heads, &p.n_heads, &err)) rc = bad(&err);
             p.heads = heads;
             break;
         case O_LABELS:
