@@ -56,19 +56,17 @@ typedef struct dfl_hist {
     uint64_t count[DFL_HIST_BINS];
 } dfl_hist;
 
-/* Bin of abs(x) (x may be negative): exponent and top mantissa bits of a normal float.
- * Inline: it runs once per attention logit. */
+/* Bin of abs(x) (x may be negative). Branch-free on the float's bits, so that loops
+ * around it vectorize: for a normal float, bits >> 17 is 64·(biased exponent) + the top
+ * 6 mantissa bits, which numbers the regular bins once offset. */
 static inline int dfl_hist_bin(float x)
 {
-    float a = x < 0 ? -x : x;
-    if (a != a) return DFL_HIST_BINS - 1;
-    if (a < 0x1p-24f) return 0;
-    if (a >= 0x1p24f) return DFL_HIST_BINS - 1;
-    uint32_t bits;
-    memcpy(&bits, &a, sizeof bits);
-    int e = (int)((bits >> 23) & 0xff) - 127;
-    int k = (int)((bits >> (23 - 6)) & (DFL_HIST_SUB - 1));
-    return 1 + (e - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + k;
+    union { float f; uint32_t u; } v = {x};
+    uint32_t bits = v.u & 0x7fffffffu;                         /* abs(x) */
+    int32_t b = (int32_t)(bits >> (23 - 6)) - ((127 + DFL_HIST_MIN_EXP) * DFL_HIST_SUB - 1);
+    b = bits < ((uint32_t)(127 + DFL_HIST_MIN_EXP) << 23) ? 0 : b;                  /* < 2^MIN_EXP */
+    b = bits >= ((uint32_t)(127 + DFL_HIST_MAX_EXP) << 23) ? DFL_HIST_BINS - 1 : b; /* >= 2^MAX_EXP, inf, NaN */
+    return b;
 }
 static inline void dfl_hist_add(dfl_hist *h, float x) { h->count[dfl_hist_bin(x)]++; }
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src);
