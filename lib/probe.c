@@ -618,15 +618,22 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if (s) goto done;
 
     const dfl_config *c = &m->config;
+    size_t too_long = 0, first_long = 0, longest = 0;
     for (size_t i = 0; i < ps.count; i++) {
         if ((s = dfl_prompt_check_vocab(&ps.items[i], c->vocab_size, p->prompts_path, err))) goto done;
         rep.tokens += (int64_t)ps.items[i].n_tokens;
-        if (p->warn && c->max_position_embeddings > 0 && (int64_t)ps.items[i].n_tokens > c->max_position_embeddings) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s:%zu: %zu tokens exceed max_position_embeddings (%lld)", p->prompts_path,
-                     ps.items[i].line, ps.items[i].n_tokens, (long long)c->max_position_embeddings);
-            p->warn(p->user, msg);
+        if (c->max_position_embeddings > 0 && (int64_t)ps.items[i].n_tokens > c->max_position_embeddings) {
+            if (too_long++ == 0) first_long = ps.items[i].line;
+            if (ps.items[i].n_tokens > longest) longest = ps.items[i].n_tokens;
         }
+    }
+    /* one line for the whole file, not one per prompt */
+    if (p->warn && too_long) {
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "%s:%zu: %zu of %zu prompts exceed max_position_embeddings (%lld), the longest with %zu tokens",
+                 p->prompts_path, first_long, too_long, ps.count, (long long)c->max_position_embeddings, longest);
+        p->warn(p->user, msg);
     }
 
     dfl_dump_info info = {m, p->model_dir, p->forward.quant_bits, granularity_name(&p->forward),
