@@ -22,9 +22,7 @@ refused. Exit 2 on a usage error, 1 on a runtime error.
 """
 import argparse
 import json
-import math
 import os
-import struct
 import sys
 import time
 
@@ -32,38 +30,12 @@ import numpy as np
 import torch
 import torch.nn.functional as Fn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+import reference  # noqa: E402  (tests/ref/reference.py: the safetensors reader)
+
 # ---------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------
-
-_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
-
-
-def read_safetensors(path):
-    """dict name -> float32 torch tensor of every tensor in one safetensors file."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    data = memoryview(raw)[8 + n:]
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        if e["dtype"] not in _DTYPES:
-            raise ValueError("%s: tensor %s has dtype %s (want F32, F16 or BF16)" % (path, name, e["dtype"]))
-        np_dtype, size = _DTYPES[e["dtype"]]
-        shape = tuple(int(s) for s in e["shape"])
-        b, end = e["data_offsets"]
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if not (0 <= b <= end <= len(data)) or end - b != count * size:
-            raise ValueError("%s: tensor %s has bad offsets" % (path, name))
-        a = np.frombuffer(data[b:end], dtype=np_dtype).reshape(shape)
-        if e["dtype"] == "BF16":
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        out[name] = torch.from_numpy(np.array(a, dtype=np.float32))   # owned copy, f32
-    return out
-
 
 def load_model(model_dir):
     """(config dict, tensors dict) of a llama model directory (single file or shards)."""
@@ -74,15 +46,9 @@ def load_model(model_dir):
     rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if rs and (rs.get("rope_type") or rs.get("type")) not in (None, "default"):
         raise ValueError("rope scaling %r is not implemented here" % rs)
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    tensors = {}
-    for fn in files:
-        tensors.update(read_safetensors(os.path.join(model_dir, fn)))
+    # the test suite's safetensors reader (single file or shards), as f32
+    tensors = {name: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+               for name, a in reference.read_tensors(model_dir, as_float64=False).items()}
     return cfg, tensors
 
 
