@@ -21,43 +21,8 @@
 /* Fixture: a temporary folder                                              */
 /* ------------------------------------------------------------------------ */
 
-static char g_dir[256];
-
-static int group_setup(void **state)
-{
-    (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dfl_prompts_XXXXXX", base && *base ? base : "/tmp");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    DIR *d = opendir(g_dir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
-            remove(p);
-        }
-        closedir(d);
-    }
-    rmdir(g_dir);
-    return 0;
-}
-
-/* Path of `name` inside the folder; static buffer rotated so two can coexist. */
-static const char *path_of(const char *name)
-{
-    static char bufs[4][512];
-    static int i;
-    char *b = bufs[i++ & 3];
-    snprintf(b, 512, "%s/%s", g_dir, name);
-    return b;
-}
+#define TMPDIR_PREFIX "dfl_prompts"
+#include "tmpdir.h"
 
 static const char *write_bytes(const char *name, const char *data, size_t n)
 {
