@@ -39,7 +39,7 @@ static double now_seconds(void)
 /* Accumulators of one layer's attention logits (one per thread) or hidden states. */
 typedef struct logit_acc {
     dfl_topk top;
-    uint64_t sub[4][DFL_HIST_BINS];   /* sub-histograms, summed at the layer's end */
+    dfl_hist sub[4];             /* sub-histograms, merged at the layer's end */
     dfl_moments mom;
 } logit_acc;
 
@@ -140,12 +140,12 @@ static void acc_row(logit_acc *a, const float *x, int64_t n, const int32_t *idx,
         int64_t c = n - j0 < CHUNK ? n - j0 : CHUNK, j = 0;
         float mx = chunk_stats(x + j0, c, a->mom.m, bin);
         for (; j + 4 <= c; j += 4) {
-            a->sub[0][bin[j]]++;
-            a->sub[1][bin[j + 1]]++;
-            a->sub[2][bin[j + 2]]++;
-            a->sub[3][bin[j + 3]]++;
+            a->sub[0].count[bin[j]]++;
+            a->sub[1].count[bin[j + 1]]++;
+            a->sub[2].count[bin[j + 2]]++;
+            a->sub[3].count[bin[j + 3]]++;
         }
-        for (; j < c; j++) a->sub[0][bin[j]]++;
+        for (; j < c; j++) a->sub[0].count[bin[j]]++;
         /* the top-K threshold only rises: most chunks are below it */
         if (a->top.n == a->top.k && mx <= a->top.items[0].value) continue;
         for (j = 0; j < c; j++) {
@@ -250,12 +250,11 @@ static void finish_layer(sample_run *r, const logit_acc *acc, int n, outlier_out
 {
     dfl_topk all;
     dfl_topk_init(&all, r->sorted + (size_t)r->K * (size_t)r->nthreads, (int32_t)r->K);
-    uint64_t *h = o->hist + (size_t)l * DFL_HIST_BINS;
+    dfl_hist *h = (dfl_hist *)(o->hist + (size_t)l * DFL_HIST_BINS);
     dfl_moments mom = {{0}};
     for (int th = 0; th < n; th++) {
         dfl_topk_merge(&all, &acc[th].top);
-        for (int k = 0; k < 4; k++)
-            for (int b = 0; b < DFL_HIST_BINS; b++) h[b] += acc[th].sub[k][b];
+        for (int k = 0; k < 4; k++) dfl_hist_merge(h, &acc[th].sub[k]);
         dfl_moments_merge(&mom, &acc[th].mom);
     }
     int32_t kept = dfl_topk_sorted(&all, r->sorted);
