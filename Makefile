@@ -14,7 +14,7 @@ CPPFLAGS += -Ilib -I/usr/include/x86_64-linux-gnu/openblas-openmp -D_GNU_SOURCE 
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 CFLAGS   += -std=c11 -Wall -Wextra -Werror $(OPT) -g -fopenmp $(SAN)
 LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhdf5_hl \
-            -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lm
+            -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lz -lm
 LDFLAGS  += -fopenmp $(SAN)
 
 LIB_SRC  := $(wildcard lib/*.c)

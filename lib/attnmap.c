@@ -508,13 +508,23 @@ static void choose_size(plan *pl, int size)
 
 /* ------------------------------------------------------------------ reading */
 
-/* Rows per read: a multiple of the maps' chunk rows (16 from probe); 256 rows give the
+/* Rows per read: a multiple of the maps' tile rows (32 from probe); 256 rows give the
  * chunk decoder enough chunks to share among the cores. */
 #define BLOCK_ROWS 256
 
 typedef struct reader_set {
     dfl_dump_slab *slab[2][4]; /* [side][map] opened on demand */
+    float *acc, *buf;          /* [BLOCK_ROWS][nc] a block of rows, rows as wide as read */
+    int64_t valid[BLOCK_ROWS]; /* keys (from c0) each row of the block sees */
 } reader_set;
+
+static void reader_set_free(reader_set *rs)
+{
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; m < 4; m++) dfl_dump_slab_close(rs->slab[k][m]);
+    free(rs->acc);
+    free(rs->buf);
+}
 
 static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_dump_slab **out, dfl_error *err)
 {
@@ -534,38 +544,49 @@ static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_
     return DFL_OK;
 }
 
-/* Rows [r0, r0 + n) of the shown rows for one side's map/layer/head into out [n][nc].
- * Consecutive R indices are read as one box. */
+/* Rows [r0, r0 + n) of the shown rows, keys [c0, c0 + w), for one side's map/layer/head
+ * into out [n][w]. Consecutive R indices are read as one box. */
 static dfl_status read_rows(plan *pl, dfl_dump_slab *sl, int k, int64_t li, int64_t hi, int64_t r0, int64_t n,
-                            float *out, dfl_error *err)
+                            int64_t w, float *out, dfl_error *err)
 {
     const int64_t *ridx = pl->ridx[k];
     for (int64_t i = 0; i < n;) {
         int64_t j = i + 1;
         while (j < n && ridx[r0 + j] == ridx[r0 + j - 1] + 1) j++;
-        int64_t start[4] = {li, hi, ridx[r0 + i], pl->c0}, count[4] = {1, 1, j - i, pl->nc};
-        dfl_status s = dfl_dump_slab_read_f32(sl, start, count, out + i * pl->nc, err);
+        int64_t start[4] = {li, hi, ridx[r0 + i], pl->c0}, count[4] = {1, 1, j - i, w};
+        dfl_status s = dfl_dump_slab_read_f32(sl, start, count, out + i * w, err);
         if (s) return s;
         i = j;
     }
     return DFL_OK;
 }
 
-/* Read, combine, mask and pool one tile. */
+/* Read, combine and pool one tile, block by block. Keys past a row's query position
+ * are the masked future: the pool never sees them, and no block reads keys beyond
+ * what its last row sees (probe does not even store those tiles). */
 static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mode, dfl_error *err)
 {
     size_t bn;
     if (!dfl__mul_ok((size_t)BLOCK_ROWS, (size_t)pl->nc, &bn)) return dfl__fail(err, DFL_ERR_NOMEM, "map too wide");
-    float *acc = dfl__alloc_array(bn, sizeof *acc), *buf = dfl__alloc_array(bn, sizeof *buf);
-    size_t pn = (size_t)pl->ph * (size_t)pl->pw;
-    t->v = dfl__alloc_array(pn, sizeof *t->v);
-    dfl_pool *pool = NULL;
-    dfl_status s = !acc || !buf || !t->v ? dfl__fail(err, DFL_ERR_NOMEM, "out of memory")
-                                         : dfl_pool_create(pl->nr, pl->nc, pl->ph, pl->pw, mode, &pool, err);
+    /* direct: one map of one head, read straight into acc; else a weighted sum via buf */
     int direct = t->nt == 1 && t->t[0].hi >= 0 && t->t[0].coef == 1.0;
+    size_t pn = (size_t)pl->ph * (size_t)pl->pw;
+    if ((!rs->acc && !(rs->acc = dfl__alloc_array(bn, sizeof *rs->acc))) ||
+        (!direct && !rs->buf && !(rs->buf = dfl__alloc_array(bn, sizeof *rs->buf))) ||
+        !(t->v = dfl__alloc_array(pn, sizeof *t->v)))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    dfl_pool *pool = NULL;
+    dfl_status s = dfl_pool_create(pl->nr, pl->nc, pl->ph, pl->pw, mode, &pool, err);
+    float *acc = rs->acc;
     for (int64_t r0 = 0; !s && r0 < pl->nr; r0 += BLOCK_ROWS) {
-        int64_t n = pl->nr - r0 < BLOCK_ROWS ? pl->nr - r0 : BLOCK_ROWS;
-        size_t cnt = (size_t)n * (size_t)pl->nc;
+        int64_t n = pl->nr - r0 < BLOCK_ROWS ? pl->nr - r0 : BLOCK_ROWS, w = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = (int64_t)pl->rpos[r0 + i] + 1 - pl->c0;
+            rs->valid[i] = v < 0 ? 0 : v > pl->nc ? pl->nc : v;
+            if (rs->valid[i] > w) w = rs->valid[i];
+        }
+        if (w == 0) continue; /* the whole block lies in the future of the crop */
+        size_t cnt = (size_t)n * (size_t)w;
         if (!direct) memset(acc, 0, cnt * sizeof *acc);
         for (int q = 0; !s && q < t->nt; q++) {
             const term *tm = &t->t[q];
@@ -573,29 +594,20 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
             dfl_dump_slab *sl = NULL;
             if ((s = slab_for(pl, rs, tm->side, tm->map, &sl, err))) break;
             if (direct) {
-                s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, acc, err);
+                s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, w, acc, err);
                 break;
             }
             int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->Hs;
             float c = (float)(tm->coef / (double)(h1 - h0));
             for (int64_t h = h0; !s && h < h1; h++) {
-                if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, buf, err))) break;
-                for (size_t i = 0; i < cnt; i++) acc[i] += c * buf[i];
+                if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, w, rs->buf, err))) break;
+                for (size_t i = 0; i < cnt; i++) acc[i] += c * rs->buf[i];
             }
         }
-        if (s) break;
-        /* causal mask: key position > query position is the future (no data) */
-        for (int64_t i = 0; i < n; i++) {
-            int64_t first_masked = (int64_t)pl->rpos[r0 + i] + 1 - pl->c0;
-            float *row = acc + i * pl->nc;
-            for (int64_t j = first_masked < 0 ? 0 : first_masked; j < pl->nc; j++) row[j] = NAN;
-        }
-        dfl_pool_rows(pool, r0, n, acc);
+        if (!s) dfl_pool_rows_valid(pool, r0, n, acc, w, rs->valid);
     }
     if (!s) dfl_pool_result(pool, t->v);
     dfl_pool_destroy(pool);
-    free(acc);
-    free(buf);
     return s;
 }
 
@@ -1035,8 +1047,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
         rep->total_seconds = now_seconds() - t0;
     }
 done:
-    for (int k = 0; k < 2; k++)
-        for (int m = 0; m < 4; m++) dfl_dump_slab_close(rs.slab[k][m]);
+    reader_set_free(&rs);
     dfl_canvas_destroy(c);
     plan_free(pl);
     free(pl);

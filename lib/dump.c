@@ -255,14 +255,14 @@ dfl_status dfl_dump_sample_end(dfl_dump *d, dfl_error *err)
 /* --------------------------------------------------------------- datasets */
 
 static dfl_status create_dset(dfl_dump *d, const char *name, hid_t ftype, int ndim, const int64_t *dims,
-                              hid_t dcpl, hid_t *out, dfl_error *err)
+                              hid_t dcpl, hid_t dapl, hid_t *out, dfl_error *err)
 {
     hsize_t hd[8];
     if (ndim < 0 || ndim > 8) return dfl__fail(err, DFL_ERR_USAGE, "dataset '%s': bad rank %d", name, ndim);
     for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
     hid_t sp = ndim ? H5Screate_simple(ndim, hd, NULL) : H5Screate(H5S_SCALAR);
     hid_t lcpl = lcpl_parents();
-    *out = sp < 0 ? -1 : H5Dcreate2(where(d), name, ftype, sp, lcpl, dcpl, H5P_DEFAULT);
+    *out = sp < 0 ? -1 : H5Dcreate2(where(d), name, ftype, sp, lcpl, dcpl, dapl);
     H5Pclose(lcpl);
     if (sp >= 0) H5Sclose(sp);
     return *out < 0 ? h5fail(d, err, "create dataset", name) : DFL_OK;
@@ -282,7 +282,7 @@ dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndi
         data = half;
     }
     hid_t ds;
-    dfl_status s = create_dset(d, name, file_type(d, type), ndim, dims, H5P_DEFAULT, &ds, err);
+    dfl_status s = create_dset(d, name, file_type(d, type), ndim, dims, H5P_DEFAULT, H5P_DEFAULT, &ds, err);
     if (!s && n > 0 && H5Dwrite(ds, mem_type(d, type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         s = h5fail(d, err, "write dataset", name);
     if (ds >= 0) H5Dclose(ds);
@@ -299,7 +299,7 @@ dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const
     }
     int64_t dims[1] = {(int64_t)n};
     hid_t ds;
-    dfl_status s = create_dset(d, name, t, 1, dims, H5P_DEFAULT, &ds, err);
+    dfl_status s = create_dset(d, name, t, 1, dims, H5P_DEFAULT, H5P_DEFAULT, &ds, err);
     if (!s && n > 0 && H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, str) < 0) s = h5fail(d, err, "write", name);
     if (ds >= 0) H5Dclose(ds);
     H5Tclose(t);
@@ -370,22 +370,33 @@ dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, con
 /* ---------------------------------------------------------------- streams */
 
 dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
-                                  const int64_t *chunk, int gzip, dfl_dump_stream **out, dfl_error *err)
+                                  const int64_t *chunk, int gzip, int64_t open_chunks, dfl_dump_stream **out,
+                                  dfl_error *err)
 {
     *out = NULL;
     if (ndim < 1 || ndim > 4) return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': bad rank %d", name, ndim);
     hsize_t hc[4];
     for (int i = 0; i < ndim; i++) hc[i] = (hsize_t)(chunk[i] < 1 ? 1 : chunk[i]);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), dapl = H5Pcreate(H5P_DATASET_ACCESS);
     int zero = 0;
-    int ok = dcpl >= 0 && H5Pset_chunk(dcpl, ndim, hc) >= 0 && H5Pset_fill_value(dcpl, H5T_NATIVE_INT, &zero) >= 0 &&
-             H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) >= 0 &&
+    int ok = dcpl >= 0 && dapl >= 0 && H5Pset_chunk(dcpl, ndim, hc) >= 0 &&
+             H5Pset_fill_value(dcpl, H5T_NATIVE_INT, &zero) >= 0 && H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) >= 0 &&
              (gzip <= 0 || (H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, (unsigned)gzip) >= 0));
+    if (ok && open_chunks > 0) {
+        /* A chunk evicted half-written is compressed, stored, read back and stored again:
+         * the cache holds every chunk the writer keeps open (HDF5's default is 1 MB). */
+        size_t bytes = H5Tget_size(file_type(d, type));
+        for (int i = 0; i < ndim; i++) bytes *= (size_t)hc[i];
+        double total = (double)bytes * (double)open_chunks;
+        size_t cache = total > 512.0 * 1024 * 1024 ? (size_t)512 * 1024 * 1024 : (size_t)total;
+        ok = H5Pset_chunk_cache(dapl, 100003, cache > (size_t)1 << 20 ? cache : (size_t)1 << 20, 0.75) >= 0;
+    }
     dfl_dump_stream *s = calloc(1, sizeof *s);
     hid_t ds = -1;
-    dfl_status st = ok && s ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, &ds, err)
+    dfl_status st = ok && s ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, dapl, &ds, err)
                             : h5fail(d, err, "set up", name);
     if (dcpl >= 0) H5Pclose(dcpl);
+    if (dapl >= 0) H5Pclose(dapl);
     if (st) {
         free(s);
         return st;

@@ -90,9 +90,12 @@ dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, con
 typedef struct dfl_dump_stream dfl_dump_stream;
 
 /* Create `name` with dims[ndim] (ndim <= 4), chunked by chunk[ndim]; gzip > 0 adds
- * shuffle + deflate at that level. Closed with dfl_dump_stream_close (NULL ok). */
+ * shuffle + deflate at that level. open_chunks: how many chunks the writer may leave
+ * partly written at once (sizes the chunk cache; 0 keeps HDF5's default). Chunks never
+ * written stay unallocated and read as 0. Closed with dfl_dump_stream_close (NULL ok). */
 dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
-                                  const int64_t *chunk, int gzip, dfl_dump_stream **out, dfl_error *err);
+                                  const int64_t *chunk, int gzip, int64_t open_chunks, dfl_dump_stream **out,
+                                  dfl_error *err);
 
 /* Write the box start[ndim] + count[ndim] from float data laid out as rows of the last
  * dimension with stride ld >= count[ndim-1]. Only F32 and F16 streams. */

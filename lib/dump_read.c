@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dump_chunks.h"
 #include "safetensors.h"
 
 struct dfl_dump_reader {
@@ -28,6 +29,7 @@ struct dfl_dump_slab {
     uint16_t *half;      /* [cap] raw half buffer */
     size_t cap;
     float *lut;          /* [65536] half -> f32, for f16 data */
+    dfl__chunks *chunks; /* direct parallel chunk decoding, NULL: HDF5 reads */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -45,11 +47,14 @@ static dfl_status h5fail(const dfl_dump_reader *r, dfl_error *err, const char *w
 }
 
 /* A variable-length UTF-8 string type (caller closes). */
-static hid_t vlen_str_type(void)
+/* A variable-length string in the stored type's character set (HDF5 does not convert
+ * between ASCII and UTF-8; h5py writes UTF-8, other writers ASCII). */
+static hid_t vlen_str_type(hid_t stored)
 {
+    H5T_cset_t cset = H5Tget_cset(stored);
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0) return t;
-    if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+    if (H5Tset_size(t, H5T_VARIABLE) < 0 || H5Tset_cset(t, cset == H5T_CSET_ASCII ? cset : H5T_CSET_UTF8) < 0) {
         H5Tclose(t);
         return -1;
     }
@@ -339,7 +344,7 @@ dfl_status dfl_dump_get_attr_str(const dfl_dump_reader *r, const char *obj, cons
     if (t < 0 || sp < 0 || H5Tget_class(t) != H5T_STRING || H5Sget_simple_extent_npoints(sp) != 1) {
         s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: attribute '%s' is not a string", r->path, rel(obj), name);
     } else if (H5Tis_variable_str(t) > 0) {
-        hid_t mt = vlen_str_type();
+        hid_t mt = vlen_str_type(t);
         char *v = NULL;
         if (mt < 0 || H5Aread(a, mt, &v) < 0) {
             s = h5fail(r, err, "read a string attribute of", obj);
@@ -558,7 +563,7 @@ dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, cha
     }
     hid_t ft = H5Dget_type(ds);
     if (count > 0 && H5Tis_variable_str(ft) > 0) {
-        hid_t mt = vlen_str_type(), sp = H5Dget_space(ds);
+        hid_t mt = vlen_str_type(ft), sp = H5Dget_space(ds);
         char **raw = dfl__calloc_array(count, sizeof *raw);
         if (!raw) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         else if (mt < 0 || sp < 0 || H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
@@ -615,6 +620,7 @@ dfl_status dfl_dump_slab_open(const dfl_dump_reader *r, const char *path, dfl_du
         else
             for (uint32_t h = 0; h < 65536; h++) s->lut[h] = dfl_f16_to_f32((uint16_t)h);
     }
+    if (!st) st = dfl__chunks_open(s->dset, &s->info, s->lut, &s->chunks, err);
     if (st) {
         dfl_dump_slab_close(s);
         return st;
@@ -642,6 +648,11 @@ dfl_status dfl_dump_slab_read_f32(dfl_dump_slab *s, const int64_t *start, const 
         if (!dfl__mul_ok(n, (size_t)count[i], &n)) return dfl__fail(err, DFL_ERR_NOMEM, "hyperslab too large");
     }
     if (n == 0) return DFL_OK;
+    if (s->chunks) {
+        char where[512];
+        snprintf(where, sizeof where, "%s: %s", r->path, s->name);
+        return dfl__chunks_read(s->chunks, start, count, out, where, err);
+    }
     void *dst = out;
     hid_t mtype = H5T_NATIVE_FLOAT;
     if (s->info.type == DFL_H5_F16) {
@@ -669,12 +680,22 @@ dfl_status dfl_dump_slab_read_f32(dfl_dump_slab *s, const int64_t *start, const 
 void dfl_dump_slab_close(dfl_dump_slab *s)
 {
     if (!s) return;
+    dfl__chunks_close(s->chunks);
     if (s->ftype >= 0) H5Tclose(s->ftype);
     if (s->dset >= 0) H5Dclose(s->dset);
     free(s->half);
     free(s->lut);
     free(s->name);
     free(s);
+}
+
+int dfl__dump_slab_direct(dfl_dump_slab *s, int on)
+{
+    if (!on && s->chunks) {
+        dfl__chunks_close(s->chunks);
+        s->chunks = NULL;
+    }
+    return s->chunks != NULL;
 }
 
 dfl_status dfl_dump_read_slab_f32(const dfl_dump_reader *r, const char *path, const int64_t *start,

@@ -15,6 +15,10 @@
 #include "prompts.h"
 #include "stats.h"
 
+/* Attention maps are stored in tiles of 32 query rows x 512 keys (32 KB as f16). */
+#define MAP_TILE_ROWS 32
+#define MAP_TILE_KEYS 512
+
 dfl_probe_params dfl_probe_params_default(void)
 {
     dfl_probe_params p;
@@ -428,10 +432,15 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     static const char *names[3] = {"attn/map1", "attn/map2", "attn/diff"};
     static const char *scales[4] = {"attn/layers", "attn/heads", "attn/rows", "attn/keys"};
     static const char *labels[4] = {"layer", "head", "query", "key"};
-    int64_t dims[4] = {Ls, Hsel, r->R, r->T}, chunk[4] = {1, 1, r->R < 16 ? r->R : 16, r->T};
+    /* Tiles of MAP_TILE_ROWS x MAP_TILE_KEYS: tiles wholly in the masked future are never
+     * written, so they take no space and cost readers nothing to decompress. */
+    int64_t dims[4] = {Ls, Hsel, r->R, r->T};
+    int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS, r->T < MAP_TILE_KEYS ? r->T : MAP_TILE_KEYS};
+    /* a block of rows may end inside a tile row: two tile rows of every head stay open */
+    int64_t open_tiles = 2 * Hsel * ((r->T + chunk[3] - 1) / chunk[3]);
     for (int i = 0; i < r->M; i++) {
         if ((s = dfl_dump_stream_create(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, dims, chunk, 1,
-                                        &r->maps[i], err)))
+                                        open_tiles, &r->maps[i], err)))
             return s;
         if ((s = dfl_dump_attach_scales(d, names[i], 4, scales, labels, err))) return s;
     }
@@ -575,7 +584,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
-        if ((s = dfl_dump_stream_create(d, "logits", DFL_H5_F32, 2, dims, chunk, 0, &r->logit_stream, err)))
+        if ((s = dfl_dump_stream_create(d, "logits", DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
             return s;
     }
 

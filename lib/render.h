@@ -151,13 +151,18 @@ dfl_status dfl_pool_parse(const char *name, dfl_pool_mode *out, dfl_error *err);
 
 typedef struct dfl_pool dfl_pool;
 
-/* A streaming pooler: feed source rows in any order with dfl_pool_rows, then take the
- * result. DFL_ERR_USAGE if a size is < 1 or out > in; DFL_ERR_NOMEM. Caller owns *out
- * (dfl_pool_destroy, NULL ok). */
+/* A streaming pooler: feed source rows in any order with dfl_pool_rows(_valid), then
+ * take the result. DFL_ERR_USAGE if a size is < 1 or out > in; DFL_ERR_NOMEM. Caller
+ * owns *out (dfl_pool_destroy, NULL ok). */
 dfl_status dfl_pool_create(int64_t rows, int64_t cols, int64_t out_rows, int64_t out_cols, dfl_pool_mode mode,
                            dfl_pool **out, dfl_error *err);
-/* Add source rows [row0, row0 + n) given as data [n][cols]. Rows outside the grid are
- * ignored. */
+/* Add source rows [row0, row0 + n): row k is data + k·ld. valid [n] may be NULL (every
+ * column is data, ld >= cols); else row k's columns j >= valid[k] are no data, like NaN,
+ * and are never read (valid[k] <= 0: none, >= cols: all; ld >= every min(valid[k], cols)).
+ * Rows outside the grid are ignored. Big blocks use the OpenMP threads; the result does
+ * not depend on their number. */
+void dfl_pool_rows_valid(dfl_pool *p, int64_t row0, int64_t n, const float *data, int64_t ld, const int64_t *valid);
+/* dfl_pool_rows_valid with ld = cols and valid = NULL: data [n][cols]. */
 void dfl_pool_rows(dfl_pool *p, int64_t row0, int64_t n, const float *data);
 /* The pooled grid into caller-owned out [out_rows][out_cols]. */
 void dfl_pool_result(const dfl_pool *p, float *out);

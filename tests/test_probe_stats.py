@@ -273,6 +273,31 @@ class ProbeStatistics(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
     # -------------------------------------------------------- streaming
+    def test_future_tiles_are_not_stored(self):
+        """Maps are tiled 32 rows x 512 keys; tiles wholly above the diagonal are never written
+        (no space, nothing to inflate) and read back as the masked zeros."""
+        T = 1100
+        d, _, _ = self.setup_case("diff_transformer", T=8)
+        toks = [0] + [int(x) for x in self.rng.integers(1, 90, T - 1)]
+        p = os.path.join(self.root, "tiles.jsonl")
+        with open(p, "w") as f:
+            f.write(json.dumps({"tokens": toks, "answer": [[10, 12]], "query": [[T - 4, T - 2]],
+                                "target": [[T - 2, T]]}) + "\n")
+        out = os.path.join(self.root, "tiles.h5")
+        probe(d, p, out, "--maps", "all", "--rows", "all")
+        with h5py.File(out, "r") as f:
+            m = f["samples/000000/attn/map1"]
+            L, H = m.shape[0], m.shape[1]
+            self.assertEqual(m.chunks, (1, 1, 32, 512))
+            # a tile is stored when its first key is visible to its last row
+            want = sum(1 for r0 in range(0, T, 32) for k0 in range(0, T, 512) if k0 <= min(r0 + 31, T - 1))
+            self.assertLess(want, ((T + 31) // 32) * ((T + 511) // 512))
+            for name in ("map1", "map2", "diff"):
+                self.assertEqual(f["samples/000000/attn/" + name].id.get_num_chunks(), L * H * want)
+            a = m[0, 1].astype(np.float64)
+            self.assertEqual(np.abs(np.triu(a, 1)).max(), 0.0)
+            self.assertLess(np.abs(a.sum(axis=1) - 1).max(), 2e-3)
+
     def test_4096_tokens_stream(self):
         d = os.path.join(self.root, "long")
         make_model.make_model(d, "diff_transformer", layers=1, hidden=16, heads=1, ffn=16, vocab=50,
@@ -289,7 +314,7 @@ class ProbeStatistics(unittest.TestCase):
             s = f["samples/000000"]
             self.assertEqual(s["attn/diff"].shape, (1, 1, 1, T))
             self.assertEqual(s["attn/diff"].dtype, np.float16)
-            self.assertEqual(s["attn/diff"].chunks[-1], T)
+            self.assertEqual(s["attn/diff"].chunks, (1, 1, 1, 512))  # one row: 512-key tiles
             self.assertEqual(s["attn/diff"].compression, "gzip")
             self.assertEqual(int(s["outliers/logits/hist"][0].sum()), 2 * T * (T + 1) // 2)
             row = s["attn/map1"][0, 0, 0, :].astype(np.float64)

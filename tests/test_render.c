@@ -10,10 +10,12 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <omp.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -282,6 +284,230 @@ static void test_pool_values(void **state)
     assert_null(p);
 }
 
+/* The pooled grid a[n] equals the naive b[n] (NaN where b is NaN), to the tolerance
+ * check_pool uses. */
+static void assert_pooled_equal(const float *a, const float *b, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(b[i]) ? !isnan(a[i]) : !(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(b[i])))) {
+            print_error("%s: cell %lld fast %g naive %g\n", what, (long long)i, a[i], b[i]);
+            fail();
+        }
+    }
+}
+
+/* What dfl_pool_rows_valid must never look at: it would show in any mean or max. */
+#define GARBAGE 1e30f
+
+typedef enum { VALID_NULL, VALID_CAUSAL, VALID_RANDOM } valid_kind;
+
+/* A rows x cols grid with NaN entries inside the data, its valid lengths [rows], and
+ * the same grid with every entry past its row's valid length NaN (for the naive twin). */
+static float *valid_fixture(int64_t rows, int64_t cols, valid_kind vk, int64_t *valid)
+{
+    float *grid = malloc((size_t)(rows * cols) * sizeof *grid);
+    assert_non_null(grid);
+    for (int64_t i = 0; i < rows; i++) {
+        /* random lengths include none, all, and more than all */
+        const int64_t pick[5] = {0, cols, cols + 7, cols / 3, (int64_t)(frand() * (float)cols)};
+        valid[i] = vk == VALID_NULL ? cols : vk == VALID_CAUSAL ? i + 1 : pick[(int)(frand() * 5) % 5];
+        for (int64_t j = 0; j < cols; j++)
+            grid[i * cols + j] = j >= valid[i] || frand() < 0.05f ? NAN : frand() * 2 - 1;
+    }
+    return grid;
+}
+
+/* Feed grid (with its valid lengths) to dfl_pool_rows_valid in blocks of `step` rows
+ * (0: uneven, 1..300), each block copied into rows of stride ld = its widest valid row
+ * (pad > 0: cols + pad) with GARBAGE past every row's valid length; out [orows][ocols]. */
+static void pool_fed(const float *grid, const int64_t *valid, int64_t rows, int64_t cols, int64_t orows, int64_t ocols,
+                     dfl_pool_mode mode, int pass_null, int64_t step, int64_t pad, float *out)
+{
+    float *blk = malloc((size_t)(300 * (cols + pad + 1)) * sizeof *blk);
+    assert_non_null(blk);
+    dfl_pool *p;
+    dfl_error err;
+    assert_int_equal(dfl_pool_create(rows, cols, orows, ocols, mode, &p, &err), DFL_OK);
+    for (int64_t r0 = 0; r0 < rows;) {
+        int64_t n = step ? step : 1 + (int64_t)(frand() * 300);
+        if (n > 300) n = 300;
+        if (r0 + n > rows) n = rows - r0;
+        int64_t ld = 1;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t len = valid[r0 + k] < cols ? valid[r0 + k] : cols;
+            ld = len > ld ? len : ld;
+        }
+        if (pad || pass_null) ld = cols + pad;
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < ld; j++)
+                blk[k * ld + j] = j < valid[r0 + k] && j < cols ? grid[(r0 + k) * cols + j] : GARBAGE;
+        dfl_pool_rows_valid(p, r0, n, blk, ld, pass_null ? NULL : valid + r0);
+        r0 += n;
+    }
+    dfl_pool_result(p, out);
+    dfl_pool_destroy(p);
+    free(blk);
+}
+
+/* dfl_pool_rows_valid, fed in blocks of several sizes, packed or padded, equals the
+ * naive twin on the NaN-masked grid, for both modes. */
+static void check_pool_valid(int64_t rows, int64_t cols, int64_t orows, int64_t ocols, valid_kind vk)
+{
+    int64_t *valid = malloc((size_t)rows * sizeof *valid);
+    assert_non_null(valid);
+    float *grid = valid_fixture(rows, cols, vk, valid);
+    float *slow = malloc((size_t)(orows * ocols) * sizeof *slow);
+    float *fast = malloc((size_t)(orows * ocols) * sizeof *fast);
+    assert_true(slow && fast);
+    const int64_t steps[4] = {7, 64, 256, 0}, pads[2] = {0, 5};
+    for (int mode = 0; mode < 2; mode++) {
+        dfl_pool_naive(grid, rows, cols, orows, ocols, (dfl_pool_mode)mode, slow);
+        for (int s = 0; s < 4; s++)
+            for (int q = 0; q < 2; q++) {
+                char what[160];
+                snprintf(what, sizeof what, "%lldx%lld -> %lldx%lld %s valid %d step %lld pad %lld", (long long)rows,
+                         (long long)cols, (long long)orows, (long long)ocols, dfl_pool_name((dfl_pool_mode)mode),
+                         (int)vk, (long long)steps[s], (long long)pads[q]);
+                pool_fed(grid, valid, rows, cols, orows, ocols, (dfl_pool_mode)mode, vk == VALID_NULL, steps[s],
+                         pads[q], fast);
+                assert_pooled_equal(fast, slow, orows * ocols, what);
+            }
+    }
+    free(grid);
+    free(valid);
+    free(slow);
+    free(fast);
+}
+
+static void test_pool_valid_integer(void **state)
+{
+    (void)state;
+    for (int vk = 0; vk < 3; vk++) {
+        check_pool_valid(512, 512, 128, 128, (valid_kind)vk); /* 4:1, as 4096 -> 1024 */
+        check_pool_valid(100, 90, 100, 90, (valid_kind)vk);   /* 1:1 */
+        check_pool_valid(300, 96, 100, 32, (valid_kind)vk);   /* 3:1 */
+        check_pool_valid(96, 256, 12, 16, (valid_kind)vk);    /* 16:1 in x, 8:1 in y */
+        check_pool_valid(200, 640, 50, 10, (valid_kind)vk);   /* 64:1 in x */
+        check_pool_valid(257, 512, 100, 128, (valid_kind)vk); /* 4:1 in x only */
+    }
+}
+
+static void test_pool_valid_fractional(void **state)
+{
+    (void)state;
+    for (int vk = 0; vk < 3; vk++) {
+        check_pool_valid(300, 500, 70, 123, (valid_kind)vk);  /* both ways fractional */
+        check_pool_valid(250, 257, 100, 100, (valid_kind)vk); /* about 2.5:1 */
+        check_pool_valid(150, 150, 149, 149, (valid_kind)vk); /* nearly 1:1: a boundary in every row */
+        check_pool_valid(64, 300, 3, 7, (valid_kind)vk);      /* few, wide output cells */
+    }
+}
+
+/* Entries past a row's valid length are never read, not even by a vector load: they
+ * lie on pages that may not be read at all. */
+static void test_pool_valid_unreadable_tail(void **state)
+{
+    (void)state;
+    const int64_t fp = sysconf(_SC_PAGESIZE) / (int64_t)sizeof(float); /* floats per page */
+    const int64_t rows = 32, ld = 3 * fp, cols = ld - 96;
+    const size_t bytes = (size_t)(rows * ld) * sizeof(float);
+    float *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(buf != MAP_FAILED);
+    int64_t valid[32];
+    float *grid = malloc((size_t)(rows * cols) * sizeof *grid);
+    assert_non_null(grid);
+    for (int64_t i = 0; i < rows; i++) {
+        valid[i] = (i % 4) * fp; /* 0, 1 or 2 pages, or past cols (all) */
+        for (int64_t j = 0; j < ld; j++) {
+            float v = frand() * 2 - 1;
+            buf[i * ld + j] = j < valid[i] ? v : GARBAGE;
+            if (j < cols) grid[i * cols + j] = j < valid[i] ? v : NAN;
+        }
+        if (valid[i] < cols)
+            assert_int_equal(mprotect(buf + i * ld + valid[i], (size_t)(ld - valid[i]) * sizeof(float), PROT_NONE), 0);
+    }
+    /* 4:1 (fast path), then a fractional width; 32 rows of ~3000 are one parallel block */
+    const int64_t widths[2] = {cols / 4, 700};
+    float slow[8 * 744], fast[8 * 744];
+    for (int w = 0; w < 2; w++)
+        for (int mode = 0; mode < 2; mode++) {
+            dfl_pool *p;
+            dfl_error err;
+            assert_int_equal(dfl_pool_create(rows, cols, 8, widths[w], (dfl_pool_mode)mode, &p, &err), DFL_OK);
+            dfl_pool_rows_valid(p, 0, rows, buf, ld, valid);
+            dfl_pool_result(p, fast);
+            dfl_pool_destroy(p);
+            dfl_pool_naive(grid, rows, cols, 8, widths[w], (dfl_pool_mode)mode, slow);
+            assert_pooled_equal(fast, slow, 8 * widths[w], "unreadable tail");
+        }
+    munmap(buf, bytes);
+    free(grid);
+}
+
+/* The pooled grid does not depend on the thread count, bit for bit (blocks large
+ * enough to be shared out, by output row and by column strip). Every other entry is
+ * +-1e12, cancelling in pairs of rows: a sum taken in another order would differ in
+ * its low bits, which the mean of the small entries then shows. */
+static void test_pool_valid_threads(void **state)
+{
+    (void)state;
+    const int64_t shapes[4][4] = {{512, 512, 128, 128}, {600, 600, 128, 100}, {512, 512, 2, 128}, {600, 700, 3, 90}};
+    int64_t valid[600];
+    int was = omp_get_max_threads();
+    for (int sh = 0; sh < 4; sh++) {
+        const int64_t *d = shapes[sh];
+        float *grid = valid_fixture(d[0], d[1], VALID_CAUSAL, valid);
+        for (int64_t i = 0; i < d[0]; i++)
+            for (int64_t j = 0; j < d[1]; j += 2)
+                if (!isnan(grid[i * d[1] + j])) grid[i * d[1] + j] = i % 2 ? 1e12f : -1e12f;
+        size_t n = (size_t)(d[2] * d[3]);
+        float *one = malloc(n * sizeof *one), *two = malloc(n * sizeof *two);
+        assert_true(one && two);
+        for (int mode = 0; mode < 2; mode++) {
+            omp_set_num_threads(1);
+            pool_fed(grid, valid, d[0], d[1], d[2], d[3], (dfl_pool_mode)mode, 0, 256, 0, one);
+            omp_set_num_threads(2);
+            pool_fed(grid, valid, d[0], d[1], d[2], d[3], (dfl_pool_mode)mode, 0, 256, 0, two);
+            assert_memory_equal(one, two, n * sizeof *one);
+        }
+        free(grid);
+        free(one);
+        free(two);
+    }
+    omp_set_num_threads(was);
+}
+
+/* Rows outside the grid are skipped, blocks may come in any order, and a block that
+ * never reaches an output row leaves it NaN. */
+static void test_pool_valid_edges(void **state)
+{
+    (void)state;
+    float in[6 * 8], out[3 * 4], want[3 * 4];
+    int64_t valid[6] = {8, 8, 8, 8, 8, 8};
+    for (int i = 0; i < 6 * 8; i++)
+        in[i] = (float)(i % 7) - 2;
+    for (int mode = 0; mode < 2; mode++) {
+        dfl_pool *p;
+        dfl_error err;
+        assert_int_equal(dfl_pool_create(4, 8, 2, 4, (dfl_pool_mode)mode, &p, &err), DFL_OK);
+        /* rows -1 .. 4 of a 4-row grid: the first and last are not in it */
+        dfl_pool_rows_valid(p, 2, 4, in + 3 * 8, 8, valid);
+        dfl_pool_rows_valid(p, -1, 3, in, 8, valid);
+        dfl_pool_rows_valid(p, 0, 0, in, 8, valid);
+        dfl_pool_result(p, out);
+        dfl_pool_destroy(p);
+        dfl_pool_naive(in + 8, 4, 8, 2, 4, (dfl_pool_mode)mode, want);
+        assert_pooled_equal(out, want, 8, "rows outside");
+        /* only rows 0..1 given: output row 1 has no data */
+        assert_int_equal(dfl_pool_create(4, 8, 2, 4, (dfl_pool_mode)mode, &p, &err), DFL_OK);
+        dfl_pool_rows_valid(p, 0, 2, in, 8, NULL);
+        dfl_pool_result(p, out);
+        dfl_pool_destroy(p);
+        for (int x = 0; x < 4; x++)
+            assert_true(!isnan(out[x]) && isnan(out[4 + x]));
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Canvas, font, heatmap, colour bar                                        */
 /* ------------------------------------------------------------------------ */
@@ -484,6 +710,9 @@ int main(void)
         cmocka_unit_test(test_rdbu_diverging),    cmocka_unit_test(test_cmap_parse),
         cmocka_unit_test(test_norms),             cmocka_unit_test(test_ticks),
         cmocka_unit_test(test_pool_vs_naive),     cmocka_unit_test(test_pool_values),
+        cmocka_unit_test(test_pool_valid_integer), cmocka_unit_test(test_pool_valid_fractional),
+        cmocka_unit_test(test_pool_valid_unreadable_tail), cmocka_unit_test(test_pool_valid_threads),
+        cmocka_unit_test(test_pool_valid_edges),
         cmocka_unit_test(test_font),              cmocka_unit_test(test_heatmap_nodata),
         cmocka_unit_test(test_colorbar_range),    cmocka_unit_test(test_legend),
         cmocka_unit_test(test_png_golden),

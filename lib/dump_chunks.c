@@ -1,0 +1,336 @@
+/* dump_chunks.c — boxes of chunked float datasets decoded chunk by chunk on all cores
+ * (see dump_chunks.h). Raw chunks are fetched serially into one arena; a parallel loop
+ * then inflates (zlib), unshuffles, converts and scatters each chunk, with per-thread
+ * buffers and zlib states made before the loop: nothing allocates inside it. */
+#include "dump_chunks.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* Raw bytes fetched before each parallel decode: bounds the arena on huge boxes. */
+#define BATCH_BYTES ((size_t)32 << 20)
+/* zlib's inflate state and 32 KB window, served from a per-thread arena */
+#define ZARENA_BYTES ((size_t)64 << 10)
+
+typedef struct zarena {
+    unsigned char *base;
+    size_t used;
+} zarena;
+
+typedef struct worker {
+    z_stream z;
+    int z_ready;
+    zarena arena;
+    unsigned char *inflated; /* [chunk_bytes] */
+} worker;
+
+/* One chunk of a batch: where its raw bytes sit in the arena (size 0: never written). */
+typedef struct job {
+    int64_t coord[DFL_DUMP_MAX_RANK]; /* first element of the chunk */
+    size_t at, size;
+    unsigned mask;                    /* filters skipped when it was written */
+    int failed;                       /* 1: does not inflate, 2: wrong size */
+} job;
+
+struct dfl__chunks {
+    hid_t dset;
+    int nd;
+    int64_t dims[DFL_DUMP_MAX_RANK], cdims[DFL_DUMP_MAX_RANK];
+    size_t elem, chunk_elems, chunk_bytes;
+    int shuffle_at, deflate_at;       /* filter index in the pipeline, -1: absent */
+    float fill;
+    const float *lut;                 /* f16 -> f32, NULL for f32 data */
+    int nworkers;
+    worker *w;                        /* [nworkers] */
+    unsigned char *raw;               /* [raw_cap] raw chunks of a batch */
+    size_t raw_cap;
+    job *jobs;                        /* [jobs_cap] */
+    size_t jobs_cap;
+};
+
+/* ---------------------------------------------------------------- zlib memory */
+
+static voidpf arena_alloc(voidpf opaque, uInt items, uInt size)
+{
+    zarena *a = opaque;
+    size_t n = (size_t)items * size, at = (a->used + 63) & ~(size_t)63;
+    if (n > ZARENA_BYTES || at > ZARENA_BYTES - n) return Z_NULL;
+    a->used = at + n;
+    return a->base + at;
+}
+
+static void arena_free(voidpf opaque, voidpf p)
+{
+    (void)opaque; /* released with the arena */
+    (void)p;
+}
+
+/* ------------------------------------------------------------------ open/close */
+
+void dfl__chunks_close(dfl__chunks *c)
+{
+    if (!c) return;
+    for (int i = 0; c->w && i < c->nworkers; i++) {
+        if (c->w[i].z_ready) inflateEnd(&c->w[i].z);
+        free(c->w[i].arena.base);
+        free(c->w[i].inflated);
+    }
+    free(c->w);
+    free(c->raw);
+    free(c->jobs);
+    free(c);
+}
+
+/* Which filters the dataset applies: 1 when all are known (shuffle before deflate). */
+static int read_filters(hid_t dcpl, int *shuffle_at, int *deflate_at)
+{
+    *shuffle_at = *deflate_at = -1;
+    int n = H5Pget_nfilters(dcpl);
+    if (n < 0 || n > 2) return 0;
+    for (int i = 0; i < n; i++) {
+        unsigned flags, cd[8];
+        size_t ncd = 8;
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, cd, 0, NULL, NULL);
+        if (id == H5Z_FILTER_SHUFFLE && *shuffle_at < 0 && *deflate_at < 0)
+            *shuffle_at = i;
+        else if (id == H5Z_FILTER_DEFLATE && *deflate_at < 0)
+            *deflate_at = i;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 when the dataset is one this path decodes, filling c's layout fields. */
+static int eligible(hid_t dset, const dfl_dump_dset_info *info, dfl__chunks *c)
+{
+    if (info->is_string || (info->type != DFL_H5_F16 && info->type != DFL_H5_F32) || info->ndim < 1) return 0;
+    hid_t ft = H5Dget_type(dset), dcpl = H5Dget_create_plist(dset);
+    int ok = ft >= 0 && dcpl >= 0 && H5Tget_class(ft) == H5T_FLOAT && H5Tget_order(ft) == H5T_ORDER_LE &&
+             H5Tget_size(ft) == (info->type == DFL_H5_F16 ? 2u : 4u) && H5Pget_layout(dcpl) == H5D_CHUNKED;
+    hsize_t cd[DFL_DUMP_MAX_RANK];
+    unsigned opts = 0;
+    H5D_fill_value_t fv = H5D_FILL_VALUE_UNDEFINED;
+    H5D_fill_time_t ftime = H5D_FILL_TIME_NEVER;
+    ok = ok && H5Pget_chunk(dcpl, info->ndim, cd) == info->ndim && H5Pget_chunk_opts(dcpl, &opts) >= 0 &&
+         !(opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS) && read_filters(dcpl, &c->shuffle_at, &c->deflate_at) &&
+         H5Pfill_value_defined(dcpl, &fv) >= 0 && fv != H5D_FILL_VALUE_UNDEFINED &&
+         H5Pget_fill_time(dcpl, &ftime) >= 0 && ftime != H5D_FILL_TIME_NEVER &&
+         H5Pget_fill_value(dcpl, H5T_NATIVE_FLOAT, &c->fill) >= 0;
+    if (ft >= 0) H5Tclose(ft);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (!ok) return 0;
+    c->nd = info->ndim;
+    c->elem = info->type == DFL_H5_F16 ? 2 : 4;
+    c->chunk_elems = 1;
+    for (int i = 0; i < c->nd; i++) {
+        c->dims[i] = info->dims[i];
+        c->cdims[i] = (int64_t)cd[i];
+        if (cd[i] < 1 || !dfl__mul_ok(c->chunk_elems, (size_t)cd[i], &c->chunk_elems)) return 0;
+    }
+    return dfl__mul_ok(c->chunk_elems, c->elem, &c->chunk_bytes);
+}
+
+dfl_status dfl__chunks_open(hid_t dset, const dfl_dump_dset_info *info, const float *lut, dfl__chunks **out,
+                            dfl_error *err)
+{
+    *out = NULL;
+    dfl__chunks *c = calloc(1, sizeof *c);
+    if (!c) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!eligible(dset, info, c)) {
+        H5Eclear2(H5E_DEFAULT);
+        free(c);
+        return DFL_OK;
+    }
+    c->dset = dset;
+    c->lut = info->type == DFL_H5_F16 ? lut : NULL;
+    c->nworkers = omp_get_max_threads();
+    if (!(c->w = dfl__calloc_array((size_t)c->nworkers, sizeof *c->w))) goto nomem;
+    for (int i = 0; i < c->nworkers; i++) {
+        worker *w = &c->w[i];
+        if (!(w->inflated = dfl__alloc_array(c->chunk_bytes, 1)) || !(w->arena.base = malloc(ZARENA_BYTES)))
+            goto nomem;
+        w->z.zalloc = arena_alloc;
+        w->z.zfree = arena_free;
+        w->z.opaque = &w->arena;
+        if (inflateInit(&w->z) != Z_OK) goto nomem;
+        w->z_ready = 1;
+    }
+    *out = c;
+    return DFL_OK;
+nomem:
+    dfl__chunks_close(c);
+    return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for chunk decoding buffers");
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+/* Element e of a decoded chunk as f32: stored little-endian, bytes planed by shuffle. */
+static inline float element(const dfl__chunks *c, const unsigned char *d, size_t e, int planed)
+{
+    if (c->lut) {
+        size_t lo = planed ? e : 2 * e, hi = planed ? c->chunk_elems + e : 2 * e + 1;
+        return c->lut[(uint16_t)(d[lo] | (unsigned)d[hi] << 8)];
+    }
+    uint32_t u = 0;
+    for (int b = 0; b < 4; b++) u |= (uint32_t)d[planed ? (size_t)b * c->chunk_elems + e : 4 * e + (size_t)b] << (8 * b);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Copy the part of chunk j inside the box into out (d: decoded bytes, NULL: fill). */
+static void scatter(const dfl__chunks *c, const job *j, const unsigned char *d, int planed, const int64_t *start,
+                    const int64_t *count, float *out)
+{
+    const int nd = c->nd;
+    int64_t lo[DFL_DUMP_MAX_RANK], hi[DFL_DUMP_MAX_RANK], idx[DFL_DUMP_MAX_RANK];
+    for (int i = 0; i < nd; i++) {
+        int64_t a = j->coord[i] > start[i] ? j->coord[i] : start[i];
+        int64_t b = j->coord[i] + c->cdims[i] < start[i] + count[i] ? j->coord[i] + c->cdims[i] : start[i] + count[i];
+        lo[i] = idx[i] = a;
+        hi[i] = b;
+    }
+    const int64_t run = hi[nd - 1] - lo[nd - 1];
+    for (;;) {
+        /* one contiguous run along the last dimension */
+        size_t o = 0, e = 0;
+        for (int i = 0; i < nd; i++) {
+            o = o * (size_t)count[i] + (size_t)(idx[i] - start[i]);
+            e = e * (size_t)c->cdims[i] + (size_t)(idx[i] - j->coord[i]);
+        }
+        float *dst = out + o;
+        if (!d)
+            for (int64_t t = 0; t < run; t++) dst[t] = c->fill;
+        else if (c->lut && planed) {
+            const unsigned char *l = d + e, *h = d + c->chunk_elems + e;
+            for (int64_t t = 0; t < run; t++) dst[t] = c->lut[(uint16_t)(l[t] | (unsigned)h[t] << 8)];
+        } else
+            for (int64_t t = 0; t < run; t++) dst[t] = element(c, d, e + (size_t)t, planed);
+        int i = nd - 2;
+        while (i >= 0 && ++idx[i] == hi[i]) {
+            idx[i] = lo[i];
+            i--;
+        }
+        if (i < 0) break;
+    }
+}
+
+static void decode(dfl__chunks *c, worker *w, job *j, const int64_t *start, const int64_t *count, float *out)
+{
+    if (j->size == 0) {
+        scatter(c, j, NULL, 0, start, count, out);
+        return;
+    }
+    const unsigned char *d = c->raw + j->at;
+    if (c->deflate_at >= 0 && !(j->mask & (1u << c->deflate_at))) {
+        inflateReset(&w->z);
+        w->z.next_in = (Bytef *)(uintptr_t)d;
+        w->z.avail_in = (uInt)j->size;
+        w->z.next_out = w->inflated;
+        w->z.avail_out = (uInt)c->chunk_bytes;
+        int rc = inflate(&w->z, Z_FINISH);
+        if (rc != Z_STREAM_END) {
+            j->failed = 1;
+            return;
+        }
+        if (w->z.total_out != c->chunk_bytes) {
+            j->failed = 2;
+            return;
+        }
+        d = w->inflated;
+    } else if (j->size != c->chunk_bytes) {
+        j->failed = 2;
+        return;
+    }
+    int planed = c->shuffle_at >= 0 && !(j->mask & (1u << c->shuffle_at));
+    scatter(c, j, d, planed, start, count, out);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static dfl_status grow(void **buf, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap) return DFL_OK;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *nb = dfl__alloc_array(n, size);
+    if (!nb) return DFL_ERR_NOMEM;
+    if (*cap) memcpy(nb, *buf, *cap * size);
+    free(*buf);
+    *buf = nb;
+    *cap = n;
+    return DFL_OK;
+}
+
+/* Decode the batch's n jobs in parallel; the first failure is reported. */
+static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *start, const int64_t *count,
+                            float *out, const char *where, dfl_error *err)
+{
+    int nw = c->nworkers;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (n > 1)
+    for (size_t k = 0; k < n; k++) decode(c, &c->w[omp_get_thread_num()], &jobs[k], start, count, out);
+    for (size_t k = 0; k < n; k++)
+        if (jobs[k].failed) {
+            char at[128];
+            int used = 0;
+            for (int i = 0; i < c->nd && used < (int)sizeof at - 24; i++)
+                used += snprintf(at + used, sizeof at - (size_t)used, "%s%lld", i ? ", " : "", (long long)jobs[k].coord[i]);
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (%s)", where, at,
+                             jobs[k].failed == 1 ? "its deflate stream does not decode" : "it decodes to the wrong size");
+        }
+    return DFL_OK;
+}
+
+dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t *count, float *out,
+                            const char *where, dfl_error *err)
+{
+    const int nd = c->nd;
+    int64_t first[DFL_DUMP_MAX_RANK], last[DFL_DUMP_MAX_RANK], at[DFL_DUMP_MAX_RANK];
+    for (int i = 0; i < nd; i++) {
+        if (count[i] == 0) return DFL_OK;
+        first[i] = at[i] = start[i] / c->cdims[i] * c->cdims[i];
+        last[i] = (start[i] + count[i] - 1) / c->cdims[i] * c->cdims[i];
+    }
+    size_t n = 0, used = 0;
+    for (int done = 0; !done;) {
+        /* fetch the chunk at `at` raw */
+        hsize_t off[DFL_DUMP_MAX_RANK], size = 0;
+        haddr_t addr;
+        unsigned mask = 0;
+        for (int i = 0; i < nd; i++) off[i] = (hsize_t)at[i];
+        if (H5Dget_chunk_info_by_coord(c->dset, off, &mask, &addr, &size) < 0)
+            return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to look up a chunk", where);
+        if (grow((void **)&c->jobs, &c->jobs_cap, n + 1, sizeof *c->jobs) ||
+            grow((void **)&c->raw, &c->raw_cap, used + (size_t)size, 1))
+            return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", where);
+        job *j = &c->jobs[n++];
+        memset(j, 0, sizeof *j);
+        memcpy(j->coord, at, sizeof(int64_t) * (size_t)nd);
+        j->at = used;
+        j->size = (size_t)size;
+        if (size > 0) {
+            uint32_t filters = 0;
+            if (H5Dread_chunk(c->dset, H5P_DEFAULT, off, &filters, c->raw + used) < 0)
+                return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to read a chunk", where);
+            j->mask = filters;
+            used += (size_t)size;
+        }
+        /* next chunk in row-major order */
+        int i = nd - 1;
+        while (i >= 0 && at[i] == last[i]) {
+            at[i] = first[i];
+            i--;
+        }
+        if (i < 0) done = 1;
+        else at[i] += c->cdims[i];
+        if (done || used >= BATCH_BYTES) {
+            dfl_status s = run_batch(c, c->jobs, n, start, count, out, where, err);
+            if (s) return s;
+            n = used = 0;
+        }
+    }
+    return DFL_OK;
+}
