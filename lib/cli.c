@@ -1,10 +1,8 @@
 /* cli.c — flag parsing, thread setting and the progress bar. */
 #include "cli.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -87,13 +85,6 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
     *out = v;
     *n = k;
     return DFL_OK;
-}
-
-void dfl_cli_set_threads(int n)
-{
-    if (n <= 0) return;
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
 }
 
 dfl_progress dfl_progress_start(FILE *out, const char *label, int quiet)

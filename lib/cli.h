@@ -20,9 +20,6 @@ dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double 
  * DFL_ERR_USAGE, DFL_ERR_NOMEM. */
 dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
 
-/* Use n threads for OpenMP kernels and OpenBLAS (n <= 0: leave the defaults, which
- * follow OMP_NUM_THREADS). Called by tools only, once, before any work. */
-void dfl_cli_set_threads(int n);
 
 /* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
  * `label [#####-----] done/total unit  rate/s  ETA`. */

@@ -1,16 +1,19 @@
 /* dump_chunks.c — boxes of chunked float datasets decoded chunk by chunk on all cores
- * (see dump_chunks.h). Raw chunks are fetched serially into one arena; a parallel loop
- * then inflates (zlib), unshuffles, converts and scatters each chunk, with per-thread
- * buffers and zlib states made before the loop: nothing allocates inside it. */
+ * (see dump_chunks.h). HDF5 looks up where each chunk the box touches is stored
+ * (serially); a parallel loop then reads each chunk's bytes from the file with pread
+ * and inflates (zlib), unshuffles, converts and scatters it. Per-thread buffers and
+ * zlib states are made before the loop: nothing allocates inside it. */
 #include "dump_chunks.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
-/* Raw bytes fetched before each parallel decode: bounds the arena on huge boxes. */
-#define BATCH_BYTES ((size_t)32 << 20)
+/* Chunks looked up before each parallel decode. */
+#define BATCH_CHUNKS 4096
 /* zlib's inflate state and 32 KB window, served from a per-thread arena */
 #define ZARENA_BYTES ((size_t)64 << 10)
 
@@ -24,18 +27,23 @@ typedef struct worker {
     int z_ready;
     zarena arena;
     unsigned char *inflated; /* [chunk_bytes] */
+    unsigned char *stored;   /* [stored_cap] a chunk's bytes as stored */
+    size_t stored_cap;
 } worker;
 
-/* One chunk of a batch: where its raw bytes sit in the arena (size 0: never written). */
+/* One chunk of a batch: where the file holds it (size 0: never written). */
 typedef struct job {
     int64_t coord[DFL_DUMP_MAX_RANK]; /* first element of the chunk */
-    size_t at, size;
+    haddr_t addr;
+    size_t size;
     unsigned mask;                    /* filters skipped when it was written */
-    int failed;                       /* 1: does not inflate, 2: wrong size */
+    int failed;                       /* 1: does not inflate, 2: wrong size, 3: unreadable */
 } job;
 
 struct dfl__chunks {
     hid_t dset;
+    int fd;                           /* the file, as HDF5's sec2 driver opened it */
+    haddr_t base;                     /* file offset of HDF5 address 0 (the user block) */
     int nd;
     int64_t dims[DFL_DUMP_MAX_RANK], cdims[DFL_DUMP_MAX_RANK];
     size_t elem, chunk_elems, chunk_bytes;
@@ -44,10 +52,7 @@ struct dfl__chunks {
     const float *lut;                 /* f16 -> f32, NULL for f32 data */
     int nworkers;
     worker *w;                        /* [nworkers] */
-    unsigned char *raw;               /* [raw_cap] raw chunks of a batch */
-    size_t raw_cap;
-    job *jobs;                        /* [jobs_cap] */
-    size_t jobs_cap;
+    job *jobs;                        /* [BATCH_CHUNKS] */
 };
 
 /* ---------------------------------------------------------------- zlib memory */
@@ -76,9 +81,9 @@ void dfl__chunks_close(dfl__chunks *c)
         if (c->w[i].z_ready) inflateEnd(&c->w[i].z);
         free(c->w[i].arena.base);
         free(c->w[i].inflated);
+        free(c->w[i].stored);
     }
     free(c->w);
-    free(c->raw);
     free(c->jobs);
     free(c);
 }
@@ -103,6 +108,26 @@ static int read_filters(hid_t dcpl, int *shuffle_at, int *deflate_at)
     return 1;
 }
 
+/* The file descriptor and user-block offset of dset's file, when it was opened with the
+ * default (sec2) driver: chunks are then read with pread. 1 on success. */
+static int file_handle(hid_t dset, dfl__chunks *c)
+{
+    hid_t f = H5Iget_file_id(dset);
+    hid_t fapl = f >= 0 ? H5Fget_access_plist(f) : -1, fcpl = f >= 0 ? H5Fget_create_plist(f) : -1;
+    int *fd = NULL;
+    hsize_t user_block = 0;
+    int ok = fapl >= 0 && fcpl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 &&
+             H5Fget_vfd_handle(f, fapl, (void **)&fd) >= 0 && fd && *fd >= 0 && H5Pget_userblock(fcpl, &user_block) >= 0;
+    if (ok) {
+        c->fd = *fd;
+        c->base = (haddr_t)user_block;
+    }
+    if (fcpl >= 0) H5Pclose(fcpl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (f >= 0) H5Fclose(f);
+    return ok;
+}
+
 /* 1 when the dataset is one this path decodes, filling c's layout fields. */
 static int eligible(hid_t dset, const dfl_dump_dset_info *info, dfl__chunks *c)
 {
@@ -121,7 +146,7 @@ static int eligible(hid_t dset, const dfl_dump_dset_info *info, dfl__chunks *c)
          H5Pget_fill_value(dcpl, H5T_NATIVE_FLOAT, &c->fill) >= 0;
     if (ft >= 0) H5Tclose(ft);
     if (dcpl >= 0) H5Pclose(dcpl);
-    if (!ok) return 0;
+    if (!ok || !file_handle(dset, c)) return 0;
     c->nd = info->ndim;
     c->elem = info->type == DFL_H5_F16 ? 2 : 4;
     c->chunk_elems = 1;
@@ -147,7 +172,9 @@ dfl_status dfl__chunks_open(hid_t dset, const dfl_dump_dset_info *info, const fl
     c->dset = dset;
     c->lut = info->type == DFL_H5_F16 ? lut : NULL;
     c->nworkers = omp_get_max_threads();
-    if (!(c->w = dfl__calloc_array((size_t)c->nworkers, sizeof *c->w))) goto nomem;
+    if (!(c->w = dfl__calloc_array((size_t)c->nworkers, sizeof *c->w)) ||
+        !(c->jobs = dfl__alloc_array(BATCH_CHUNKS, sizeof *c->jobs)))
+        goto nomem;
     for (int i = 0; i < c->nworkers; i++) {
         worker *w = &c->w[i];
         if (!(w->inflated = dfl__alloc_array(c->chunk_bytes, 1)) || !(w->arena.base = malloc(ZARENA_BYTES)))
@@ -218,13 +245,31 @@ static void scatter(const dfl__chunks *c, const job *j, const unsigned char *d, 
     }
 }
 
+/* Read n bytes at offset `at` of fd: 1 when all arrived. */
+static int read_fully(int fd, unsigned char *buf, size_t n, off_t at)
+{
+    while (n > 0) {
+        ssize_t got = pread(fd, buf, n, at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return 0;
+        buf += got;
+        n -= (size_t)got;
+        at += got;
+    }
+    return 1;
+}
+
 static void decode(dfl__chunks *c, worker *w, job *j, const int64_t *start, const int64_t *count, float *out)
 {
     if (j->size == 0) {
         scatter(c, j, NULL, 0, start, count, out);
         return;
     }
-    const unsigned char *d = c->raw + j->at;
+    if (!read_fully(c->fd, w->stored, j->size, (off_t)(c->base + j->addr))) {
+        j->failed = 3;
+        return;
+    }
+    const unsigned char *d = w->stored;
     if (c->deflate_at >= 0 && !(j->mask & (1u << c->deflate_at))) {
         inflateReset(&w->z);
         w->z.next_in = (Bytef *)(uintptr_t)d;
@@ -251,20 +296,6 @@ static void decode(dfl__chunks *c, worker *w, job *j, const int64_t *start, cons
 
 /* ------------------------------------------------------------------ reading */
 
-static dfl_status grow(void **buf, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap) return DFL_OK;
-    size_t n = *cap ? *cap : 16;
-    while (n < need) n *= 2;
-    void *nb = dfl__alloc_array(n, size);
-    if (!nb) return DFL_ERR_NOMEM;
-    if (*cap) memcpy(nb, *buf, *cap * size);
-    free(*buf);
-    *buf = nb;
-    *cap = n;
-    return DFL_OK;
-}
-
 /* Decode the batch's n jobs in parallel; the first failure is reported. */
 static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *start, const int64_t *count,
                             float *out, const char *where, dfl_error *err)
@@ -278,6 +309,8 @@ static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *
             int used = 0;
             for (int i = 0; i < c->nd && used < (int)sizeof at - 24; i++)
                 used += snprintf(at + used, sizeof at - (size_t)used, "%s%lld", i ? ", " : "", (long long)jobs[k].coord[i]);
+            if (jobs[k].failed == 3)
+                return dfl__fail(err, DFL_ERR_IO, "%s: cannot read the chunk at [%s] from the file", where, at);
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (%s)", where, at,
                              jobs[k].failed == 1 ? "its deflate stream does not decode" : "it decodes to the wrong size");
         }
@@ -294,30 +327,22 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
         first[i] = at[i] = start[i] / c->cdims[i] * c->cdims[i];
         last[i] = (start[i] + count[i] - 1) / c->cdims[i] * c->cdims[i];
     }
-    size_t n = 0, used = 0;
+    size_t n = 0, largest = 0;
     for (int done = 0; !done;) {
-        /* fetch the chunk at `at` raw */
+        /* where the chunk at `at` is stored */
         hsize_t off[DFL_DUMP_MAX_RANK], size = 0;
-        haddr_t addr;
+        haddr_t addr = HADDR_UNDEF;
         unsigned mask = 0;
         for (int i = 0; i < nd; i++) off[i] = (hsize_t)at[i];
         if (H5Dget_chunk_info_by_coord(c->dset, off, &mask, &addr, &size) < 0)
             return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to look up a chunk", where);
-        if (grow((void **)&c->jobs, &c->jobs_cap, n + 1, sizeof *c->jobs) ||
-            grow((void **)&c->raw, &c->raw_cap, used + (size_t)size, 1))
-            return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", where);
         job *j = &c->jobs[n++];
         memset(j, 0, sizeof *j);
         memcpy(j->coord, at, sizeof(int64_t) * (size_t)nd);
-        j->at = used;
-        j->size = (size_t)size;
-        if (size > 0) {
-            uint32_t filters = 0;
-            if (H5Dread_chunk(c->dset, H5P_DEFAULT, off, &filters, c->raw + used) < 0)
-                return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to read a chunk", where);
-            j->mask = filters;
-            used += (size_t)size;
-        }
+        j->addr = addr;
+        j->size = size > 0 && addr != HADDR_UNDEF ? (size_t)size : 0;
+        j->mask = mask;
+        if (j->size > largest) largest = j->size;
         /* next chunk in row-major order */
         int i = nd - 1;
         while (i >= 0 && at[i] == last[i]) {
@@ -326,10 +351,21 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
         }
         if (i < 0) done = 1;
         else at[i] += c->cdims[i];
-        if (done || used >= BATCH_BYTES) {
+        if (done || n == BATCH_CHUNKS) {
+            /* every worker can hold the batch's largest chunk before the loop starts */
+            for (int k = 0; k < c->nworkers; k++) {
+                worker *w = &c->w[k];
+                if (w->stored_cap >= largest) continue;
+                free(w->stored);
+                if (!(w->stored = malloc(largest))) {
+                    w->stored_cap = 0;
+                    return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", where);
+                }
+                w->stored_cap = largest;
+            }
             dfl_status s = run_batch(c, c->jobs, n, start, count, out, where, err);
             if (s) return s;
-            n = used = 0;
+            n = 0;
         }
     }
     return DFL_OK;

@@ -3,11 +3,19 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "model.h"
 
 /* ------------------------------------------------------------------ matmul */
+
+void dfl_set_threads(int n)
+{
+    if (n <= 0) return;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
 
 void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {

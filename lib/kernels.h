@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Use n threads for the OpenMP kernels and OpenBLAS (n <= 0: leave the defaults, which
+ * follow OMP_NUM_THREADS). Called by tools that run the model, once, before any work;
+ * kept here so that tools which never touch BLAS do not load OpenBLAS. */
+void dfl_set_threads(int n);
+
 /* y[n, out] = x[n, in] · w[out, in]ᵀ  (a PyTorch Linear without bias). */
 void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
 void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);

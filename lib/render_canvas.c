@@ -21,10 +21,14 @@ dfl_status dfl_canvas_create(int w, int h, dfl_rgb bg, dfl_canvas **out, dfl_err
     }
     c->w = w;
     c->h = h;
-    for (size_t i = 0; i < n; i++) {
-        c->px[3 * i] = bg.r;
-        c->px[3 * i + 1] = bg.g;
-        c->px[3 * i + 2] = bg.b;
+    if (bg.r == bg.g && bg.g == bg.b) {
+        memset(c->px, bg.r, 3 * n); /* grey or white: one byte value */
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            c->px[3 * i] = bg.r;
+            c->px[3 * i + 1] = bg.g;
+            c->px[3 * i + 2] = bg.b;
+        }
     }
     *out = c;
     return DFL_OK;

@@ -18,6 +18,8 @@ void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, i
 {
     dfl_rgb lut[256];
     for (int i = 0; i < 256; i++) lut[i] = dfl_cmap_entry(cmap, i);
+    /* rows of cells cover disjoint pixel rows: shared among the threads */
+#pragma omp parallel for schedule(static) if ((int64_t)rows * cols >= 65536)
     for (int r = 0; r < rows; r++)
         for (int k = 0; k < cols; k++) {
             float val = v[(size_t)r * (size_t)cols + (size_t)k];

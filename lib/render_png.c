@@ -58,55 +58,69 @@ typedef struct png_job {
 typedef struct segment {
     z_stream z;
     int ready;
-    const unsigned char *in; /* [n] this piece of the filtered scanlines */
-    size_t n;
+    int y0, y1;              /* this piece: canvas rows [y0, y1) */
+    unsigned char *dict;     /* [WINDOW] the scanline bytes just before it */
+    size_t ndict;
     unsigned char *out;      /* [cap] */
-    size_t cap, len;
+    size_t cap, len, n;      /* n: scanline bytes in */
     uLong adler;
     int ok;
 } segment;
 
-/* The zlib stream of the canvas's scanlines (filter byte 0, then RGB), deflate level
- * 1, in j->stream. 0 on failure (out of memory, zlib error). */
+/* Deflate the scanlines of rows [g->y0, g->y1): each is the filter byte 0 (None:
+ * heatmaps compress no better filtered) and the row's RGB bytes, fed from the canvas. */
+static void compress_segment(segment *g, const dfl_canvas *c, int last)
+{
+    static const unsigned char filter_none = 0;
+    const size_t w3 = (size_t)c->w * 3;
+    g->z.next_out = g->out;
+    g->z.avail_out = (uInt)g->cap;
+    g->adler = adler32(0L, Z_NULL, 0);
+    g->ok = 1;
+    for (int y = g->y0; g->ok && y < g->y1; y++)
+        for (int part = 0; part < 2; part++) {
+            const unsigned char *in = part ? c->px + (size_t)y * w3 : &filter_none;
+            size_t n = part ? w3 : 1;
+            int flush = y == g->y1 - 1 && part ? (last ? Z_FINISH : Z_SYNC_FLUSH) : Z_NO_FLUSH;
+            g->z.next_in = (Bytef *)(uintptr_t)in;
+            g->z.avail_in = (uInt)n;
+            int rc = deflate(&g->z, flush);
+            g->ok = (flush == Z_FINISH ? rc == Z_STREAM_END : rc == Z_OK) && g->z.avail_in == 0;
+            g->adler = adler32(g->adler, in, (uInt)n);
+            g->n += n;
+        }
+    g->len = g->cap - g->z.avail_out;
+}
+
+/* The zlib stream of the canvas's scanlines, deflate level 1, in j->stream. 0 on
+ * failure (out of memory, zlib error). */
 static int compress_image(png_job *j, const dfl_canvas *c)
 {
-    size_t row = 1 + (size_t)c->w * 3, total;
-    if (!dfl__mul_ok(row, (size_t)c->h, &total)) return 0;
-    unsigned char *raw = dfl__alloc_array(total, 1);
+    const size_t w3 = (size_t)c->w * 3, row = 1 + w3;
     segment seg[IDAT_SEGMENTS];
     memset(seg, 0, sizeof seg);
-    int nseg = c->h < IDAT_SEGMENTS ? c->h : IDAT_SEGMENTS, ok = raw != NULL;
-    for (int y = 0; ok && y < c->h; y++) {
-        raw[(size_t)y * row] = 0; /* filter type None: heatmaps compress no better filtered */
-        memcpy(raw + (size_t)y * row + 1, c->px + (size_t)y * (size_t)c->w * 3, row - 1);
-    }
-    /* streams and buffers made here: the parallel loop only compresses */
+    int nseg = c->h < IDAT_SEGMENTS ? c->h : IDAT_SEGMENTS, ok = 1;
+    /* streams, dictionaries and buffers made here: the parallel loop only compresses */
     for (int k = 0; ok && k < nseg; k++) {
         segment *g = &seg[k];
-        size_t y0 = (size_t)c->h * (size_t)k / (size_t)nseg, y1 = (size_t)c->h * (size_t)(k + 1) / (size_t)nseg;
-        g->in = raw + y0 * row;
-        g->n = (y1 - y0) * row;
+        g->y0 = (int)((int64_t)c->h * k / nseg);
+        g->y1 = (int)((int64_t)c->h * (k + 1) / nseg);
         ok = deflateInit2(&g->z, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
         g->ready = ok;
-        if (ok && k > 0) {
-            size_t d = y0 * row < WINDOW ? y0 * row : WINDOW;
-            ok = deflateSetDictionary(&g->z, g->in - d, (uInt)d) == Z_OK;
+        if (ok && k > 0 && (ok = (g->dict = malloc(WINDOW)) != NULL)) {
+            /* the last WINDOW scanline bytes before row y0, filter bytes included */
+            size_t d = (size_t)g->y0 * row < WINDOW ? (size_t)g->y0 * row : WINDOW;
+            for (size_t i = 0, pos = (size_t)g->y0 * row - d; i < d; i++, pos++) {
+                size_t y = pos / row, x = pos % row;
+                g->dict[i] = x == 0 ? 0 : c->px[y * w3 + x - 1];
+            }
+            ok = deflateSetDictionary(&g->z, g->dict, (uInt)d) == Z_OK;
         }
-        g->cap = deflateBound(&g->z, (uLong)g->n) + 16;
+        g->cap = deflateBound(&g->z, (uLong)((size_t)(g->y1 - g->y0) * row)) + 64;
         ok = ok && (g->out = malloc(g->cap)) != NULL;
     }
 #pragma omp parallel for schedule(dynamic, 1) if (ok)
-    for (int k = 0; k < nseg; k++) {
-        segment *g = &seg[k];
-        g->z.next_in = (Bytef *)(uintptr_t)g->in;
-        g->z.avail_in = (uInt)g->n;
-        g->z.next_out = g->out;
-        g->z.avail_out = (uInt)g->cap;
-        int rc = deflate(&g->z, k == nseg - 1 ? Z_FINISH : Z_SYNC_FLUSH);
-        g->ok = (k == nseg - 1 ? rc == Z_STREAM_END : rc == Z_OK) && g->z.avail_in == 0;
-        g->len = g->cap - g->z.avail_out;
-        g->adler = adler32(1L, g->in, (uInt)g->n);
-    }
+    for (int k = 0; k < nseg; k++) compress_segment(&seg[k], c, k == nseg - 1);
     size_t len = 2 + 4;
     for (int k = 0; k < nseg; k++) {
         ok = ok && seg[k].ok;
@@ -131,8 +145,8 @@ static int compress_image(png_job *j, const dfl_canvas *c)
     for (int k = 0; k < nseg; k++) {
         if (seg[k].ready) deflateEnd(&seg[k].z);
         free(seg[k].out);
+        free(seg[k].dict);
     }
-    free(raw);
     return ok;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kernels.h"
 #include "probe.h"
 #include "stats.h"
 
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
         dfl_map_select_free(&p.maps);
         return 2;
     }
-    dfl_cli_set_threads((int)threads);
+    dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet)};
     p.user = &st;

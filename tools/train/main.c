@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kernels.h"
 #include "train.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -261,7 +262,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "train: %s\n(see train --help)\n", err.msg);
         return dfl_status_exit_code(s);
     }
-    dfl_cli_set_threads((int)threads);
+    dfl_set_threads((int)threads);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
