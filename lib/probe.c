@@ -230,13 +230,18 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
         }
     }
     if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
-    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows */
+    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
+     * in one row of tiles and reach only the keys their last row sees: no write touches
+     * a tile wholly in its rows' future */
     int64_t k = 0;
     while (k < r->R && r->rows[k] < b->row0) k++;
     while (k < r->R && r->rows[k] < b->row0 + b->n) {
         int64_t run = 1;
-        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n) run++;
-        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, b->ncols};
+        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
+               (k + run) % MAP_TILE_ROWS != 0)
+            run++;
+        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
+        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
         for (int mi = 0; mi < 3; mi++) {
             if (!r->maps[mi]) continue;
             dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], start, count, src[mi] + (r->rows[k] - b->row0) * b->ld,

@@ -615,6 +615,7 @@ void dfl_pool_rows(dfl_pool *p, int64_t row0, int64_t n, const float *data)
 void dfl_pool_result(const dfl_pool *p, float *out)
 {
     const int64_t OC = p->ocols;
+#pragma omp parallel for schedule(static) if (p->orows * OC >= 65536)
     for (int64_t y = 0; y < p->orows; y++) {
         float *o = out + y * OC;
         if (!p->ready[y])

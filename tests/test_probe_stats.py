@@ -278,25 +278,29 @@ class ProbeStatistics(unittest.TestCase):
         (no space, nothing to inflate) and read back as the masked zeros."""
         T = 1100
         d, _, _ = self.setup_case("diff_transformer", T=8)
+        # 24 heads: blocks of 1024 / 24 = 42 rows end inside tiles of 32 rows
+        d24 = os.path.join(self.root, "llama-24-heads")
+        make_model.make_model(d24, "llama", layers=1, hidden=48, heads=24, ffn=48, vocab=97, seed=5, max_pos=8192)
         toks = [0] + [int(x) for x in self.rng.integers(1, 90, T - 1)]
         p = os.path.join(self.root, "tiles.jsonl")
         with open(p, "w") as f:
             f.write(json.dumps({"tokens": toks, "answer": [[10, 12]], "query": [[T - 4, T - 2]],
                                 "target": [[T - 2, T]]}) + "\n")
-        out = os.path.join(self.root, "tiles.h5")
-        probe(d, p, out, "--maps", "all", "--rows", "all")
-        with h5py.File(out, "r") as f:
-            m = f["samples/000000/attn/map1"]
-            L, H = m.shape[0], m.shape[1]
-            self.assertEqual(m.chunks, (1, 1, 32, 512))
-            # a tile is stored when its first key is visible to its last row
-            want = sum(1 for r0 in range(0, T, 32) for k0 in range(0, T, 512) if k0 <= min(r0 + 31, T - 1))
-            self.assertLess(want, ((T + 31) // 32) * ((T + 511) // 512))
-            for name in ("map1", "map2", "diff"):
-                self.assertEqual(f["samples/000000/attn/" + name].id.get_num_chunks(), L * H * want)
-            a = m[0, 1].astype(np.float64)
-            self.assertEqual(np.abs(np.triu(a, 1)).max(), 0.0)
-            self.assertLess(np.abs(a.sum(axis=1) - 1).max(), 2e-3)
+        # a tile is stored when its first key is visible to its last row
+        want = sum(1 for r0 in range(0, T, 32) for k0 in range(0, T, 512) if k0 <= min(r0 + 31, T - 1))
+        self.assertLess(want, ((T + 31) // 32) * ((T + 511) // 512))
+        for model, names in ((d, ("map1", "map2", "diff")), (d24, ("map1",))):
+            out = os.path.join(self.root, "tiles.h5")
+            probe(model, p, out, "--maps", "all", "--rows", "all", "--force")
+            with h5py.File(out, "r") as f:
+                m = f["samples/000000/attn/map1"]
+                L, H = m.shape[0], m.shape[1]
+                self.assertEqual(m.chunks, (1, 1, 32, 512))
+                for name in names:
+                    self.assertEqual(f["samples/000000/attn/" + name].id.get_num_chunks(), L * H * want)
+                a = m[0, H - 1].astype(np.float64)
+                self.assertEqual(np.abs(np.triu(a, 1)).max(), 0.0)
+                self.assertLess(np.abs(a.sum(axis=1) - 1).max(), 2e-3)
 
     def test_4096_tokens_stream(self):
         d = os.path.join(self.root, "long")
