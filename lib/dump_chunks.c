@@ -15,7 +15,7 @@
 /* Chunks looked up before each parallel decode. */
 #define BATCH_CHUNKS 4096
 /* zlib's inflate state and 32 KB window, served from a per-thread arena */
-#define ZARENA_BYTES ((size_t)64 << 10)
+#define ZARENA_BYTES ((size_t)128 << 10)
 
 typedef struct zarena {
     unsigned char *base;
