@@ -1,4 +1,4 @@
-/* cli.c — flag parsing, thread setting and the progress bar. */
+/* cli.c — flag parsing and the progress bar. */
 #include "cli.h"
 
 #include <errno.h>

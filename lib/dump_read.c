@@ -46,9 +46,9 @@ static dfl_status h5fail(const dfl_dump_reader *r, dfl_error *err, const char *w
     return dfl__fail(err, DFL_ERR_HDF5, "%s: %s: HDF5 failed to %s", r->path, rel(name), what);
 }
 
-/* A variable-length UTF-8 string type (caller closes). */
-/* A variable-length string in the stored type's character set (HDF5 does not convert
- * between ASCII and UTF-8; h5py writes UTF-8, other writers ASCII). */
+/* A variable-length string type in the stored type's character set (HDF5 does not
+ * convert between ASCII and UTF-8; h5py writes UTF-8, other writers ASCII). Caller
+ * closes. */
 static hid_t vlen_str_type(hid_t stored)
 {
     H5T_cset_t cset = H5Tget_cset(stored);

@@ -60,7 +60,6 @@ typedef struct segment {
     int ready;
     int y0, y1;              /* this piece: canvas rows [y0, y1) */
     unsigned char *dict;     /* [WINDOW] the scanline bytes just before it */
-    size_t ndict;
     unsigned char *out;      /* [cap] */
     size_t cap, len, n;      /* n: scanline bytes in */
     uLong adler;
@@ -119,8 +118,10 @@ static int compress_image(png_job *j, const dfl_canvas *c)
         g->cap = deflateBound(&g->z, (uLong)((size_t)(g->y1 - g->y0) * row)) + 64;
         ok = ok && (g->out = malloc(g->cap)) != NULL;
     }
-#pragma omp parallel for schedule(dynamic, 1) if (ok)
-    for (int k = 0; k < nseg; k++) compress_segment(&seg[k], c, k == nseg - 1);
+    if (ok) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int k = 0; k < nseg; k++) compress_segment(&seg[k], c, k == nseg - 1);
+    }
     size_t len = 2 + 4;
     for (int k = 0; k < nseg; k++) {
         ok = ok && seg[k].ok;
