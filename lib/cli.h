@@ -1,5 +1,5 @@
-/* cli.h — what every tool's main() shares: strict number parsing for flags, the
- * thread setting, and a progress bar for long work. Nothing here exits. */
+/* cli.h — what every tool's main() shares: strict parsing of numbers and index lists
+ * in flags, and a progress bar for long work. Nothing here exits. */
 #ifndef DFL_CLI_H
 #define DFL_CLI_H
 
