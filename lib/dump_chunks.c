@@ -15,6 +15,7 @@
 
 /* Chunks looked up before each parallel decode. */
 #define BATCH_CHUNKS 4096
+
 typedef struct worker {
     struct libdeflate_decompressor *inflater;
     unsigned char *inflated; /* [chunk_bytes] */
