@@ -246,6 +246,35 @@ class AttnMap(unittest.TestCase):
             _, w, h, _ = self.render(self.tr, "--sample", "s1", "--size", "16", "--pool", pool)
             self.assertLess(h, h_big - 150)
 
+    def test_long_map_same_image_on_any_thread_count(self):
+        """A 1100-token map (tiles of 32 x 512, the future ones never stored) read by the
+        parallel chunk decoder and pooler: the PNG is byte-identical on 1 and 2 threads;
+        a crop wholly in the masked future draws as masked."""
+        model = os.path.join(self.root, "long")
+        make_model.make_model(model, "llama", layers=1, hidden=16, heads=1, ffn=32, vocab=VOCAB,
+                              max_pos=2048, seed=2)
+        T = 1100
+        toks = [0] + [int(t) for t in np.random.default_rng(5).integers(1, VOCAB, T - 1)]
+        pfile = self.write_jsonl("long.jsonl", [{"id": "long", "tokens": toks, "answer": [[500, 504]],
+                                                 "query": [[T - 6, T - 3]], "target": [[T - 3, T]]}])
+        dump = os.path.join(self.root, "long.h5")
+        r = subprocess.run([PROBE, "--model", model, "--prompts", pfile, "--out", dump, "--maps", "all",
+                            "--rows", "all", "--quiet"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for pool in ("mean", "max"):
+            images = []
+            for threads in ("1", "2"):
+                out = os.path.join(self.root, "long_%s_%s.png" % (pool, threads))
+                r = subprocess.run([ATTNMAP, dump, "-o", out, "--size", "275", "--pool", pool, "--force", "--quiet"],
+                                   capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": threads})
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(out, "rb") as f:
+                    images.append(f.read())
+            self.assertEqual(images[0], images[1], "--pool %s: the image depends on the thread count" % pool)
+        # 100 rows x 500 keys at 200 px: a 200 x 40 tile, every cell masked
+        _, _, _, px = self.render(dump, "--rows", "0:100", "--cols", "600:1100", "--size", "200", decode=True)
+        self.assertGreater(self.count(px, (200, 200, 200)) + self.count(px, (160, 160, 160)), 0.95 * 200 * 40)
+
     def test_vs_and_delta(self):
         _, w, _, _ = self.render(self.tr, "--vs", self.df, "--sample", "s0", "--size", "200",
                                  "--labels", "Transformer,Diff")
