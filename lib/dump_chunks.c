@@ -44,7 +44,8 @@ struct dfl__chunks {
     const float *lut;                 /* f16 -> f32, NULL for f32 data */
     int nworkers;
     worker *w;                        /* [nworkers] */
-    job *jobs;                        /* [BATCH_CHUNKS] */
+    size_t batch;                     /* chunks per batch: BATCH_CHUNKS or all the dataset has */
+    job *jobs;                        /* [batch] */
 };
 
 /* ------------------------------------------------------------------ open/close */
@@ -129,6 +130,16 @@ static int eligible(hid_t dset, const dfl_dump_dset_info *info, dfl__chunks *c)
         c->cdims[i] = (int64_t)cd[i];
         if (cd[i] < 1 || !dfl__mul_ok(c->chunk_elems, (size_t)cd[i], &c->chunk_elems)) return 0;
     }
+    /* a batch never needs more jobs than the dataset has chunks */
+    c->batch = 1;
+    for (int i = 0; i < c->nd; i++) {
+        int64_t per_dim = (c->dims[i] + c->cdims[i] - 1) / c->cdims[i];
+        c->batch = per_dim >= BATCH_CHUNKS ? BATCH_CHUNKS : c->batch * (size_t)(per_dim > 0 ? per_dim : 1);
+        if (c->batch >= BATCH_CHUNKS) {
+            c->batch = BATCH_CHUNKS;
+            break;
+        }
+    }
     return dfl__mul_ok(c->chunk_elems, c->elem, &c->chunk_bytes);
 }
 
@@ -147,7 +158,7 @@ dfl_status dfl__chunks_open(hid_t dset, const dfl_dump_dset_info *info, const fl
     c->lut = info->type == DFL_H5_F16 ? lut : NULL;
     c->nworkers = omp_get_max_threads();
     if (!(c->w = dfl__calloc_array((size_t)c->nworkers, sizeof *c->w)) ||
-        !(c->jobs = dfl__alloc_array(BATCH_CHUNKS, sizeof *c->jobs)))
+        !(c->jobs = dfl__alloc_array(c->batch, sizeof *c->jobs)))
         goto nomem;
     for (int i = 0; i < c->nworkers; i++) {
         worker *w = &c->w[i];
@@ -312,7 +323,7 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
         }
         if (i < 0) done = 1;
         else at[i] += c->cdims[i];
-        if (done || n == BATCH_CHUNKS) {
+        if (done || n == c->batch) {
             /* every worker can hold the batch's largest chunk before the loop starts */
             for (int k = 0; k < c->nworkers; k++) {
                 worker *w = &c->w[k];

@@ -314,6 +314,41 @@ static void test_raw_chunks(void **state)
     dfl_dump_close(r);
 }
 
+/* 100 x 100 floats in 1 x 2 chunks: 5,000 chunks, more than one decoding batch. */
+static void test_many_chunks(void **state)
+{
+    (void)state;
+    const char *path = path_of("many.h5");
+    hid_t f = file_with_root_attrs(path);
+    hsize_t dims[2] = {100, 100}, chunk[2] = {1, 2};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sp = H5Screate_simple(2, dims, NULL);
+    assert_true(H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 1) >= 0);
+    hid_t ds = H5Dcreate2(f, "m", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    static float v[100 * 100], got[100 * 100], ref[100 * 100];
+    for (int i = 0; i < 100 * 100; i++) v[i] = (float)uniform() - 0.5f;
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    H5Fclose(f);
+    dfl_dump_reader *r;
+    dfl_error err;
+    dfl_dump_slab *fast, *slow;
+    int64_t start[2] = {0, 0}, count[2] = {100, 100};
+    assert_int_equal(dfl_dump_open(path, &r, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_open(r, "m", &fast, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_open(r, "m", &slow, &err), DFL_OK);
+    assert_int_equal(dfl__dump_slab_direct(fast, 1), 1);
+    dfl__dump_slab_direct(slow, 0);
+    assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, got, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_read_f32(slow, start, count, ref, &err), DFL_OK);
+    assert_memory_equal(got, v, sizeof v);
+    assert_memory_equal(ref, v, sizeof v);
+    dfl_dump_slab_close(fast);
+    dfl_dump_slab_close(slow);
+    dfl_dump_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +356,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_deflate_f32), cmocka_unit_test(test_shuffle_only_f32),
         cmocka_unit_test(test_no_filters_f16),      cmocka_unit_test(test_fill_value),
         cmocka_unit_test(test_left_to_hdf5),        cmocka_unit_test(test_raw_chunks),
+        cmocka_unit_test(test_many_chunks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
