@@ -137,17 +137,37 @@ static void random_box(int64_t *start, int64_t *count, int k)
     }
 }
 
+/* One dataset opened twice: `fast` as the reader opens it (decoding chunks directly
+ * when it can, which must match want_direct), `slow` switched to HDF5's reads. */
+typedef struct two_slabs {
+    dfl_dump_reader *r;
+    dfl_dump_slab *fast, *slow;
+} two_slabs;
+
+static two_slabs open_two(const char *path, const char *name, int want_direct)
+{
+    two_slabs t;
+    dfl_error err;
+    if (dfl_dump_open(path, &t.r, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(dfl_dump_slab_open(t.r, name, &t.fast, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_open(t.r, name, &t.slow, &err), DFL_OK);
+    assert_int_equal(dfl__dump_slab_direct(t.fast, 1), want_direct);
+    assert_int_equal(dfl__dump_slab_direct(t.slow, 0), 0);
+    return t;
+}
+
+static void close_two(two_slabs *t)
+{
+    dfl_dump_slab_close(t->fast);
+    dfl_dump_slab_close(t->slow);
+    dfl_dump_close(t->r);
+}
+
 /* Read 40 boxes both ways; both must equal the values written, bit for bit. */
 static void check_boxes(const char *path, const char *name, const float *v, int want_direct)
 {
-    dfl_dump_reader *r;
+    two_slabs t = open_two(path, name, want_direct);
     dfl_error err;
-    if (dfl_dump_open(path, &r, &err)) fail_msg("%s", err.msg);
-    dfl_dump_slab *fast, *slow;
-    assert_int_equal(dfl_dump_slab_open(r, name, &fast, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_open(r, name, &slow, &err), DFL_OK);
-    assert_int_equal(dfl__dump_slab_direct(fast, 1), want_direct);
-    assert_int_equal(dfl__dump_slab_direct(slow, 0), 0);
     float *a = malloc(NVAL * sizeof *a), *b = malloc(NVAL * sizeof *b), *want = malloc(NVAL * sizeof *want);
     assert_non_null(a);
     assert_non_null(b);
@@ -157,8 +177,8 @@ static void check_boxes(const char *path, const char *name, const float *v, int 
         random_box(start, count, k);
         size_t n = (size_t)(count[0] * count[1] * count[2] * count[3]), at = 0;
         memset(a, 0xA5, n * sizeof *a);
-        assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, a, &err), DFL_OK);
-        assert_int_equal(dfl_dump_slab_read_f32(slow, start, count, b, &err), DFL_OK);
+        assert_int_equal(dfl_dump_slab_read_f32(t.fast, start, count, a, &err), DFL_OK);
+        assert_int_equal(dfl_dump_slab_read_f32(t.slow, start, count, b, &err), DFL_OK);
         for (int64_t i0 = 0; i0 < count[0]; i0++)
             for (int64_t i1 = 0; i1 < count[1]; i1++)
                 for (int64_t i2 = 0; i2 < count[2]; i2++)
@@ -172,9 +192,7 @@ static void check_boxes(const char *path, const char *name, const float *v, int 
     free(a);
     free(b);
     free(want);
-    dfl_dump_slab_close(fast);
-    dfl_dump_slab_close(slow);
-    dfl_dump_close(r);
+    close_two(&t);
 }
 
 static void run_layout(const layout *l)
@@ -272,25 +290,17 @@ static void test_raw_chunks(void **state)
     H5Pclose(dcpl);
     H5Fclose(f);
 
-    dfl_dump_reader *r;
     dfl_error err;
-    dfl_dump_slab *fast, *slow;
     float got[24], ref[24];
     int64_t start[2] = {0, 0}, count[2] = {4, 6};
-    assert_int_equal(dfl_dump_open(path, &r, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_open(r, "m", &fast, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_open(r, "m", &slow, &err), DFL_OK);
-    assert_int_equal(dfl__dump_slab_direct(fast, 1), 1);
-    dfl__dump_slab_direct(slow, 0);
-    assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, got, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_read_f32(slow, start, count, ref, &err), DFL_OK);
+    two_slabs t = open_two(path, "m", 1);
+    assert_int_equal(dfl_dump_slab_read_f32(t.fast, start, count, got, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_read_f32(t.slow, start, count, ref, &err), DFL_OK);
     assert_memory_equal(got, vals, sizeof vals);
     assert_memory_equal(got, ref, sizeof got);
     for (int i = 12; i < 24; i++)
         assert_true(got[i] == 0.0f); /* unwritten chunk */
-    dfl_dump_slab_close(fast);
-    dfl_dump_slab_close(slow);
-    dfl_dump_close(r);
+    close_two(&t);
 
     /* now a chunk whose deflate stream is garbage */
     f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -301,6 +311,8 @@ static void test_raw_chunks(void **state)
     assert_true(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, off1, sizeof junk, junk) >= 0);
     H5Dclose(ds);
     H5Fclose(f);
+    dfl_dump_reader *r;
+    dfl_dump_slab *fast;
     assert_int_equal(dfl_dump_open(path, &r, &err), DFL_OK);
     assert_int_equal(dfl_dump_slab_open(r, "m", &fast, &err), DFL_OK);
     assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, got, &err), DFL_ERR_FORMAT);
@@ -331,22 +343,14 @@ static void test_many_chunks(void **state)
     H5Sclose(sp);
     H5Pclose(dcpl);
     H5Fclose(f);
-    dfl_dump_reader *r;
     dfl_error err;
-    dfl_dump_slab *fast, *slow;
     int64_t start[2] = {0, 0}, count[2] = {100, 100};
-    assert_int_equal(dfl_dump_open(path, &r, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_open(r, "m", &fast, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_open(r, "m", &slow, &err), DFL_OK);
-    assert_int_equal(dfl__dump_slab_direct(fast, 1), 1);
-    dfl__dump_slab_direct(slow, 0);
-    assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, got, &err), DFL_OK);
-    assert_int_equal(dfl_dump_slab_read_f32(slow, start, count, ref, &err), DFL_OK);
+    two_slabs t = open_two(path, "m", 1);
+    assert_int_equal(dfl_dump_slab_read_f32(t.fast, start, count, got, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_read_f32(t.slow, start, count, ref, &err), DFL_OK);
     assert_memory_equal(got, v, sizeof v);
     assert_memory_equal(ref, v, sizeof v);
-    dfl_dump_slab_close(fast);
-    dfl_dump_slab_close(slow);
-    dfl_dump_close(r);
+    close_two(&t);
 }
 
 int main(void)
