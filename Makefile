@@ -19,7 +19,7 @@ LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lhdf5_hl \
 # never load OpenBLAS, whose start-up and OpenMP settings cost them time).
 LDFLAGS  += -fopenmp -Wl,--as-needed $(SAN)
 
-LIB_SRC  := $(wildcard lib/*.c)
+LIB_SRC  := $(wildcard lib/*/*.c)
 LIB_OBJ  := $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 LIB_A    := $(BUILD)/libdifflens.a
 TOOLS    := $(notdir $(wildcard tools/*))
@@ -107,7 +107,7 @@ demo-models: all
 	rm -f demo/models/*/checkpoint.safetensors
 
 format:
-	clang-format -i lib/*.c lib/*.h tools/*/*.c tests/*.c fuzz/*.c
+	clang-format -i lib/*/*.c lib/*/*.h tools/*/*.c tests/*.c fuzz/*.c
 
 clean:
 	rm -rf build build-asan build-fuzz bin

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "forward.h"
-#include "model.h"
-#include "probe.h"
-#include "prompts.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "analysis/probe.h"
+#include "text/prompts.h"
 
 static double now(void)
 {

@@ -3,7 +3,7 @@
  *   sgemm_rate T D F V L THREADS [REPEATS]
  *
  * Times C[M, N] = A[M, K] · B[N, K]ᵀ (row-major, B transposed: the call dfl_matmul_xwt
- * in lib/kernels.c makes) with M = T for the dense projections of one forward pass:
+ * in lib/model/kernels.c makes) with M = T for the dense projections of one forward pass:
  *   q, k, v, o   K = D, N = D     4 per layer
  *   gate, up     K = D, N = F     2 per layer
  *   down         K = F, N = D     1 per layer

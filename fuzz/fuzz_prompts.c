@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prompts.h"
+#include "text/prompts.h"
 
 #define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
 

@@ -1,4 +1,4 @@
-/* test_dump_chunks.c — the dump reader's direct chunk decoder (lib/dump_chunks.c)
+/* test_dump_chunks.c — the dump reader's direct chunk decoder (lib/dump/dump_chunks.c)
  * against HDF5's own reads and against the values written, on layouts built here with
  * the HDF5 C API: shuffle + deflate, deflate alone, shuffle alone, no filters, f16 and
  * f32, partial edge chunks, unwritten chunks with zero and non-zero fill values, chunks
@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "dump_chunks.h"
-#include "dump_read.h"
-#include "safetensors.h"
+#include "dump/dump_chunks.h"
+#include "dump/dump_read.h"
+#include "model/safetensors.h"
 
 #define TMPDIR_PREFIX "dfl_chunks"
 #include "tmpdir.h"

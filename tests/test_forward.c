@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward.h"
-#include "model.h"
+#include "model/forward.h"
+#include "model/model.h"
 #include "tiny_model.h"
 
 static char tmpdir[] = "/tmp/dfl_fwd_XXXXXX";

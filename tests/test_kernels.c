@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "model.h"
+#include "model/kernels.h"
+#include "model/model.h"
 
 /* xorshift, fixed seed: reproducible inputs in [-1, 1) */
 static uint64_t rng = 88172645463325252ull;

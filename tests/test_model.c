@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model.h"
-#include "safetensors.h"
+#include "model/model.h"
+#include "model/safetensors.h"
 
 static dfl_status parse(const char *json, dfl_config *c, dfl_error *e)
 {

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "needle.h"
-#include "prompts.h"
+#include "text/needle.h"
+#include "text/prompts.h"
 
 static int in(int32_t t, int32_t lo, int32_t hi) { return t >= lo && t < hi; }
 

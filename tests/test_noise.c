@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "needle.h"
-#include "cli.h"
-#include "noise.h"
-#include "noise_prompts.h"
+#include "text/needle.h"
+#include "base/cli.h"
+#include "analysis/noise.h"
+#include "text/noise_prompts.h"
 
 /* ------------------------------------------------------------------------ */
 /* Names and lists                                                          */

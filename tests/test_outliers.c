@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "outliers.h"
+#include "analysis/outliers.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static double urand(void)

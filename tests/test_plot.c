@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plot.h"
+#include "render/plot.h"
 
 static int same(dfl_rgb a, dfl_rgb b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
 

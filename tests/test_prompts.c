@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "prompts.h"
+#include "text/prompts.h"
 
 /* ------------------------------------------------------------------------ */
 /* Fixture: a temporary folder                                              */

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "render.h"
+#include "render/render.h"
 
 /* ------------------------------------------------------------------------ */
 /* Fixture: a temporary folder                                              */

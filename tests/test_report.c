@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "base/report.h"
 
 /* A report with two tables: numbers of every kind, text that needs quoting, missing cells. */
 static dfl_report *sample_report(void)

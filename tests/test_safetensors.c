@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 /* ------------------------------------------------------------------------------------
  * fixtures

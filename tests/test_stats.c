@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prompts.h"
-#include "stats.h"
+#include "text/prompts.h"
+#include "analysis/stats.h"
+#include "model/kernels.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static double urand(void)

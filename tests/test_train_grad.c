@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "forward.h"
-#include "model.h"
-#include "train.h"
-#include "train_internal.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "train/train.h"
+#include "train/train_internal.h"
 
 /* ------------------------------------------------------------- fixtures */
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 typedef struct tiny_spec {
     const char *type;   /* llama, diff_transformer, diffllama */

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attnmap.h"
-#include "cli.h"
+#include "render/attnmap.h"
+#include "base/cli.h"
 
 static void usage(FILE *out)
 {

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "noise.h"
-#include "noise_prompts.h"
-#include "report.h"
+#include "base/cli.h"
+#include "analysis/noise.h"
+#include "text/noise_prompts.h"
+#include "base/report.h"
 
 static void usage(FILE *out)
 {

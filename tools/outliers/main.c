@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "outliers.h"
-#include "report.h"
+#include "base/cli.h"
+#include "analysis/outliers.h"
+#include "base/report.h"
 
 static void usage(FILE *out)
 {

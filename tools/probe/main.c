@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "kernels.h"
-#include "probe.h"
-#include "stats.h"
+#include "base/cli.h"
+#include "model/kernels.h"
+#include "analysis/probe.h"
+#include "analysis/stats.h"
 
 static void usage(FILE *out)
 {

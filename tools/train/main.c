@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "kernels.h"
-#include "train.h"
+#include "base/cli.h"
+#include "model/kernels.h"
+#include "train/train.h"
 
 static volatile sig_atomic_t g_stop = 0;
 

@@ -1,0 +1,105 @@
+/* probe.h — the instrumented run behind `probe`: load a model, read prompts, run the
+ * forward pass on each and write the dump (DESIGN.md "Dump schema"): maps of the
+ * selected layers, heads and rows, attention-to-segment shares of the analysis rows,
+ * attention-logit and hidden-state outlier statistics, NLL, argmax and target
+ * accuracy. Optionally fake-quantizes the attention logits (an intervention).
+ *
+ * Callable in-process (tests drive it); the tool only parses flags and reports.
+ */
+#ifndef DFL_PROBE_H
+#define DFL_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/forward.h"
+#include "text/prompts.h"
+#include "base/status.h"
+
+/* ------------------------------------------------------- analysis rows */
+
+/* Which query rows the noise shares average over (`--rows`). */
+typedef enum dfl_rows_rule {
+    DFL_ROWS_LAST = 0,   /* the last token of the last query span (else the last token) */
+    DFL_ROWS_QUERY,      /* every token of every query span (else the last token) */
+    DFL_ROWS_TARGET,     /* rows that predict a target token: p − 1 for each target token p
+                          * (else the last token) */
+    DFL_ROWS_ALL         /* every row */
+} dfl_rows_rule;
+
+/* "last", "query", "target", "all". */
+const char *dfl_rows_rule_name(dfl_rows_rule r);
+/* Parse a rule name; DFL_ERR_USAGE otherwise. */
+dfl_status dfl_rows_rule_parse(const char *text, dfl_rows_rule *out, dfl_error *err);
+
+/* The analysis rows of p under rule r, ascending and distinct, into rows[p->n_tokens];
+ * returns how many (>= 1). */
+size_t dfl_analysis_rows(const dfl_prompt *p, dfl_rows_rule r, int64_t *rows);
+
+/* ------------------------------------------------------- map selection */
+
+typedef enum dfl_map_rows { DFL_MAP_ROWS_ALL = 0, DFL_MAP_ROWS_ANALYSIS, DFL_MAP_ROWS_LIST } dfl_map_rows;
+
+/* `--maps`: none, all, or "layers=0,3-5;heads=all;rows=analysis" (keys optional,
+ * each defaulting to all; lists of indices and inclusive ranges). */
+typedef struct dfl_map_select {
+    int enabled;
+    int64_t *layers; size_t n_layers;   /* NULL = all */
+    int64_t *heads; size_t n_heads;     /* NULL = all */
+    dfl_map_rows rows;
+    int64_t *row_list; size_t n_rows;   /* rows == DFL_MAP_ROWS_LIST */
+} dfl_map_select;
+
+/* Parse a selection; lists come out sorted and distinct. Caller frees with
+ * dfl_map_select_free. DFL_ERR_USAGE with what is wrong. */
+dfl_status dfl_map_select_parse(const char *spec, dfl_map_select *out, dfl_error *err);
+void dfl_map_select_free(dfl_map_select *s);
+
+/* ------------------------------------------------------------------ run */
+
+typedef struct dfl_probe_progress {
+    size_t sample, samples;      /* 0-based sample being run, total */
+    int64_t layer, layers;       /* layer being run in that sample */
+    int64_t tokens_done;         /* tokens finished so far over all samples */
+    int64_t tokens_total;
+    double elapsed;              /* seconds since the first sample started */
+} dfl_probe_progress;
+
+typedef struct dfl_probe_params {
+    const char *model_dir;
+    const char *prompts_path;
+    const char *out_path;
+    dfl_map_select maps;         /* default: none */
+    int map_f16;                 /* maps stored as f16 (default 1) or f32 */
+    int save_logits;             /* write logits [T, V] per sample */
+    dfl_rows_rule rows;          /* analysis rows (default last) */
+    int32_t topk;                /* K of the outlier top lists (default 100) */
+    double alpha;                /* hidden channel outlier threshold (default 6) */
+    dfl_forward_opts forward;    /* interventions (default none) */
+    int overwrite;               /* replace an existing output */
+    void *user;                  /* passed to the callbacks */
+    /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
+    void (*warn)(void *user, const char *msg);
+    /* Called at each layer of each sample and once at the end (sample == samples). */
+    void (*progress)(void *user, const dfl_probe_progress *p);
+} dfl_probe_params;
+
+typedef struct dfl_probe_report {
+    size_t samples;
+    int64_t tokens;
+    double forward_seconds;      /* wall time inside the forward passes (incl. capture) */
+    double flops;                /* matrix FLOPs of those passes (dfl_forward_flops) */
+    size_t targets, targets_correct; /* samples with a target span, and how many right */
+} dfl_probe_report;
+
+/* Defaults as documented on each field. */
+dfl_probe_params dfl_probe_params_default(void);
+
+/* Run the probe. On any error nothing is left at out_path (and an existing file there
+ * is untouched). report may be NULL. Statuses: those of model loading, prompt
+ * reading (line numbers), DFL_ERR_RANGE for token ids outside the vocabulary,
+ * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
+ * DFL_ERR_HDF5, DFL_ERR_NOMEM. */
+dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
+
+#endif

@@ -1,0 +1,39 @@
+/* cli.h — what every tool's main() shares: strict parsing of numbers and index lists
+ * in flags, and a progress bar for long work. Nothing here exits. */
+#ifndef DFL_CLI_H
+#define DFL_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/status.h"
+
+/* Parse a whole decimal integer in [lo, hi] (no trailing text, no overflow).
+ * DFL_ERR_USAGE naming the flag otherwise. */
+dfl_status dfl_cli_int(const char *flag, const char *text, int64_t lo, int64_t hi, int64_t *out, dfl_error *err);
+
+/* Parse a finite number in [lo, hi]. */
+dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double hi, double *out, dfl_error *err);
+
+/* Parse a list "0,3-5" of indices in [0, 2^31) into a sorted, distinct, malloc'ed
+ * array (caller frees); empty items ("1,,2") are refused. `flag` names it in messages.
+ * DFL_ERR_USAGE, DFL_ERR_NOMEM. */
+dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
+
+
+/* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
+ * `label [#####-----] done/total unit  rate/s  ETA`. */
+typedef struct dfl_progress {
+    FILE *out;
+    int enabled;
+    const char *label;
+} dfl_progress;
+
+dfl_progress dfl_progress_start(FILE *out, const char *label, int quiet);
+/* done/total in `unit`s, rate = tokens (or units) per second, eta in seconds (<0 unknown). */
+void dfl_progress_update(dfl_progress *p, double done, double total, const char *unit, double rate,
+                         const char *rate_unit, double eta);
+/* Clear the line. */
+void dfl_progress_end(dfl_progress *p);
+
+#endif

@@ -1,0 +1,106 @@
+/* dump.h — writes the difflens HDF5 dump (DESIGN.md "Dump schema", format_version 1).
+ * The only module that includes hdf5.h.
+ *
+ * Layout written here (see docs/format.md for the whole schema):
+ *   /                      attrs format, format_version, model_type, config, model,
+ *                          num_layers, num_heads, head_dim, logit_quant_bits,
+ *                          logit_quant_granularity, rows
+ *   /model/lambda          f32 [L]  (Diff models)
+ *   /model/lambda_init     f32 [L]  (Diff models)
+ *   /samples/NNNNNN/...    one group per prompt, attrs id, depth
+ * The file is written under a temporary name beside the destination and renamed by
+ * dfl_dump_finish; dfl_dump_abort removes it, so no half-written dump is ever left.
+ */
+#ifndef DFL_DUMP_H
+#define DFL_DUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "base/status.h"
+
+#define DFL_DUMP_FORMAT "difflens-dump"
+#define DFL_DUMP_FORMAT_VERSION 1
+
+/* Element types in the file; data passed in is float for F32/F16 (F16 is converted
+ * with round-to-nearest-even), int32_t, uint8_t, double, uint64_t, uint32_t. */
+typedef enum dfl_h5_type {
+    DFL_H5_F32 = 0,
+    DFL_H5_F16,
+    DFL_H5_I32,
+    DFL_H5_U8,
+    DFL_H5_F64,
+    DFL_H5_U64,
+    DFL_H5_U32
+} dfl_h5_type;
+
+typedef struct dfl_dump dfl_dump;
+
+typedef struct dfl_dump_info {
+    const dfl_model *model;            /* config, config text and λ */
+    const char *model_path;            /* as given by the user */
+    int logit_quant_bits;              /* 0 = off */
+    const char *logit_quant_granularity; /* "none", "tensor", "head", "row" */
+    const char *rows;                  /* analysis-row rule, e.g. "last" */
+} dfl_dump_info;
+
+/* Create a dump at path (through a temporary file) and write the root attributes and
+ * /model. DFL_ERR_EXISTS if path exists and !overwrite, DFL_ERR_IO, DFL_ERR_HDF5.
+ * The caller owns *out and must end it with dfl_dump_finish or dfl_dump_abort. */
+dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info,
+                           dfl_dump **out, dfl_error *err);
+
+/* Close the file and rename it into place; frees d even on failure (then nothing is
+ * left behind). */
+dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err);
+
+/* Close and remove the temporary file; frees d. Accepts NULL. */
+void dfl_dump_abort(dfl_dump *d);
+
+/* Open group /samples/NNNNNN (index in file order) with attrs id (UTF-8, "" when
+ * NULL) and depth (NaN when absent); later puts go into it until sample_end. */
+dfl_status dfl_dump_sample_begin(dfl_dump *d, size_t index, const char *id, double depth, dfl_error *err);
+dfl_status dfl_dump_sample_end(dfl_dump *d, dfl_error *err);
+
+/* Write a whole dataset `name` (may contain '/'; missing groups are created) in the
+ * current sample group, or at the root when no sample is open. dims[ndim]. */
+dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                        const void *data, dfl_error *err);
+
+/* A dataset of n variable-length UTF-8 strings. */
+dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const *s, size_t n, dfl_error *err);
+
+/* Mark datasets scale_names[i] as dimension scales (named like the dataset's last
+ * path component) and attach each to dimension i of `name`, labelled labels[i];
+ * a NULL scale name leaves that dimension without a scale. */
+dfl_status dfl_dump_attach_scales(dfl_dump *d, const char *name, int ndim, const char *const *scale_names,
+                                  const char *const *labels, dfl_error *err);
+
+/* Attributes on object `obj` (a dataset or group path in the current sample, or at
+ * the root when no sample is open; "." is that group itself). f64 with n == 1 is a
+ * scalar, otherwise a 1-D array. */
+dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n,
+                             dfl_error *err);
+dfl_status dfl_dump_attr_i64(dfl_dump *d, const char *obj, const char *name, int64_t v, dfl_error *err);
+dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, const char *v, dfl_error *err);
+
+/* ---- streamed datasets: created filled with 0, written in hyperslabs ---- */
+
+typedef struct dfl_dump_stream dfl_dump_stream;
+
+/* Create `name` with dims[ndim] (ndim <= 4), chunked by chunk[ndim]; gzip > 0 adds
+ * shuffle + deflate at that level. open_chunks: how many chunks the writer may leave
+ * partly written at once (sizes the chunk cache; 0 keeps HDF5's default). Chunks never
+ * written stay unallocated and read as 0. Closed with dfl_dump_stream_close (NULL ok). */
+dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                                  const int64_t *chunk, int gzip, int64_t open_chunks, dfl_dump_stream **out,
+                                  dfl_error *err);
+
+/* Write the box start[ndim] + count[ndim] from float data laid out as rows of the last
+ * dimension with stride ld >= count[ndim-1]. Only F32 and F16 streams. */
+dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count,
+                                     const float *data, int64_t ld, dfl_error *err);
+void dfl_dump_stream_close(dfl_dump_stream *s);
+
+#endif

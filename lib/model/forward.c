@@ -1,0 +1,451 @@
+/* forward.c — embedding, pre-norm blocks, final norm, LM head; attention per head in
+ * row blocks with the three attention variants expressed as one head plan. */
+#include "model/forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/kernels.h"
+
+/* Rows of the attention block: all heads' maps of a block take about
+ * ATTN_ROWS_TOTAL rows of T floats each, between ATTN_MIN_ROWS and ATTN_TASK_ROWS rows
+ * per head. A task is one head's rows of a block: ATTN_TASK_ROWS rows amortize the
+ * packing of K and V inside each sgemm. */
+#define ATTN_ROWS_TOTAL 1024
+#define ATTN_MIN_ROWS 16
+#define ATTN_TASK_ROWS 128
+#define LM_HEAD_ROWS 512
+#define MLP_ROWS 512   /* the MLP runs in row blocks: [T, F] is never held */
+
+/* ------------------------------------------------------------- head plan */
+
+/* Where one analysis head reads its queries, keys and values and writes its output.
+ * Columns index the q [T, q_ld], k [T, k_ld], v [T, v_ld] and att [T, att_ld] buffers. */
+typedef struct head_plan {
+    int64_t q_col[2], k_col[2];      /* per map (map 2 only for Diff models) */
+    int64_t v_col[2], v_width[2];    /* value parts, concatenated in order */
+    int n_vparts;
+    int64_t out_col, out_width;
+} head_plan;
+
+typedef struct attn_geom {
+    int nmaps;              /* 1 llama, 2 Diff */
+    int nstore;             /* block buffers per head: map1 (llama), or map1, map2, diff */
+    int64_t dq;             /* query/key width of one map */
+    int64_t q_ld, k_ld, v_ld, att_ld;
+    int64_t n_qheads, n_kheads;  /* heads of width dq in q and k (for RoPE) */
+    int64_t heads;          /* analysis heads */
+    float scale;            /* 1/sqrt(dq) */
+} attn_geom;
+
+static attn_geom make_geom(const dfl_config *c)
+{
+    attn_geom g;
+    int64_t H = c->num_heads, Hkv = c->num_kv_heads, hd = c->head_dim;
+    g.dq = hd;
+    g.scale = (float)(1.0 / sqrt((double)hd));
+    g.heads = dfl_config_analysis_heads(c);
+    g.nmaps = dfl_config_maps_per_head(c);
+    g.nstore = g.nmaps == 2 ? 3 : 1;
+    if (c->type == DFL_MODEL_DIFF_TRANSFORMER) {
+        g.n_qheads = 2 * H;
+        g.n_kheads = 2 * Hkv;
+        g.v_ld = Hkv * 2 * hd;
+        g.att_ld = H * 2 * hd;
+    } else {
+        g.n_qheads = H;
+        g.n_kheads = Hkv;
+        g.v_ld = Hkv * hd;
+        g.att_ld = H * hd;
+    }
+    g.q_ld = g.n_qheads * hd;
+    g.k_ld = g.n_kheads * hd;
+    return g;
+}
+
+static head_plan make_plan(const dfl_config *c, int64_t h)
+{
+    head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t H = c->num_heads, hd = c->head_dim, n_rep = c->num_heads / c->num_kv_heads;
+    switch (c->type) {
+    case DFL_MODEL_LLAMA:
+        p.q_col[0] = h * hd;
+        p.k_col[0] = (h / n_rep) * hd;
+        p.v_col[0] = (h / n_rep) * hd;
+        p.v_width[0] = hd;
+        p.n_vparts = 1;
+        p.out_col = h * hd;
+        p.out_width = hd;
+        break;
+    case DFL_MODEL_DIFF_TRANSFORMER:
+        /* Map t of head h is q sub-head 2h+t; its key sub-head depends on how the
+         * implementation repeats kv heads under GQA (DESIGN.md "diff_kv_pairing"). */
+        for (int t = 0; t < 2; t++) {
+            int64_t ks = c->kv_pairing == DFL_KV_FLASH ? 2 * (h / n_rep) + t : (2 * h + t) / n_rep;
+            p.q_col[t] = (2 * h + t) * hd;
+            p.k_col[t] = ks * hd;
+        }
+        p.v_col[0] = (h / n_rep) * 2 * hd;
+        p.v_width[0] = 2 * hd;
+        p.n_vparts = 1;
+        p.out_col = h * 2 * hd;
+        p.out_width = 2 * hd;
+        break;
+    case DFL_MODEL_DIFFLLAMA:
+        /* Head h pairs maps h and h + H/2; its value concatenates their values. */
+        for (int t = 0; t < 2; t++) {
+            int64_t qh = h + t * (H / 2);
+            p.q_col[t] = qh * hd;
+            p.k_col[t] = (qh / n_rep) * hd;
+            p.v_col[t] = (qh / n_rep) * hd;
+            p.v_width[t] = hd;
+        }
+        p.n_vparts = 2;
+        p.out_col = h * 2 * hd;
+        p.out_width = 2 * hd;
+        break;
+    }
+    return p;
+}
+
+double dfl_forward_flops(const dfl_config *c, int64_t T)
+{
+    attn_geom g = make_geom(c);
+    double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
+    double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
+    double mlp = 3.0 * D * F;
+    /* causal attention: on average (T+1)/2 keys per row, scores and value products */
+    double keys = (t + 1.0) / 2.0;
+    double att = (double)g.heads * keys * ((double)g.nmaps * (double)g.dq + (double)(g.att_ld / g.heads));
+    double per_token = 2.0 * ((double)c->num_layers * (proj + mlp + att) + D * (double)c->vocab_size);
+    return per_token * t;
+}
+
+/* ------------------------------------------------------------ workspace */
+
+typedef struct fwd_ws {
+    float *x, *xn;          /* [T, D] residual stream, normed copy */
+    float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
+    float *att;             /* [T, att_ld] heads' outputs before o_proj */
+    float *tmp;             /* [T, D] */
+    float *gate, *up;       /* [MLP_ROWS, F] */
+    float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
+    float *cos_t, *sin_t;   /* [T, dq/2] */
+    double *inv_freq;       /* [dq/2] */
+    int64_t *lim;           /* [rows] last visible key of each block row */
+    head_plan *plan;        /* [heads] */
+    float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
+    float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
+    float *logits;          /* [LM_HEAD_ROWS, V] */
+} fwd_ws;
+
+static void ws_free(fwd_ws *w)
+{
+    free(w->x), free(w->xn), free(w->q), free(w->k), free(w->v), free(w->att), free(w->tmp);
+    free(w->gate), free(w->up), free(w->maps), free(w->cos_t), free(w->sin_t), free(w->inv_freq);
+    free(w->lim), free(w->plan), free(w->qmax), free(w->tmax), free(w->logits);
+    memset(w, 0, sizeof *w);
+}
+
+/* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
+static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
+                           int need_logits, dfl_error *err)
+{
+    size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
+    size_t maps_n;
+    memset(w, 0, sizeof *w);
+    int ok = dfl__mul_ok((size_t)g->heads * (size_t)g->nstore * (size_t)rows, t, &maps_n);
+    if (ok) {
+        w->x = dfl__alloc_array(t, D * sizeof(float));
+        w->xn = dfl__alloc_array(t, D * sizeof(float));
+        w->tmp = dfl__alloc_array(t, D * sizeof(float));
+        w->q = dfl__alloc_array(t, (size_t)g->q_ld * sizeof(float));
+        w->k = dfl__alloc_array(t, (size_t)g->k_ld * sizeof(float));
+        w->v = dfl__alloc_array(t, (size_t)g->v_ld * sizeof(float));
+        w->att = dfl__alloc_array(t, (size_t)g->att_ld * sizeof(float));
+        w->gate = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
+        w->up = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
+        w->maps = dfl__alloc_array(maps_n, sizeof(float));
+        w->cos_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
+        w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
+        w->inv_freq = dfl__alloc_array((size_t)g->dq / 2, sizeof(double));
+        w->lim = dfl__alloc_array((size_t)rows, sizeof(int64_t));
+        w->plan = dfl__alloc_array((size_t)g->heads, sizeof(head_plan));
+        w->qmax = dfl__alloc_array((size_t)g->heads * 2, sizeof(float));
+        w->tmax = dfl__alloc_array((size_t)dfl_forward_max_threads() * (size_t)g->heads * 2, sizeof(float));
+        if (need_logits) w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
+    }
+    if (!ok || !w->x || !w->xn || !w->tmp || !w->q || !w->k || !w->v || !w->att || !w->gate || !w->up ||
+        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->plan || !w->qmax || !w->tmax || (need_logits && !w->logits)) {
+        ws_free(w);
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a forward pass over %lld tokens", (long long)T);
+    }
+    return DFL_OK;
+}
+
+/* ------------------------------------------------------------- attention */
+
+/* What one layer's attention tasks share. */
+typedef struct attn_ctx {
+    const fwd_ws *w;
+    const attn_geom *g;
+    const head_plan *plan;        /* [heads] */
+    const dfl_layer_weights *lw;
+    const dfl_config *c;
+    const dfl_capture *cap;
+    int quant_bits;
+    dfl_quant_granularity quant_gran;
+    const float *qmax;            /* [heads, 2] absmax for tensor/head quantization */
+    int64_t layer, T, rows;
+    int64_t r0, bend;             /* current block: rows [r0, bend) */
+} attn_ctx;
+
+/* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
+static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_t n)
+{
+    const fwd_ws *w = x->w;
+    const attn_geom *g = x->g;
+    const head_plan *p = &x->plan[h];
+    float *m = w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
+                w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m,
+                (int)x->T);
+    return m;
+}
+
+static float row_absmax(const float *r, int64_t n)
+{
+    float mx = 0.0f;
+    for (int64_t j = 0; j < n; j++) mx = fabsf(r[j]) > mx ? fabsf(r[j]) : mx;
+    return mx;
+}
+
+/* Rows [a, a+n) of head h: scores, capture of the raw logits, quantization, causal
+ * softmax, the differential combination, values and, for Diff heads, the sub-layer
+ * norm. Runs inside the parallel region: BLAS calls here are serial (OpenBLAS's
+ * OpenMP build), and the scores callback only touches this thread's state. */
+static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
+{
+    const fwd_ws *w = x->w;
+    const attn_geom *g = x->g;
+    const head_plan *p = &x->plan[h];
+    const int64_t T = x->T, ncols = a + n;       /* keys 0..a+n-1 are visible to some row */
+    const int64_t *lim = w->lim + (a - x->r0);
+    float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
+    for (int t = 0; t < g->nmaps; t++) {
+        m[t] = task_scores(x, h, t, a, n);
+        if (x->cap && x->cap->scores_rows) {
+            dfl_score_block sb = {x->layer, h, t, a, n, T, m[t]};
+            x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
+        }
+        for (int64_t i = 0; x->quant_bits && i < n; i++) {
+            float *r = m[t] + i * T;
+            float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r, lim[i] + 1) : x->qmax[h * 2 + t];
+            dfl_fake_quant(r, lim[i] + 1, mx, x->quant_bits);
+        }
+        /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
+         * leaves no stale values from an earlier block in what the task cannot see. */
+        dfl_softmax_causal(m[t], n, x->bend, T, lim);
+    }
+    const float *A = m[0];
+    if (g->nmaps == 2) {
+        m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
+        float lam = x->lw->lambda;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+        A = m[2];
+    }
+    float *out = w->att + a * g->att_ld + p->out_col;   /* [n, out_width], stride att_ld */
+    int64_t off = 0;
+    for (int part = 0; part < p->n_vparts; part++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f,
+                    A, (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
+        off += p->v_width[part];
+    }
+    if (x->c->type == DFL_MODEL_LLAMA) return;
+    /* unilm: RMSNorm(2d, eps 1e-5, gain subln); DiffLlama: RMSNorm(2hd, eps, no gain). */
+    float eps = x->c->type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : (float)x->c->rms_norm_eps;
+    const float *gain = x->lw->subln;
+    for (int64_t i = 0; i < n; i++) {
+        float *row = out + i * g->att_ld;
+        float ss = 0.0f;
+        for (int64_t j = 0; j < p->out_width; j++) ss += row[j] * row[j];
+        float inv = (1.0f - x->lw->lambda_init) / sqrtf(ss / (float)p->out_width + eps);
+        for (int64_t j = 0; j < p->out_width; j++) row[j] *= inv * (gain ? gain[j] : 1.0f);
+    }
+}
+
+/* Set the block [r0, r0 + rows) ∩ [0, T) in x and w->lim; returns its row count. */
+static int64_t begin_block(attn_ctx *x, int64_t r0)
+{
+    int64_t nb = x->T - r0 < x->rows ? x->T - r0 : x->rows;
+    x->r0 = r0;
+    x->bend = r0 + nb;
+    for (int64_t i = 0; i < nb; i++) x->w->lim[i] = r0 + i;
+    return nb;
+}
+
+/* Quantization by tensor or head needs each map's absmax before any softmax: a first
+ * pass over the layer's scores (the price of that intervention). qmax[heads, 2]. */
+static void scores_absmax(attn_ctx *x, float *qmax)
+{
+    const attn_geom *g = x->g;
+    int nth = dfl_forward_max_threads();
+    float *tmax = x->w->tmax;   /* [threads, heads, 2] */
+    memset(tmax, 0, (size_t)nth * (size_t)g->heads * 2 * sizeof *tmax);
+    for (int64_t r0 = 0; r0 < x->T; r0 += x->rows) {
+        int64_t nb = begin_block(x, r0);
+        int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            int64_t h = task / chunks, a = r0 + (task % chunks) * ATTN_TASK_ROWS;
+            int64_t n = x->bend - a < ATTN_TASK_ROWS ? x->bend - a : ATTN_TASK_ROWS;
+            float *mine = tmax + ((size_t)omp_get_thread_num() * (size_t)g->heads + (size_t)h) * 2;
+            for (int t = 0; t < g->nmaps; t++) {
+                const float *s = task_scores(x, h, t, a, n);
+                for (int64_t i = 0; i < n; i++) {
+                    float mx = row_absmax(s + i * x->T, a + i + 1);
+                    if (mx > mine[t]) mine[t] = mx;
+                }
+            }
+        }
+    }
+    float all = 0.0f;
+    for (int64_t i = 0; i < g->heads * 2; i++) {
+        qmax[i] = 0.0f;
+        for (int th = 0; th < nth; th++) qmax[i] = fmaxf(qmax[i], tmax[(size_t)th * (size_t)g->heads * 2 + (size_t)i]);
+        all = fmaxf(all, qmax[i]);
+    }
+    if (x->quant_gran == DFL_QUANT_TENSOR)
+        for (int64_t i = 0; i < g->heads * 2; i++) qmax[i] = all;
+}
+
+static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                            const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
+    for (int64_t h = 0; h < g->heads; h++) w->plan[h] = make_plan(c, h);
+    attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
+                  l, T, rows, 0, 0};
+    if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
+
+    dfl_status s = DFL_OK;
+    for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += rows) {
+        int64_t nb = begin_block(&x, r0);
+        int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            int64_t h = task / chunks, a = r0 + (task % chunks) * ATTN_TASK_ROWS;
+            int64_t n = x.bend - a < ATTN_TASK_ROWS ? x.bend - a : ATTN_TASK_ROWS;
+            attn_task(&x, h, a, n);
+        }
+        for (int64_t h = 0; want && h < g->heads && s == DFL_OK; h++) {
+            const float *base = w->maps + (size_t)h * (size_t)g->nstore * (size_t)rows * (size_t)T;
+            dfl_attn_block b = {l, h, r0, nb, r0 + nb, T, T, base,
+                                g->nmaps == 2 ? base + (size_t)rows * (size_t)T : NULL,
+                                g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL};
+            s = cap->attn_rows(cap->user, &b, err);
+        }
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+dfl_forward_opts dfl_forward_opts_default(void)
+{
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR};
+    return o;
+}
+
+int dfl_forward_max_threads(void) { return omp_get_max_threads(); }
+
+dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
+                       const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    dfl_forward_opts defaults = dfl_forward_opts_default();
+    if (!opts) opts = &defaults;
+    if (opts->quant_bits != 0 && (opts->quant_bits < 2 || opts->quant_bits > 16))
+        return dfl__fail(err, DFL_ERR_USAGE, "logit quantization needs 2 to 16 bits (got %d)", opts->quant_bits);
+    if (T < 1) return dfl__fail(err, DFL_ERR_RANGE, "empty token sequence");
+    for (int64_t t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return dfl__fail(err, DFL_ERR_RANGE, "token %lld at position %lld is outside the vocabulary [0, %lld)",
+                             (long long)tokens[t], (long long)t, (long long)c->vocab_size);
+    attn_geom g = make_geom(c);
+    int64_t rows = ATTN_ROWS_TOTAL / g.heads;
+    if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
+    if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
+    if (rows > T) rows = T;
+    fwd_ws w;
+    dfl_status s = ws_alloc(&w, c, &g, T, rows, cap && cap->logits_rows, err);
+    if (s) return s;
+
+    const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    dfl_rope_params rp = {c->rope_theta, c->rope_kind, c->rope_factor, c->rope_low_freq_factor,
+                          c->rope_high_freq_factor, c->rope_original_max_pos};
+    dfl_rope_inv_freq(w.inv_freq, g.dq, &rp);
+    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, g.dq, T);
+
+    for (int64_t t = 0; t < T; t++) memcpy(w.x + t * D, m->embed + (size_t)tokens[t] * (size_t)D, (size_t)D * sizeof(float));
+
+    for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
+        const dfl_layer_weights *lw = &m->layers[l];
+        if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        /* x += attn(rmsnorm(x)) */
+        dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+        dfl_matmul_xwt(w.q, w.xn, lw->wq, T, D, g.q_ld);
+        dfl_matmul_xwt(w.k, w.xn, lw->wk, T, D, g.k_ld);
+        dfl_matmul_xwt(w.v, w.xn, lw->wv, T, D, g.v_ld);
+        dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
+        dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
+        if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
+        dfl_matmul_xwt(w.tmp, w.att, lw->wo, T, g.att_ld, D);
+        dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
+        /* x += down(silu(gate(xn)) · up(xn)) */
+        dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+        for (int64_t r0 = 0; r0 < T; r0 += MLP_ROWS) {
+            int64_t n = T - r0 < MLP_ROWS ? T - r0 : MLP_ROWS;
+            dfl_matmul_xwt(w.gate, w.xn + r0 * D, lw->w_gate, n, D, F);
+            dfl_matmul_xwt(w.up, w.xn + r0 * D, lw->w_up, n, D, F);
+            dfl_swiglu(w.gate, w.up, n, F);
+            dfl_matmul_xwt(w.tmp + r0 * D, w.gate, lw->w_down, n, F, D);
+        }
+        dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
+        if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
+    }
+
+    /* Final norm, then the LM head in row blocks: [T, V] is never held at once. */
+    if (s == DFL_OK) dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+    for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
+        int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
+        dfl_matmul_xwt(w.logits, w.xn + r0 * D, m->lm_head, n, D, V);
+        s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
+    }
+    ws_free(&w);
+    return s;
+}
+
+/* ------------------------------------------------------------ convenience */
+
+static dfl_status copy_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
+{
+    (void)err;
+    memcpy((float *)user + row0 * V, logits, (size_t)n * (size_t)V * sizeof(float));
+    return DFL_OK;
+}
+
+dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T, float *out, dfl_error *err)
+{
+    dfl_capture cap;
+    memset(&cap, 0, sizeof cap);
+    cap.user = out;
+    cap.logits_rows = copy_logits;
+    return dfl_forward(m, tokens, T, NULL, &cap, err);
+}

@@ -1,0 +1,88 @@
+/* forward.h — the instrumented forward pass over one token sequence.
+ *
+ * The pass computes embedding → L pre-norm blocks → final norm → LM head in f32 and
+ * reports what happens inside through named capture sites: callbacks that a probe
+ * subscribes to. Attention runs per head in blocks of query rows, so peak memory is
+ * O(weights + T·max(D, F) + block·T) whatever L, H and T² are; a map is only ever
+ * handed out in row blocks. Callbacks run outside parallel regions, in order.
+ */
+#ifndef DFL_FORWARD_H
+#define DFL_FORWARD_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+#include "base/status.h"
+
+/* One block of attention rows of one analysis head: rows [row0, row0 + n) of the
+ * T×T map, each row given over keys [0, ncols) with stride ld (keys ≥ ncols are
+ * masked, hence 0). map1 is the softmax map (map 1 of a Diff head); map2 and diff
+ * (= map1 − λ·map2) are NULL for llama. */
+typedef struct dfl_attn_block {
+    int64_t layer, head;
+    int64_t row0, n, ncols, ld, T;
+    const float *map1, *map2, *diff;
+} dfl_attn_block;
+
+/* Raw attention logits of one map of one analysis head: q·k/√d after RoPE and
+ * scaling, before quantization and the mask. Row i (query row0 + i) is meaningful
+ * over keys [0, row0 + i]; stride ld. map is 0 or 1 (map 2 of a Diff head). */
+typedef struct dfl_score_block {
+    int64_t layer, head, map;
+    int64_t row0, n, ld;
+    const float *scores;
+} dfl_score_block;
+
+typedef struct dfl_capture {
+    void *user;
+    /* Non-zero when the maps of this layer are wanted (attn_rows is then called for
+     * every head and row block of the layer). NULL = never. */
+    int (*want_maps)(void *user, int64_t layer);
+    dfl_status (*attn_rows)(void *user, const dfl_attn_block *b, dfl_error *err);
+    /* Raw logits, called from worker threads concurrently: `thread` is in
+     * [0, dfl_forward_max_threads()); the callback may only touch that thread's
+     * state and must not allocate, print or do I/O. NULL = not wanted. */
+    void (*scores_rows)(void *user, int thread, const dfl_score_block *b);
+    /* Before layer l starts (progress reports). */
+    void (*layer_begin)(void *user, int64_t layer);
+    /* Each layer's output x[T, D] after both residual additions. */
+    dfl_status (*hidden)(void *user, int64_t layer, const float *x, int64_t T, int64_t D, dfl_error *err);
+    /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
+    dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V,
+                              const float *logits, dfl_error *err);
+} dfl_capture;
+
+/* Interventions on the computation (DESIGN.md, probe --quantize-logits). */
+typedef enum dfl_quant_granularity { DFL_QUANT_TENSOR = 0, DFL_QUANT_HEAD, DFL_QUANT_ROW } dfl_quant_granularity;
+
+typedef struct dfl_forward_opts {
+    /* Symmetric absmax fake quantization of the pre-softmax logits (both maps of a
+     * Diff head) with this many bits; 0 = off. The absmax is taken over the causal
+     * logits of the whole layer (tensor), of each softmax map (head) or of each query
+     * row of each map (row). */
+    int quant_bits;
+    dfl_quant_granularity quant_granularity;
+} dfl_forward_opts;
+
+/* Defaults: no intervention. */
+dfl_forward_opts dfl_forward_opts_default(void);
+
+/* Upper bound on the thread indices passed to scores_rows. */
+int dfl_forward_max_threads(void);
+
+/* Run the model over tokens[T] (T >= 1). opts and cap may be NULL. DFL_ERR_RANGE for
+ * a token id outside [0, vocab_size), DFL_ERR_USAGE for quant_bits outside 0 or
+ * [2, 16], DFL_ERR_NOMEM, or whatever a callback returns (the pass stops at the
+ * first failing callback). */
+dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
+                       const dfl_capture *cap, dfl_error *err);
+
+/* Convenience for tests and small runs: all logits into out[T, V] (caller-owned). */
+dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T,
+                              float *out, dfl_error *err);
+
+/* FLOPs of one forward pass over T tokens (matrix products and attention, causal),
+ * for throughput reports. */
+double dfl_forward_flops(const dfl_config *c, int64_t T);
+
+#endif

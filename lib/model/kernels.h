@@ -1,0 +1,71 @@
+/* kernels.h — the numeric building blocks of the forward pass, each with a plain
+ * serial twin (`_naive`) that the tests compare it against.
+ *
+ * All arrays are row-major f32; shapes are given as [rows, cols]. Inputs are const,
+ * outputs caller-owned and never aliased with inputs unless stated. Fast kernels
+ * use CBLAS (OpenBLAS) or OpenMP over rows; the naive twins use neither.
+ */
+#ifndef DFL_KERNELS_H
+#define DFL_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Use n threads for the OpenMP kernels and OpenBLAS (n <= 0: leave the defaults, which
+ * follow OMP_NUM_THREADS). Called by tools that run the model, once, before any work;
+ * kept here so that tools which never touch BLAS do not load OpenBLAS. */
+void dfl_set_threads(int n);
+
+/* y[n, out] = x[n, in] · w[out, in]ᵀ  (a PyTorch Linear without bias). */
+void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
+void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
+
+/* y[n, d] = x / sqrt(mean(x²) + eps) · gain (gain may be NULL = ones) · scale, per row.
+ * y may equal x. */
+void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale);
+void dfl_rmsnorm_naive(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale);
+
+/* Rotary embedding tables: inv_freq[d/2] for head dimension d under the config's
+ * theta and scaling; cos/sin [T, d/2] for positions 0..T-1 (angles in double). */
+typedef struct dfl_rope_params {
+    double theta;
+    int kind;               /* dfl_rope_kind */
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_pos;
+} dfl_rope_params;
+void dfl_rope_inv_freq(double *inv_freq, int64_t d, const dfl_rope_params *p);
+void dfl_rope_tables(float *cos_t, float *sin_t, const double *inv_freq, int64_t d, int64_t T);
+
+/* Rotate in place every head of x[T, ld] (heads of width d at columns h*d, h < nh):
+ * interleaved pairs (2j, 2j+1) or rotate-half pairs (j, j + d/2). Row t uses
+ * position t. */
+void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
+                    const float *cos_t, const float *sin_t, int interleaved);
+void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
+                          const float *cos_t, const float *sin_t, int interleaved);
+
+/* In place causal softmax of s[n, ld]: row i keeps columns 0..lim[i] (inclusive),
+ * normalised over them, and sets columns lim[i]+1..ncols-1 to 0. Rows run in parallel
+ * only in the fast twin when called outside a parallel region. */
+void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim);
+void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim);
+
+/* g[n, f] = silu(g) · u (SwiGLU gate), in place in g. */
+void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f);
+void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f);
+
+/* Per row i of z[n, V]: lse[i] = log Σ_v exp(z[i, v]) and argmax[i] = the first index
+ * of the row's maximum (NaN-free input assumed). Rows run in parallel. */
+void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
+void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
+
+/* y += x, elementwise over n values. */
+void dfl_add_inplace(float *y, const float *x, size_t n);
+
+/* Attention-logit fake quantization (--logit-quant-bits). */
+/* Symmetric absmax fake quantization with `bits` (2..16): scale = maxabs / (2^(bits−1) − 1),
+ * x → round(x/scale)·scale (round half away from zero), in place over x[n]. maxabs 0
+ * leaves x unchanged. */
+void dfl_fake_quant(float *x, int64_t n, float maxabs, int bits);
+
+#endif

@@ -1,0 +1,403 @@
+/* model.c — config.json parsing (cJSON) and weight binding with shape checks. */
+#include "model/model.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/safetensors.h"
+
+/* Upper bound on any single dimension: keeps every product below 2^62. */
+#define DIM_MAX ((int64_t)1 << 24)
+
+/* ------------------------------------------------------------ config keys */
+
+/* Read an integer key; absent or null gives def (or an error when def < 0 means
+ * "required"). Non-integral, negative or huge values are refused. */
+static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64_t max,
+                          const char *label, int64_t *out, dfl_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0) return dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"%s\"", label, key);
+        *out = def;
+        return DFL_OK;
+    }
+    if (!cJSON_IsNumber(v))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be an integer", label, key);
+    double d = v->valuedouble;
+    if (d != floor(d) || d < 0 || d > (double)max)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" = %g is not an integer in [0, %lld]",
+                         label, key, d, (long long)max);
+    *out = (int64_t)d;
+    return DFL_OK;
+}
+
+static dfl_status get_num(const cJSON *obj, const char *key, double def, const char *label,
+                          double *out, dfl_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return DFL_OK;
+    }
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be a number", label, key);
+    *out = v->valuedouble;
+    return DFL_OK;
+}
+
+static dfl_status get_bool(const cJSON *root, const char *key, int def, const char *label,
+                           int *out, dfl_error *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return DFL_OK;
+    }
+    if (!cJSON_IsBool(v)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be true or false", label, key);
+    *out = cJSON_IsTrue(v);
+    return DFL_OK;
+}
+
+/* rope_scaling (or the newer rope_parameters): none/default, linear, llama3. */
+static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_config *c, dfl_error *err)
+{
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    if ((!rs || cJSON_IsNull(rs)) && rp && cJSON_IsObject(rp)) {
+        rs = rp;
+        dfl_status s = get_num(rp, "rope_theta", c->rope_theta, label, &c->rope_theta, err);
+        if (s) return s;
+    }
+    c->rope_kind = DFL_ROPE_NONE;
+    if (!rs || cJSON_IsNull(rs)) return DFL_OK;
+    if (!cJSON_IsObject(rs)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rope_scaling\" must be an object or null", label);
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!kind) kind = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *k = cJSON_IsString(kind) ? kind->valuestring : "default";
+    dfl_status s;
+    if (!strcmp(k, "default")) return DFL_OK;
+    if ((s = get_num(rs, "factor", 1.0, label, &c->rope_factor, err))) return s;
+    if (!(c->rope_factor > 0)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling factor must be > 0", label);
+    if (!strcmp(k, "linear")) {
+        c->rope_kind = DFL_ROPE_LINEAR;
+        return DFL_OK;
+    }
+    if (!strcmp(k, "llama3")) {
+        c->rope_kind = DFL_ROPE_LLAMA3;
+        if ((s = get_num(rs, "low_freq_factor", 1.0, label, &c->rope_low_freq_factor, err))) return s;
+        if ((s = get_num(rs, "high_freq_factor", 4.0, label, &c->rope_high_freq_factor, err))) return s;
+        if ((s = get_int(rs, "original_max_position_embeddings", 8192, DIM_MAX, label,
+                         &c->rope_original_max_pos, err))) return s;
+        if (!(c->rope_high_freq_factor > c->rope_low_freq_factor) || !(c->rope_low_freq_factor > 0) ||
+            c->rope_original_max_pos <= 0)
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor", label);
+        return DFL_OK;
+    }
+    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3)",
+                     label, k);
+}
+
+dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl_config *cfg, dfl_error *err)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON", label);
+    dfl_config c;
+    memset(&c, 0, sizeof c);
+    dfl_status s = DFL_OK;
+    if (!cJSON_IsObject(root)) {
+        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a JSON object", label);
+        goto done;
+    }
+
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (!cJSON_IsString(mt)) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"model_type\"", label);
+        goto done;
+    }
+    if (!strcmp(mt->valuestring, "llama")) c.type = DFL_MODEL_LLAMA;
+    else if (!strcmp(mt->valuestring, "diff_transformer")) c.type = DFL_MODEL_DIFF_TRANSFORMER;
+    else if (!strcmp(mt->valuestring, "diffllama")) c.type = DFL_MODEL_DIFFLLAMA;
+    else {
+        s = dfl__fail(err, DFL_ERR_CONFIG,
+                      "%s: model_type \"%s\" is not supported (llama, diff_transformer, diffllama)",
+                      label, mt->valuestring);
+        goto done;
+    }
+
+    if ((s = get_int(root, "vocab_size", -1, DIM_MAX, label, &c.vocab_size, err))) goto done;
+    if ((s = get_int(root, "hidden_size", -1, DIM_MAX, label, &c.hidden_size, err))) goto done;
+    if ((s = get_int(root, "intermediate_size", -1, DIM_MAX, label, &c.intermediate_size, err))) goto done;
+    if ((s = get_int(root, "num_hidden_layers", -1, 4096, label, &c.num_layers, err))) goto done;
+    if ((s = get_int(root, "num_attention_heads", -1, 4096, label, &c.num_heads, err))) goto done;
+    if ((s = get_int(root, "num_key_value_heads", c.num_heads, 4096, label, &c.num_kv_heads, err))) goto done;
+    if (c.vocab_size < 1 || c.hidden_size < 1 || c.intermediate_size < 1 || c.num_layers < 1 ||
+        c.num_heads < 1 || c.num_kv_heads < 1) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: sizes, layer and head counts must be >= 1", label);
+        goto done;
+    }
+    if (c.num_heads % c.num_kv_heads) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)",
+                      label, (long long)c.num_heads, (long long)c.num_kv_heads);
+        goto done;
+    }
+    if (c.type == DFL_MODEL_DIFFLLAMA && c.num_heads % 2) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: diffllama needs an even num_attention_heads (got %lld)",
+                      label, (long long)c.num_heads);
+        goto done;
+    }
+
+    /* head_dim: per softmax map, except diff_transformer where the unilm code
+     * halves it (D / H / 2) so a differential head's value is 2d wide. */
+    int64_t div = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 2 * c.num_heads : c.num_heads;
+    int64_t def_hd = c.hidden_size % div == 0 ? c.hidden_size / div : 0;
+    const cJSON *hdv = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+    if (!def_hd && (!hdv || cJSON_IsNull(hdv))) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_size %lld is not divisible by %lld and no head_dim is given",
+                      label, (long long)c.hidden_size, (long long)div);
+        goto done;
+    }
+    if ((s = get_int(root, "head_dim", def_hd, DIM_MAX, label, &c.head_dim, err))) goto done;
+    if (c.head_dim < 2 || c.head_dim % 2) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: head_dim must be even and >= 2 (got %lld)", label, (long long)c.head_dim);
+        goto done;
+    }
+
+    if ((s = get_num(root, "rms_norm_eps", 1e-6, label, &c.rms_norm_eps, err))) goto done;
+    if ((s = get_num(root, "rope_theta", 10000.0, label, &c.rope_theta, err))) goto done;
+    if (!(c.rms_norm_eps >= 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label); goto done; }
+    if ((s = get_bool(root, "rope_interleaved", c.type == DFL_MODEL_DIFF_TRANSFORMER, label, &c.rope_interleaved, err))) goto done;
+    if ((s = get_bool(root, "tie_word_embeddings", 0, label, &c.tie_word_embeddings, err))) goto done;
+    if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err))) goto done;
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
+    c.bos_token_id = cJSON_IsNumber(bos) ? (int64_t)bos->valuedouble : -1;
+    if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
+    if (!(c.rope_theta > 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_theta must be > 0", label); goto done; }
+
+    /* Refuse what we would otherwise compute wrongly. */
+    int flag;
+    if ((s = get_bool(root, "attention_bias", 0, label, &flag, err))) goto done;
+    if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: attention_bias = true is not supported", label); goto done; }
+    if ((s = get_bool(root, "mlp_bias", 0, label, &flag, err))) goto done;
+    if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported (only silu)", label,
+                      cJSON_IsString(act) ? act->valuestring : "?");
+        goto done;
+    }
+
+    if (c.type != DFL_MODEL_LLAMA) {
+        const cJSON *li = cJSON_GetObjectItemCaseSensitive(root, "diff_lambda_init");
+        if (li && !cJSON_IsNull(li)) {
+            if (!cJSON_IsNumber(li) || !isfinite(li->valuedouble)) {
+                s = dfl__fail(err, DFL_ERR_CONFIG, "%s: \"diff_lambda_init\" must be a number or null", label);
+                goto done;
+            }
+            c.has_lambda_init = 1;
+            c.lambda_init = li->valuedouble;
+        }
+        const cJSON *kp = cJSON_GetObjectItemCaseSensitive(root, "diff_kv_pairing");
+        c.kv_pairing = DFL_KV_FLASH;
+        if (kp && !cJSON_IsNull(kp)) {
+            if (cJSON_IsString(kp) && !strcmp(kp->valuestring, "naive")) c.kv_pairing = DFL_KV_NAIVE;
+            else if (!cJSON_IsString(kp) || strcmp(kp->valuestring, "flash")) {
+                s = dfl__fail(err, DFL_ERR_CONFIG, "%s: \"diff_kv_pairing\" must be \"flash\" or \"naive\"", label);
+                goto done;
+            }
+        }
+    }
+    *cfg = c;
+done:
+    cJSON_Delete(root);
+    return s;
+}
+
+const char *dfl_model_type_name(dfl_model_type t)
+{
+    switch (t) {
+    case DFL_MODEL_LLAMA: return "llama";
+    case DFL_MODEL_DIFF_TRANSFORMER: return "diff_transformer";
+    case DFL_MODEL_DIFFLLAMA: return "diffllama";
+    }
+    return "unknown";
+}
+
+int64_t dfl_config_analysis_heads(const dfl_config *c)
+{
+    return c->type == DFL_MODEL_DIFFLLAMA ? c->num_heads / 2 : c->num_heads;
+}
+
+int dfl_config_maps_per_head(const dfl_config *c) { return c->type == DFL_MODEL_LLAMA ? 1 : 2; }
+
+double dfl_config_lambda_init(const dfl_config *c, int64_t layer)
+{
+    return c->has_lambda_init ? c->lambda_init : 0.8 - 0.6 * exp(-0.3 * (double)layer);
+}
+
+/* ---------------------------------------------------------------- weights */
+
+typedef struct binder {
+    dfl_model *m;
+    dfl_st_set *set;
+    size_t cap;
+} binder;
+
+/* Find `name`, check dtype and shape [d0] or [d0, d1] (d1 = 0 for 1-D), convert to a
+ * fresh f32 buffer that the model owns. optional: absent gives *out = NULL, DFL_OK. */
+static dfl_status bind(binder *b, const char *name, int64_t d0, int64_t d1, int optional,
+                       float **out, dfl_error *err)
+{
+    *out = NULL;
+    const dfl_tensor *t = dfl_st_set_find(b->set, name);
+    if (!t) {
+        if (optional) return DFL_OK;
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' is missing", b->m->path, name);
+    }
+    const char *file = dfl_st_set_file_of(b->set, name);
+    if (t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16)
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
+                         file, name, dfl_dtype_name(t->dtype) ? dfl_dtype_name(t->dtype) : "?");
+    int ndim = d1 ? 2 : 1;
+    if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+        char got[128] = "[", want[64];
+        for (int i = 0; i < t->ndim && strlen(got) < 100; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        strcat(got, "]");
+        if (d1) snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+        else snprintf(want, sizeof want, "[%lld]", (long long)d0);
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, config needs %s", file, name, got, want);
+    }
+    /* Aligned F32 data is used in place: the mapped file is the only copy in memory. */
+    if (t->dtype == DFL_DTYPE_F32 && (uintptr_t)t->data % sizeof(float) == 0) {
+        *out = (float *)(uintptr_t)t->data;
+        return DFL_OK;
+    }
+    if (b->m->n_owned == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 64;
+        float **no = realloc(b->m->owned, nc * sizeof *no);
+        if (!no) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory binding '%s'", name);
+        b->m->owned = no;
+        b->cap = nc;
+    }
+    float *buf = dfl__alloc_array(dfl_tensor_numel(t), sizeof(float));
+    if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for tensor '%s'", name);
+    b->m->owned[b->m->n_owned++] = buf;
+    dfl_status s = dfl_tensor_to_f32(t, buf, err);
+    if (s) return dfl__context(err, "%s", file);
+    *out = buf;
+    return DFL_OK;
+}
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) acc += (double)a[i] * b[i];
+    return (float)acc;
+}
+
+static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
+{
+    const dfl_config *c = &b->m->config;
+    dfl_layer_weights *w = &b->m->layers[l];
+    int64_t D = c->hidden_size, F = c->intermediate_size, H = c->num_heads, Hkv = c->num_kv_heads;
+    int64_t hd = c->head_dim;
+    int diff = c->type == DFL_MODEL_DIFF_TRANSFORMER;
+    /* diff_transformer: q/k carry 2 sub-heads of d per head; v and out are 2d wide. */
+    int64_t q_rows = diff ? 2 * H * hd : H * hd;
+    int64_t k_rows = diff ? 2 * Hkv * hd : Hkv * hd;
+    int64_t v_rows = diff ? Hkv * 2 * hd : Hkv * hd;
+    int64_t o_cols = diff ? H * 2 * hd : H * hd;
+    char p[128], n[192];
+    snprintf(p, sizeof p, "model.layers.%lld.", (long long)l);
+    dfl_status s;
+#define BIND(field, suffix, d0, d1, opt)                                 \
+    do {                                                                 \
+        snprintf(n, sizeof n, "%s%s", p, suffix);                        \
+        if ((s = bind(b, n, d0, d1, opt, &w->field, err))) return s;     \
+    } while (0)
+    BIND(attn_norm, "input_layernorm.weight", D, 0, 0);
+    BIND(mlp_norm, "post_attention_layernorm.weight", D, 0, 0);
+    BIND(wq, "self_attn.q_proj.weight", q_rows, D, 0);
+    BIND(wk, "self_attn.k_proj.weight", k_rows, D, 0);
+    BIND(wv, "self_attn.v_proj.weight", v_rows, D, 0);
+    if (diff) BIND(wo, "self_attn.out_proj.weight", D, o_cols, 0);
+    else BIND(wo, "self_attn.o_proj.weight", D, o_cols, 0);
+    BIND(w_gate, "mlp.gate_proj.weight", F, D, 0);
+    BIND(w_up, "mlp.up_proj.weight", F, D, 0);
+    BIND(w_down, "mlp.down_proj.weight", D, F, 0);
+    if (c->type != DFL_MODEL_LLAMA) {
+        BIND(lambda_q1, "self_attn.lambda_q1", hd, 0, 0);
+        BIND(lambda_k1, "self_attn.lambda_k1", hd, 0, 0);
+        BIND(lambda_q2, "self_attn.lambda_q2", hd, 0, 0);
+        BIND(lambda_k2, "self_attn.lambda_k2", hd, 0, 0);
+        if (diff) BIND(subln, "self_attn.subln.weight", 2 * hd, 0, 1);
+        w->lambda_init = (float)dfl_config_lambda_init(c, l);
+        w->lambda = (float)(exp((double)dot(w->lambda_q1, w->lambda_k1, hd)) -
+                            exp((double)dot(w->lambda_q2, w->lambda_k2, hd)) + w->lambda_init);
+    }
+#undef BIND
+    return DFL_OK;
+}
+
+static char *join_path(const char *dir, const char *file)
+{
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
+{
+    *out = NULL;
+    dfl_model *m = calloc(1, sizeof *m);
+    char *cfg_path = join_path(dir, "config.json");
+    binder b = {m, NULL, 0};
+    dfl_status s = DFL_OK;
+    size_t len = 0;
+    if (!m || !cfg_path || !(m->path = strdup(dir))) {
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((s = dfl__read_file(cfg_path, &m->config_text, &len, err))) goto fail;
+    if ((s = dfl_config_parse(m->config_text, len, cfg_path, &m->config, err))) goto fail;
+    if ((s = dfl_st_set_open(dir, &b.set, err))) goto fail;
+
+    const dfl_config *c = &m->config;
+    if ((s = bind(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, 0, &m->embed, err))) goto fail;
+    if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, 0, &m->final_norm, err))) goto fail;
+    /* Tied models may still ship lm_head.weight; prefer what config says. */
+    if (c->tie_word_embeddings) m->lm_head = m->embed;
+    else if ((s = bind(&b, "lm_head.weight", c->vocab_size, c->hidden_size, 0, &m->lm_head, err))) goto fail;
+    m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
+    if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
+    for (int64_t l = 0; l < c->num_layers; l++)
+        if ((s = bind_layer(&b, l, err))) goto fail;
+    m->tensors = b.set;   /* kept open: F32 weights point into the mapping */
+    free(cfg_path);
+    *out = m;
+    return DFL_OK;
+fail:
+    dfl_st_set_close(b.set);
+    free(cfg_path);
+    dfl_model_free(m);
+    return s;
+}
+
+void dfl_model_free(dfl_model *m)
+{
+    if (!m) return;
+    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    dfl_st_set_close(m->tensors);
+    free(m->layers);
+    free(m->config_text);
+    free(m->path);
+    free(m);
+}

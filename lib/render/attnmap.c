@@ -1,0 +1,1056 @@
+/* attnmap.c — the attnmap tool's logic: resolve what to draw in one or two dumps,
+ * read and pool each map by hyperslabs, choose one colour scale for all tiles, lay out
+ * the figure and write the PNG. */
+#include "render/attnmap.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/atomic.h"
+#include "dump/dump_read.h"
+
+#define MAX_TILES 256
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------- parameters */
+
+dfl_attnmap_params dfl_attnmap_params_default(void)
+{
+    dfl_attnmap_params p;
+    memset(&p, 0, sizeof p);
+    p.layer = DFL_ATTNMAP_FIRST;
+    p.head = DFL_ATTNMAP_FIRST;
+    p.map = DFL_ATTN_AUTO;
+    p.cmap = DFL_CMAP_VIRIDIS;
+    p.scale = DFL_SCALE_LINEAR;
+    p.pool = DFL_POOL_MEAN;
+    p.rows[0] = p.rows[1] = p.cols[0] = p.cols[1] = -1;
+    p.token_labels = 1;
+    return p;
+}
+
+static const char *const map_names[] = {"auto", "map1", "map2", "diff", "all"};
+
+const char *dfl_attn_map_name(dfl_attn_map m) { return (unsigned)m < 5 ? map_names[m] : "?"; }
+
+dfl_status dfl_attn_map_parse(const char *text, dfl_attn_map *out, dfl_error *err)
+{
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(text, map_names[i])) {
+            *out = (dfl_attn_map)i;
+            return DFL_OK;
+        }
+    return dfl__fail(err, DFL_ERR_USAGE, "--map: '%s' is not map1, map2, diff or all", text);
+}
+
+static int parse_pos(const char *s, const char *end, int64_t *out)
+{
+    if (s == end) {
+        *out = -1;
+        return 1;
+    }
+    int64_t v = 0;
+    for (const char *c = s; c < end; c++) {
+        if (*c < '0' || *c > '9' || v > (INT64_MAX - 9) / 10) return 0;
+        v = v * 10 + (*c - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+dfl_status dfl_attnmap_parse_range(const char *flag, const char *text, int64_t out[2], dfl_error *err)
+{
+    const char *colon = strchr(text, ':');
+    if (!colon || !parse_pos(text, colon, &out[0]) || !parse_pos(colon + 1, colon + strlen(colon), &out[1]) ||
+        (out[0] >= 0 && out[1] >= 0 && out[1] <= out[0]))
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' is not a range A:B of positions with A < B (either may be empty)",
+                         flag, text);
+    return DFL_OK;
+}
+
+/* ---------------------------------------------------- one dump's sample */
+
+/* What one dump holds for the chosen sample. */
+typedef struct side {
+    dfl_dump_reader *r;
+    const dfl_dump_sample *s;
+    char *model_type;
+    int is_diff;             /* has map2 and diff */
+    const char *label;       /* model type or --labels */
+    char attn[96];           /* "samples/NNNNNN/attn" */
+    int64_t T;
+    int32_t *tokens;         /* [T] */
+    uint8_t *segments;       /* [T] */
+    char **text;             /* [T] or NULL */
+    size_t ntext;
+    float *lambda;           /* [L] or NULL */
+    size_t nlambda;
+    int32_t *layers, *heads, *rows; /* scales [Ls], [Hs], [R] */
+    int64_t Ls, Hs, R;
+    int map_f16;
+} side;
+
+static void side_free(side *d)
+{
+    dfl_dump_close(d->r);
+    free(d->model_type);
+    free(d->tokens);
+    free(d->segments);
+    dfl_dump_strings_free(d->text, d->ntext);
+    free(d->lambda);
+    free(d->layers);
+    free(d->heads);
+    free(d->rows);
+    memset(d, 0, sizeof *d);
+}
+
+/* "0-3, 5, 7-9" for a sorted list. */
+static void ranges_text(const int32_t *v, int64_t n, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < n && used < cap; i++) {
+        int64_t j = i;
+        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+        if (j > i) used += (size_t)snprintf(buf + used, cap - used, "%s%d-%d", i ? ", " : "", v[i], v[j]);
+        else used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? ", " : "", v[i]);
+        i = j;
+    }
+    if (n == 0) snprintf(buf, cap, "none");
+}
+
+/* Read a scale dataset [n], or 0..n-1 when the dump has none. */
+static dfl_status read_scale(side *d, const char *name, int64_t n, int32_t **out, dfl_error *err)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", d->attn, name);
+    *out = dfl__alloc_array((size_t)(n > 0 ? n : 1), sizeof **out);
+    if (!*out) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!dfl_dump_exists(d->r, path)) {
+        for (int64_t i = 0; i < n; i++) (*out)[i] = (int32_t)i;
+        return DFL_OK;
+    }
+    dfl_status s = dfl_dump_read(d->r, path, DFL_H5_I32, *out, (size_t)n, err);
+    if (s) return dfl__context(err, "scale of the maps");
+    for (int64_t i = 1; i < n; i++)
+        if ((*out)[i] <= (*out)[i - 1])
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not strictly ascending", dfl_dump_path(d->r), path);
+    return DFL_OK;
+}
+
+static dfl_status side_open(side *d, const char *path, const char *sample, const char *label, dfl_error *err)
+{
+    dfl_status s = dfl_dump_open(path, &d->r, err);
+    if (s) return s;
+    if (!sample) {
+        if (dfl_dump_sample_count(d->r) == 0) return dfl__fail(err, DFL_ERR_RANGE, "%s: the dump has no samples", path);
+        d->s = dfl_dump_sample_at(d->r, 0);
+    } else if ((s = dfl_dump_sample_find(d->r, sample, &d->s, err))) {
+        return s;
+    }
+    if ((s = dfl_dump_get_attr_str(d->r, "", "model_type", &d->model_type, err))) return s;
+    d->is_diff = strcmp(d->model_type, "llama") != 0;
+    d->label = label ? label : d->model_type;
+    snprintf(d->attn, sizeof d->attn, "%s/attn", d->s->group);
+
+    char p[160];
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/tokens", d->s->group);
+    if ((s = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&d->tokens, &n, err))) return s;
+    d->T = (int64_t)n;
+    if (d->T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is empty", path, p);
+    snprintf(p, sizeof p, "%s/segments", d->s->group);
+    d->segments = calloc((size_t)d->T, 1);
+    if (!d->segments) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (dfl_dump_exists(d->r, p) && (s = dfl_dump_read(d->r, p, DFL_H5_U8, d->segments, (size_t)d->T, err)))
+        return s;
+    snprintf(p, sizeof p, "%s/token_text", d->s->group);
+    if (dfl_dump_exists(d->r, p)) {
+        if ((s = dfl_dump_read_strings(d->r, p, &d->text, &d->ntext, err))) return s;
+        if ((int64_t)d->ntext != d->T) {
+            dfl_dump_strings_free(d->text, d->ntext);
+            d->text = NULL;
+            d->ntext = 0;
+        }
+    }
+    if (d->is_diff && dfl_dump_exists(d->r, "model/lambda") &&
+        (s = dfl_dump_read_alloc(d->r, "model/lambda", DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
+        return s;
+
+    /* the maps: [Ls, Hs, R, T] and their scales */
+    snprintf(p, sizeof p, "%s/map1", d->attn);
+    if (!dfl_dump_exists(d->r, p))
+        return dfl__fail(err, DFL_ERR_TENSOR,
+                         "%s: sample '%s' (#%zu) has no attention maps (%s missing; run probe with --maps)", path,
+                         d->s->id, d->s->index, p);
+    dfl_dump_dset_info info;
+    if ((s = dfl_dump_dataset_info(d->r, p, &info, err))) return s;
+    if (info.ndim != 4 || info.dims[3] != d->T)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s must be [layers, heads, rows, %lld tokens], has rank %d", path, p,
+                         (long long)d->T, info.ndim);
+    d->Ls = info.dims[0];
+    d->Hs = info.dims[1];
+    d->R = info.dims[2];
+    d->map_f16 = info.type == DFL_H5_F16;
+    if ((s = read_scale(d, "layers", d->Ls, &d->layers, err)) || (s = read_scale(d, "heads", d->Hs, &d->heads, err)) ||
+        (s = read_scale(d, "rows", d->R, &d->rows, err)))
+        return s;
+    for (int64_t i = 0; i < d->R; i++)
+        if (d->rows[i] < 0 || d->rows[i] >= d->T)
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/rows lists row %d outside the %lld tokens", path, d->attn,
+                             d->rows[i], (long long)d->T);
+    return DFL_OK;
+}
+
+/* Index of user-facing layer/head number v in scale[n], or an error that says what
+ * the dump has. */
+static dfl_status find_index(const side *d, const char *what, const int32_t *scale, int64_t n, int64_t v,
+                             int64_t *out, dfl_error *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (scale[i] == v) {
+            *out = i;
+            return DFL_OK;
+        }
+    char have[200];
+    ranges_text(scale, n, have, sizeof have);
+    return dfl__fail(err, DFL_ERR_RANGE, "%s: %s %lld was not captured in sample '%s' (the dump has %ss %s)",
+                     dfl_dump_path(d->r), what, (long long)v, d->s->id, what, have);
+}
+
+static const char *map_dataset(dfl_attn_map m)
+{
+    return m == DFL_ATTN_MAP2 ? "map2" : m == DFL_ATTN_DIFF ? "diff" : "map1";
+}
+
+/* ------------------------------------------------------------------- tiles */
+
+/* A tile is a sum of up to two terms, coef · map(side, layer, head or head mean). */
+typedef struct term {
+    int side;
+    dfl_attn_map map;
+    int64_t li;              /* index into the side's layers */
+    int64_t hi;              /* index into its heads, or -1 = mean over all */
+    double coef;
+} term;
+
+typedef struct tile {
+    term t[2];
+    int nt;
+    int diverging;           /* may hold negative values: drawn on the diverging map */
+    char title[128];
+    float *v;                /* pooled [ph][pw], NaN = masked */
+} tile;
+
+/* The drawing plan shared by every tile. */
+typedef struct plan {
+    side sd[2];
+    int nsides;
+    int64_t nr, nc;          /* rows and key columns shown */
+    int64_t *ridx[2];        /* [nr] row index into each side's R axis */
+    int32_t *rpos;           /* [nr] query position of each shown row */
+    int64_t c0;              /* first key position shown */
+    int strips;              /* rows-only dump: rows drawn as strips */
+    int64_t ph, pw;          /* pooled grid */
+    int cell_w, cell_h;      /* pixels per pooled cell */
+    tile tiles[MAX_TILES];
+    int ntiles, grid_cols, grid_rows;
+    dfl_norm norm;
+    dfl_cmap cmap;
+    int extend_low, extend_high;
+    double data_min, data_max;
+    int robust;
+} plan;
+
+static void plan_free(plan *pl)
+{
+    for (int i = 0; i < pl->ntiles; i++) free(pl->tiles[i].v);
+    for (int i = 0; i < 2; i++) {
+        free(pl->ridx[i]);
+        side_free(&pl->sd[i]);
+    }
+    free(pl->rpos);
+}
+
+static dfl_status add_tile(plan *pl, const tile *t, dfl_error *err)
+{
+    if (pl->ntiles >= MAX_TILES) return dfl__fail(err, DFL_ERR_USAGE, "more than %d tiles requested", MAX_TILES);
+    pl->tiles[pl->ntiles++] = *t;
+    return DFL_OK;
+}
+
+/* Which map each side shows when the user said `m`. */
+static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, dfl_error *err)
+{
+    if (m == DFL_ATTN_AUTO) m = d->is_diff ? DFL_ATTN_DIFF : DFL_ATTN_MAP1;
+    if (m != DFL_ATTN_MAP1 && !d->is_diff)
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: a %s dump has only map1 (the softmax map); %s needs a Diff dump",
+                         dfl_dump_path(d->r), d->model_type,
+                         m == DFL_ATTN_ALL ? "--maps all" : m == DFL_ATTN_MAP2 ? "--map map2" : "--map diff");
+    char p[160];
+    snprintf(p, sizeof p, "%s/%s", d->attn, map_dataset(m));
+    if (m != DFL_ATTN_ALL && !dfl_dump_exists(d->r, p))
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: no such dataset", dfl_dump_path(d->r), p);
+    *out = m;
+    return DFL_OK;
+}
+
+static void lambda_text(const side *d, int64_t li, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int32_t layer = d->layers[li];
+    if (d->lambda && layer >= 0 && (size_t)layer < d->nlambda)
+        snprintf(buf, cap, "\xce\xbb = %.3f", (double)d->lambda[layer]);
+}
+
+/* Build the tile list from the parameters. */
+static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title, size_t title_cap, dfl_error *err)
+{
+    int all_l = p->layer == DFL_ATTNMAP_ALL, all_h = p->head == DFL_ATTNMAP_ALL, all_m = p->map == DFL_ATTN_ALL;
+    if (all_l + all_h + all_m > 1)
+        return dfl__fail(err, DFL_ERR_USAGE, "choose one of --layers all, --heads all and --maps all");
+    if (p->delta && pl->nsides < 2) return dfl__fail(err, DFL_ERR_USAGE, "--delta needs --vs OTHER.h5");
+    if (p->head == DFL_ATTNMAP_MEAN && all_h) return dfl__fail(err, DFL_ERR_USAGE, "--head is either mean or all");
+
+    const side *a = &pl->sd[0];
+    /* items along the grid: the layers, heads or maps listed */
+    int64_t nitems = all_l ? a->Ls : all_h ? a->Hs : all_m ? 3 : 1;
+    dfl_attn_map maps[2];
+    for (int k = 0; k < pl->nsides; k++) {
+        dfl_status s = resolve_map(&pl->sd[k], p->map, &maps[k], err);
+        if (s) return s;
+    }
+
+    /* layer and head indices per side for a fixed (non-"all") choice */
+    int64_t li[2] = {0, 0}, hi[2] = {0, 0};
+    for (int k = 0; k < pl->nsides; k++) {
+        const side *d = &pl->sd[k];
+        int64_t lv = p->layer == DFL_ATTNMAP_FIRST || all_l ? d->layers[0] : p->layer;
+        int64_t hv = p->head == DFL_ATTNMAP_FIRST || all_h ? d->heads[0] : p->head;
+        dfl_status s;
+        if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].layers[li[0]];
+        if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].heads[hi[0]];
+        if ((s = find_index(d, "layer", d->layers, d->Ls, lv, &li[k], err))) return s;
+        if (p->head == DFL_ATTNMAP_MEAN) hi[k] = -1;
+        else if ((s = find_index(d, "head", d->heads, d->Hs, hv, &hi[k], err))) return s;
+    }
+
+    int rows_of_sides = pl->nsides == 2 && !p->delta ? 2 : 1;
+    for (int row = 0; row < rows_of_sides; row++)
+        for (int64_t it = 0; it < nitems; it++) {
+            tile t;
+            memset(&t, 0, sizeof t);
+            int ks[2] = {row, 1};
+            int nk = p->delta ? 2 : 1;
+            char item[64] = "", lam[32] = "";
+            for (int q = 0; q < nk; q++) {
+                int k = ks[q];
+                const side *d = &pl->sd[k];
+                term *tm = &t.t[q];
+                tm->side = k;
+                tm->map = all_m ? (dfl_attn_map)(DFL_ATTN_MAP1 + it) : maps[k];
+                tm->li = li[k];
+                tm->hi = hi[k];
+                tm->coef = q == 0 ? 1.0 : -1.0;
+                dfl_status s;
+                if (all_l && (s = find_index(d, "layer", d->layers, d->Ls, pl->sd[0].layers[it], &tm->li, err)))
+                    return s;
+                if (all_h && (s = find_index(d, "head", d->heads, d->Hs, pl->sd[0].heads[it], &tm->hi, err)))
+                    return s;
+                if (all_m && !d->is_diff)
+                    return dfl__fail(err, DFL_ERR_USAGE, "%s: --maps all needs a Diff dump (a %s dump has only map1)",
+                                     dfl_dump_path(d->r), d->model_type);
+                if (tm->map == DFL_ATTN_DIFF) t.diverging = 1;
+            }
+            t.nt = nk;
+            if (p->delta) t.diverging = 1;
+            const side *d0 = &pl->sd[t.t[0].side];
+            if (all_l) {
+                lambda_text(d0, t.t[0].li, lam, sizeof lam);
+                snprintf(item, sizeof item, "layer %d%s%s", d0->layers[t.t[0].li], lam[0] ? " \xc2\xb7 " : "", lam);
+            } else if (all_h) {
+                snprintf(item, sizeof item, "head %d", d0->heads[t.t[0].hi]);
+            } else if (all_m) {
+                snprintf(item, sizeof item, "%s", it == 0 ? "map1" : it == 1 ? "map2" : "diff = map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2");
+            }
+            if (p->delta)
+                snprintf(t.title, sizeof t.title, "%s \xe2\x88\x92 %s%s%s", pl->sd[0].label, pl->sd[1].label,
+                         item[0] ? " \xc2\xb7 " : "", item);
+            else if (pl->nsides == 2)
+                snprintf(t.title, sizeof t.title, "%s%s%s", d0->label, item[0] ? " \xc2\xb7 " : "", item);
+            else
+                snprintf(t.title, sizeof t.title, "%s", item);
+            dfl_status s = add_tile(pl, &t, err);
+            if (s) return s;
+        }
+    pl->grid_rows = rows_of_sides;
+    pl->grid_cols = (int)nitems;
+    if (rows_of_sides == 2 && nitems == 1) { /* one map each: side by side */
+        pl->grid_rows = 1;
+        pl->grid_cols = 2;
+    } else if (rows_of_sides == 1 && nitems > 4) {
+        pl->grid_cols = nitems <= 8 ? 4 : (int)ceil(sqrt((double)nitems));
+        pl->grid_rows = (int)((nitems + pl->grid_cols - 1) / pl->grid_cols);
+    }
+
+    /* the figure's title */
+    const side *d = &pl->sd[0];
+    char who[96], lay[48], hd[48], mp[64], lam[32] = "";
+    if (p->delta) snprintf(who, sizeof who, "%s \xe2\x88\x92 %s", pl->sd[0].label, pl->sd[1].label);
+    else if (pl->nsides == 2) snprintf(who, sizeof who, "%s vs %s", pl->sd[0].label, pl->sd[1].label);
+    else snprintf(who, sizeof who, "%s", d->label);
+    if (all_l) snprintf(lay, sizeof lay, "all layers");
+    else snprintf(lay, sizeof lay, "layer %d", d->layers[li[0]]);
+    if (all_h) snprintf(hd, sizeof hd, "all heads");
+    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->Hs);
+    else snprintf(hd, sizeof hd, "head %d", d->heads[hi[0]]);
+    if (all_m) snprintf(mp, sizeof mp, "map1 | map2 | diff");
+    else if (maps[0] == DFL_ATTN_DIFF) snprintf(mp, sizeof mp, "diff map");
+    else if (maps[0] == DFL_ATTN_MAP1 && !d->is_diff) snprintf(mp, sizeof mp, "softmax map");
+    else snprintf(mp, sizeof mp, "%s", map_dataset(maps[0]));
+    if (pl->nsides == 2 && maps[0] != maps[1])
+        snprintf(mp + strlen(mp), sizeof mp - strlen(mp), " / %s", maps[1] == DFL_ATTN_DIFF ? "diff map" : "softmax map");
+    if (!all_l) {
+        for (int k = 0; k < pl->nsides && !lam[0]; k++) lambda_text(&pl->sd[k], li[k], lam, sizeof lam);
+    }
+    snprintf(title, title_cap, "%s \xc2\xb7 sample %s%s(#%zu) \xc2\xb7 %s \xc2\xb7 %s \xc2\xb7 %s%s%s", who, d->s->id,
+             d->s->id[0] ? " " : "", d->s->index, lay, hd, mp, lam[0] ? " \xc2\xb7 " : "", lam);
+    return DFL_OK;
+}
+
+/* ------------------------------------------------------- rows, cols, size */
+
+static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *err)
+{
+    const side *a = &pl->sd[0];
+    int64_t lo = p->has_rows && p->rows[0] >= 0 ? p->rows[0] : 0;
+    int64_t hi = p->has_rows && p->rows[1] >= 0 ? p->rows[1] : a->T;
+    int64_t c0 = p->has_cols && p->cols[0] >= 0 ? p->cols[0] : 0;
+    int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->T;
+    if (c1 > a->T) c1 = a->T;
+    if (c0 >= c1)
+        return dfl__fail(err, DFL_ERR_RANGE, "--cols %lld:%lld selects no keys (the sample has %lld tokens, keys 0:%lld)",
+                         (long long)c0, (long long)c1, (long long)a->T, (long long)a->T);
+    pl->c0 = c0;
+    pl->nc = c1 - c0;
+    pl->rpos = dfl__alloc_array((size_t)a->R, sizeof *pl->rpos);
+    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->R, sizeof *pl->ridx[k]);
+    if (!pl->rpos || !pl->ridx[0] || (pl->nsides == 2 && !pl->ridx[1]))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    pl->nr = 0;
+    for (int64_t i = 0; i < a->R; i++) {
+        if (a->rows[i] < lo || a->rows[i] >= hi) continue;
+        pl->rpos[pl->nr] = a->rows[i];
+        pl->ridx[0][pl->nr] = i;
+        if (pl->nsides == 2) {
+            const side *b = &pl->sd[1];
+            int64_t j = -1;
+            for (int64_t q = 0; q < b->R; q++)
+                if (b->rows[q] == a->rows[i]) j = q;
+            if (j < 0)
+                return dfl__fail(err, DFL_ERR_RANGE, "%s: query row %d is captured in %s but not here",
+                                 dfl_dump_path(b->r), a->rows[i], dfl_dump_path(a->r));
+            pl->ridx[1][pl->nr] = j;
+        }
+        pl->nr++;
+    }
+    if (pl->nr == 0) {
+        char have[200];
+        ranges_text(a->rows, a->R, have, sizeof have);
+        return dfl__fail(err, DFL_ERR_RANGE, "%s: --rows %lld:%lld selects none of the captured query rows (%s)",
+                         dfl_dump_path(a->r), (long long)lo, (long long)hi, have);
+    }
+    /* a dump that captured only some rows draws them as strips */
+    pl->strips = a->R < a->T || (pl->nsides == 2 && pl->sd[1].R < pl->sd[1].T);
+    return DFL_OK;
+}
+
+/* Pooled grid and cell sizes for a tile whose longer side gets `size` pixels. */
+static void choose_size(plan *pl, int size)
+{
+    int64_t nr = pl->nr, nc = pl->nc, S = size;
+    if (pl->strips) {
+        pl->pw = nc > S ? S : nc;
+        pl->cell_w = nc > S ? 1 : (int)(S / nc);
+        if (nr * 2 <= S) {
+            pl->ph = nr;
+            int64_t h = S / 2 / nr;
+            pl->cell_h = (int)(h > 48 ? 48 : h < 1 ? 1 : h);
+        } else {
+            pl->ph = nr > S ? S : nr;
+            pl->cell_h = 1;
+        }
+        return;
+    }
+    int64_t k = nr > nc ? nr : nc;
+    if (k <= S) {
+        pl->ph = nr;
+        pl->pw = nc;
+        pl->cell_w = pl->cell_h = (int)(S / k);
+    } else {
+        pl->ph = (nr * S + k / 2) / k;
+        pl->pw = (nc * S + k / 2) / k;
+        if (pl->ph < 1) pl->ph = 1;
+        if (pl->pw < 1) pl->pw = 1;
+        pl->cell_w = pl->cell_h = 1;
+    }
+}
+
+/* ------------------------------------------------------------------ reading */
+
+/* Rows per read: a multiple of the maps' tile rows (32 from probe). 64 rows of 4096 keys
+ * (1 MB) stay in a core's cache between decoding and pooling and still give the chunk
+ * decoder up to 16 chunks to share among the cores. */
+#define BLOCK_ROWS 64
+
+typedef struct reader_set {
+    dfl_dump_slab *slab[2][4]; /* [side][map] opened on demand */
+    float *acc, *buf;          /* [BLOCK_ROWS][nc] a block of rows, rows as wide as read */
+    int64_t valid[BLOCK_ROWS]; /* keys (from c0) each row of the block sees */
+} reader_set;
+
+static void reader_set_free(reader_set *rs)
+{
+    for (int k = 0; k < 2; k++)
+        for (int m = 0; m < 4; m++) dfl_dump_slab_close(rs->slab[k][m]);
+    free(rs->acc);
+    free(rs->buf);
+}
+
+static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_dump_slab **out, dfl_error *err)
+{
+    if (!rs->slab[k][m]) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/%s", pl->sd[k].attn, map_dataset(m));
+        dfl_status s = dfl_dump_slab_open(pl->sd[k].r, path, &rs->slab[k][m], err);
+        if (s) return s;
+        const dfl_dump_dset_info *in = dfl_dump_slab_info(rs->slab[k][m]);
+        const side *d = &pl->sd[k];
+        if (in->ndim != 4 || in->dims[0] != d->Ls || in->dims[1] != d->Hs || in->dims[2] != d->R || in->dims[3] != d->T)
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from map1's [%lld, %lld, %lld, %lld]",
+                             dfl_dump_path(d->r), path, (long long)d->Ls, (long long)d->Hs, (long long)d->R,
+                             (long long)d->T);
+    }
+    *out = rs->slab[k][m];
+    return DFL_OK;
+}
+
+/* Rows [r0, r0 + n) of the shown rows, keys [c0, c0 + w), for one side's map/layer/head
+ * into out [n][w]. Consecutive R indices are read as one box. */
+static dfl_status read_rows(plan *pl, dfl_dump_slab *sl, int k, int64_t li, int64_t hi, int64_t r0, int64_t n,
+                            int64_t w, float *out, dfl_error *err)
+{
+    const int64_t *ridx = pl->ridx[k];
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i + 1;
+        while (j < n && ridx[r0 + j] == ridx[r0 + j - 1] + 1) j++;
+        int64_t start[4] = {li, hi, ridx[r0 + i], pl->c0}, count[4] = {1, 1, j - i, w};
+        dfl_status s = dfl_dump_slab_read_f32(sl, start, count, out + i * w, err);
+        if (s) return s;
+        i = j;
+    }
+    return DFL_OK;
+}
+
+/* Read, combine and pool one tile, block by block. Keys past a row's query position
+ * are the masked future: the pool never sees them, and no block reads keys beyond
+ * what its last row sees (probe does not even store those tiles). */
+static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mode, dfl_error *err)
+{
+    size_t bn;
+    if (!dfl__mul_ok((size_t)BLOCK_ROWS, (size_t)pl->nc, &bn)) return dfl__fail(err, DFL_ERR_NOMEM, "map too wide");
+    /* direct: one map of one head, read straight into acc; else a weighted sum via buf */
+    int direct = t->nt == 1 && t->t[0].hi >= 0 && t->t[0].coef == 1.0;
+    size_t pn = (size_t)pl->ph * (size_t)pl->pw;
+    if ((!rs->acc && !(rs->acc = dfl__alloc_array(bn, sizeof *rs->acc))) ||
+        (!direct && !rs->buf && !(rs->buf = dfl__alloc_array(bn, sizeof *rs->buf))) ||
+        !(t->v = dfl__alloc_array(pn, sizeof *t->v)))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    dfl_pool *pool = NULL;
+    dfl_status s = dfl_pool_create(pl->nr, pl->nc, pl->ph, pl->pw, mode, &pool, err);
+    float *acc = rs->acc;
+    for (int64_t r0 = 0; !s && r0 < pl->nr; r0 += BLOCK_ROWS) {
+        int64_t n = pl->nr - r0 < BLOCK_ROWS ? pl->nr - r0 : BLOCK_ROWS, w = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = (int64_t)pl->rpos[r0 + i] + 1 - pl->c0;
+            rs->valid[i] = v < 0 ? 0 : v > pl->nc ? pl->nc : v;
+            if (rs->valid[i] > w) w = rs->valid[i];
+        }
+        if (w == 0) continue; /* the whole block lies in the future of the crop */
+        size_t cnt = (size_t)n * (size_t)w;
+        if (!direct) memset(acc, 0, cnt * sizeof *acc);
+        for (int q = 0; !s && q < t->nt; q++) {
+            const term *tm = &t->t[q];
+            const side *d = &pl->sd[tm->side];
+            dfl_dump_slab *sl = NULL;
+            if ((s = slab_for(pl, rs, tm->side, tm->map, &sl, err))) break;
+            if (direct) {
+                s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, w, acc, err);
+                break;
+            }
+            int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->Hs;
+            float c = (float)(tm->coef / (double)(h1 - h0));
+            for (int64_t h = h0; !s && h < h1; h++) {
+                if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, w, rs->buf, err))) break;
+                for (size_t i = 0; i < cnt; i++) acc[i] += c * rs->buf[i];
+            }
+        }
+        if (!s) dfl_pool_rows_valid(pool, r0, n, acc, w, rs->valid);
+    }
+    if (!s) dfl_pool_result(pool, t->v);
+    dfl_pool_destroy(pool);
+    return s;
+}
+
+/* ---------------------------------------------------------------- limits */
+
+/* The q-quantile (0..1) of v[n], by quickselect (reorders v; O(n)). */
+static float quantile(float *v, size_t n, double q)
+{
+    size_t k = (size_t)floor(q * (double)(n - 1) + 0.5), lo = 0, hi = n - 1;
+    if (k >= n) k = n - 1;
+    while (lo < hi) {
+        /* median of three as the pivot, Hoare partition */
+        size_t mid = lo + (hi - lo) / 2;
+        float a = v[lo], b = v[mid], c = v[hi];
+        float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+    return v[k];
+}
+
+/* Robust limits over all tiles: the 99.5th percentile of the values (of |v| when
+ * diverging), leaving out pooled columns that hold a bos key, whose sink would
+ * otherwise wash the rest of the map out. */
+static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error *err)
+{
+    int diverging = 0;
+    for (int i = 0; i < pl->ntiles; i++) diverging |= pl->tiles[i].diverging;
+    size_t per = (size_t)pl->ph * (size_t)pl->pw, total;
+    if (!dfl__mul_ok(per, (size_t)pl->ntiles, &total)) return dfl__fail(err, DFL_ERR_NOMEM, "too many pixels");
+    /* columns of the pooled grid touched by a bos key */
+    uint8_t *bos_col = calloc((size_t)pl->pw, 1);
+    float *vals = dfl__alloc_array(total ? total : 1, sizeof *vals);
+    if (!bos_col || !vals) {
+        free(bos_col);
+        free(vals);
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    }
+    const side *a = &pl->sd[0];
+    for (int64_t j = 0; j < pl->nc; j++) {
+        if (a->segments[pl->c0 + j] != 1) continue;
+        int64_t x = j * pl->pw / pl->nc;
+        bos_col[x] = 1;
+        if (x + 1 < pl->pw && (j + 1) * pl->pw > (x + 1) * pl->nc) bos_col[x + 1] = 1;
+    }
+    size_t n = 0, nall = 0;
+    double lo = INFINITY, hi = -INFINITY, minpos = INFINITY;
+    for (int t = 0; t < pl->ntiles; t++)
+        for (size_t i = 0; i < per; i++) {
+            float v = pl->tiles[t].v[i];
+            if (isnan(v)) continue;
+            nall++;
+            if (v < lo) lo = v;
+            if (v > hi) hi = v;
+            if (v > 0 && v < minpos) minpos = v;
+            if (!bos_col[i % (size_t)pl->pw]) vals[n++] = diverging ? fabsf(v) : v;
+        }
+    if (n == 0) /* only bos columns (or nothing) shown: use them all */
+        for (int t = 0; t < pl->ntiles; t++)
+            for (size_t i = 0; i < per; i++) {
+                float v = pl->tiles[t].v[i];
+                if (!isnan(v)) vals[n++] = diverging ? fabsf(v) : v;
+            }
+    double q = n ? quantile(vals, n, 0.995) : 1.0;
+    free(vals);
+    free(bos_col);
+    if (nall == 0) lo = hi = 0;
+    pl->data_min = lo;
+    pl->data_max = hi;
+
+    dfl_norm *nm = &pl->norm;
+    memset(nm, 0, sizeof *nm);
+    nm->scale = p->scale;
+    nm->diverging = diverging;
+    pl->cmap = diverging ? DFL_CMAP_RDBU : p->cmap;
+    pl->robust = !p->has_vmin && !p->has_vmax;
+    if (diverging) {
+        double m = q > 0 ? q : fmax(fabs(lo), fabs(hi));
+        if (p->has_vmax || p->has_vmin) m = fmax(p->has_vmax ? fabs(p->vmax) : 0, p->has_vmin ? fabs(p->vmin) : 0);
+        nm->vmax = m > 0 ? m : 1.0;
+        nm->vmin = -nm->vmax;
+    } else {
+        double vmax = q > 0 ? q : (hi > 0 ? hi : 1.0);
+        double vmin = lo < 0 ? lo : 0.0;
+        if (p->scale == DFL_SCALE_LOG) {
+            vmin = fmax(vmax * 1e-4, isfinite(minpos) ? minpos : vmax * 1e-4);
+            if (vmin >= vmax) vmin = vmax * 1e-4;
+        }
+        if (p->has_vmax) vmax = p->vmax;
+        if (p->has_vmin) vmin = p->vmin;
+        nm->vmin = vmin;
+        nm->vmax = vmax;
+    }
+    dfl_status s = dfl_norm_check(nm, err);
+    if (s) return dfl__context(err, "--vmin/--vmax");
+    pl->extend_high = nall && hi > nm->vmax;
+    pl->extend_low = nall && lo < nm->vmin;
+    return DFL_OK;
+}
+
+/* ------------------------------------------------------------------ drawing */
+
+static const dfl_rgb WHITE = {255, 255, 255}, INK = {0x22, 0x22, 0x22}, GREY = {0x66, 0x66, 0x66};
+static const dfl_rgb NODATA = {200, 200, 200}, HATCH = {160, 160, 160};
+
+/* Segment colours (Okabe-Ito, colour-blind safe), by code: context, bos, answer,
+ * query, distractor, target. */
+static const dfl_rgb SEG_COLOR[6] = {{232, 232, 232}, {0, 0, 0}, {0, 158, 115}, {0, 114, 178}, {230, 159, 0},
+                                     {204, 121, 167}};
+static const char *const SEG_NAME[6] = {"context", "bos", "answer", "query", "distractor", "target"};
+/* Which segment wins when a pooled band cell covers several. */
+static const int SEG_RANK[6] = {0, 1, 5, 2, 3, 4};
+
+static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
+{
+    int best = 0;
+    for (int64_t i = from; i < to; i++) {
+        int s = seg[i] < 6 ? seg[i] : 0;
+        if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+    }
+    return best;
+}
+
+#define M 16          /* outer margin */
+#define BAND 6        /* segment band thickness */
+#define BGAP 2        /* band to map */
+#define GAPX 24       /* between tiles */
+#define GAPY 14
+#define LABEL_CHARS 10 /* token labels are clipped to this many characters */
+
+typedef struct layout {
+    int mw, mh;              /* map area of a tile */
+    int left_w, bottom_h;    /* tick or token labels */
+    int tile_title_h;
+    int tw, th;              /* whole tile */
+    int token_x, token_y;    /* print token text along x / y */
+    int grid_x, grid_y;      /* top-left of the grid */
+    int cb_x, cb_y, cb_h, cb_w;
+    int width, height;
+    int title_scale;
+    int legend_y;
+} layout;
+
+/* Position (centre) of shown key k on the x axis of a tile's map. */
+static int key_px(const plan *pl, const layout *L, double k)
+{
+    return (int)floor((k + 0.5) * L->mw / (double)pl->nc);
+}
+static int row_px(const plan *pl, const layout *L, double r)
+{
+    return (int)floor((r + 0.5) * L->mh / (double)pl->nr);
+}
+
+static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile *t, int x, int y)
+{
+    const side *a = &pl->sd[0];
+    if (pl->grid_cols * pl->grid_rows > 1 || t->title[0])
+        dfl_canvas_text(c, x + L->left_w + BAND + BGAP, y, t->title, 1, INK, DFL_ALIGN_LEFT);
+    int mx = x + L->left_w + BAND + BGAP, my = y + L->tile_title_h + BAND + BGAP;
+    /* key band (top) and query band (left) */
+    for (int64_t px = 0; px < L->mw; px++) {
+        int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
+        if (k1 <= k0) k1 = k0 + 1;
+        int s = band_segment(a->segments + pl->c0, k0, k1);
+        dfl_canvas_fill(c, mx + (int)px, my - BGAP - BAND, 1, BAND, SEG_COLOR[s]);
+    }
+    for (int64_t py = 0; py < L->mh; py++) {
+        int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
+        if (r1 <= r0) r1 = r0 + 1;
+        int best = 0;
+        for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
+            int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
+            if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+        }
+        dfl_canvas_fill(c, mx - BGAP - BAND, my + (int)py, BAND, 1, SEG_COLOR[best]);
+    }
+    dfl_canvas_heatmap(c, mx, my, t->v, (int)pl->ph, (int)pl->pw, pl->cell_w, pl->cell_h, &pl->norm, pl->cmap, NODATA,
+                       HATCH);
+    dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
+
+    char buf[64];
+    /* x axis: token text or position ticks */
+    int by = my + L->mh + 2;
+    if (L->token_x) {
+        for (int64_t k = 0; k < pl->nc; k++) {
+            int px = mx + key_px(pl, L, (double)k);
+            dfl_text_clip(buf, sizeof buf, a->text[pl->c0 + k], LABEL_CHARS);
+            dfl_canvas_text_up(c, px - DFL_FONT_H / 2, by + 4, buf, 1, INK, DFL_ALIGN_RIGHT);
+        }
+    } else {
+        double ticks[32];
+        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), L->mw / 70 + 2, ticks, 32, NULL);
+        for (int i = 0; i < nt; i++) {
+            if (ticks[i] != floor(ticks[i])) continue;
+            int px = mx + key_px(pl, L, ticks[i] - (double)pl->c0);
+            dfl_canvas_fill(c, px, by, 1, 4, INK);
+            snprintf(buf, sizeof buf, "%.0f", ticks[i]);
+            dfl_canvas_text(c, px, by + 5, buf, 1, INK, DFL_ALIGN_CENTER);
+        }
+    }
+    /* y axis: token text, each strip's position, or position ticks */
+    int lx = mx - BGAP - BAND - 2;
+    if (L->token_y) {
+        for (int64_t r = 0; r < pl->nr; r++) {
+            int py = my + row_px(pl, L, (double)r);
+            dfl_text_clip(buf, sizeof buf, a->text[pl->rpos[r]], LABEL_CHARS);
+            dfl_canvas_text(c, lx - 2, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
+        }
+    } else if (pl->strips) {
+        /* label strips at least a line apart */
+        int step = 1;
+        while ((double)L->mh / (double)pl->nr * step < DFL_FONT_H + 4) step++;
+        for (int64_t r = 0; r < pl->nr; r += step) {
+            int py = my + row_px(pl, L, (double)r);
+            dfl_canvas_fill(c, lx - 3, py, 3, 1, INK);
+            snprintf(buf, sizeof buf, "%d", pl->rpos[r]);
+            dfl_canvas_text(c, lx - 5, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
+        }
+    } else {
+        double ticks[32];
+        double p0 = pl->rpos[0];
+        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], L->mh / 50 + 2, ticks, 32, NULL);
+        for (int i = 0; i < nt; i++) {
+            if (ticks[i] != floor(ticks[i])) continue;
+            int py = my + row_px(pl, L, ticks[i] - p0);
+            dfl_canvas_fill(c, lx - 3, py, 3, 1, INK);
+            snprintf(buf, sizeof buf, "%.0f", ticks[i]);
+            dfl_canvas_text(c, lx - 5, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
+        }
+    }
+}
+
+static int max_label_width(const plan *pl, int y_axis)
+{
+    const side *a = &pl->sd[0];
+    int w = 0;
+    char buf[64];
+    int64_t n = y_axis ? pl->nr : pl->nc;
+    for (int64_t i = 0; i < n; i++) {
+        dfl_text_clip(buf, sizeof buf, a->text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
+        int tw = dfl_text_width(buf, 1);
+        if (tw > w) w = tw;
+    }
+    return w;
+}
+
+static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_colorbar *cb, const char *title,
+                        const char *subtitle, const dfl_legend_item *items, int nitems, layout *L)
+{
+    memset(L, 0, sizeof *L);
+    const side *a = &pl->sd[0];
+    L->mw = (int)pl->pw * pl->cell_w;
+    L->mh = (int)pl->ph * pl->cell_h;
+    int has_text = a->text && p->token_labels;
+    L->token_x = has_text && pl->pw == pl->nc && pl->cell_w >= DFL_FONT_H;
+    L->token_y = has_text && pl->ph == pl->nr && pl->cell_h >= DFL_FONT_H;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
+    int digits_w = dfl_text_width(buf, 1);
+    L->left_w = (L->token_y ? max_label_width(pl, 1) : digits_w) + 8;
+    L->bottom_h = L->token_x ? max_label_width(pl, 0) + 8 : DFL_FONT_H + 8;
+    L->tile_title_h = pl->ntiles > 1 || pl->tiles[0].title[0] ? DFL_FONT_H + 4 : 0;
+    L->tw = L->left_w + BAND + BGAP + L->mw;
+    L->th = L->tile_title_h + BAND + BGAP + L->mh + L->bottom_h;
+
+    int axis_w = DFL_FONT_H + 6; /* the rotated "query position" */
+    int grid_w = pl->grid_cols * L->tw + (pl->grid_cols - 1) * GAPX;
+    int grid_h = pl->grid_rows * L->th + (pl->grid_rows - 1) * GAPY;
+    L->cb_w = dfl_colorbar_width(cb, 18);
+    int width = M + axis_w + grid_w + 28 + L->cb_w + M;
+    L->title_scale = dfl_text_width(title, 2) + 2 * M <= width ? 2 : 1;
+    int title_w = dfl_text_width(title, L->title_scale) + 2 * M;
+    int sub_w = dfl_text_width(subtitle, 1) + 2 * M;
+    if (title_w > width) width = title_w;
+    if (sub_w > width) width = sub_w;
+    L->width = width;
+
+    L->grid_x = M + axis_w;
+    L->grid_y = M + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
+    /* the colour bar spans the maps of the grid, at least 160 px */
+    L->cb_x = L->grid_x + grid_w + 28;
+    L->cb_y = L->grid_y + L->tile_title_h + BAND + BGAP + DFL_FONT_H + 16;
+    int maps_span = grid_h - L->tile_title_h - BAND - BGAP - L->bottom_h;
+    L->cb_h = maps_span - DFL_FONT_H - 16;
+    if (L->cb_h < 160) L->cb_h = 160;
+    int cb_bottom = L->cb_y + L->cb_h + 18 + 5 * (DFL_FONT_H + 2);
+    int bottom = L->grid_y + grid_h + DFL_FONT_H + 8; /* + "key position" */
+    if (cb_bottom > bottom) bottom = cb_bottom;
+    int lw, lh;
+    dfl_legend_size(items, nitems, 1, width - 2 * M, &lw, &lh);
+    L->legend_y = bottom + 8;
+    L->height = L->legend_y + lh + M;
+}
+
+/* ------------------------------------------------------------------- run */
+
+static void scale_note(const plan *pl, const dfl_attnmap_params *p, char *buf, size_t cap)
+{
+    char lo[32], hi[32];
+    size_t used = 0;
+    if (pl->robust)
+        used += (size_t)snprintf(buf + used, cap - used, "limits: p99.5%s\n(bos keys left out)\n",
+                                 pl->norm.diverging ? " of |v|" : "");
+    else
+        used += (size_t)snprintf(buf + used, cap - used, "limits: --vmin/--vmax\n");
+    dfl_tick_label(pl->data_min, lo, sizeof lo);
+    dfl_tick_label(pl->data_max, hi, sizeof hi);
+    used += (size_t)snprintf(buf + used, cap - used, "data %s to %s\n", lo, hi);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "%s scale, %s pool", dfl_scale_name(p->scale), dfl_pool_name(p->pool));
+}
+
+dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep, dfl_error *err)
+{
+    double t0 = now_seconds();
+    if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
+    if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
+    if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
+    /* the cheap check first: an existing output fails before any reading */
+    dfl_status s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    if (s) return s;
+
+    plan *pl = calloc(1, sizeof *pl);
+    dfl_canvas *c = NULL;
+    reader_set rs;
+    memset(&rs, 0, sizeof rs);
+    if (!pl) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    pl->nsides = p->vs_path ? 2 : 1;
+    char title[384], subtitle[384], note[256];
+    if ((s = side_open(&pl->sd[0], p->dump_path, p->sample, p->labels[0], err))) goto done;
+    if (p->vs_path) {
+        if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->labels[1], err))) goto done;
+        const side *a = &pl->sd[0], *b = &pl->sd[1];
+        if (a->T != b->T) {
+            s = dfl__fail(err, DFL_ERR_TENSOR, "--vs: the samples' tokens differ: %s sample '%s' has %lld tokens, %s sample '%s' has %lld",
+                          p->dump_path, a->s->id, (long long)a->T, p->vs_path, b->s->id, (long long)b->T);
+            goto done;
+        }
+        for (int64_t i = 0; i < a->T; i++)
+            if (a->tokens[i] != b->tokens[i]) {
+                s = dfl__fail(err, DFL_ERR_TENSOR,
+                              "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
+                              (long long)i, a->tokens[i], p->dump_path, b->tokens[i], p->vs_path);
+                goto done;
+            }
+    }
+    if ((s = make_tiles(pl, p, title, sizeof title, err))) goto done;
+    if ((s = choose_rows(pl, p, err))) goto done;
+    int size = p->size > 0 ? p->size : pl->ntiles > 1 ? 512 : 1024;
+    if (size < 16) size = 16;
+    choose_size(pl, size);
+
+    double tr = now_seconds();
+    for (int i = 0; i < pl->ntiles; i++)
+        if ((s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err))) goto done;
+    double read_seconds = now_seconds() - tr;
+    if ((s = choose_limits(pl, p, err))) goto done;
+
+    /* subtitle: what the pixels are */
+    const side *a = &pl->sd[0];
+    snprintf(subtitle, sizeof subtitle, "%s%s%s \xc2\xb7 %lld tokens \xc2\xb7 %s %d:%d \xc2\xb7 keys %lld:%lld \xc2\xb7 %lld rows x %lld keys %s %lld x %lld px",
+             p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "", (long long)a->T,
+             pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
+             (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
+             pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
+             (long long)pl->pw * pl->cell_w, (long long)pl->ph * pl->cell_h);
+    scale_note(pl, p, note, sizeof note);
+    int any_div = pl->norm.diverging, all_div = 1;
+    for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;
+    dfl_colorbar cb = {pl->cmap, pl->norm,
+                       p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
+                       note, pl->extend_low, pl->extend_high, 1};
+    (void)any_div;
+
+    /* legend: the segments present, then masked */
+    dfl_legend_item items[8];
+    int nitems = 0;
+    int present[6] = {0};
+    for (int64_t i = 0; i < a->T; i++) present[a->segments[i] < 6 ? a->segments[i] : 0] = 1;
+    for (int sg = 1; sg <= 6; sg++) {
+        int code = sg % 6; /* bos, answer, query, distractor, target, then context */
+        if (!present[code]) continue;
+        dfl_legend_item it = {SEG_NAME[code], SEG_COLOR[code], 0, SEG_COLOR[code]};
+        items[nitems++] = it;
+    }
+    dfl_legend_item masked = {"masked (future keys)", NODATA, 1, HATCH};
+    items[nitems++] = masked;
+
+    layout L;
+    make_layout(pl, p, &cb, title, subtitle, items, nitems, &L);
+    if ((s = dfl_canvas_create(L.width, L.height, WHITE, &c, err))) goto done;
+    dfl_canvas_text(c, M, M, title, L.title_scale, INK, DFL_ALIGN_LEFT);
+    dfl_canvas_text(c, M, M + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
+    for (int i = 0; i < pl->ntiles; i++) {
+        int gx = i % pl->grid_cols, gy = i / pl->grid_cols;
+        draw_tile(c, pl, &L, &pl->tiles[i], L.grid_x + gx * (L.tw + GAPX), L.grid_y + gy * (L.th + GAPY));
+    }
+    int grid_w = pl->grid_cols * L.tw + (pl->grid_cols - 1) * GAPX;
+    int grid_h = pl->grid_rows * L.th + (pl->grid_rows - 1) * GAPY;
+    /* the longest y-axis title that fits beside the grid */
+    const char *ytitles[3] = {pl->strips ? "query position (captured rows)" : "query position", "query position",
+                              "query"};
+    int yt = 0;
+    while (yt < 2 && dfl_text_width(ytitles[yt], 1) > grid_h) yt++;
+    dfl_canvas_text_up(c, M, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
+    dfl_canvas_text(c, L.grid_x + grid_w / 2, L.grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
+    dfl_canvas_colorbar(c, L.cb_x, L.cb_y, 18, L.cb_h, &cb);
+    dfl_canvas_legend(c, M, L.legend_y, items, nitems, 1, L.width - 2 * M, INK);
+
+    const char *keys[3] = {"Software", "Title", "Source"};
+    char source[1024];
+    snprintf(source, sizeof source, "%s%s%s", p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "");
+    const char *vals[3] = {"difflens attnmap", title, source};
+    if ((s = dfl_png_write(c, p->out_path, p->overwrite, keys, vals, 3, err))) goto done;
+    if (rep) {
+        rep->width = L.width;
+        rep->height = L.height;
+        rep->tiles = pl->ntiles;
+        rep->vmin = pl->norm.vmin;
+        rep->vmax = pl->norm.vmax;
+        rep->robust = pl->robust;
+        rep->read_seconds = read_seconds;
+        rep->total_seconds = now_seconds() - t0;
+    }
+done:
+    reader_set_free(&rs);
+    dfl_canvas_destroy(c);
+    plan_free(pl);
+    free(pl);
+    return s;
+}

@@ -1,0 +1,988 @@
+/* render_plot.c — line and grouped bar charts (plot.h) drawn with render.h's canvas
+ * and bitmap font. Both charts share one frame: title, axes with ticks and labels, a
+ * legend, a note; only the marks differ. Layout is computed in pixels from the font
+ * scale so that text stays legible when a figure is shrunk to a paper column. */
+#include "render/plot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const dfl_rgb WHITE = {255, 255, 255};
+static const dfl_rgb INK = {30, 30, 30};
+static const dfl_rgb AXIS = {70, 70, 70};
+static const dfl_rgb GRID = {226, 226, 226};
+static const dfl_rgb FRAME = {190, 190, 190};
+
+#define MAX_TICKS 64
+#define MAX_MINOR 256
+
+/* matplotlib's tab10: the default colour cycle people recognise from papers. */
+static const dfl_rgb tab10[10] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},  {148, 103, 189},
+                                  {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
+
+dfl_rgb dfl_plot_color(int i)
+{
+    if (i < 0) i = -i;
+    return tab10[i % 10];
+}
+
+dfl_line_chart dfl_line_chart_default(void)
+{
+    dfl_line_chart p;
+    memset(&p, 0, sizeof p);
+    p.grid = 1;
+    return p;
+}
+
+dfl_bar_chart dfl_bar_chart_default(void)
+{
+    dfl_bar_chart p;
+    memset(&p, 0, sizeof p);
+    p.grid = 1;
+    p.value_precision = 3;
+    return p;
+}
+
+/* ------------------------------------------------------------------- axes */
+
+/* A resolved axis: limits, major ticks with labels, minor ticks. */
+typedef struct axis {
+    int log;
+    double lo, hi;
+    double ticks[MAX_TICKS];
+    char labels[MAX_TICKS][32];
+    int nt;
+    double minor[MAX_MINOR];
+    int nminor;
+} axis;
+
+/* Replace a leading '-' by U+2212 so negative labels read as such. */
+static void minus_sign(char *buf, size_t cap)
+{
+    if (buf[0] == '-' && strlen(buf) + 3 < cap) {
+        memmove(buf + 3, buf + 1, strlen(buf));
+        memcpy(buf, "\xe2\x88\x92", 3);
+    }
+}
+
+/* A decade label: plain numbers from 0.001 to 10000, "1e5" style beyond. */
+static void decade_label(int e, char *buf, size_t cap)
+{
+    if (e >= 0 && e <= 4) snprintf(buf, cap, "%.0f", pow(10, e));
+    else if (e < 0 && e >= -3) snprintf(buf, cap, "%.*f", -e, pow(10, e));
+    else snprintf(buf, cap, "1e%d", e);
+}
+
+/* A linear tick label with as many decimals as the step needs (0.25 -> 2). */
+static void linear_label(double v, double step, char *buf, size_t cap)
+{
+    double a = fabs(v);
+    if (v != 0 && (a >= 1e6 || a < 1e-4 || step < 1e-4)) {
+        dfl_tick_label(v, buf, cap);
+        return;
+    }
+    int dec = 0;
+    while (dec < 8 && fabs(step * pow(10, dec) - round(step * pow(10, dec))) > 1e-6 * pow(10, dec)) dec++;
+    snprintf(buf, cap, "%.*f", dec, fabs(v) < step * 1e-9 ? 0.0 : v);
+    minus_sign(buf, cap);
+}
+
+/* Resolve an axis from its spec and the data range [dlo, dhi] (NaN when no data).
+ * pad: linear only, fraction of the range added on both sides before rounding out
+ * (line charts' x axis), and whether the rounded limits may grow to whole ticks.
+ * Returns 0 with msg filled for bad user limits. */
+static int axis_resolve(const dfl_plot_axis *spec, double dlo, double dhi, int max_ticks, double pad, int round_out,
+                        int include_zero, axis *a, char *msg, size_t cap)
+{
+    memset(a, 0, sizeof *a);
+    a->log = spec->scale == DFL_SCALE_LOG;
+    if (spec->has_min && !isfinite(spec->min)) return snprintf(msg, cap, "axis minimum is not finite"), 0;
+    if (spec->has_max && !isfinite(spec->max)) return snprintf(msg, cap, "axis maximum is not finite"), 0;
+    if (a->log && spec->has_min && spec->min <= 0)
+        return snprintf(msg, cap, "log axis minimum %g is not positive", spec->min), 0;
+    if (a->log && spec->has_max && spec->max <= 0)
+        return snprintf(msg, cap, "log axis maximum %g is not positive", spec->max), 0;
+    if (spec->has_min && spec->has_max && !(spec->min < spec->max))
+        return snprintf(msg, cap, "axis minimum %g is not below maximum %g", spec->min, spec->max), 0;
+    if (!(dlo <= dhi)) {
+        /* no data: a unit range */
+        dlo = a->log ? 1 : 0;
+        dhi = a->log ? 10 : 1;
+    }
+    if (spec->has_min) dlo = spec->min;
+    if (spec->has_max) dhi = spec->max;
+    if (dlo > dhi) {
+        double t = dlo;
+        dlo = dhi;
+        dhi = t;
+    }
+    if (a->log) {
+        double l0 = log10(dlo), l1 = log10(dhi);
+        /* whole decades unless fixed; a flat series gets one decade either side */
+        a->lo = spec->has_min ? dlo : pow(10, floor(l0 + 1e-9));
+        a->hi = spec->has_max ? dhi : pow(10, ceil(l1 - 1e-9));
+        if (!(a->hi > a->lo)) {
+            if (!spec->has_min) a->lo /= 10;
+            if (!spec->has_max || !(a->hi > a->lo)) a->hi = a->lo * 100;
+        }
+        int e0 = (int)ceil(log10(a->lo) - 1e-9), e1 = (int)floor(log10(a->hi) + 1e-9);
+        int every = 1;
+        while ((e1 - e0) / every + 1 > max_ticks) every++;
+        for (int e = e0; e <= e1 && a->nt < MAX_TICKS; e += every) {
+            a->ticks[a->nt] = pow(10, e);
+            decade_label(e, a->labels[a->nt], sizeof a->labels[0]);
+            a->nt++;
+        }
+        /* minor ticks at 2..9 x decade when they stay distinguishable */
+        if (every == 1 && e1 - e0 <= 8)
+            for (int e = e0 - 1; e <= e1; e++)
+                for (int m = 2; m <= 9 && a->nminor < MAX_MINOR; m++) {
+                    double v = m * pow(10, e);
+                    if (v > a->lo * (1 + 1e-9) && v < a->hi * (1 - 1e-9)) a->minor[a->nminor++] = v;
+                }
+        if (a->nt < 2) {
+            /* less than two decades inside: label the range's ends as well */
+            a->nt = 0;
+            double vals[2] = {a->lo, a->hi};
+            for (int i = 0; i < 2; i++) {
+                a->ticks[a->nt] = vals[i];
+                dfl_tick_label(vals[i], a->labels[a->nt], sizeof a->labels[0]);
+                a->nt++;
+            }
+        }
+        return 1;
+    }
+    if (include_zero && !spec->has_min && dlo > 0) dlo = 0;
+    if (include_zero && !spec->has_max && dhi < 0) dhi = 0;
+    if (dhi == dlo) {
+        double d = dlo == 0 ? 1 : fabs(dlo) * 0.1;
+        if (!spec->has_min) dlo -= d;
+        if (!spec->has_max) dhi += d;
+        if (dhi == dlo) dhi = dlo + 1;
+    }
+    double span = dhi - dlo;
+    if (!spec->has_min && !(include_zero && dlo == 0)) dlo -= pad * span;
+    if (!spec->has_max && !(include_zero && dhi == 0)) dhi += pad * span;
+    double step;
+    double tmp[MAX_TICKS];
+    dfl_ticks_linear(dlo, dhi, max_ticks, tmp, MAX_TICKS, &step);
+    if (spec->integer_ticks && step != floor(step)) step = step < 1 ? 1 : (step < 3 ? 2 : ceil(step));
+    if (!(step > 0)) step = span > 0 ? span : 1;
+    a->lo = dlo;
+    a->hi = dhi;
+    if (round_out) {
+        if (!spec->has_min) a->lo = floor(dlo / step + 1e-9) * step;
+        if (!spec->has_max) a->hi = ceil(dhi / step - 1e-9) * step;
+    }
+    for (double k = ceil(a->lo / step - 1e-9); a->nt < MAX_TICKS; k++) {
+        double v = k * step;
+        if (v > a->hi + step * 1e-9) break;
+        a->ticks[a->nt] = fabs(v) < step * 1e-9 ? 0.0 : v;
+        linear_label(a->ticks[a->nt], step, a->labels[a->nt], sizeof a->labels[0]);
+        a->nt++;
+    }
+    return 1;
+}
+
+/* Position of v on an axis drawn from pixel p0 (at lo) to p1 (at hi); NaN when v
+ * cannot be shown (NaN, or <= 0 on a log axis). */
+static double axis_map(const axis *a, double v, double p0, double p1)
+{
+    double t;
+    if (a->log) {
+        if (!(v > 0)) return NAN;
+        t = (log10(v) - log10(a->lo)) / (log10(a->hi) - log10(a->lo));
+    } else {
+        if (isnan(v)) return NAN;
+        t = (v - a->lo) / (a->hi - a->lo);
+    }
+    return p0 + t * (p1 - p0);
+}
+
+static int max_label_width(const axis *a, int fs)
+{
+    int w = 0;
+    for (int i = 0; i < a->nt; i++) {
+        int tw = dfl_text_width(a->labels[i], fs);
+        if (tw > w) w = tw;
+    }
+    return w;
+}
+
+/* ------------------------------------------------------------ thick lines */
+
+/* A clip rectangle for marks (the plot area). */
+typedef struct clip {
+    int x0, y0, x1, y1; /* inclusive-exclusive */
+} clip;
+
+static void stamp(dfl_canvas *c, const clip *k, int x, int y, int w, dfl_rgb col)
+{
+    int h0 = (w - 1) / 2;
+    for (int yy = y - h0; yy < y - h0 + w; yy++)
+        for (int xx = x - h0; xx < x - h0 + w; xx++)
+            if (xx >= k->x0 && xx < k->x1 && yy >= k->y0 && yy < k->y1) dfl_canvas_set(c, xx, yy, col);
+}
+
+/* A line of width w from (x0, y0) to (x1, y1), with a dash pattern whose phase (in
+ * pixels travelled) carries over between segments so a polyline's dashes are even. */
+static void thick_line(dfl_canvas *c, const clip *k, double x0, double y0, double x1, double y1, int w,
+                       dfl_plot_dash dash, double *phase, dfl_rgb col)
+{
+    double dx = x1 - x0, dy = y1 - y0, len = sqrt(dx * dx + dy * dy);
+    /* guard against absurd coordinates from values far outside the limits */
+    if (!(len < 1e5)) return;
+    int n = (int)ceil(len);
+    double on = 0, period = 0;
+    if (dash == DFL_DASH_DASHED) on = 4.0 * w + 3, period = on + 3.0 * w + 2;
+    if (dash == DFL_DASH_DOTTED) on = w, period = 3.0 * w + 2;
+    for (int i = 0; i <= n; i++) {
+        double t = n ? (double)i / n : 0;
+        double d = *phase + t * len;
+        if (period > 0 && fmod(d, period) >= on) continue;
+        stamp(c, k, (int)lround(x0 + t * dx), (int)lround(y0 + t * dy), w, col);
+    }
+    *phase += len;
+}
+
+static void marker(dfl_canvas *c, const clip *k, int x, int y, int r, dfl_plot_marker m, dfl_rgb col)
+{
+    switch (m) {
+    case DFL_MARKER_CIRCLE:
+        for (int yy = -r; yy <= r; yy++)
+            for (int xx = -r; xx <= r; xx++)
+                if (xx * xx + yy * yy <= r * r + r / 2) stamp(c, k, x + xx, y + yy, 1, col);
+        break;
+    case DFL_MARKER_SQUARE: {
+        int s = r * 85 / 100; /* a square reads larger than a circle of the same radius */
+        for (int yy = -s; yy <= s; yy++)
+            for (int xx = -s; xx <= s; xx++) stamp(c, k, x + xx, y + yy, 1, col);
+        break;
+    }
+    case DFL_MARKER_TRIANGLE:
+        for (int yy = -r; yy <= r; yy++) {
+            int half = (yy + r) / 2 + (yy + r) % 2;
+            for (int xx = -half; xx <= half; xx++) stamp(c, k, x + xx, y + yy, 1, col);
+        }
+        break;
+    case DFL_MARKER_DIAMOND:
+        for (int yy = -r; yy <= r; yy++) {
+            int half = r - abs(yy);
+            for (int xx = -half; xx <= half; xx++) stamp(c, k, x + xx, y + yy, 1, col);
+        }
+        break;
+    case DFL_MARKER_CROSS: {
+        clip kk = *k;
+        double ph = 0;
+        int w = r > 4 ? 3 : 2;
+        thick_line(c, &kk, x - r, y - r, x + r, y + r, w, DFL_DASH_SOLID, &ph, col);
+        thick_line(c, &kk, x - r, y + r, x + r, y - r, w, DFL_DASH_SOLID, &ph, col);
+        break;
+    }
+    case DFL_MARKER_PLUS: {
+        int w = r > 4 ? 3 : 2;
+        for (int i = -r; i <= r; i++) {
+            stamp(c, k, x + i, y, w, col);
+            stamp(c, k, x, y + i, w, col);
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static dfl_plot_marker series_marker(const dfl_plot_series *s, int i)
+{
+    if (s->marker != DFL_MARKER_AUTO) return s->marker;
+    static const dfl_plot_marker cycle[6] = {DFL_MARKER_CIRCLE,  DFL_MARKER_SQUARE, DFL_MARKER_TRIANGLE,
+                                             DFL_MARKER_DIAMOND, DFL_MARKER_CROSS,  DFL_MARKER_PLUS};
+    return cycle[i % 6];
+}
+
+/* ----------------------------------------------------------------- legend */
+
+/* One legend entry: a line sample with a marker (line charts) or a swatch (bars). */
+typedef struct entry {
+    const char *label;
+    dfl_rgb color;
+    int bar;
+    dfl_plot_marker marker;
+    dfl_plot_dash dash;
+    int line_width;
+} entry;
+
+typedef struct legend_box {
+    int w, h;
+    int rows;
+} legend_box;
+
+static int sample_width(int fs) { return 22 * fs; }
+
+/* Size of a vertical legend (one entry per line) with padding. */
+static legend_box legend_vertical_size(const entry *e, int n, int fs)
+{
+    legend_box b = {0, 0, 0};
+    int fh = DFL_FONT_H * fs, padd = 5 * fs;
+    for (int i = 0; i < n; i++) {
+        int w = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        if (w > b.w) b.w = w;
+    }
+    b.rows = n;
+    b.w += 2 * padd;
+    b.h = n * (fh + 4 * fs) - 4 * fs + 2 * padd;
+    return b;
+}
+
+static void legend_sample(dfl_canvas *c, int x, int y, int fs, const entry *e)
+{
+    int fh = DFL_FONT_H * fs, sw = sample_width(fs);
+    clip all = {0, 0, c->w, c->h};
+    if (e->bar) {
+        int s = fh;
+        dfl_canvas_fill(c, x + (sw - s) / 2, y, s, s, e->color);
+        dfl_canvas_frame(c, x + (sw - s) / 2, y, s, s, AXIS);
+        return;
+    }
+    double ph = 0;
+    if (e->dash != DFL_DASH_NONE)
+        thick_line(c, &all, x, y + fh / 2, x + sw, y + fh / 2, e->line_width, e->dash, &ph, e->color);
+    marker(c, &all, x + sw / 2, y + fh / 2, 2 * fs + 1, e->marker, e->color);
+}
+
+/* A framed vertical legend with its top-left at (x, y). */
+static void legend_draw_vertical(dfl_canvas *c, int x, int y, const entry *e, int n, int fs, int framed)
+{
+    legend_box b = legend_vertical_size(e, n, fs);
+    int fh = DFL_FONT_H * fs, padd = 5 * fs;
+    if (framed) {
+        dfl_canvas_fill(c, x, y, b.w, b.h, WHITE);
+        dfl_canvas_frame(c, x, y, b.w, b.h, FRAME);
+    }
+    for (int i = 0; i < n; i++) {
+        int yy = y + padd + i * (fh + 4 * fs);
+        legend_sample(c, x + padd, yy, fs, &e[i]);
+        dfl_canvas_text(c, x + padd + sample_width(fs) + 4 * fs, yy, e[i].label, fs, INK, DFL_ALIGN_LEFT);
+    }
+}
+
+/* A horizontal legend wrapped at max_w; draws when c is non-NULL; returns height. */
+static int legend_horizontal(dfl_canvas *c, int x, int y, int max_w, const entry *e, int n, int fs)
+{
+    int fh = DFL_FONT_H * fs, cx = 0, cy = 0, sep = 12 * fs;
+    for (int i = 0; i < n; i++) {
+        int iw = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        if (cx > 0 && cx + iw > max_w) {
+            cx = 0;
+            cy += fh + 4 * fs;
+        }
+        if (c) {
+            legend_sample(c, x + cx, y + cy, fs, &e[i]);
+            dfl_canvas_text(c, x + cx + sample_width(fs) + 4 * fs, y + cy, e[i].label, fs, INK, DFL_ALIGN_LEFT);
+        }
+        cx += iw + sep;
+    }
+    return n ? cy + fh : 0;
+}
+
+/* ------------------------------------------------------------------ frame */
+
+/* What both charts share: text around the plot area, axes, legend placement. */
+typedef struct frame {
+    int fs;                    /* font scale */
+    int x, y, w, h;            /* the region */
+    int px0, py0, px1, py1;    /* plot area, exclusive right/bottom */
+    const char *title, *subtitle, *note, *x_label, *y_label;
+    dfl_legend_pos legend;
+    legend_box lb;             /* vertical legend size */
+    int below_h;               /* height of a legend below */
+    int x_rotated;             /* bar charts: group labels drawn vertically */
+    int x_label_h;             /* height of the x tick label band */
+} frame;
+
+static int count_lines(const char *s)
+{
+    int n = 1;
+    for (; *s; s++)
+        if (*s == '\n') n++;
+    return n;
+}
+
+static int auto_font_scale(int fs, int w) { return fs > 0 ? fs : (w >= 900 ? 2 : 1); }
+
+/* Place the plot area inside the region given the y tick label width and x band. */
+static void frame_layout(frame *f, int ylab_w, int xband_h, int right_overhang, const entry *e, int n)
+{
+    int fs = f->fs, fh = DFL_FONT_H * fs, pad = 8 * fs, tick = 5 * fs;
+    int tfs = fs >= 2 ? fs + 1 : fs;
+    int top = f->y + pad, bottom = f->y + f->h - pad, left = f->x + pad, right = f->x + f->w - pad;
+    if (f->title) top += DFL_FONT_H * tfs + 3 * fs;
+    if (f->subtitle) top += fh + 3 * fs;
+    if (f->title || f->subtitle) top += 4 * fs;
+    if (f->note) bottom -= count_lines(f->note) * (fh + 2 * fs) + 3 * fs;
+    if (f->legend == DFL_LEGEND_BELOW) {
+        f->below_h = legend_horizontal(NULL, 0, 0, f->w - 2 * pad, e, n, fs);
+        bottom -= f->below_h + 4 * fs;
+    }
+    if (f->x_label) bottom -= fh + 4 * fs;
+    bottom -= xband_h + tick + 3 * fs;
+    if (f->y_label) left += fh + 5 * fs;
+    left += ylab_w + tick + 3 * fs;
+    right -= right_overhang;
+    if (f->legend == DFL_LEGEND_RIGHT) right -= f->lb.w + 2 * pad;
+    top += fh / 2; /* room for the top tick label's upper half */
+    f->px0 = left;
+    f->py0 = top;
+    f->px1 = right;
+    f->py1 = bottom;
+    f->x_label_h = xband_h;
+}
+
+/* Title, subtitle, axis labels, note; the plot area's frame. */
+static void frame_text(dfl_canvas *c, const frame *f)
+{
+    int fs = f->fs, fh = DFL_FONT_H * fs, pad = 8 * fs, tick = 5 * fs;
+    int tfs = fs >= 2 ? fs + 1 : fs;
+    int cx = (f->px0 + f->px1) / 2, y = f->y + pad;
+    char line[512];
+    if (f->title) {
+        dfl_text_clip(line, sizeof line, f->title, (size_t)(f->w / (DFL_FONT_W * tfs)));
+        dfl_canvas_text(c, f->x + f->w / 2, y, line, tfs, INK, DFL_ALIGN_CENTER);
+        y += DFL_FONT_H * tfs + 3 * fs;
+    }
+    if (f->subtitle) {
+        dfl_text_clip(line, sizeof line, f->subtitle, (size_t)(f->w / (DFL_FONT_W * fs)));
+        dfl_canvas_text(c, f->x + f->w / 2, y, line, fs, AXIS, DFL_ALIGN_CENTER);
+    }
+    int yb = f->py1 + tick + 3 * fs + f->x_label_h + 4 * fs;
+    if (f->x_label) {
+        dfl_canvas_text(c, cx, yb, f->x_label, fs, INK, DFL_ALIGN_CENTER);
+        yb += fh + 4 * fs;
+    }
+    if (f->y_label) dfl_canvas_text_up(c, f->x + pad, (f->py0 + f->py1) / 2, f->y_label, fs, INK, DFL_ALIGN_CENTER);
+    if (f->note) {
+        int ny = f->y + f->h - pad - count_lines(f->note) * (fh + 2 * fs);
+        const char *s = f->note;
+        while (*s) {
+            const char *nl = strchr(s, '\n');
+            size_t len = nl ? (size_t)(nl - s) : strlen(s);
+            if (len >= sizeof line) len = sizeof line - 1;
+            memcpy(line, s, len);
+            line[len] = '\0';
+            dfl_canvas_text(c, f->x + pad, ny, line, fs, AXIS, DFL_ALIGN_LEFT);
+            ny += fh + 2 * fs;
+            if (!nl) break;
+            s = nl + 1;
+        }
+    }
+}
+
+/* y axis: grid, ticks (major and minor) and labels on the left of the plot area. */
+static void draw_y_axis(dfl_canvas *c, const frame *f, const axis *ya, int grid)
+{
+    int fs = f->fs, fh = DFL_FONT_H * fs, tick = 5 * fs;
+    for (int i = 0; i < ya->nt; i++) {
+        double p = axis_map(ya, ya->ticks[i], f->py1 - 1, f->py0);
+        if (isnan(p)) continue;
+        int yy = (int)lround(p);
+        if (grid) dfl_canvas_fill(c, f->px0 + 1, yy, f->px1 - f->px0 - 2, fs > 1 ? 2 : 1, GRID);
+        dfl_canvas_fill(c, f->px0 - tick, yy, tick, fs > 1 ? 2 : 1, AXIS);
+        dfl_canvas_text(c, f->px0 - tick - 3 * fs, yy - fh / 2, ya->labels[i], fs, INK, DFL_ALIGN_RIGHT);
+    }
+    for (int i = 0; i < ya->nminor; i++) {
+        int yy = (int)lround(axis_map(ya, ya->minor[i], f->py1 - 1, f->py0));
+        dfl_canvas_fill(c, f->px0 - tick / 2 - 1, yy, tick / 2 + 1, 1, AXIS);
+    }
+}
+
+static void draw_plot_frame(dfl_canvas *c, const frame *f)
+{
+    int t = f->fs > 1 ? 2 : 1;
+    dfl_canvas_fill(c, f->px0 - t, f->py0, t, f->py1 - f->py0 + t, AXIS);            /* left */
+    dfl_canvas_fill(c, f->px0 - t, f->py1, f->px1 - f->px0 + 2 * t, t, AXIS);         /* bottom */
+    dfl_canvas_fill(c, f->px0, f->py0 - 1, f->px1 - f->px0, 1, FRAME);                /* top */
+    dfl_canvas_fill(c, f->px1, f->py0 - 1, 1, f->py1 - f->py0 + 1, FRAME);            /* right */
+}
+
+/* Rectangle of an inside legend in corner pos. */
+static void inside_rect(const frame *f, dfl_legend_pos pos, int *x, int *y)
+{
+    int m = 6 * f->fs;
+    int left = pos == DFL_LEGEND_INSIDE_TL || pos == DFL_LEGEND_INSIDE_BL;
+    int top = pos == DFL_LEGEND_INSIDE_TL || pos == DFL_LEGEND_INSIDE_TR;
+    *x = left ? f->px0 + m : f->px1 - m - f->lb.w;
+    *y = top ? f->py0 + m : f->py1 - m - f->lb.h;
+}
+
+static void draw_legend(dfl_canvas *c, const frame *f, const entry *e, int n)
+{
+    if (!n || f->legend == DFL_LEGEND_OFF) return;
+    int fs = f->fs, pad = 8 * fs;
+    if (f->legend == DFL_LEGEND_RIGHT) {
+        legend_draw_vertical(c, f->px1 + pad + 2 * fs, f->py0, e, n, fs, 0);
+    } else if (f->legend == DFL_LEGEND_BELOW) {
+        int y = f->y + f->h - pad - f->below_h;
+        if (f->note) y -= count_lines(f->note) * (DFL_FONT_H * fs + 2 * fs) + 3 * fs;
+        legend_horizontal(c, f->x + pad, y, f->w - 2 * pad, e, n, fs);
+    } else {
+        int x, y;
+        inside_rect(f, f->legend, &x, &y);
+        legend_draw_vertical(c, x, y, e, n, fs, 1);
+    }
+}
+
+/* ------------------------------------------------------------- line chart */
+
+/* The data range of the series on each axis (positive values only on log axes). */
+static void line_ranges(const dfl_line_chart *p, double *xlo, double *xhi, double *ylo, double *yhi)
+{
+    *xlo = *ylo = INFINITY;
+    *xhi = *yhi = -INFINITY;
+    int xlog = p->x.scale == DFL_SCALE_LOG, ylog = p->y.scale == DFL_SCALE_LOG;
+    for (int s = 0; s < p->n_series; s++) {
+        const dfl_plot_series *se = &p->series[s];
+        for (int i = 0; i < se->n; i++) {
+            double x = se->x ? se->x[i] : i, y = se->y[i];
+            if (!isfinite(x) || !isfinite(y) || (xlog && x <= 0) || (ylog && y <= 0)) continue;
+            if (x < *xlo) *xlo = x;
+            if (x > *xhi) *xhi = x;
+            if (y < *ylo) *ylo = y;
+            if (y > *yhi) *yhi = y;
+        }
+    }
+    if (!(*xlo <= *xhi)) *xlo = *xhi = NAN;
+    if (!(*ylo <= *yhi)) *ylo = *yhi = NAN;
+}
+
+static dfl_status line_check(const dfl_line_chart *p, dfl_error *err)
+{
+    if (!p->series || p->n_series < 1 || p->n_series > DFL_PLOT_MAX_SERIES)
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: %d series (1 to %d allowed)", p->n_series,
+                         DFL_PLOT_MAX_SERIES);
+    for (int s = 0; s < p->n_series; s++) {
+        const dfl_plot_series *se = &p->series[s];
+        if (se->n < 0 || (se->n > 0 && !se->y))
+            return dfl__fail(err, DFL_ERR_USAGE, "line chart: series %d has %d points and %s y", s, se->n,
+                             se->y ? "some" : "no");
+        if (se->x)
+            for (int i = 0; i < se->n; i++)
+                if (!isfinite(se->x[i]))
+                    return dfl__fail(err, DFL_ERR_USAGE, "line chart: series %d: x[%d] is not finite", s, i);
+    }
+    if (p->x.n_tick_labels < 0 || (p->x.n_tick_labels > 0 && !p->x.tick_labels))
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: x tick labels missing");
+    return DFL_OK;
+}
+
+/* Count data points inside rectangle (x, y, w, h) (pixels) for legend placement. */
+static int points_inside(const dfl_line_chart *p, const frame *f, const axis *xa, const axis *ya, int x, int y,
+                         int w, int h)
+{
+    int n = 0;
+    for (int s = 0; s < p->n_series; s++) {
+        const dfl_plot_series *se = &p->series[s];
+        double lx = NAN, ly = NAN;
+        for (int i = 0; i < se->n; i++) {
+            double px = axis_map(xa, se->x ? se->x[i] : i, f->px0, f->px1 - 1);
+            double py = axis_map(ya, se->y[i], f->py1 - 1, f->py0);
+            if (isnan(px) || isnan(py)) {
+                lx = ly = NAN;
+                continue;
+            }
+            /* sample the segment from the previous point too: lines crossing the box count */
+            int steps = isnan(lx) ? 1 : 8;
+            for (int k = 1; k <= steps; k++) {
+                double t = (double)k / steps;
+                double qx = isnan(lx) ? px : lx + t * (px - lx), qy = isnan(ly) ? py : ly + t * (py - ly);
+                if (qx >= x - 4 && qx < x + w + 4 && qy >= y - 4 && qy < y + h + 4) n++;
+            }
+            lx = px;
+            ly = py;
+        }
+    }
+    return n;
+}
+
+dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_line_chart *p, dfl_error *err)
+{
+    dfl_status st = line_check(p, err);
+    if (st) return st;
+    frame f;
+    memset(&f, 0, sizeof f);
+    f.fs = auto_font_scale(p->font_scale, w);
+    f.x = x, f.y = y, f.w = w, f.h = h;
+    f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
+    f.x_label = p->x.label, f.y_label = p->y.label;
+    int fs = f.fs, fh = DFL_FONT_H * fs;
+
+    entry ents[DFL_PLOT_MAX_SERIES];
+    memset(ents, 0, sizeof ents);
+    int ne = 0;
+    for (int s = 0; s < p->n_series; s++) {
+        const dfl_plot_series *se = &p->series[s];
+        if (!se->label) continue;
+        entry *e = &ents[ne++];
+        e->label = se->label;
+        e->color = se->has_color ? se->color : dfl_plot_color(s);
+        e->bar = 0;
+        e->marker = series_marker(se, s);
+        e->dash = se->dash;
+        e->line_width = se->line_width > 0 ? se->line_width : (fs > 1 ? 2 : 1);
+    }
+    f.lb = legend_vertical_size(ents, ne, fs);
+    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
+    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+
+    double xlo, xhi, ylo, yhi;
+    line_ranges(p, &xlo, &xhi, &ylo, &yhi);
+    char msg[200];
+    axis xa, ya;
+    int est_h = h - 12 * fh, est_w = w - 20 * 6 * fs;
+    int ymax_t = est_h / (3 * fh), xmax_t = est_w / (6 * DFL_FONT_W * fs);
+    if (ymax_t < 3) ymax_t = 3;
+    if (ymax_t > 10) ymax_t = 10;
+    if (xmax_t < 3) xmax_t = 3;
+    if (xmax_t > 12) xmax_t = 12;
+    if (!axis_resolve(&p->y, ylo, yhi, ymax_t, 0.04, 1, 0, &ya, msg, sizeof msg))
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: y %s", msg);
+    int categorical = p->x.n_tick_labels > 0;
+    dfl_plot_axis xs = p->x;
+    if (categorical) xs.integer_ticks = 1;
+    /* x: a little room on both sides so end markers do not sit on the frame */
+    if (!axis_resolve(&xs, xlo, xhi, xmax_t, 0.04, 0, 0, &xa, msg, sizeof msg))
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: x %s", msg);
+    if (categorical) {
+        /* label integer positions with the given strings */
+        for (int i = 0; i < xa.nt; i++) {
+            double v = xa.ticks[i];
+            long k = lround(v);
+            if (fabs(v - k) < 1e-9 && k >= 0 && k < p->x.n_tick_labels)
+                dfl_text_clip(xa.labels[i], sizeof xa.labels[0], p->x.tick_labels[k], 12);
+            else xa.labels[i][0] = '\0';
+        }
+    }
+    int ylab_w = max_label_width(&ya, fs);
+    int over = max_label_width(&xa, fs) / 2;
+    frame_layout(&f, ylab_w, fh, over, ents, ne);
+    if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot (font scale %d)",
+                         w, h, fs);
+
+    /* AUTO: the inside corner covering the fewest points; outside right if all are busy */
+    if (f.legend == DFL_LEGEND_AUTO) {
+        static const dfl_legend_pos corners[4] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL, DFL_LEGEND_INSIDE_BR,
+                                                  DFL_LEGEND_INSIDE_BL};
+        int best = -1, best_n = 0;
+        for (int i = 0; i < 4; i++) {
+            int lx, ly;
+            f.legend = corners[i];
+            inside_rect(&f, corners[i], &lx, &ly);
+            int n = points_inside(p, &f, &xa, &ya, lx, ly, f.lb.w, f.lb.h);
+            if (best < 0 || n < best_n) best = i, best_n = n;
+        }
+        if (best_n == 0 && f.lb.w < (f.px1 - f.px0) / 2 && f.lb.h < (f.py1 - f.py0) / 2) f.legend = corners[best];
+        else {
+            f.legend = DFL_LEGEND_RIGHT;
+            frame_layout(&f, ylab_w, fh, over, ents, ne);
+            if (f.px1 - f.px0 < 40) {
+                f.legend = DFL_LEGEND_BELOW;
+                frame_layout(&f, ylab_w, fh, over, ents, ne);
+            }
+        }
+    }
+    if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
+        return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot and legend", w, h);
+
+    /* ---- draw */
+    dfl_canvas_fill(c, x, y, w, h, WHITE);
+    frame_text(c, &f);
+    draw_y_axis(c, &f, &ya, p->grid);
+    int tick = 5 * fs;
+    for (int i = 0; i < xa.nt; i++) {
+        double px = axis_map(&xa, xa.ticks[i], f.px0, f.px1 - 1);
+        int xx = (int)lround(px);
+        if (p->grid) dfl_canvas_fill(c, xx, f.py0, fs > 1 ? 2 : 1, f.py1 - f.py0, GRID);
+        dfl_canvas_fill(c, xx, f.py1, fs > 1 ? 2 : 1, tick, AXIS);
+        dfl_canvas_text(c, xx, f.py1 + tick + 3 * fs, xa.labels[i], fs, INK, DFL_ALIGN_CENTER);
+    }
+    for (int i = 0; i < xa.nminor; i++) {
+        int xx = (int)lround(axis_map(&xa, xa.minor[i], f.px0, f.px1 - 1));
+        dfl_canvas_fill(c, xx, f.py1, 1, tick / 2 + 1, AXIS);
+    }
+    draw_plot_frame(c, &f);
+    clip k = {f.px0, f.py0, f.px1, f.py1};
+    int mr = 2 * fs + 1;
+    for (int s = 0; s < p->n_series; s++) {
+        const dfl_plot_series *se = &p->series[s];
+        dfl_rgb col = se->has_color ? se->color : dfl_plot_color(s);
+        int lw = se->line_width > 0 ? se->line_width : (fs > 1 ? 2 : 1);
+        double lx = NAN, ly = NAN, phase = 0;
+        if (se->dash != DFL_DASH_NONE)
+            for (int i = 0; i < se->n; i++) {
+                double px = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
+                double py = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
+                if (!isfinite(px) || !isfinite(py)) {
+                    lx = ly = NAN; /* a gap */
+                    continue;
+                }
+                if (!isnan(lx)) thick_line(c, &k, lx, ly, px, py, lw, se->dash, &phase, col);
+                lx = px;
+                ly = py;
+            }
+        dfl_plot_marker m = series_marker(se, s);
+        /* markers thin out on long series so that they do not merge into a band */
+        int every = se->n > 0 ? 1 + se->n / ((f.px1 - f.px0) / (3 * mr + 2) + 1) : 1;
+        for (int i = 0; i < se->n; i += every) {
+            double px = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
+            double py = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
+            if (isfinite(px) && isfinite(py)) marker(c, &k, (int)lround(px), (int)lround(py), mr, m, col);
+        }
+    }
+    draw_legend(c, &f, ents, ne);
+    return DFL_OK;
+}
+
+/* -------------------------------------------------------------- bar chart */
+
+static dfl_status bar_check(const dfl_bar_chart *p, dfl_error *err)
+{
+    if (p->n_series < 1 || p->n_series > DFL_PLOT_MAX_SERIES)
+        return dfl__fail(err, DFL_ERR_USAGE, "bar chart: %d series (1 to %d allowed)", p->n_series,
+                         DFL_PLOT_MAX_SERIES);
+    if (p->n_groups < 1 || !p->values)
+        return dfl__fail(err, DFL_ERR_USAGE, "bar chart: %d groups%s", p->n_groups, p->values ? "" : ", no values");
+    if (p->n_groups > 4096) return dfl__fail(err, DFL_ERR_USAGE, "bar chart: %d groups (at most 4096)", p->n_groups);
+    if (p->value_precision < 0 || p->value_precision > 17)
+        return dfl__fail(err, DFL_ERR_USAGE, "bar chart: value precision %d not in 0..17", p->value_precision);
+    return DFL_OK;
+}
+
+dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_bar_chart *p, dfl_error *err)
+{
+    dfl_status st = bar_check(p, err);
+    if (st) return st;
+    frame f;
+    memset(&f, 0, sizeof f);
+    f.fs = auto_font_scale(p->font_scale, w);
+    f.x = x, f.y = y, f.w = w, f.h = h;
+    f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
+    f.x_label = p->x_label, f.y_label = p->y.label;
+    int fs = f.fs, fh = DFL_FONT_H * fs;
+    int G = p->n_groups, S = p->n_series;
+    int ylog = p->y.scale == DFL_SCALE_LOG;
+
+    entry ents[DFL_PLOT_MAX_SERIES];
+    memset(ents, 0, sizeof ents);
+    int ne = 0;
+    for (int s = 0; s < S; s++) {
+        if (!p->series || !p->series[s]) continue;
+        entry *e = &ents[ne++];
+        e->label = p->series[s];
+        e->color = p->colors ? p->colors[s] : dfl_plot_color(s);
+        e->bar = 1;
+    }
+    f.lb = legend_vertical_size(ents, ne, fs);
+    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
+    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+
+    /* value range, error bars included */
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < G * S; i++) {
+        double v = p->values[i], e = p->errors && isfinite(p->errors[i]) ? fabs(p->errors[i]) : 0;
+        if (!isfinite(v) || (ylog && v <= 0)) continue;
+        double a = v - e, b = v + e;
+        if (ylog && a <= 0) a = v;
+        if (a < lo) lo = a;
+        if (b > hi) hi = b;
+    }
+    if (!(lo <= hi)) lo = hi = NAN;
+    /* headroom for value labels above the bars */
+    if (p->value_labels && isfinite(hi) && !ylog) hi += (hi - (lo < 0 ? lo : 0)) * 0.06;
+    char msg[200];
+    axis ya;
+    int ymax_t = (h - 14 * fh) / (3 * fh);
+    if (ymax_t < 3) ymax_t = 3;
+    if (ymax_t > 10) ymax_t = 10;
+    if (!axis_resolve(&p->y, lo, hi, ymax_t, 0.0, 1, 1, &ya, msg, sizeof msg))
+        return dfl__fail(err, DFL_ERR_USAGE, "bar chart: value axis %s", msg);
+
+    /* group labels: horizontal if they fit their slot, else vertical */
+    int glab_w = 0;
+    for (int g = 0; g < G; g++) {
+        int tw = p->groups && p->groups[g] ? dfl_text_width(p->groups[g], fs) : 0;
+        if (tw > glab_w) glab_w = tw;
+    }
+    int ylab_w = max_label_width(&ya, fs);
+    frame_layout(&f, ylab_w, fh, 0, ents, ne);
+    int slot = (f.px1 - f.px0) / G;
+    if (glab_w > slot - 4 * fs) {
+        f.x_rotated = 1;
+        int band = glab_w < 30 * DFL_FONT_W * fs ? glab_w : 30 * DFL_FONT_W * fs;
+        frame_layout(&f, ylab_w, band, 0, ents, ne);
+    }
+    if (f.legend == DFL_LEGEND_AUTO) {
+        /* the inside corner no bar reaches, else outside right */
+        static const dfl_legend_pos corners[2] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL};
+        f.legend = DFL_LEGEND_RIGHT;
+        for (int ci = 0; ci < 2; ci++) {
+            int lx, ly, hit = 0;
+            inside_rect(&f, corners[ci], &lx, &ly);
+            double gw = (double)(f.px1 - f.px0) / G;
+            for (int g = 0; g < G && !hit; g++)
+                for (int s = 0; s < S && !hit; s++) {
+                    double v = p->values[g * S + s];
+                    double e = p->errors && isfinite(p->errors[g * S + s]) ? fabs(p->errors[g * S + s]) : 0;
+                    double top = axis_map(&ya, v + e, f.py1 - 1, f.py0);
+                    double bx0 = f.px0 + g * gw, bx1 = bx0 + gw;
+                    if (isfinite(top) && bx1 > lx && bx0 < lx + f.lb.w && top - (p->value_labels ? fh : 0) < ly + f.lb.h)
+                        hit = 1;
+                }
+            if (!hit) {
+                f.legend = corners[ci];
+                break;
+            }
+        }
+        if (f.legend == DFL_LEGEND_RIGHT) {
+            frame_layout(&f, ylab_w, f.x_rotated ? f.x_label_h : fh, 0, ents, ne);
+            if (f.px1 - f.px0 < 40 * fs) {
+                f.legend = DFL_LEGEND_BELOW;
+                frame_layout(&f, ylab_w, f.x_rotated ? f.x_label_h : fh, 0, ents, ne);
+            }
+        }
+    }
+    if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40 || (f.px1 - f.px0) / G < 2)
+        return dfl__fail(err, DFL_ERR_USAGE, "bar chart: a %d x %d region is too small for %d groups (font scale %d)",
+                         w, h, G, fs);
+
+    /* ---- draw */
+    dfl_canvas_fill(c, x, y, w, h, WHITE);
+    frame_text(c, &f);
+    draw_y_axis(c, &f, &ya, p->grid);
+    clip k = {f.px0, f.py0, f.px1, f.py1};
+    double gw = (double)(f.px1 - f.px0) / G;
+    double bw = gw * 0.8 / S;
+    /* bars start at 0 on linear axes (clamped to the limits), at the bottom on log */
+    double base = ylog ? f.py1 : axis_map(&ya, 0 < ya.lo ? ya.lo : (0 > ya.hi ? ya.hi : 0), f.py1 - 1, f.py0);
+    int tick = 5 * fs;
+    int vfs = fs;
+    char lab[64], clipped[256];
+    for (int g = 0; g < G; g++) {
+        double gx = f.px0 + g * gw;
+        for (int s = 0; s < S; s++) {
+            double v = p->values[g * S + s];
+            double top = axis_map(&ya, v, f.py1 - 1, f.py0);
+            if (!isfinite(top)) continue;
+            int bx0 = (int)lround(gx + gw * 0.1 + s * bw), bx1 = (int)lround(gx + gw * 0.1 + (s + 1) * bw);
+            if (bx1 - bx0 > 2 && S > 1) bx1 -= 1; /* a hairline between neighbours */
+            double y0 = top < base ? top : base, y1 = top < base ? base : top;
+            int iy0 = (int)lround(y0), iy1 = (int)lround(y1);
+            if (iy0 < k.y0) iy0 = k.y0;
+            if (iy1 > k.y1) iy1 = k.y1;
+            dfl_rgb col = p->colors ? p->colors[s] : dfl_plot_color(s);
+            if (iy1 - iy0 < 1) iy1 = iy0 + 1;
+            dfl_canvas_fill(c, bx0, iy0, bx1 - bx0, iy1 - iy0, col);
+            int cx = (bx0 + bx1) / 2;
+            double e = p->errors ? p->errors[g * S + s] : NAN;
+            double etop = top;
+            if (isfinite(e) && e != 0) {
+                double a = axis_map(&ya, v - fabs(e), f.py1 - 1, f.py0), b = axis_map(&ya, v + fabs(e), f.py1 - 1, f.py0);
+                if (!isfinite(a)) a = f.py1 - 1;
+                if (isfinite(b)) {
+                    double ph = 0;
+                    int cap = (bx1 - bx0) / 4 > 2 * fs ? (bx1 - bx0) / 4 : 2 * fs;
+                    thick_line(c, &k, cx, a, cx, b, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
+                    thick_line(c, &k, cx - cap, b, cx + cap, b, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
+                    thick_line(c, &k, cx - cap, a, cx + cap, a, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
+                    etop = b < top ? b : top;
+                }
+            }
+            if (p->value_labels) {
+                snprintf(lab, sizeof lab, "%.*g", p->value_precision > 0 ? p->value_precision : 1, v);
+                minus_sign(lab, sizeof lab);
+                int lw = dfl_text_width(lab, vfs);
+                int ly = (int)lround(v >= 0 || ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
+                if (v < 0 && !ylog) ly = (int)lround(y1) + 2;
+                if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
+                else if (bw >= DFL_FONT_H * vfs + 2)
+                    dfl_canvas_text_up(c, cx - DFL_FONT_H * vfs / 2, ly + DFL_FONT_H * vfs, lab, vfs, INK, DFL_ALIGN_LEFT);
+            }
+        }
+        /* group label and a tick between groups */
+        int gcx = (int)lround(gx + gw / 2);
+        if (p->groups && p->groups[g]) {
+            if (f.x_rotated) {
+                dfl_text_clip(clipped, sizeof clipped, p->groups[g], (size_t)(f.x_label_h / (DFL_FONT_W * fs)));
+                dfl_canvas_text_up(c, gcx - fh / 2, f.py1 + tick + 3 * fs, clipped, fs, INK, DFL_ALIGN_RIGHT);
+            } else dfl_canvas_text(c, gcx, f.py1 + tick + 3 * fs, p->groups[g], fs, INK, DFL_ALIGN_CENTER);
+        }
+        dfl_canvas_fill(c, gcx, f.py1, fs > 1 ? 2 : 1, tick, AXIS);
+    }
+    /* a zero line when the axis spans both signs */
+    if (!ylog && ya.lo < 0 && ya.hi > 0) dfl_canvas_fill(c, f.px0, (int)lround(base), f.px1 - f.px0, 1, AXIS);
+    draw_plot_frame(c, &f);
+    draw_legend(c, &f, ents, ne);
+    return DFL_OK;
+}
+
+/* ------------------------------------------------------------ whole images */
+
+static void size_of(int w, int h, int *W, int *H)
+{
+    *W = w > 0 ? w : DFL_PLOT_DEFAULT_W;
+    *H = h > 0 ? h : DFL_PLOT_DEFAULT_H;
+}
+
+dfl_status dfl_plot_line_canvas(const dfl_line_chart *p, dfl_canvas **out, dfl_error *err)
+{
+    *out = NULL;
+    int W, H;
+    size_of(p->width, p->height, &W, &H);
+    dfl_canvas *c;
+    dfl_status s = dfl_canvas_create(W, H, WHITE, &c, err);
+    if (s) return s;
+    if ((s = dfl_plot_line_draw(c, 0, 0, W, H, p, err))) {
+        dfl_canvas_destroy(c);
+        return s;
+    }
+    *out = c;
+    return DFL_OK;
+}
+
+dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_error *err)
+{
+    *out = NULL;
+    int W, H;
+    size_of(p->width, p->height, &W, &H);
+    dfl_canvas *c;
+    dfl_status s = dfl_canvas_create(W, H, WHITE, &c, err);
+    if (s) return s;
+    if ((s = dfl_plot_bar_draw(c, 0, 0, W, H, p, err))) {
+        dfl_canvas_destroy(c);
+        return s;
+    }
+    *out = c;
+    return DFL_OK;
+}
+
+static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
+{
+    const char *keys[1] = {"Software"}, *vals[1] = {"difflens"};
+    dfl_status s = dfl_png_write(c, path, overwrite, keys, vals, 1, err);
+    dfl_canvas_destroy(c);
+    return s;
+}
+
+dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err)
+{
+    dfl_canvas *c;
+    dfl_status s = dfl_plot_line_canvas(p, &c, err);
+    return s ? s : write_png(c, path, overwrite, err);
+}
+
+dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err)
+{
+    dfl_canvas *c;
+    dfl_status s = dfl_plot_bar_canvas(p, &c, err);
+    return s ? s : write_png(c, path, overwrite, err);
+}

@@ -1,0 +1,107 @@
+/* prompts.h — the prompt JSON Lines reader and writer (DESIGN.md "Prompt format").
+ *
+ * One sample per line:
+ *   {"id": "d50-s3", "tokens": [0, 17, 93], "text": ["<bos>", "The", " city"],
+ *    "answer": [[120, 124]], "query": [[250, 253]], "distractor": [[40, 44]],
+ *    "target": [[253, 257]], "bos": true, "depth": 0.5}
+ * Only "tokens" is required (non-empty array of integers in [0, 2^31)). Spans are
+ * half-open [start, end) pairs with 0 <= start < end <= len(tokens). "text", when
+ * present, has one string per token. Blank lines are skipped; unknown keys ignored.
+ * Line numbers in messages are 1-based.
+ */
+#ifndef DFL_PROMPTS_H
+#define DFL_PROMPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+/* Segment codes written to the dump's `segments` dataset (contract). */
+enum {
+    DFL_SEG_CONTEXT = 0,
+    DFL_SEG_BOS = 1,
+    DFL_SEG_ANSWER = 2,
+    DFL_SEG_QUERY = 3,
+    DFL_SEG_DISTRACTOR = 4,
+    DFL_SEG_TARGET = 5
+};
+
+/* The span kinds a prompt can carry, in the order of the fields below. */
+typedef enum dfl_span_kind {
+    DFL_SPAN_ANSWER = 0,
+    DFL_SPAN_QUERY,
+    DFL_SPAN_DISTRACTOR,
+    DFL_SPAN_TARGET,
+    DFL_SPAN_KINDS
+} dfl_span_kind;
+
+typedef struct dfl_span {
+    int32_t start, end; /* half-open */
+} dfl_span;
+
+typedef struct dfl_prompt {
+    char *id;              /* "id" or NULL when absent; owned */
+    int32_t *tokens;       /* [n_tokens]; owned */
+    size_t n_tokens;
+    char **text;           /* [n_tokens] UTF-8 strings, or NULL when absent; owned */
+    dfl_span *spans[DFL_SPAN_KINDS];  /* each [n_spans[k]] or NULL; owned */
+    size_t n_spans[DFL_SPAN_KINDS];
+    int bos;               /* "bos", default 1 */
+    int has_depth;
+    double depth;          /* "depth" when has_depth */
+    size_t line;           /* 1-based line number it was read from (0 if built in memory) */
+} dfl_prompt;
+
+/* JSON key of a span kind: "answer", "query", "distractor", "target". */
+const char *dfl_span_kind_name(dfl_span_kind k);
+
+/* Parse one JSON line (len bytes, need not be NUL-terminated) into *p, which the
+ * caller then frees with dfl_prompt_free. `label` and `line` name it in messages
+ * ("prompts.jsonl:12: span answer[0] = [5, 3] is reversed"). DFL_ERR_FORMAT for
+ * invalid JSON or wrong types, DFL_ERR_RANGE for spans out of range or reversed,
+ * negative token ids, an empty token list or a text array of the wrong length.
+ * Non-integral numbers where integers belong are DFL_ERR_FORMAT; JSON null for an
+ * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte
+ * or a \u0000 escape is DFL_ERR_FORMAT. On failure *p is left zeroed. */
+dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label,
+                            size_t line, dfl_prompt *p, dfl_error *err);
+
+/* Free what p owns and zero it; accepts NULL and zeroed prompts. */
+void dfl_prompt_free(dfl_prompt *p);
+
+/* Segment code per token (u8 [n_tokens], caller-allocated): context by default,
+ * bos for token 0 when p->bos, then answer, query, distractor, target spans painted
+ * in that order (a later kind wins where spans overlap). */
+void dfl_prompt_segments(const dfl_prompt *p, uint8_t *seg);
+
+/* Check every token id < vocab_size; DFL_ERR_RANGE naming the line and position,
+ * DFL_ERR_USAGE when vocab_size <= 0. */
+dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size,
+                                  const char *label, dfl_error *err);
+
+/* ---- a whole file ---- */
+
+typedef struct dfl_prompt_set {
+    dfl_prompt *items;
+    size_t count;
+} dfl_prompt_set;
+
+/* Read every non-blank line of a JSONL file. Fails on the first bad line with its
+ * line number; an empty file (no samples) is DFL_ERR_FORMAT. Caller frees with
+ * dfl_prompt_set_free. '\r\n' line ends, a missing final newline and a leading UTF-8
+ * byte-order mark are accepted; a NUL byte is DFL_ERR_FORMAT; a missing file DFL_ERR_IO.
+ * On failure *out is left empty. */
+dfl_status dfl_prompt_set_read(const char *path, dfl_prompt_set *out, dfl_error *err);
+void dfl_prompt_set_free(dfl_prompt_set *s);
+
+/* Write prompts as JSONL (only the fields present) atomically: a temporary file in
+ * the same folder, renamed when complete; DFL_ERR_EXISTS if path exists and
+ * !overwrite. Every prompt is validated first by the reader's rules (DFL_ERR_RANGE,
+ * nothing created); count 0 is DFL_ERR_USAGE (the reader refuses an empty file);
+ * DFL_ERR_IO when the folder is missing or unwritable. Reading the file back gives
+ * equal prompts (depth exactly, bit for bit). */
+dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count,
+                                int overwrite, dfl_error *err);
+
+#endif

@@ -1,0 +1,48 @@
+/* train_internal.h — what the trainer's files share (dfl__ prefix): the attention
+ * geometry of the three model types under multi-head attention. */
+#ifndef DFL_TRAIN_INTERNAL_H
+#define DFL_TRAIN_INTERNAL_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+/* How one analysis head reads q/k/v columns and writes its output columns
+ * (the head plan of forward.c, restricted to num_kv_heads == num_heads):
+ *   llama             H heads; map of head h = q/k columns h·hd; value h·hd (hd wide)
+ *   diff_transformer  H heads; map t of head h = q/k sub-head 2h+t (d wide);
+ *                     value = v columns h·2d (2d wide); RMSNorm(2d, eps 1e-5, subln)
+ *   diffllama         H/2 heads; map t of head h = q/k head h + t·H/2; value =
+ *                     concat(v head h, v head h + H/2); RMSNorm(2hd, eps, no gain)
+ * Diff heads: A = softmax1 − λ·softmax2, out = RMSNorm(A·v)·(1 − λ_init). */
+typedef struct dfl__head_plan {
+    int64_t q_col[2], k_col[2];
+    int64_t v_col[2], v_width[2];
+    int n_vparts;
+    int64_t out_col;
+} dfl__head_plan;
+
+typedef struct dfl__train_geom {
+    int nmaps;                    /* 1 llama, 2 Diff */
+    int64_t heads;                /* analysis heads */
+    int64_t dq;                   /* q/k width of one map */
+    int64_t q_ld, k_ld, v_ld, att_ld;
+    int64_t n_qheads;             /* q (and k) heads of width dq, for RoPE */
+    int64_t width;                /* output width of one head (hd, or 2·dq for Diff) */
+    float scale;                  /* 1/sqrt(dq) */
+} dfl__train_geom;
+
+dfl__train_geom dfl__train_geom_make(const dfl_config *c);
+dfl__head_plan dfl__train_plan(const dfl_config *c, int64_t h);
+
+/* Write text to path through a temporary file renamed into place (train_model.c).
+ * DFL_ERR_EXISTS when present and !overwrite, DFL_ERR_IO. */
+#include "base/status.h"
+dfl_status dfl__train_write_text(const char *path, const char *text, int overwrite, dfl_error *err);
+
+/* Attention block size of a workspace (default 64; tests use small ones so that tiny
+ * sequences cross blocks). <= 0 restores the default. */
+struct dfl_train_ws;
+void dfl__train_ws_set_block(struct dfl_train_ws *w, int64_t block);
+
+#endif

@@ -1,0 +1,125 @@
+/* train_plot.c — training curves from train.csv files as a two-panel PNG (plot.h):
+ * loss (train, dashed; held-out, solid) and held-out retrieval accuracy against step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/plot.h"
+#include "train/train.h"
+
+#define PANEL_W 1000
+#define PANEL_H 700
+
+/* Columns of train.csv: step,lr,loss,eval_loss,eval_acc,tokens_per_s,elapsed_s. */
+typedef struct curve {
+    double *step, *loss, *eval_loss, *eval_acc;
+    int n;
+} curve;
+
+static void curve_free(curve *c)
+{
+    free(c->step), free(c->loss), free(c->eval_loss), free(c->eval_acc);
+    memset(c, 0, sizeof *c);
+}
+
+static dfl_status read_curve(const char *path, curve *c, dfl_error *err)
+{
+    memset(c, 0, sizeof *c);
+    char *text = NULL;
+    size_t len;
+    dfl_status s = dfl__read_file(path, &text, &len, err);
+    if (s) return s;
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    c->step = dfl__calloc_array(lines + 1, sizeof(double));
+    c->loss = dfl__calloc_array(lines + 1, sizeof(double));
+    c->eval_loss = dfl__calloc_array(lines + 1, sizeof(double));
+    c->eval_acc = dfl__calloc_array(lines + 1, sizeof(double));
+    if (!c->step || !c->loss || !c->eval_loss || !c->eval_acc) {
+        free(text);
+        curve_free(c);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+    }
+    char *line = strchr(text, '\n');   /* after the header */
+    while (line && *++line) {
+        double v[5];
+        char *p = line, *end;
+        int k = 0;
+        for (; k < 5; k++) {
+            v[k] = strtod(p, &end);
+            if (end == p || (*end != ',' && k < 4)) break;
+            p = end + 1;
+        }
+        if (k == 5) {
+            c->step[c->n] = v[0], c->loss[c->n] = v[2], c->eval_loss[c->n] = v[3], c->eval_acc[c->n] = v[4];
+            c->n++;
+        }
+        line = strchr(line, '\n');
+    }
+    free(text);
+    return DFL_OK;
+}
+
+dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const char *const *labels, int n,
+                          const char *title, dfl_error *err)
+{
+    if (n < 1 || n > 8) return dfl__fail(err, DFL_ERR_USAGE, "plot: 1 to 8 runs, got %d", n);
+    curve cv[8];
+    memset(cv, 0, sizeof cv);
+    dfl_plot_series loss_s[16], acc_s[8];
+    char names[24][96];
+    dfl_canvas *canvas = NULL;
+    dfl_status s = DFL_OK;
+    int ns = 0, na = 0;
+    for (int i = 0; i < n && !s; i++) s = read_curve(csv_paths[i], &cv[i], err);
+    for (int i = 0; i < n && !s; i++) {
+        if (cv[i].n == 0) continue;
+        dfl_plot_series base;
+        memset(&base, 0, sizeof base);
+        base.x = cv[i].step;
+        base.n = cv[i].n;
+        base.has_color = 1;
+        base.color = dfl_plot_color(i);
+        base.marker = cv[i].n > 40 ? DFL_MARKER_NONE : DFL_MARKER_CIRCLE;
+        snprintf(names[3 * i], sizeof names[0], "%s train", labels[i]);
+        snprintf(names[3 * i + 1], sizeof names[0], "%s held-out", labels[i]);
+        snprintf(names[3 * i + 2], sizeof names[0], "%s", labels[i]);
+        loss_s[ns] = base, loss_s[ns].y = cv[i].loss, loss_s[ns].label = names[3 * i];
+        loss_s[ns++].dash = DFL_DASH_DASHED;
+        loss_s[ns] = base, loss_s[ns].y = cv[i].eval_loss, loss_s[ns++].label = names[3 * i + 1];
+        acc_s[na] = base, acc_s[na].y = cv[i].eval_acc, acc_s[na++].label = names[3 * i + 2];
+    }
+    if (!s && na == 0) s = dfl__fail(err, DFL_ERR_USAGE, "plot: no rows in %s", csv_paths[0]);
+    if (!s) s = dfl_canvas_create(2 * PANEL_W, PANEL_H, (dfl_rgb){255, 255, 255}, &canvas, err);
+    if (!s) {
+        dfl_line_chart a = dfl_line_chart_default();
+        a.title = title;
+        a.subtitle = "dashed: training loss, solid: held-out loss of the answer digits";
+        a.x.label = "step";
+        a.x.integer_ticks = 1;
+        a.y.label = "loss (nats)";
+        a.series = loss_s;
+        a.n_series = ns;
+        a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
+        s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &a, err);
+        if (!s) {
+            dfl_line_chart b = a;
+            b.title = "retrieval accuracy";
+            b.subtitle = "held-out: all answer digits right under argmax (teacher-forced)";
+            b.y.label = "accuracy";
+            b.y.has_min = b.y.has_max = 1;
+            b.y.min = 0.0, b.y.max = 1.0;
+            b.series = acc_s;
+            b.n_series = na;
+            s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &b, err);
+        }
+    }
+    if (!s) {
+        const char *k[] = {"Software"}, *v[] = {"difflens train"};
+        s = dfl_png_write(canvas, png, 1, k, v, 1, err);
+    }
+    dfl_canvas_destroy(canvas);
+    for (int i = 0; i < n; i++) curve_free(&cv[i]);
+    return s;
+}

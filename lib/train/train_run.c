@@ -1,0 +1,529 @@
+/* train_run.c — the training loop: fresh needle-task batches every step, AdamW with
+ * warm-up + cosine schedule and clipping, held-out evaluation, train.csv, atomic
+ * checkpoints (model + AdamW moments + step) and bit-identical resume. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+#include "base/atomic.h"
+#include "model/safetensors.h"
+#include "train/train.h"
+#include "train/train_internal.h"
+
+#define STREAM_TRAIN 0
+#define STREAM_EVAL 1
+
+/* ------------------------------------------------------------- params */
+
+dfl_train_params dfl_train_params_default(void)
+{
+    dfl_train_params p;
+    memset(&p, 0, sizeof p);
+    p.type = DFL_MODEL_LLAMA;
+    p.layers = 2, p.hidden = 128, p.heads = 4, p.ffn = 512, p.vocab = 128;
+    p.task = dfl_needle_params_default();
+    p.batch = 16, p.steps = 1000, p.warmup = 100;
+    p.lr = 1e-3, p.min_lr = 1e-4, p.weight_decay = 0.1, p.beta1 = 0.9, p.beta2 = 0.95, p.eps = 1e-8;
+    p.clip = 1.0, p.init_std = 0.02;
+    p.seed = 1;
+    p.loss = DFL_LOSS_TARGET;
+    p.eval_every = 100, p.eval_samples = 256, p.ckpt_every = 200;
+    return p;
+}
+
+dfl_status dfl_train_params_config(const dfl_train_params *p, dfl_config *c, dfl_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (p->layers < 1 || p->layers > 1024 || p->hidden < 2 || p->hidden > 65536 || p->heads < 1 ||
+        p->heads > 1024 || p->ffn < 1 || p->ffn > (1 << 18))
+        return dfl__fail(err, DFL_ERR_USAGE, "model sizes out of range (layers %lld, hidden %lld, heads %lld, ffn %lld)",
+                         (long long)p->layers, (long long)p->hidden, (long long)p->heads, (long long)p->ffn);
+    if (p->vocab < DFL_NEEDLE_MIN_VOCAB || p->vocab > (1 << 24))
+        return dfl__fail(err, DFL_ERR_USAGE, "vocab %lld is not in [%d, %d] (the needle task needs %d ids)",
+                         (long long)p->vocab, DFL_NEEDLE_MIN_VOCAB, 1 << 24, DFL_NEEDLE_MIN_VOCAB);
+    int64_t div = p->type == DFL_MODEL_DIFF_TRANSFORMER ? 2 * p->heads : p->heads;
+    if (p->hidden % div || (p->hidden / div) % 2)
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "hidden %lld must be a multiple of %s%lld with an even quotient (head_dim)", (long long)p->hidden,
+                         p->type == DFL_MODEL_DIFF_TRANSFORMER ? "2 x heads = " : "heads = ", (long long)div);
+    if (p->type == DFL_MODEL_DIFFLLAMA && p->heads % 2)
+        return dfl__fail(err, DFL_ERR_USAGE, "diffllama needs an even number of heads (got %lld)", (long long)p->heads);
+    c->type = p->type;
+    c->vocab_size = p->vocab;
+    c->hidden_size = p->hidden;
+    c->intermediate_size = p->ffn;
+    c->num_layers = p->layers;
+    c->num_heads = c->num_kv_heads = p->heads;
+    c->head_dim = p->hidden / div;
+    c->rms_norm_eps = 1e-6;
+    c->rope_theta = 10000.0;
+    c->rope_interleaved = p->type == DFL_MODEL_DIFF_TRANSFORMER;
+    c->rope_kind = DFL_ROPE_NONE;
+    c->tie_word_embeddings = p->tie;
+    c->max_position_embeddings = p->task.seq_len;
+    c->bos_token_id = 0;
+    c->kv_pairing = DFL_KV_FLASH;
+    return dfl_train_config_check(c, err);
+}
+
+static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *task, dfl_error *err)
+{
+    *task = p->task;
+    task->vocab_size = p->vocab;
+    dfl_status s = dfl_needle_check(task, err);
+    if (s) return s;
+    if (!p->out || !*p->out) return dfl__fail(err, DFL_ERR_USAGE, "no output directory given");
+    if (p->batch < 1 || p->batch > 65536) return dfl__fail(err, DFL_ERR_USAGE, "batch %lld is not in [1, 65536]", (long long)p->batch);
+    if (p->steps < 1) return dfl__fail(err, DFL_ERR_USAGE, "steps must be >= 1");
+    if (p->warmup < 0) return dfl__fail(err, DFL_ERR_USAGE, "warmup must be >= 0");
+    if (!(p->lr > 0) || !(p->min_lr >= 0) || p->min_lr > p->lr)
+        return dfl__fail(err, DFL_ERR_USAGE, "learning rates need lr > 0 and 0 <= min-lr <= lr");
+    if (!(p->weight_decay >= 0) || !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) ||
+        !(p->eps > 0) || !(p->clip >= 0) || !(p->init_std > 0))
+        return dfl__fail(err, DFL_ERR_USAGE, "optimizer settings out of range");
+    if (p->eval_samples < 1 || p->eval_every < 0 || p->ckpt_every < 0 || p->stop_at < 0)
+        return dfl__fail(err, DFL_ERR_USAGE, "eval/checkpoint settings out of range");
+    return DFL_OK;
+}
+
+/* The flags that fix the result (all but steps, intervals and stop_at), as text kept
+ * in the checkpoint: a resume with different ones is refused. */
+static void args_text(const dfl_train_params *p, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "type=%s layers=%lld hidden=%lld heads=%lld ffn=%lld vocab=%lld tie=%d seq=%lld needles=%d "
+             "queries=%d digits=%d depth=%.17g batch=%lld warmup=%lld lr=%.17g min_lr=%.17g weight_decay=%.17g "
+             "beta1=%.17g beta2=%.17g eps=%.17g clip=%.17g init_std=%.17g seed=%llu loss=%s eval_samples=%lld",
+             dfl_model_type_name(p->type), (long long)p->layers, (long long)p->hidden, (long long)p->heads,
+             (long long)p->ffn, (long long)p->vocab, p->tie, (long long)p->task.seq_len, p->task.needles,
+             p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, (long long)p->warmup, p->lr,
+             p->min_lr, p->weight_decay, p->beta1, p->beta2, p->eps, p->clip, p->init_std,
+             (unsigned long long)p->seed, p->loss == DFL_LOSS_ALL ? "all" : "target", (long long)p->eval_samples);
+}
+
+/* --------------------------------------------------------------- files */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* mkdir -p */
+static dfl_status make_dirs(const char *dir, dfl_error *err)
+{
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n >= sizeof buf) return dfl__fail(err, DFL_ERR_USAGE, "%s: path too long", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char keep = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return dfl__fail(err, DFL_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        buf[i] = keep;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return dfl__fail(err, DFL_ERR_IO, "%s: not a directory", dir);
+    return DFL_OK;
+}
+
+static void join(char *buf, size_t cap, const char *dir, const char *file) { snprintf(buf, cap, "%s/%s", dir, file); }
+
+static const char *const OUT_FILES[] = {"config.json", "model.safetensors", "checkpoint.safetensors", "train.csv",
+                                        "train.png"};
+
+/* ---------------------------------------------------------- checkpoint */
+
+static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int64_t step, double elapsed,
+                                  const char *args, dfl_error *err)
+{
+    const size_t n = m->n_tensors, total = 3 * n + 3;
+    dfl_tensor *ts = dfl__calloc_array(total, sizeof *ts);
+    char (*names)[128] = dfl__calloc_array(2 * n, sizeof *names);
+    dfl_status s = DFL_OK;
+    if (!ts || !names) {
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int64_t step_v = step;
+    const float *base[3] = {m->params, m->m, m->v};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < n; i++) {
+            const dfl_train_tensor *t = &m->tensors[i];
+            dfl_tensor *o = &ts[k * n + i];
+            if (k == 0) o->name = t->name;
+            else {
+                snprintf(names[(k - 1) * n + i], sizeof names[0], "optimizer.%s.%s", k == 1 ? "exp_avg" : "exp_avg_sq",
+                         t->name);
+                o->name = names[(k - 1) * n + i];
+            }
+            o->dtype = DFL_DTYPE_F32;
+            o->ndim = t->ndim;
+            o->shape[0] = t->shape[0], o->shape[1] = t->shape[1];
+            o->data = base[k] + t->offset;
+            o->nbytes = t->numel * sizeof(float);
+        }
+    dfl_tensor *st = &ts[3 * n];
+    st[0] = (dfl_tensor){"train.step", DFL_DTYPE_I64, 1, {1}, &step_v, 8};
+    st[1] = (dfl_tensor){"train.elapsed_s", DFL_DTYPE_F64, 1, {1}, &elapsed, 8};
+    st[2] = (dfl_tensor){"train.args", DFL_DTYPE_U8, 1, {(int64_t)strlen(args)}, args, strlen(args)};
+    char path[4096];
+    join(path, sizeof path, dir, "checkpoint.safetensors");
+    s = dfl_st_write(path, ts, total, 1, err);
+done:
+    free(ts);
+    free(names);
+    return s;
+}
+
+/* Load dir/checkpoint.safetensors into m; *step and *elapsed from it. The stored args
+ * must equal `args`. */
+static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, const char *args, int64_t *step,
+                                  double *elapsed, dfl_error *err)
+{
+    char path[4096], name[160];
+    join(path, sizeof path, dir, "checkpoint.safetensors");
+    if (!exists(path)) return dfl__fail(err, DFL_ERR_IO, "%s: no checkpoint to resume from", path);
+    dfl_st_file *f = NULL;
+    dfl_status s = dfl_st_open(path, &f, err);
+    if (s) return s;
+    const dfl_tensor *ta = dfl_st_find(f, "train.args"), *tst = dfl_st_find(f, "train.step");
+    const dfl_tensor *tel = dfl_st_find(f, "train.elapsed_s");
+    if (!ta || ta->dtype != DFL_DTYPE_U8 || !tst || tst->dtype != DFL_DTYPE_I64 || tst->nbytes != 8 || !tel ||
+        tel->dtype != DFL_DTYPE_F64 || tel->nbytes != 8) {
+        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens training checkpoint", path);
+        goto done;
+    }
+    if (ta->nbytes != strlen(args) || memcmp(ta->data, args, ta->nbytes)) {
+        s = dfl__fail(err, DFL_ERR_USAGE, "%s: made with different flags (%.*s); --resume needs the same ones", path,
+                      (int)(ta->nbytes < 300 ? ta->nbytes : 300), (const char *)ta->data);
+        goto done;
+    }
+    memcpy(step, tst->data, 8);
+    memcpy(elapsed, tel->data, 8);
+    float *base[3] = {m->params, m->m, m->v};
+    for (size_t k = 0; k < 3 && !s; k++)
+        for (size_t i = 0; i < m->n_tensors && !s; i++) {
+            const dfl_train_tensor *t = &m->tensors[i];
+            if (k == 0) snprintf(name, sizeof name, "%s", t->name);
+            else snprintf(name, sizeof name, "optimizer.%s.%s", k == 1 ? "exp_avg" : "exp_avg_sq", t->name);
+            const dfl_tensor *x = dfl_st_find(f, name);
+            if (!x || x->dtype != DFL_DTYPE_F32 || x->nbytes != t->numel * sizeof(float))
+                s = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, name);
+            else memcpy(base[k] + t->offset, x->data, x->nbytes);
+        }
+done:
+    dfl_st_close(f);
+    return s;
+}
+
+/* ---------------------------------------------------------------- CSV */
+
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+} strbuf;
+
+static int sb_add(strbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 4096) + n;
+        char *np = realloc(b->p, nc);
+        if (!np) return 0;
+        b->p = np, b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+    return 1;
+}
+
+#define CSV_HEADER "step,lr,loss,eval_loss,eval_acc,tokens_per_s,elapsed_s\n"
+
+/* On resume: keep the rows of an existing train.csv up to `step` (a crash after the
+ * last checkpoint may have logged rows that the resumed run will log again). */
+static dfl_status csv_restore(strbuf *csv, const char *dir, int64_t step, dfl_error *err)
+{
+    char path[4096];
+    join(path, sizeof path, dir, "train.csv");
+    if (!sb_add(csv, CSV_HEADER)) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!exists(path)) return DFL_OK;
+    char *text = NULL;
+    size_t len;
+    dfl_status s = dfl__read_file(path, &text, &len, err);
+    if (s) return s;
+    char *line = strchr(text, '\n');   /* skip the header */
+    while (line && *++line) {
+        char *end = strchr(line, '\n');
+        if (!end) break;
+        *end = '\0';
+        long long st = strtoll(line, NULL, 10);
+        if (st >= 1 && st <= step && (!sb_add(csv, line) || !sb_add(csv, "\n"))) {
+            free(text);
+            return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        }
+        line = end;
+    }
+    free(text);
+    return DFL_OK;
+}
+
+/* ------------------------------------------------------------- batches */
+
+/* Sample tokens/targets of `n` sequences, sample indices first..first+n−1 of stream. */
+static void make_batch(const dfl_needle_params *task, uint64_t seed, uint64_t stream, uint64_t first, int64_t n,
+                       int all_tokens, int last_only, int32_t *tokens, int32_t *targets)
+{
+    const int64_t T = task->seq_len;
+    for (int64_t b = 0; b < n; b++) {
+        dfl_needle_layout lay;
+        dfl_needle_sample(task, seed, stream, first + (uint64_t)b, tokens + b * T, &lay);
+        dfl_needle_targets(task, tokens + b * T, &lay, all_tokens, last_only, targets + b * T);
+    }
+}
+
+/* Held-out loss (mean NLL of the answer digits) and retrieval accuracy (all answer
+ * digits right under argmax, teacher-forced) over eval_samples of stream 1. */
+static dfl_status evaluate(const dfl_train_model *m, dfl_train_ws *ws, const dfl_needle_params *task,
+                           const dfl_train_params *p, int32_t *tokens, int32_t *targets, double *eval_loss,
+                           double *eval_acc, dfl_error *err)
+{
+    const int64_t T = task->seq_len, V = m->config.vocab_size;
+    double sum = 0.0;
+    int64_t rows = 0, right = 0;
+    for (int64_t s0 = 0; s0 < p->eval_samples; s0 += p->batch) {
+        int64_t n = p->eval_samples - s0 < p->batch ? p->eval_samples - s0 : p->batch;
+        make_batch(task, p->seed, STREAM_EVAL, (uint64_t)s0, n, 0, 1, tokens, targets);
+        double loss;
+        int64_t count;
+        dfl_status s = dfl_train_forward(m, ws, tokens, targets, n, &loss, &count, err);
+        if (s) return s;
+        sum += loss * (double)count;
+        rows += count;
+        const float *logits = dfl_train_logits(ws);
+        for (int64_t b = 0; b < n; b++) {
+            int ok = 1;
+            for (int64_t i = b * T; i < (b + 1) * T; i++) {
+                if (targets[i] < 0) continue;
+                const float *z = logits + i * V;
+                int64_t best = 0;
+                for (int64_t v = 1; v < V; v++)
+                    if (z[v] > z[best]) best = v;
+                ok &= best == targets[i];
+            }
+            right += ok;
+        }
+    }
+    *eval_loss = rows ? sum / (double)rows : NAN;
+    *eval_acc = (double)right / (double)p->eval_samples;
+    return DFL_OK;
+}
+
+/* ---------------------------------------------------------------- run */
+
+/* Flush subnormal floats to zero in every worker thread: as training converges, tiny
+ * gradients and attention weights turn subnormal and each operation on them costs a
+ * hundred cycles (seen: sgemm slowing 3x within 1000 steps). The results differ from
+ * IEEE only below 1.2e-38. */
+static unsigned flush_subnormals(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned before = _mm_getcsr();
+#pragma omp parallel
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) and DAZ (bit 6) */
+    return before;
+#else
+    return 0;
+#endif
+}
+
+/* Put the caller's floating-point mode back in every worker thread. */
+static void restore_subnormals(unsigned before)
+{
+#if defined(__x86_64__) || defined(__i386__)
+#pragma omp parallel
+    _mm_setcsr((_mm_getcsr() & ~0x8040u) | (before & 0x8040u));
+#else
+    (void)before;
+#endif
+}
+
+static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
+                            dfl_error *err);
+
+dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
+                         dfl_error *err)
+{
+    unsigned mode = flush_subnormals();
+    dfl_status s = train_run(p, hooks, res, err);
+    restore_subnormals(mode);
+    return s;
+}
+
+static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
+                            dfl_error *err)
+{
+    dfl_train_result r;
+    memset(&r, 0, sizeof r);
+    r.loss = r.eval_loss = r.eval_acc = NAN;
+    if (res) *res = r;
+    dfl_needle_params task;
+    dfl_config cfg;
+    dfl_status s = check_params(p, &task, err);
+    if (!s) s = dfl_train_params_config(p, &cfg, err);
+    if (s) return s;
+
+    char args[1024], path[4096];
+    args_text(p, args, sizeof args);
+    dfl_train_model *m = NULL;
+    dfl_train_ws *ws = NULL;
+    int32_t *tokens = NULL, *targets = NULL;
+    strbuf csv = {0};
+    const int64_t T = task.seq_len, B = p->batch;
+
+    /* the directory: fresh (refusing or clearing old training files) or resumed */
+    if ((s = make_dirs(p->out, err))) return s;
+    if (!p->resume) {
+        for (size_t i = 0; i < sizeof OUT_FILES / sizeof OUT_FILES[0]; i++) {
+            join(path, sizeof path, p->out, OUT_FILES[i]);
+            if (!exists(path)) continue;
+            if (!p->overwrite)
+                return dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to start over or --resume to continue)", path);
+            if (remove(path) != 0) return dfl__fail(err, DFL_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+        }
+    }
+    if ((s = dfl_train_model_create(&cfg, &m, err))) return s;
+    r.n_params = m->n_params;
+    int64_t step = 0;
+    double elapsed0 = 0.0;
+    if (p->resume) s = load_checkpoint(m, p->out, args, &step, &elapsed0, err);
+    else dfl_train_init(m, p->seed, p->init_std);
+    if (!s) s = dfl_train_ws_create(m, B, T, &ws, err);
+    if (!s) s = csv_restore(&csv, p->out, step, err);
+    size_t bt = (size_t)B * (size_t)T;
+    if (!s && (!(tokens = dfl__alloc_array(bt, sizeof *tokens)) || !(targets = dfl__alloc_array(bt, sizeof *targets))))
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (s) goto done;
+
+    r.start_step = step;
+    const double t_start = now_s();
+    double t_win = t_start, loss_sum = 0.0, steady_s = 0.0;   /* steady: step times after the first */
+    int64_t win_steps = 0;
+    int stopped = 0, plot_warned = 0;
+    while (step < p->steps && !stopped) {
+        /* one step: batch `step` of stream 0, forward, backward, clip, AdamW */
+        double t_step = now_s();
+        double lr = dfl_train_lr(step, p->steps, p->warmup, p->lr, p->min_lr);
+        make_batch(&task, p->seed, STREAM_TRAIN, (uint64_t)step * (uint64_t)B, B, p->loss == DFL_LOSS_ALL, 0, tokens,
+                   targets);
+        double loss;
+        if ((s = dfl_train_forward(m, ws, tokens, targets, B, &loss, NULL, err))) goto done;
+        dfl_train_backward(m, ws);
+        dfl_train_clip(m, p->clip);
+        dfl_adamw o = {lr, p->beta1, p->beta2, p->eps, p->weight_decay};
+        dfl_train_adamw(m, &o, step + 1);
+        step++;
+        double t = now_s();
+        if (step > r.start_step + 1) steady_s += t - t_step;
+        loss_sum += loss, win_steps++;
+        r.loss = loss;
+        r.steps_done = step;
+        stopped = (hooks && hooks->stop && *hooks->stop) || (p->stop_at > 0 && step >= p->stop_at && step < p->steps);
+
+        dfl_train_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.step = step, rep.steps = p->steps, rep.lr = lr, rep.loss = loss;
+        rep.elapsed_s = t - t_start;
+        rep.tokens_per_s = (double)(step - r.start_step) * (double)bt / (t - t_start);
+        if (hooks && hooks->report) hooks->report(hooks->user, &rep);
+
+        if ((p->eval_every > 0 && step % p->eval_every == 0) || step == p->steps) {
+            if ((s = evaluate(m, ws, &task, p, tokens, targets, &r.eval_loss, &r.eval_acc, err))) goto done;
+            double t2 = now_s();
+            char row[256];
+            snprintf(row, sizeof row, "%lld,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", (long long)step, lr, loss_sum / (double)win_steps,
+                     r.eval_loss, r.eval_acc, (double)win_steps * (double)bt / (t - t_win), elapsed0 + (t2 - t_start));
+            rep.is_eval = 1;
+            rep.eval_loss = r.eval_loss, rep.eval_acc = r.eval_acc, rep.train_loss_avg = loss_sum / (double)win_steps;
+            if (hooks && hooks->report) hooks->report(hooks->user, &rep);
+            loss_sum = 0.0, win_steps = 0;
+            t_win = now_s();
+            if (!sb_add(&csv, row)) {
+                s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            join(path, sizeof path, p->out, "train.csv");
+            if ((s = dfl__train_write_text(path, csv.p, 1, err))) goto done;
+            /* the curves: a failure here is worth a warning, not the run */
+            char png[4096], title[160];
+            const char *csvs[1] = {path}, *labels[1] = {dfl_model_type_name(p->type)};
+            join(png, sizeof png, p->out, "train.png");
+            snprintf(title, sizeof title, "%s on the needle task", dfl_model_type_name(p->type));
+            dfl_error perr;
+            if (dfl_train_plot(png, csvs, labels, 1, title, &perr) && hooks && hooks->warn && !plot_warned) {
+                hooks->warn(hooks->user, perr.msg);
+                plot_warned = 1;
+            }
+        }
+        if (stopped || step == p->steps || (p->ckpt_every > 0 && step % p->ckpt_every == 0)) {
+            double el = elapsed0 + (now_s() - t_start);
+            if ((s = save_checkpoint(m, p->out, step, el, args, err))) goto done;
+            if ((s = dfl_train_save_model(m, p->out, 1, err))) goto done;
+        }
+    }
+    double t_end = now_s();
+    r.seconds = t_end - t_start;
+    int64_t done_steps = step - r.start_step;
+    r.tokens_per_s = done_steps > 0 ? (double)done_steps * (double)bt / r.seconds : 0.0;
+    r.steady_tokens_per_s = done_steps > 1 ? (double)(done_steps - 1) * (double)bt / steady_s : r.tokens_per_s;
+    r.interrupted = step < p->steps;
+    r.steps_done = step;
+done:
+    free(tokens);
+    free(targets);
+    free(csv.p);
+    dfl_train_ws_free(ws);
+    dfl_train_model_free(m);
+    if (res) *res = r;
+    return s;
+}
+
+/* ---------------------------------------------------------------- pair */
+
+dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *llama, dfl_train_params *diff,
+                                 dfl_error *err)
+{
+    if (p->heads < 2 || p->heads % 2)
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "--pair needs an even number of heads (the Diff model gets half of them), got %lld",
+                         (long long)p->heads);
+    *llama = *p;
+    *diff = *p;
+    llama->type = DFL_MODEL_LLAMA;
+    diff->type = DFL_MODEL_DIFF_TRANSFORMER;
+    diff->heads = p->heads / 2;   /* head_dim D/(H/2)/2 = D/H: the llama head_dim */
+    dfl_config a, b;
+    dfl_status s = dfl_train_params_config(llama, &a, err);
+    if (!s) s = dfl_train_params_config(diff, &b, err);
+    if (!s && a.head_dim != b.head_dim)
+        s = dfl__fail(err, DFL_ERR_USAGE, "matched pair: head_dim %lld vs %lld", (long long)a.head_dim,
+                      (long long)b.head_dim);
+    return s;
+}
