@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
-#include "model/safetensors.h"
+#include "base/half.h"
 
 struct dfl_dump {
     hid_t file;

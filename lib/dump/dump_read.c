@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "dump/dump_chunks.h"
-#include "model/safetensors.h"
+#include "base/half.h"
 
 struct dfl_dump_reader {
     hid_t file;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/half.h" /* re-exported: F16/BF16 tensor data is converted with these */
 
 #define DFL_ST_MAX_DIMS 8
 
@@ -81,12 +82,7 @@ const dfl_tensor *dfl_st_find(const dfl_st_file *f, const char *name);
  * DFL_ERR_TENSOR for any other dtype. */
 dfl_status dfl_tensor_to_f32(const dfl_tensor *t, float *dst, dfl_error *err);
 
-/* Scalar conversions (exact: every f16/bf16 value is representable in f32). */
-float dfl_f16_to_f32(uint16_t h);
-float dfl_bf16_to_f32(uint16_t b);
-/* Round-to-nearest-even conversions from f32 (NaN stays NaN, overflow -> inf). */
-uint16_t dfl_f32_to_f16(float f);
-uint16_t dfl_f32_to_bf16(float f);
+/* The scalar f16/bf16 conversions are in base/half.h (included above). */
 
 /* ---- writing ---- */
 
