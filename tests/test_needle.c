@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "base/rng.h"
 #include "text/needle.h"
 #include "text/prompts.h"
 

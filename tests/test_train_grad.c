@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "base/rng.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "train/train.h"

@@ -1,5 +1,5 @@
 /* needle.h — the synthetic multi-needle retrieval task of DESIGN.md "Needle task",
- * deterministic from a seed, and the small PRNG it (and the trainer) draws from.
+ * deterministic from a seed (drawn from base/rng.h).
  *
  * Vocabulary (vocab_size >= 128):
  *   0 <bos>  1 <needle>  2 <query>  3 <sep>  4 <eos>  5..14 digits 0..9
@@ -27,23 +27,6 @@
 
 #include "text/prompts.h"
 #include "base/status.h"
-
-/* ------------------------------------------------------------------ PRNG */
-
-/* splitmix64: one 64-bit word of state, passes BigCrush, trivially seekable. */
-typedef struct dfl_rng {
-    uint64_t s;
-} dfl_rng;
-
-/* A generator for (seed, stream, index): independent-looking streams from one seed. */
-dfl_rng dfl_rng_make(uint64_t seed, uint64_t stream, uint64_t index);
-uint64_t dfl_rng_next(dfl_rng *r);
-/* Uniform in [0, n) (n >= 1), without modulo bias. */
-uint64_t dfl_rng_below(dfl_rng *r, uint64_t n);
-/* Uniform double in [0, 1) with 53 random bits. */
-double dfl_rng_uniform(dfl_rng *r);
-/* Standard normal (Box–Muller, one value per call). */
-double dfl_rng_normal(dfl_rng *r);
 
 /* ------------------------------------------------------------------ task */
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/rng.h"
 #include "text/needle.h"
 
 /* ---------------------------------------------------------------- template */

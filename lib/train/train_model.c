@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/rng.h"
 #include "model/safetensors.h"
 #include "train/train.h"
 #include "train/train_internal.h"
