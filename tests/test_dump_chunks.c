@@ -18,7 +18,7 @@
 
 #include "dump/dump_chunks.h"
 #include "dump/dump_read.h"
-#include "model/safetensors.h"
+#include "base/half.h"
 
 #define TMPDIR_PREFIX "dfl_chunks"
 #include "tmpdir.h"

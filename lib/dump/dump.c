@@ -10,6 +10,7 @@
 
 #include "base/atomic.h"
 #include "base/half.h"
+#include "model/model.h"
 
 struct dfl_dump {
     hid_t file;

@@ -17,8 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/model.h"
 #include "base/status.h"
+
+/* Only a pointer is passed in; model/model.h defines it (dump.c includes it), so
+ * readers of dumps need not include the model layer. */
+typedef struct dfl_model dfl_model;
 
 #define DFL_DUMP_FORMAT "difflens-dump"
 #define DFL_DUMP_FORMAT_VERSION 1
