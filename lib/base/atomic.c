@@ -2,6 +2,7 @@
 #include "base/atomic.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,4 +44,49 @@ dfl_status dfl__commit_tmp(const char *tmp, const char *path, int overwrite, dfl
         s = dfl__fail(err, DFL_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
     if (s != DFL_OK) remove(tmp);
     return s;
+}
+
+dfl_status dfl__atomic_open(dfl_atomic *a, const char *path, int overwrite, dfl_error *err)
+{
+    a->f = NULL;
+    a->tmp = NULL;
+    a->path = path;
+    a->overwrite = overwrite;
+    dfl_status s = dfl__check_overwrite(path, overwrite, err);
+    if (s == DFL_OK) s = dfl__make_tmp(path, &a->tmp, err);
+    if (s != DFL_OK) return s;
+    if (!(a->f = fopen(a->tmp, "wb"))) {
+        s = dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        remove(a->tmp);
+        free(a->tmp);
+        a->tmp = NULL;
+    }
+    return s;
+}
+
+dfl_status dfl__atomic_close(dfl_atomic *a, dfl_status s, dfl_error *err)
+{
+    if (a->f) {
+        int bad = ferror(a->f);
+        int e = errno;
+        if (fclose(a->f) != 0) bad = 1, e = errno;
+        a->f = NULL;
+        if (bad && s == DFL_OK) s = dfl__fail(err, DFL_ERR_IO, "%s: write error: %s", a->path, strerror(e));
+    }
+    if (a->tmp) {
+        if (s == DFL_OK) s = dfl__commit_tmp(a->tmp, a->path, a->overwrite, err); /* removes tmp on failure */
+        else remove(a->tmp);
+        free(a->tmp);
+        a->tmp = NULL;
+    }
+    return s;
+}
+
+dfl_status dfl__atomic_write(const char *path, const void *data, size_t n, int overwrite, dfl_error *err)
+{
+    dfl_atomic a;
+    dfl_status s = dfl__atomic_open(&a, path, overwrite, err);
+    if (s != DFL_OK) return s;
+    if (n && fwrite(data, 1, n, a.f) != n) s = dfl__fail(err, DFL_ERR_IO, "%s: write error: %s", path, strerror(errno));
+    return dfl__atomic_close(&a, s, err);
 }

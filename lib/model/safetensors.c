@@ -631,34 +631,21 @@ dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n, i
         free(hdr.p);
         return s;
     }
-    char *tmp = NULL;
-    s = dfl__make_tmp(path, &tmp, err);
+    dfl_atomic a;
+    s = dfl__atomic_open(&a, path, overwrite, err);
     if (s != DFL_OK) {
         free(hdr.p);
         return s;
     }
-    FILE *fp = fopen(tmp, "wb");
-    int ok = fp != NULL;
-    if (ok) {
-        unsigned char len8[8]; /* u64 little-endian header length */
-        uint64_t hl = hdr.len;
-        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(hl >> (8 * i));
-        ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr.p, 1, hdr.len, fp) == hdr.len;
-        for (size_t i = 0; ok && i < n; i++)
-            if (tensors[i].nbytes)
-                ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, fp) == tensors[i].nbytes;
-        if (fclose(fp) != 0) ok = 0; /* a full disk may only show at the final flush */
-    }
-    int e = errno;
+    unsigned char len8[8]; /* u64 little-endian header length */
+    uint64_t hl = hdr.len;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(hl >> (8 * i));
+    int ok = fwrite(len8, 1, 8, a.f) == 8 && fwrite(hdr.p, 1, hdr.len, a.f) == hdr.len;
+    for (size_t i = 0; ok && i < n; i++)
+        if (tensors[i].nbytes) ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, a.f) == tensors[i].nbytes;
+    if (!ok) s = dfl__fail(err, DFL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     free(hdr.p);
-    if (!ok) {
-        remove(tmp);
-        free(tmp);
-        return dfl__fail(err, DFL_ERR_IO, "%s: write failed: %s", path, strerror(e));
-    }
-    s = dfl__commit_tmp(tmp, path, overwrite, err);
-    free(tmp);
-    return s;
+    return dfl__atomic_close(&a, s, err);
 }
 
 /* ------------------------------------------------------------------------------------

@@ -180,20 +180,12 @@ static int write_file(png_job *j, const dfl_canvas *c, const char *const *keys, 
 dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, const char *const *text_keys,
                          const char *const *text_values, int n_text, dfl_error *err)
 {
-    dfl_status s = dfl__check_overwrite(path, overwrite, err);
-    if (s) return s;
-    char *tmp = NULL;
-    if ((s = dfl__make_tmp(path, &tmp, err))) return s;
     png_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        remove(tmp);
-        free(tmp);
-        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-    }
-    j->f = fopen(tmp, "wb");
-    if (!j->f) {
-        s = dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    } else {
+    if (!j) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+    dfl_atomic a;
+    dfl_status s = dfl__atomic_open(&a, path, overwrite, err);
+    if (!s) {
+        j->f = a.f;
         j->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &j->ctx, on_error, on_warning);
         j->info = j->png ? png_create_info_struct(j->png) : NULL;
         if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: libpng cannot start", path);
@@ -201,18 +193,9 @@ dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, c
         else if (!write_file(j, c, text_keys, text_values, n_text))
             s = dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
         if (j->png) png_destroy_write_struct(&j->png, j->info ? &j->info : NULL);
-        /* a full disk shows up at close time */
-        int bad = ferror(j->f);
-        if ((fclose(j->f) != 0 || bad) && !s) s = dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        s = dfl__atomic_close(&a, s, err); /* a full disk shows up at close time */
     }
     free(j->stream);
     free(j);
-    if (s) {
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
-    s = dfl__commit_tmp(tmp, path, overwrite, err);
-    free(tmp);
     return s;
 }

@@ -545,18 +545,9 @@ dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_
         dfl_status s = validate(&items[i], &w, err);
         if (s != DFL_OK) return dfl__context(err, "%s", path);
     }
-    dfl_status s = dfl__check_overwrite(path, overwrite, err);
+    dfl_atomic a;
+    dfl_status s = dfl__atomic_open(&a, path, overwrite, err);
     if (s != DFL_OK) return s;
-    char *tmp = NULL;
-    if ((s = dfl__make_tmp(path, &tmp, err)) != DFL_OK) return s;
-
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = dfl__fail(err, DFL_ERR_IO, "%s: cannot open %s: %s", path, tmp, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
     for (size_t i = 0; i < count && s == DFL_OK; i++) {
         char *line = prompt_to_json(&items[i]);
         if (!line) {
@@ -564,16 +555,9 @@ dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_
             break;
         }
         size_t n = strlen(line);
-        if (fwrite(line, 1, n, f) != n || fputc('\n', f) == EOF)
+        if (fwrite(line, 1, n, a.f) != n || fputc('\n', a.f) == EOF)
             s = dfl__fail(err, DFL_ERR_IO, "%s: write error: %s", path, strerror(errno));
         cJSON_free(line);
     }
-    /* fclose flushes: a full disk may only show up here. */
-    if (fclose(f) != 0 && s == DFL_OK) s = dfl__fail(err, DFL_ERR_IO, "%s: write error: %s", path, strerror(errno));
-    if (s == DFL_OK)
-        s = dfl__commit_tmp(tmp, path, overwrite, err);  /* removes tmp on failure */
-    else
-        remove(tmp);
-    free(tmp);
-    return s;
+    return dfl__atomic_close(&a, s, err);
 }

@@ -35,11 +35,6 @@ typedef struct dfl__train_geom {
 dfl__train_geom dfl__train_geom_make(const dfl_config *c);
 dfl__head_plan dfl__train_plan(const dfl_config *c, int64_t h);
 
-/* Write text to path through a temporary file renamed into place (train_model.c).
- * DFL_ERR_EXISTS when present and !overwrite, DFL_ERR_IO. */
-#include "base/status.h"
-dfl_status dfl__train_write_text(const char *path, const char *text, int overwrite, dfl_error *err);
-
 /* Attention block size of a workspace (default 64; tests use small ones so that tiny
  * sequences cross blocks). <= 0 restores the default. */
 struct dfl_train_ws;

@@ -288,32 +288,6 @@ char *dfl_train_config_json(const dfl_config *c)
     return s;
 }
 
-/* Write text to path atomically. */
-static dfl_status write_text(const char *path, const char *text, int overwrite, dfl_error *err)
-{
-    dfl_status s = dfl__check_overwrite(path, overwrite, err);
-    if (s) return s;
-    char *tmp = NULL;
-    if ((s = dfl__make_tmp(path, &tmp, err))) return s;
-    FILE *f = fopen(tmp, "w");
-    size_t len = strlen(text);
-    int ok = f && fwrite(text, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) {
-        remove(tmp);
-        free(tmp);
-        return dfl__fail(err, DFL_ERR_IO, "%s: write failed", path);
-    }
-    s = dfl__commit_tmp(tmp, path, overwrite, err);
-    free(tmp);
-    return s;
-}
-
-dfl_status dfl__train_write_text(const char *path, const char *text, int overwrite, dfl_error *err)
-{
-    return write_text(path, text, overwrite, err);
-}
-
 dfl_status dfl_train_save_model(const dfl_train_model *m, const char *dir, int overwrite, dfl_error *err)
 {
     char path[4096];
@@ -337,7 +311,7 @@ dfl_status dfl_train_save_model(const dfl_train_model *m, const char *dir, int o
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if ((s = dfl_st_write(path, ts, m->n_tensors, overwrite, err))) goto done;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    s = write_text(path, cfg, overwrite, err);
+    s = dfl__atomic_write(path, cfg, strlen(cfg), overwrite, err);
 done:
     free(ts);
     free(cfg);

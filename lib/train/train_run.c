@@ -470,7 +470,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
                 goto done;
             }
             join(path, sizeof path, p->out, "train.csv");
-            if ((s = dfl__train_write_text(path, csv.p, 1, err))) goto done;
+            if ((s = dfl__atomic_write(path, csv.p, strlen(csv.p), 1, err))) goto done;
             /* the curves: a failure here is worth a warning, not the run */
             char png[4096], title[160];
             const char *csvs[1] = {path}, *labels[1] = {dfl_model_type_name(p->type)};
