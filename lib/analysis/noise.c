@@ -57,26 +57,7 @@ dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *er
 
 dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **out, size_t *n, dfl_error *err)
 {
-    *out = NULL;
-    *n = 0;
-    size_t cap = 1;
-    for (const char *c = text; *c; c++) cap += *c == ',';
-    if (!*text || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,"))
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (want a list like 0,0.25,0.5)", flag, text);
-    double *v = dfl__alloc_array(cap, sizeof *v);
-    char *copy = strdup(text), *save = NULL;
-    dfl_status s = (!v || !copy) ? dfl__fail(err, DFL_ERR_NOMEM, "out of memory") : DFL_OK;
-    size_t len = 0;
-    for (char *tok = !s ? strtok_r(copy, ",", &save) : NULL; tok && !s; tok = strtok_r(NULL, ",", &save))
-        s = dfl_cli_double(flag, tok, 0.0, 1.0, &v[len++], err);
-    free(copy);
-    if (s) {
-        free(v);
-        return s;
-    }
-    *out = v;
-    *n = len;
-    return DFL_OK;
+    return dfl_cli_double_list(flag, text, 0.0, 1.0, 0, out, n, err);
 }
 
 dfl_noise_params dfl_noise_params_default(void)

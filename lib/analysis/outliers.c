@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "dump/dump_read.h"
 #include "render/plot.h"
 
@@ -503,20 +504,14 @@ dfl_status dfl_outliers_parse_list(const char *flag, const char *text, int64_t l
                                    int *n, dfl_error *err)
 {
     *n = 0;
-    const char *s = text;
-    for (;;) {
-        char *end;
-        if (*s < '0' || *s > '9') break;
-        long long v = strtoll(s, &end, 10);
-        if (end == s || v < lo || v > hi || *n >= cap) break;
-        out[(*n)++] = v;
-        if (*end == '\0') return DFL_OK;
-        if (*end != ',') break;
-        s = end + 1;
-    }
-    *n = 0;
-    return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' is not a list of at most %d numbers in %lld..%lld, like 1,2,3", flag,
-                     text, cap, (long long)lo, (long long)hi);
+    int64_t *v;
+    size_t k;
+    dfl_status s = dfl_cli_int_list(flag, text, lo, hi, cap > 0 ? (size_t)cap : 1, &v, &k, err);
+    if (s) return s;
+    memcpy(out, v, k * sizeof *v);
+    *n = (int)k;
+    free(v);
+    return DFL_OK;
 }
 
 /* ---------------------------------------------------------------- report */

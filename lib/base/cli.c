@@ -30,6 +30,95 @@ dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double 
     return DFL_OK;
 }
 
+/* ------------------------------------------------------------------ lists */
+
+dfl_status dfl_cli_split(const char *flag, const char *text, size_t max, char ***items, size_t *n, dfl_error *err)
+{
+    *items = NULL;
+    *n = 0;
+    size_t len = strlen(text), count = 1;
+    for (const char *c = text; *c; c++) count += *c == ',';
+    if (!len || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,"))
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (items are separated by single commas)",
+                         flag, text);
+    if (max && count > max)
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has %zu items, at most %zu are allowed", flag, text, count, max);
+    /* One block: count pointers, then a copy of text cut at the commas. */
+    size_t head;
+    if (!dfl__mul_ok(count, sizeof(char *), &head) || head > SIZE_MAX - len - 1)
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
+    char **v = malloc(head + len + 1);
+    if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
+    char *copy = (char *)v + head;
+    memcpy(copy, text, len + 1);
+    size_t k = 0;
+    for (char *p = copy;; p++) {
+        v[k++] = p;
+        p = strchr(p, ',');
+        if (!p) break;
+        *p = '\0';
+    }
+    *items = v;
+    *n = k;
+    return DFL_OK;
+}
+
+/* Numbers in lists: strtoll/strtod would skip leading white space ("1, 2"); refuse it
+ * so that every list reads the same way. */
+static dfl_status no_space(const char *flag, const char *text, const char *item, dfl_error *err)
+{
+    for (const char *c = item; *c; c++)
+        if (*c == ' ' || (*c >= '\t' && *c <= '\r'))
+            return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has white space in an item", flag, text);
+    return DFL_OK;
+}
+
+dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int64_t hi, size_t max, int64_t **out,
+                            size_t *n, dfl_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    char **it;
+    size_t k;
+    dfl_status s = dfl_cli_split(flag, text, max, &it, &k, err);
+    if (s) return s;
+    int64_t *v = dfl__alloc_array(k, sizeof *v);
+    if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
+    for (size_t i = 0; i < k && !s; i++)
+        if (!(s = no_space(flag, text, it[i], err))) s = dfl_cli_int(flag, it[i], lo, hi, &v[i], err);
+    free(it);
+    if (s) {
+        free(v);
+        return s;
+    }
+    *out = v;
+    *n = k;
+    return DFL_OK;
+}
+
+dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, double hi, size_t max, double **out,
+                               size_t *n, dfl_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    char **it;
+    size_t k;
+    dfl_status s = dfl_cli_split(flag, text, max, &it, &k, err);
+    if (s) return s;
+    double *v = dfl__alloc_array(k, sizeof *v);
+    if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
+    for (size_t i = 0; i < k && !s; i++)
+        if (!(s = no_space(flag, text, it[i], err))) s = dfl_cli_double(flag, it[i], lo, hi, &v[i], err);
+    free(it);
+    if (s) {
+        free(v);
+        return s;
+    }
+    *out = v;
+    *n = k;
+    return DFL_OK;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -40,17 +129,18 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
 {
     *out = NULL;
     *n = 0;
+    char **it;
+    size_t k;
+    dfl_status s = dfl_cli_split(flag, text, 0, &it, &k, err);
+    if (s) return s;
     size_t cap = 16, len = 0;
-    int64_t *v = malloc(cap * sizeof *v);
-    char *copy = strdup(text), *save = NULL;
-    dfl_status s = DFL_OK;
-    if (!v || !copy) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    /* strtok_r would skip empty items ("1,,2"); they are typos, so refuse them */
-    if (!s && (!*text || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,")))
-        s = dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (want a list like 0,3-5)", flag, text);
-    for (char *tok = !s ? strtok_r(copy, ",", &save) : NULL; tok && !s; tok = strtok_r(NULL, ",", &save)) {
+    int64_t *v = dfl__alloc_array(cap, sizeof *v);
+    if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
+    for (size_t t = 0; t < k && !s; t++) {
+        char *tok = it[t];
         int64_t lo, hi;
-        char *dash = strchr(tok + 1, '-');
+        if ((s = no_space(flag, text, tok, err))) break;
+        char *dash = strchr(tok + 1, '-'); /* from tok + 1: "-3" is a bad index, not a range */
         if (dash) *dash = '\0';
         if ((s = dfl_cli_int(flag, tok, 0, INT32_MAX, &lo, err))) break;
         hi = lo;
@@ -63,7 +153,7 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
             if (len == cap) {
                 int64_t *nv = dfl__alloc_array(2 * cap, sizeof *v);
                 if (!nv) {
-                    s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                    s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
                     break;
                 }
                 memcpy(nv, v, len * sizeof *v);
@@ -73,19 +163,21 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
             v[len++] = i;
         }
     }
-    free(copy);
+    free(it);
     if (s) {
         free(v);
         return s;
     }
     qsort(v, len, sizeof *v, cmp_i64);
-    size_t k = 0;
+    size_t d = 0;
     for (size_t i = 0; i < len; i++)
-        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+        if (d == 0 || v[i] != v[d - 1]) v[d++] = v[i];
     *out = v;
-    *n = k;
+    *n = d;
     return DFL_OK;
 }
+
+/* ------------------------------------------------------------------ progress */
 
 dfl_progress dfl_progress_start(FILE *out, const char *label, int quiet)
 {

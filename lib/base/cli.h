@@ -15,11 +15,25 @@ dfl_status dfl_cli_int(const char *flag, const char *text, int64_t lo, int64_t h
 /* Parse a finite number in [lo, hi]. */
 dfl_status dfl_cli_double(const char *flag, const char *text, double lo, double hi, double *out, dfl_error *err);
 
-/* Parse a list "0,3-5" of indices in [0, 2^31) into a sorted, distinct, malloc'ed
- * array (caller frees); empty items ("1,,2") are refused. `flag` names it in messages.
- * DFL_ERR_USAGE, DFL_ERR_NOMEM. */
-dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
+/* Lists in flags all follow one rule, here: items are separated by single commas and
+ * taken verbatim; an empty text, a leading or trailing comma and ",," are refused (they
+ * are typos, not empty items), and so is a numeric item with white space in it.
+ *
+ * Split text into its items: *items is one malloc'ed block (the caller frees *items
+ * alone) holding *n pointers to NUL-terminated copies. max > 0 caps the count.
+ * DFL_ERR_USAGE naming `flag`, DFL_ERR_NOMEM. */
+dfl_status dfl_cli_split(const char *flag, const char *text, size_t max, char ***items, size_t *n, dfl_error *err);
 
+/* Integers (or finite numbers) in [lo, hi], in the order given, repeats kept, at most
+ * max (0: no cap); *out malloc'ed, caller frees. DFL_ERR_USAGE, DFL_ERR_NOMEM. */
+dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int64_t hi, size_t max, int64_t **out,
+                            size_t *n, dfl_error *err);
+dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, double hi, size_t max, double **out,
+                               size_t *n, dfl_error *err);
+
+/* An index set "0,3-5" (items are indices or ranges a-b with a <= b, in [0, 2^31)) as
+ * a sorted, distinct, malloc'ed array (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
+dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
 
 /* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
  * `label [#####-----] done/total unit  rate/s  ETA`. */

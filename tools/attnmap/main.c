@@ -87,7 +87,7 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},         {0, 0, 0, 0}};
     dfl_attnmap_params p = dfl_attnmap_params_default();
     dfl_error err = {DFL_OK, ""};
-    char *labels = NULL;
+    char **labels = NULL; /* one block (dfl_cli_split) */
     int quiet = 0, c, rc = 0;
     int64_t v;
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
@@ -109,16 +109,14 @@ int main(int argc, char **argv)
         case O_VS: p.vs_path = optarg; break;
         case O_LABELS: {
             free(labels);
-            labels = strdup(optarg);
-            char *comma = labels ? strchr(labels, ',') : NULL;
-            if (!comma || comma == labels || !comma[1] || strchr(comma + 1, ',')) {
+            size_t k = 0;
+            if (dfl_cli_split("--labels", optarg, 0, &labels, &k, &err) || k != 2) {
                 fprintf(stderr, "attnmap: --labels: '%s' is not two names A,B\n", optarg);
                 free(labels);
                 return 2;
             }
-            *comma = '\0';
-            p.labels[0] = labels;
-            p.labels[1] = comma + 1;
+            p.labels[0] = labels[0];
+            p.labels[1] = labels[1];
             break;
         }
         case O_DELTA: p.delta = 1; break;

@@ -82,33 +82,6 @@ static int bad(const dfl_error *err)
     return 2;
 }
 
-/* "256,1024" → lengths (each 1 .. 2^24). */
-static int parse_lengths(const char *text, int64_t **out, size_t *n, dfl_error *err)
-{
-    size_t cap = 1;
-    for (const char *c = text; *c; c++) cap += *c == ',';
-    int64_t *v = calloc(cap, sizeof *v);
-    char *copy = strdup(text), *save = NULL;
-    if (!v || !copy) {
-        free(v), free(copy);
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        return 1;
-    }
-    size_t k = 0;
-    int rc = !*text || text[0] == ',' || text[strlen(text) - 1] == ',' || strstr(text, ",,");
-    if (rc) snprintf(err->msg, sizeof err->msg, "--length: '%s' is not a list of lengths like 256,1024", text);
-    for (char *t = rc ? NULL : strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save))
-        rc = dfl_cli_int("--length", t, 1, 1 << 24, &v[k++], err) != DFL_OK;
-    free(copy);
-    if (rc) {
-        free(v);
-        return 1;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
 static int run_prompts(int argc, char **argv)
 {
     enum { O_LENGTH = 256, O_DEPTHS, O_SAMPLES, O_SEED, O_NEEDLES, O_QUERIES, O_DIGITS, O_VOCAB, O_TEMPLATE,
@@ -135,7 +108,7 @@ static int run_prompts(int argc, char **argv)
         case O_LENGTH:
             free(lengths);
             lengths = NULL;
-            if (parse_lengths(optarg, &lengths, &n_lengths, &err)) rc = bad(&err);
+            if (dfl_cli_int_list("--length", optarg, 1, 1 << 24, 0, &lengths, &n_lengths, &err)) rc = bad(&err);
             break;
         case O_DEPTHS:
             free(depths);
@@ -222,23 +195,6 @@ static int run_prompts(int argc, char **argv)
     return rc;
 }
 
-/* "A,B,C" → n_dumps names; every one non-empty. */
-static int parse_labels(char *text, const char **labels, size_t cap, size_t *n)
-{
-    size_t k = 0;
-    char *s = text;
-    for (;;) {
-        char *comma = strchr(s, ',');
-        if (comma) *comma = '\0';
-        if (!*s || k == cap) return 1;
-        labels[k++] = s;
-        if (!comma) break;
-        s = comma + 1;
-    }
-    *n = k;
-    return 0;
-}
-
 static int run_analysis(int argc, char **argv)
 {
     enum { O_MAP = 256, O_NORM, O_BY, O_LAYERS, O_HEADS, O_LABELS, O_FORMAT, O_PLOT, O_PLOTD, O_WARN, O_FORCE,
@@ -254,8 +210,8 @@ static int run_analysis(int argc, char **argv)
     dfl_noise_params p = dfl_noise_params_default();
     dfl_error err = {DFL_OK, ""};
     dfl_report_format fmt = DFL_REPORT_TABLE;
-    const char *plot = NULL, *plot_depth = NULL, *labels[DFL_NOISE_MAX_DUMPS];
-    char *label_text = NULL;
+    const char *plot = NULL, *plot_depth = NULL;
+    char **labels = NULL; /* one block (dfl_cli_split) */
     int64_t *layers = NULL, *heads = NULL;
     size_t n_labels = 0;
     int force = 0, quiet = 0, c, rc = 0;
@@ -283,12 +239,8 @@ static int run_analysis(int argc, char **argv)
             p.heads = heads;
             break;
         case O_LABELS:
-            free(label_text);
-            label_text = strdup(optarg);
-            if (!label_text || parse_labels(label_text, labels, DFL_NOISE_MAX_DUMPS, &n_labels)) {
-                fprintf(stderr, "noise: --labels: '%s' is not a list of non-empty names A,B,...\n", optarg);
-                rc = 2;
-            }
+            free(labels);
+            if (dfl_cli_split("--labels", optarg, DFL_NOISE_MAX_DUMPS, &labels, &n_labels, &err)) rc = bad(&err);
             break;
         case O_FORMAT:
             if (dfl_report_format_parse(optarg, &fmt, &err)) rc = bad(&err);
@@ -313,7 +265,7 @@ static int run_analysis(int argc, char **argv)
         fprintf(stderr, "noise: %zu dumps given; at most %d\n", n_dumps, DFL_NOISE_MAX_DUMPS);
         rc = 2;
     }
-    if (!rc && label_text && n_labels != n_dumps) {
+    if (!rc && labels && n_labels != n_dumps) {
         fprintf(stderr, "noise: --labels names %zu dump%s but %zu %s given\n", n_labels, n_labels == 1 ? "" : "s",
                 n_dumps, n_dumps == 1 ? "is" : "are");
         rc = 2;
@@ -325,7 +277,7 @@ static int run_analysis(int argc, char **argv)
     if (!rc) {
         p.dumps = (const char *const *)(argv + optind);
         p.n_dumps = n_dumps;
-        p.labels = label_text ? labels : NULL;
+        p.labels = (const char *const *)labels;
         s = dfl_noise_analyze(&p, &res, &err);
         if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
         /* the PNGs before the tables, so that a failed plot leaves no output at all */
@@ -345,7 +297,7 @@ static int run_analysis(int argc, char **argv)
     }
     dfl_report_destroy(rep);
     dfl_noise_result_free(res);
-    free(layers), free(heads), free(label_text);
+    free(layers), free(heads), free(labels);
     return rc < 0 ? 0 : rc;
 }
 

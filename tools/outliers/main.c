@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     dfl_outliers_params p = dfl_outliers_params_default();
     dfl_report_format fmt = DFL_REPORT_TABLE;
     dfl_error err = {DFL_OK, ""};
-    char *labels = NULL;
+    char **labels = NULL; /* one block (dfl_cli_split) */
     int c, n_labels = 0;
     int64_t list[DFL_OUTLIERS_MAX_RANKS];
     int n;
@@ -81,19 +81,13 @@ int main(int argc, char **argv)
         switch (c) {
         case O_LABELS: {
             free(labels);
-            labels = strdup(optarg);
-            if (!labels) return 1;
-            n_labels = 0;
-            for (char *s = labels, *e; s && n_labels < DFL_OUTLIERS_MAX_DUMPS; s = e) {
-                e = strchr(s, ',');
-                if (e) *e++ = '\0';
-                if (!*s) {
-                    fprintf(stderr, "outliers: --labels: '%s' has an empty name\n", optarg);
-                    free(labels);
-                    return 2;
-                }
-                p.labels[n_labels++] = s;
+            size_t k = 0;
+            if (dfl_cli_split("--labels", optarg, DFL_OUTLIERS_MAX_DUMPS, &labels, &k, &err)) {
+                fprintf(stderr, "outliers: %s\n", err.msg);
+                return 2;
             }
+            n_labels = (int)k;
+            for (size_t i = 0; i < k; i++) p.labels[i] = labels[i];
             break;
         }
         case O_TOP:
