@@ -3,10 +3,14 @@
  * display precision, csv/json the shortest exact form. */
 #include "base/report.h"
 
+#include <cJSON.h>
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/strbuf.h"
 
 /* ------------------------------------------------------------------ model */
 
@@ -367,54 +371,9 @@ const char *dfl_report_cell_text(const dfl_report_table *t, size_t row, size_t c
 
 /* ------------------------------------------------------------ text buffer */
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} buf;
-
-static void put_n(buf *b, const char *s, size_t n)
+static void pad(dfl_strbuf *b, size_t n)
 {
-    if (b->oom) return;
-    if (!grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) {
-        b->oom = 1;
-        return;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void put(buf *b, const char *s) { put_n(b, s, strlen(s)); }
-
-static void putf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(buf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        put_n(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    put_n(b, big, (size_t)n);
-    free(big);
-}
-
-static void pad(buf *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++) put_n(b, " ", 1);
+    for (size_t i = 0; i < n; i++) dfl_strbuf_add(b, " ", 1);
 }
 
 /* -------------------------------------------------------------- numbers */
@@ -515,26 +474,26 @@ static int measure(const dfl_report_table *t, size_t *width, int *right)
 }
 
 /* Markdown cells may not hold '|' or newlines. */
-static void put_md_cell(buf *b, const char *s)
+static void put_md_cell(dfl_strbuf *b, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '|') put(b, "\\|");
-        else if (*s == '\n' || *s == '\r') put(b, " ");
-        else put_n(b, s, 1);
+        if (*s == '|') dfl_strbuf_puts(b, "\\|");
+        else if (*s == '\n' || *s == '\r') dfl_strbuf_puts(b, " ");
+        else dfl_strbuf_add(b, s, 1);
     }
 }
 
-static void render_table(const dfl_report *r, buf *b, int md)
+static void render_table(const dfl_report *r, dfl_strbuf *b, int md)
 {
     if (r->title) {
-        if (md) putf(b, "## %s\n\n", r->title);
-        else putf(b, "%s\n", r->title);
+        if (md) dfl_strbuf_printf(b, "## %s\n\n", r->title);
+        else dfl_strbuf_printf(b, "%s\n", r->title);
     }
     for (size_t i = 0; i < r->nmeta; i++) {
-        if (md) putf(b, "- %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
-        else putf(b, "  %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
+        if (md) dfl_strbuf_printf(b, "- %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
+        else dfl_strbuf_printf(b, "  %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
     }
-    if (r->title || r->nmeta) put(b, "\n");
+    if (r->title || r->nmeta) dfl_strbuf_puts(b, "\n");
     char *tmp = malloc(CELL_CAP);
     if (!tmp) {
         b->oom = 1;
@@ -552,10 +511,10 @@ static void render_table(const dfl_report *r, buf *b, int md)
             break;
         }
         const char *title = t->title ? t->title : t->name;
-        if (md) putf(b, "### %s\n\n", title);
-        else putf(b, "%s\n", title);
+        if (md) dfl_strbuf_printf(b, "### %s\n\n", title);
+        else dfl_strbuf_printf(b, "%s\n", title);
         if (!t->ncols) {
-            put(b, md ? "(no columns)\n\n" : "  (no columns)\n\n");
+            dfl_strbuf_puts(b, md ? "(no columns)\n\n" : "  (no columns)\n\n");
             free(width);
             free(right);
             continue;
@@ -565,36 +524,36 @@ static void render_table(const dfl_report *r, buf *b, int md)
             const char *h = t->cols[j].name;
             size_t w = text_width(h);
             if (md) {
-                put(b, "| ");
+                dfl_strbuf_puts(b, "| ");
                 put_md_cell(b, h);
                 pad(b, width[j] - w);
-                put(b, " ");
+                dfl_strbuf_puts(b, " ");
             } else {
-                put(b, j ? "  " : "  ");
+                dfl_strbuf_puts(b, j ? "  " : "  ");
                 if (right[j]) pad(b, width[j] - w);
-                put(b, h);
+                dfl_strbuf_puts(b, h);
                 if (!right[j] && j + 1 < t->ncols) pad(b, width[j] - w);
             }
         }
-        put(b, md ? "|\n" : "\n");
+        dfl_strbuf_puts(b, md ? "|\n" : "\n");
         /* rule */
         for (size_t j = 0; j < t->ncols; j++) {
             if (md) {
-                put(b, "|");
+                dfl_strbuf_puts(b, "|");
                 size_t n = width[j] + 2;
                 if (right[j]) {
-                    for (size_t q = 0; q + 1 < n; q++) put(b, "-");
-                    put(b, ":");
+                    for (size_t q = 0; q + 1 < n; q++) dfl_strbuf_puts(b, "-");
+                    dfl_strbuf_puts(b, ":");
                 } else
-                    for (size_t q = 0; q < n; q++) put(b, "-");
+                    for (size_t q = 0; q < n; q++) dfl_strbuf_puts(b, "-");
             } else {
-                put(b, "  ");
-                for (size_t q = 0; q < width[j]; q++) put(b, "-");
+                dfl_strbuf_puts(b, "  ");
+                for (size_t q = 0; q < width[j]; q++) dfl_strbuf_puts(b, "-");
             }
         }
-        put(b, md ? "|\n" : "\n");
+        dfl_strbuf_puts(b, md ? "|\n" : "\n");
         /* rows */
-        if (!t->nrows) put(b, md ? "" : "  (no rows)\n");
+        if (!t->nrows) dfl_strbuf_puts(b, md ? "" : "  (no rows)\n");
         for (size_t i = 0; i < t->nrows; i++) {
             for (size_t j = 0; j < t->ncols; j++) {
                 const cell *c = &t->cells[i * t->ncols + j];
@@ -602,62 +561,62 @@ static void render_table(const dfl_report *r, buf *b, int md)
                 size_t w = text_width(tmp);
                 int ra = right[j] || right_aligned(c);
                 if (md) {
-                    put(b, "| ");
+                    dfl_strbuf_puts(b, "| ");
                     if (ra) pad(b, width[j] - w);
                     put_md_cell(b, tmp);
                     if (!ra) pad(b, width[j] - w);
-                    put(b, " ");
+                    dfl_strbuf_puts(b, " ");
                 } else {
-                    put(b, "  ");
+                    dfl_strbuf_puts(b, "  ");
                     if (ra) pad(b, width[j] - w);
-                    put(b, tmp);
+                    dfl_strbuf_puts(b, tmp);
                     if (!ra && j + 1 < t->ncols) pad(b, width[j] - w);
                 }
             }
-            put(b, md ? "|\n" : "\n");
+            dfl_strbuf_puts(b, md ? "|\n" : "\n");
         }
-        put(b, "\n");
+        dfl_strbuf_puts(b, "\n");
         free(width);
         free(right);
     }
     free(tmp);
     for (size_t i = 0; i < r->nnotes; i++) {
-        if (md) putf(b, "%s\n\n", r->notes[i]);
-        else putf(b, "%s\n", r->notes[i]);
+        if (md) dfl_strbuf_printf(b, "%s\n\n", r->notes[i]);
+        else dfl_strbuf_printf(b, "%s\n", r->notes[i]);
     }
 }
 
 /* ------------------------------------------------------------------- csv */
 
-static void put_csv_field(buf *b, const char *s)
+static void put_csv_field(dfl_strbuf *b, const char *s)
 {
     int quote = !*s ? 0 : strpbrk(s, ",\"\r\n") != NULL || s[0] == ' ' || s[strlen(s) - 1] == ' ';
     if (!quote) {
-        put(b, s);
+        dfl_strbuf_puts(b, s);
         return;
     }
-    put(b, "\"");
+    dfl_strbuf_puts(b, "\"");
     for (; *s; s++) {
-        if (*s == '"') put(b, "\"\"");
-        else put_n(b, s, 1);
+        if (*s == '"') dfl_strbuf_puts(b, "\"\"");
+        else dfl_strbuf_add(b, s, 1);
     }
-    put(b, "\"");
+    dfl_strbuf_puts(b, "\"");
 }
 
-static void put_csv_cell(buf *b, const cell *c)
+static void put_csv_cell(dfl_strbuf *b, const cell *c)
 {
     char tmp[64];
     switch (c->kind) {
     case DFL_CELL_TEXT: put_csv_field(b, c->text); break;
-    case DFL_CELL_INT: putf(b, "%lld", (long long)c->i); break;
+    case DFL_CELL_INT: dfl_strbuf_printf(b, "%lld", (long long)c->i); break;
     case DFL_CELL_NUM:
-        if (!isnan(c->v)) put(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
+        if (!isnan(c->v)) dfl_strbuf_puts(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
         break;
     default: break; /* missing: empty, which pandas reads as NaN */
     }
 }
 
-static void render_csv(const dfl_report *r, buf *b)
+static void render_csv(const dfl_report *r, dfl_strbuf *b)
 {
     int multi = r->ntables > 1;
     /* union of the column names, in order of first appearance */
@@ -676,12 +635,12 @@ static void render_csv(const dfl_report *r, buf *b)
             while (q < nu && strcmp(names[q], n)) q++;
             if (q == nu) names[nu++] = n;
         }
-    if (multi) put(b, "table");
+    if (multi) dfl_strbuf_puts(b, "table");
     for (size_t q = 0; q < nu; q++) {
-        if (multi || q) put(b, ",");
+        if (multi || q) dfl_strbuf_puts(b, ",");
         put_csv_field(b, names[q]);
     }
-    put(b, "\r\n");
+    dfl_strbuf_puts(b, "\r\n");
     long *map = calloc(nu ? nu : 1, sizeof *map);
     if (!map) {
         free(names);
@@ -694,10 +653,10 @@ static void render_csv(const dfl_report *r, buf *b)
         for (size_t i = 0; i < t->nrows; i++) {
             if (multi) put_csv_field(b, t->name);
             for (size_t q = 0; q < nu; q++) {
-                if (multi || q) put(b, ",");
+                if (multi || q) dfl_strbuf_puts(b, ",");
                 if (map[q] >= 0) put_csv_cell(b, &t->cells[i * t->ncols + (size_t)map[q]]);
             }
-            put(b, "\r\n");
+            dfl_strbuf_puts(b, "\r\n");
         }
     }
     free(map);
@@ -706,80 +665,73 @@ static void render_csv(const dfl_report *r, buf *b)
 
 /* ------------------------------------------------------------------ json */
 
-static void put_json_str(buf *b, const char *s)
+/* A JSON string literal, escaped by cJSON (the one JSON writer of the library). */
+static void put_json_str(dfl_strbuf *b, const char *s)
 {
-    put(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': put(b, "\\\""); break;
-        case '\\': put(b, "\\\\"); break;
-        case '\n': put(b, "\\n"); break;
-        case '\r': put(b, "\\r"); break;
-        case '\t': put(b, "\\t"); break;
-        default:
-            if (*p < 0x20) putf(b, "\\u%04x", *p);
-            else put_n(b, (const char *)p, 1);
-        }
-    }
-    put(b, "\"");
+    cJSON *j = cJSON_CreateString(s);
+    char *lit = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (lit) dfl_strbuf_puts(b, lit);
+    else b->oom = 1;
+    cJSON_free(lit);
+    cJSON_Delete(j);
 }
 
-static void put_json_cell(buf *b, const cell *c)
+static void put_json_cell(dfl_strbuf *b, const cell *c)
 {
     char tmp[64];
     switch (c->kind) {
     case DFL_CELL_TEXT: put_json_str(b, c->text); break;
-    case DFL_CELL_INT: putf(b, "%lld", (long long)c->i); break;
+    case DFL_CELL_INT: dfl_strbuf_printf(b, "%lld", (long long)c->i); break;
     case DFL_CELL_NUM:
-        if (isfinite(c->v)) put(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
-        else put(b, "null");
+        if (isfinite(c->v)) dfl_strbuf_puts(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
+        else dfl_strbuf_puts(b, "null");
         break;
-    default: put(b, "null"); break;
+    default: dfl_strbuf_puts(b, "null"); break;
     }
 }
 
-static void render_json(const dfl_report *r, buf *b)
+static void render_json(const dfl_report *r, dfl_strbuf *b)
 {
-    put(b, "{\n  \"title\": ");
+    dfl_strbuf_puts(b, "{\n  \"title\": ");
     if (r->title) put_json_str(b, r->title);
-    else put(b, "null");
-    put(b, ",\n  \"meta\": {");
+    else dfl_strbuf_puts(b, "null");
+    dfl_strbuf_puts(b, ",\n  \"meta\": {");
     for (size_t i = 0; i < r->nmeta; i++) {
-        put(b, i ? ", " : "");
+        dfl_strbuf_puts(b, i ? ", " : "");
         put_json_str(b, r->meta[2 * i]);
-        put(b, ": ");
+        dfl_strbuf_puts(b, ": ");
         put_json_str(b, r->meta[2 * i + 1]);
     }
-    put(b, "},\n  \"notes\": [");
+    dfl_strbuf_puts(b, "},\n  \"notes\": [");
     for (size_t i = 0; i < r->nnotes; i++) {
-        put(b, i ? ", " : "");
+        dfl_strbuf_puts(b, i ? ", " : "");
         put_json_str(b, r->notes[i]);
     }
-    put(b, "],\n  \"tables\": [");
+    dfl_strbuf_puts(b, "],\n  \"tables\": [");
     for (size_t k = 0; k < r->ntables; k++) {
         const dfl_report_table *t = r->tables[k];
-        put(b, k ? ",\n    {" : "\n    {");
-        put(b, "\"name\": ");
+        dfl_strbuf_puts(b, k ? ",\n    {" : "\n    {");
+        dfl_strbuf_puts(b, "\"name\": ");
         put_json_str(b, t->name);
-        put(b, ", \"title\": ");
+        dfl_strbuf_puts(b, ", \"title\": ");
         put_json_str(b, t->title ? t->title : t->name);
-        put(b, ",\n     \"columns\": [");
+        dfl_strbuf_puts(b, ",\n     \"columns\": [");
         for (size_t j = 0; j < t->ncols; j++) {
-            put(b, j ? ", " : "");
+            dfl_strbuf_puts(b, j ? ", " : "");
             put_json_str(b, t->cols[j].name);
         }
-        put(b, "],\n     \"data\": [");
+        dfl_strbuf_puts(b, "],\n     \"data\": [");
         for (size_t i = 0; i < t->nrows; i++) {
-            put(b, i ? ",\n       [" : "\n       [");
+            dfl_strbuf_puts(b, i ? ",\n       [" : "\n       [");
             for (size_t j = 0; j < t->ncols; j++) {
-                put(b, j ? ", " : "");
+                dfl_strbuf_puts(b, j ? ", " : "");
                 put_json_cell(b, &t->cells[i * t->ncols + j]);
             }
-            put(b, "]");
+            dfl_strbuf_puts(b, "]");
         }
-        put(b, t->nrows ? "\n     ]}" : "]}");
+        dfl_strbuf_puts(b, t->nrows ? "\n     ]}" : "]}");
     }
-    put(b, r->ntables ? "\n  ]\n}\n" : "]\n}\n");
+    dfl_strbuf_puts(b, r->ntables ? "\n  ]\n}\n" : "]\n}\n");
 }
 
 /* ---------------------------------------------------------------- output */
@@ -789,8 +741,8 @@ dfl_status dfl_report_render(const dfl_report *r, dfl_report_format f, char **ou
     *out = NULL;
     if (len) *len = 0;
     if (r->first.status) return dfl_report_status(r, err);
-    buf b = {NULL, 0, 0, 0};
-    put(&b, ""); /* an empty report is still a string */
+    dfl_strbuf b = {0};
+    dfl_strbuf_puts(&b, ""); /* an empty report is still a string */
     switch (f) {
     case DFL_REPORT_TABLE: render_table(r, &b, 0); break;
     case DFL_REPORT_MARKDOWN: render_table(r, &b, 1); break;
@@ -805,7 +757,7 @@ dfl_status dfl_report_render(const dfl_report *r, dfl_report_format f, char **ou
         return dfl__fail(err, DFL_ERR_NOMEM, "report: out of memory");
     }
     *out = b.p;
-    if (len) *len = b.n;
+    if (len) *len = b.len;
     return DFL_OK;
 }
 

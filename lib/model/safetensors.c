@@ -15,6 +15,7 @@
 
 #include "base/atomic.h"
 #include "base/half.h"
+#include "base/strbuf.h"
 
 /* The reference implementation refuses headers above 100 MB; so do we, which also
  * bounds the memory cJSON may take for a hostile header. */
@@ -469,74 +470,6 @@ const dfl_tensor *dfl_st_find(const dfl_st_file *f, const char *name)
  * writing
  * ---------------------------------------------------------------------------------- */
 
-/* A growable byte buffer for the header; `bad` latches the first allocation
- * failure so appends can be chained and checked once. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int bad;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n)
-{
-    if (b->bad) return;
-    if (n > SIZE_MAX - b->len - 1) {
-        b->bad = 1;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->bad = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->bad = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static void sb_u64(strbuf *b, uint64_t v)
-{
-    /* Integers are written in plain decimal: readers that parse offsets as
-     * integers (serde in the Rust reference) refuse exponent forms like 1e+15. */
-    char tmp[24];
-    int k = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
-    sb_add(b, tmp, (size_t)k);
-}
-
-/* A JSON string literal: quotes, backslashes and control bytes escaped; other
- * bytes (UTF-8) copied as they are. */
-static void sb_json_str(strbuf *b, const char *s)
-{
-    sb_add(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char e[2] = {'\\', (char)*p};
-            sb_add(b, e, 2);
-        } else if (*p < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", *p);
-            sb_add(b, e, 6);
-        } else {
-            sb_add(b, (const char *)p, 1);
-        }
-    }
-    sb_add(b, "\"", 1);
-}
-
 static int cmp_str_ptr(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -583,37 +516,48 @@ static dfl_status check_tensors(const char *path, const dfl_tensor *ts, size_t n
     return s;
 }
 
-/* The header JSON, padded with spaces so that the data buffer starts at a multiple
- * of 8 bytes from the file start. */
-static dfl_status build_header(const char *path, const dfl_tensor *ts, size_t n, strbuf *b, dfl_error *err)
+/* A JSON integer in plain decimal: readers that parse offsets as integers (serde in
+ * the Rust reference) refuse the exponent forms a double could print as (1e+15). */
+static cJSON *json_u64(uint64_t v)
 {
+    char tmp[24];
+    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    return cJSON_CreateRaw(tmp);
+}
+
+/* The header JSON (built with cJSON, which escapes the names), padded with spaces so
+ * that the data buffer starts at a multiple of 8 bytes from the file start. */
+static dfl_status build_header(const char *path, const dfl_tensor *ts, size_t n, dfl_strbuf *b, dfl_error *err)
+{
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    int ok = root && meta && cJSON_AddItemToObject(root, "__metadata__", meta);
+    if (!ok) cJSON_Delete(meta);
     /* "format": "pt" is what save_pretrained writes; some transformers versions
      * refuse a checkpoint without it. */
-    sb_str(b, "{\"__metadata__\":{\"format\":\"pt\"}");
+    ok = ok && cJSON_AddStringToObject(meta, "format", "pt");
     uint64_t off = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; ok && i < n; i++) {
         const dfl_tensor *t = &ts[i];
-        if ((double)t->nbytes >= ST_MAX_JSON_INT - (double)off)
+        if ((double)t->nbytes >= ST_MAX_JSON_INT - (double)off) {
+            cJSON_Delete(root);
             return dfl__fail(err, DFL_ERR_RANGE, "%s: data larger than 2^53 bytes", path);
-        sb_str(b, ",");
-        sb_json_str(b, t->name);
-        sb_str(b, ":{\"dtype\":\"");
-        sb_str(b, dfl_dtype_name(t->dtype));
-        sb_str(b, "\",\"shape\":[");
-        for (int k = 0; k < t->ndim; k++) {
-            if (k) sb_str(b, ",");
-            sb_u64(b, (uint64_t)t->shape[k]);
         }
-        sb_str(b, "],\"data_offsets\":[");
-        sb_u64(b, off);
-        sb_str(b, ",");
+        cJSON *o = cJSON_AddObjectToObject(root, t->name);
+        cJSON *shape = o && cJSON_AddStringToObject(o, "dtype", dfl_dtype_name(t->dtype))
+                           ? cJSON_AddArrayToObject(o, "shape") : NULL;
+        ok = shape != NULL;
+        for (int k = 0; ok && k < t->ndim; k++) ok = cJSON_AddItemToArray(shape, json_u64((uint64_t)t->shape[k]));
+        cJSON *offs = ok ? cJSON_AddArrayToObject(o, "data_offsets") : NULL;
+        ok = offs && cJSON_AddItemToArray(offs, json_u64(off));
         off += t->nbytes;
-        sb_u64(b, off);
-        sb_str(b, "]}");
+        ok = ok && cJSON_AddItemToArray(offs, json_u64(off));
     }
-    sb_str(b, "}");
-    while (!b->bad && (8 + b->len) % 8 != 0) sb_str(b, " ");
-    if (b->bad) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for the header", path);
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (text) dfl_strbuf_puts(b, text);
+    cJSON_free(text);
+    while (text && !b->oom && (8 + b->len) % 8 != 0) dfl_strbuf_add(b, " ", 1);
+    if (!text || b->oom) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for the header", path);
     return DFL_OK;
 }
 
@@ -625,7 +569,7 @@ dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n, i
     s = dfl__check_overwrite(path, overwrite, err);
     if (s != DFL_OK) return s;
 
-    strbuf hdr = {0};
+    dfl_strbuf hdr = {0};
     s = build_header(path, tensors, n, &hdr, err);
     if (s != DFL_OK) {
         free(hdr.p);

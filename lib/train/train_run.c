@@ -14,6 +14,7 @@
 #endif
 
 #include "base/atomic.h"
+#include "base/strbuf.h"
 #include "model/safetensors.h"
 #include "train/train.h"
 #include "train/train_internal.h"
@@ -236,34 +237,16 @@ done:
 
 /* ---------------------------------------------------------------- CSV */
 
-typedef struct strbuf {
-    char *p;
-    size_t len, cap;
-} strbuf;
-
-static int sb_add(strbuf *b, const char *s)
-{
-    size_t n = strlen(s);
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = (b->cap ? b->cap * 2 : 4096) + n;
-        char *np = realloc(b->p, nc);
-        if (!np) return 0;
-        b->p = np, b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n + 1);
-    b->len += n;
-    return 1;
-}
-
 #define CSV_HEADER "step,lr,loss,eval_loss,eval_acc,tokens_per_s,elapsed_s\n"
 
 /* On resume: keep the rows of an existing train.csv up to `step` (a crash after the
  * last checkpoint may have logged rows that the resumed run will log again). */
-static dfl_status csv_restore(strbuf *csv, const char *dir, int64_t step, dfl_error *err)
+static dfl_status csv_restore(dfl_strbuf *csv, const char *dir, int64_t step, dfl_error *err)
 {
     char path[4096];
     join(path, sizeof path, dir, "train.csv");
-    if (!sb_add(csv, CSV_HEADER)) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    dfl_strbuf_puts(csv, CSV_HEADER);
+    if (csv->oom) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (!exists(path)) return DFL_OK;
     char *text = NULL;
     size_t len;
@@ -275,7 +258,8 @@ static dfl_status csv_restore(strbuf *csv, const char *dir, int64_t step, dfl_er
         if (!end) break;
         *end = '\0';
         long long st = strtoll(line, NULL, 10);
-        if (st >= 1 && st <= step && (!sb_add(csv, line) || !sb_add(csv, "\n"))) {
+        if (st >= 1 && st <= step) dfl_strbuf_printf(csv, "%s\n", line);
+        if (csv->oom) {
             free(text);
             return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         }
@@ -395,7 +379,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     dfl_train_model *m = NULL;
     dfl_train_ws *ws = NULL;
     int32_t *tokens = NULL, *targets = NULL;
-    strbuf csv = {0};
+    dfl_strbuf csv = {0};
     const int64_t T = task.seq_len, B = p->batch;
 
     /* the directory: fresh (refusing or clearing old training files) or resumed */
@@ -465,12 +449,13 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             if (hooks && hooks->report) hooks->report(hooks->user, &rep);
             loss_sum = 0.0, win_steps = 0;
             t_win = now_s();
-            if (!sb_add(&csv, row)) {
+            dfl_strbuf_puts(&csv, row);
+            if (csv.oom) {
                 s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
                 goto done;
             }
             join(path, sizeof path, p->out, "train.csv");
-            if ((s = dfl__atomic_write(path, csv.p, strlen(csv.p), 1, err))) goto done;
+            if ((s = dfl__atomic_write(path, csv.p, csv.len, 1, err))) goto done;
             /* the curves: a failure here is worth a warning, not the run */
             char png[4096], title[160];
             const char *csvs[1] = {path}, *labels[1] = {dfl_model_type_name(p->type)};
