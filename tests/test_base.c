@@ -16,6 +16,7 @@
 
 #include "base/atomic.h"
 #include "base/cli.h"
+#include "base/strbuf.h"
 
 #define TMPDIR_PREFIX "dfl_base"
 #include "tmpdir.h"
@@ -169,11 +170,43 @@ static void test_atomic(void **state)
     assert_non_null(strstr(err.msg, "missing/out.txt"));
 }
 
+static void test_strbuf(void **state)
+{
+    (void)state;
+    dfl_strbuf b = {0};
+    dfl_strbuf_puts(&b, "");
+    assert_non_null(b.p); /* an empty buffer is still a string */
+    assert_string_equal(b.p, "");
+    char big[1000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    for (int i = 0; i < 100; i++) dfl_strbuf_printf(&b, "%d,", i); /* many growths */
+    dfl_strbuf_printf(&b, "[%s]", big);                            /* longer than the stack piece */
+    dfl_strbuf_add(&b, "abcdef", 3);
+    assert_false(b.oom);
+    /* the same text built independently */
+    char want[2000];
+    size_t k = 0;
+    for (int i = 0; i < 100; i++) k += (size_t)sprintf(want + k, "%d,", i);
+    k += (size_t)sprintf(want + k, "[%s]abc", big);
+    assert_int_equal(b.len, k);
+    assert_string_equal(b.p, want);
+    /* a size that would wrap latches oom and leaves the contents alone */
+    dfl_strbuf_add(&b, "y", SIZE_MAX - 2);
+    assert_true(b.oom);
+    assert_int_equal(b.len, k);
+    dfl_strbuf_puts(&b, "more");
+    assert_int_equal(b.len, k);
+    dfl_strbuf_free(&b);
+    assert_null(b.p);
+    assert_false(b.oom);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
-        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),
+        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
