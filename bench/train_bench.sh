@@ -1,6 +1,6 @@
 #!/bin/sh
 # train_bench.sh — training throughput of bin/train against PyTorch eager on the same work:
-# a llama model (DESIGN.md calibration size by default: 2 layers, hidden 128, 4 heads, FFN 512,
+# a llama model (the calibration size of docs/format.md "Needle task" by default: 2 layers, hidden 128, 4 heads, FFN 512,
 # vocab 128), batch 16 x 256 tokens, one step = forward + cross-entropy over every token +
 # backward + gradient clipping + AdamW, f32, $THREADS threads on both sides.
 #

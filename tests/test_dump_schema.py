@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_dump_schema.py — checks that bin/probe writes what DESIGN.md "Dump schema
+"""test_dump_schema.py — checks that bin/probe writes what docs/format.md "Dump
 (contract, format_version 1)" lists for the core probe: root attributes, /model/lambda,
 per-sample tokens, segments, token_text, attn maps with their dimension scales, logits,
 nll, argmax; that xarray (h5netcdf engine) opens a sample's attn group with named

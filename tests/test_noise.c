@@ -130,7 +130,7 @@ static void test_analyze_usage_errors(void **state)
 
 static int span_count(const dfl_prompt *p, dfl_span_kind k) { return (int)p->n_spans[k]; }
 
-/* Every invariant of one synthetic prompt (DESIGN.md "Needle task"). */
+/* Every invariant of one synthetic prompt (docs/format.md "Needle task"). */
 static void check_synthetic(const dfl_prompt *p, int64_t T, int N, int R, int m, double depth)
 {
     assert_int_equal(p->n_tokens, (size_t)T);

@@ -79,8 +79,8 @@ static int is_zeroed(const dfl_prompt *p)
 /* Parsing                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* The DESIGN.md example, with the token list lengthened to 260 so its spans (up to
- * 257) are in range; keys, values and order otherwise as written there. */
+/* A full-featured prompt line (every key, in the order of docs/format.md), with 260
+ * tokens so that its spans (up to 257) are in range. */
 static char *design_example_line(void)
 {
     size_t cap = 16384, n = 0;
@@ -130,8 +130,8 @@ static void test_design_example(void **state)
     free(line);
 }
 
-/* The example exactly as DESIGN.md prints it has 3 tokens and spans up to 257: the
- * reader must refuse it rather than trust the spans. */
+/* The same line abbreviated to 3 tokens, spans still up to 257: the reader must
+ * refuse it rather than trust the spans. */
 static void test_design_example_literal_is_rejected(void **state)
 {
     (void)state;

@@ -92,7 +92,7 @@ def write_prompts(path, lengths, seed, vocab=VOCAB, bos_second=True):
 
 
 def segments_of(p):
-    """Segment codes of a prompt dict (DESIGN.md): 0 context, 1 bos (token 0 unless
+    """Segment codes of a prompt dict (docs/format.md): 0 context, 1 bos (token 0 unless
     "bos": false), then answer 2, query 3, distractor 4, target 5."""
     seg = np.zeros(len(p["tokens"]), np.uint8)
     if p.get("bos", True):
@@ -457,7 +457,7 @@ class ProbeAgainstReference(unittest.TestCase):
 
     def compare_extras(self, s, r, prompt, si, err, problems):
         """Derived datasets, compared only when the dump has them (outliers/, noise/,
-        target_*): the reference computes them from DESIGN.md's definitions."""
+        target_*): the reference computes them from docs/format.md's definitions."""
         toks = prompt["tokens"]
 
         def note(key, e, tol, what):
@@ -514,7 +514,7 @@ class ProbeAgainstReference(unittest.TestCase):
 
 
 class ProbeRefusesUnsupported(unittest.TestCase):
-    """DESIGN.md: other rope kinds, attention_bias / mlp_bias true, a hidden_act other
+    """docs/format.md: other rope kinds, attention_bias / mlp_bias true, a hidden_act other
     than silu are refused with a clear error (exit 1, message naming the key, no output)."""
 
     def test_refusals(self):

@@ -1,5 +1,5 @@
 /* probe.h — the instrumented run behind `probe`: load a model, read prompts, run the
- * forward pass on each and write the dump (DESIGN.md "Dump schema"): maps of the
+ * forward pass on each and write the dump (docs/format.md "Dump"): maps of the
  * selected layers, heads and rows, attention-to-segment shares of the analysis rows,
  * attention-logit and hidden-state outlier statistics, NLL, argmax and target
  * accuracy. Optionally fake-quantizes the attention logits (an intervention).

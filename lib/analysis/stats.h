@@ -99,7 +99,7 @@ void dfl_moments_merge(dfl_moments *s, const dfl_moments *src);
 
 /* ------------------------------------------------------- segment shares */
 
-/* Share segments of keys (DESIGN.md "Dump schema", noise/shares). */
+/* Share segments of keys (docs/format.md "Dump", noise/shares). */
 enum {
     DFL_SHARE_BOS = 0,
     DFL_SHARE_CONTEXT_BEFORE,

@@ -1,4 +1,4 @@
-/* dump.h — writes the difflens HDF5 dump (DESIGN.md "Dump schema", format_version 1).
+/* dump.h — writes the difflens HDF5 dump (docs/format.md "Dump", format_version 1).
  * The only module that includes hdf5.h.
  *
  * Layout written here (see docs/format.md for the whole schema):

@@ -1,4 +1,4 @@
-/* dump_read.h — reads difflens HDF5 dumps (DESIGN.md "Dump schema", format_version 1).
+/* dump_read.h — reads difflens HDF5 dumps (docs/format.md "Dump", format_version 1).
  * With dump.c, the only file that includes hdf5.h.
  *
  * What a reader sees (docs/format.md has the whole schema):

@@ -83,7 +83,7 @@ static head_plan make_plan(const dfl_config *c, int64_t h)
         break;
     case DFL_MODEL_DIFF_TRANSFORMER:
         /* Map t of head h is q sub-head 2h+t; its key sub-head depends on how the
-         * implementation repeats kv heads under GQA (DESIGN.md "diff_kv_pairing"). */
+         * implementation repeats kv heads under GQA (docs/format.md, config key diff_kv_pairing). */
         for (int t = 0; t < 2; t++) {
             int64_t ks = c->kv_pairing == DFL_KV_FLASH ? 2 * (h / n_rep) + t : (2 * h + t) / n_rep;
             p.q_col[t] = (2 * h + t) * hd;

@@ -52,7 +52,7 @@ typedef struct dfl_capture {
                               const float *logits, dfl_error *err);
 } dfl_capture;
 
-/* Interventions on the computation (DESIGN.md, probe --quantize-logits). */
+/* Interventions on the computation (docs/probe.md, probe --quantize-logits). */
 typedef enum dfl_quant_granularity { DFL_QUANT_TENSOR = 0, DFL_QUANT_HEAD, DFL_QUANT_ROW } dfl_quant_granularity;
 
 typedef struct dfl_forward_opts {

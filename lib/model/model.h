@@ -1,5 +1,5 @@
 /* model.h — config.json parsing and weight binding for the three model types
- * (DESIGN.md "Model format"): `llama`, `diff_transformer` (official unilm
+ * (docs/format.md "Model directory"): `llama`, `diff_transformer` (official unilm
  * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama).
  *
  * A model is a directory: config.json plus model.safetensors or index-listed shards.

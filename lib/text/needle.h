@@ -1,4 +1,4 @@
-/* needle.h — the synthetic multi-needle retrieval task of DESIGN.md "Needle task",
+/* needle.h — the synthetic multi-needle retrieval task of docs/format.md "Needle task",
  * deterministic from a seed (drawn from base/rng.h).
  *
  * Vocabulary (vocab_size >= 128):
@@ -10,7 +10,7 @@
  * The last query asks for the answer needle, which starts at context offset
  * floor(depth·(C − (m + 2))) (absolute position 1 + that); the other needles are
  * placed at random without overlap. Earlier queries ask for other needles (distinct
- * while there are enough, else any needle). Spans (DESIGN.md "Prompt format"):
+ * while there are enough, else any needle). Spans (docs/format.md "Prompt file"):
  * answer = the answer needle, distractor = the other needles, query = each
  * `<query> key <sep>`, target = the digits after each <sep> (the last one is what
  * retrieval accuracy scores).

@@ -1,4 +1,4 @@
-/* prompts.h — the prompt JSON Lines reader and writer (DESIGN.md "Prompt format").
+/* prompts.h — the prompt JSON Lines reader and writer (docs/format.md "Prompt file").
  *
  * One sample per line:
  *   {"id": "d50-s3", "tokens": [0, 17, 93], "text": ["<bos>", "The", " city"],

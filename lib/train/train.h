@@ -199,7 +199,7 @@ typedef struct dfl_train_result {
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                          dfl_error *err);
 
-/* The matched pair for p (DESIGN.md; docs/train.md "Matching rule"): a llama model
+/* The matched pair for p (docs/train.md "Matching rule"): a llama model
  * with p->heads heads of head_dim D/H, and a diff_transformer with H/2 differential
  * heads of the same head_dim (values 2·head_dim wide), so that their parameter counts
  * differ only by the 6·head_dim λ/subln scalars per layer. H must be even. */

@@ -3,7 +3,7 @@
 
 Writes OUTDIR/config.json and OUTDIR/model.safetensors (or N shards listed by
 model.safetensors.index.json) with random weights from a fixed seed, for the three
-model types of DESIGN.md "Model format": llama, diff_transformer, diffllama.
+model types of docs/format.md "Model directory": llama, diff_transformer, diffllama.
 The safetensors writer is hand-written (numpy only) so the C reader is checked
 against an independent encoder: F32, F16 and BF16 (upper 16 bits of the f32 with
 round-to-nearest-even).
@@ -12,7 +12,7 @@ As a module:  make_model.make_model(outdir, "llama", layers=2, hidden=64, heads=
 As a tool:    /usr/bin/python3 tests/ref/make_model.py OUT --type llama --layers 2 \
                   --hidden 64 --heads 4 [--kv-heads 2] [--dtype bf16] [--shards 2] ...
 
-Head conventions (DESIGN.md):
+Head conventions (docs/format.md "The three model types"):
   llama             H softmax heads of head_dim [D/H]
   diff_transformer  H differential heads, head_dim d [D/H/2] per sub-head
   diffllama         H softmax maps of head_dim [D/H] (H even; H/2 differential heads)
@@ -107,7 +107,7 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
                 vocab=97, tied=False, kv_pairing=None, lambda_init=None,
                 rope_theta=10000.0, max_pos=256, rope_scaling="none", rms_norm_eps=1e-6,
                 rope_interleaved=None):
-    """config.json dict with Hugging Face Llama key names (DESIGN.md)."""
+    """config.json dict with Hugging Face Llama key names (docs/format.md "config.json")."""
     if mtype not in TYPES:
         raise ValueError("model type must be one of %s" % (TYPES,))
     kv_heads = heads if kv_heads is None else kv_heads
@@ -158,7 +158,7 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
         if lambda_init is not None:
             cfg["diff_lambda_init"] = lambda_init
         if mtype == "diff_transformer" and kv_pairing is not None:
-            cfg["diff_kv_pairing"] = kv_pairing   # absent = "flash" (DESIGN.md default)
+            cfg["diff_kv_pairing"] = kv_pairing   # absent = "flash" (docs/format.md default)
     return cfg
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """reference.py — an independent numpy (float64) forward pass of the three difflens
-model types, written from DESIGN.md "Model format" (not from the C code), to check
+model types, written from docs/format.md "Model directory" (not from the C code), to check
 bin/probe against.
 
     import reference
@@ -90,7 +90,7 @@ def read_tensors(model_dir, as_float64=True):
 # ---------------------------------------------------------------------------
 
 class Model:
-    """A parsed config (with DESIGN.md defaults filled in) and float64 tensors."""
+    """A parsed config (with docs/format.md defaults filled in) and float64 tensors."""
 
     def __init__(self, cfg, tensors):
         self.raw = cfg
@@ -391,7 +391,7 @@ def nll(logits, tokens):
 
 
 # ---------------------------------------------------------------------------
-# derived quantities of the dump (noise shares, outliers), from DESIGN.md's table
+# derived quantities of the dump (noise shares, outliers), from docs/format.md's table
 # ---------------------------------------------------------------------------
 
 SHARE_ORDER = ("bos", "context_before", "answer", "context_after", "query", "distractor",

@@ -51,7 +51,7 @@ static void usage_prompts(FILE *out)
             "usage: noise prompts -o PROMPTS.jsonl [options]\n"
             "\n"
             "Writes prompts for the attention-noise experiment: the synthetic multi-needle retrieval\n"
-            "task of DESIGN.md \"Needle task\" (vocabulary 0 <bos>, 1 <needle>, 2 <query>, 3 <sep>,\n"
+            "task of docs/format.md \"Needle task\" (vocabulary 0 <bos>, 1 <needle>, 2 <query>, 3 <sep>,\n"
             "5-14 digits, 15-78 keys, 79+ filler) or, with --template, prompts for a real tokenizer's\n"
             "model from pre-tokenized pieces. Every prompt has its answer, query, target (and\n"
             "distractor) spans and its depth; ids are d<depth%%>-s<sample>.\n"

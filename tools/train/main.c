@@ -28,7 +28,7 @@ static void usage(FILE *out)
             "       train --pair OUTDIR [options]      a matched llama / diff_transformer pair into\n"
             "                                          OUTDIR/transformer and OUTDIR/diff\n"
             "\n"
-            "Trains on the needle task (DESIGN.md): fresh samples every step from --seed, held-out\n"
+            "Trains on the needle task (docs/format.md): fresh samples every step from --seed, held-out\n"
             "retrieval accuracy every --eval-every steps. DIR gets config.json + model.safetensors\n"
             "(loadable by probe), checkpoint.safetensors, train.csv, train.png (curves; with --pair\n"
             "also OUTDIR/train.png comparing both). Multi-head attention only\n"
