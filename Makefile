@@ -1,4 +1,4 @@
-# difflens — one Makefile: make, make test, make asan, make fuzz, make bench, make demo, make format.
+# difflens — one Makefile: make, make test, make asan, make lint, make fuzz, make bench, make demo, make format.
 
 BUILD    ?= build
 BIN      ?= bin
@@ -28,7 +28,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test asan fuzz bench demo demo-models format clean deps
+.PHONY: all test asan lint fuzz bench demo demo-models format clean deps
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -65,6 +65,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIB_A)
 # Unit suites (cmocka), then end-to-end and reference tests (tests/*.sh, tests/*.py).
 test: $(TOOL_BIN) $(TEST_BIN)
 	@BUILD=$(BUILD) BIN=$(BIN) sh tests/run.sh $(TEST_BIN)
+
+# Layering, references outside the repository, unused includes (docs/design.md).
+# Also run by `make test` (tests/run.sh), so CI checks it.
+lint:
+	@/usr/bin/python3 scripts/lint.py
 
 asan:
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT=-O1 \

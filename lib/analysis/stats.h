@@ -16,8 +16,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/status.h"
-
 /* ---------------------------------------------------------------- top-K */
 
 #define DFL_TOPK_MAX 4096
