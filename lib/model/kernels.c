@@ -36,18 +36,26 @@ void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, i
 
 /* ----------------------------------------------------------------- rmsnorm */
 
-static void rmsnorm_row(float *y, const float *x, const float *gain, int64_t d, float eps, float scale)
+/* One row; returns the factor applied, scale / sqrt(mean(x²) + eps). */
+static float rmsnorm_row(float *y, const float *x, const float *gain, int64_t d, float eps, float scale)
 {
     float ss = 0.0f;
     for (int64_t j = 0; j < d; j++) ss += x[j] * x[j];
     float inv = scale / sqrtf(ss / (float)d + eps);
     for (int64_t j = 0; j < d; j++) y[j] = x[j] * inv * (gain ? gain[j] : 1.0f);
+    return inv;
 }
 
 void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
 {
 #pragma omp parallel for schedule(static) if (n > 16)
     for (int64_t i = 0; i < n; i++) rmsnorm_row(y + i * d, x + i * d, gain, d, eps, scale);
+}
+
+void dfl_rmsnorm_rstd(float *y, float *rstd, const float *x, const float *gain, int64_t n, int64_t d, float eps)
+{
+#pragma omp parallel for schedule(static) if (n > 16)
+    for (int64_t i = 0; i < n; i++) rstd[i] = rmsnorm_row(y + i * d, x + i * d, gain, d, eps, 1.0f);
 }
 
 void dfl_rmsnorm_naive(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
@@ -102,7 +110,7 @@ void dfl_rope_tables(float *cos_t, float *sin_t, const double *inv_freq, int64_t
 }
 
 /* Pair (a, b) of element j rotates by angle j: interleaved (2j, 2j+1), half (j, j+d/2). */
-static void rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *s, int interleaved)
+void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *s, int interleaved)
 {
     int64_t half = d / 2;
     for (int64_t h = 0; h < nh; h++) {
@@ -121,7 +129,7 @@ void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
 {
 #pragma omp parallel for schedule(static) if (T > 16)
     for (int64_t t = 0; t < T; t++)
-        rope_row(x + t * ld, nh, d, cos_t + t * (d / 2), sin_t + t * (d / 2), interleaved);
+        dfl_rope_row(x + t * ld, nh, d, cos_t + t * (d / 2), sin_t + t * (d / 2), interleaved);
 }
 
 void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,

@@ -24,6 +24,9 @@ void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, i
  * y may equal x. */
 void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale);
 void dfl_rmsnorm_naive(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale);
+/* dfl_rmsnorm with scale 1 that also stores rstd[n] = 1/sqrt(mean(x²) + eps) per row
+ * (the trainer keeps it for the backward pass). Same arithmetic as dfl_rmsnorm. */
+void dfl_rmsnorm_rstd(float *y, float *rstd, const float *x, const float *gain, int64_t n, int64_t d, float eps);
 
 /* Rotary embedding tables: inv_freq[d/2] for head dimension d under the config's
  * theta and scaling; cos/sin [T, d/2] for positions 0..T-1 (angles in double). */
@@ -43,6 +46,9 @@ void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
                     const float *cos_t, const float *sin_t, int interleaved);
 void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
                           const float *cos_t, const float *sin_t, int interleaved);
+/* One row of dfl_rope_apply: rotate the nh heads of x[nh·d] by angles c[d/2], s[d/2]
+ * (passing −sin rotates back: the backward pass of a rotation). Serial. */
+void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *s, int interleaved);
 
 /* In place causal softmax of s[n, ld]: row i keeps columns 0..lim[i] (inclusive),
  * normalised over them, and sets columns lim[i]+1..ncols-1 to 0. Rows run in parallel

@@ -194,21 +194,7 @@ void dfl__train_ws_set_block(dfl_train_ws *w, int64_t block) { w->block = block 
 
 /* ------------------------------------------------------------- rmsnorm */
 
-/* y = x·rstd·gain per row (gain NULL = ones), rstd = 1/sqrt(mean(x²) + eps): the
- * library kernel's arithmetic, with rstd kept for backward. */
-static void rmsnorm_fwd(float *y, float *rstd, const float *x, const float *gain, int64_t n, int64_t d, float eps)
-{
-#pragma omp parallel for schedule(static) if (n * d > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float *xr = x + i * d;
-        float *yr = y + i * d;
-        float ss = 0.0f;
-        for (int64_t j = 0; j < d; j++) ss += xr[j] * xr[j];
-        float inv = 1.0f / sqrtf(ss / (float)d + eps);
-        rstd[i] = inv;
-        for (int64_t j = 0; j < d; j++) yr[j] = xr[j] * inv * gain[j];
-    }
-}
+/* Forward: dfl_rmsnorm_rstd of model/kernels.h (the inference kernel, keeping rstd). */
 
 /* dx += ∂/∂x of y = x·rstd·g given dy; dgain += Σ_rows dy·x·rstd.
  * dx_j = rstd·g_j·dy_j − x_j·rstd³·(Σ_k g_k·dy_k·x_k)/d. part[NCHUNK, d] scratch. */
@@ -237,12 +223,7 @@ static void rmsnorm_bwd(float *dx, float *dgain, float *part, const float *dy, c
 
 /* ----------------------------------------------------------- matmuls */
 
-/* y[n, out] = x[n, in] · W[out, in]ᵀ */
-static void mm_fwd(float *y, const float *x, const float *W, int64_t n, int64_t in, int64_t out)
-{
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, W, (int)in,
-                0.0f, y, (int)out);
-}
+/* Forward products: dfl_matmul_xwt of model/kernels.h. */
 
 /* For y = x·Wᵀ: dx[n, in] (= or +=, by beta) dy[n, out]·W and dW[out, in] += dyᵀ·x. */
 static void mm_bwd(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int64_t n,
@@ -258,25 +239,15 @@ static void mm_bwd(float *dx, float beta, float *dW, const float *dy, const floa
 /* ----------------------------------------------------------------- rope */
 
 /* Rotate every head of x[B·T, ld] in place, row i at position i mod T (the library's
- * dfl_rope_apply over all B sequences in one parallel region); sin_t = −sin rotates
+ * dfl_rope_row over all B sequences in one parallel region); sin_t = −sin rotates
  * back, which is the backward pass of a rotation. */
 static void rope_rows(float *x, int64_t BT, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t,
                       const float *sin_t, int interleaved)
 {
     const int64_t half = d / 2;
 #pragma omp parallel for schedule(static) if (BT * ld > PAR_MIN)
-    for (int64_t i = 0; i < BT; i++) {
-        const float *c = cos_t + (i % T) * half, *s = sin_t + (i % T) * half;
-        for (int64_t h = 0; h < nh; h++) {
-            float *v = x + i * ld + h * d;
-            for (int64_t j = 0; j < half; j++) {
-                int64_t ia = interleaved ? 2 * j : j, ib = interleaved ? 2 * j + 1 : j + half;
-                float a = v[ia], b = v[ib];
-                v[ia] = a * c[j] - b * s[j];
-                v[ib] = a * s[j] + b * c[j];
-            }
-        }
-    }
+    for (int64_t i = 0; i < BT; i++)
+        dfl_rope_row(x + i * ld, nh, d, cos_t + (i % T) * half, sin_t + (i % T) * half, interleaved);
 }
 
 /* ----------------------------------------------------------- attention */
@@ -520,10 +491,10 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         float *x_next = l + 1 < c->num_layers ? w->acts[l + 1].x_in : w->x_out;
         w->lambda[l] = g->nmaps == 2 ? layer_lambda(m, l) : 0.0f;
         /* attention: x_mid = x_in + o_proj(attn(rmsnorm(x_in))) */
-        rmsnorm_fwd(a->xn1, a->rstd1, a->x_in, y->attn_norm, BT, D, eps);
-        mm_fwd(a->q, a->xn1, y->wq, BT, D, g->q_ld);
-        mm_fwd(a->k, a->xn1, y->wk, BT, D, g->k_ld);
-        mm_fwd(a->v, a->xn1, y->wv, BT, D, g->v_ld);
+        dfl_rmsnorm_rstd(a->xn1, a->rstd1, a->x_in, y->attn_norm, BT, D, eps);
+        dfl_matmul_xwt(a->q, a->xn1, y->wq, BT, D, g->q_ld);
+        dfl_matmul_xwt(a->k, a->xn1, y->wk, BT, D, g->k_ld);
+        dfl_matmul_xwt(a->v, a->xn1, y->wv, BT, D, g->v_ld);
         rope_rows(a->q, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
         rope_rows(a->k, BT, T, g->k_ld, g->n_qheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
         attn_args ax = make_attn_args(m, w, l);
@@ -531,20 +502,20 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
         for (int64_t task = 0; task < tasks; task++)
             attn_fwd_task(&ax, task / g->heads, task % g->heads, w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
-        mm_fwd(a->x_mid, a->att, y->wo, BT, g->att_ld, D);
+        dfl_matmul_xwt(a->x_mid, a->att, y->wo, BT, g->att_ld, D);
         dfl_add_inplace(a->x_mid, a->x_in, (size_t)BT * (size_t)D);
         /* MLP: x_next = x_mid + down(silu(gate(xn2))·up(xn2)) */
-        rmsnorm_fwd(a->xn2, a->rstd2, a->x_mid, y->mlp_norm, BT, D, eps);
-        mm_fwd(a->gate, a->xn2, y->w_gate, BT, D, F);
-        mm_fwd(a->up, a->xn2, y->w_up, BT, D, F);
+        dfl_rmsnorm_rstd(a->xn2, a->rstd2, a->x_mid, y->mlp_norm, BT, D, eps);
+        dfl_matmul_xwt(a->gate, a->xn2, y->w_gate, BT, D, F);
+        dfl_matmul_xwt(a->up, a->xn2, y->w_up, BT, D, F);
         size_t nf = (size_t)BT * (size_t)F;
 #pragma omp parallel for schedule(static) if (nf > PAR_MIN)
         for (size_t i = 0; i < nf; i++) a->hsw[i] = a->gate[i] / (1.0f + expf(-a->gate[i])) * a->up[i];
-        mm_fwd(x_next, a->hsw, y->w_down, BT, F, D);
+        dfl_matmul_xwt(x_next, a->hsw, y->w_down, BT, F, D);
         dfl_add_inplace(x_next, a->x_mid, (size_t)BT * (size_t)D);
     }
-    rmsnorm_fwd(w->xnf, w->rstdf, w->x_out, m->w.final_norm, BT, D, eps);
-    mm_fwd(w->logits, w->xnf, m->w.lm_head, BT, D, V);
+    dfl_rmsnorm_rstd(w->xnf, w->rstdf, w->x_out, m->w.final_norm, BT, D, eps);
+    dfl_matmul_xwt(w->logits, w->xnf, m->w.lm_head, BT, D, V);
 
     /* cross-entropy of the rows with a target: lse − z[target], in double */
 #pragma omp parallel for schedule(static) if (BT * V > PAR_MIN)
