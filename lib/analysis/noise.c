@@ -1,5 +1,6 @@
-/* noise.c — attention to the answer vs attention noise from dumps (see noise.h):
- * reading the per-sample shares, grouping, the report and the two charts. */
+/* noise.c — attention to the answer vs attention noise from dumps (see noise.h), the
+ * compute part: reading the per-sample shares and grouping them. The tables and the
+ * two charts are in noise_report.c. */
 #include "analysis/noise.h"
 
 #include <math.h>
@@ -10,7 +11,6 @@
 
 #include "base/cli.h"
 #include "dump/dump_read.h"
-#include "render/plot.h"
 #include "text/prompts.h"
 
 /* snprintf for messages that may be cut at the buffer's end (long paths): cutting is
@@ -113,15 +113,11 @@ static void acc_add_sample(acc *a, const sample_rec *s)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
+int dfl__noise_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-
-/* Depths closer than this are one group: prompts written by difflens carry depths
- * exactly, hand-written ones may differ in the last digits. */
-#define DEPTH_EPS 1e-9
 
 /* ----------------------------------------------------------------- reading */
 
@@ -331,10 +327,10 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
         if (isnan(recs[i].depth)) d->n_no_depth++;
         else keys[nk++] = recs[i].depth;
     }
-    qsort(keys, nk, sizeof *keys, cmp_double);
+    qsort(keys, nk, sizeof *keys, dfl__noise_cmp_double);
     size_t ng = 0;
     for (size_t i = 0; i < nk; i++)
-        if (ng == 0 || keys[i] - keys[ng - 1] > DEPTH_EPS) keys[ng++] = keys[i];
+        if (ng == 0 || keys[i] - keys[ng - 1] > DFL_NOISE_DEPTH_EPS) keys[ng++] = keys[i];
     d->n_depths = ng;
     if (ng) {
         acc *dacc = dfl__calloc_array(ng, sizeof *dacc);
@@ -349,7 +345,7 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
         for (size_t i = 0; i < ns; i++) {
             if (isnan(recs[i].depth)) continue;
             size_t g = 0;
-            while (g + 1 < ng && recs[i].depth - keys[g] > DEPTH_EPS) g++;
+            while (g + 1 < ng && recs[i].depth - keys[g] > DFL_NOISE_DEPTH_EPS) g++;
             acc_add_sample(&dacc[g], &recs[i]);
         }
         for (size_t g = 0; g < ng; g++) acc_finish(&dacc[g], &d->by_depth[g]);
@@ -470,371 +466,3 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
     return n;
 }
 
-/* ------------------------------------------------------------------ report */
-
-static const char *const share_rows[DFL_SHARE_SEGMENTS] = {"bos",        "context_before", "answer", "context_after",
-                                                          "query",      "distractor",     "target"};
-
-/* Column name: "answer" for one dump, "LABEL answer" for several. */
-static const char *colname(const dfl_noise_result *r, size_t i, const char *what, char *buf, size_t cap)
-{
-    if (r->n_dumps == 1) snprintf(buf, cap, "%s", what);
-    else snprintf(buf, cap, "%s %s", r->dumps[i].label, what);
-    return buf;
-}
-
-static void set_num_or_missing(dfl_report_table *t, size_t col, double v, dfl_error *err)
-{
-    if (isnan(v)) dfl_report_set_missing(t, col, NULL, err);
-    else dfl_report_set_num(t, col, v, err);
-}
-
-/* Meta lines and notes shared by every grouping. */
-static void report_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *err)
-{
-    char buf[512];
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_dump *d = &r->dumps[i];
-        snprintf(buf, sizeof buf, "%s (%s, map %s, %zu samples, %lld layers x %lld heads)", d->path, d->model_type,
-                 d->map, d->n_samples, (long long)d->layers, (long long)d->heads);
-        dfl_report_add_meta(rep, d->label, buf, err);
-    }
-    dfl_report_add_meta(rep, "normalisation",
-                        r->norm == DFL_NOISE_NORM_ABS
-                            ? "abs (noise/shares_abs: sum of |A| over the segment / sum of |A| over the row)"
-                            : "total (noise/shares: sum of A over the segment / the row's total; 1, or 1 - lambda "
-                              "for diff)",
-                        err);
-    snprintf(buf, sizeof buf, "layers %s, heads %s, analysis rows, samples (each layer and head weighs the same)",
-             r->layers_text, r->heads_text);
-    dfl_report_add_meta(rep, "averaged over", buf, err);
-    dfl_report_add_meta(rep, "noise",
-                        "context_before + context_after (the paper's definition); answer/noise = mean answer / "
-                        "mean noise",
-                        err);
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_dump *d = &r->dumps[i];
-        if (d->n_low && r->norm == DFL_NOISE_NORM_TOTAL)
-            dfl_report_add_note(rep, err,
-                                "warning: %s: %zu of %zu entries have a row total below %g in magnitude (e.g. %s); "
-                                "their shares are unstable, see --norm abs",
-                                d->label, d->n_low, d->n_entries, r->warn_total, d->low_example);
-        else if (d->n_low)
-            dfl_report_add_note(rep, err,
-                                "%s: %zu of %zu entries have a row total below %g in magnitude; shares_abs is "
-                                "unaffected",
-                                d->label, d->n_low, d->n_entries, r->warn_total);
-    }
-}
-
-static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_error *err)
-{
-    dfl_report_table *t;
-    dfl_status s = dfl_report_add_table(rep, "shares", "Attention shares (Figure 1)", &t, err);
-    if (s) return s;
-    dfl_report_add_column(t, "segment", DFL_NUM_GENERAL, 4, err);
-    for (size_t i = 0; i < r->n_dumps; i++) dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
-    int present[DFL_SHARE_SEGMENTS] = {0};
-    for (size_t i = 0; i < r->n_dumps; i++)
-        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) present[k] |= r->dumps[i].segment_present[k];
-    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) {
-        if (!present[k]) continue;
-        dfl_report_add_row(t, err);
-        dfl_report_set_text(t, 0, share_rows[k], err);
-        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_set_num(t, 1 + i, r->dumps[i].all.share[k], err);
-    }
-    static const char *const extra[] = {"noise", "answer/noise", "accuracy", "target_nll", "samples"};
-    for (int e = 0; e < 5; e++) {
-        dfl_report_add_row(t, err);
-        dfl_report_set_text(t, 0, extra[e], err);
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            const dfl_noise_cell *c = &r->dumps[i].all;
-            switch (e) {
-            case 0: dfl_report_set_num(t, 1 + i, c->noise, err); break;
-            case 1: dfl_report_set_num_fmt(t, 1 + i, c->ratio, DFL_NUM_GENERAL, 4, err); break;
-            case 2:
-                if (c->n_scored) dfl_report_set_num_fmt(t, 1 + i, c->accuracy, DFL_NUM_FIXED, 3, err);
-                else dfl_report_set_missing(t, 1 + i, "n/a", err);
-                break;
-            case 3:
-                if (c->n_scored && !isnan(c->target_nll))
-                    dfl_report_set_num_fmt(t, 1 + i, c->target_nll, DFL_NUM_GENERAL, 4, err);
-                else dfl_report_set_missing(t, 1 + i, "n/a", err);
-                break;
-            default: dfl_report_set_int(t, 1 + i, (int64_t)c->n_samples, err); break;
-            }
-        }
-    }
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_cell *c = &r->dumps[i].all;
-        if (c->n_scored && c->n_scored < c->n_samples)
-            dfl_report_add_note(rep, err, "%s: accuracy over the %zu of %zu samples that have a target", r->dumps[i].label,
-                                c->n_scored, c->n_samples);
-    }
-    return dfl_report_status(rep, err);
-}
-
-/* A row per group key (depth value, layer or head). */
-static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_noise_by by, dfl_error *err)
-{
-    static const char *const names[] = {"", "by_depth", "by_layer", "by_head"};
-    static const char *const titles[] = {"", "Answer and noise by answer depth (Table 3)", "Answer and noise by layer",
-                                         "Answer and noise by head"};
-    static const char *const keyname[] = {"", "depth", "layer", "head"};
-    dfl_report_table *t;
-    dfl_status s = dfl_report_add_table(rep, names[by], titles[by], &t, err);
-    if (s) return s;
-    int with_acc = by == DFL_NOISE_BY_DEPTH;
-    int per = with_acc ? 5 : 4;   /* n, answer, noise, answer/noise [, accuracy] */
-    char cb[160];
-    dfl_report_add_column(t, keyname[by], DFL_NUM_GENERAL, 4, err);
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        dfl_report_add_column(t, colname(r, i, "n", cb, sizeof cb), DFL_NUM_GENERAL, 4, err);
-        dfl_report_add_column(t, colname(r, i, "answer", cb, sizeof cb), DFL_NUM_FIXED, 4, err);
-        dfl_report_add_column(t, colname(r, i, "noise", cb, sizeof cb), DFL_NUM_FIXED, 4, err);
-        dfl_report_add_column(t, colname(r, i, "answer/noise", cb, sizeof cb), DFL_NUM_GENERAL, 4, err);
-        if (with_acc) dfl_report_add_column(t, colname(r, i, "accuracy", cb, sizeof cb), DFL_NUM_FIXED, 3, err);
-    }
-
-    /* keys: the union of every dump's depths (ascending), or 0 .. max L / H − 1 */
-    size_t nkeys = 0;
-    double *keys = NULL;
-    if (by == DFL_NOISE_BY_DEPTH) {
-        size_t cap = 0;
-        for (size_t i = 0; i < r->n_dumps; i++) cap += r->dumps[i].n_depths;
-        if (cap == 0) return dfl__fail(err, DFL_ERR_FORMAT,
-                                       "--by depth: no sample in %s has a depth attribute (prompts need \"depth\", as "
-                                       "`noise prompts` writes them)",
-                                       r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
-        keys = dfl__alloc_array(cap, sizeof *keys);
-        if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < r->n_dumps; i++)
-            for (size_t g = 0; g < r->dumps[i].n_depths; g++) keys[nkeys++] = r->dumps[i].depth[g];
-        qsort(keys, nkeys, sizeof *keys, cmp_double);
-        size_t k = 0;
-        for (size_t i = 0; i < nkeys; i++)
-            if (k == 0 || keys[i] - keys[k - 1] > DEPTH_EPS) keys[k++] = keys[i];
-        nkeys = k;
-    } else {
-        int64_t mx = 0;
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            int64_t n = by == DFL_NOISE_BY_LAYER ? r->dumps[i].layers : r->dumps[i].heads;
-            if (n > mx) mx = n;
-        }
-        keys = dfl__alloc_array((size_t)mx, sizeof *keys);
-        if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (int64_t k = 0; k < mx; k++) keys[nkeys++] = (double)k;
-    }
-
-    for (size_t k = 0; k < nkeys; k++) {
-        /* a layer or head that no dump averaged (not selected) gets no row */
-        const dfl_noise_cell *cells[DFL_NOISE_MAX_DUMPS];
-        int any = 0;
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            const dfl_noise_dump *d = &r->dumps[i];
-            cells[i] = NULL;
-            if (by == DFL_NOISE_BY_DEPTH) {
-                for (size_t g = 0; g < d->n_depths; g++)
-                    if (fabs(d->depth[g] - keys[k]) <= DEPTH_EPS) cells[i] = &d->by_depth[g];
-            } else {
-                int64_t n = by == DFL_NOISE_BY_LAYER ? d->layers : d->heads;
-                const dfl_noise_cell *c = by == DFL_NOISE_BY_LAYER ? d->by_layer : d->by_head;
-                if ((int64_t)keys[k] < n && c[(int64_t)keys[k]].n_samples) cells[i] = &c[(int64_t)keys[k]];
-            }
-            any |= cells[i] != NULL;
-        }
-        if (!any) continue;
-        dfl_report_add_row(t, err);
-        if (by == DFL_NOISE_BY_DEPTH) dfl_report_set_num(t, 0, keys[k], err);
-        else dfl_report_set_int(t, 0, (int64_t)keys[k], err);
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            size_t c0 = 1 + i * (size_t)per;
-            const dfl_noise_cell *c = cells[i];
-            if (!c) {
-                for (int j = 0; j < per; j++) dfl_report_set_missing(t, c0 + (size_t)j, "-", err);
-                continue;
-            }
-            dfl_report_set_int(t, c0, (int64_t)c->n_samples, err);
-            set_num_or_missing(t, c0 + 1, c->share[DFL_SHARE_ANSWER], err);
-            set_num_or_missing(t, c0 + 2, c->noise, err);
-            set_num_or_missing(t, c0 + 3, c->ratio, err);
-            if (with_acc) {
-                if (c->n_scored) dfl_report_set_num(t, c0 + 4, c->accuracy, err);
-                else dfl_report_set_missing(t, c0 + 4, "n/a", err);
-            }
-        }
-    }
-    free(keys);
-    if (by == DFL_NOISE_BY_LAYER || by == DFL_NOISE_BY_HEAD)
-        dfl_report_add_note(rep, err, "n = samples; each row averages the selected %s and every sample",
-                            by == DFL_NOISE_BY_LAYER ? "heads" : "layers");
-    return dfl_report_status(rep, err);
-}
-
-dfl_status dfl_noise_report(const dfl_noise_result *r, dfl_noise_by by, dfl_report **out, dfl_error *err)
-{
-    *out = NULL;
-    dfl_report *rep = NULL;
-    dfl_status s = dfl_report_create("noise: attention to the answer vs attention noise", &rep, err);
-    if (s) return s;
-    report_meta(rep, r, err);
-    s = by == DFL_NOISE_BY_NONE ? report_shares(rep, r, err) : report_groups(rep, r, by, err);
-    if (!s) s = dfl_report_status(rep, err);
-    if (s) {
-        dfl_report_destroy(rep);
-        return s;
-    }
-    *out = rep;
-    return DFL_OK;
-}
-
-/* ------------------------------------------------------------------- plots */
-
-static const char *const bar_labels[DFL_SHARE_SEGMENTS] = {"bos", "context before", "answer", "context after",
-                                                          "query", "distractor", "target"};
-
-/* "map diff, norm total; mean over layers all, heads all, analysis rows, samples" */
-static void plot_subtitle(const dfl_noise_result *r, char *buf, size_t cap)
-{
-    char maps[400] = "";
-    int same = 1;
-    for (size_t i = 1; i < r->n_dumps; i++) same &= !strcmp(r->dumps[i].map, r->dumps[0].map);
-    if (same) put(maps, sizeof maps, "map %s", r->dumps[0].map);
-    else
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            size_t u = strlen(maps);
-            put(maps + u, sizeof maps - u, "%s%s %s", i ? ", " : "maps ", r->dumps[i].label, r->dumps[i].map);
-        }
-    put(buf, cap, "%s; normalisation %s; mean over layers %s, heads %s, analysis rows, samples", maps,
-        dfl_noise_norm_name(r->norm), r->layers_text, r->heads_text);
-}
-
-dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err)
-{
-    int present[DFL_SHARE_SEGMENTS] = {0}, seg[DFL_SHARE_SEGMENTS], ng = 0;
-    for (size_t i = 0; i < r->n_dumps; i++)
-        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) present[k] |= r->dumps[i].segment_present[k];
-    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
-        if (present[k]) seg[ng++] = k;
-    const char *groups[DFL_SHARE_SEGMENTS], *series[DFL_NOISE_MAX_DUMPS];
-    double values[DFL_SHARE_SEGMENTS * DFL_NOISE_MAX_DUMPS];   /* [group][dump] */
-    for (int g = 0; g < ng; g++) {
-        groups[g] = bar_labels[seg[g]];
-        for (size_t i = 0; i < r->n_dumps; i++) values[(size_t)g * r->n_dumps + i] = r->dumps[i].all.share[seg[g]];
-    }
-    for (size_t i = 0; i < r->n_dumps; i++) series[i] = r->dumps[i].label;
-
-    char sub[600], note[2048] = "noise = context before + context after";
-    plot_subtitle(r, sub, sizeof sub);
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_cell *c = &r->dumps[i].all;
-        char acc_text[48] = "";
-        if (c->n_scored) snprintf(acc_text, sizeof acc_text, ", accuracy %.1f%%", 100.0 * c->accuracy);
-        size_t u = strlen(note);
-        put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %.3g%s", r->dumps[i].label, c->noise,
-            c->ratio, acc_text);
-    }
-    dfl_bar_chart ch = dfl_bar_chart_default();
-    ch.title = "Attention to each part of the prompt";
-    ch.subtitle = sub;
-    ch.groups = groups;
-    ch.n_groups = ng;
-    ch.series = series;
-    ch.n_series = (int)r->n_dumps;
-    ch.values = values;
-    ch.x_label = "key segment";
-    ch.y.label = r->norm == DFL_NOISE_NORM_ABS ? "share of |attention|" : "share of attention";
-    ch.value_labels = 1;
-    ch.value_precision = 2;
-    /* room for "context before" under its bars, so no group label has to turn */
-    ch.width = ng > 5 ? 1500 : 1200;
-    ch.note = note;
-    return dfl_plot_bar_png(&ch, path, overwrite, err);
-}
-
-dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err)
-{
-    size_t any = 0;
-    for (size_t i = 0; i < r->n_dumps; i++) any += r->dumps[i].n_depths;
-    if (!any)
-        return dfl__fail(err, DFL_ERR_FORMAT,
-                         "--plot-depth: no sample in %s has a depth attribute (prompts need \"depth\", as `noise "
-                         "prompts` writes them)",
-                         r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
-    /* [2][dump][depth]: answer, noise */
-    double *ys = dfl__alloc_array(2 * any, sizeof *ys);
-    if (!ys) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    dfl_plot_series ser[2][DFL_NOISE_MAX_DUMPS];
-    memset(ser, 0, sizeof ser);
-    size_t off = 0;
-    int nonneg = 1;
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_dump *d = &r->dumps[i];
-        for (size_t g = 0; g < d->n_depths; g++) {
-            ys[off + g] = d->by_depth[g].share[DFL_SHARE_ANSWER];
-            ys[any + off + g] = d->by_depth[g].noise;
-            nonneg &= ys[off + g] >= 0 && ys[any + off + g] >= 0;
-        }
-        for (int k = 0; k < 2; k++) {
-            ser[k][i].label = d->label;
-            ser[k][i].x = d->depth;
-            ser[k][i].y = ys + (size_t)k * any + off;
-            ser[k][i].n = (int)d->n_depths;
-        }
-        off += d->n_depths;
-    }
-    char sub[600];
-    plot_subtitle(r, sub, sizeof sub);
-    const int W = 1600, H = 800, top = 80;
-    dfl_canvas *c = NULL;
-    dfl_rgb white = {255, 255, 255}, black = {0, 0, 0}, grey = {80, 80, 80};
-    dfl_status s = dfl_canvas_create(W, H, white, &c, err);
-    if (!s) {
-        dfl_canvas_text(c, W / 2, 12, "Attention to the answer and attention noise by answer depth", 3, black,
-                        DFL_ALIGN_CENTER);
-        dfl_canvas_text(c, W / 2, 12 + 3 * DFL_FONT_H + 6, sub, dfl_text_width(sub, 2) < W - 20 ? 2 : 1, grey,
-                        DFL_ALIGN_CENTER);
-    }
-    /* every dump at the same depths (one prompt file): label the ticks with exactly
-     * those depths on a categorical axis; otherwise a numeric axis over [0, 1] */
-    int same = 1;
-    const dfl_noise_dump *d0 = &r->dumps[0];
-    for (size_t i = 1; i < r->n_dumps && same; i++) {
-        same = r->dumps[i].n_depths == d0->n_depths;
-        for (size_t g = 0; g < d0->n_depths && same; g++) same = fabs(r->dumps[i].depth[g] - d0->depth[g]) <= DEPTH_EPS;
-    }
-    same = same && d0->n_depths > 1 && d0->n_depths <= 64;
-    char tick_text[64][24];
-    const char *ticks[64];
-    for (size_t g = 0; same && g < d0->n_depths; g++) {
-        snprintf(tick_text[g], sizeof tick_text[g], "%g", d0->depth[g]);
-        ticks[g] = tick_text[g];
-    }
-    for (size_t i = 0; same && i < r->n_dumps; i++) ser[0][i].x = ser[1][i].x = NULL;
-    static const char *const titles[2] = {"attention to the answer", "attention noise (context before + after)"};
-    for (int k = 0; k < 2 && !s; k++) {
-        dfl_line_chart ch = dfl_line_chart_default();
-        ch.title = titles[k];
-        ch.x.label = "answer depth (0 = start of the context, 1 = end)";
-        if (same) {
-            ch.x.tick_labels = ticks;
-            ch.x.n_tick_labels = (int)d0->n_depths;
-        } else {
-            ch.x.has_min = 1, ch.x.min = 0.0;
-            ch.x.has_max = 1, ch.x.max = 1.0;
-        }
-        ch.y.label = r->norm == DFL_NOISE_NORM_ABS ? "share of |attention|" : "share of attention";
-        if (nonneg) ch.y.has_min = 1, ch.y.min = 0.0;
-        ch.series = ser[k];
-        ch.n_series = (int)r->n_dumps;
-        ch.font_scale = 2;
-        s = dfl_plot_line_draw(c, k * (W / 2), top, W / 2, H - top, &ch, err);
-    }
-    if (!s) {
-        const char *keys[1] = {"Software"}, *vals[1] = {"difflens noise"};
-        s = dfl_png_write(c, path, overwrite, keys, vals, 1, err);
-    }
-    dfl_canvas_destroy(c);
-    free(ys);
-    return s;
-}

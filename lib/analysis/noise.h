@@ -147,4 +147,12 @@ dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, in
  * DFL_ERR_FORMAT when no dump has depths; else as above. */
 dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err);
 
+/* ---- shared by noise.c (compute) and noise_report.c (tables, charts) ---- */
+
+/* Depths closer than this are one group: prompts written by difflens carry depths
+ * exactly, hand-written ones may differ in the last digits. */
+#define DFL_NOISE_DEPTH_EPS 1e-9
+/* qsort comparison of doubles, ascending. */
+int dfl__noise_cmp_double(const void *a, const void *b);
+
 #endif
