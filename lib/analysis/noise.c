@@ -153,23 +153,177 @@ static dfl_status make_mask(const int64_t *sel, size_t nsel, int64_t n, const ch
 }
 
 /* Read one dump into d. */
+/* One dump being read: its shape, the chosen map, the masks and the buffers. */
+typedef struct reading {
+    const dfl_noise_params *p;
+    dfl_dump_reader *r;
+    const char *path;
+    const char *dset;        /* noise/shares or noise/shares_abs */
+    int64_t M, L, H;         /* the shares are [M, L, H, 7] */
+    int mi;                  /* index of the chosen map in M */
+    size_t n4;               /* M·L·H·7 */
+    size_t nl, nh;           /* selected layers and heads */
+    float *shares, *raw;     /* [M, L, H, 7] of one sample */
+    uint8_t *lmask, *hmask;  /* [L], [H]: selected */
+    uint8_t *seg;            /* [T] segment codes of one sample */
+    acc *lacc, *hacc;        /* [L], [H] */
+} reading;
+
+/* The shares' shape from the first sample (every other sample must agree) and the
+ * map to read: d->layers, d->heads, d->map. */
+static dfl_status read_shape(reading *g, dfl_noise_dump *d, dfl_error *err)
+{
+    char path_buf[256];
+    dfl_dump_dset_info info;
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dfl_dump_sample_at(g->r, 0)->group, g->dset);
+    dfl_status s = dfl_dump_dataset_info(g->r, path_buf, &info, err);
+    if (s) return s;
+    if (info.ndim != 4 || (info.dims[0] != 1 && info.dims[0] != 3) || info.dims[1] < 1 || info.dims[2] < 1 ||
+        info.dims[3] != DFL_SHARE_SEGMENTS || info.dims[1] > (1 << 20) || info.dims[2] > (1 << 20))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: not [M, L, H, 7] with M = 1 or 3 (docs/format.md)", g->path,
+                         path_buf);
+    g->M = info.dims[0], g->L = info.dims[1], g->H = info.dims[2];
+    d->layers = g->L, d->heads = g->H;
+    switch (g->p->map) {
+    case DFL_NOISE_MAP_AUTO: g->mi = g->M == 3 ? 2 : 0; break;
+    case DFL_NOISE_MAP_MAP1: g->mi = 0; break;
+    case DFL_NOISE_MAP_MAP2: g->mi = 1; break;
+    default: g->mi = 2; break;
+    }
+    if (g->mi >= g->M)
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: --map %s: a %s dump has only map1 (the softmax map)", g->path,
+                         dfl_noise_map_name(g->p->map), d->model_type);
+    d->map = g->mi == 0 ? "map1" : g->mi == 1 ? "map2" : "diff";
+    if (!dfl__mul_ok((size_t)g->M * (size_t)g->L, (size_t)g->H * DFL_SHARE_SEGMENTS, &g->n4))
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: noise datasets too large", g->path);
+    return DFL_OK;
+}
+
+/* Sample i into rec (its mean shares over the selected layers and heads, depth,
+ * retrieval result), the per-layer and per-head sums, and d's low-total count and
+ * present segments. */
+static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_dump *d, dfl_error *err)
+{
+    const dfl_dump_sample *smp = dfl_dump_sample_at(g->r, i);
+    const int64_t L = g->L, H = g->H;
+    char path_buf[256];
+    dfl_status s;
+    snprintf(path_buf, sizeof path_buf, "%s/%s", smp->group, g->dset);
+    if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, g->shares, g->n4, err))) return s;
+    snprintf(path_buf, sizeof path_buf, "%s/noise/raw", smp->group);
+    if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, g->raw, g->n4, err))) return s;
+
+    /* [M, L, H, 7]: entry (mi, l, h) starts at ((mi·L + l)·H + h)·7 */
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t h = 0; h < H; h++) {
+            if (!g->lmask[l] || !g->hmask[h]) continue;
+            size_t base = (((size_t)g->mi * (size_t)L + (size_t)l) * (size_t)H + (size_t)h) * DFL_SHARE_SEGMENTS;
+            double total = 0;
+            for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) {
+                rec->share[k] += g->shares[base + k];
+                g->lacc[l].share[k] += g->shares[base + k];
+                g->hacc[h].share[k] += g->shares[base + k];
+                total += g->raw[base + k];
+            }
+            g->lacc[l].weight += 1.0;
+            g->hacc[h].weight += 1.0;
+            d->n_entries++;
+            if (fabs(total) < d->min_abs_total) d->min_abs_total = fabs(total);
+            if (!(fabs(total) >= g->p->warn_total)) {
+                if (d->n_low++ == 0)
+                    snprintf(d->low_example, sizeof d->low_example, "sample '%s' layer %lld head %lld (total %.3g)",
+                             smp->id, (long long)l, (long long)h, total);
+            }
+        }
+    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) rec->share[k] /= (double)(g->nl * g->nh);
+
+    /* which segments the sample has, from its per-token codes */
+    size_t T = 0;
+    snprintf(path_buf, sizeof path_buf, "%s/segments", smp->group);
+    free(g->seg);
+    g->seg = NULL;
+    if ((s = dfl_dump_read_alloc(g->r, path_buf, DFL_H5_U8, (void **)&g->seg, &T, err))) return s;
+    for (size_t t = 0; t < T; t++) {
+        switch (g->seg[t]) {
+        case DFL_SEG_BOS: d->segment_present[DFL_SHARE_BOS] = 1; break;
+        case DFL_SEG_ANSWER: d->segment_present[DFL_SHARE_ANSWER] = 1; break;
+        case DFL_SEG_QUERY: d->segment_present[DFL_SHARE_QUERY] = 1; break;
+        case DFL_SEG_DISTRACTOR: d->segment_present[DFL_SHARE_DISTRACTOR] = 1; break;
+        case DFL_SEG_TARGET: d->segment_present[DFL_SHARE_TARGET] = 1; break;
+        default: break;
+        }
+    }
+
+    rec->depth = NAN;
+    if (dfl_dump_get_attr_f64(g->r, smp->group, "depth", &rec->depth, err)) rec->depth = NAN;
+    snprintf(path_buf, sizeof path_buf, "%s/target_correct", smp->group);
+    if (dfl_dump_exists(g->r, path_buf)) {
+        uint8_t tc = 0;
+        float nll = NAN;
+        if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_U8, &tc, 1, err))) return s;
+        snprintf(path_buf, sizeof path_buf, "%s/target_nll", smp->group);
+        if (dfl_dump_exists(g->r, path_buf) && (s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, &nll, 1, err)))
+            return s;
+        rec->scored = 1;
+        rec->correct = tc != 0;
+        rec->nll = nll;
+    }
+    return DFL_OK;
+}
+
+/* Depth groups: the sorted distinct depths of recs[ns] (d->depth, d->n_depths) and
+ * each sample's result in its group (d->by_depth); samples without depth counted. */
+static dfl_status group_by_depth(const sample_rec *recs, size_t ns, const char *path, dfl_noise_dump *d,
+                                 dfl_error *err)
+{
+    double *keys = dfl__alloc_array(ns, sizeof *keys); /* [ns] */
+    if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+    size_t nk = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (isnan(recs[i].depth)) d->n_no_depth++;
+        else keys[nk++] = recs[i].depth;
+    }
+    qsort(keys, nk, sizeof *keys, dfl__noise_cmp_double);
+    size_t ng = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (ng == 0 || keys[i] - keys[ng - 1] > DFL_NOISE_DEPTH_EPS) keys[ng++] = keys[i];
+    d->n_depths = ng;
+    dfl_status s = DFL_OK;
+    if (ng) {
+        acc *dacc = dfl__calloc_array(ng, sizeof *dacc);
+        d->depth = dfl__alloc_array(ng, sizeof *d->depth);
+        d->by_depth = dfl__calloc_array(ng, sizeof *d->by_depth);
+        if (!dacc || !d->depth || !d->by_depth) {
+            s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+        } else {
+            memcpy(d->depth, keys, ng * sizeof *keys);
+            for (size_t i = 0; i < ns; i++) {
+                if (isnan(recs[i].depth)) continue;
+                size_t g = 0;
+                while (g + 1 < ng && recs[i].depth - keys[g] > DFL_NOISE_DEPTH_EPS) g++;
+                acc_add_sample(&dacc[g], &recs[i]);
+            }
+            for (size_t g = 0; g < ng; g++) acc_finish(&dacc[g], &d->by_depth[g]);
+        }
+        free(dacc);
+    }
+    free(keys);
+    return s;
+}
+
 static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noise_dump *d, dfl_error *err)
 {
-    dfl_dump_reader *r = NULL;
-    dfl_status s = dfl_dump_open(path, &r, err);
+    reading g;
+    memset(&g, 0, sizeof g);
+    g.p = p;
+    g.path = path;
+    g.dset = p->norm == DFL_NOISE_NORM_ABS ? "noise/shares_abs" : "noise/shares";
+    dfl_status s = dfl_dump_open(path, &g.r, err);
     if (s) return s;
-    float *shares = NULL, *raw = NULL;   /* [M, L, H, 7] of one sample */
-    uint8_t *lmask = NULL, *hmask = NULL, *seg = NULL;
     sample_rec *recs = NULL;
-    acc *lacc = NULL, *hacc = NULL;
-    double *keys = NULL;
-    const size_t ns = dfl_dump_sample_count(r);
-    const char *dset = p->norm == DFL_NOISE_NORM_ABS ? "noise/shares_abs" : "noise/shares";
-    int64_t M = 0, L = 0, H = 0;
-    size_t n4 = 0;
-    char path_buf[256];
+    const size_t ns = dfl_dump_sample_count(g.r);
 
-    if (dfl_dump_get_attr_str(r, "/", "model_type", &d->model_type, err)) d->model_type = strdup("?");
+    if (dfl_dump_get_attr_str(g.r, "/", "model_type", &d->model_type, err)) d->model_type = strdup("?");
     if (!d->model_type) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         goto done;
@@ -179,123 +333,31 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
         goto done;
     }
     d->n_samples = ns;
-
-    /* shape from the first sample; every other sample must agree */
-    {
-        dfl_dump_dset_info info;
-        snprintf(path_buf, sizeof path_buf, "%s/%s", dfl_dump_sample_at(r, 0)->group, dset);
-        if ((s = dfl_dump_dataset_info(r, path_buf, &info, err))) goto done;
-        if (info.ndim != 4 || (info.dims[0] != 1 && info.dims[0] != 3) || info.dims[1] < 1 || info.dims[2] < 1 ||
-            info.dims[3] != DFL_SHARE_SEGMENTS || info.dims[1] > (1 << 20) || info.dims[2] > (1 << 20)) {
-            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: not [M, L, H, 7] with M = 1 or 3 (docs/format.md)", path,
-                          path_buf);
-            goto done;
-        }
-        M = info.dims[0], L = info.dims[1], H = info.dims[2];
-    }
-    d->layers = L, d->heads = H;
-    int mi;
-    switch (p->map) {
-    case DFL_NOISE_MAP_AUTO: mi = M == 3 ? 2 : 0; break;
-    case DFL_NOISE_MAP_MAP1: mi = 0; break;
-    case DFL_NOISE_MAP_MAP2: mi = 1; break;
-    default: mi = 2; break;
-    }
-    if (mi >= M) {
-        s = dfl__fail(err, DFL_ERR_USAGE, "%s: --map %s: a %s dump has only map1 (the softmax map)", path,
-                      dfl_noise_map_name(p->map), d->model_type);
-        goto done;
-    }
-    d->map = mi == 0 ? "map1" : mi == 1 ? "map2" : "diff";
-
-    if (!dfl__mul_ok((size_t)M * (size_t)L, (size_t)H * DFL_SHARE_SEGMENTS, &n4)) {
-        s = dfl__fail(err, DFL_ERR_NOMEM, "%s: noise datasets too large", path);
-        goto done;
-    }
-    shares = dfl__alloc_array(n4, sizeof *shares);
-    raw = dfl__alloc_array(n4, sizeof *raw);
-    lmask = malloc((size_t)L);
-    hmask = malloc((size_t)H);
+    if ((s = read_shape(&g, d, err))) goto done;
+    const int64_t L = g.L, H = g.H;
+    g.shares = dfl__alloc_array(g.n4, sizeof *g.shares);
+    g.raw = dfl__alloc_array(g.n4, sizeof *g.raw);
+    g.lmask = malloc((size_t)L);
+    g.hmask = malloc((size_t)H);
     recs = dfl__calloc_array(ns, sizeof *recs);
-    lacc = dfl__calloc_array((size_t)L, sizeof *lacc);
-    hacc = dfl__calloc_array((size_t)H, sizeof *hacc);
-    if (!shares || !raw || !lmask || !hmask || !recs || !lacc || !hacc) {
+    g.lacc = dfl__calloc_array((size_t)L, sizeof *g.lacc);
+    g.hacc = dfl__calloc_array((size_t)H, sizeof *g.hacc);
+    if (!g.shares || !g.raw || !g.lmask || !g.hmask || !recs || !g.lacc || !g.hacc) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
-    if ((s = make_mask(p->layers, p->n_layers, L, "layer", path, lmask, err)) ||
-        (s = make_mask(p->heads, p->n_heads, H, "head", path, hmask, err)))
+    if ((s = make_mask(p->layers, p->n_layers, L, "layer", path, g.lmask, err)) ||
+        (s = make_mask(p->heads, p->n_heads, H, "head", path, g.hmask, err)))
         goto done;
-    size_t nl = 0, nh = 0;
-    for (int64_t l = 0; l < L; l++) nl += lmask[l];
-    for (int64_t h = 0; h < H; h++) nh += hmask[h];
+    for (int64_t l = 0; l < L; l++) g.nl += g.lmask[l];
+    for (int64_t h = 0; h < H; h++) g.nh += g.hmask[h];
 
     d->min_abs_total = INFINITY;
     acc all;
     memset(&all, 0, sizeof all);
     for (size_t i = 0; i < ns; i++) {
-        const dfl_dump_sample *smp = dfl_dump_sample_at(r, i);
-        sample_rec *rec = &recs[i];
-        snprintf(path_buf, sizeof path_buf, "%s/%s", smp->group, dset);
-        if ((s = dfl_dump_read(r, path_buf, DFL_H5_F32, shares, n4, err))) goto done;
-        snprintf(path_buf, sizeof path_buf, "%s/noise/raw", smp->group);
-        if ((s = dfl_dump_read(r, path_buf, DFL_H5_F32, raw, n4, err))) goto done;
-
-        /* [M, L, H, 7]: entry (mi, l, h) starts at ((mi·L + l)·H + h)·7 */
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t h = 0; h < H; h++) {
-                if (!lmask[l] || !hmask[h]) continue;
-                size_t base = (((size_t)mi * (size_t)L + (size_t)l) * (size_t)H + (size_t)h) * DFL_SHARE_SEGMENTS;
-                double total = 0;
-                for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) {
-                    rec->share[k] += shares[base + k];
-                    lacc[l].share[k] += shares[base + k];
-                    hacc[h].share[k] += shares[base + k];
-                    total += raw[base + k];
-                }
-                lacc[l].weight += 1.0;
-                hacc[h].weight += 1.0;
-                d->n_entries++;
-                if (fabs(total) < d->min_abs_total) d->min_abs_total = fabs(total);
-                if (!(fabs(total) >= p->warn_total)) {
-                    if (d->n_low++ == 0)
-                        snprintf(d->low_example, sizeof d->low_example, "sample '%s' layer %lld head %lld (total %.3g)",
-                                 smp->id, (long long)l, (long long)h, total);
-                }
-            }
-        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) rec->share[k] /= (double)(nl * nh);
-
-        /* which segments the sample has, from its per-token codes */
-        size_t T = 0;
-        snprintf(path_buf, sizeof path_buf, "%s/segments", smp->group);
-        free(seg);
-        seg = NULL;
-        if ((s = dfl_dump_read_alloc(r, path_buf, DFL_H5_U8, (void **)&seg, &T, err))) goto done;
-        for (size_t t = 0; t < T; t++) {
-            switch (seg[t]) {
-            case DFL_SEG_BOS: d->segment_present[DFL_SHARE_BOS] = 1; break;
-            case DFL_SEG_ANSWER: d->segment_present[DFL_SHARE_ANSWER] = 1; break;
-            case DFL_SEG_QUERY: d->segment_present[DFL_SHARE_QUERY] = 1; break;
-            case DFL_SEG_DISTRACTOR: d->segment_present[DFL_SHARE_DISTRACTOR] = 1; break;
-            case DFL_SEG_TARGET: d->segment_present[DFL_SHARE_TARGET] = 1; break;
-            default: break;
-            }
-        }
-
-        rec->depth = NAN;
-        if (dfl_dump_get_attr_f64(r, smp->group, "depth", &rec->depth, err)) rec->depth = NAN;
-        snprintf(path_buf, sizeof path_buf, "%s/target_correct", smp->group);
-        if (dfl_dump_exists(r, path_buf)) {
-            uint8_t tc = 0;
-            float nll = NAN;
-            if ((s = dfl_dump_read(r, path_buf, DFL_H5_U8, &tc, 1, err))) goto done;
-            snprintf(path_buf, sizeof path_buf, "%s/target_nll", smp->group);
-            if (dfl_dump_exists(r, path_buf) && (s = dfl_dump_read(r, path_buf, DFL_H5_F32, &nll, 1, err))) goto done;
-            rec->scored = 1;
-            rec->correct = tc != 0;
-            rec->nll = nll;
-        }
-        acc_add_sample(&all, rec);
+        if ((s = read_sample(&g, i, &recs[i], d, err))) goto done;
+        acc_add_sample(&all, &recs[i]);
     }
     /* context before/after always exist as segments of the share split */
     d->segment_present[DFL_SHARE_CONTEXT_BEFORE] = d->segment_present[DFL_SHARE_CONTEXT_AFTER] = 1;
@@ -308,53 +370,18 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
         goto done;
     }
     for (int64_t l = 0; l < L; l++) {
-        lacc[l].n_samples = lmask[l] ? ns : 0;
-        acc_finish(&lacc[l], &d->by_layer[l]);
+        g.lacc[l].n_samples = g.lmask[l] ? ns : 0;
+        acc_finish(&g.lacc[l], &d->by_layer[l]);
     }
     for (int64_t h = 0; h < H; h++) {
-        hacc[h].n_samples = hmask[h] ? ns : 0;
-        acc_finish(&hacc[h], &d->by_head[h]);
+        g.hacc[h].n_samples = g.hmask[h] ? ns : 0;
+        acc_finish(&g.hacc[h], &d->by_head[h]);
     }
-
-    /* depth groups: sorted distinct depths, then each sample into its group */
-    keys = dfl__alloc_array(ns, sizeof *keys);
-    if (!keys) {
-        s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    size_t nk = 0;
-    for (size_t i = 0; i < ns; i++) {
-        if (isnan(recs[i].depth)) d->n_no_depth++;
-        else keys[nk++] = recs[i].depth;
-    }
-    qsort(keys, nk, sizeof *keys, dfl__noise_cmp_double);
-    size_t ng = 0;
-    for (size_t i = 0; i < nk; i++)
-        if (ng == 0 || keys[i] - keys[ng - 1] > DFL_NOISE_DEPTH_EPS) keys[ng++] = keys[i];
-    d->n_depths = ng;
-    if (ng) {
-        acc *dacc = dfl__calloc_array(ng, sizeof *dacc);
-        d->depth = dfl__alloc_array(ng, sizeof *d->depth);
-        d->by_depth = dfl__calloc_array(ng, sizeof *d->by_depth);
-        if (!dacc || !d->depth || !d->by_depth) {
-            free(dacc);
-            s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-            goto done;
-        }
-        memcpy(d->depth, keys, ng * sizeof *keys);
-        for (size_t i = 0; i < ns; i++) {
-            if (isnan(recs[i].depth)) continue;
-            size_t g = 0;
-            while (g + 1 < ng && recs[i].depth - keys[g] > DFL_NOISE_DEPTH_EPS) g++;
-            acc_add_sample(&dacc[g], &recs[i]);
-        }
-        for (size_t g = 0; g < ng; g++) acc_finish(&dacc[g], &d->by_depth[g]);
-        free(dacc);
-    }
+    s = group_by_depth(recs, ns, path, d, err);
 
 done:
-    free(shares), free(raw), free(lmask), free(hmask), free(seg), free(recs), free(lacc), free(hacc), free(keys);
-    dfl_dump_close(r);
+    free(g.shares), free(g.raw), free(g.lmask), free(g.hmask), free(g.seg), free(recs), free(g.lacc), free(g.hacc);
+    dfl_dump_close(g.r);
     return s;
 }
 
