@@ -189,13 +189,13 @@ static int dbl_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
-                               const char **lab, dfl_error *err)
+/* LLM.int8() outlier features: channels over alpha in enough tokens of enough layers. */
+static dfl_status table_int8(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
+                             const char **lab, dfl_error *err)
 {
     dfl_report_table *t;
     dfl_status st;
     char title[256];
-    if (!p->quant) goto channels;
     snprintf(title, sizeof title,
              "LLM.int8() systematic outlier features of the hidden states: abs(x) >= alpha in >= %g%% of the tokens "
              "of >= %g%% of the layers",
@@ -249,6 +249,15 @@ static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, df
         free(f);
     }
 
+    return DFL_OK;
+}
+
+/* SmoothQuant view: per layer, the largest, median and top-3 channel max abs(x). */
+static dfl_status table_smoothquant(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
+                                    const char **lab, dfl_error *err)
+{
+    dfl_report_table *t;
+    dfl_status st;
     if ((st = dfl_report_add_table(rep, "smoothquant",
                                    "SmoothQuant-style per-channel max abs(x) of the hidden states, per layer", &t, err)))
         return st;
@@ -291,78 +300,105 @@ static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, df
         free(v);
     }
 
-    if (p->nbits > 0) {
-        if ((st = dfl_report_add_table(rep, "sqnr",
-                                       "SQNR (dB) of symmetric absmax fake quantization of the attention logits per "
-                                       "tensor (one layer of one sample), estimated from the stored statistics",
-                                       &t, err)))
-            return st;
-        COL(t, "model", DFL_NUM_AUTO, 4);
-        COL(t, "layer", DFL_NUM_AUTO, 4);
-        COL(t, "bits", DFL_NUM_AUTO, 4);
-        COL(t, "sqnr_db", DFL_NUM_FIXED, 2);
-        COL(t, "lo_db", DFL_NUM_FIXED, 2);
-        COL(t, "hi_db", DFL_NUM_FIXED, 2);
-        COL(t, "typ_err_db", DFL_NUM_AUTO, 2);
-        for (int i = 0; i < p->n_dumps; i++) {
-            const dfl_outlier_dump *x = d[i];
-            for (int bi = 0; bi < x->nbits; bi++)
-                for (int64_t li = 0; li <= x->L; li++) {
-                    int64_t l = li < x->L ? li : -1; /* the pooled row last */
-                    dfl_sqnr_acc a = {0, 0, 0, 0, 0};
-                    for (int64_t j = (l < 0 ? 0 : l); j < (l < 0 ? x->L : l + 1); j++) {
-                        const dfl_sqnr_acc *s = &x->sqnr[j * x->nbits + bi];
-                        a.signal += s->signal;
-                        a.noise += s->noise;
-                        a.noise_lo += s->noise_lo;
-                        a.noise_hi += s->noise_hi;
-                        a.noise_var += s->noise_var;
-                    }
-                    dfl_sqnr q = dfl_outliers_sqnr(&a);
-                    dfl_report_add_row(t, NULL);
-                    dfl_report_set_text(t, 0, lab[i], NULL);
-                    if (l < 0) dfl_report_set_missing(t, 1, "all", NULL);
-                    else dfl_report_set_int(t, 1, l, NULL);
-                    dfl_report_set_int(t, 2, x->bits[bi], NULL);
-                    dfl_report_set_num(t, 3, q.db, NULL);
-                    dfl_report_set_num(t, 4, q.lo_db, NULL);
-                    dfl_report_set_num(t, 5, q.hi_db, NULL);
-                    dfl_report_set_num(t, 6, q.typ_err_db, NULL);
+    return DFL_OK;
+}
+
+/* SQNR of fake-quantized attention logits per layer and bit width, with its bounds. */
+static dfl_status table_sqnr(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
+                             const char **lab, dfl_error *err)
+{
+    dfl_report_table *t;
+    dfl_status st;
+    if ((st = dfl_report_add_table(rep, "sqnr",
+                                   "SQNR (dB) of symmetric absmax fake quantization of the attention logits per "
+                                   "tensor (one layer of one sample), estimated from the stored statistics",
+                                   &t, err)))
+        return st;
+    COL(t, "model", DFL_NUM_AUTO, 4);
+    COL(t, "layer", DFL_NUM_AUTO, 4);
+    COL(t, "bits", DFL_NUM_AUTO, 4);
+    COL(t, "sqnr_db", DFL_NUM_FIXED, 2);
+    COL(t, "lo_db", DFL_NUM_FIXED, 2);
+    COL(t, "hi_db", DFL_NUM_FIXED, 2);
+    COL(t, "typ_err_db", DFL_NUM_AUTO, 2);
+    for (int i = 0; i < p->n_dumps; i++) {
+        const dfl_outlier_dump *x = d[i];
+        for (int bi = 0; bi < x->nbits; bi++)
+            for (int64_t li = 0; li <= x->L; li++) {
+                int64_t l = li < x->L ? li : -1; /* the pooled row last */
+                dfl_sqnr_acc a = {0, 0, 0, 0, 0};
+                for (int64_t j = (l < 0 ? 0 : l); j < (l < 0 ? x->L : l + 1); j++) {
+                    const dfl_sqnr_acc *s = &x->sqnr[j * x->nbits + bi];
+                    a.signal += s->signal;
+                    a.noise += s->noise;
+                    a.noise_lo += s->noise_lo;
+                    a.noise_hi += s->noise_hi;
+                    a.noise_var += s->noise_var;
                 }
-        }
-        dfl_report_add_note(rep, NULL,
-                            "sqnr: 10 log10(sum x^2 / sum e^2), e the error of x -> round(x/D)*D with D = max abs(x) "
-                            "/ (2^(bits-1) - 1) per layer and sample (probe --quantize-logits B:tensor); stored top-K "
-                            "values exact, the rest uniform within their histogram bins; [lo, hi] always holds the "
-                            "true value, typ_err_db is the estimate's 1-sigma error; layer 'all' (empty in csv, null "
-                            "in json) pools every layer");
+                dfl_sqnr q = dfl_outliers_sqnr(&a);
+                dfl_report_add_row(t, NULL);
+                dfl_report_set_text(t, 0, lab[i], NULL);
+                if (l < 0) dfl_report_set_missing(t, 1, "all", NULL);
+                else dfl_report_set_int(t, 1, l, NULL);
+                dfl_report_set_int(t, 2, x->bits[bi], NULL);
+                dfl_report_set_num(t, 3, q.db, NULL);
+                dfl_report_set_num(t, 4, q.lo_db, NULL);
+                dfl_report_set_num(t, 5, q.hi_db, NULL);
+                dfl_report_set_num(t, 6, q.typ_err_db, NULL);
+            }
+    }
+    dfl_report_add_note(rep, NULL,
+                        "sqnr: 10 log10(sum x^2 / sum e^2), e the error of x -> round(x/D)*D with D = max abs(x) "
+                        "/ (2^(bits-1) - 1) per layer and sample (probe --quantize-logits B:tensor); stored top-K "
+                        "values exact, the rest uniform within their histogram bins; [lo, hi] always holds the "
+                        "true value, typ_err_db is the estimate's 1-sigma error; layer 'all' (empty in csv, null "
+                        "in json) pools every layer");
+
+    return DFL_OK;
+}
+
+/* Every channel of every layer: max abs(x) and the share of tokens >= alpha. */
+static dfl_status table_channels(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
+                                 const char **lab, dfl_error *err)
+{
+    dfl_report_table *t;
+    dfl_status st;
+    if ((st = dfl_report_add_table(rep, "channels", "Per-channel max abs(x) and share of tokens >= alpha", &t,
+                                   err)))
+        return st;
+    COL(t, "model", DFL_NUM_AUTO, 4);
+    COL(t, "layer", DFL_NUM_AUTO, 4);
+    COL(t, "channel", DFL_NUM_AUTO, 4);
+    COL(t, "absmax", DFL_NUM_AUTO, 4);
+    COL(t, "token_share", DFL_NUM_FIXED, 4);
+    for (int i = 0; i < p->n_dumps; i++) {
+        const dfl_outlier_dump *x = d[i];
+        for (int64_t l = 0; l < x->L; l++)
+            for (int64_t c = 0; c < x->D; c++) {
+                dfl_report_add_row(t, NULL);
+                dfl_report_set_text(t, 0, lab[i], NULL);
+                dfl_report_set_int(t, 1, l, NULL);
+                dfl_report_set_int(t, 2, c, NULL);
+                dfl_report_set_num(t, 3, x->channel_absmax[l * x->D + c], NULL);
+                dfl_report_set_num(t, 4, x->tokens ? (double)x->channel_count[l * x->D + c] / (double)x->tokens
+                                                   : NAN, NULL);
+            }
     }
 
-channels:
-    if (p->channels) {
-        if ((st = dfl_report_add_table(rep, "channels", "Per-channel max abs(x) and share of tokens >= alpha", &t,
-                                       err)))
-            return st;
-        COL(t, "model", DFL_NUM_AUTO, 4);
-        COL(t, "layer", DFL_NUM_AUTO, 4);
-        COL(t, "channel", DFL_NUM_AUTO, 4);
-        COL(t, "absmax", DFL_NUM_AUTO, 4);
-        COL(t, "token_share", DFL_NUM_FIXED, 4);
-        for (int i = 0; i < p->n_dumps; i++) {
-            const dfl_outlier_dump *x = d[i];
-            for (int64_t l = 0; l < x->L; l++)
-                for (int64_t c = 0; c < x->D; c++) {
-                    dfl_report_add_row(t, NULL);
-                    dfl_report_set_text(t, 0, lab[i], NULL);
-                    dfl_report_set_int(t, 1, l, NULL);
-                    dfl_report_set_int(t, 2, c, NULL);
-                    dfl_report_set_num(t, 3, x->channel_absmax[l * x->D + c], NULL);
-                    dfl_report_set_num(t, 4, x->tokens ? (double)x->channel_count[l * x->D + c] / (double)x->tokens
-                                                       : NAN, NULL);
-                }
-        }
-    }
-    return dfl_report_status(rep, err);
+    return DFL_OK;
+}
+
+/* The quantization views (--quant: int8 features, SmoothQuant, SQNR when bits are
+ * given) and the raw channel table (--channels). */
+static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
+                               const char **lab, dfl_error *err)
+{
+    dfl_status st = DFL_OK;
+    if (p->quant && !(st = table_int8(rep, p, d, lab, err)) && !(st = table_smoothquant(rep, p, d, lab, err)) &&
+        p->nbits > 0)
+        st = table_sqnr(rep, p, d, lab, err);
+    if (!st && p->channels) st = table_channels(rep, p, d, lab, err);
+    return st ? st : dfl_report_status(rep, err);
 }
 
 /* ------------------------------------------------------------------ plot */
