@@ -15,8 +15,7 @@
 
 /* snprintf for messages that may be cut at the buffer's end (long paths): cutting is
  * acceptable there, and vsnprintf keeps -Wformat-truncation quiet about it. */
-static void put(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t cap, const char *fmt, ...)
+void dfl__noise_put(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -482,12 +481,12 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
     for (size_t i = 0; i < r->n_dumps && n < cap; i++) {
         const dfl_noise_dump *d = &r->dumps[i];
         if (r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
-            put(lines[n++], 256,
+            dfl__noise_put(lines[n++], 256,
                      "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "
                      "e.g. %s: their shares (divided by that total) are unstable; --norm abs is not",
                      d->path, d->n_low, d->n_entries, d->map, r->warn_total, d->low_example);
         if (by == DFL_NOISE_BY_DEPTH && d->n_no_depth && n < cap)
-            put(lines[n++], 256, "%s: %zu of %zu samples have no depth and are left out of the depth groups",
+            dfl__noise_put(lines[n++], 256, "%s: %zu of %zu samples have no depth and are left out of the depth groups",
                      d->path, d->n_no_depth, d->n_samples);
     }
     return n;

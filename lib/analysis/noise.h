@@ -152,6 +152,8 @@ dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int
 /* Depths closer than this are one group: prompts written by difflens carry depths
  * exactly, hand-written ones may differ in the last digits. */
 #define DFL_NOISE_DEPTH_EPS 1e-9
+/* snprintf that may cut (long paths in messages and labels). */
+void dfl__noise_put(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* qsort comparison of doubles, ascending. */
 int dfl__noise_cmp_double(const void *a, const void *b);
 

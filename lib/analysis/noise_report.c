@@ -3,22 +3,11 @@
 #include "analysis/noise.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "render/plot.h"
-
-/* snprintf for text that may be cut at the buffer's end (long paths, labels). */
-static void put(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* ------------------------------------------------------------------ report */
 
@@ -249,13 +238,14 @@ static void plot_subtitle(const dfl_noise_result *r, char *buf, size_t cap)
     char maps[400] = "";
     int same = 1;
     for (size_t i = 1; i < r->n_dumps; i++) same &= !strcmp(r->dumps[i].map, r->dumps[0].map);
-    if (same) put(maps, sizeof maps, "map %s", r->dumps[0].map);
+    if (same) dfl__noise_put(maps, sizeof maps, "map %s", r->dumps[0].map);
     else
         for (size_t i = 0; i < r->n_dumps; i++) {
             size_t u = strlen(maps);
-            put(maps + u, sizeof maps - u, "%s%s %s", i ? ", " : "maps ", r->dumps[i].label, r->dumps[i].map);
+            dfl__noise_put(maps + u, sizeof maps - u, "%s%s %s", i ? ", " : "maps ", r->dumps[i].label,
+                           r->dumps[i].map);
         }
-    put(buf, cap, "%s; normalisation %s; mean over layers %s, heads %s, analysis rows, samples", maps,
+    dfl__noise_put(buf, cap, "%s; normalisation %s; mean over layers %s, heads %s, analysis rows, samples", maps,
         dfl_noise_norm_name(r->norm), r->layers_text, r->heads_text);
 }
 
@@ -281,7 +271,7 @@ dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, in
         char acc_text[48] = "";
         if (c->n_scored) snprintf(acc_text, sizeof acc_text, ", accuracy %.1f%%", 100.0 * c->accuracy);
         size_t u = strlen(note);
-        put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %.3g%s", r->dumps[i].label, c->noise,
+        dfl__noise_put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %.3g%s", r->dumps[i].label, c->noise,
             c->ratio, acc_text);
     }
     dfl_bar_chart ch = dfl_bar_chart_default();
@@ -351,7 +341,8 @@ dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int
     const dfl_noise_dump *d0 = &r->dumps[0];
     for (size_t i = 1; i < r->n_dumps && same; i++) {
         same = r->dumps[i].n_depths == d0->n_depths;
-        for (size_t g = 0; g < d0->n_depths && same; g++) same = fabs(r->dumps[i].depth[g] - d0->depth[g]) <= DFL_NOISE_DEPTH_EPS;
+        for (size_t g = 0; g < d0->n_depths && same; g++)
+            same = fabs(r->dumps[i].depth[g] - d0->depth[g]) <= DFL_NOISE_DEPTH_EPS;
     }
     same = same && d0->n_depths > 1 && d0->n_depths <= 64;
     char tick_text[64][24];

@@ -351,6 +351,19 @@ static dfl_status template_prompt(const dfl_noise_template *t, int64_t T, double
     return DFL_OK;
 }
 
+/* The needle task of p at one length and depth. */
+static dfl_needle_params needle_params(const dfl_noise_prompts_params *p, int64_t len, double depth)
+{
+    dfl_needle_params np = dfl_needle_params_default();
+    np.vocab_size = p->vocab_size;
+    np.seq_len = len;
+    np.needles = p->needles;
+    np.queries = p->queries;
+    np.digits = p->digits;
+    np.depth = depth;
+    return np;
+}
+
 static dfl_status check_params(const dfl_noise_prompts_params *p, const int64_t *lengths, size_t nl,
                                const double *depths, size_t nd, dfl_error *err)
 {
@@ -377,13 +390,7 @@ static dfl_status check_params(const dfl_noise_prompts_params *p, const int64_t 
                                  p->tmpl->n_distractors ? ": with distractors the context must hold twice the "
                                                           "longest needle per needle" : "");
         } else {
-            dfl_needle_params np = dfl_needle_params_default();
-            np.vocab_size = p->vocab_size;
-            np.seq_len = lengths[i];
-            np.needles = p->needles;
-            np.queries = p->queries;
-            np.digits = p->digits;
-            np.depth = depths[0];
+            dfl_needle_params np = needle_params(p, lengths[i], depths[0]);
             dfl_status s = dfl_needle_check(&np, err);
             if (s) return s;
         }
@@ -416,13 +423,7 @@ dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_
                 if (p->tmpl) {
                     s = template_prompt(p->tmpl, lengths[li], depths[di], p->seed, index, &items[k], err);
                 } else {
-                    dfl_needle_params np = dfl_needle_params_default();
-                    np.vocab_size = p->vocab_size;
-                    np.seq_len = lengths[li];
-                    np.needles = p->needles;
-                    np.queries = p->queries;
-                    np.digits = p->digits;
-                    np.depth = depths[di];
+                    dfl_needle_params np = needle_params(p, lengths[li], depths[di]);
                     s = dfl_needle_prompt(&np, p->seed, 2, index, &items[k], err);
                 }
                 if (s) break;
