@@ -120,19 +120,54 @@ static double rel_diff(const float *a, const float *b, size_t n)
 {
     double d = 0, s = 0;
     for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INFINITY; /* fmax would skip a NaN */
         d = fmax(d, fabs((double)a[i] - b[i]));
         s = fmax(s, fabs((double)b[i]));
     }
     return d / s;
 }
 
+/* What a captured run delivered: every kind of callback counted, the logits kept. */
+typedef struct logit_capture {
+    float *out;           /* [T, V] */
+    int64_t V;
+    int blocks, hidden;
+    int64_t rows;         /* logits rows delivered */
+    int64_t *scores;      /* [max threads] score blocks seen per thread */
+} logit_capture;
+
 static dfl_status count_block(void *u, const dfl_attn_block *b, dfl_error *e)
 {
     (void)b, (void)e;
-    (*(int *)u)++;
+    ((logit_capture *)u)->blocks++;
     return DFL_OK;
 }
 
+static void count_scores(void *u, int thread, const dfl_score_block *b)
+{
+    (void)b;
+    ((logit_capture *)u)->scores[thread]++;
+}
+
+static dfl_status count_hidden(void *u, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *e)
+{
+    (void)l, (void)x, (void)T, (void)D, (void)e;
+    ((logit_capture *)u)->hidden++;
+    return DFL_OK;
+}
+
+static dfl_status keep_logits(void *u, int64_t r0, int64_t n, int64_t V, const float *z, dfl_error *e)
+{
+    (void)e;
+    logit_capture *c = u;
+    memcpy(c->out + r0 * V, z, (size_t)(n * V) * sizeof *z);
+    c->rows += n;
+    return DFL_OK;
+}
+
+/* Logits of tok[T]: from dfl_forward_logits (no capture), or, with_maps, from the
+ * logits_rows callback of a run that captures everything (maps, raw scores, hidden
+ * states), so that the two can be compared. */
 static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int with_maps)
 {
     int64_t V = m->config.vocab_size;
@@ -142,11 +177,21 @@ static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int w
         assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
         return out;
     }
-    int blocks = 0;
-    dfl_capture cap = {.user = &blocks, .want_maps = want, .attn_rows = count_block};
+    for (int64_t i = 0; i < T * V; i++) out[i] = NAN; /* a row never delivered fails the comparison */
+    logit_capture c = {out, V, 0, 0, 0, calloc((size_t)dfl_forward_max_threads(), sizeof(int64_t))};
+    dfl_capture cap = {.user = &c,
+                       .want_maps = want,
+                       .attn_rows = count_block,
+                       .scores_rows = count_scores,
+                       .hidden = count_hidden,
+                       .logits_rows = keep_logits};
     assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
-    assert_true(blocks > 0);
-    assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
+    int64_t score_blocks = 0;
+    for (int i = 0; i < dfl_forward_max_threads(); i++) score_blocks += c.scores[i];
+    assert_true(c.blocks > 0 && score_blocks > 0);
+    assert_int_equal(c.hidden, m->config.num_layers);
+    assert_int_equal(c.rows, T);
+    free(c.scores);
     return out;
 }
 
@@ -160,13 +205,16 @@ static void test_threads_and_capture_do_not_change_logits(void **st)
         int32_t *tok = tokens_for(T, 60);
         omp_set_num_threads(1);
         float *a = logits_of(m, tok, T, 0);
+        /* capturing: the captured run's own logits equal the uncaptured run's */
+        float *a_cap = logits_of(m, tok, T, 1);
+        assert_true(rel_diff(a_cap, a, (size_t)(T * 60)) < 1e-6);
         omp_set_num_threads(2);
         float *b = logits_of(m, tok, T, 1);
         assert_true(rel_diff(b, a, (size_t)(T * 60)) < 1e-5);
         /* causality: the first 40 positions do not see what follows */
         float *c = logits_of(m, tok, 40, 0);
         assert_true(rel_diff(c, a, (size_t)(40 * 60)) < 1e-5);
-        free(a), free(b), free(c), free(tok);
+        free(a), free(a_cap), free(b), free(c), free(tok);
         dfl_model_free(m);
     }
 }
