@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,16 @@ static void test_matmul_matches_naive(void **state)
     dfl_matmul_xwt(y, x, w, n, in, out);
     dfl_matmul_xwt_naive(yr, x, w, n, in, out);
     assert_true(max_abs_diff(y, yr, n * out) < 1e-5);
-    /* one element by hand: the twin itself */
-    double acc = 0;
-    for (int k = 0; k < in; k++) acc += (double)x[3 * in + k] * w[5 * in + k];
-    assert_true(fabs(acc - yr[3 * out + 5]) < 1e-6);
     free(x), free(w), free(y), free(yr);
+    /* known values (worked by hand): x[2, 3] · w[2, 3]ᵀ with small integers, exact in
+     * f32, so both kernels must give them exactly */
+    float xs[6] = {1, 2, 3, 4, 5, 6}, ws[6] = {1, 0, -1, 2, 1, 0}, want[4] = {-2, 4, -2, 13}, ys[4], yn[4];
+    dfl_matmul_xwt(ys, xs, ws, 2, 3, 2);
+    dfl_matmul_xwt_naive(yn, xs, ws, 2, 3, 2);
+    for (int i = 0; i < 4; i++) {
+        assert_true(ys[i] == want[i]);
+        assert_true(yn[i] == want[i]);
+    }
 }
 
 static void test_rmsnorm_matches_naive(void **state)
@@ -100,17 +106,50 @@ static void test_rope_rotation_by_hand(void **state)
     float half[8] = {0, 0, 0, 0, 1, 2, 3, 4}, il[8] = {0, 0, 0, 0, 1, 3, 2, 4};
     dfl_rope_apply(half, 2, 4, 1, 4, c, s, 0);
     dfl_rope_apply(il, 2, 4, 1, 4, c, s, 1);
-    /* rotate-half pairs (x0, x2) and (x1, x3); interleaved pairs (x0, x1) and (x2, x3) */
-    float a0 = (float)(1 * cos(1.0) - 3 * sin(1.0)), b0 = (float)(1 * sin(1.0) + 3 * cos(1.0));
-    float a1 = (float)(2 * cos(0.1) - 4 * sin(0.1)), b1 = (float)(2 * sin(0.1) + 4 * cos(0.1));
-    assert_float_equal(half[4], a0, 1e-6);
-    assert_float_equal(half[6], b0, 1e-6);
-    assert_float_equal(half[5], a1, 1e-6);
-    assert_float_equal(half[7], b1, 1e-6);
-    assert_float_equal(il[4], a0, 1e-6);
-    assert_float_equal(il[5], b0, 1e-6);
-    assert_float_equal(il[6], a1, 1e-6);
-    assert_float_equal(il[7], b1, 1e-6);
+    /* position 0 is the identity */
+    for (int i = 0; i < 4; i++) assert_true(half[i] == 0 && il[i] == 0);
+    /* The reference is complex multiplication, not the kernel's real formula: pair
+     * (a, b) is a + ib, and a rotation by θ is a product with e^(iθ). Rotate-half
+     * pairs are (x0, x2), (x1, x3); interleaved pairs (x0, x1), (x2, x3). */
+    double complex z0 = (1.0 + 3.0 * I) * cexp(I * 1.0), z1 = (2.0 + 4.0 * I) * cexp(I * 0.1);
+    assert_float_equal(half[4], creal(z0), 1e-6);
+    assert_float_equal(half[6], cimag(z0), 1e-6);
+    assert_float_equal(half[5], creal(z1), 1e-6);
+    assert_float_equal(half[7], cimag(z1), 1e-6);
+    assert_float_equal(il[4], creal(z0), 1e-6);
+    assert_float_equal(il[5], cimag(z0), 1e-6);
+    assert_float_equal(il[6], creal(z1), 1e-6);
+    assert_float_equal(il[7], cimag(z1), 1e-6);
+}
+
+/* What RoPE is for: q rotated to position m dotted with k rotated to position n depends
+ * only on m − n. Checked for both pairings on random vectors. */
+static void test_rope_relative_position(void **state)
+{
+    (void)state;
+    enum { D = 16, T = 12 };
+    double inv[D / 2];
+    dfl_rope_params p = {10000.0, DFL_ROPE_NONE, 1, 1, 4, 8192};
+    dfl_rope_inv_freq(inv, D, &p);
+    float c[T * D / 2], sn[T * D / 2];
+    dfl_rope_tables(c, sn, inv, D, T);
+    float *q0 = rand_array(D, 1), *k0 = rand_array(D, 1);
+    for (int il = 0; il < 2; il++) {
+        float q[T * D], k[T * D]; /* [T, D]: the same vector at every position */
+        for (int t = 0; t < T; t++) memcpy(q + t * D, q0, sizeof(float) * D), memcpy(k + t * D, k0, sizeof(float) * D);
+        dfl_rope_apply(q, T, D, 1, D, c, sn, il);
+        dfl_rope_apply(k, T, D, 1, D, c, sn, il);
+        for (int delta = 0; delta < 4; delta++) {
+            double ref = 0;
+            for (int j = 0; j < D; j++) ref += (double)q[delta * D + j] * k[j]; /* m = delta, n = 0 */
+            for (int n = 1; n + delta < T; n++) {
+                double dot = 0;
+                for (int j = 0; j < D; j++) dot += (double)q[(n + delta) * D + j] * k[n * D + j];
+                assert_true(fabs(dot - ref) < 1e-4);
+            }
+        }
+    }
+    free(q0), free(k0);
 }
 
 static void test_rope_scaling_rules(void **state)
@@ -211,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_rope_interleaved_matches_naive),
         cmocka_unit_test(test_rope_half_matches_naive),
         cmocka_unit_test(test_rope_rotation_by_hand),
+        cmocka_unit_test(test_rope_relative_position),
         cmocka_unit_test(test_rope_scaling_rules),
         cmocka_unit_test(test_softmax_causal_matches_naive),
         cmocka_unit_test(test_softmax_large_logits_stay_finite),

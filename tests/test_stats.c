@@ -198,10 +198,15 @@ static void test_fake_quant_formula(void **st)
         for (int i = 0; i < 200; i++) v[i] = (float)nrand(), mx = fmaxf(mx, fabsf(v[i]));
         memcpy(q, v, sizeof v);
         dfl_fake_quant(q, 200, mx, bits);
-        float scale = mx / (float)((1 << (bits - 1)) - 1);
+        /* brute force in double: the nearest of the 2L + 1 grid points k·Δ, k in
+         * [−L, L], Δ = max/L (ties, which random values do not hit, excluded) */
+        const int L = (1 << (bits - 1)) - 1;
+        const double delta = (double)mx / L;
         for (int i = 0; i < 200; i++) {
-            assert_true(q[i] == roundf(v[i] / scale) * scale);
-            assert_true(fabsf(q[i] - v[i]) <= scale / 2 * (1 + 1e-6f));
+            int best = -L;
+            for (int k = -L; k <= L; k++)
+                if (fabs(v[i] - k * delta) < fabs(v[i] - best * delta)) best = k;
+            assert_true(fabs(q[i] - best * delta) <= 1e-6 * mx);
         }
     }
     float z[2] = {0, 0};
