@@ -110,7 +110,7 @@ class AttnMap(unittest.TestCase):
     def setUpClass(cls):
         for b in (PROBE, ATTNMAP):
             if not os.access(b, os.X_OK):
-                raise unittest.SkipTest("no %s (run make first)" % b)
+                raise AssertionError("no %s: run make first (a missing binary fails the suite)" % b)
         cls.root = tempfile.mkdtemp(prefix="dfl_attnmap_")
         make_model.make_model(os.path.join(cls.root, "tr"), "llama", layers=2, hidden=32, heads=2, ffn=48,
                               vocab=VOCAB, max_pos=128, seed=1)

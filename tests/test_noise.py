@@ -29,6 +29,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
+import png  # noqa: E402
 
 import h5py  # noqa: E402
 
@@ -106,6 +107,32 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+def check_bar_heights(test, png_path, args):
+    """The Figure-1 chart at png_path, measured from its pixels: one bar per (segment
+    present, dump), left to right, each dump in its own colour, heights proportional
+    to the shares `noise ARGS --format json` prints (within 1.5 pixels)."""
+    cols, rows = table(args)
+    dumps = cols[1:]
+    share = {r[0]: r[1:] for r in rows}
+    measured = png.bars(png.read_png(png_path))
+    expect = [(s, j, share[s][j]) for s in SEGS if s in share for j in range(len(dumps))]
+    if len(measured) != len(expect):  # bars of zero height are not drawn
+        expect = [e for e in expect if e[2] > 0]
+    test.assertEqual(len(measured), len(expect), "bars found: %s" % [(b[0], b[3] - b[2] + 1) for b in measured])
+    colours = {}
+    for (seg, j, _), b in zip(expect, measured):
+        colours.setdefault(j, set()).add(b[4])
+    test.assertEqual([len(c) for c in colours.values()], [1] * len(dumps), "one colour per dump")
+    test.assertEqual(len(set().union(*colours.values())), len(dumps), "a different colour for each dump")
+    h = np.array([b[3] - b[2] + 1 for b in measured], float)
+    v = np.array([e[2] for e in expect], float)
+    k = (h * v).sum() / (v * v).sum()  # pixels per unit of share
+    for (seg, j, val), hh in zip(expect, h):
+        test.assertLess(abs(hh - k * val), 1.5, "bar %s of %s: %g px for %g (%.1f px per unit)"
+                        % (seg, dumps[j], hh, val, k))
+    test.assertGreater(k, 100)
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -128,7 +155,7 @@ class NoiseConstructed(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(NOISE, os.X_OK):
-            raise unittest.SkipTest("no %s (run make first)" % NOISE)
+            raise AssertionError("no %s: run make first (a missing binary fails the suite)" % NOISE)
         cls.root = tempfile.mkdtemp(prefix="dfl_noise_")
         cls.tr = os.path.join(cls.root, "tr.h5")
         a = np.tile(np.array(ROW_A, np.float32), (1, 2, 2, 1))
@@ -286,6 +313,7 @@ class NoiseConstructed(unittest.TestCase):
         self.assertEqual(r.stderr, "")
         w, h = png_size(bar)
         self.assertGreaterEqual(w, 1000)
+        check_bar_heights(self, bar, [self.tr, self.df, "--quiet"])
         self.assertEqual(png_size(dep), (1600, 800))
         # never overwritten without --force; nothing printed when refused
         r = run(self.tr, "--plot", bar, check=False)
@@ -350,7 +378,7 @@ class NoisePrompts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(NOISE, os.X_OK):
-            raise unittest.SkipTest("no %s (run make first)" % NOISE)
+            raise AssertionError("no %s: run make first (a missing binary fails the suite)" % NOISE)
         cls.root = tempfile.mkdtemp(prefix="dfl_noisep_")
 
     @classmethod
@@ -499,7 +527,7 @@ class NoisePipeline(unittest.TestCase):
     def setUpClass(cls):
         for b in (NOISE, PROBE):
             if not os.access(b, os.X_OK):
-                raise unittest.SkipTest("no %s (run make first)" % b)
+                raise AssertionError("no %s: run make first (a missing binary fails the suite)" % b)
         cls.root = tempfile.mkdtemp(prefix="dfl_noisepipe_")
         cls.prompts = os.path.join(cls.root, "p.jsonl")
         run("prompts", "-o", cls.prompts, "--length", "80", "--needles", "3", "--digits", "2", "--samples", "2",
@@ -551,7 +579,8 @@ class NoisePipeline(unittest.TestCase):
         out = os.path.join(self.root, "fig.png")
         run(self.dumps["llama"], self.dumps["diff_transformer"], "--labels", "Transformer,Diff", "--plot", out,
             "--plot-depth", os.path.join(self.root, "depth.png"), "--quiet")
-        self.assertGreater(os.path.getsize(out), 1000)
+        check_bar_heights(self, out, [self.dumps["llama"], self.dumps["diff_transformer"], "--labels",
+                                      "Transformer,Diff", "--quiet"])
 
 
 if __name__ == "__main__":
