@@ -21,6 +21,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
+import png  # noqa: E402
 import reference  # noqa: E402
 
 BIN = os.environ.get("BIN", "bin")
@@ -52,6 +53,49 @@ def hist_median_rel_ok(tool, exact):
 def qerr(x, delta):
     a = np.abs(x)
     return a - np.floor(a / delta + 0.5) * delta
+
+
+def grid_lines(panel, axis):
+    """Centres of the light grey grid lines of a chart panel: rows (axis 1) or columns
+    (axis 0) that are grey over more than 40% of the panel."""
+    p = panel.astype(int)
+    grey = (p.max(axis=2) - p.min(axis=2) < 10) & (p.min(axis=2) > 150) & (p.min(axis=2) < 250)
+    idx = np.nonzero(grey.mean(axis=axis) > 0.4)[0]
+    groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1) if len(idx) else []
+    return [float(g.mean()) for g in groups]
+
+
+def check_line_panel(test, panel, colours, top1, median):
+    """One panel of the outliers plot (log y, a vertical grid line per layer): every
+    marker found on a layer's grid line sits where its value belongs. colours[i] is
+    dump i's colour; top1[i][l], median[i][l] the values. The y mapping is pinned by
+    the decade grid lines: their spacing is the pixels per decade, and y(1) must be on
+    one of them. Every marker must be found."""
+    rows, cols = grid_lines(panel, 1), grid_lines(panel, 0)
+    layers = len(top1[0])
+    test.assertGreaterEqual(len(rows), 2, "decade grid lines")
+    decade = float(np.median(np.diff(rows)))
+    found = [(i, x, y) for i, c in enumerate(colours) for x, y in png.blobs(panel, c)]
+    # the layers' grid lines are the vertical ones with markers on them (not the frame)
+    cols = [cx for cx in cols if any(abs(x - cx) <= 3 for _, x, _ in found)]
+    test.assertEqual(len(cols), layers, "a vertical grid line with markers per layer: %s" % cols)
+    marks = []  # (dump, layer, y)
+    for i, x, y in found:
+        near = [l for l, cx in enumerate(cols) if abs(x - cx) <= 3]
+        if near:
+            marks.append((i, near[0], y))
+    test.assertEqual(len(marks), 2 * len(colours) * layers, "markers found: %s" % marks)
+    # each marker is top-1 or median: choose by brute force, the intercept by least squares
+    best = None
+    for pick in range(1 << len(marks)):
+        logs = np.array([np.log10((median if pick >> k & 1 else top1)[i][l]) for k, (i, l, _) in enumerate(marks)])
+        ys = np.array([m[2] for m in marks])
+        a = float(np.mean(ys + decade * logs))
+        worst = float(np.max(np.abs(ys - (a - decade * logs))))
+        if best is None or worst < best[0]:
+            best = (worst, a)
+    test.assertLess(best[0], 2.5, "markers off their values by %.1f px" % best[0])
+    test.assertLess(min(abs(best[1] - r) for r in rows), 2.5, "y(1) = %.1f is not on a decade line %s" % (best[1], rows))
 
 
 class Outliers(unittest.TestCase):
@@ -290,17 +334,33 @@ class Outliers(unittest.TestCase):
 
     # --------------------------------------------------------------- plot
     def test_plot(self):
-        png = os.path.join(self.root, "o.png")
-        r = run(self.dumps["llama"], self.dumps["diff_transformer"], "--plot", png)
+        png_path = os.path.join(self.root, "o.png")
+        r = run(self.dumps["llama"], self.dumps["diff_transformer"], "--plot", png_path)
         self.assertEqual(r.returncode, 0, r.stderr)
-        with open(png, "rb") as f:
+        with open(png_path, "rb") as f:
             head = f.read(24)
         self.assertEqual(head[:8], b"\x89PNG\r\n\x1a\n")
         self.assertEqual(int.from_bytes(head[16:20], "big"), 1800)
-        r = run(self.dumps["llama"], "--plot", png)
+        # content, one dump per plot so that no marker hides another: markers measured
+        # from the pixels against the per-layer table
+        for m in ("llama", "diff_transformer"):
+            one = os.path.join(self.root, "one.png")
+            self.assertEqual(run(self.dumps[m], "--plot", one, "--force").returncode, 0)
+            doc = json.loads(run(self.dumps[m], "--per-layer", "--format", "json").stdout)
+            t = [x for x in doc["tables"] if x["name"] == "per_layer"][0]
+            c = {n: t["columns"].index(n) for n in ("activation", "layer", "top1", "median")}
+            img = png.read_png(one)
+            rgb = [tuple(v) for v in img[png.saturated(img)][:, :3]]
+            colour = max(set(rgb), key=rgb.count)
+            for k, act in enumerate(("attention logits", "hidden states")):
+                rows = sorted((r[c["layer"]], r[c["top1"]], r[c["median"]]) for r in t["data"]
+                              if r[c["activation"]] == act)
+                check_line_panel(self, img[:, k * 900:(k + 1) * 900], [colour], [[r[1] for r in rows]],
+                                 [[r[2] for r in rows]])
+        r = run(self.dumps["llama"], "--plot", png_path)
         self.assertEqual(r.returncode, 1)
         self.assertIn("exists", r.stderr)
-        self.assertEqual(run(self.dumps["llama"], "--plot", png, "--force").returncode, 0)
+        self.assertEqual(run(self.dumps["llama"], "--plot", png_path, "--force").returncode, 0)
 
     # ------------------------------------------------------------- errors
     def test_bad_inputs(self):
