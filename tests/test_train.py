@@ -5,6 +5,7 @@ resume give the same bytes as 20 straight), SIGINT (exit 130, a valid checkpoint
 temporary files, resume finishes), the output-directory rules and usage errors
 (exit 2). Runs in well under 30 s on 2 cores."""
 import json
+import math
 import os
 import re
 import shutil
@@ -50,6 +51,37 @@ def st_header(path):
         return json.loads(f.read(n))
 
 
+def write_prompts(tmp):
+    """A one-prompt file in tmp (each test makes its own: no test needs another's files)."""
+    path = os.path.join(tmp, "p.jsonl")
+    with open(path, "w") as f:
+        f.write(json.dumps({"tokens": [0] + [80 + i % 40 for i in range(30)] + [2, 20, 3, 7, 8]}) + "\n")
+    return path
+
+
+def start_and_interrupt(args, csv, env):
+    """Start bin/train, wait until `csv` has its first row (the run is past its first
+    evaluation, so a checkpoint exists to be saved), then send SIGINT. Returns the
+    process, or None if it ended (or never logged) first."""
+    p = subprocess.Popen([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for _ in range(12000):  # a bound against hanging forever, not a speed limit (20 minutes)
+        if p.poll() is not None:
+            return None
+        try:
+            with open(csv) as f:
+                if len(f.read().splitlines()) >= 2:
+                    break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.1)
+    else:
+        p.kill()
+        p.communicate()
+        return None
+    p.send_signal(signal.SIGINT)
+    return p
+
+
 def leftovers(d):
     return [f for r, _, fs in os.walk(d) for f in fs if ".tmp." in f]
 
@@ -72,7 +104,7 @@ def test_pair(tmp):
         check(cfg["model_type"] == mtype and cfg["num_attention_heads"] == heads and cfg["head_dim"] == 8,
               "pair/%s: config %s, %d heads of head_dim 8" % (name, mtype, heads))
         hdr = st_header(os.path.join(d, "model.safetensors"))
-        n = sum(eval("*".join(str(s) for s in v["shape"]) or "1") for k, v in hdr.items() if k != "__metadata__")
+        n = sum(math.prod(v["shape"]) for k, v in hdr.items() if k != "__metadata__")
         check(n == counts[0 if name == "transformer" else 1], "pair/%s: model file holds %d parameters" % (name, n))
         rows = open(os.path.join(d, "train.csv")).read().splitlines()
         check(rows[0] == "step,lr,loss,eval_loss,eval_acc,tokens_per_s,elapsed_s", "pair/%s: CSV header" % name)
@@ -82,9 +114,7 @@ def test_pair(tmp):
         check(all(v == v for v in vals) and 0 <= vals[4] <= 1 and vals[2] > 0 and vals[3] > 0,
               "pair/%s: CSV values finite and in range" % name)
         # probe loads the model and runs a prompt
-        prompts = os.path.join(tmp, "p.jsonl")
-        with open(prompts, "w") as f:
-            f.write(json.dumps({"tokens": [0] + [80 + i % 40 for i in range(30)] + [2, 20, 3, 7, 8]}) + "\n")
+        prompts = write_prompts(tmp)
         p = subprocess.run([PROBE, "--model", d, "--prompts", prompts, "--out", os.path.join(tmp, name + ".h5"),
                             "--quiet", "--force", "--threads", "1"], capture_output=True, text=True, timeout=60)
         check(p.returncode == 0, "pair/%s: probe loads the model (%s)" % (name, p.stderr.strip()[-200:]))
@@ -129,13 +159,14 @@ def test_resume(tmp):
 
 def test_sigint(tmp):
     out = os.path.join(tmp, "sig")
-    args = ["--out", out, "--steps", "100000", "--eval-every", "0", "--ckpt-every", "0"] + TINY
+    args = ["--out", out, "--steps", "100000", "--eval-every", "5", "--ckpt-every", "0"] + TINY
     e = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.Popen([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
-    time.sleep(1.5)
-    p.send_signal(signal.SIGINT)
+    p = start_and_interrupt(args, os.path.join(out, "train.csv"), e)
+    if p is None:
+        check(False, "sigint: the run logs its first evaluation and is still running")
+        return
     try:
-        _, err = p.communicate(timeout=30)
+        _, err = p.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         p.kill()
         check(False, "sigint: the run stops")
@@ -150,18 +181,19 @@ def test_sigint(tmp):
         b0 = 8 + n + hdr["train.step"]["data_offsets"][0]
         step = struct.unpack("<q", raw[b0:b0 + 8])[0]
     check(step is not None and step >= 1, "sigint: checkpoint at step %s" % step)
-    pr = subprocess.run([PROBE, "--model", out, "--prompts", os.path.join(tmp, "p.jsonl"), "--out",
+    pr = subprocess.run([PROBE, "--model", out, "--prompts", write_prompts(tmp), "--out",
                          os.path.join(tmp, "sig.h5"), "--quiet", "--threads", "1"], capture_output=True, text=True)
     check(pr.returncode == 0, "sigint: the model written on stop loads in probe")
     r = run(["--out", out, "--resume", "--stop-at", str(step + 3)] + args[2:])
     check(r.returncode == 0, "sigint: resume continues (%s)" % r.stderr.strip()[-200:])
     # a pair stopped during its first model: --resume continues it and starts the Diff model
     pair = os.path.join(tmp, "sigpair")
-    pargs = ["--pair", pair, "--steps", "100000", "--eval-every", "0", "--ckpt-every", "0"] + TINY
-    p = subprocess.Popen([TRAIN] + pargs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
-    time.sleep(1.0)
-    p.send_signal(signal.SIGINT)
-    p.communicate(timeout=30)
+    pargs = ["--pair", pair, "--steps", "100000", "--eval-every", "5", "--ckpt-every", "0"] + TINY
+    p = start_and_interrupt(pargs, os.path.join(pair, "transformer", "train.csv"), e)
+    if p is None:
+        check(False, "sigint: the pair logs its first evaluation and is still running")
+        return
+    p.communicate(timeout=120)
     check(p.returncode == 130 and not os.path.exists(os.path.join(pair, "diff")),
           "sigint: a pair stops during the transformer (exit %s)" % p.returncode)
     r = run(pargs + ["--resume", "--stop-at", "5"])
@@ -220,10 +252,11 @@ def main():
     tmp = tempfile.mkdtemp(prefix="dfl_train_")
     t0 = time.time()
     try:
-        test_pair(tmp)
-        test_resume(tmp)
-        test_sigint(tmp)
-        test_errors(tmp)
+        # each test in a folder of its own: none depends on another's files or order
+        for test in (test_pair, test_resume, test_sigint, test_errors):
+            own = os.path.join(tmp, test.__name__)
+            os.mkdir(own)
+            test(own)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("test_train.py: %d failures, %.1f s" % (failures, time.time() - t0))
