@@ -101,7 +101,7 @@ static void check_maps(tiny_spec s, int64_t T)
     dfl_model_free(m);
 }
 
-/* T = 150 spans several row blocks (block rows = 256 / heads). */
+/* T = 150 spans several row blocks (block rows = 1024 / heads, clamped to 16..128). */
 static void test_maps_llama_gqa(void **st) { (void)st; check_maps((tiny_spec){"llama", 2, 32, 8, 2, 48, 50, 1}, 150); }
 static void test_maps_diff_gqa(void **st)
 {

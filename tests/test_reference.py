@@ -60,8 +60,8 @@ CASES = [
     ("diffllama-gqa-f16-sharded", "diffllama", dict(heads=4, kv_heads=2), "f16", 2, (31, 20)),
     ("diffllama-gqa-tied-lambdainit-f32", "diffllama",
      dict(heads=8, kv_heads=2, tied=True, lambda_init=0.3), "f32", 1, (22, 13)),
-    # longer than one attention row block (256 rows / heads), so maps and logits
-    # are assembled from several blocks
+    # longer than one attention row block (1024 rows / heads, clamped to 16..128 rows:
+    # forward.c ATTN_ROWS_TOTAL), so maps and logits are assembled from several blocks
     ("llama-multiblock-f32", "llama", dict(heads=8, kv_heads=2), "f32", 1, (150, 40)),
     ("difft-multiblock-f32", "diff_transformer", dict(heads=4, kv_heads=2), "f32", 1, (150, 20)),
     ("diffllama-multiblock-bf16", "diffllama", dict(heads=8, kv_heads=4), "bf16", 1, (141, 30)),
