@@ -357,6 +357,8 @@ class NoiseConstructed(unittest.TestCase):
             ([self.tr, "--layers", "2"], 1, "layer 2 is not in the dump (it has layers 0-1)"),
             ([self.tr, "--heads", "0,5"], 1, "head 5 is not in the dump"),
             ([self.tr, "--layers", "1,,2"], 2, "--layers"),
+            ([self.tr, "--layers", "0, 1"], 2, "--layers: '0, 1' has white space in an item"),
+            ([self.tr, "--heads", "1,"], 2, "--heads: '1,' has an empty item"),
             ([self.tr, "--labels", "a,b"], 2, "--labels names 2 dumps but 1 is given"),
             ([self.tr, self.df, "--labels", "a,a"], 2, "'a' is given twice"),
             ([self.tr, "--labels", ","], 2, "--labels"),
