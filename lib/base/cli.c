@@ -73,8 +73,12 @@ static dfl_status no_space(const char *flag, const char *text, const char *item,
     return DFL_OK;
 }
 
-dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int64_t hi, size_t max, int64_t **out,
-                            size_t *n, dfl_error *err)
+/* A list of numbers: split, then each item checked and parsed by `one` into the
+ * elem-byte slot it is given; range is one's [lo, hi]. */
+typedef dfl_status (*parse_one)(const char *flag, const char *item, const void *range, void *dst, dfl_error *err);
+
+static dfl_status number_list(const char *flag, const char *text, size_t max, size_t elem, parse_one one,
+                              const void *range, void **out, size_t *n, dfl_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -82,10 +86,10 @@ dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int6
     size_t k;
     dfl_status s = dfl_cli_split(flag, text, max, &it, &k, err);
     if (s) return s;
-    int64_t *v = dfl__alloc_array(k, sizeof *v);
+    unsigned char *v = dfl__alloc_array(k, elem); /* [k] elements */
     if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
     for (size_t i = 0; i < k && !s; i++)
-        if (!(s = no_space(flag, text, it[i], err))) s = dfl_cli_int(flag, it[i], lo, hi, &v[i], err);
+        if (!(s = no_space(flag, text, it[i], err))) s = one(flag, it[i], range, v + i * elem, err);
     free(it);
     if (s) {
         free(v);
@@ -96,27 +100,36 @@ dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int6
     return DFL_OK;
 }
 
+static dfl_status one_int(const char *flag, const char *item, const void *range, void *dst, dfl_error *err)
+{
+    const int64_t *r = range;
+    return dfl_cli_int(flag, item, r[0], r[1], dst, err);
+}
+
+static dfl_status one_double(const char *flag, const char *item, const void *range, void *dst, dfl_error *err)
+{
+    const double *r = range;
+    return dfl_cli_double(flag, item, r[0], r[1], dst, err);
+}
+
+dfl_status dfl_cli_int_list(const char *flag, const char *text, int64_t lo, int64_t hi, size_t max, int64_t **out,
+                            size_t *n, dfl_error *err)
+{
+    const int64_t range[2] = {lo, hi};
+    void *v;
+    dfl_status s = number_list(flag, text, max, sizeof **out, one_int, range, &v, n, err);
+    *out = v;
+    return s;
+}
+
 dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, double hi, size_t max, double **out,
                                size_t *n, dfl_error *err)
 {
-    *out = NULL;
-    *n = 0;
-    char **it;
-    size_t k;
-    dfl_status s = dfl_cli_split(flag, text, max, &it, &k, err);
-    if (s) return s;
-    double *v = dfl__alloc_array(k, sizeof *v);
-    if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", flag);
-    for (size_t i = 0; i < k && !s; i++)
-        if (!(s = no_space(flag, text, it[i], err))) s = dfl_cli_double(flag, it[i], lo, hi, &v[i], err);
-    free(it);
-    if (s) {
-        free(v);
-        return s;
-    }
+    const double range[2] = {lo, hi};
+    void *v;
+    dfl_status s = number_list(flag, text, max, sizeof **out, one_double, range, &v, n, err);
     *out = v;
-    *n = k;
-    return DFL_OK;
+    return s;
 }
 
 static int cmp_i64(const void *a, const void *b)
