@@ -252,7 +252,12 @@ static void rope_rows(float *x, int64_t BT, int64_t T, int64_t ld, int64_t nh, i
 
 /* ----------------------------------------------------------- attention */
 
-/* Causal softmax of row i of s[T, T] in place: columns 0..i normalised, the rest 0. */
+/* Causal softmax of row i of s[T, T] in place: columns 0..i normalised, the rest 0.
+ * Kept apart from the inference kernel on purpose: it uses libm's expf where
+ * dfl_softmax_causal uses a vectorised polynomial exp (2 ulp), and switching would
+ * change the bits of every model trained so far (demo/models are reproducible from
+ * their seed). The Diff sub-layer norm below stays inline too: it is strided over the
+ * head's columns and keeps its rstd for the backward pass. */
 static void softmax_row(float *r, int64_t i, int64_t T)
 {
     float mx = -INFINITY, sum = 0.0f;
