@@ -263,6 +263,135 @@ static dfl_status load_kind(dfl_outlier_dump *d, dfl_dump_reader *r, const char 
     return DFL_OK;
 }
 
+/* Buffers of one load: one sample's datasets, and the per-layer top-K heaps. */
+typedef struct load_scratch {
+    float *top;             /* [L, K] one sample's top list */
+    int32_t *idx;           /* [L, K, 4] its positions */
+    uint64_t *hist;         /* [L, B] */
+    double *mom;            /* [L, 6] */
+    float *cabs;            /* [L, D] channel max abs(x) */
+    uint32_t *ccnt;         /* [L, D] channel counts */
+    dfl_topk *heaps[2];     /* [L] per kind */
+    dfl_topk_item *store[2]; /* [L, K] per kind: the heaps' storage */
+} load_scratch;
+
+static void scratch_free(load_scratch *x)
+{
+    for (int k = 0; k < 2; k++) {
+        free(x->heaps[k]);
+        free(x->store[k]);
+    }
+    free(x->top), free(x->idx), free(x->hist), free(x->mom), free(x->cabs), free(x->ccnt);
+}
+
+/* Root attributes: model_type, L, H, K (its range checked) and the sample count. */
+static dfl_status read_header(dfl_dump_reader *r, const char *path, dfl_outlier_dump *d, dfl_error *err)
+{
+    dfl_status st;
+    if ((st = dfl_dump_get_attr_str(r, "", "model_type", &d->model_type, err)) ||
+        (st = dfl_dump_get_attr_i64(r, "", "num_layers", &d->L, err)) ||
+        (st = dfl_dump_get_attr_i64(r, "", "num_heads", &d->H, err)))
+        return st;
+    if (dfl_dump_get_attr_i64(r, "", "topk", &d->K, NULL))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: no outlier statistics (no root attribute 'topk'; written by an older "
+                                              "probe?)", path);
+    d->S = (int64_t)dfl_dump_sample_count(r);
+    if (d->L < 1 || d->L > 100000 || d->H < 1 || d->H > 100000 || d->K < 1 || d->K > DFL_TOPK_MAX)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: num_layers %lld, num_heads %lld or topk %lld out of range", path,
+                         (long long)d->L, (long long)d->H, (long long)d->K);
+    if (d->S < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: the dump has no samples", path);
+    return DFL_OK;
+}
+
+/* The pooled arrays of d and the scratch buffers, for L layers, H heads, K, S samples. */
+static dfl_status alloc_pooled(dfl_outlier_dump *d, load_scratch *x, const char *path, dfl_error *err)
+{
+    size_t L = (size_t)d->L, K = (size_t)d->K, S = (size_t)d->S, H = (size_t)d->H, LK, LB, SLK;
+    if (!dfl__mul_ok(L, K, &LK) || !dfl__mul_ok(L, B, &LB) || !dfl__mul_ok(S, LK, &SLK))
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: sizes overflow", path);
+    int ok = alloc_n(&x->top, LK, sizeof *x->top) && alloc_n(&x->idx, LK * 4, sizeof *x->idx) &&
+             alloc_n(&x->hist, LB, sizeof *x->hist) && alloc_n(&x->mom, L * 6, sizeof *x->mom) &&
+             alloc_n(&d->head_stored, L * H, sizeof *d->head_stored) &&
+             alloc_n(&d->head_top, L * H * 3, sizeof *d->head_top) &&
+             alloc_n(&d->layer_cutoff, L, sizeof *d->layer_cutoff) &&
+             alloc_n(&d->sqnr, L * (size_t)(d->nbits ? d->nbits : 1), sizeof *d->sqnr);
+    for (int k = 0; ok && k < 2; k++) {
+        dfl_outlier_kind *o = &d->kind[k];
+        ok = alloc_n(&o->hist, LB, sizeof *o->hist) && alloc_n(&o->moments, L * 6, sizeof *o->moments) &&
+             alloc_n(&o->layer_top, LK, sizeof *o->layer_top) && alloc_n(&o->layer_top1, L, sizeof *o->layer_top1) &&
+             alloc_n(&o->layer_top1_sample, L, sizeof *o->layer_top1_sample) &&
+             alloc_n(&o->sample_top, SLK, sizeof *o->sample_top) && alloc_n(&o->massive, L, sizeof *o->massive) &&
+             alloc_n(&o->massive_saturated, L, sizeof *o->massive_saturated) &&
+             alloc_n(&x->heaps[k], L, sizeof *x->heaps[k]) && alloc_n(&x->store[k], LK, sizeof *x->store[k]);
+        for (size_t l = 0; ok && l < L; l++) {
+            dfl_topk_init(&x->heaps[k][l], x->store[k] + l * K, (int32_t)K);
+            o->layer_top1_sample[l] = -1;
+        }
+    }
+    if (!ok) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for %zu layers x K = %zu", path, L, K);
+    for (size_t i = 0; i < L * H * 3; i++) d->head_top[i] = NAN;
+    return DFL_OK;
+}
+
+/* Sample si's hidden-state channel profile into d (D and α from the first sample;
+ * every other sample must have the same D). */
+static dfl_status load_channels(dfl_outlier_dump *d, load_scratch *x, dfl_dump_reader *r, size_t si,
+                                const char *path, dfl_error *err)
+{
+    const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
+    const size_t L = (size_t)d->L;
+    char p2[256];
+    dfl_dump_dset_info info;
+    dfl_status st;
+    snprintf(p2, sizeof p2, "%s/outliers/hidden/channel_absmax", smp->group);
+    if (!dfl_dump_exists(r, p2))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: no such dataset: the dump has no outlier statistics", path, p2);
+    if ((st = dfl_dump_dataset_info(r, p2, &info, err))) return st;
+    if (si == 0) {
+        if (info.ndim != 2 || info.dims[1] < 1 || info.dims[1] > (1 << 24))
+            return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s is not [num_layers, hidden]", path, p2);
+        d->D = info.dims[1];
+        size_t LD = L * (size_t)d->D;
+        if (!alloc_n(&x->cabs, LD, sizeof *x->cabs) || !alloc_n(&x->ccnt, LD, sizeof *x->ccnt) ||
+            !alloc_n(&d->channel_absmax, LD, sizeof *d->channel_absmax) ||
+            !alloc_n(&d->channel_count, LD, sizeof *d->channel_count))
+            return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+        char p3[256];
+        snprintf(p3, sizeof p3, "%s/outliers/hidden/channel_count", smp->group);
+        if ((st = dfl_dump_get_attr_f64(r, p3, "alpha", &d->alpha, err))) return st;
+    }
+    int64_t dch[2] = {d->L, d->D};
+    if ((st = check_shape(r, p2, 2, dch, " (hidden size differs between samples)", err)) ||
+        (st = dfl_dump_read(r, p2, DFL_H5_F32, x->cabs, L * (size_t)d->D, err)))
+        return st;
+    snprintf(p2, sizeof p2, "%s/outliers/hidden/channel_count", smp->group);
+    if ((st = check_shape(r, p2, 2, dch, NULL, err)) ||
+        (st = dfl_dump_read(r, p2, DFL_H5_U32, x->ccnt, L * (size_t)d->D, err)))
+        return st;
+    for (size_t i = 0; i < L * (size_t)d->D; i++) {
+        d->channel_count[i] += x->ccnt[i];
+        if (x->cabs[i] > d->channel_absmax[i]) d->channel_absmax[i] = x->cabs[i];
+    }
+    return DFL_OK;
+}
+
+/* The per-layer top lists, sorted, from the heaps (NaN-padded to K). */
+static dfl_status sort_layer_tops(dfl_outlier_dump *d, load_scratch *x, const char *path, dfl_error *err)
+{
+    const size_t L = (size_t)d->L, K = (size_t)d->K;
+    dfl_topk_item *sorted = dfl__alloc_array(K, sizeof *sorted); /* [K] */
+    if (!sorted) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+    for (int k = 0; k < 2; k++) {
+        for (size_t l = 0; l < L; l++) {
+            int32_t n = dfl_topk_sorted(&x->heaps[k][l], sorted);
+            float *lt = d->kind[k].layer_top + l * K;
+            for (size_t i = 0; i < K; i++) lt[i] = (int32_t)i < n ? sorted[i].value : NAN;
+        }
+    }
+    free(sorted);
+    return DFL_OK;
+}
+
 dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_outlier_dump **out, dfl_error *err)
 {
     *out = NULL;
@@ -273,142 +402,35 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
     dfl_dump_reader *r = NULL;
     dfl_status st = dfl_dump_open(path, &r, err);
     if (st) return st;
+    load_scratch x;
+    memset(&x, 0, sizeof x);
     dfl_outlier_dump *d = calloc(1, sizeof *d);
-    float *top = NULL;
-    int32_t *idx = NULL;
-    uint64_t *hist = NULL;
-    double *mom = NULL;
-    float *cabs = NULL;
-    uint32_t *ccnt = NULL;
-    dfl_topk *heaps[2] = {NULL, NULL};
-    dfl_topk_item *store[2] = {NULL, NULL};
     if (!d || !(d->path = strdup(path))) {
         st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     d->nbits = nbits;
     for (int i = 0; i < nbits; i++) d->bits[i] = bits[i];
-    if ((st = dfl_dump_get_attr_str(r, "", "model_type", &d->model_type, err)) ||
-        (st = dfl_dump_get_attr_i64(r, "", "num_layers", &d->L, err)) ||
-        (st = dfl_dump_get_attr_i64(r, "", "num_heads", &d->H, err)))
-        goto done;
-    if (dfl_dump_get_attr_i64(r, "", "topk", &d->K, NULL)) {
-        st = dfl__fail(err, DFL_ERR_FORMAT, "%s: no outlier statistics (no root attribute 'topk'; written by an older "
-                                            "probe?)", path);
-        goto done;
-    }
-    d->S = (int64_t)dfl_dump_sample_count(r);
-    if (d->L < 1 || d->L > 100000 || d->H < 1 || d->H > 100000 || d->K < 1 || d->K > DFL_TOPK_MAX) {
-        st = dfl__fail(err, DFL_ERR_FORMAT, "%s: num_layers %lld, num_heads %lld or topk %lld out of range", path,
-                       (long long)d->L, (long long)d->H, (long long)d->K);
-        goto done;
-    }
-    if (d->S < 1) {
-        st = dfl__fail(err, DFL_ERR_FORMAT, "%s: the dump has no samples", path);
-        goto done;
-    }
-    size_t L = (size_t)d->L, K = (size_t)d->K, S = (size_t)d->S, H = (size_t)d->H, LK, LB, SLK;
-    if (!dfl__mul_ok(L, K, &LK) || !dfl__mul_ok(L, B, &LB) || !dfl__mul_ok(S, LK, &SLK)) {
-        st = dfl__fail(err, DFL_ERR_NOMEM, "%s: sizes overflow", path);
-        goto done;
-    }
-    int ok = alloc_n(&top, LK, sizeof *top) && alloc_n(&idx, LK * 4, sizeof *idx) && alloc_n(&hist, LB, sizeof *hist) &&
-             alloc_n(&mom, L * 6, sizeof *mom) && alloc_n(&d->head_stored, L * H, sizeof *d->head_stored) &&
-             alloc_n(&d->head_top, L * H * 3, sizeof *d->head_top) &&
-             alloc_n(&d->layer_cutoff, L, sizeof *d->layer_cutoff) &&
-             alloc_n(&d->sqnr, L * (size_t)(nbits ? nbits : 1), sizeof *d->sqnr);
-    for (int k = 0; ok && k < 2; k++) {
-        dfl_outlier_kind *o = &d->kind[k];
-        ok = alloc_n(&o->hist, LB, sizeof *o->hist) && alloc_n(&o->moments, L * 6, sizeof *o->moments) &&
-             alloc_n(&o->layer_top, LK, sizeof *o->layer_top) && alloc_n(&o->layer_top1, L, sizeof *o->layer_top1) &&
-             alloc_n(&o->layer_top1_sample, L, sizeof *o->layer_top1_sample) &&
-             alloc_n(&o->sample_top, SLK, sizeof *o->sample_top) && alloc_n(&o->massive, L, sizeof *o->massive) &&
-             alloc_n(&o->massive_saturated, L, sizeof *o->massive_saturated) &&
-             alloc_n(&heaps[k], L, sizeof *heaps[k]) && alloc_n(&store[k], LK, sizeof *store[k]);
-        for (size_t l = 0; ok && l < L; l++) {
-            dfl_topk_init(&heaps[k][l], store[k] + l * K, (int32_t)K);
-            o->layer_top1_sample[l] = -1;
-        }
-    }
-    if (!ok) {
-        st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for %zu layers x K = %zu", path, L, K);
-        goto done;
-    }
-    for (size_t i = 0; i < L * H * 3; i++) d->head_top[i] = NAN;
+    if ((st = read_header(r, path, d, err)) || (st = alloc_pooled(d, &x, path, err))) goto done;
 
-    for (size_t si = 0; si < S; si++) {
+    for (size_t si = 0; si < (size_t)d->S; si++) {
         const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
         char p2[256];
         dfl_dump_dset_info info;
         snprintf(p2, sizeof p2, "%s/tokens", smp->group);
         if ((st = dfl_dump_dataset_info(r, p2, &info, err))) goto done;
         d->tokens += info.ndim == 1 ? info.dims[0] : 0;
-        if ((st = load_kind(d, r, smp->group, DFL_OUT_LOGITS, (int64_t)si, top, idx, hist, mom, heaps[0], err)) ||
-            (st = load_kind(d, r, smp->group, DFL_OUT_HIDDEN, (int64_t)si, top, idx, hist, mom, heaps[1], err)))
+        if ((st = load_kind(d, r, smp->group, DFL_OUT_LOGITS, (int64_t)si, x.top, x.idx, x.hist, x.mom, x.heaps[0],
+                            err)) ||
+            (st = load_kind(d, r, smp->group, DFL_OUT_HIDDEN, (int64_t)si, x.top, x.idx, x.hist, x.mom, x.heaps[1],
+                            err)) ||
+            (st = load_channels(d, &x, r, si, path, err)))
             goto done;
-        /* hidden channels: D from the first sample, the same in every other */
-        snprintf(p2, sizeof p2, "%s/outliers/hidden/channel_absmax", smp->group);
-        if (!dfl_dump_exists(r, p2)) {
-            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: no such dataset: the dump has no outlier statistics", path, p2);
-            goto done;
-        }
-        if ((st = dfl_dump_dataset_info(r, p2, &info, err))) goto done;
-        if (si == 0) {
-            if (info.ndim != 2 || info.dims[1] < 1 || info.dims[1] > (1 << 24)) {
-                st = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s is not [num_layers, hidden]", path, p2);
-                goto done;
-            }
-            d->D = info.dims[1];
-            size_t LD = L * (size_t)d->D;
-            if (!alloc_n(&cabs, LD, sizeof *cabs) || !alloc_n(&ccnt, LD, sizeof *ccnt) ||
-                !alloc_n(&d->channel_absmax, LD, sizeof *d->channel_absmax) ||
-                !alloc_n(&d->channel_count, LD, sizeof *d->channel_count)) {
-                st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-                goto done;
-            }
-            char p3[256];
-            snprintf(p3, sizeof p3, "%s/outliers/hidden/channel_count", smp->group);
-            if ((st = dfl_dump_get_attr_f64(r, p3, "alpha", &d->alpha, err))) goto done;
-        }
-        int64_t dch[2] = {d->L, d->D};
-        if ((st = check_shape(r, p2, 2, dch, " (hidden size differs between samples)", err)) ||
-            (st = dfl_dump_read(r, p2, DFL_H5_F32, cabs, L * (size_t)d->D, err)))
-            goto done;
-        snprintf(p2, sizeof p2, "%s/outliers/hidden/channel_count", smp->group);
-        if ((st = check_shape(r, p2, 2, dch, NULL, err)) ||
-            (st = dfl_dump_read(r, p2, DFL_H5_U32, ccnt, L * (size_t)d->D, err)))
-            goto done;
-        for (size_t i = 0; i < L * (size_t)d->D; i++) {
-            d->channel_count[i] += ccnt[i];
-            if (cabs[i] > d->channel_absmax[i]) d->channel_absmax[i] = cabs[i];
-        }
     }
-    /* sorted per-layer lists */
-    dfl_topk_item *sorted = dfl__alloc_array(K, sizeof *sorted);
-    if (!sorted) {
-        st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    for (int k = 0; k < 2; k++) {
-        for (size_t l = 0; l < L; l++) {
-            int32_t n = dfl_topk_sorted(&heaps[k][l], sorted);
-            float *lt = d->kind[k].layer_top + l * K;
-            for (size_t i = 0; i < K; i++) lt[i] = (int32_t)i < n ? sorted[i].value : NAN;
-        }
-    }
-    free(sorted);
+    if ((st = sort_layer_tops(d, &x, path, err))) goto done;
     dfl_outliers_count_massive(d, 100, 1000);
 done:
-    for (int k = 0; k < 2; k++) {
-        free(heaps[k]);
-        free(store[k]);
-    }
-    free(top);
-    free(idx);
-    free(hist);
-    free(mom);
-    free(cabs);
-    free(ccnt);
+    scratch_free(&x);
     dfl_dump_close(r);
     if (st) {
         dfl_outliers_free(d);
