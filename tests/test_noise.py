@@ -133,6 +133,33 @@ def check_bar_heights(test, png_path, args):
     test.assertGreater(k, 100)
 
 
+def check_depth_chart(test, png_path, args):
+    """The depth chart of one dump at png_path, measured from its pixels: on each panel
+    (answer left, noise right) one marker per depth, on that depth's vertical grid
+    line, in order, at heights that map linearly (and upwards) onto the values
+    `noise ARGS --by depth --format json` prints (within 2 pixels)."""
+    cols, rows = table(args + ["--by", "depth"])
+    img = png.read_png(png_path)
+    rgb = [tuple(v) for v in img[png.saturated(img)][:, :3]]
+    colour = max(set(rgb), key=rgb.count)
+    half = img.shape[1] // 2
+    for k, name in enumerate(("answer", "noise")):
+        panel = img[:, k * half:(k + 1) * half]
+        found = png.blobs(panel, colour)
+        lines = [x for x in png.grid_lines(panel, 0) if any(abs(x - fx) <= 3 for fx, _ in found)]
+        test.assertEqual(len(lines), len(rows), "%s: a grid line with a marker per depth: %s" % (name, lines))
+        ys = []
+        for x in lines:
+            on = [fy for fx, fy in found if abs(fx - x) <= 3]
+            test.assertEqual(len(on), 1, "%s: one marker on the line at x = %g" % (name, x))
+            ys.append(on[0])
+        v = np.array([r[cols.index(name)] for r in rows], float)
+        b, a = np.polyfit(v, np.array(ys), 1)
+        test.assertLess(b, 0, "%s: larger values are higher" % name)
+        worst = float(np.max(np.abs(np.array(ys) - (a + b * v))))
+        test.assertLess(worst, 2.0, "%s: markers off a linear axis by %.1f px" % (name, worst))
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -583,6 +610,10 @@ class NoisePipeline(unittest.TestCase):
             "--plot-depth", os.path.join(self.root, "depth.png"), "--quiet")
         check_bar_heights(self, out, [self.dumps["llama"], self.dumps["diff_transformer"], "--labels",
                                       "Transformer,Diff", "--quiet"])
+        for t in ("llama", "diff_transformer"):  # one dump per chart: no marker hides another
+            one = os.path.join(self.root, "depth_%s.png" % t)
+            run(self.dumps[t], "--plot-depth", one, "--quiet")
+            check_depth_chart(self, one, [self.dumps[t], "--quiet"])
 
 
 if __name__ == "__main__":

@@ -55,23 +55,13 @@ def qerr(x, delta):
     return a - np.floor(a / delta + 0.5) * delta
 
 
-def grid_lines(panel, axis):
-    """Centres of the light grey grid lines of a chart panel: rows (axis 1) or columns
-    (axis 0) that are grey over more than 40% of the panel."""
-    p = panel.astype(int)
-    grey = (p.max(axis=2) - p.min(axis=2) < 10) & (p.min(axis=2) > 150) & (p.min(axis=2) < 250)
-    idx = np.nonzero(grey.mean(axis=axis) > 0.4)[0]
-    groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1) if len(idx) else []
-    return [float(g.mean()) for g in groups]
-
-
 def check_line_panel(test, panel, colours, top1, median):
     """One panel of the outliers plot (log y, a vertical grid line per layer): every
     marker found on a layer's grid line sits where its value belongs. colours[i] is
     dump i's colour; top1[i][l], median[i][l] the values. The y mapping is pinned by
     the decade grid lines: their spacing is the pixels per decade, and y(1) must be on
     one of them. Every marker must be found."""
-    rows, cols = grid_lines(panel, 1), grid_lines(panel, 0)
+    rows, cols = png.grid_lines(panel, 1), png.grid_lines(panel, 0)
     layers = len(top1[0])
     test.assertGreaterEqual(len(rows), 2, "decade grid lines")
     decade = float(np.median(np.diff(rows)))

@@ -6,7 +6,8 @@ RGBA images (no interlacing, no palette): what difflens and cairo write.
 
 bars(img, baseline_tol=2) finds filled, saturated rectangles standing on a common
 baseline (the bars of a bar chart) and returns them left to right as
-(x0, x1, top, bottom, rgb) tuples; chart_points(...) finds filled markers of a colour.
+(x0, x1, top, bottom, rgb) tuples; blobs(...) finds filled markers of a colour and
+grid_lines(...) the light grey grid lines of a chart panel.
 """
 import struct
 import zlib
@@ -143,3 +144,13 @@ def blobs(img, colour, tol=40, core=2):
         ys, xs = zip(*pts)
         out.append((float(np.mean(xs)), float(np.mean(ys))))
     return out
+
+
+def grid_lines(panel, axis):
+    """Centres of the light grey grid lines of a chart panel: rows (axis 1) or columns
+    (axis 0) that are grey over more than 40% of the panel."""
+    p = panel.astype(int)
+    grey = (p.max(axis=2) - p.min(axis=2) < 10) & (p.min(axis=2) > 150) & (p.min(axis=2) < 250)
+    idx = np.nonzero(grey.mean(axis=axis) > 0.4)[0]
+    groups = np.split(idx, np.nonzero(np.diff(idx) > 1)[0] + 1) if len(idx) else []
+    return [float(g.mean()) for g in groups]
