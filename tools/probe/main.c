@@ -8,11 +8,13 @@
 #include "model/kernels.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
+#include "cluster/probe_mpi.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
+            "       mpirun -np N probe … (the same flags: prompts split over N ranks, one dump)\n"
             "\n"
             "Runs a llama, diff_transformer or diffllama model over every prompt and writes\n"
             "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
@@ -30,10 +32,15 @@ static void usage(FILE *out)
             "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
             "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
-            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
+            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
+            "                         under MPI: per rank)\n"
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
-            "  --help                 this text\n");
+            "  --help                 this text\n"
+            "\n"
+            "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
+            "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
+            "alone prints progress and errors (docs/cluster.md).\n");
 }
 
 typedef struct tool_state {
@@ -78,7 +85,8 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     return DFL_OK;
 }
 
-int main(int argc, char **argv)
+/* The whole tool; under MPI every rank runs it and only rank 0 prints. */
+static int run(int argc, char **argv, int mpi, int rank)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"prompts", required_argument, 0, 'p'},
@@ -92,7 +100,8 @@ int main(int argc, char **argv)
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
-    int quiet = 0, c, rc = 0;
+    int speak = rank == 0, quiet = !speak, c, rc = 0;
+    opterr = speak;
     dfl_status s = DFL_OK;
     while (!s && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -118,15 +127,15 @@ int main(int argc, char **argv)
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(stdout); dfl_map_select_free(&p.maps); return 0;
-        default: usage(stderr); dfl_map_select_free(&p.maps); return 2;
+        case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
+        default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
     }
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!s && (!p.model_dir || !p.prompts_path || !p.out_path))
         s = dfl__fail(&err, DFL_ERR_USAGE, "--model, --prompts and --out are required (see --help)");
     if (s) {
-        fprintf(stderr, "probe: %s\n", err.msg);
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
         return 2;
     }
@@ -137,10 +146,10 @@ int main(int argc, char **argv)
     p.warn = on_warn;
     p.progress = on_progress;
     dfl_probe_report rep;
-    s = dfl_probe_run(&p, &rep, &err);
+    s = mpi ? dfl_probe_mpi_run(&p, &rep, &err) : dfl_probe_run(&p, &rep, &err);
     dfl_progress_end(&st.bar);
     if (s) {
-        fprintf(stderr, "probe: %s\n", err.msg);
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         rc = dfl_status_exit_code(s);
     } else if (!quiet) {
         fprintf(stderr, "probe: wrote %s: %zu samples, %lld tokens, forward %.3f s (%.0f tok/s, %.2f GFLOP/s)",
@@ -148,8 +157,22 @@ int main(int argc, char **argv)
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        if (mpi) fprintf(stderr, ", parts joined in %.3f s", rep.join_seconds);
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rank = 0, ranks = 1, mpi = dfl_mpi_launched();
+    dfl_error mpi_err = {DFL_OK, ""};
+    if (mpi && dfl_mpi_start(&argc, &argv, &rank, &ranks, &mpi_err)) {
+        fprintf(stderr, "probe: %s\n", mpi_err.msg);
+        return 1;
+    }
+    int rc = run(argc, argv, mpi, rank);
+    if (mpi) dfl_mpi_stop();
     return rc;
 }
