@@ -145,11 +145,17 @@ class MpiProbe(unittest.TestCase):
     def test_progress_and_summary_come_from_rank_0_only(self):
         out = self.path("summary.h5")
         r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--threads", "1",
-                   "--force")
+                   "--force", "--log-every", "0")
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = [l for l in r.stderr.splitlines() if l.startswith("probe: wrote")]
         self.assertEqual(len(lines), 1, r.stderr)
         self.assertIn("5 samples, 178 tokens", lines[0])
+        # progress lines count every rank's samples and tokens; the last one all of them
+        progress = [l for l in r.stderr.splitlines() if " samples, " in l and "tok/s" in l and "wrote" not in l]
+        self.assertTrue(progress, r.stderr)
+        self.assertRegex(progress[-1], r"^probe: 5/5 samples, 178/178 tokens, [0-9]+ tok/s")
+        done = [int(l.split()[1].split("/")[0]) for l in progress]
+        self.assertEqual(done, sorted(done))  # one stream of totals: rank 0 alone prints
 
     def test_failing_rank_names_itself_and_leaves_nothing(self):
         out = self.path("fail.h5")

@@ -217,7 +217,10 @@ static dfl_status wait_for_ranks(job_state *j, dfl_status local, dfl_error *err)
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (!done) nanosleep(&pause, NULL);
     }
-    if (j->rank == 0) drain(j); /* messages sent before the barrier have all arrived */
+    if (j->rank == 0) { /* messages sent before the barrier have all arrived */
+        drain(j);
+        if (j->p->progress) report_progress(j);
+    }
     return agree(local, err, j->rank, j->size);
 }
 

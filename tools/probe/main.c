@@ -36,6 +36,7 @@ static void usage(FILE *out)
             "                         under MPI: per rank)\n"
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
+            "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
             "  --help                 this text\n"
             "\n"
             "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
@@ -43,9 +44,24 @@ static void usage(FILE *out)
             "alone prints progress and errors (docs/cluster.md).\n");
 }
 
+/* Under MPI stderr reaches the user through the launcher (a pipe, a Slurm log), so
+ * progress is a line every --log-every seconds instead of a bar redrawn in place. */
 typedef struct tool_state {
     dfl_progress bar;
+    int log_lines;               /* MPI rank 0, not --quiet */
+    double log_every;            /* seconds between lines */
+    double last_line;            /* elapsed seconds at the last line */
 } tool_state;
+
+static void log_line(tool_state *st, const dfl_probe_progress *pg, double rate, double eta)
+{
+    if (st->last_line > 0 && pg->elapsed - st->last_line < st->log_every) return;
+    st->last_line = pg->elapsed;
+    fprintf(stderr, "probe: %zu/%zu samples, %lld/%lld tokens, %.0f tok/s", pg->sample, pg->samples,
+            (long long)pg->tokens_done, (long long)pg->tokens_total, rate);
+    if (eta >= 0) fprintf(stderr, ", ETA %.0f s", eta);
+    fprintf(stderr, "\n");
+}
 
 static void on_warn(void *user, const char *msg)
 {
@@ -58,6 +74,10 @@ static void on_progress(void *user, const dfl_probe_progress *pg)
     tool_state *st = user;
     double rate = pg->elapsed > 0 ? (double)pg->tokens_done / pg->elapsed : 0;
     double eta = rate > 0 ? (double)(pg->tokens_total - pg->tokens_done) / rate : -1;
+    if (st->log_lines) {
+        log_line(st, pg, rate, eta);
+        return;
+    }
     char label[64];
     snprintf(label, sizeof label, "probe layer %lld/%lld", (long long)pg->layer + 1, (long long)pg->layers);
     st->bar.label = pg->sample < pg->samples ? label : "probe";
@@ -96,10 +116,12 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
+        {"log-every", required_argument, 0, 'E'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
+    double log_every = 10.0;
     int speak = rank == 0, quiet = !speak, c, rc = 0;
     opterr = speak;
     dfl_status s = DFL_OK;
@@ -127,6 +149,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'q': quiet = 1; break;
+        case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
         default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
@@ -141,7 +164,7 @@ static int run(int argc, char **argv, int mpi, int rank)
     }
     dfl_set_threads((int)threads);
 
-    tool_state st = {dfl_progress_start(stderr, "probe", quiet)};
+    tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
     p.user = &st;
     p.warn = on_warn;
     p.progress = on_progress;
