@@ -177,11 +177,13 @@ class MpiProbe(unittest.TestCase):
 
     def test_existing_output_fails_before_work(self):
         out = self.path("exists.h5")
-        open(out, "w").write("not a dump")
+        with open(out, "w") as f:
+            f.write("not a dump")
         r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--quiet")
-        self.assertEqual(r.returncode != 0, True)
+        self.assertNotEqual(r.returncode, 0)
         self.assertIn("exists (use --force", r.stderr)
-        self.assertEqual(open(out).read(), "not a dump")
+        with open(out) as f:
+            self.assertEqual(f.read(), "not a dump")
 
     def test_killed_rank_ends_the_job_and_a_rerun_cleans_up(self):
         model = self.path("slow")
