@@ -202,7 +202,8 @@ static void on_warn(void *user, const char *msg)
     if (j->rank == 0 && j->p->warn) j->p->warn(j->p->user, msg);
 }
 
-/* Rank 0, its own share done: keep the totals moving until every rank has finished. */
+/* Every rank, its own share done, waits for the others (rank 0 keeps the totals moving),
+ * then all agree on the outcome. */
 static dfl_status wait_for_ranks(job_state *j, dfl_status local, dfl_error *err)
 {
     MPI_Request req;
