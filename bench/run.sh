@@ -192,6 +192,9 @@ if [ -f bench/train_bench.sh ]; then
     BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/train_bench.sh | tee -a "$OUT/table.txt"
 fi
 
+# probe under MPI (bench/mpi.sh)
+BIN=$BIN OUT=$OUT sh bench/mpi.sh | tee -a "$OUT/table.txt"
+
 # attnmap against matplotlib (bench/attnmap.sh), when present
 if [ -f bench/attnmap.sh ]; then
     BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"

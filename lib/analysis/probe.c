@@ -90,7 +90,8 @@ typedef struct sample_run {
     float *nll;                  /* [T] */
     int32_t *argmax;             /* [T] */
     /* progress */
-    size_t index, count;
+    size_t index;                /* file-order index: the dump's sample name */
+    size_t ordinal, count;       /* position in this run, samples in this run */
     int64_t tokens_done, tokens_total;
     double start;
 } sample_run;
@@ -184,7 +185,7 @@ static void on_layer(void *user, int64_t layer)
     for (int th = 0; th < r->nthreads; th++)
         acc_reset(&r->tacc[th], r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
     if (r->p->progress) {
-        dfl_probe_progress pg = {r->index, r->count, layer, r->L, r->tokens_done, r->tokens_total,
+        dfl_probe_progress pg = {r->ordinal, r->count, layer, r->L, r->tokens_done, r->tokens_total,
                                  now_seconds() - r->start};
         r->p->progress(r->p->user, &pg);
     }
@@ -608,6 +609,16 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
 
 /* ------------------------------------------------------------------ run */
 
+/* A subset must name existing prompts in file order, each once. */
+static dfl_status check_subset(const dfl_probe_params *p, size_t count, dfl_error *err)
+{
+    for (size_t k = 0; p->subset && k < p->n_subset; k++)
+        if (p->subset[k] >= count || (k > 0 && p->subset[k] <= p->subset[k - 1]))
+            return dfl__fail(err, DFL_ERR_USAGE, "prompt subset: index %zu (position %zu) is out of order or "
+                             "beyond the %zu prompts", p->subset[k], k, count);
+    return DFL_OK;
+}
+
 static const char *granularity_name(const dfl_forward_opts *o)
 {
     if (!o->quant_bits) return "none";
@@ -632,14 +643,17 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
 
     const dfl_config *c = &m->config;
     size_t too_long = 0, first_long = 0, longest = 0;
+    if ((s = check_subset(p, ps.count, err))) goto done;
+    size_t n_run = p->subset ? p->n_subset : ps.count;
+    /* every prompt is checked, not only this run's, so that MPI ranks fail and warn alike */
     for (size_t i = 0; i < ps.count; i++) {
         if ((s = dfl_prompt_check_vocab(&ps.items[i], c->vocab_size, p->prompts_path, err))) goto done;
-        rep.tokens += (int64_t)ps.items[i].n_tokens;
         if (c->max_position_embeddings > 0 && (int64_t)ps.items[i].n_tokens > c->max_position_embeddings) {
             if (too_long++ == 0) first_long = ps.items[i].line;
             if (ps.items[i].n_tokens > longest) longest = ps.items[i].n_tokens;
         }
     }
+    for (size_t k = 0; k < n_run; k++) rep.tokens += (int64_t)ps.items[p->subset ? p->subset[k] : k].n_tokens;
     /* one line for the whole file, not one per prompt */
     if (p->warn && too_long) {
         char msg[320];
@@ -655,11 +669,13 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if ((s = dfl_dump_attr_i64(d, ".", "topk", p->topk, err))) goto done;
     double start = now_seconds();
     int64_t done_tokens = 0;
-    for (size_t i = 0; i < ps.count; i++) {
+    for (size_t k = 0; k < n_run; k++) {
+        size_t i = p->subset ? p->subset[k] : k;
         sample_run r;
         memset(&r, 0, sizeof r);
         r.index = i;
-        r.count = ps.count;
+        r.ordinal = k;
+        r.count = n_run;
         r.tokens_done = done_tokens;
         r.tokens_total = rep.tokens;
         r.start = start;
@@ -673,11 +689,11 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         rep.flops += dfl_forward_flops(c, (int64_t)ps.items[i].n_tokens);
     }
     if (p->progress) {
-        dfl_probe_progress pg = {ps.count, ps.count, c->num_layers, c->num_layers, done_tokens, rep.tokens,
+        dfl_probe_progress pg = {n_run, n_run, c->num_layers, c->num_layers, done_tokens, rep.tokens,
                                  now_seconds() - start};
         p->progress(p->user, &pg);
     }
-    rep.samples = ps.count;
+    rep.samples = n_run;
     s = dfl_dump_finish(d, err);
     d = NULL;
 done:

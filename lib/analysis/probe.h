@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "model/forward.h"
+#include "model/model.h"
 #include "text/prompts.h"
 #include "base/status.h"
 
@@ -58,7 +59,7 @@ void dfl_map_select_free(dfl_map_select *s);
 /* ------------------------------------------------------------------ run */
 
 typedef struct dfl_probe_progress {
-    size_t sample, samples;      /* 0-based sample being run, total */
+    size_t sample, samples;      /* 0-based sample being run (in this run's order), total */
     int64_t layer, layers;       /* layer being run in that sample */
     int64_t tokens_done;         /* tokens finished so far over all samples */
     int64_t tokens_total;
@@ -77,6 +78,11 @@ typedef struct dfl_probe_params {
     double alpha;                /* hidden channel outlier threshold (default 6) */
     dfl_forward_opts forward;    /* interventions (default none) */
     int overwrite;               /* replace an existing output */
+    /* Run only these prompts (0-based indices in file order, strictly ascending; NULL =
+     * all). Samples keep their file-order index in the dump, so the dumps of disjoint
+     * subsets join into the dump of the whole set (an MPI rank's share). */
+    const size_t *subset;
+    size_t n_subset;
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);
@@ -90,6 +96,7 @@ typedef struct dfl_probe_report {
     double forward_seconds;      /* wall time inside the forward passes (incl. capture) */
     double flops;                /* matrix FLOPs of those passes (dfl_forward_flops) */
     size_t targets, targets_correct; /* samples with a target span, and how many right */
+    double join_seconds;         /* MPI runs: rank 0's time joining the ranks' parts (else 0) */
 } dfl_probe_report;
 
 /* Defaults as documented on each field. */
@@ -101,5 +108,14 @@ dfl_probe_params dfl_probe_params_default(void);
  * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
  * DFL_ERR_HDF5, DFL_ERR_NOMEM. */
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
+
+/* ------------------------------------------------------------- shards */
+
+/* Split n prompts of tokens[i] tokens over `ranks` ranks, balanced by the cost of
+ * their forward passes (dfl_forward_flops: a·T for the projections and MLP plus b·T²
+ * for attention): costliest first, each to the least-loaded rank. owner[n] receives
+ * each prompt's rank; the split depends only on the inputs. DFL_ERR_USAGE, DFL_ERR_NOMEM. */
+dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, int ranks, int *owner,
+                           dfl_error *err);
 
 #endif

@@ -8,11 +8,13 @@
 #include "model/kernels.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
+#include "cluster/probe_mpi.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
+            "       mpirun -np N probe … (the same flags: prompts split over N ranks, one dump)\n"
             "\n"
             "Runs a llama, diff_transformer or diffllama model over every prompt and writes\n"
             "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
@@ -30,15 +32,36 @@ static void usage(FILE *out)
             "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
             "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
-            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
+            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
+            "                         under MPI: per rank)\n"
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
-            "  --help                 this text\n");
+            "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
+            "  --help                 this text\n"
+            "\n"
+            "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
+            "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
+            "alone prints progress and errors (docs/cluster.md).\n");
 }
 
+/* Under MPI stderr reaches the user through the launcher (a pipe, a Slurm log), so
+ * progress is a line every --log-every seconds instead of a bar redrawn in place. */
 typedef struct tool_state {
     dfl_progress bar;
+    int log_lines;               /* MPI rank 0, not --quiet */
+    double log_every;            /* seconds between lines */
+    double last_line;            /* elapsed seconds at the last line */
 } tool_state;
+
+static void log_line(tool_state *st, const dfl_probe_progress *pg, double rate, double eta)
+{
+    if (st->last_line > 0 && pg->elapsed - st->last_line < st->log_every) return;
+    st->last_line = pg->elapsed;
+    fprintf(stderr, "probe: %zu/%zu samples, %lld/%lld tokens, %.0f tok/s", pg->sample, pg->samples,
+            (long long)pg->tokens_done, (long long)pg->tokens_total, rate);
+    if (eta >= 0) fprintf(stderr, ", ETA %.0f s", eta);
+    fprintf(stderr, "\n");
+}
 
 static void on_warn(void *user, const char *msg)
 {
@@ -51,6 +74,10 @@ static void on_progress(void *user, const dfl_probe_progress *pg)
     tool_state *st = user;
     double rate = pg->elapsed > 0 ? (double)pg->tokens_done / pg->elapsed : 0;
     double eta = rate > 0 ? (double)(pg->tokens_total - pg->tokens_done) / rate : -1;
+    if (st->log_lines) {
+        log_line(st, pg, rate, eta);
+        return;
+    }
     char label[64];
     snprintf(label, sizeof label, "probe layer %lld/%lld", (long long)pg->layer + 1, (long long)pg->layers);
     st->bar.label = pg->sample < pg->samples ? label : "probe";
@@ -78,7 +105,8 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     return DFL_OK;
 }
 
-int main(int argc, char **argv)
+/* The whole tool; under MPI every rank runs it and only rank 0 prints. */
+static int run(int argc, char **argv, int mpi, int rank)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"prompts", required_argument, 0, 'p'},
@@ -88,11 +116,14 @@ int main(int argc, char **argv)
         {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
+        {"log-every", required_argument, 0, 'E'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
-    int quiet = 0, c, rc = 0;
+    double log_every = 10.0;
+    int speak = rank == 0, quiet = !speak, c, rc = 0;
+    opterr = speak;
     dfl_status s = DFL_OK;
     while (!s && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -118,29 +149,30 @@ int main(int argc, char **argv)
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(stdout); dfl_map_select_free(&p.maps); return 0;
-        default: usage(stderr); dfl_map_select_free(&p.maps); return 2;
+        case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
+        case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
+        default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
     }
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!s && (!p.model_dir || !p.prompts_path || !p.out_path))
         s = dfl__fail(&err, DFL_ERR_USAGE, "--model, --prompts and --out are required (see --help)");
     if (s) {
-        fprintf(stderr, "probe: %s\n", err.msg);
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
         return 2;
     }
     dfl_set_threads((int)threads);
 
-    tool_state st = {dfl_progress_start(stderr, "probe", quiet)};
+    tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
     p.user = &st;
     p.warn = on_warn;
     p.progress = on_progress;
     dfl_probe_report rep;
-    s = dfl_probe_run(&p, &rep, &err);
+    s = mpi ? dfl_probe_mpi_run(&p, &rep, &err) : dfl_probe_run(&p, &rep, &err);
     dfl_progress_end(&st.bar);
     if (s) {
-        fprintf(stderr, "probe: %s\n", err.msg);
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         rc = dfl_status_exit_code(s);
     } else if (!quiet) {
         fprintf(stderr, "probe: wrote %s: %zu samples, %lld tokens, forward %.3f s (%.0f tok/s, %.2f GFLOP/s)",
@@ -148,8 +180,22 @@ int main(int argc, char **argv)
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        if (mpi) fprintf(stderr, ", parts joined in %.3f s", rep.join_seconds);
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int rank = 0, ranks = 1, mpi = dfl_mpi_launched();
+    dfl_error mpi_err = {DFL_OK, ""};
+    if (mpi && dfl_mpi_start(&argc, &argv, &rank, &ranks, &mpi_err)) {
+        fprintf(stderr, "probe: %s\n", mpi_err.msg);
+        return 1;
+    }
+    int rc = run(argc, argv, mpi, rank);
+    if (mpi) dfl_mpi_stop();
     return rc;
 }

@@ -1,0 +1,61 @@
+#!/bin/sh
+# mpi.sh — probe under MPI on this machine: 8 prompts of T tokens on the bench model
+# with --maps all, as 1 rank x 1 thread, 1 rank x 2 threads and 2 ranks x 1 thread
+# (mpirun), whole processes timed (start-up, model load, join included), best of
+# REPEATS. Prints the parallel efficiency of each against 1 x 1, the ratio of 2 ranks x 1
+# thread to 1 rank x 2 threads (target: within 10%), and rank 0's join of the parts
+# as a share of the 2-rank run (target: < 5%).
+#
+#   BIN=bin OUT=build/bench sh bench/mpi.sh     (make bench runs it; the model is the
+#                                                 one bench/run.sh writes)
+set -eu
+BIN=${BIN:-bin}
+OUT=${OUT:-build/bench}
+REPEATS=${REPEATS:-3}
+T=${MPI_TOKENS:-1024}
+PY=/usr/bin/python3
+MODEL=$OUT/model
+ROOT=""
+[ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
+[ -f "$MODEL/model.safetensors" ] || { echo "bench/mpi.sh: $MODEL missing (run bench/run.sh)" >&2; exit 1; }
+P=$OUT/mpi_prompts_$T.jsonl
+$PY - "$P" "$T" <<'PYEOF'
+import json, sys
+import numpy as np
+rng = np.random.default_rng(7)
+with open(sys.argv[1], "w") as f:
+    for i in range(8):
+        f.write(json.dumps({"id": "mpi%d" % i, "tokens": [int(t) for t in rng.integers(0, 32000, int(sys.argv[2]))]}) + "\n")
+PYEOF
+
+# run LABEL CMD...: best wall seconds and the join time of the best run
+run() {
+    label=$1; shift
+    $PY - "$REPEATS" "$@" <<'PYEOF'
+import re, subprocess, sys, time
+best, join = None, 0.0
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter()
+    r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+    t = time.perf_counter() - t
+    if r.returncode:
+        sys.exit("bench/mpi.sh: probe failed: " + r.stderr)
+    m = re.search(r"parts joined in ([0-9.]+) s", r.stderr)
+    if best is None or t < best:
+        best, join = t, float(m.group(1)) if m else 0.0
+print("%.3f %.3f" % (best, join))
+PYEOF
+}
+COMMON="--model $MODEL --prompts $P --maps all --force"
+set -- $(run 1x1 "$BIN/probe" $COMMON --out "$OUT/mpi_1x1.h5" --threads 1); t11=$1
+set -- $(run 1x2 "$BIN/probe" $COMMON --out "$OUT/mpi_1x2.h5" --threads 2); t12=$1
+set -- $(run 2x1 mpirun -np 2 $ROOT --bind-to none "$BIN/probe" $COMMON --out "$OUT/mpi_2x1.h5" --threads 1); t21=$1 join=$2
+echo
+echo "probe under MPI: 8 prompts x $T tokens, --maps all, bench model, best of $REPEATS (whole processes)"
+printf '%-22s %9s %11s\n' layout seconds efficiency
+printf '%-22s %9.3f %11s\n' "1 rank x 1 thread" "$t11" "1.00"
+awk -v a="$t11" -v b="$t12" 'BEGIN { printf "%-22s %9.3f %11.2f\n", "1 rank x 2 threads", b, a / (2 * b) }'
+awk -v a="$t11" -v b="$t21" 'BEGIN { printf "%-22s %9.3f %11.2f\n", "2 ranks x 1 thread", b, a / (2 * b) }'
+awk -v b="$t12" -v c="$t21" -v j="$join" 'BEGIN {
+    printf "2 ranks x 1 thread / 1 rank x 2 threads: %.3f (target <= 1.10)\n", c / b
+    printf "join of the parts on rank 0: %.3f s = %.1f%% of the 2-rank run (target < 5%%)\n", j, 100 * j / c }'

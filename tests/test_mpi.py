@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""probe under MPI: `mpirun -np 2 bin/probe` writes the dump a single process writes
+(every dataset, attribute and dimension scale, bit for bit) for the three model types
+with maps and statistics; outliers and noise read both alike; a rank with no prompt;
+a failing rank and a killed rank end the job with no dump and no parts left behind
+(or left for the next run to clean); the usage text names mpirun."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "ref"))
+import make_model  # noqa: E402
+
+BIN = os.environ.get("BIN", "bin")
+PROBE = os.path.abspath(os.path.join(BIN, "probe"))
+MPIRUN = shutil.which("mpirun")
+# Open MPI refuses root unless told; leak checks would report Open MPI's own allocations.
+ENV = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", OMP_NUM_THREADS="1")
+ROOT_FLAGS = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+TYPES = {"llama": dict(heads=4, kv_heads=2), "diff_transformer": dict(heads=2, kv_heads=1),
+         "diffllama": dict(heads=4, kv_heads=2)}
+
+
+def mpirun(n, *args, **kw):
+    if not MPIRUN:
+        raise AssertionError("mpirun not found: install openmpi-bin (scripts/deps.sh)")
+    cmd = [MPIRUN, "-np", str(n), "--oversubscribe", *ROOT_FLAGS, PROBE, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600, **kw)
+
+
+def plain(*args):
+    return subprocess.run([PROBE, *args], capture_output=True, text=True, env=ENV, timeout=600)
+
+
+def write_prompts(path, lengths, vocab=97, seed=0):
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for i, T in enumerate(lengths):
+            toks = [0] + [int(x) for x in rng.integers(1, vocab, T - 1)]
+            f.write(json.dumps({"id": "p%d" % i, "tokens": toks, "text": ["t%d" % j for j in range(T)],
+                                "answer": [[2, 5]], "distractor": [[6, 8]], "query": [[T - 5, T - 3]],
+                                "target": [[T - 3, T - 1]], "depth": i / max(1, len(lengths) - 1)}) + "\n")
+
+
+def objects(f):
+    out = {}
+    f.visititems(lambda name, obj: out.__setitem__(name, obj))
+    return out
+
+
+def same(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind == "O":  # variable-length strings: the values, not their pointers
+        return y.dtype.kind == "O" and x.shape == y.shape and x.tolist() == y.tolist()
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def assert_same_dump(tc, one, many):
+    """Every object, attribute, value (bit for bit), chunking and scale alike."""
+    skip = ("DIMENSION_LIST", "REFERENCE_LIST")  # object references: compared as scale names
+    with h5py.File(one, "r") as a, h5py.File(many, "r") as b:
+        oa, ob = objects(a), objects(b)
+        tc.assertEqual(sorted(oa), sorted(ob))
+        tc.assertEqual(list(a["samples"]), list(b["samples"]))  # prompt order
+        for name in [""] + sorted(oa):
+            x, y = (a, b) if name == "" else (oa[name], ob[name])
+            ka = sorted(k for k in x.attrs if k not in skip)
+            tc.assertEqual(ka, sorted(k for k in y.attrs if k not in skip), name)
+            for k in ka:
+                tc.assertTrue(same(x.attrs[k], y.attrs[k]), "%s attr %s" % (name, k))
+            if isinstance(x, h5py.Dataset):
+                tc.assertTrue(same(x[()], y[()]), name)
+                tc.assertEqual((x.chunks, x.compression, x.shuffle), (y.chunks, y.compression, y.shuffle), name)
+                for d in range(x.ndim):
+                    tc.assertEqual(x.dims[d].label, y.dims[d].label, name)
+                    tc.assertEqual([s.name for s in x.dims[d].values()], [s.name for s in y.dims[d].values()],
+                                   "%s dim %d" % (name, d))
+
+
+class MpiProbe(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="dfl_mpi_")
+        cls.models = {}
+        for t, kw in TYPES.items():
+            d = os.path.join(cls.tmp, t)
+            make_model.make_model(d, t, layers=2, hidden=32, vocab=97, seed=3, **kw)
+            cls.models[t] = d
+        cls.prompts = os.path.join(cls.tmp, "p.jsonl")
+        write_prompts(cls.prompts, [40, 17, 63, 25, 33])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def leftovers(self, out):
+        base = os.path.basename(out)
+        return [f for f in os.listdir(os.path.dirname(out)) if ".%s.part" % base in f]
+
+    def test_two_ranks_write_the_one_process_dump(self):
+        for t, model in self.models.items():
+            with self.subTest(model=t):
+                one, two = self.path(t + "_1.h5"), self.path(t + "_2.h5")
+                flags = ["--model", model, "--prompts", self.prompts, "--maps", "all", "--save-logits",
+                         "--threads", "1", "--quiet", "--force"]
+                r = plain(*flags, "--out", one)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                r = mpirun(2, *flags, "--out", two)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                assert_same_dump(self, one, two)
+                self.assertEqual(self.leftovers(two), [])
+                # pooled results of the tools, from both dumps
+                for tool, extra in (("outliers", ["--per-layer"]), ("noise", ["--by", "depth"])):
+                    outs = [subprocess.run([os.path.join(BIN, tool), f, "--format", "json", "--labels", "x",
+                                            *extra], capture_output=True, text=True, env=ENV) for f in (one, two)]
+                    self.assertEqual(outs[0].returncode, 0, outs[0].stderr)
+                    self.assertIn('"data"', outs[0].stdout)
+                    texts = [o.stdout.replace(f, "DUMP") for o, f in zip(outs, (one, two))]
+                    self.assertEqual(texts[0], texts[1], tool)
+
+    def test_more_ranks_than_prompts(self):
+        few = self.path("few.jsonl")
+        write_prompts(few, [30, 12])
+        one, three = self.path("few_1.h5"), self.path("few_3.h5")
+        flags = ["--model", self.models["diffllama"], "--prompts", few, "--maps", "all", "--threads", "1",
+                 "--quiet", "--force"]
+        self.assertEqual(plain(*flags, "--out", one).returncode, 0)
+        r = mpirun(3, *flags, "--out", three)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        assert_same_dump(self, one, three)
+
+    def test_progress_and_summary_come_from_rank_0_only(self):
+        out = self.path("summary.h5")
+        r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--threads", "1",
+                   "--force", "--log-every", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("probe: wrote")]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("5 samples, 178 tokens", lines[0])
+        # progress lines count every rank's samples and tokens; the last one all of them
+        progress = [l for l in r.stderr.splitlines() if " samples, " in l and "tok/s" in l and "wrote" not in l]
+        self.assertTrue(progress, r.stderr)
+        self.assertRegex(progress[-1], r"^probe: 5/5 samples, 178/178 tokens, [0-9]+ tok/s")
+        done = [int(l.split()[1].split("/")[0]) for l in progress]
+        self.assertEqual(done, sorted(done))  # one stream of totals: rank 0 alone prints
+
+    def test_failing_rank_names_itself_and_leaves_nothing(self):
+        out = self.path("fail.h5")
+        # rank 1 cannot put its part in place: a folder stands at its name
+        blocker = self.path(".fail.h5.part1of2.h5")
+        os.makedirs(blocker)
+        open(os.path.join(blocker, "keep"), "w").close()
+        try:
+            r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out,
+                       "--threads", "1", "--quiet")
+        finally:
+            shutil.rmtree(blocker)
+        self.assertNotEqual(r.returncode, 0)
+        ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
+        self.assertEqual(len(ours), 1, r.stderr)
+        self.assertRegex(ours[0], r"^probe: rank 1: .*part1of2\.h5.*Is a directory")
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(self.leftovers(out), [])
+
+    def test_existing_output_fails_before_work(self):
+        out = self.path("exists.h5")
+        with open(out, "w") as f:
+            f.write("not a dump")
+        r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--quiet")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("exists (use --force", r.stderr)
+        with open(out) as f:
+            self.assertEqual(f.read(), "not a dump")
+
+    def test_killed_rank_ends_the_job_and_a_rerun_cleans_up(self):
+        model = self.path("slow")
+        make_model.make_model(model, "llama", layers=4, hidden=128, heads=4, vocab=97, seed=1)
+        slow = self.path("slow.jsonl")
+        write_prompts(slow, [1200] * 6)
+        out = self.path("killed.h5")
+        cmd = [MPIRUN, "-np", "2", "--oversubscribe", *ROOT_FLAGS, PROBE, "--model", model, "--prompts", slow,
+               "--out", out, "--maps", "all", "--threads", "1", "--quiet"]
+        job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        victim = None
+        for _ in range(600):  # until rank 1 is up and has begun writing its part
+            victim = self.rank_pid(out, 1)
+            if victim and self.leftovers(out):
+                break
+            time.sleep(0.05)
+        self.assertIsNotNone(victim, "rank 1 never started")
+        os.kill(victim, signal.SIGKILL)
+        _, err = job.communicate(timeout=600)
+        self.assertNotEqual(job.returncode, 0)
+        self.assertRegex(err, r"rank 1 .*signal 9")
+        self.assertFalse(os.path.exists(out))
+        # the next run to the same output removes the killed job's parts
+        r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--threads", "1",
+                   "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.leftovers(out), [])
+
+    @staticmethod
+    def rank_pid(out, rank):
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().split(b"\0")
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"probe") and out.encode() in cmd and \
+                    ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in env:
+                return int(pid)
+        return None
+
+    def test_usage_text(self):
+        r = plain("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("mpirun -np N probe", r.stdout)
+        self.assertIn("docs/cluster.md", r.stdout)
+        r = mpirun(2, "--no-such-flag")
+        self.assertEqual(r.stderr.count("usage: probe"), 1, r.stderr)  # rank 0 alone speaks
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
