@@ -11,11 +11,15 @@
 #include "dump/dump_read.h"
 #include "view/view.h"
 
-/* Masked and out-of-map pixels: attnmap's no-data grey and hatch. */
-static const dfl_rgb NODATA = {200, 200, 200}, HATCH = {160, 160, 160};
-#define HATCH_STEP 6
+/* Masked pixels: attnmap's no-data grey, without its hatch, which would scale with
+ * the zoom into a checkerboard. */
+static const dfl_rgb NODATA = {200, 200, 200};
 /* Rows read per block while building a base grid: about this many cells. */
 #define BLOCK_CELLS ((int64_t)1 << 22)
+/* Maps with more than twice this many causal cells are previewed from about this many
+ * while their full grid is built in the background. */
+#define PREVIEW_CELLS ((int64_t)1 << 22)
+#define MAX_JOBS 64
 
 /* ------------------------------------------------------------------ cache */
 
@@ -182,6 +186,11 @@ typedef struct vdump {
     size_t n;
 } vdump;
 
+typedef struct job {
+    dfl_view_request q;
+    dfl_pool_mode mode;
+} job;
+
 struct dfl_view {
     vdump d[DFL_VIEW_MAX_DUMPS];
     size_t nd;
@@ -190,12 +199,22 @@ struct dfl_view {
     dfl_view_catalog cat;
     pthread_mutex_t dump_lock;  /* every HDF5 call */
     pthread_mutex_t build_lock; /* one base grid built at a time (no duplicate work) */
+    int64_t base_cells;
     cache c;
+    /* the background builder's queue */
+    pthread_t worker;
+    int worker_started, stop;
+    pthread_mutex_t job_lock;
+    pthread_cond_t job_cv;
+    job jobs[MAX_JOBS];
+    int njobs;
 };
+
+static void *builder(void *arg);
 
 dfl_view_params dfl_view_params_default(void)
 {
-    dfl_view_params p = {NULL, 0, (size_t)256 << 20};
+    dfl_view_params p = {NULL, 0, (size_t)256 << 20, DFL_VIEW_BASE};
     return p;
 }
 
@@ -317,6 +336,13 @@ static dfl_status open_dump(vdump *d, const char *path, dfl_error *err)
 void dfl_view_close(dfl_view *v)
 {
     if (!v) return;
+    if (v->worker_started) {
+        pthread_mutex_lock(&v->job_lock);
+        v->stop = 1;
+        pthread_cond_signal(&v->job_cv);
+        pthread_mutex_unlock(&v->job_lock);
+        pthread_join(v->worker, NULL);
+    }
     for (size_t i = 0; i < v->nd; i++) {
         vdump *d = &v->d[i];
         for (size_t k = 0; d->samples && k < d->n; k++) {
@@ -337,6 +363,8 @@ void dfl_view_close(dfl_view *v)
     pthread_mutex_destroy(&v->c.lock);
     pthread_mutex_destroy(&v->dump_lock);
     pthread_mutex_destroy(&v->build_lock);
+    pthread_mutex_destroy(&v->job_lock);
+    pthread_cond_destroy(&v->job_cv);
     free(v);
 }
 
@@ -345,12 +373,17 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
     *out = NULL;
     if (p->ndumps < 1 || p->ndumps > DFL_VIEW_MAX_DUMPS)
         return dfl__fail(err, DFL_ERR_USAGE, "give 1 to %d dumps (got %zu)", DFL_VIEW_MAX_DUMPS, p->ndumps);
+    if (p->base_cells < 64 || p->base_cells > 8192)
+        return dfl__fail(err, DFL_ERR_USAGE, "base grid of %lld cells: expected 64 to 8192", (long long)p->base_cells);
     dfl_view *v = calloc(1, sizeof *v);
     if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&v->c.lock, NULL);
     pthread_mutex_init(&v->dump_lock, NULL);
     pthread_mutex_init(&v->build_lock, NULL);
+    pthread_mutex_init(&v->job_lock, NULL);
+    pthread_cond_init(&v->job_cv, NULL);
     v->c.budget = p->cache_bytes;
+    v->base_cells = p->base_cells;
     dfl_status st = DFL_OK;
     for (size_t i = 0; !st && i < p->ndumps; i++) {
         v->nd = i + 1;
@@ -371,6 +404,11 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
     }
     v->cat.ndumps = v->nd;
     v->cat.dumps = v->dinfo;
+    if (pthread_create(&v->worker, NULL, builder, v)) {
+        dfl_view_close(v);
+        return dfl__fail(err, DFL_ERR_NOMEM, "cannot start the background thread");
+    }
+    v->worker_started = 1;
     *out = v;
     return DFL_OK;
 }
@@ -443,6 +481,7 @@ typedef struct grid {
     int64_t b, gr, gc;
     float *v;
     int diverging;
+    int complete; /* 0: a preview (build_preview) */
     double q995, lo, hi;
 } grid;
 
@@ -453,10 +492,10 @@ static void grid_drop(void *o)
     free(g);
 }
 
-static int64_t base_level(int64_t R, int64_t T)
+static int64_t base_level(const dfl_view *v, int64_t R, int64_t T)
 {
     int64_t n = R > T ? R : T, b = 0;
-    while ((n + ((int64_t)1 << b) - 1) >> b > DFL_VIEW_BASE) b++;
+    while ((n + ((int64_t)1 << b) - 1) >> b > v->base_cells) b++;
     return b;
 }
 
@@ -497,36 +536,55 @@ static dfl_status read_box(dfl_view *v, const dfl_view_request *q, int64_t r0, i
     return st;
 }
 
-static void grid_key(char *key, size_t cap, const dfl_view_request *q, dfl_pool_mode pool)
+static void grid_key(char *key, size_t cap, const dfl_view_request *q, dfl_pool_mode pool, int complete)
 {
-    snprintf(key, cap, "grid %lld %lld %lld %lld %d %lld %d", (long long)q->dump, (long long)q->sample,
+    snprintf(key, cap, "%s %lld %lld %lld %lld %d %lld %d", complete ? "grid" : "preview", (long long)q->dump,
+             (long long)q->sample,
              (long long)q->li, (long long)q->hi, (int)q->map, (long long)q->minus, (int)pool);
 }
 
-static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode, grid **out, dfl_error *err)
+/* An empty grid of the map's base geometry, all no data. */
+static dfl_status grid_new(const dfl_view *v, const dfl_view_request *q, grid **out, dfl_error *err)
 {
     const vsample *s = &v->d[q->dump].samples[q->sample];
     const int64_t R = s->info.R, T = s->info.T;
     grid *g = calloc(1, sizeof *g);
     if (!g) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    g->b = base_level(R, T);
+    g->b = base_level(v, R, T);
     g->gr = (R + ((int64_t)1 << g->b) - 1) >> g->b;
     g->gc = (T + ((int64_t)1 << g->b) - 1) >> g->b;
     g->diverging = q->map == DFL_VIEW_DIFF || q->minus >= 0;
-    int64_t block = BLOCK_CELLS / T;
+    size_t n = (size_t)g->gr * (size_t)g->gc;
+    if (!(g->v = dfl__alloc_array(n, sizeof *g->v))) {
+        free(g);
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) g->v[i] = NAN;
+    *out = g;
+    return DFL_OK;
+}
+
+/* The whole map pooled, read in blocks of about block_cells cells (the dump lock is
+ * taken per block, so tile requests get in between). */
+static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode, int64_t block_cells,
+                             grid **out, dfl_error *err)
+{
+    const vsample *s = &v->d[q->dump].samples[q->sample];
+    const int64_t R = s->info.R, T = s->info.T;
+    grid *g = NULL;
+    dfl_status st = grid_new(v, q, &g, err);
+    if (st) return st;
+    int64_t block = block_cells / T;
     block = block < 32 ? 32 : block / 32 * 32;
     if (block > R) block = R;
     size_t cells = (size_t)block * (size_t)T;
     float *buf = dfl__alloc_array(cells, sizeof *buf);               /* [block][T] */
     float *tmp = q->minus >= 0 ? dfl__alloc_array(cells, sizeof *tmp) : NULL;
     int64_t *valid = dfl__alloc_array((size_t)block, sizeof *valid); /* [block] */
-    g->v = dfl__alloc_array((size_t)g->gr * (size_t)g->gc, sizeof *g->v);
     dfl_pool *pool = NULL;
-    dfl_status st = DFL_OK;
-    if (!buf || !valid || !g->v || (q->minus >= 0 && !tmp)) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!buf || !valid || (q->minus >= 0 && !tmp)) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     /* padded to whole pixels, so pixel edges fall on multiples of 2^b cells */
-    if (!st)
-        st = dfl_pool_create(g->gr << g->b, g->gc << g->b, g->gr, g->gc, mode, &pool, err);
+    if (!st) st = dfl_pool_create(g->gr << g->b, g->gc << g->b, g->gr, g->gc, mode, &pool, err);
     for (int64_t r0 = 0; !st && r0 < R; r0 += block) {
         int64_t n = R - r0 < block ? R - r0 : block;
         int64_t c1 = s->rows[r0 + n - 1] + 1; /* keys any row of the block sees */
@@ -539,6 +597,53 @@ static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mo
     free(tmp);
     free(buf);
     free(valid);
+    if (st) {
+        grid_drop(g);
+        return st;
+    }
+    g->complete = 1;
+    *out = g;
+    return DFL_OK;
+}
+
+/* A quick preview of a large map while its grid is built in the background: the map
+ * cut into bands of query rows, each band drawn from its last 32 rows only (one row of
+ * dump chunks), so about PREVIEW_CELLS cells are read instead of all of them. Keys a
+ * base row cannot see stay no data. */
+static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode, int64_t lower,
+                                grid **out, dfl_error *err)
+{
+    const vsample *s = &v->d[q->dump].samples[q->sample];
+    const int64_t R = s->info.R, T = s->info.T;
+    grid *g = NULL;
+    dfl_status st = grid_new(v, q, &g, err);
+    if (st) return st;
+    int64_t stride = 32 * ((lower + PREVIEW_CELLS - 1) / PREVIEW_CELLS); /* rows per band */
+    float *buf = dfl__alloc_array((size_t)32 * (size_t)T, sizeof *buf); /* [32][T] */
+    float *tmp = q->minus >= 0 ? dfl__alloc_array((size_t)32 * (size_t)T, sizeof *tmp) : NULL;
+    float *line = dfl__alloc_array((size_t)g->gc, sizeof *line);      /* [gc] */
+    int64_t valid[32];
+    if (!buf || !line || (q->minus >= 0 && !tmp)) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (int64_t a = 0; !st && a < R; a += stride) {
+        int64_t e = a + stride < R ? a + stride : R;
+        int64_t r0 = e - 32 > a ? (e - 32) / 32 * 32 : a, n = e - r0;
+        int64_t c1 = s->rows[e - 1] + 1;
+        if ((st = read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
+        for (int64_t i = 0; i < n; i++) valid[i] = s->rows[r0 + i] + 1;
+        dfl_pool *pool = NULL;
+        if ((st = dfl_pool_create(n, g->gc << g->b, 1, g->gc, mode, &pool, err))) break;
+        dfl_pool_rows_valid(pool, 0, n, buf, c1, valid);
+        dfl_pool_result(pool, line);
+        dfl_pool_destroy(pool);
+        for (int64_t y = a >> g->b; y <= (e - 1) >> g->b && y < g->gr; y++) {
+            int64_t last = ((y + 1) << g->b) < R ? ((y + 1) << g->b) - 1 : R - 1;
+            int64_t seen = s->rows[last] + 1; /* keys this base row sees */
+            for (int64_t x = 0; x < g->gc; x++) g->v[y * g->gc + x] = (x << g->b) < seen ? line[x] : NAN;
+        }
+    }
+    free(buf);
+    free(tmp);
+    free(line);
     if (st) {
         grid_drop(g);
         return st;
@@ -583,27 +688,94 @@ static dfl_status grid_limits(grid *g, const uint8_t *segments, int64_t T, dfl_e
     return DFL_OK;
 }
 
-/* The base grid of a checked request, referenced (cache_release when done). */
+static dfl_status grid_finish(dfl_view *v, const dfl_view_request *q, const char *key, grid *g, entry **out,
+                              dfl_error *err)
+{
+    entry *te = NULL;
+    dfl_status st = stext_get(v, q->dump, q->sample, &te, err);
+    if (!st) {
+        const stext *t = te->obj;
+        st = grid_limits(g, t->segments, t->T, err);
+    }
+    cache_release(&v->c, te);
+    if (st) {
+        grid_drop(g);
+        return st;
+    }
+    if (!(*out = cache_put_obj(&v->c, key, g, sizeof *g + (size_t)g->gr * (size_t)g->gc * sizeof(float), grid_drop)))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    return DFL_OK;
+}
+
+/* Hand a full build to the background thread (once per key). */
+static void enqueue(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode)
+{
+    pthread_mutex_lock(&v->job_lock);
+    int dup = 0;
+    for (int i = 0; i < v->njobs; i++)
+        dup |= v->jobs[i].q.dump == q->dump && v->jobs[i].q.sample == q->sample && v->jobs[i].q.li == q->li &&
+               v->jobs[i].q.hi == q->hi && v->jobs[i].q.map == q->map && v->jobs[i].q.minus == q->minus &&
+               v->jobs[i].mode == mode;
+    if (!dup && v->njobs < MAX_JOBS) {
+        v->jobs[v->njobs].q = *q;
+        v->jobs[v->njobs].mode = mode;
+        v->njobs++;
+        pthread_cond_signal(&v->job_cv);
+    }
+    pthread_mutex_unlock(&v->job_lock);
+}
+
+/* The background builder: full grids of large maps, oldest request first. */
+static void *builder(void *arg)
+{
+    dfl_view *v = arg;
+    pthread_mutex_lock(&v->job_lock);
+    for (;;) {
+        while (!v->stop && v->njobs == 0) pthread_cond_wait(&v->job_cv, &v->job_lock);
+        if (v->stop) break;
+        job j = v->jobs[0]; /* stays queued while it runs, so it is not queued twice */
+        pthread_mutex_unlock(&v->job_lock);
+        char key[192];
+        grid_key(key, sizeof key, &j.q, j.mode, 1);
+        entry *e = cache_ref(&v->c, key);
+        grid *g = NULL;
+        dfl_error err;
+        if (!e && !build_grid(v, &j.q, j.mode, BLOCK_CELLS / 4, &g, &err)) grid_finish(v, &j.q, key, g, &e, &err);
+        cache_release(&v->c, e);
+        pthread_mutex_lock(&v->job_lock);
+        memmove(v->jobs, v->jobs + 1, (size_t)(v->njobs - 1) * sizeof *v->jobs);
+        v->njobs--;
+    }
+    pthread_mutex_unlock(&v->job_lock);
+    return NULL;
+}
+
+/* The base grid of a checked request, referenced (cache_release when done). Small
+ * maps are pooled here and now; a large one is previewed, and its full grid handed to
+ * the background builder (g->complete tells which one came back). */
 static dfl_status grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode, entry **out, dfl_error *err)
 {
-    char key[192];
-    grid_key(key, sizeof key, q, mode);
+    char key[192], pkey[192];
+    grid_key(key, sizeof key, q, mode, 1);
     if ((*out = cache_ref(&v->c, key))) return DFL_OK;
+    const vsample *s = &v->d[q->dump].samples[q->sample];
+    int64_t lower = 0; /* causal cells of the map */
+    for (int64_t r = 0; r < s->info.R; r++) lower += s->rows[r] + 1;
+    int big = lower > 2 * PREVIEW_CELLS;
+    grid_key(pkey, sizeof pkey, q, mode, 0);
+    if (big && (*out = cache_ref(&v->c, pkey))) {
+        enqueue(v, q, mode); /* again, in case the full grid was evicted since */
+        return DFL_OK;
+    }
     pthread_mutex_lock(&v->build_lock);
     dfl_status st = DFL_OK;
-    if (!(*out = cache_ref(&v->c, key))) {
+    if (!(*out = cache_ref(&v->c, big ? pkey : key))) {
         grid *g = NULL;
-        entry *te = NULL;
-        if (!(st = stext_get(v, q->dump, q->sample, &te, err)) && !(st = build_grid(v, q, mode, &g, err))) {
-            const stext *t = te->obj;
-            if ((st = grid_limits(g, t->segments, t->T, err))) grid_drop(g);
-            else if (!(*out = cache_put_obj(&v->c, key, g, sizeof *g + (size_t)g->gr * (size_t)g->gc * sizeof(float),
-                                            grid_drop)))
-                st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        }
-        cache_release(&v->c, te);
+        st = big ? build_preview(v, q, mode, lower, &g, err) : build_grid(v, q, mode, BLOCK_CELLS, &g, err);
+        if (!st) st = grid_finish(v, q, big ? pkey : key, g, out, err);
     }
     pthread_mutex_unlock(&v->build_lock);
+    if (!st && big) enqueue(v, q, mode);
     return st;
 }
 
@@ -638,15 +810,13 @@ static dfl_status pool_by(const float *src, int64_t rows, int64_t cols, int64_t 
     return st;
 }
 
-/* Colour v [h][w] into an RGB canvas; NaN cells are hatched no-data, the hatch
- * anchored at absolute pixel (ax, ay) so it runs on across tiles. */
-static void colour(dfl_canvas *c, const float *v, const dfl_norm *nm, dfl_cmap cm, int64_t ax, int64_t ay)
+/* Colour v [h][w] into an RGB canvas; NaN cells are no-data grey. */
+static void colour(dfl_canvas *c, const float *v, const dfl_norm *nm, dfl_cmap cm)
 {
     for (int y = 0; y < c->h; y++)
         for (int x = 0; x < c->w; x++) {
             float a = v[(size_t)y * (size_t)c->w + (size_t)x];
-            dfl_rgb col = isnan(a) ? ((ax + x + ay + y) % HATCH_STEP == 0 ? HATCH : NODATA)
-                                   : dfl_cmap_color(cm, dfl_norm_apply(nm, a));
+            dfl_rgb col = isnan(a) ? NODATA : dfl_cmap_color(cm, dfl_norm_apply(nm, a));
             uint8_t *px = c->px + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
             px[0] = col.r;
             px[1] = col.g;
@@ -654,12 +824,12 @@ static void colour(dfl_canvas *c, const float *v, const dfl_norm *nm, dfl_cmap c
         }
 }
 
-static dfl_status encode(const float *v, int64_t h, int64_t w, const dfl_norm *nm, dfl_cmap cm, int64_t ax, int64_t ay,
-                         unsigned char **png, size_t *len, dfl_error *err)
+static dfl_status encode(const float *v, int64_t h, int64_t w, const dfl_norm *nm, dfl_cmap cm, unsigned char **png,
+                         size_t *len, dfl_error *err)
 {
     dfl_canvas c = {(int)w, (int)h, dfl__alloc_array((size_t)w * (size_t)h, 3)};
     if (!c.px) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    colour(&c, v, nm, cm, ax, ay);
+    colour(&c, v, nm, cm);
     dfl_status st = dfl_png_encode(&c, png, len, err);
     free(c.px);
     return st;
@@ -682,8 +852,11 @@ static dfl_norm tile_norm(const dfl_view_request *q, int diverging)
     return nm;
 }
 
-static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len, dfl_error *err)
+/* A tile as PNG; *complete = 0 when drawn from a preview (not to be cached). */
+static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len, int *complete,
+                              dfl_error *err)
 {
+    *complete = 1;
     const vsample *s = &v->d[q->dump].samples[q->sample];
     const int64_t R = s->info.R, T = s->info.T, T2 = DFL_VIEW_TILE;
     const int diverging = q->map == DFL_VIEW_DIFF || q->minus >= 0;
@@ -693,11 +866,12 @@ static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned c
     dfl_cmap cm = diverging ? DFL_CMAP_RDBU : q->cmap;
     float *out = dfl__alloc_array((size_t)T2 * (size_t)T2, sizeof *out); /* [≤256][≤256] */
     if (!out) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    int64_t b = base_level(R, T), oh = 0, ow = 0;
+    int64_t b = base_level(v, R, T), oh = 0, ow = 0;
     if (q->z >= b) {
         entry *e = NULL;
         if (!(st = grid_get(v, q, q->pool, &e, err))) {
             const grid *g = e->obj;
+            *complete = g->complete;
             int64_t f = (int64_t)1 << (q->z - b), span = T2 * f;
             int64_t gy0 = q->y * span, gx0 = q->x * span;
             int64_t gh = g->gr - gy0 < span ? g->gr - gy0 : span, gw = g->gc - gx0 < span ? g->gc - gx0 : span;
@@ -731,18 +905,20 @@ static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned c
             free(valid);
         }
     }
-    if (!st) st = encode(out, oh, ow, &nm, cm, q->x * T2, q->y * T2, png, len, err);
+    if (!st) st = encode(out, oh, ow, &nm, cm, png, len, err);
     free(out);
     return st;
 }
 
 /* A thumbnail: the base grid pooled to at most px a side, on its own robust limits. */
-static dfl_status render_thumb(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len, dfl_error *err)
+static dfl_status render_thumb(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len, int *complete,
+                               dfl_error *err)
 {
     entry *e = NULL;
     dfl_status st = grid_get(v, q, DFL_POOL_MEAN, &e, err);
     if (st) return st;
     const grid *g = e->obj;
+    *complete = g->complete;
     int64_t f = 1;
     while ((g->gr + f - 1) / f > q->px || (g->gc + f - 1) / f > q->px) f *= 2;
     float *out = dfl__alloc_array((size_t)q->px * (size_t)q->px, sizeof *out);
@@ -756,7 +932,7 @@ static dfl_status render_thumb(dfl_view *v, const dfl_view_request *q, unsigned 
         nm.vmax = g->q995;
         nm.vmin = g->diverging ? -g->q995 : (g->lo < 0 ? g->lo : 0);
         if (!(nm.vmin < nm.vmax)) nm.vmin = nm.vmax - 1;
-        st = encode(out, oh, ow, &nm, g->diverging ? DFL_CMAP_RDBU : q->cmap, 0, 0, png, len, err);
+        st = encode(out, oh, ow, &nm, g->diverging ? DFL_CMAP_RDBU : q->cmap, png, len, err);
     }
     free(out);
     cache_release(&v->c, e);
@@ -1019,6 +1195,7 @@ static dfl_status limits_json(dfl_view *v, const dfl_view_request *q, cJSON **ou
     cJSON_AddNumberToObject(o, "data_min", g->lo);
     cJSON_AddNumberToObject(o, "data_max", g->hi);
     cJSON_AddNumberToObject(o, "base_level", (double)g->b);
+    cJSON_AddBoolToObject(o, "complete", g->complete);
     cache_release(&v->c, e);
     *out = o;
     return DFL_OK;
@@ -1091,9 +1268,10 @@ void dfl_view_handle(dfl_view *v, const char *method, const char *target, dfl_vi
                  q.vmin, q.vmax, (int)q.scale, (int)q.cmap, (int)q.pool, (long long)q.px);
         unsigned char *png = cache_get_png(&v->c, key, &resp->len);
         if (!png) {
-            st = q.kind == DFL_VIEW_THUMB ? render_thumb(v, &q, &png, &resp->len, &err)
-                                          : render_tile(v, &q, &png, &resp->len, &err);
-            if (!st) cache_put_png(&v->c, key, png, resp->len);
+            int complete = 0;
+            st = q.kind == DFL_VIEW_THUMB ? render_thumb(v, &q, &png, &resp->len, &complete, &err)
+                                          : render_tile(v, &q, &png, &resp->len, &complete, &err);
+            if (!st && complete) cache_put_png(&v->c, key, png, resp->len);
         }
         if (!st) {
             resp->code = 200;

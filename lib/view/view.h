@@ -3,9 +3,9 @@
  *
  * Tiles are rendered on demand. Each map (dump, sample, layer, head, map, minus, pool)
  * gets a base grid the first time it is shown: the whole map pooled in one pass to at
- * most DFL_VIEW_BASE cells a side (2^b × 2^b cells each); zoom levels z >= b are pooled
+ * most base_cells a side (DFL_VIEW_BASE by default) (2^b × 2^b cells each); zoom levels z >= b are pooled
  * from it, levels z < b read only the dump chunks the tile covers. Masked (future)
- * cells are no data: pooled over the causal cells only, drawn grey and hatched. Base
+ * cells are no data: pooled over the causal cells only, drawn grey. Base
  * grids and PNG tiles share one LRU cache with a byte budget, so the server's memory
  * stays bounded whatever the map size. HDF5 is not thread-safe: dump reads take one
  * lock (their chunks still decode on every core); rendering and encoding run in
@@ -27,6 +27,8 @@ typedef struct dfl_view_params {
     const char *const *dumps; /* [ndumps] paths, 1 .. DFL_VIEW_MAX_DUMPS */
     size_t ndumps;
     size_t cache_bytes;       /* budget of the tile and grid cache; default 256 MiB */
+    int64_t base_cells;       /* cells per side of a base grid, at most; 64 .. 8192, default
+                                 DFL_VIEW_BASE (smaller: less memory, more dump reads) */
 } dfl_view_params;
 
 dfl_view_params dfl_view_params_default(void);

@@ -19,11 +19,11 @@ const char *dfl_view_map_name(dfl_view_map m)
 
 enum {
     P_D, P_S, P_L, P_H, P_M, P_MINUS, P_Z, P_X, P_Y, P_Q, P_K, P_TOPK, P_WIDTH, P_PX, P_VMIN, P_VMAX, P_SCALE,
-    P_CMAP, P_POOL, P_COUNT
+    P_CMAP, P_POOL, P_REV, P_COUNT
 };
 static const char *const param_names[P_COUNT] = {"d",    "s",     "l",  "h",    "m",    "minus", "z",
                                                  "x",    "y",     "q",  "k",    "topk", "width", "px",
-                                                 "vmin", "vmax",  "scale", "cmap", "pool"};
+                                                 "vmin", "vmax",  "scale", "cmap", "pool", "rev"};
 
 #define B(p) (1u << (p))
 #define MAPSEL (B(P_D) | B(P_S) | B(P_L) | B(P_H))
@@ -44,9 +44,9 @@ static const struct endpoint {
     {"/api/limits", DFL_VIEW_LIMITS, 0, MAPSEL | B(P_M) | B(P_MINUS) | B(P_POOL), MAPSEL | B(P_M)},
     {"/api/tile", DFL_VIEW_TILE_REQ, 0,
      MAPSEL | B(P_M) | B(P_MINUS) | B(P_Z) | B(P_X) | B(P_Y) | B(P_VMIN) | B(P_VMAX) | B(P_SCALE) | B(P_CMAP) |
-         B(P_POOL),
+         B(P_POOL) | B(P_REV),
      MAPSEL | B(P_M) | B(P_Z) | B(P_X) | B(P_Y) | B(P_VMIN) | B(P_VMAX)},
-    {"/api/thumb", DFL_VIEW_THUMB, 0, MAPSEL | B(P_M) | B(P_MINUS) | B(P_PX) | B(P_CMAP), MAPSEL | B(P_M)},
+    {"/api/thumb", DFL_VIEW_THUMB, 0, MAPSEL | B(P_M) | B(P_MINUS) | B(P_PX) | B(P_CMAP) | B(P_REV), MAPSEL | B(P_M)},
     {"/api/cell", DFL_VIEW_CELL, 0, MAPSEL | B(P_Q) | B(P_K), MAPSEL | B(P_Q) | B(P_K)},
     {"/api/row", DFL_VIEW_ROW, 0, MAPSEL | B(P_M) | B(P_Q) | B(P_MINUS) | B(P_TOPK) | B(P_WIDTH),
      MAPSEL | B(P_M) | B(P_Q)},
@@ -147,6 +147,10 @@ static int parse_param(int p, const char *v, dfl_view_request *r, dfl_error *err
     case P_POOL:
         if (dfl_pool_parse(v, &r->pool, err)) return 400;
         return 0;
+    case P_REV: {
+        int64_t ignored;
+        return parse_int(name, v, 0, 1000000000, &ignored, err);
+    }
     }
     return 400;
 }

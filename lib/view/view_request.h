@@ -16,15 +16,16 @@
  *   /api/dumps                                     every dump, its samples and their sizes
  *   /api/sample    d s                             tokens, text, segments, λ, noise, outliers
  *   /api/limits    d s l h m [minus pool]          robust colour limits of one map
- *   /api/tile      d s l h m z x y vmin vmax [minus scale cmap pool]   a PNG tile
- *   /api/thumb     d s l h m [px minus]            a small PNG of the whole map
+ *   /api/tile      d s l h m z x y vmin vmax [minus scale cmap pool rev]   a PNG tile
+ *   /api/thumb     d s l h m [px minus cmap rev]   a small PNG of the whole map
  *   /api/cell      d s l h q k                     map1, map2, diff at (query q, key k), λ
  *   /api/row       d s l h m q [topk width minus]  top-k keys of query q, pooled row strip
  *   /api/colormap  [cmap]                          the 256 colours of a colormap
  * d, minus: dump index (minus: subtract that dump's map, same sample); s: sample index;
  * l, h: layer and head numbers as captured (attn/layers, attn/heads); m: map1, map2,
  * diff; q: a query position among attn/rows; k: a key position; z: zoom level (a pixel
- * covers 2^z × 2^z cells), x, y: tile column and row (tiles of DFL_VIEW_TILE pixels).
+ * covers 2^z × 2^z cells), x, y: tile column and row (tiles of DFL_VIEW_TILE pixels);
+ * rev: any number, ignored (the page changes it to refetch a tile drawn from a preview).
  */
 #ifndef DFL_VIEW_REQUEST_H
 #define DFL_VIEW_REQUEST_H

@@ -22,17 +22,20 @@ static void usage(FILE *out)
             "                    can reach it can read the dumps (default: refused)\n"
             "  --cache-mb N      memory for rendered tiles and pooled maps, 16 to 65536 (default: 256)\n"
             "  --threads N       request threads, 1 to 64 (default: 4)\n"
+            "  --base-cells N    each map is pooled once to at most N x N cells for the zoomed-out\n"
+            "                    levels; closer zooms read the dump, 64 to 8192 (default: 2048)\n"
             "  --quiet           print only the URL\n"
             "  --help            this text\n");
 }
 
 int main(int argc, char **argv)
 {
-    enum { O_PORT = 256, O_BIND, O_REMOTE, O_CACHE, O_THREADS, O_QUIET, O_HELP };
+    enum { O_PORT = 256, O_BIND, O_REMOTE, O_CACHE, O_THREADS, O_BASE, O_QUIET, O_HELP };
     static const struct option opts[] = {
         {"port", required_argument, 0, O_PORT},     {"bind", required_argument, 0, O_BIND},
         {"allow-remote", no_argument, 0, O_REMOTE}, {"cache-mb", required_argument, 0, O_CACHE},
-        {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
+        {"threads", required_argument, 0, O_THREADS}, {"base-cells", required_argument, 0, O_BASE},
+        {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},           {0, 0, 0, 0}};
     dfl_view_params vp = dfl_view_params_default();
     dfl_view_server_params sp = dfl_view_server_params_default();
@@ -55,6 +58,9 @@ int main(int argc, char **argv)
         case O_THREADS:
             if (dfl_cli_int("--threads", optarg, 1, 64, &x, &err)) goto bad;
             sp.threads = (int)x;
+            break;
+        case O_BASE:
+            if (dfl_cli_int("--base-cells", optarg, 64, 8192, &vp.base_cells, &err)) goto bad;
             break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
