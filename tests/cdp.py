@@ -114,12 +114,16 @@ class Browser:
                                       "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.time() + 120
-        while not (os.path.exists(port_file) and open(port_file).read().count("\n") >= 1):
+        text = ""
+        while text.count("\n") < 1:
             if self.proc.poll() is not None or time.time() > deadline:
                 self.close()
                 raise RuntimeError("chromium did not start its DevTools endpoint")
             time.sleep(0.05)
-        port = int(open(port_file).read().split()[0])
+            if os.path.exists(port_file):
+                with open(port_file) as f:
+                    text = f.read()
+        port = int(text.split()[0])
         pages = []
         while not pages:
             with urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port) as r:
