@@ -430,15 +430,21 @@ class View(unittest.TestCase):
             b.mouse("mouseMoved", pt["x"], pt["y"])
             b.wait("document.getElementById('hover').dataset.q === '%d' && "
                    "document.getElementById('hover').dataset.k === '%d'" % (q, k), what="the hover box")
+            # the text shown (6 significant digits) and the exact value behind it
             shown = b.eval("Object.fromEntries([...document.querySelectorAll('#hover td[data-field]')]"
-                           ".map(td => [td.dataset.dump + ':' + td.dataset.field, td.textContent]))")
-            self.assertEqual(np.float32(shown["0:map1"]), a[q, k])
-            self.assertEqual(shown["0:map2"], "—")
+                           ".map(td => [td.dataset.dump + ':' + td.dataset.field, [td.textContent, td.dataset.value]]))")
+
+            def check(key, want):
+                text, exact = shown[key]
+                self.assertEqual(np.float32(exact), want, key)
+                self.assertAlmostEqual(float(text), float(want), delta=abs(float(want)) * 5e-6 + 1e-12, msg=key)
+            check("0:map1", a[q, k])
+            self.assertEqual(shown["0:map2"][0], "—")
             with h5py.File(self.df, "r") as f:
                 g = f["samples/000002/attn"]
                 for m in ("map1", "map2", "diff"):
-                    self.assertEqual(np.float32(shown["1:" + m]), g[m][0, 0, q, k], m)
-                self.assertEqual(np.float32(shown["1:lambda"]), f["model/lambda"][0])
+                    check("1:" + m, g[m][0, 0, q, k])
+                check("1:lambda", f["model/lambda"][0])
             tok = b.eval("document.querySelectorAll('#hover .tok')[1].textContent")
             with h5py.File(self.tr, "r") as f:
                 self.assertEqual(tok, f["samples/000002/token_text"][k].decode())

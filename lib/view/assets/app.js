@@ -38,9 +38,10 @@ function option(sel, value, text) {
   sel.appendChild(o);
 }
 
+// Six significant digits on screen; the exact value rides along in data-value.
 function fmt(v) {
   if (v === null || v === undefined) return "—";
-  return String(v);
+  return Number(v).toPrecision(6);
 }
 
 // ---------------------------------------------------------------- selection
@@ -393,6 +394,7 @@ async function hover(cell) {
       td.textContent = j ? fmt(v) : v;
       if (j) {
         td.className = "v";
+        td.dataset.value = v === null || v === undefined ? "" : String(v);
         td.dataset.dump = d;
         td.dataset.field = ["", "map1", "map2", "diff", "lambda"][j];
       }
