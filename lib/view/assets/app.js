@@ -13,7 +13,7 @@ const MAX_TILES = 600;   // tile images kept in the page
 const $ = (id) => document.getElementById(id);
 const st = {
   dumps: [], samples: {}, cmaps: {}, tiles: new Map(),
-  a: 0, b: -1, mode: "single", s: 0, layer: 0, head: 0, map: "map1",
+  a: 0, b: -1, mode: "single", s: 0, layer: 0, head: 0, map: "",  // "": the last the dump has (diff for Diff)
   view: null,      // {s: px per cell, ox, oy: cell at the area's top-left}
   panels: [],      // [{dump, map, minus, limits, canvas, bar}]
   row: null,       // selected query position
