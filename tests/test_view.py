@@ -150,9 +150,10 @@ class View(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        codes = []
         for p in cls.procs:
             p.terminate()
-            p.wait(60)
+            codes.append(p.wait(60))  # a clean stop (and, under make asan, no leaks)
             p.stdout.close()
             p.stderr.close()
         shutil.rmtree(cls.root)
@@ -248,17 +249,9 @@ class View(unittest.TestCase):
             self.assertEqual(np.float32(lim["vmax"]), q)
             self.assertEqual(np.float32(lim["data_max"]), a[causal].max())
 
-    def check_tile(self, url, d, path, m, z, x, y, pool, vmin, vmax, exact_share=0.99):
-        a, rows = self.dump_map(path, 2, m, 1, 0)
-        div = m == "diff"
-        code, ctype, body = get(url, "/api/tile?d=%d&s=2&l=1&h=0&m=%s&z=%d&x=%d&y=%d&vmin=%r&vmax=%r&pool=%s"
-                                % (d, m, z, x, y, vmin, vmax, pool))
-        self.assertEqual((code, ctype), (200, "image/png"), body[:200])
+    def compare_tile(self, body, ref, vmin, vmax, div, exact_share=0.99):
+        """A PNG tile against brute-force pooled values ref (NaN = masked)."""
         px = png_pixels(body, self.root)
-        f = 2 ** z
-        span = 256 * f
-        ref = pool_ref(a[y * span:(y + 1) * span, x * span:(x + 1) * span], rows[y * span:(y + 1) * span], x * span, f,
-                       pool)
         self.assertEqual(px.shape[:2], ref.shape)
         masked = np.isnan(ref)
         self.assertTrue(masked.any() and (~masked).any())
@@ -269,6 +262,74 @@ class View(unittest.TestCase):
         # the server rounds once to f32 before colouring: an index may move by one at a boundary
         self.assertLessEqual(np.abs(got - want).max(), 1, "tile colours far from the reference")
         self.assertGreaterEqual((got == want).mean(), exact_share)
+
+    def check_tile(self, url, d, path, m, z, x, y, pool, vmin, vmax):
+        a, rows = self.dump_map(path, 2, m, 1, 0)
+        code, ctype, body = get(url, "/api/tile?d=%d&s=2&l=1&h=0&m=%s&z=%d&x=%d&y=%d&vmin=%r&vmax=%r&pool=%s"
+                                % (d, m, z, x, y, vmin, vmax, pool))
+        self.assertEqual((code, ctype), (200, "image/png"), body[:200])
+        f = 2 ** z
+        span = 256 * f
+        ref = pool_ref(a[y * span:(y + 1) * span, x * span:(x + 1) * span], rows[y * span:(y + 1) * span], x * span, f,
+                       pool)
+        self.compare_tile(body, ref, vmin, vmax, m == "diff")
+
+    def test_large_map_preview_then_complete(self):
+        # 4096 tokens: 8.4 M causal cells, enough for a preview first and the full
+        # pooled grid (2 x 2 cells a pixel) from the background thread
+        T = 4096
+        model = os.path.join(self.root, "m4")
+        make_model.make_model(model, "llama", layers=1, hidden=16, heads=1, ffn=32, vocab=VOCAB, max_pos=T, seed=1)
+        rng = np.random.default_rng(4)
+        pfile = os.path.join(self.root, "p4.jsonl")
+        with open(pfile, "w") as f:
+            f.write(json.dumps({"id": "long", "tokens": [0] + [int(t) for t in rng.integers(1, VOCAB, T - 1)]}) + "\n")
+        dump = self.probe("m4", pfile, "d4.h5")
+        p, url = start_server(dump, "--cache-mb", "80")
+        try:
+            q = "/api/limits?d=0&s=0&l=0&h=0&m=map1"
+            self.assertFalse(get_json(url, q)["complete"])  # the first answer is the preview
+            code, ctype, body = get(url, "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=4&x=0&y=0&vmin=0&vmax=0.01")
+            self.assertEqual((code, ctype, body[:4]), (200, "image/png", b"\x89PNG"))
+            for pool in ("max", "mean"):
+                while True:  # the background pooling ends (no time limit: the machine may be busy)
+                    lim = get_json(url, q + "&pool=" + pool)
+                    if lim["complete"]:
+                        break
+                    time.sleep(0.1)
+            with h5py.File(dump, "r") as f:
+                a = f["samples/000000/attn/map1"][0, 0].astype(np.float32)
+                seg = f["samples/000000/segments"][:]
+            rows = np.arange(T)
+            base = pool_ref(a, rows, 0, 2, "mean")  # the pooled grid: 2048 x 2048
+            bos = np.zeros(base.shape[1], bool)
+            bos[np.nonzero(seg == 1)[0] // 2] = True
+            v = np.sort(base[:, ~bos][~np.isnan(base[:, ~bos])])
+            want = v[int(np.floor(0.995 * (len(v) - 1) + 0.5))]
+            self.assertAlmostEqual(lim["vmax"], want, delta=abs(want) * 1e-6)
+            vmax = lim["vmax"]
+            for z, x, y, pool in ((4, 0, 0, "max"), (3, 1, 1, "mean"), (0, 9, 9, "mean"), (1, 3, 3, "max")):
+                code, ctype, body = get(url, "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=%d&x=%d&y=%d&vmin=0&vmax=%r&pool=%s"
+                                        % (z, x, y, vmax, pool))
+                self.assertEqual(code, 200)
+                f = 2 ** z
+                span = 256 * f
+                ref = pool_ref(a[y * span:(y + 1) * span, x * span:(x + 1) * span], rows[y * span:(y + 1) * span],
+                               x * span, f, pool)
+                if pool == "mean" and z > 1:
+                    # pooled from the 2 x 2 grid: means of block means; compare with the
+                    # reference built the same way from the brute-force grid
+                    g = base[y * span // 2:(y + 1) * span // 2, x * span // 2:(x + 1) * span // 2]
+                    ref = pool_ref(g, np.full(g.shape[0], 1 << 30), 0, f // 2, "mean")
+                    ref[np.isnan(pool_ref(a[y * span:(y + 1) * span, x * span:(x + 1) * span],
+                                          rows[y * span:(y + 1) * span], x * span, f, "max"))] = np.nan
+                with self.subTest(z=z, x=x, y=y, pool=pool):
+                    self.compare_tile(body, ref, 0.0, vmax, False)
+        finally:
+            p.terminate()
+            self.assertEqual(p.wait(60), 0)
+            p.stdout.close()
+            p.stderr.close()
 
     def test_tiles_exact_and_pooled_on_both_paths(self):
         for url in (self.url, self.url2):
@@ -389,6 +450,7 @@ class View(unittest.TestCase):
             ((self.tr, "--bind", "localhost"), 2, "not a numeric"),
             ((self.tr, "--port", "70000"), 2, "--port"),
             ((self.tr, "--cache-mb", "1"), 2, "--cache-mb"),
+            ((self.tr, "--cache-mb", "20"), 2, "too small for base grids of 2048 cells: need 36 MiB"),
             ((os.path.join(self.root, "missing.h5"),), 1, "missing.h5"),
             ((os.path.join(self.root, "p.jsonl"),), 1, "p.jsonl"),
         ]

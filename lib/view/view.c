@@ -158,6 +158,15 @@ static entry *cache_put_obj(cache *c, const char *key, void *obj, size_t bytes, 
     return e;
 }
 
+/* Make key the next entry to go (when unreferenced): a preview once its full grid is in. */
+static void cache_age(cache *c, const char *key)
+{
+    pthread_mutex_lock(&c->lock);
+    entry *e = find_locked(c, key);
+    if (e) e->used = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void cache_release(cache *c, entry *e)
 {
     if (!e) return;
@@ -375,6 +384,12 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
         return dfl__fail(err, DFL_ERR_USAGE, "give 1 to %d dumps (got %zu)", DFL_VIEW_MAX_DUMPS, p->ndumps);
     if (p->base_cells < 64 || p->base_cells > 8192)
         return dfl__fail(err, DFL_ERR_USAGE, "base grid of %lld cells: expected 64 to 8192", (long long)p->base_cells);
+    /* a map's preview and its full grid must fit together, or the full grid would be
+     * evicted as soon as it is made and made again */
+    size_t need = 2 * (size_t)p->base_cells * (size_t)p->base_cells * sizeof(float) + ((size_t)4 << 20);
+    if (p->cache_bytes < need)
+        return dfl__fail(err, DFL_ERR_USAGE, "a cache of %zu MiB is too small for base grids of %lld cells: need %zu MiB",
+                         p->cache_bytes >> 20, (long long)p->base_cells, (need + ((size_t)1 << 20) - 1) >> 20);
     dfl_view *v = calloc(1, sizeof *v);
     if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&v->c.lock, NULL);
@@ -759,6 +774,8 @@ static void *builder(void *arg)
         dfl_error err;
         if (!e && !build_grid(v, &j.q, j.mode, BLOCK_CELLS / 4, &g, &err)) grid_finish(v, &j.q, key, g, &e, &err);
         cache_release(&v->c, e);
+        grid_key(key, sizeof key, &j.q, j.mode, 0);
+        cache_age(&v->c, key);
         pthread_mutex_lock(&v->job_lock);
         memmove(v->jobs, v->jobs + 1, (size_t)(v->njobs - 1) * sizeof *v->jobs);
         v->njobs--;
@@ -1199,10 +1216,12 @@ static cJSON *colormap_json(dfl_cmap cm)
     return o;
 }
 
+/* Limits over the grid pooled as the tiles will be (mean or max), as attnmap takes
+ * them over the pooled image it draws. */
 static dfl_status limits_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err)
 {
     entry *e = NULL;
-    dfl_status st = grid_get(v, q, DFL_POOL_MEAN, &e, err);
+    dfl_status st = grid_get(v, q, q->pool, &e, err);
     if (st) return st;
     const grid *g = e->obj;
     cJSON *o = cJSON_CreateObject();
