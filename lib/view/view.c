@@ -757,6 +757,17 @@ static void enqueue(dfl_view *v, const dfl_view_request *q, dfl_pool_mode mode)
     pthread_mutex_unlock(&v->job_lock);
 }
 
+/* A background build that failed, kept so the map answers with its error instead of
+ * being rebuilt at every poll. */
+typedef struct failure {
+    dfl_error err;
+} failure;
+
+static void failure_drop(void *o)
+{
+    free(o);
+}
+
 /* The background builder: full grids of large maps, oldest request first. */
 static void *builder(void *arg)
 {
@@ -772,8 +783,17 @@ static void *builder(void *arg)
         entry *e = cache_ref(&v->c, key);
         grid *g = NULL;
         dfl_error err;
-        if (!e && !build_grid(v, &j.q, j.mode, BLOCK_CELLS / 4, &g, &err)) grid_finish(v, &j.q, key, g, &e, &err);
+        dfl_status st = DFL_OK;
+        if (!e && !(st = build_grid(v, &j.q, j.mode, BLOCK_CELLS / 4, &g, &err)))
+            st = grid_finish(v, &j.q, key, g, &e, &err);
         cache_release(&v->c, e);
+        failure *f = st ? malloc(sizeof *f) : NULL;
+        if (f) {
+            char fkey[200];
+            f->err = err;
+            snprintf(fkey, sizeof fkey, "failed %s", key);
+            cache_release(&v->c, cache_put_obj(&v->c, fkey, f, sizeof *f, failure_drop));
+        }
         grid_key(key, sizeof key, &j.q, j.mode, 0);
         cache_age(&v->c, key);
         pthread_mutex_lock(&v->job_lock);
@@ -797,6 +817,16 @@ static dfl_status grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_mode
     for (int64_t r = 0; r < s->info.R; r++) lower += s->rows[r] + 1;
     int big = lower > 2 * PREVIEW_CELLS;
     grid_key(pkey, sizeof pkey, q, mode, 0);
+    if (big) {
+        char fkey[200];
+        snprintf(fkey, sizeof fkey, "failed %s", key);
+        entry *fe = cache_ref(&v->c, fkey);
+        if (fe) {
+            dfl_status st = dfl__fail(err, ((failure *)fe->obj)->err.status, "%s", ((failure *)fe->obj)->err.msg);
+            cache_release(&v->c, fe);
+            return st;
+        }
+    }
     if (big && (*out = cache_ref(&v->c, pkey))) {
         enqueue(v, q, mode); /* again, in case the full grid was evicted since */
         return DFL_OK;
@@ -922,18 +952,28 @@ static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned c
         if (kend <= c0) {
             for (size_t i = 0; i < (size_t)(oh * ow); i++) out[i] = NAN; /* wholly in the future */
         } else {
-            size_t cells = (size_t)(r1 - r0) * (size_t)(kend - c0);
-            float *buf = dfl__alloc_array(cells, sizeof *buf);                              /* [r1-r0][kend-c0] */
+            /* read and pool in blocks of whole pixel rows, so memory stays at about
+             * BLOCK_CELLS cells whatever the zoom level and map size */
+            int64_t w = kend - c0, block = BLOCK_CELLS / w / f * f;
+            if (block < f) block = f;
+            if (block > r1 - r0) block = r1 - r0;
+            size_t cells = (size_t)block * (size_t)w;
+            float *buf = dfl__alloc_array(cells, sizeof *buf); /* [block][w] */
             float *tmp = q->minus >= 0 ? dfl__alloc_array(cells, sizeof *tmp) : NULL;
-            int64_t *valid = dfl__alloc_array((size_t)(r1 - r0), sizeof *valid);
+            int64_t *valid = dfl__alloc_array((size_t)block, sizeof *valid);
+            dfl_pool *pool = NULL;
             if (!buf || !valid || (q->minus >= 0 && !tmp)) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-            if (!st) st = read_box(v, q, r0, r1 - r0, c0, kend, buf, tmp, err);
-            if (!st) {
-                for (int64_t i = r0; i < r1; i++) valid[i - r0] = (s->rows[i] + 1 < kend ? s->rows[i] + 1 : kend) - c0;
-                /* columns past kend are no data too: pool over the full width */
-                int64_t h2, w2;
-                st = pool_by(buf, r1 - r0, c1 - c0, kend - c0, valid, f, q->pool, out, &h2, &w2, err);
+            /* padded to whole pixels; columns past kend are no data too */
+            if (!st) st = dfl_pool_create(oh * f, ow * f, oh, ow, q->pool, &pool, err);
+            for (int64_t a0 = r0; !st && a0 < r1; a0 += block) {
+                int64_t n = r1 - a0 < block ? r1 - a0 : block;
+                if ((st = read_box(v, q, a0, n, c0, kend, buf, tmp, err))) break;
+                for (int64_t i = 0; i < n; i++)
+                    valid[i] = (s->rows[a0 + i] + 1 < kend ? s->rows[a0 + i] + 1 : kend) - c0;
+                dfl_pool_rows_valid(pool, a0 - r0, n, buf, w, valid);
             }
+            if (!st) dfl_pool_result(pool, out);
+            dfl_pool_destroy(pool);
             free(buf);
             free(tmp);
             free(valid);
