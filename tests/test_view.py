@@ -533,6 +533,11 @@ class View(unittest.TestCase):
             self.assertEqual(thumbs, 8)  # both dumps' 2 layers x 2 heads
             b.eval("document.querySelector('.ovgrid img[data-layer=\"1\"][data-head=\"1\"]').click()")
             b.wait("dlv.state.layer === 1 && dlv.state.head === 1 && dlv.tilesLoaded()", what="a thumbnail")
+            # the hover box follows the map opened: the same cell, layer 1 head 1
+            a11, _ = self.dump_map(self.tr, 2, "map1", 1, 1)
+            b.wait("(() => { const td = document.querySelector('#hover td[data-dump=\"0\"][data-field=\"map1\"]');"
+                   " return td && Math.fround(+td.dataset.value) === Math.fround(%r); })()" % float(a11[q, k]),
+                   what="the hover box of layer 1 head 1")
             b.eval("document.getElementById('fit').click()")
             b.wait("dlv.tilesLoaded()")
             time.sleep(0.3)

@@ -164,6 +164,10 @@ async function rebuild(keepView) {
     };
     setTimeout(poll, 500);
   }
+  // what the side panel shows follows the new map: the last hovered cell, the selected row
+  const lc = st.lastCell;
+  if (lc && lc.r < sa.R && lc.k < sa.T) hover({ ...lc, q: st.panels[0].sample.rows[lc.r] });
+  else { st.lastCell = null; $("hover").textContent = "hover the map"; }
   if (st.row !== null && sa.R && st.panels[0].sample.rows.includes(st.row)) selectRow(st.row);
   else { st.row = null; $("topk").innerHTML = ""; $("rowtitle").textContent = ""; clearStrip(); }
 }
@@ -364,6 +368,7 @@ function tokenText(sample, pos) {
 
 async function hover(cell) {
   const seq = ++st.hoverSeq;
+  st.lastCell = cell;
   const dumps = [st.a];
   if (st.b >= 0 && pairOk() && st.mode !== "single") dumps.push(st.b);
   let res;
