@@ -451,6 +451,10 @@ class View(unittest.TestCase):
             ((self.tr, "--port", "70000"), 2, "--port"),
             ((self.tr, "--cache-mb", "1"), 2, "--cache-mb"),
             ((self.tr, "--cache-mb", "20"), 2, "too small for base grids of 2048 cells: need 36 MiB"),
+            ((self.tr, "--threads", "0"), 2, "--threads"),
+            ((self.tr, "--base-cells", "32"), 2, "--base-cells"),
+            ((self.tr,) * 17, 2, "at most 16 dumps"),
+            ((self.tr, "--port", self.url.rsplit(":", 1)[1].strip("/")), 1, "cannot listen on 127.0.0.1 port"),
             ((os.path.join(self.root, "missing.h5"),), 1, "missing.h5"),
             ((os.path.join(self.root, "p.jsonl"),), 1, "p.jsonl"),
         ]
