@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         code = dfl_view_request_check(&CAT, &r, &err);
         if (code && code != 400 && code != 404) abort();
-        if (!code && r.kind != DFL_VIEW_ASSET && r.kind != DFL_VIEW_DUMPS && r.kind != DFL_VIEW_COLORMAP) {
+        if (!code && r.kind != DFL_VIEW_ASSET && r.kind != DFL_VIEW_DUMPS && r.kind != DFL_VIEW_COLORMAP &&
+            r.kind != DFL_VIEW_TICKS) {
             if (r.dump < 0 || (size_t)r.dump >= CAT.ndumps || r.sample < 0 ||
                 (size_t)r.sample >= CAT.dumps[r.dump].nsamples)
                 abort();

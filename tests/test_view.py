@@ -232,6 +232,15 @@ class View(unittest.TestCase):
         self.assertEqual([e["k"] for e in r["top"]], order)
         np.testing.assert_allclose([e["v"] for e in r["top"]], diff[order], rtol=0, atol=1e-7)
 
+    def test_ticks(self):
+        t = get_json(self.url, "/api/ticks?vmin=0&vmax=0.05")["ticks"]
+        self.assertEqual([x["label"] for x in t], ["0", "0.01", "0.02", "0.03", "0.04", "0.05"])
+        np.testing.assert_allclose([x["t"] for x in t], np.array([x["v"] for x in t]) / 0.05, atol=1e-12)
+        t = get_json(self.url, "/api/ticks?vmin=-0.5&vmax=0.5&div=1&scale=sqrt")["ticks"]
+        v = np.array([x["v"] for x in t])
+        np.testing.assert_allclose([x["t"] for x in t], 0.5 + 0.5 * np.sign(v) * np.sqrt(np.abs(v) / 0.5), atol=1e-12)
+        self.assertIn("0", [x["label"] for x in t])
+
     def test_limits_are_robust_quantile(self):
         # maps <= 2048 cells a side pool nothing: the limit is the 99.5th percentile of
         # the causal cells outside bos columns (|v| when diverging), nearest rank
@@ -372,6 +381,10 @@ class View(unittest.TestCase):
             ("/api/row?d=0&s=0&l=0&h=0&m=map1&q=3&minus=1&topk=3", 200, None),
             ("/api/row?d=0&s=0&l=0&h=0&m=map2&q=3", 404, "no map2 map"),
             ("/api/colormap?cmap=jet", 400, "colormap"),
+            ("/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=0&vmax=1&scale=log", 400, "log"),
+            ("/api/tile?d=1&s=0&l=0&h=0&m=diff&z=0&x=0&y=0&vmin=-1&vmax=1&scale=log", 200, None),
+            ("/api/ticks?vmin=0&vmax=1&scale=log", 400, "log"),
+            ("/api/ticks?vmin=-1&vmax=1&scale=log&div=1", 200, None),
             ("/api/sample?d=%zz&s=0", 400, "parameter d: malformed"),
             ("/api/sample?d=%00&s=0", 400, "parameter d: malformed"),
         ]

@@ -98,7 +98,6 @@ static void test_errors(void **state)
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=63&x=0&y=0&vmin=0&vmax=1", 400, "parameter z");
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=nan&vmax=1", 400, "finite");
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=1&vmax=1", 400, "vmin < vmax");
-    expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=0&vmax=1&scale=log", 400, "vmin > 0 for log");
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=0&vmax=1&scale=cubic", 400, "scale");
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=0&vmax=1&pool=median", 400, "pool");
     expect("GET", "/api/tile?d=0&s=0&l=0&h=0&m=map1&z=0&x=0&y=0&vmin=0", 400, "needs parameter 'vmax'");
@@ -106,6 +105,8 @@ static void test_errors(void **state)
     expect("GET", "/api/row?d=0&s=0&l=0&h=0&m=map1&q=1&width=4097", 400, "parameter width");
     expect("GET", "/api/thumb?d=0&s=0&l=0&h=0&m=map1&px=8", 400, "parameter px");
     expect("GET", "/api/colormap?cmap=jet", 400, "colormap");
+    expect("GET", "/api/ticks?vmin=0&vmax=1&div=2", 400, "parameter div");
+    expect("GET", "/api/ticks?vmin=0", 400, "needs parameter 'vmax'");
     char longer[DFL_VIEW_MAX_TARGET + 40];
     snprintf(longer, sizeof longer, "/api/dumps?%0*d", DFL_VIEW_MAX_TARGET, 0);
     expect("GET", longer, 414, "longer than 2048 bytes");

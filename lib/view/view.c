@@ -1258,6 +1258,29 @@ static cJSON *colormap_json(dfl_cmap cm)
 
 /* Limits over the grid pooled as the tiles will be (mean or max), as attnmap takes
  * them over the pooled image it draws. */
+/* Colour-bar ticks as attnmap draws them (dfl_ticks_for_norm, dfl_tick_label), with
+ * each tick's position t in [0, 1] along the bar (dfl_norm_apply). */
+static dfl_status ticks_json(const dfl_view_request *q, cJSON **out, dfl_error *err)
+{
+    dfl_norm nm = tile_norm(q, q->diverging);
+    dfl_status st = dfl_norm_check(&nm, err);
+    if (st) return st;
+    double t[32];
+    int n = dfl_ticks_for_norm(&nm, 7, t, 32);
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "ticks");
+    for (int i = 0; i < n; i++) {
+        char label[32];
+        dfl_tick_label(t[i], label, sizeof label);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "v", t[i]);
+        cJSON_AddStringToObject(e, "label", label);
+        cJSON_AddNumberToObject(e, "t", dfl_norm_apply(&nm, t[i]));
+        cJSON_AddItemToArray(arr, e);
+    }
+    *out = o;
+    return DFL_OK;
+}
+
 static dfl_status limits_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err)
 {
     entry *e = NULL;
@@ -1330,6 +1353,7 @@ void dfl_view_handle(dfl_view *v, const char *method, const char *target, dfl_vi
         return;
     case DFL_VIEW_DUMPS: respond_json(resp, 200, dumps_json(v)); return;
     case DFL_VIEW_COLORMAP: respond_json(resp, 200, colormap_json(q.cmap)); return;
+    case DFL_VIEW_TICKS: st = ticks_json(&q, &o, &err); break;
     case DFL_VIEW_SAMPLE: st = sample_json(v, &q, &o, &err); break;
     case DFL_VIEW_LIMITS: st = limits_json(v, &q, &o, &err); break;
     case DFL_VIEW_CELL: st = cell_json(v, &q, &o, &err); break;

@@ -19,11 +19,11 @@ const char *dfl_view_map_name(dfl_view_map m)
 
 enum {
     P_D, P_S, P_L, P_H, P_M, P_MINUS, P_Z, P_X, P_Y, P_Q, P_K, P_TOPK, P_WIDTH, P_PX, P_VMIN, P_VMAX, P_SCALE,
-    P_CMAP, P_POOL, P_REV, P_COUNT
+    P_CMAP, P_POOL, P_REV, P_DIV, P_COUNT
 };
 static const char *const param_names[P_COUNT] = {"d",    "s",     "l",  "h",    "m",    "minus", "z",
                                                  "x",    "y",     "q",  "k",    "topk", "width", "px",
-                                                 "vmin", "vmax",  "scale", "cmap", "pool", "rev"};
+                                                 "vmin", "vmax",  "scale", "cmap", "pool", "rev", "div"};
 
 #define B(p) (1u << (p))
 #define MAPSEL (B(P_D) | B(P_S) | B(P_L) | B(P_H))
@@ -51,6 +51,7 @@ static const struct endpoint {
     {"/api/row", DFL_VIEW_ROW, 0, MAPSEL | B(P_M) | B(P_Q) | B(P_MINUS) | B(P_TOPK) | B(P_WIDTH),
      MAPSEL | B(P_M) | B(P_Q)},
     {"/api/colormap", DFL_VIEW_COLORMAP, 0, B(P_CMAP), 0},
+    {"/api/ticks", DFL_VIEW_TICKS, 0, B(P_VMIN) | B(P_VMAX) | B(P_SCALE) | B(P_DIV), B(P_VMIN) | B(P_VMAX)},
 };
 
 static int hexval(int c)
@@ -147,6 +148,12 @@ static int parse_param(int p, const char *v, dfl_view_request *r, dfl_error *err
     case P_POOL:
         if (dfl_pool_parse(v, &r->pool, err)) return 400;
         return 0;
+    case P_DIV: {
+        int64_t d;
+        int code = parse_int(name, v, 0, 1, &d, err);
+        r->diverging = (int)d;
+        return code;
+    }
     case P_REV: {
         int64_t ignored;
         return parse_int(name, v, 0, 1000000000, &ignored, err);
@@ -245,9 +252,9 @@ int dfl_view_request_parse(const char *method, const char *target, dfl_view_requ
     }
     if ((seen & B(P_VMIN)) && (seen & B(P_VMAX))) {
         r.has_limits = 1;
-        if (!(r.vmin < r.vmax) || (r.scale == DFL_SCALE_LOG && r.vmin <= 0)) {
-            dfl__fail(err, DFL_ERR_USAGE, "colour limits vmin %g, vmax %g: need vmin < vmax%s", r.vmin, r.vmax,
-                      r.scale == DFL_SCALE_LOG ? " and vmin > 0 for log" : "");
+        /* (a log scale's vmin > 0 is checked where it is known whether the map is signed) */
+        if (!(r.vmin < r.vmax)) {
+            dfl__fail(err, DFL_ERR_USAGE, "colour limits vmin %g, vmax %g: need vmin < vmax", r.vmin, r.vmax);
             return 400;
         }
     }
@@ -293,7 +300,7 @@ static int not_found(dfl_error *err, const char *fmt, ...)
 int dfl_view_request_check(const dfl_view_catalog *cat, dfl_view_request *req, dfl_error *err)
 {
     dfl_view_kind k = req->kind;
-    if (k == DFL_VIEW_ASSET || k == DFL_VIEW_DUMPS || k == DFL_VIEW_COLORMAP) return 0;
+    if (k == DFL_VIEW_ASSET || k == DFL_VIEW_DUMPS || k == DFL_VIEW_COLORMAP || k == DFL_VIEW_TICKS) return 0;
     if (req->dump < 0 || req->sample < 0) {
         dfl__fail(err, DFL_ERR_USAGE, "needs parameters d and s");
         return 400;

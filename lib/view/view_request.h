@@ -21,11 +21,13 @@
  *   /api/cell      d s l h q k                     map1, map2, diff at (query q, key k), λ
  *   /api/row       d s l h m q [topk width minus]  top-k keys of query q, pooled row strip
  *   /api/colormap  [cmap]                          the 256 colours of a colormap
+ *   /api/ticks     vmin vmax [scale div]           colour-bar ticks: values, labels, positions
  * d, minus: dump index (minus: subtract that dump's map, same sample); s: sample index;
  * l, h: layer and head numbers as captured (attn/layers, attn/heads); m: map1, map2,
  * diff; q: a query position among attn/rows; k: a key position; z: zoom level (a pixel
  * covers 2^z × 2^z cells), x, y: tile column and row (tiles of DFL_VIEW_TILE pixels);
- * rev: any number, ignored (the page changes it to refetch a tile drawn from a preview).
+ * rev: any number, ignored (the page changes it to refetch a tile drawn from a preview);
+ * div: 1 for a diverging scale (symmetric around 0), 0 (default) for a sequential one.
  */
 #ifndef DFL_VIEW_REQUEST_H
 #define DFL_VIEW_REQUEST_H
@@ -51,7 +53,8 @@ typedef enum dfl_view_kind {
     DFL_VIEW_THUMB,
     DFL_VIEW_CELL,
     DFL_VIEW_ROW,
-    DFL_VIEW_COLORMAP
+    DFL_VIEW_COLORMAP,
+    DFL_VIEW_TICKS
 } dfl_view_kind;
 
 typedef enum dfl_view_map { DFL_VIEW_MAP1 = 0, DFL_VIEW_MAP2, DFL_VIEW_DIFF, DFL_VIEW_NMAPS } dfl_view_map;
@@ -76,6 +79,7 @@ typedef struct dfl_view_request {
     int64_t px;           /* thumbnail size, default 96 */
     int has_limits;
     double vmin, vmax;
+    int diverging;        /* div */
     dfl_scale scale;      /* default linear */
     dfl_cmap cmap;        /* default viridis */
     dfl_pool_mode pool;   /* default mean */

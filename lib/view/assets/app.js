@@ -284,21 +284,27 @@ function drawPanel(p) {
   }
 }
 
-function drawBar(p) {
-  const g = p.bar.getContext("2d"), w = p.bar.width - 80, L = p.limits;
+async function drawBar(p) {
+  const L = p.limits, scale = $("scale").value;
+  const tk = await getJSON(`/api/ticks?vmin=${L.vmin}&vmax=${L.vmax}&scale=${scale}&div=${L.diverging ? 1 : 0}`);
+  const g = p.bar.getContext("2d"), x0 = 44, w = p.bar.width - 2 * x0;
   g.fillStyle = "#fff";
   g.fillRect(0, 0, p.bar.width, p.bar.height);
+  // the bar is uniform in the scale's position t, like attnmap's colour bar
   for (let x = 0; x < w; x++) {
     g.fillStyle = p.cmap[Math.min(255, Math.floor(256 * x / w))];
-    g.fillRect(40 + x, 2, 1, 14);
+    g.fillRect(x0 + x, 2, 1, 14);
   }
   g.fillStyle = "#222";
   g.font = "11px sans-serif";
   g.textAlign = "center";
-  const ticks = L.diverging ? [L.vmin, 0, L.vmax] : [L.vmin, (L.vmin + L.vmax) / 2, L.vmax];
-  ticks.forEach((t, i) => g.fillText(Number(t.toPrecision(3)).toString(), 40 + w * i / 2, 30));
+  tk.ticks.forEach((t) => {
+    const x = x0 + t.t * w;
+    g.fillRect(x, 16, 1, 4);
+    g.fillText(t.label, x, 31);
+  });
   g.textAlign = "left";
-  g.fillText($("scale").value, 0, 13);
+  g.fillText(scale, 0, 13);
 }
 
 function drawLegend() {
