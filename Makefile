@@ -6,7 +6,7 @@ CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-PKGS     := hdf5 libcjson libpng libdeflate ompi-c
+PKGS     := hdf5 libcjson libpng libdeflate ompi-c libmicrohttpd
 
 # OpenBLAS's OpenMP build: BLAS calls made inside our parallel regions run serially
 # instead of starting a second thread pool that fights OpenMP's for the cores.
@@ -43,6 +43,9 @@ $(BUILD)/lib/%.o: lib/%.c | $(DEPS_OK)
 
 $(LIB_A): $(LIB_OBJ)
 	$(AR) rcs $@ $^
+
+# bin/view's page is linked in with the assembler's .incbin (lib/view/view_assets.c).
+$(BUILD)/lib/view/view_assets.o: $(wildcard lib/view/assets/*)
 
 $(BUILD)/tools/%.o: tools/%.c | $(DEPS_OK)
 	@mkdir -p $(@D)

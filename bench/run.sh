@@ -199,3 +199,7 @@ BIN=$BIN OUT=$OUT sh bench/mpi.sh | tee -a "$OUT/table.txt"
 if [ -f bench/attnmap.sh ]; then
     BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"
 fi
+
+# bin/view on a 16,384-token map: first screen in chromium and tile latency, against
+# attnmap drawing the whole map (bench/view.py)
+BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"

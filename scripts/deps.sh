@@ -3,10 +3,12 @@
 #   scripts/deps.sh          install what is missing (as root), or print the command
 #   scripts/deps.sh --check  exit 0 when everything is there, 1 otherwise (prints nothing)
 #   scripts/deps.sh --bench  also the packages `make bench` needs (PyTorch, matplotlib)
+# libmicrohttpd-dev is a build dependency (bin/view links it); chromium is for the
+# viewer's browser test (tests/test_view.py drives it headless, no download).
 set -eu
 
-BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev"
-TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin"
+BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev"
+TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium"
 FUZZ="clang libclang-rt-14-dev"
 BENCH="python3-torch python3-matplotlib"
 

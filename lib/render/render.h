@@ -220,4 +220,8 @@ int dfl_canvas_legend(dfl_canvas *c, int x, int y, const dfl_legend_item *items,
 dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, const char *const *text_keys,
                          const char *const *text_values, int n_text, dfl_error *err);
 
+/* The same PNG (no text chunks) in memory: *out malloc'ed, owned by the caller (free()),
+ * *len bytes. DFL_ERR_NOMEM. */
+dfl_status dfl_png_encode(const dfl_canvas *c, unsigned char **out, size_t *len, dfl_error *err);
+
 #endif

@@ -51,6 +51,8 @@ typedef struct png_job {
     int ntext;
     unsigned char *stream; /* [stream_len] the image's zlib stream */
     size_t stream_len;
+    unsigned char *mem;    /* dfl_png_encode: [mem_len] of [mem_cap] bytes written so far */
+    size_t mem_len, mem_cap;
 } png_job;
 
 /* ------------------------------------------------------------ image stream */
@@ -164,7 +166,7 @@ static int write_file(png_job *j, const dfl_canvas *c, const char *const *keys, 
     }
     j->ntext = nt;
     if (setjmp(j->ctx.jump)) return 0;
-    png_init_io(j->png, j->f);
+    if (j->f) png_init_io(j->png, j->f);
     png_set_IHDR(j->png, j->info, (png_uint_32)c->w, (png_uint_32)c->h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (j->ntext > 0) png_set_text(j->png, j->info, j->text, j->ntext);
@@ -194,6 +196,55 @@ dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, c
             s = dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
         if (j->png) png_destroy_write_struct(&j->png, j->info ? &j->info : NULL);
         s = dfl__atomic_close(&a, s, err); /* a full disk shows up at close time */
+    }
+    free(j->stream);
+    free(j);
+    return s;
+}
+
+/* libpng's write callback for dfl_png_encode: append to j->mem, doubling it. */
+static void mem_write(png_structp png, png_bytep data, png_size_t n)
+{
+    png_job *j = png_get_io_ptr(png);
+    if (n > j->mem_cap - j->mem_len) {
+        size_t cap = j->mem_cap ? j->mem_cap : 4096;
+        while (cap - j->mem_len < n)
+            if (!dfl__mul_ok(cap, 2, &cap)) png_error(png, "image too large");
+        unsigned char *m = realloc(j->mem, cap);
+        if (!m) png_error(png, "out of memory");
+        j->mem = m;
+        j->mem_cap = cap;
+    }
+    memcpy(j->mem + j->mem_len, data, n);
+    j->mem_len += n;
+}
+
+static void mem_flush(png_structp png)
+{
+    (void)png;
+}
+
+dfl_status dfl_png_encode(const dfl_canvas *c, unsigned char **out, size_t *len, dfl_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    png_job *j = calloc(1, sizeof *j);
+    if (!j) return dfl__fail(err, DFL_ERR_NOMEM, "png: out of memory");
+    dfl_status s = DFL_OK;
+    j->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &j->ctx, on_error, on_warning);
+    j->info = j->png ? png_create_info_struct(j->png) : NULL;
+    if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "png: libpng cannot start");
+    else if (!compress_image(j, c)) s = dfl__fail(err, DFL_ERR_NOMEM, "png: out of memory compressing the image");
+    else {
+        png_set_write_fn(j->png, j, mem_write, mem_flush);
+        if (!write_file(j, c, NULL, NULL, 0)) s = dfl__fail(err, DFL_ERR_NOMEM, "png: libpng: %s", j->ctx.msg);
+    }
+    if (j->png) png_destroy_write_struct(&j->png, j->info ? &j->info : NULL);
+    if (!s) {
+        *out = j->mem;
+        *len = j->mem_len;
+    } else {
+        free(j->mem);
     }
     free(j->stream);
     free(j);
