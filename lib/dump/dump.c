@@ -3,11 +3,15 @@
 
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <libdeflate.h>
+#include <emmintrin.h>
+#include <omp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump/f16_pack.h"
 #include "base/atomic.h"
 #include "model/safetensors.h"
 
@@ -19,6 +23,10 @@ struct dfl_dump {
     int overwrite;
 };
 
+typedef struct direct_state direct_state;
+static dfl_status direct_write(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
+                               int64_t ld, dfl_error *err);
+
 struct dfl_dump_stream {
     dfl_dump *d;
     hid_t dset;
@@ -27,6 +35,7 @@ struct dfl_dump_stream {
     uint16_t *half;      /* conversion buffer for F16 writes */
     float *packed;       /* packing buffer for strided F32 writes */
     size_t cap;
+    direct_state *direct; /* chunks assembled here (dfl_dump_stream_create_direct), else NULL */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -414,6 +423,7 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
 {
     if (s->type != DFL_H5_F32 && s->type != DFL_H5_F16)
         return dfl__fail(err, DFL_ERR_USAGE, "stream_write_f32 on a non-float dataset");
+    if (s->direct) return direct_write(s, start, count, data, ld, err);
     size_t rows = 1, width = (size_t)count[s->ndim - 1], n;
     for (int i = 0; i < s->ndim - 1; i++) rows *= (size_t)count[i];
     if (!dfl__mul_ok(rows, width, &n)) return dfl__fail(err, DFL_ERR_NOMEM, "hyperslab too large");
@@ -451,10 +461,347 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
     return ok ? DFL_OK : dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write a hyperslab", s->d->path);
 }
 
+/* --------------------------------------------------------- direct streams */
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "direct chunk writes store memory bytes as the file's little-endian elements"
+#endif
+
+/* One chunk row held in memory. */
+typedef struct staged_row {
+    int64_t key;          /* index in the dataset's grid of chunk rows, -1: slot free */
+    int64_t first[4];     /* first element of the row's first chunk */
+    unsigned char *data;  /* [per_row, chunk_elems] elements, each chunk contiguous, row-major */
+    uint8_t *touched;     /* [per_row] 1: the chunk was written (and zeroed first) */
+    int ready;            /* complete: store it at the next batch */
+    uint64_t opened;      /* when it was opened, for eviction */
+} staged_row;
+
+/* One chunk of a batch being stored. */
+typedef struct chunk_job {
+    const staged_row *row;
+    int64_t index;        /* along the last dimension */
+    size_t size;          /* compressed bytes, 0: failed */
+} chunk_job;
+
+struct direct_state {
+    int gzip;                       /* -1: raw chunks */
+    size_t elem, chunk_elems, chunk_bytes, row_bytes;
+    int64_t dims[4], cdims[4], grid[4]; /* grid: chunks per dimension */
+    int64_t per_row;                /* chunks in a chunk row */
+    uint8_t *stored;                /* [chunk rows in the dataset] 1: written out */
+    staged_row *rows;               /* [nrows] */
+    int64_t nrows, nready;
+    uint64_t clock;
+    int nworkers;
+    struct libdeflate_compressor **zc; /* [nworkers] */
+    unsigned char *shuffled;        /* [nworkers, chunk_bytes] */
+    size_t bound;                   /* largest compressed chunk */
+    unsigned char *out;             /* [nrows · per_row, bound] compressed chunks in flight */
+    chunk_job *jobs;                /* [nrows · per_row] */
+};
+
+dfl_dump_direct dfl_dump_direct_default(void)
+{
+    dfl_dump_direct o = {1, 1, 0};
+    return o;
+}
+
+static void direct_free(direct_state *x)
+{
+    if (!x) return;
+    for (int64_t i = 0; x->rows && i < x->nrows; i++) {
+        free(x->rows[i].data);
+        free(x->rows[i].touched);
+    }
+    for (int i = 0; x->zc && i < x->nworkers; i++)
+        if (x->zc[i]) libdeflate_free_compressor(x->zc[i]);
+    free(x->rows);
+    free(x->zc);
+    free(x->shuffled);
+    free(x->out);
+    free(x->jobs);
+    free(x->stored);
+    free(x);
+}
+
+/* Staging, compressors and buffers for a dataset of dims chunked by cdims; NULL when
+ * out of memory or a size overflows. */
+static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cdims, size_t elem,
+                                  const dfl_dump_direct *opt)
+{
+    direct_state *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->gzip = opt->gzip;
+    x->elem = elem;
+    x->nrows = opt->open_rows;
+    x->nworkers = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    size_t n_keys = 1, jobs;
+    int ok = 1;
+    x->chunk_elems = 1;
+    for (int i = 0; i < nd; i++) {
+        x->dims[i] = dims[i];
+        x->cdims[i] = (int64_t)cdims[i];
+        x->grid[i] = (dims[i] + x->cdims[i] - 1) / x->cdims[i];
+        ok &= dfl__mul_ok(x->chunk_elems, (size_t)cdims[i], &x->chunk_elems);
+        if (i < nd - 1) ok &= dfl__mul_ok(n_keys, (size_t)(x->grid[i] > 0 ? x->grid[i] : 1), &n_keys);
+    }
+    x->per_row = x->grid[nd - 1] > 0 ? x->grid[nd - 1] : 1;
+    ok = ok && dfl__mul_ok(x->chunk_elems, elem, &x->chunk_bytes) &&
+         dfl__mul_ok(x->chunk_bytes, (size_t)x->per_row, &x->row_bytes) &&
+         dfl__mul_ok((size_t)x->nrows, (size_t)x->per_row, &jobs) && (x->stored = calloc(n_keys, 1)) &&
+         (x->rows = dfl__calloc_array((size_t)x->nrows, sizeof *x->rows)) &&
+         (x->jobs = dfl__alloc_array(jobs, sizeof *x->jobs));
+    for (int64_t i = 0; ok && i < x->nrows; i++) {
+        x->rows[i].key = -1;
+        ok = (x->rows[i].data = malloc(x->row_bytes)) && (x->rows[i].touched = malloc((size_t)x->per_row));
+    }
+    if (ok && x->gzip >= 0) {
+        ok = (x->zc = dfl__calloc_array((size_t)x->nworkers, sizeof *x->zc)) &&
+             (x->shuffled = dfl__alloc_array((size_t)x->nworkers, x->chunk_bytes));
+        for (int i = 0; ok && i < x->nworkers; i++) ok = (x->zc[i] = libdeflate_alloc_compressor(x->gzip)) != NULL;
+        if (ok) {
+            x->bound = libdeflate_zlib_compress_bound(x->zc[0], x->chunk_bytes);
+            ok = (x->out = dfl__alloc_array(jobs, x->bound)) != NULL;
+        }
+    }
+    if (!ok) {
+        direct_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim,
+                                         const int64_t *dims, const int64_t *chunk, const dfl_dump_direct *opt,
+                                         dfl_dump_stream **out, dfl_error *err)
+{
+    *out = NULL;
+    if (type != DFL_H5_F32 && type != DFL_H5_F16)
+        return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': direct streams hold f32 or f16", name);
+    if (ndim < 1 || ndim > 4) return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': bad rank %d", name, ndim);
+    if (opt->gzip < -1 || opt->gzip > 9 || opt->open_rows < 1 || opt->threads < 0)
+        return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': gzip level %d (-1 to 9), %lld open rows, %d threads", name,
+                         opt->gzip, (long long)opt->open_rows, opt->threads);
+    hsize_t hc[4];
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 0) return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': negative extent", name);
+        hc[i] = (hsize_t)(chunk[i] < 1 ? 1 : chunk[i]);
+    }
+    dfl_dump_stream *s = calloc(1, sizeof *s);
+    if (!s || !(s->direct = direct_alloc(ndim, dims, hc, type == DFL_H5_F16 ? 2 : 4, opt))) {
+        free(s);
+        return dfl__fail(err, DFL_ERR_NOMEM, "stream '%s': out of memory for chunk buffers", name);
+    }
+    /* the pipeline HDF5 would apply itself, declared so readers undo it; the writer
+     * applies it (filter mask 0 on every chunk) */
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int zero = 0;
+    int ok = dcpl >= 0 && H5Pset_chunk(dcpl, ndim, hc) >= 0 && H5Pset_fill_value(dcpl, H5T_NATIVE_INT, &zero) >= 0 &&
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) >= 0 &&
+             (opt->gzip < 0 || (H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, (unsigned)opt->gzip) >= 0));
+    hid_t ds = -1;
+    dfl_status st = ok ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, H5P_DEFAULT, &ds, err)
+                       : h5fail(d, err, "set up", name);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (st) {
+        direct_free(s->direct);
+        free(s);
+        return st;
+    }
+    s->d = d;
+    s->dset = ds;
+    s->type = type;
+    s->ndim = ndim;
+    *out = s;
+    return DFL_OK;
+}
+
+/* HDF5's byte shuffle: byte b of element e goes to b·n + e. */
+static void shuffle_bytes(const unsigned char *in, unsigned char *out, size_t n, size_t elem)
+{
+    size_t e = 0;
+    if (elem == 2) {
+        /* SSE2 (every x86-64): low bytes and high bytes of 16 halves at a time */
+        const __m128i lo = _mm_set1_epi16(0xff);
+        for (; e + 16 <= n; e += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(in + 2 * e)), b = _mm_loadu_si128((const __m128i *)(in + 2 * e + 16));
+            _mm_storeu_si128((__m128i *)(out + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+            _mm_storeu_si128((__m128i *)(out + n + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+        }
+    }
+    for (; e < n; e++)
+        for (size_t b = 0; b < elem; b++) out[b * n + e] = in[e * elem + b];
+}
+
+/* Store the chunks of every ready row: compressed in parallel, written in order. */
+static dfl_status store_ready(dfl_dump_stream *s, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    size_t n = 0;
+    for (int64_t i = 0; i < x->nrows; i++) {
+        staged_row *r = &x->rows[i];
+        if (r->key < 0 || !r->ready) continue;
+        for (int64_t c = 0; c < x->per_row; c++)
+            if (r->touched[c]) x->jobs[n++] = (chunk_job){r, c, x->chunk_bytes};
+    }
+    if (x->gzip >= 0) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(x->nworkers) if (n > 1)
+        for (size_t k = 0; k < n; k++) {
+            int w = omp_get_thread_num();
+            const unsigned char *chunk = x->jobs[k].row->data + (size_t)x->jobs[k].index * x->chunk_bytes;
+            unsigned char *planes = x->shuffled + (size_t)w * x->chunk_bytes;
+            shuffle_bytes(chunk, planes, x->chunk_elems, x->elem);
+            x->jobs[k].size = libdeflate_zlib_compress(x->zc[w], planes, x->chunk_bytes, x->out + k * x->bound, x->bound);
+        }
+    }
+    dfl_status st = DFL_OK;
+    for (size_t k = 0; k < n && !st; k++) {
+        const chunk_job *j = &x->jobs[k];
+        hsize_t off[4];
+        for (int i = 0; i < s->ndim; i++) off[i] = (hsize_t)j->row->first[i];
+        off[s->ndim - 1] = (hsize_t)(j->index * x->cdims[s->ndim - 1]);
+        const void *bytes = x->gzip >= 0 ? (const void *)(x->out + k * x->bound)
+                                         : (const void *)(j->row->data + (size_t)j->index * x->chunk_bytes);
+        if (j->size == 0 || H5Dwrite_chunk(s->dset, H5P_DEFAULT, 0, off, j->size, bytes) < 0) {
+            char at[96];
+            int used = 0;
+            for (int i = 0; i < s->ndim; i++)
+                used += snprintf(at + used, sizeof at - (size_t)used, "%s%llu", i ? ", " : "", (unsigned long long)off[i]);
+            st = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write the chunk at [%s] (disk full or file too large?)",
+                           s->d->path, at);
+        }
+    }
+    for (int64_t i = 0; i < x->nrows; i++) {
+        staged_row *r = &x->rows[i];
+        if (r->key < 0 || !r->ready) continue;
+        x->stored[r->key] = 1;
+        r->key = -1;
+        r->ready = 0;
+    }
+    x->nready = 0;
+    return st;
+}
+
+/* The staged row for chunk-row key (first element `first`): held, or opened in a free
+ * slot (storing ready rows, then the oldest, when none is free). */
+static dfl_status open_row(dfl_dump_stream *s, int64_t key, const int64_t *first, staged_row **out, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    for (int64_t i = 0; i < x->nrows; i++)
+        if (x->rows[i].key == key) {
+            *out = &x->rows[i];
+            return DFL_OK;
+        }
+    if (x->stored[key])
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: a write reaches chunks already stored (direct streams are written in "
+                                             "row order)", s->d->path);
+    staged_row *r = NULL;
+    for (int pass = 0; !r && pass < 3; pass++) {
+        for (int64_t i = 0; !r && i < x->nrows; i++)
+            if (x->rows[i].key < 0) r = &x->rows[i];
+        if (r) break;
+        dfl_status st;
+        if (pass == 1) {
+            /* every slot holds an incomplete row: the oldest goes as it is */
+            staged_row *old = &x->rows[0];
+            for (int64_t i = 1; i < x->nrows; i++)
+                if (x->rows[i].opened < old->opened) old = &x->rows[i];
+            old->ready = 1;
+            x->nready++;
+        }
+        if ((st = store_ready(s, err))) return st;
+    }
+    if (!r) return dfl__fail(err, DFL_ERR_USAGE, "%s: no free chunk row", s->d->path); /* not reached */
+    r->key = key;
+    memcpy(r->first, first, sizeof r->first);
+    memset(r->touched, 0, (size_t)x->per_row);
+    r->ready = 0;
+    r->opened = x->clock++;
+    *out = r;
+    return DFL_OK;
+}
+
+/* Direct write of the box start + count (see dfl_dump_stream_write_f32). */
+static dfl_status direct_write(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
+                               int64_t ld, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    const int nd = s->ndim, last = nd - 1;
+    const int64_t cl = x->cdims[last];
+    for (int i = 0; i < nd; i++)
+        if (start[i] < 0 || count[i] < 0 || start[i] + count[i] > x->dims[i])
+            return dfl__fail(err, DFL_ERR_USAGE, "%s: write outside the dataset's extent", s->d->path);
+    for (int i = 0; i < nd; i++)
+        if (count[i] == 0) return DFL_OK;
+    int64_t idx[4] = {0, 0, 0, 0};
+    for (int i = 0; i < last; i++) idx[i] = start[i];
+    const float *src = data;
+    for (;;) {
+        /* one row of the box: idx[0..last) */
+        int64_t key = 0, inner = 0, first[4] = {0, 0, 0, 0};
+        int is_last = 1;
+        for (int i = 0; i < last; i++) {
+            int64_t c0 = idx[i] / x->cdims[i] * x->cdims[i], end = c0 + x->cdims[i] < x->dims[i] ? c0 + x->cdims[i] : x->dims[i];
+            key = key * x->grid[i] + idx[i] / x->cdims[i];
+            inner = inner * x->cdims[i] + (idx[i] - c0);
+            first[i] = c0;
+            is_last &= idx[i] == end - 1;
+        }
+        staged_row *r = NULL;
+        dfl_status st = open_row(s, key, first, &r, err);
+        if (st) return st;
+        for (int64_t j = start[last], end = start[last] + count[last]; j < end;) {
+            int64_t c = j / cl, stop = (c + 1) * cl < end ? (c + 1) * cl : end;
+            unsigned char *chunk = r->data + (size_t)c * x->chunk_bytes;
+            if (!r->touched[c]) {
+                memset(chunk, 0, x->chunk_bytes); /* the fill value where nothing is written */
+                r->touched[c] = 1;
+            }
+            size_t at = (size_t)inner * (size_t)cl + (size_t)(j - c * cl), n = (size_t)(stop - j);
+            const float *from = src + (j - start[last]);
+            if (x->elem == 4) {
+                memcpy(chunk + at * 4, from, n * 4);
+            } else {
+                uint16_t *to = (uint16_t *)(void *)chunk + at;
+                if (!dfl__f16_pack(from, to, n))
+                    for (size_t t = 0; t < n; t++) to[t] = dfl_f32_to_f16(from[t]);
+            }
+            j = stop;
+        }
+        if (is_last && !r->ready) {
+            r->ready = 1;
+            /* store in batches of half the slots: enough chunks to keep every core busy */
+            if (++x->nready * 2 >= x->nrows && (st = store_ready(s, err))) return st;
+        }
+        src += ld;
+        int i = last - 1;
+        while (i >= 0 && ++idx[i] == start[i] + count[i]) {
+            idx[i] = start[i];
+            i--;
+        }
+        if (i < 0) break;
+    }
+    return DFL_OK;
+}
+
+dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    if (!x) return DFL_OK;
+    for (int64_t i = 0; i < x->nrows; i++)
+        if (x->rows[i].key >= 0 && !x->rows[i].ready) {
+            x->rows[i].ready = 1;
+            x->nready++;
+        }
+    return store_ready(s, err);
+}
+
 void dfl_dump_stream_close(dfl_dump_stream *s)
 {
     if (!s) return;
     if (s->dset >= 0) H5Dclose(s->dset);
+    direct_free(s->direct);
     free(s->packed);
     free(s);
 }
