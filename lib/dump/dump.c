@@ -21,6 +21,7 @@ struct dfl_dump {
     hid_t f16;           /* IEEE half type, little-endian */
     char *path, *tmp;
     int overwrite;
+    int failed;          /* a write was refused: the file can only be discarded */
 };
 
 typedef struct direct_state direct_state;
@@ -163,6 +164,10 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
                            dfl_error *err)
 {
     *out = NULL;
+    /* When a write was refused (full disk), closing the file fails too and leaves HDF5
+     * a half-closed file that its exit handler crashes on: no exit handler (this must
+     * come before HDF5 starts; later it is a no-op). The process's exit frees all. */
+    H5dont_atexit();
     /* HDF5 prints its error stack by default; the library never prints. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     dfl_status s = dfl__check_overwrite(path, overwrite, err);
@@ -213,7 +218,7 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
 
 dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err)
 {
-    int ok = 1;
+    int ok = !d->failed;
     if (d->sample >= 0) ok &= H5Gclose(d->sample) >= 0;
     d->sample = -1;
     if (d->file >= 0) ok &= H5Fclose(d->file) >= 0;
@@ -670,6 +675,7 @@ static dfl_status store_ready(dfl_dump_stream *s, dfl_error *err)
                 used += snprintf(at + used, sizeof at - (size_t)used, "%s%llu", i ? ", " : "", (unsigned long long)off[i]);
             st = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write the chunk at [%s] (disk full or file too large?)",
                            s->d->path, at);
+            s->d->failed = 1; /* the file can only be discarded now */
         }
     }
     for (int64_t i = 0; i < x->nrows; i++) {
