@@ -47,7 +47,7 @@ static void write_maps(const dfl_model *m, const char *path, int gzip, const flo
     int64_t dims[4] = {L, H, T, T}, chunk[4] = {1, 1, T < TILE_ROWS ? T : TILE_ROWS, T < TILE_KEYS ? T : TILE_KEYS};
     dfl_dump_direct opt = dfl_dump_direct_default();
     opt.gzip = gzip;
-    opt.open_rows = 2 * H;
+    opt.open_rows = 4 * H;
     dfl_dump_stream *s = NULL;
     if (dfl_dump_stream_create_direct(d, "map1", DFL_H5_F16, 4, dims, chunk, &opt, &s, &err)) die("stream", &err);
     for (int64_t l = 0; l < L; l++)

@@ -442,12 +442,13 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
      * written, so they take no space and cost readers nothing to decompress. */
     int64_t dims[4] = {Ls, Hsel, r->R, r->T};
     int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS, r->T < MAP_TILE_KEYS ? r->T : MAP_TILE_KEYS};
-    /* Tiles are assembled here and compressed on all cores as each tile row completes.
-     * A block of rows reaches every head and may end inside a tile row: two tile rows
-     * of every head are held, stored in batches of one per head. */
+    /* Tiles are assembled in memory and compressed by background threads while the
+     * forward goes on. A block of rows reaches every head and may end inside a tile row:
+     * two tile rows of every head are being filled, and as many again may wait for
+     * their compression. */
     dfl_dump_direct opt = dfl_dump_direct_default();
     opt.gzip = r->p->map_gzip;
-    opt.open_rows = 2 * Hsel;
+    opt.open_rows = 4 * Hsel;
     for (int i = 0; i < r->M; i++) {
         if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, dims, chunk,
                                                &opt, &r->maps[i], err)))
