@@ -8,16 +8,16 @@
 # OUT (work folder, default build/bench), MODEL (the bench model bench/run.sh writes:
 # llama 8L/512/8H, vocab 32000), THREADS (default 2), REPEATS (default 3), MAP_T (prompt
 # length, default 2048), MAP_LAYERS (layers of the map used for the writer timings,
-# default 2), LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9";
+# default 2), MAP_LEVEL (gzip level of the writer-vs-h5py race, default 2: probe's), LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9";
 # empty: no table).
 # 1. probe --maps none and --maps all on one prompt of MAP_T random tokens, each REPEATS
 #    times as separate processes; best forward time (probe's own, which includes writing
 #    and storing every map chunk) and best process wall time.
 # 2. The f16 map1 of that --maps all dump (first MAP_LAYERS layers, all heads), in
-#    memory, written at gzip level 1 by bench/map_write (the direct stream probe uses:
-#    tiles 32 x 512, shuffle + deflate, THREADS threads) and by h5py (same chunks,
-#    shuffle, gzip 1, only the causal tiles, each written whole): best of REPEATS, dump
-#    create to close, both in this run.
+#    memory, written at gzip level MAP_LEVEL by bench/map_write (the direct stream probe
+#    uses: tiles 32 x 512, shuffle + deflate, THREADS threads) and by h5py (same chunks,
+#    shuffle, same gzip level, only the causal tiles, each written whole): best of
+#    REPEATS, dump create to close, both in this run.
 # 3. The size/speed table: bench/map_write at each of LEVELS on the same maps.
 set -eu
 
@@ -29,6 +29,7 @@ THREADS=${THREADS:-2}
 REPEATS=${REPEATS:-3}
 MAP_T=${MAP_T:-2048}
 MAP_LAYERS=${MAP_LAYERS:-2}
+MAP_LEVEL=${MAP_LEVEL:-2}
 LEVELS=${LEVELS-"none 0 1 2 3 4 5 6 7 8 9"}
 PY=/usr/bin/python3
 
@@ -78,11 +79,11 @@ set -- $(probe_maps all)
 all_f=$1 all_w=$2
 dump_mb=$(du -m "$OUT/maps_all.h5" | cut -f1)
 
-echo "bench: maps: writer vs h5py, gzip 1, $MAP_LAYERS layers x$REPEATS" >&2
+echo "bench: maps: writer vs h5py, gzip $MAP_LEVEL, $MAP_LAYERS layers x$REPEATS" >&2
 set -- $(OMP_NUM_THREADS=$THREADS "$BUILD/bench/map_write" "$MODEL" "$OUT/maps_all.h5" "$MAP_LAYERS" "$REPEATS" \
-    "$OUT/maps_ours.h5" 1) || die "map_write failed"
+    "$OUT/maps_ours.h5" "$MAP_LEVEL") || die "map_write failed"
 ours_s=$2 ours_bytes=$3 map_bytes=$4
-set -- $($PY bench/map_write_h5py.py "$OUT/maps_all.h5" "$MAP_LAYERS" "$REPEATS" "$OUT/maps_h5py.h5" 1) ||
+set -- $($PY bench/map_write_h5py.py "$OUT/maps_all.h5" "$MAP_LAYERS" "$REPEATS" "$OUT/maps_h5py.h5" "$MAP_LEVEL") ||
     die "map_write_h5py.py failed"
 h5py_s=$1 h5py_bytes=$2
 
@@ -93,13 +94,13 @@ h5py_s=$1 h5py_bytes=$2
         printf "%-22s %10s %10s %9s\n", "", "--maps none", "--maps all", "ratio"
         printf "%-22s %10.3f %10.3f %8.2fx   (target <= 1.5x, moonshot 1.2x)\n", "probe forward s", nf, af, af / nf
         printf "%-22s %10.3f %10.3f %8.2fx\n", "probe process wall s", nw, aw, aw / nw
-        printf "dump with maps: %d MB (default --map-compression gzip:1)\n", mb }'
+        printf "dump with maps: %d MB (default --map-compression gzip:2)\n", mb }'
     echo
-    echo "map writing, f16 map1 of $MAP_LAYERS layers x 8 heads (causal tiles 32x512), shuffle + gzip 1"
+    echo "map writing, f16 map1 of $MAP_LAYERS layers x 8 heads (causal tiles 32x512), shuffle + gzip $MAP_LEVEL"
     awk -v os="$ours_s" -v ob="$ours_bytes" -v hs="$h5py_s" -v hb="$h5py_bytes" -v mb="$map_bytes" 'BEGIN {
         printf "%-26s %9s %9s %10s\n", "", "seconds", "MB/s", "file MB"
         printf "%-26s %9.3f %9.1f %10.1f\n", "difflens direct writer", os, mb / os / 1e6, ob / 1e6
-        printf "%-26s %9.3f %9.1f %10.1f\n", "h5py (HDF5 filter)", hs, mb / hs / 1e6, hb / 1e6
+        printf "%-26s %9.3f %9.1f %10.1f\n", "h5py (HDF5 zlib filter)", hs, mb / hs / 1e6, hb / 1e6
         printf "speed-up over h5py: %.2fx   (target >= 3x)\n", hs / os }'
 } | tee "$OUT/maps_table.txt"
 
