@@ -8,7 +8,7 @@
 # OUT (work folder, default build/bench), MODEL (the bench model bench/run.sh writes:
 # llama 8L/512/8H, vocab 32000), THREADS (default 2), REPEATS (default 3), MAP_T (prompt
 # length, default 2048), MAP_LAYERS (layers of the map used for the writer timings,
-# default 2), MAP_LEVEL (gzip level of the writer-vs-h5py race, default 2: probe's), LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9";
+# default 2), MAP_LEVEL (gzip level of the writer-vs-h5py race, default 1: probe's), LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9";
 # empty: no table).
 # 1. probe --maps none and --maps all on one prompt of MAP_T random tokens, each REPEATS
 #    times as separate processes; best forward time (probe's own, which includes writing
@@ -29,7 +29,7 @@ THREADS=${THREADS:-2}
 REPEATS=${REPEATS:-3}
 MAP_T=${MAP_T:-2048}
 MAP_LAYERS=${MAP_LAYERS:-2}
-MAP_LEVEL=${MAP_LEVEL:-2}
+MAP_LEVEL=${MAP_LEVEL:-1}
 LEVELS=${LEVELS-"none 0 1 2 3 4 5 6 7 8 9"}
 PY=/usr/bin/python3
 
@@ -94,7 +94,7 @@ h5py_s=$1 h5py_bytes=$2
         printf "%-22s %10s %10s %9s\n", "", "--maps none", "--maps all", "ratio"
         printf "%-22s %10.3f %10.3f %8.2fx   (target <= 1.5x, moonshot 1.2x)\n", "probe forward s", nf, af, af / nf
         printf "%-22s %10.3f %10.3f %8.2fx\n", "probe process wall s", nw, aw, aw / nw
-        printf "dump with maps: %d MB (default --map-compression gzip:2)\n", mb }'
+        printf "dump with maps: %d MB (default --map-compression gzip:1)\n", mb }'
     echo
     echo "map writing, f16 map1 of $MAP_LAYERS layers x 8 heads (causal tiles 32x512), shuffle + gzip $MAP_LEVEL"
     awk -v os="$ours_s" -v ob="$ours_bytes" -v hs="$h5py_s" -v hb="$h5py_bytes" -v mb="$map_bytes" 'BEGIN {

@@ -63,7 +63,7 @@ class MapCompression(unittest.TestCase):
         shutil.rmtree(cls.root)
 
     def check_dump(self, path, dtype, choice):
-        level = None if choice == "none" else int(choice.split(":")[1]) if ":" in choice else 2
+        level = None if choice == "none" else int(choice.split(":")[1]) if ":" in choice else 1
         with h5py.File(path, "r") as f:
             for (s, m), ref in self.ref.items():
                 ds = f["samples/%s/attn/%s" % (s, m)]
@@ -90,10 +90,10 @@ class MapCompression(unittest.TestCase):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.check_dump(out, dtype, choice)
 
-    def test_default_is_gzip_2(self):
+    def test_default_is_gzip_1(self):
         out = os.path.join(self.root, "d.h5")
         self.assertEqual(probe(self.model, self.prompts, out).returncode, 0)
-        self.check_dump(out, "f2", "gzip:2")
+        self.check_dump(out, "f2", "gzip:1")
 
     def test_h5dump_reads_without_plugins(self):
         out = os.path.join(self.root, "h.h5")

@@ -24,7 +24,7 @@ dfl_probe_params dfl_probe_params_default(void)
     dfl_probe_params p;
     memset(&p, 0, sizeof p);
     p.map_f16 = 1;
-    p.map_gzip = 2;
+    p.map_gzip = 1;
     p.rows = DFL_ROWS_LAST;
     p.topk = 100;
     p.alpha = 6.0;

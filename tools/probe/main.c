@@ -24,8 +24,9 @@ static void usage(FILE *out)
             "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
             "  --map-dtype f16|f32    element type of stored maps (default: f16)\n"
             "  --map-compression none|gzip[:LEVEL]\n"
-            "                         map tiles raw, or shuffle + deflate at LEVEL 0-9\n"
-            "                         (default: gzip:2; gzip alone means gzip:2)\n"
+            "                         map tiles raw, or shuffle + deflate at LEVEL 0-9; level 1\n"
+            "                         deflates only the high byte planes (fast; docs/probe.md)\n"
+            "                         (default: gzip:1; gzip alone means gzip:1)\n"
             "  --rows RULE            analysis rows for the noise shares: last, query, target, all\n"
             "                         (default: last = last token of the last query span)\n"
             "  --topk K               length of the outlier top lists (default: 100)\n"
@@ -84,7 +85,7 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
 /* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
 static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 {
-    int64_t level = 2; /* the default: docs/probe.md has the table it comes from */
+    int64_t level = 1; /* the default: docs/probe.md has the table it comes from */
     if (!strcmp(text, "none")) {
         *gzip = -1;
         return DFL_OK;
