@@ -8,8 +8,9 @@
 # OUT (work folder, default build/bench), MODEL (the bench model bench/run.sh writes:
 # llama 8L/512/8H, vocab 32000), THREADS (default 2), REPEATS (default 3), MAP_T (prompt
 # length, default 2048), MAP_LAYERS (layers of the map used for the writer timings,
-# default 2), MAP_LEVEL (gzip level of the writer-vs-h5py race, default 1: probe's), LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9";
-# empty: no table).
+# default 2), MAP_LEVEL (gzip level of the writer-vs-h5py race, default 1: probe's),
+# LEVELS (the size/speed table's levels, default "none 0 1 2 3 4 5 6 7 8 9"; empty: no
+# table).
 # 1. probe --maps none and --maps all on one prompt of MAP_T random tokens, each REPEATS
 #    times as separate processes; best forward time (probe's own, which includes writing
 #    and storing every map chunk) and best process wall time.
