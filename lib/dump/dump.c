@@ -518,7 +518,7 @@ struct direct_state {
     unsigned char *out;             /* [cap, bound] compressed bytes of job k at (k % cap)·bound */
     size_t cap, bound;
     uint64_t written, taken, queued;
-    int nworkers, started, quit;
+    int nworkers, started, quit, sync; /* sync: lock and conditions initialised */
     pthread_t *threads;             /* [nworkers] */
     pthread_mutex_t lock;
     pthread_cond_t work, done;      /* a job was queued / compressed */
@@ -632,7 +632,7 @@ static void direct_free(direct_state *x)
         pthread_mutex_unlock(&x->lock);
         for (int i = 0; i < x->started; i++) pthread_join(x->threads[i], NULL);
     }
-    if (x->zc || x->started) {
+    if (x->sync) {
         pthread_cond_destroy(&x->done);
         pthread_cond_destroy(&x->work);
         pthread_mutex_destroy(&x->lock);
@@ -702,6 +702,7 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
             pthread_mutex_init(&x->lock, NULL);
             pthread_cond_init(&x->work, NULL);
             pthread_cond_init(&x->done, NULL);
+            x->sync = 1;
         }
         for (int i = 0; ok && i < x->nworkers; i++) {
             worker_arg *a = malloc(sizeof *a);
