@@ -187,6 +187,12 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if r.return
     done
 } | tee -a "$OUT/table.txt"
 
+# probe --maps all against --maps none, the map writer against h5py (bench/maps.sh)
+if [ -f bench/maps.sh ]; then
+    BIN=$BIN BUILD=$BUILD OUT=$OUT MODEL=$MODEL THREADS=$THREADS REPEATS=$REPEATS sh bench/maps.sh |
+        tee -a "$OUT/table.txt"
+fi
+
 # training throughput against PyTorch (bench/train_bench.sh)
 if [ -f bench/train_bench.sh ]; then
     BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/train_bench.sh | tee -a "$OUT/table.txt"

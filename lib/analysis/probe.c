@@ -24,6 +24,7 @@ dfl_probe_params dfl_probe_params_default(void)
     dfl_probe_params p;
     memset(&p, 0, sizeof p);
     p.map_f16 = 1;
+    p.map_gzip = 1;
     p.rows = DFL_ROWS_LAST;
     p.topk = 100;
     p.alpha = 6.0;
@@ -442,11 +443,16 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
      * written, so they take no space and cost readers nothing to decompress. */
     int64_t dims[4] = {Ls, Hsel, r->R, r->T};
     int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS, r->T < MAP_TILE_KEYS ? r->T : MAP_TILE_KEYS};
-    /* a block of rows may end inside a tile row: two tile rows of every head stay open */
-    int64_t open_tiles = 2 * Hsel * ((r->T + chunk[3] - 1) / chunk[3]);
+    /* Tiles are assembled in memory and compressed by background threads while the
+     * forward goes on. A block of rows reaches every head and may end inside a tile row:
+     * two tile rows of every head are being filled, and as many again may wait for
+     * their compression. */
+    dfl_dump_direct opt = dfl_dump_direct_default();
+    opt.gzip = r->p->map_gzip;
+    opt.open_rows = 4 * Hsel;
     for (int i = 0; i < r->M; i++) {
-        if ((s = dfl_dump_stream_create(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, dims, chunk, 1,
-                                        open_tiles, &r->maps[i], err)))
+        if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, dims, chunk,
+                                               &opt, &r->maps[i], err)))
             return s;
         if ((s = dfl_dump_attach_scales(d, names[i], 4, scales, labels, err))) return s;
     }
@@ -598,6 +604,8 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
                        .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
     double t0 = now_seconds();
     s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
+    for (int i = 0; i < 3 && !s; i++)
+        if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += now_seconds() - t0;
     if (s) return s;
     if ((s = dfl_dump_put(d, "nll", DFL_H5_F32, 1, &T, r->nll, err)) ||

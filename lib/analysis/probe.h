@@ -72,6 +72,7 @@ typedef struct dfl_probe_params {
     const char *out_path;
     dfl_map_select maps;         /* default: none */
     int map_f16;                 /* maps stored as f16 (default 1) or f32 */
+    int map_gzip;                /* map chunks: -1 raw, 0-9 shuffle + deflate level (default 1) */
     int save_logits;             /* write logits [T, V] per sample */
     dfl_rows_rule rows;          /* analysis rows (default last) */
     int32_t topk;                /* K of the outlier top lists (default 100) */

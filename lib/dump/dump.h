@@ -100,8 +100,48 @@ dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type typ
                                   const int64_t *chunk, int gzip, int64_t open_chunks, dfl_dump_stream **out,
                                   dfl_error *err);
 
+/* Streams whose chunks are assembled here: each chunk is filled in memory, shuffled and
+ * deflated (libdeflate) by background threads while the caller goes on, and handed to
+ * HDF5 whole (H5Dwrite_chunk) by the caller's thread, in a fixed order (the file does
+ * not depend on the thread count). The dataset declares the same shuffle + deflate
+ * pipeline HDF5 itself would use, so every HDF5 reader (h5py, h5dump, H5Dread) reads it
+ * without plugins. Level 1 stores the low half of the byte planes in deflate's stored
+ * blocks and deflates the high half: still one standard zlib stream, twice as fast.
+ *
+ * A chunk row is the set of chunks that share their place in every dimension but the
+ * last. Writes must reach each chunk row in row-major order: once the row holding its
+ * last elements (the last index in every dimension but the last, clipped to the extent)
+ * is written, the chunk row is complete and its touched chunks are queued, to be stored
+ * by later calls or the flush; chunks never touched stay unallocated (they read as 0).
+ * Writing into a chunk row after it was completed is DFL_ERR_USAGE. */
+typedef struct dfl_dump_direct {
+    int gzip;          /* -1: no filters (raw chunks); 0-9: shuffle + deflate at this level */
+    int64_t open_rows; /* chunk rows held in memory at once, filling or queued (>= 1; when
+                        * all are filling, the oldest is queued as it is) */
+    int threads;       /* compressor threads (pthreads); 0 = omp_get_max_threads() */
+} dfl_dump_direct;
+
+/* dfl_dump_direct {gzip 1, open_rows 1, threads 0}. */
+dfl_dump_direct dfl_dump_direct_default(void);
+
+/* Create a direct stream `name` (F32 or F16, ndim <= 4, chunked by chunk[ndim]). Memory:
+ * open_rows chunk rows of staging plus, with gzip >= 0, one compressed chunk buffer for
+ * each chunk of them and one chunk of shuffle space per thread. Closed with
+ * dfl_dump_stream_close (which stops the threads) after dfl_dump_stream_flush.
+ * DFL_ERR_USAGE (bad type, rank or options), DFL_ERR_NOMEM (also: no thread could
+ * start), DFL_ERR_HDF5. */
+dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim,
+                                         const int64_t *dims, const int64_t *chunk, const dfl_dump_direct *opt,
+                                         dfl_dump_stream **out, dfl_error *err);
+
+/* Store every chunk row still held or queued (a no-op for other streams). A direct
+ * stream closed without it loses those. DFL_ERR_HDF5 when HDF5 cannot write a chunk (a
+ * full disk, a file-size limit; the dump can then only be aborted). */
+dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err);
+
 /* Write the box start[ndim] + count[ndim] from float data laid out as rows of the last
- * dimension with stride ld >= count[ndim-1]. Only F32 and F16 streams. */
+ * dimension with stride ld >= count[ndim-1]. Only F32 and F16 streams. On a direct
+ * stream this may store complete chunk rows (errors as dfl_dump_stream_flush). */
 dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count,
                                      const float *data, int64_t ld, dfl_error *err);
 void dfl_dump_stream_close(dfl_dump_stream *s);

@@ -25,6 +25,10 @@ static void usage(FILE *out)
             "  --maps SEL             attention maps to store: none, all, or e.g.\n"
             "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
             "  --map-dtype f16|f32    element type of stored maps (default: f16)\n"
+            "  --map-compression none|gzip[:LEVEL]\n"
+            "                         map tiles raw, or shuffle + deflate at LEVEL 0-9; level 1\n"
+            "                         deflates only the high byte planes (fast; docs/probe.md)\n"
+            "                         (default: gzip:1; gzip alone means gzip:1)\n"
             "  --rows RULE            analysis rows for the noise shares: last, query, target, all\n"
             "                         (default: last = last token of the last query span)\n"
             "  --topk K               length of the outlier top lists (default: 100)\n"
@@ -105,13 +109,29 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     return DFL_OK;
 }
 
+/* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
+static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
+{
+    int64_t level = 1; /* the default: docs/probe.md has the table it comes from */
+    if (!strcmp(text, "none")) {
+        *gzip = -1;
+        return DFL_OK;
+    }
+    if (strncmp(text, "gzip", 4) || (text[4] && text[4] != ':'))
+        return dfl__fail(err, DFL_ERR_USAGE, "--map-compression: '%s' is not none, gzip or gzip:LEVEL", text);
+    dfl_status s = text[4] ? dfl_cli_int("--map-compression gzip level", text + 5, 0, 9, &level, err) : DFL_OK;
+    if (!s) *gzip = (int)level;
+    return s;
+}
+
 /* The whole tool; under MPI every rank runs it and only rank 0 prints. */
 static int run(int argc, char **argv, int mpi, int rank)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},   {"prompts", required_argument, 0, 'p'},
         {"out", required_argument, 0, 'o'},     {"maps", required_argument, 0, 'M'},
-        {"map-dtype", required_argument, 0, 'D'}, {"rows", required_argument, 0, 'r'},
+        {"map-dtype", required_argument, 0, 'D'}, {"map-compression", required_argument, 0, 'C'},
+        {"rows", required_argument, 0, 'r'},
         {"topk", required_argument, 0, 'k'},    {"alpha", required_argument, 0, 'a'},
         {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
@@ -139,6 +159,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                 s = dfl__fail(&err, DFL_ERR_USAGE, "--map-dtype: '%s' is not f16 or f32", optarg);
             p.map_f16 = !strcmp(optarg, "f16");
             break;
+        case 'C': s = parse_compression(optarg, &p.map_gzip, &err); break;
         case 'r': s = dfl_rows_rule_parse(optarg, &p.rows, &err); break;
         case 'k':
             if (!(s = dfl_cli_int("--topk", optarg, 1, DFL_TOPK_MAX, &k, &err))) p.topk = (int32_t)k;
