@@ -104,4 +104,13 @@ void dfl_prompt_set_free(dfl_prompt_set *s);
 dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count,
                                 int overwrite, dfl_error *err);
 
+/* ---- text prompts (prompts_text.c) ---- */
+
+struct dfl_tokenizer;
+
+/* Read text prompts from `in`, tokenize them with t (special: add BOS/EOS as the
+ * tokenizer's post-processor does) and write token prompts to `out` atomically. */
+dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, struct dfl_tokenizer *t,
+                                    int special, int overwrite, dfl_error *err);
+
 #endif
