@@ -69,6 +69,9 @@ void dfl__vocab_free(dfl__tk_vocab *v)
     memset(v, 0, sizeof *v);
 }
 
+/* A slot: the hash's high half as a tag, then id + 1 (0 = empty). */
+#define SLOT(h, id) (((h) & 0xFFFFFFFF00000000ULL) | ((uint64_t)(id) + 1))
+
 const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n)
 {
     if (id >= v->n || !v->used[id]) return NULL;
@@ -79,12 +82,16 @@ const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n)
 
 int64_t dfl__vocab_find(const dfl__tk_vocab *v, const char *s, size_t n)
 {
-    size_t i = (size_t)hash_bytes(s, n) & v->mask;
+    uint64_t h = hash_bytes(s, n);
+    size_t i = (size_t)h & v->mask;
     for (;;) {
-        uint32_t e = v->slots[i];
+        uint64_t e = v->slots[i];
         if (!e) return -1;
-        uint64_t r = v->ref[e - 1];
-        if ((r & 0xFFFFFF) == n && !memcmp(v->pool + (r >> 24), s, n)) return (int64_t)(e - 1);
+        if ((e >> 32) == (h >> 32)) {
+            uint32_t id = (uint32_t)e - 1;
+            uint64_t r = v->ref[id];
+            if ((r & 0xFFFFFF) == n && !memcmp(v->pool + (r >> 24), s, n)) return (int64_t)id;
+        }
         i = (i + 1) & v->mask;
     }
 }
@@ -106,9 +113,10 @@ dfl_status dfl__vocab_add(dfl__tk_vocab *v, uint32_t id, const char *s, size_t n
     v->pool_len += n + 1;
     v->used[id] = 1;
     if (have >= 0) return DFL_OK; /* same text under two ids: lookups find the first */
-    size_t i = (size_t)hash_bytes(s, n) & v->mask;
+    uint64_t h = hash_bytes(s, n);
+    size_t i = (size_t)h & v->mask;
     while (v->slots[i]) i = (i + 1) & v->mask;
-    v->slots[i] = id + 1;
+    v->slots[i] = SLOT(h, id);
     return DFL_OK;
 }
 

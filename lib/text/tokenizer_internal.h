@@ -133,7 +133,7 @@ typedef struct dfl__tk_vocab {
     uint64_t *ref;      /* [n] offset << 24 | length (tokens < 16 MB) */
     uint8_t *used;      /* [n] 1 when the id exists */
     size_t n;           /* ids 0..n-1 */
-    uint32_t *slots;    /* [mask + 1] open-addressing table of id + 1 (0 = empty) */
+    uint64_t *slots;    /* [mask + 1] open addressing: hash tag << 32 | id + 1 (0 = empty) */
     size_t mask;
 } dfl__tk_vocab;
 
@@ -157,7 +157,8 @@ int64_t dfl__vocab_find(const dfl__tk_vocab *v, const char *s, size_t n);
 /* Token text of an id (NULL when the id is unused). */
 const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n);
 dfl_status dfl__vocab_init(dfl__tk_vocab *v, size_t n_ids, size_t pool_bytes, dfl_error *err);
-/* Add id → s; DFL_ERR_FORMAT on a duplicate id or string. */
+/* Add id → s; DFL_ERR_FORMAT on a duplicate id (a string under two ids keeps the
+ * first for lookups). */
 dfl_status dfl__vocab_add(dfl__tk_vocab *v, uint32_t id, const char *s, size_t n, dfl_error *err);
 void dfl__vocab_free(dfl__tk_vocab *v);
 

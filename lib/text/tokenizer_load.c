@@ -389,6 +389,80 @@ static dfl_status load_step(const dfl__jv *root, const char *key, parse_fn fn, d
     return fn(o, st, err);
 }
 
+/* The two tokens of a merge: 0 ok, 1 malformed. */
+static int merge_parts(const dfl__jv *mg, const char **a, size_t *an, const char **c, size_t *cn)
+{
+    if (mg->type == DFL__J_STR) {
+        const char *sp = memchr(mg->u.str, ' ', mg->n);
+        if (!sp) return 1;
+        *a = mg->u.str;
+        *an = (size_t)(sp - *a);
+        *c = sp + 1;
+        *cn = mg->n - *an - 1;
+        return 0;
+    }
+    if (mg->type == DFL__J_ARR && mg->n == 2 && mg->u.kids[0].type == DFL__J_STR && mg->u.kids[1].type == DFL__J_STR) {
+        *a = mg->u.kids[0].u.str;
+        *an = mg->u.kids[0].n;
+        *c = mg->u.kids[1].u.str;
+        *cn = mg->u.kids[1].n;
+        return 0;
+    }
+    return 1;
+}
+
+/* Ids of a merge's left, right and merged tokens: 0 ok, 1 malformed, 2 unknown part,
+ * 3 unknown merged token, 4 longer than buf. */
+static int resolve_merge(const dfl_tokenizer *t, const dfl__jv *mg, char *buf, size_t cap, int64_t ids[3])
+{
+    const char *a, *c;
+    size_t an, cn;
+    ids[0] = ids[1] = ids[2] = 0;
+    if (merge_parts(mg, &a, &an, &c, &cn)) return 1;
+    ids[0] = dfl__vocab_find(&t->vocab, a, an);
+    ids[1] = dfl__vocab_find(&t->vocab, c, cn);
+    if (ids[0] < 0 || ids[1] < 0) return 2;
+    /* the merged token: a + b without b's continuing prefix */
+    const char *pf = t->bpe.prefix;
+    size_t plen = pf ? strlen(pf) : 0;
+    if (plen && cn >= plen && !memcmp(c, pf, plen)) { c += plen; cn -= plen; }
+    if (an + cn > cap) return 4;
+    memcpy(buf, a, an);
+    memcpy(buf + an, c, cn);
+    ids[2] = dfl__vocab_find(&t->vocab, buf, an + cn);
+    return ids[2] < 0 ? 3 : 0;
+}
+
+/* A merge the parallel pass could not resolve: resolve it with a large buffer, or
+ * report what is wrong with it. */
+static dfl_status merge_error(const dfl_tokenizer *t, const dfl__jv *mg, uint32_t i, uint32_t out[3], dfl_error *err)
+{
+    const char *a, *c;
+    size_t an, cn;
+    if (merge_parts(mg, &a, &an, &c, &cn))
+        return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u is neither \"a b\" nor [a, b]", i);
+    char *buf = malloc(an + cn + 1);
+    if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    int64_t ids[3];
+    int r = resolve_merge(t, mg, buf, an + cn + 1, ids);
+    dfl_status st = DFL_OK;
+    if (r == 2)
+        st = dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u names unknown token \"%.*s\"", i,
+                       (int)(ids[0] < 0 ? (an > 40 ? 40 : an) : (cn > 40 ? 40 : cn)), ids[0] < 0 ? a : c);
+    else if (r == 3)
+        st = dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u makes unknown token \"%.*s%.*s\"", i,
+                       (int)(an > 40 ? 40 : an), a, (int)(cn > 40 ? 40 : cn), c);
+    else if (r)
+        st = dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u is malformed", i);
+    free(buf);
+    if (!st) {
+        out[0] = (uint32_t)ids[0];
+        out[1] = (uint32_t)ids[1];
+        out[2] = (uint32_t)ids[2];
+    }
+    return st;
+}
+
 /* --------------------------------------------------------------- model ---- */
 
 static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *err)
@@ -445,8 +519,6 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     if (st) return st;
     for (uint32_t i = 0; i < vocab->n; i++) {
         const dfl__jv *v = &vocab->u.kids[i];
-        if (dfl__vocab_find(&t->vocab, v->key, v->key_len) >= 0)
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: vocab token \"%.40s\" appears twice", v->key);
         st = dfl__vocab_add(&t->vocab, (uint32_t)v->u.num, v->key, v->key_len, err);
         if (st) return dfl__context(err, "tokenizer.json: vocab");
     }
@@ -488,59 +560,31 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
         b->bl_id[i] = id >= 0 ? (uint32_t)id + 1 : 0;
     }
 
-    /* merges: "a b" strings or [a, b] pairs; the merged token must exist too */
+    /* merges: "a b" strings or [a, b] pairs; the merged token must exist too. The
+     * lookups run on all cores (read-only, no allocation), the table fills in order. */
     st = dfl__bpe_merges_init(b, merges->n, err);
     if (st) return st;
-    size_t plen = b->prefix ? strlen(b->prefix) : 0;
-    char *cat = NULL;
-    size_t cat_cap = 0;
-    for (uint32_t i = 0; i < merges->n; i++) {
-        const dfl__jv *mg = &merges->u.kids[i];
-        const char *a, *c;
-        size_t an, cn;
-        if (mg->type == DFL__J_STR) {
-            const char *sp = memchr(mg->u.str, ' ', mg->n);
-            if (!sp) { free(cat); return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u (\"%.40s\") is not two tokens", i, mg->u.str); }
-            a = mg->u.str;
-            an = (size_t)(sp - a);
-            c = sp + 1;
-            cn = mg->n - an - 1;
-        } else if (mg->type == DFL__J_ARR && mg->n == 2 && mg->u.kids[0].type == DFL__J_STR && mg->u.kids[1].type == DFL__J_STR) {
-            a = mg->u.kids[0].u.str;
-            an = mg->u.kids[0].n;
-            c = mg->u.kids[1].u.str;
-            cn = mg->u.kids[1].n;
-        } else {
-            free(cat);
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u is neither \"a b\" nor [a, b]", i);
-        }
-        int64_t ia = dfl__vocab_find(&t->vocab, a, an), ic = dfl__vocab_find(&t->vocab, c, cn);
-        if (ia < 0 || ic < 0) {
-            free(cat);
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u names unknown token \"%.*s\"", i,
-                             (int)(ia < 0 ? (an > 40 ? 40 : an) : (cn > 40 ? 40 : cn)), ia < 0 ? a : c);
-        }
-        /* the merged token: a + b without b's continuing prefix */
-        if (plen && cn >= plen && !memcmp(c, b->prefix, plen)) { c += plen; cn -= plen; }
-        if (an + cn > cat_cap) {
-            size_t nc = (an + cn) * 2 + 64;
-            char *x = realloc(cat, nc);
-            if (!x) { free(cat); return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory"); }
-            cat = x;
-            cat_cap = nc;
-        }
-        memcpy(cat, a, an);
-        memcpy(cat + an, c, cn);
-        int64_t im2 = dfl__vocab_find(&t->vocab, cat, an + cn);
-        if (im2 < 0) {
-            int k = (int)(an + cn > 40 ? 40 : an + cn);
-            dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: merge %u makes unknown token \"%.*s\"", i, k, cat);
-            free(cat);
-            return DFL_ERR_FORMAT;
-        }
-        dfl__bpe_merge_add(b, (uint32_t)ia, (uint32_t)ic, i, (uint32_t)im2);
+    uint32_t *mid = dfl__alloc_array(merges->n ? (size_t)merges->n * 3 : 1, sizeof *mid);
+    if (!mid) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    int64_t nm = merges->n;
+#pragma omp parallel for schedule(static, 4096)
+    for (int64_t i = 0; i < nm; i++) {
+        char buf[512];
+        int64_t ids[3];
+        int r = resolve_merge(t, &merges->u.kids[i], buf, sizeof buf, ids);
+        mid[3 * i] = r ? UINT32_MAX : (uint32_t)ids[0];
+        mid[3 * i + 1] = (uint32_t)ids[1];
+        mid[3 * i + 2] = (uint32_t)ids[2];
     }
-    free(cat);
+    for (uint32_t i = 0; i < merges->n; i++) {
+        if (mid[3 * (size_t)i] == UINT32_MAX) {
+            /* again, serially, with room for long tokens and the message */
+            st = merge_error(t, &merges->u.kids[i], i, mid + 3 * (size_t)i, err);
+            if (st) { free(mid); return st; }
+        }
+        dfl__bpe_merge_add(b, mid[3 * (size_t)i], mid[3 * (size_t)i + 1], i, mid[3 * (size_t)i + 2]);
+    }
+    free(mid);
     return DFL_OK;
 }
 
