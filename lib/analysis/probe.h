@@ -69,6 +69,9 @@ typedef struct dfl_probe_params {
     const char *model_dir;
     const char *prompts_path;
     const char *out_path;
+    const char *tokenizer_path;  /* tokenizer.json (or its folder) for text prompts and labels;
+                                  * NULL: model_dir/tokenizer.json, used only when a prompt
+                                  * has "input" text (default NULL) */
     dfl_map_select maps;         /* default: none */
     int map_f16;                 /* maps stored as f16 (default 1) or f32 */
     int save_logits;             /* write logits [T, V] per sample */
