@@ -104,13 +104,17 @@ def run_ours(tok, texts, special):
 
 
 def run_ref(tok, items):
-    """items: (text, add special tokens) pairs, all encoded by one node process."""
+    """items: (text, add special tokens[, tokenizer.json]) tuples, all encoded by one
+    node process (tok: the default tokenizer.json)."""
     with tempfile.TemporaryDirectory() as d:
         src, dst = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
         with open(src, "w", encoding="utf-8") as f:
-            for t, special in items:
-                f.write(json.dumps({"text": t, "special": special}) + "\n")
-        r = subprocess.run(["node", os.path.join(ROOT, "tests", "tokenizer_ref.js"), MODULES, tok, src, dst],
+            for it in items:
+                row = {"text": it[0], "special": it[1]}
+                if len(it) > 2:
+                    row["tok"] = it[2]
+                f.write(json.dumps(row) + "\n")
+        r = subprocess.run(["node", os.path.join(ROOT, "tests", "tokenizer_ref.js"), MODULES, tok or "", src, dst],
                            capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("reference failed: " + r.stderr)
