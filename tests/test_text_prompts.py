@@ -112,6 +112,53 @@ class TextPrompts(unittest.TestCase):
                 "--tokenizer", TOK)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_noise_prompts_from_text(self):
+        needle = " The best thing to do in San Francisco is eat a sandwich in Dolores Park."
+        answer = "eat a sandwich in Dolores Park"
+        query = " What is the best thing to do in San Francisco? Answer: The best thing to do in San Francisco is"
+        target = " eat a sandwich in Dolores Park."
+        distractor = " The best thing to do in Paris is walk along the Seine."
+        hay = "It was the best of times, it was the worst of times. " * 30
+        with open(os.path.join(self.root, "essay.txt"), "w") as f:
+            f.write(hay)
+        tmpl = os.path.join(self.root, "sf.json")
+        with open(tmpl, "w") as f:
+            json.dump({"haystack": {"file": "essay.txt"}, "needle": needle, "answer": answer,
+                       "distractors": [distractor], "query": query, "target": target}, f)
+        out = os.path.join(self.root, "sf.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "--tokenizer", TOK, "--template", tmpl, "-o", out,
+                "--length", "200", "--samples", "2", "--depths", "0,1", "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = ref.run_ref(TOK, [(x, False) for x in (needle, query, target, distractor)])
+        n_ids, q_ids, t_ids, d_ids = [w["ids"] for w in want]
+        n_off = want[0]["offsets"]
+        a0 = needle.index(answer)
+        a1 = a0 + len(answer)
+        ans = [n_ids[k] for k, (x, y) in enumerate(n_off) if x < a1 and y > a0]
+        with open(out) as f:
+            rows = [json.loads(l) for l in f]
+        self.assertEqual(len(rows), 4)
+        for row in rows:
+            toks = row["tokens"]
+            self.assertEqual(len(toks), 200)
+            s, e = row["answer"][0]
+            self.assertEqual(toks[s:e], ans)
+            s, e = row["query"][0]
+            self.assertEqual(toks[s:e], q_ids)
+            s, e = row["target"][0]
+            self.assertEqual(toks[s:e], t_ids)
+            s, e = row["distractor"][0]
+            self.assertEqual(toks[s:e], d_ids)
+            self.assertEqual("".join(row["text"][-len(t_ids):]), target)
+        # an answer that is not in the needle
+        with open(tmpl, "w") as f:
+            json.dump({"haystack": hay, "needle": needle, "answer": "pizza", "query": query, "target": target}, f)
+        r = run(os.path.join(BIN, "noise"), "prompts", "--tokenizer", TOK, "--template", tmpl, "-o",
+                os.path.join(self.root, "no.jsonl"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('answer "pizza" is not in the needle', r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "no.jsonl")))
+
     def bad(self, rows, raw=None, needle=""):
         path = os.path.join(self.root, "bad.jsonl")
         with open(path, "wb") as f:
