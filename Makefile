@@ -91,7 +91,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB_A) | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB_A) -o $@ $(LDFLAGS) $(LDLIBS)
 
-bench: all $(BUILD)/bench/overhead
+bench: all $(BUILD)/bench/overhead $(BUILD)/bench/tokenize_speed
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) BUILD=$(BUILD) sh bench/run.sh
 

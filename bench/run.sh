@@ -196,3 +196,8 @@ fi
 if [ -f bench/attnmap.sh ]; then
     BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"
 fi
+
+# the tokenizer against Hugging Face tokenizers (bench/tokenizer.sh)
+if [ -f bench/tokenizer.sh ]; then
+    BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
+fi

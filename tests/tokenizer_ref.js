@@ -10,7 +10,7 @@
 const fs = require('fs');
 const path = require('path');
 const [modules, tokPath, inPath, outPath] = process.argv.slice(2);
-const { Tokenizer } = require(path.join(modules, '@anush008/tokenizers'));
+const { Tokenizer } = require(path.resolve(modules, '@anush008/tokenizers'));
 
 const cache = new Map();
 async function load(p) {
