@@ -43,18 +43,20 @@ dfl_status dfl__vocab_init(dfl__tk_vocab *v, size_t n_ids, size_t pool_bytes, df
 {
     memset(v, 0, sizeof *v);
     size_t slots = 64;
-    while (slots < n_ids * 2) {
-        if (slots > SIZE_MAX / 4) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: vocabulary too large");
+    while (slots < n_ids + n_ids / 2) { /* load at most 2/3 */
+        if (slots > SIZE_MAX / 64) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: vocabulary too large");
         slots *= 2;
     }
+    if (pool_bytes >= UINT32_MAX) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: vocabulary too large");
     v->pool = malloc(pool_bytes ? pool_bytes : 1);
     v->ref = dfl__calloc_array(n_ids ? n_ids : 1, sizeof *v->ref);
     v->used = dfl__calloc_array(n_ids ? n_ids : 1, 1);
-    v->slots = dfl__calloc_array(slots, sizeof *v->slots);
+    v->slots = dfl__alloc_array(slots, sizeof *v->slots);
     if (!v->pool || !v->ref || !v->used || !v->slots) {
         dfl__vocab_free(v);
         return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory for the vocabulary");
     }
+    for (size_t i = 0; i < slots; i++) v->slots[i] = (dfl__tk_slot){0, UINT32_MAX, 0, 0};
     v->n = n_ids;
     v->mask = slots - 1;
     return DFL_OK;
@@ -69,9 +71,6 @@ void dfl__vocab_free(dfl__tk_vocab *v)
     memset(v, 0, sizeof *v);
 }
 
-/* A slot: the hash's high half as a tag, then id + 1 (0 = empty). */
-#define SLOT(h, id) (((h) & 0xFFFFFFFF00000000ULL) | ((uint64_t)(id) + 1))
-
 const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n)
 {
     if (id >= v->n || !v->used[id]) return NULL;
@@ -80,18 +79,32 @@ const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n)
     return v->pool + (r >> 24);
 }
 
+uint64_t dfl__vocab_hash(const char *s, size_t n) { return hash_bytes(s, n); }
+
+void dfl__vocab_prefetch(const dfl__tk_vocab *v, uint64_t h, int string_too)
+{
+    const dfl__tk_slot *e = &v->slots[(size_t)h & v->mask];
+    if (!string_too) {
+        __builtin_prefetch(e);
+        return;
+    }
+    /* the slot is in cache by now: fetch the string a matching tag points to */
+    if (e->id != UINT32_MAX && e->tag == (uint32_t)(h >> 32)) __builtin_prefetch(v->pool + e->off);
+}
+
 int64_t dfl__vocab_find(const dfl__tk_vocab *v, const char *s, size_t n)
 {
-    uint64_t h = hash_bytes(s, n);
+    return dfl__vocab_find_h(v, s, n, hash_bytes(s, n));
+}
+
+int64_t dfl__vocab_find_h(const dfl__tk_vocab *v, const char *s, size_t n, uint64_t h)
+{
+    uint32_t tag = (uint32_t)(h >> 32);
     size_t i = (size_t)h & v->mask;
     for (;;) {
-        uint64_t e = v->slots[i];
-        if (!e) return -1;
-        if ((e >> 32) == (h >> 32)) {
-            uint32_t id = (uint32_t)e - 1;
-            uint64_t r = v->ref[id];
-            if ((r & 0xFFFFFF) == n && !memcmp(v->pool + (r >> 24), s, n)) return (int64_t)id;
-        }
+        const dfl__tk_slot *e = &v->slots[i];
+        if (e->id == UINT32_MAX) return -1;
+        if (e->tag == tag && e->len == n && !memcmp(v->pool + e->off, s, n)) return (int64_t)e->id;
         i = (i + 1) & v->mask;
     }
 }
@@ -115,8 +128,8 @@ dfl_status dfl__vocab_add(dfl__tk_vocab *v, uint32_t id, const char *s, size_t n
     if (have >= 0) return DFL_OK; /* same text under two ids: lookups find the first */
     uint64_t h = hash_bytes(s, n);
     size_t i = (size_t)h & v->mask;
-    while (v->slots[i]) i = (i + 1) & v->mask;
-    v->slots[i] = SLOT(h, id);
+    while (v->slots[i].id != UINT32_MAX) i = (i + 1) & v->mask;
+    v->slots[i] = (dfl__tk_slot){(uint32_t)(h >> 32), id, (uint32_t)(v->ref[id] >> 24), (uint32_t)n};
     return DFL_OK;
 }
 
@@ -129,9 +142,8 @@ dfl_status dfl__bpe_merges_init(dfl__tk_bpe *m, size_t n_merges, dfl_error *err)
         if (slots > SIZE_MAX / 4) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: too many merges");
         slots *= 2;
     }
-    m->mkeys = dfl__calloc_array(slots, sizeof *m->mkeys);
-    m->mvals = dfl__alloc_array(slots, sizeof *m->mvals);
-    if (!m->mkeys || !m->mvals) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory for merges");
+    m->merges = dfl__calloc_array(slots, 2 * sizeof *m->merges);
+    if (!m->merges) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory for merges");
     m->mmask = slots - 1;
     return DFL_OK;
 }
@@ -140,9 +152,9 @@ void dfl__bpe_merge_add(dfl__tk_bpe *m, uint32_t a, uint32_t b, uint32_t rank, u
 {
     uint64_t key = (((uint64_t)a << 32) | b) + 1;
     size_t i = (size_t)hash_u64(key) & m->mmask;
-    while (m->mkeys[i] && m->mkeys[i] != key) i = (i + 1) & m->mmask;
-    m->mkeys[i] = key;
-    m->mvals[i] = ((uint64_t)rank << 32) | id;
+    while (m->merges[2 * i] && m->merges[2 * i] != key) i = (i + 1) & m->mmask;
+    m->merges[2 * i] = key;
+    m->merges[2 * i + 1] = ((uint64_t)rank << 32) | id;
 }
 
 /* rank << 32 | id of the merge (a, b), or UINT64_MAX. */
@@ -151,8 +163,8 @@ static inline uint64_t merge_find(const dfl__tk_bpe *m, uint32_t a, uint32_t b)
     uint64_t key = (((uint64_t)a << 32) | b) + 1;
     size_t i = (size_t)hash_u64(key) & m->mmask;
     for (;;) {
-        uint64_t k = m->mkeys[i];
-        if (k == key) return m->mvals[i];
+        uint64_t k = m->merges[2 * i];
+        if (k == key) return m->merges[2 * i + 1];
         if (!k) return UINT64_MAX;
         i = (i + 1) & m->mmask;
     }
@@ -505,8 +517,7 @@ oom:
 
 void dfl__bpe_free(dfl__tk_bpe *m)
 {
-    free(m->mkeys);
-    free(m->mvals);
+    free(m->merges);
     free(m->prefix);
     free(m->suffix);
     if (m->cache) {

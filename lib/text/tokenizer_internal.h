@@ -127,21 +127,28 @@ typedef struct dfl__tk_step {
 
 /* ---- vocabulary and BPE (tokenizer_bpe.c) ---- */
 
+/* One lookup slot: everything a probe needs, so a hit costs the slot and the string. */
+typedef struct dfl__tk_slot {
+    uint32_t tag;       /* high half of the hash */
+    uint32_t id;
+    uint32_t off, len;  /* the string in the pool */
+} dfl__tk_slot;
+
 typedef struct dfl__tk_vocab {
     char *pool;         /* every token's bytes, each NUL-terminated */
     size_t pool_len;
     uint64_t *ref;      /* [n] offset << 24 | length (tokens < 16 MB) */
     uint8_t *used;      /* [n] 1 when the id exists */
     size_t n;           /* ids 0..n-1 */
-    uint64_t *slots;    /* [mask + 1] open addressing: hash tag << 32 | id + 1 (0 = empty) */
+    struct dfl__tk_slot *slots; /* [mask + 1] open addressing (len 0 and id UINT32_MAX = empty) */
     size_t mask;
 } dfl__tk_vocab;
 
 typedef struct dfl__tk_cache dfl__tk_cache;
 
 typedef struct dfl__tk_bpe {
-    uint64_t *mkeys;    /* [mmask + 1] (left id << 32 | right id) + 1, 0 = empty */
-    uint64_t *mvals;    /* [mmask + 1] rank << 32 | merged id */
+    uint64_t *merges;   /* [2 * (mmask + 1)]: key (left id << 32 | right id) + 1 (0 = empty),
+                         * then rank << 32 | merged id, side by side */
     size_t mmask;
     int byte_fallback, fuse_unk, ignore_merges;
     int64_t unk;        /* unk id or -1 */
@@ -154,6 +161,12 @@ typedef struct dfl__tk_bpe {
 
 /* Look a string up: id or -1. */
 int64_t dfl__vocab_find(const dfl__tk_vocab *v, const char *s, size_t n);
+/* The same with its hash precomputed (dfl__vocab_hash), and a prefetch of the slot
+ * (string_too = 0) or, once the slot is cached, of the string it points to (1): a batch
+ * of lookups then waits for memory once instead of once per lookup. */
+uint64_t dfl__vocab_hash(const char *s, size_t n);
+int64_t dfl__vocab_find_h(const dfl__tk_vocab *v, const char *s, size_t n, uint64_t h);
+void dfl__vocab_prefetch(const dfl__tk_vocab *v, uint64_t h, int string_too);
 /* Token text of an id (NULL when the id is unused). */
 const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n);
 dfl_status dfl__vocab_init(dfl__tk_vocab *v, size_t n_ids, size_t pool_bytes, dfl_error *err);

@@ -433,6 +433,60 @@ static int resolve_merge(const dfl_tokenizer *t, const dfl__jv *mg, char *buf, s
     return ids[2] < 0 ? 3 : 0;
 }
 
+/* Resolve merges [from, from + n) (n <= 16) into mid[3 * i ...]: parts and hashes
+ * first, then prefetches of every slot and string, then the lookups. A merge that is
+ * malformed, unknown or longer than the scratch gets UINT32_MAX (resolved or reported
+ * again serially). */
+static void resolve_block(const dfl_tokenizer *t, const dfl__jv *merges, size_t from, size_t n, uint32_t *mid)
+{
+    struct {
+        const char *a, *c;
+        size_t an, cn;
+        uint64_t h[3];
+        int ok;
+        char cat[192];
+    } w[16];
+    const char *pf = t->bpe.prefix;
+    size_t plen = pf ? strlen(pf) : 0;
+    for (size_t k = 0; k < n; k++) {
+        w[k].ok = !merge_parts(&merges->u.kids[from + k], &w[k].a, &w[k].an, &w[k].c, &w[k].cn);
+        if (!w[k].ok) continue;
+        const char *c = w[k].c;
+        size_t cn = w[k].cn;
+        if (plen && cn >= plen && !memcmp(c, pf, plen)) { c += plen; cn -= plen; }
+        if (w[k].an + cn > sizeof w[k].cat) { w[k].ok = 0; continue; }
+        memcpy(w[k].cat, w[k].a, w[k].an);
+        memcpy(w[k].cat + w[k].an, c, cn);
+        w[k].h[0] = dfl__vocab_hash(w[k].a, w[k].an);
+        w[k].h[1] = dfl__vocab_hash(w[k].c, w[k].cn);
+        w[k].h[2] = dfl__vocab_hash(w[k].cat, w[k].an + cn);
+        for (int j = 0; j < 3; j++) dfl__vocab_prefetch(&t->vocab, w[k].h[j], 0);
+        w[k].cn = cn; /* from here on: the merged token's tail length */
+    }
+    for (size_t k = 0; k < n; k++)
+        if (w[k].ok)
+            for (int j = 0; j < 3; j++) dfl__vocab_prefetch(&t->vocab, w[k].h[j], 1);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t *o = mid + 3 * (from + k);
+        o[0] = UINT32_MAX;
+        if (!w[k].ok) continue;
+        /* the right part is looked up as written (with its prefix) */
+        const dfl__jv *mg = &merges->u.kids[from + k];
+        const char *c;
+        size_t cn;
+        const char *a;
+        size_t an;
+        merge_parts(mg, &a, &an, &c, &cn);
+        int64_t ia = dfl__vocab_find_h(&t->vocab, a, an, w[k].h[0]);
+        int64_t ic = dfl__vocab_find_h(&t->vocab, c, cn, w[k].h[1]);
+        int64_t im = dfl__vocab_find_h(&t->vocab, w[k].cat, w[k].an + w[k].cn, w[k].h[2]);
+        if (ia < 0 || ic < 0 || im < 0) continue;
+        o[0] = (uint32_t)ia;
+        o[1] = (uint32_t)ic;
+        o[2] = (uint32_t)im;
+    }
+}
+
 /* A merge the parallel pass could not resolve: resolve it with a large buffer, or
  * report what is wrong with it. */
 static dfl_status merge_error(const dfl_tokenizer *t, const dfl__jv *mg, uint32_t i, uint32_t out[3], dfl_error *err)
@@ -566,15 +620,11 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     if (st) return st;
     uint32_t *mid = dfl__alloc_array(merges->n ? (size_t)merges->n * 3 : 1, sizeof *mid);
     if (!mid) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-    int64_t nm = merges->n;
-#pragma omp parallel for schedule(static, 4096)
-    for (int64_t i = 0; i < nm; i++) {
-        char buf[512];
-        int64_t ids[3];
-        int r = resolve_merge(t, &merges->u.kids[i], buf, sizeof buf, ids);
-        mid[3 * i] = r ? UINT32_MAX : (uint32_t)ids[0];
-        mid[3 * i + 1] = (uint32_t)ids[1];
-        mid[3 * i + 2] = (uint32_t)ids[2];
+    int64_t nblk = ((int64_t)merges->n + 15) / 16;
+#pragma omp parallel for schedule(static, 256)
+    for (int64_t b = 0; b < nblk; b++) {
+        size_t from = (size_t)b * 16, cnt = merges->n - from < 16 ? merges->n - from : 16;
+        resolve_block(t, merges, from, cnt, mid);
     }
     for (uint32_t i = 0; i < merges->n; i++) {
         if (mid[3 * (size_t)i] == UINT32_MAX) {
