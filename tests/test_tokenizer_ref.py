@@ -69,6 +69,8 @@ def corpus():
         "Ελληνικά κείμενα και Русский текст",
         "ש\u05b8לוֹם עוֹלָם",
         "ก ข ค ภาษาไทย",
+        # runs of one character: equal-rank merges where the leftmost must win
+        "qqqqqqqqq xxxxxxx ZZZZZZZZZ ḁḁḁḁḁ ——————— ~~~~~~~ ‽‽‽‽‽ ꙮꙮꙮꙮ",
     ]
     # seeded random strings over a pool of every class above
     rng = random.Random(12)
