@@ -16,7 +16,10 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+static double now(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
 
 int main(int argc, char **argv)
 {
@@ -35,12 +38,19 @@ int main(int argc, char **argv)
     }
     double load = now() - t0, load_cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     FILE *f = fopen(argv[2], "rb");
-    if (!f) { fprintf(stderr, "tokenize_speed: cannot open %s\n", argv[2]); dfl_tokenizer_close(t); return 1; }
+    if (!f) {
+        fprintf(stderr, "tokenize_speed: cannot open %s\n", argv[2]);
+        dfl_tokenizer_close(t);
+        return 1;
+    }
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *buf = malloc((size_t)n + 1);
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) { fprintf(stderr, "tokenize_speed: read failed\n"); return 1; }
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "tokenize_speed: read failed\n");
+        return 1;
+    }
     fclose(f);
     double best = 1e30;
     size_t ntok = 0;
@@ -49,7 +59,10 @@ int main(int argc, char **argv)
          * between repeats, as it does in the reference library */
         dfl_encoding e;
         double a = now();
-        if (dfl_tokenizer_encode(t, buf, (size_t)n, 0, &e, &err)) { fprintf(stderr, "tokenize_speed: %s\n", err.msg); return 1; }
+        if (dfl_tokenizer_encode(t, buf, (size_t)n, 0, &e, &err)) {
+            fprintf(stderr, "tokenize_speed: %s\n", err.msg);
+            return 1;
+        }
         double b = now() - a;
         if (b < best) best = b;
         ntok = e.n;

@@ -30,7 +30,10 @@ static void put(sbuf *b, const char *fmt, ...)
         va_start(ap, fmt);
         int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
         va_end(ap);
-        if (k >= 0 && (size_t)k < b->cap - b->n) { b->n += (size_t)k; return; }
+        if (k >= 0 && (size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
         b->cap = b->cap * 2 + 4096;
         b->p = realloc(b->p, b->cap);
         if (!b->p) abort();
@@ -42,20 +45,26 @@ static void put_str(sbuf *b, const char *s)
 {
     put(b, "\"");
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') put(b, "\\%c", *s);
-        else put(b, "%c", *s);
+        if (*s == '"' || *s == '\\')
+            put(b, "\\%c", *s);
+        else
+            put(b, "%c", *s);
     }
     put(b, "\"");
 }
 
 static const char *ADDED =
-    "[{\"id\":0,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":true,\"rstrip\":false,\"normalized\":false,\"special\":true},"
-    "{\"id\":1,\"content\":\"</s>\",\"single_word\":true,\"lstrip\":false,\"rstrip\":true,\"normalized\":false,\"special\":true},"
-    "{\"id\":2,\"content\":\"<mask>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":true,\"special\":false}]";
+    "[{\"id\":0,\"content\":\"<s>\",\"single_word\":false,\"lstrip\":true,\"rstrip\":false,\"normalized\":false,"
+    "\"special\":true},"
+    "{\"id\":1,\"content\":\"</"
+    "s>\",\"single_word\":true,\"lstrip\":false,\"rstrip\":true,\"normalized\":false,\"special\":true},"
+    "{\"id\":2,\"content\":\"<mask>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":true,"
+    "\"special\":false}]";
 static const char *TEMPLATE =
     "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
     "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"</s>\",\"type_id\":0}}],"
-    "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[0],\"tokens\":[\"<s>\"]},\"</s>\":{\"id\":\"</s>\",\"ids\":[1],\"tokens\":[\"</s>\"]}}}";
+    "\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[0],\"tokens\":[\"<s>\"]},\"</s>\":{\"id\":\"</"
+    "s>\",\"ids\":[1],\"tokens\":[\"</s>\"]}}}";
 
 static char *build(int kind)
 {
@@ -65,48 +74,70 @@ static char *build(int kind)
     if (kind == 0) {
         put(&b, "\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
                 "{\"type\":\"Split\",\"pattern\":{\"Regex\":");
-        put_str(&b, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
-        put(&b, "},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":false}]},"
-                "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\",\"trim_offsets\":true,"
-                "\"add_prefix_space\":true},%s]},\"decoder\":{\"type\":\"ByteLevel\"},", TEMPLATE);
+        put_str(&b, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
+        put(&b,
+            "},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_"
+            "regex\":false}]},"
+            "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\",\"trim_offsets\":true,"
+            "\"add_prefix_space\":true},%s]},\"decoder\":{\"type\":\"ByteLevel\"},",
+            TEMPLATE);
     } else if (kind == 1) {
-        put(&b, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"
-                "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]},\"pre_tokenizer\":null,"
-                "\"post_processor\":%s,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},"
-                "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},", TEMPLATE);
+        put(&b,
+            "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Prepend\","
+            "\"prepend\":\"\xe2\x96\x81\"},"
+            "{\"type\":\"Replace\",\"pattern\":{\"String\":\" "
+            "\"},\"content\":\"\xe2\x96\x81\"}]},\"pre_tokenizer\":null,"
+            "\"post_processor\":%s,\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{"
+            "\"String\":\"\xe2\x96\x81\"},"
+            "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" "
+            "\",\"start\":1,\"stop\":0}]},",
+            TEMPLATE);
     } else if (kind == 2) {
-        put(&b, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFD\"},{\"type\":\"Lowercase\"},{\"type\":\"Strip\"}]},"
-                "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
-                "{\"type\":\"Punctuation\",\"behavior\":\"Contiguous\"},{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\","
+        put(&b, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFD\"},{\"type\":\"Lowercase\"},{"
+                "\"type\":\"Strip\"}]},"
+                "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_"
+                "digits\":true},"
+                "{\"type\":\"Punctuation\",\"behavior\":\"Contiguous\"},{\"type\":\"Metaspace\",\"replacement\":"
+                "\"\xe2\x96\x81\","
                 "\"prepend_scheme\":\"first\",\"split\":true}]},\"post_processor\":null,"
                 "\"decoder\":{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\",\"prepend_scheme\":\"always\"},");
     } else {
-        put(&b, "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"[0-9]+\"},\"content\":\"#\"},"
-                "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Whitespace\"},{\"type\":\"Split\","
-                "\"pattern\":{\"String\":\"e\"},\"behavior\":\"MergedWithNext\",\"invert\":true},{\"type\":\"WhitespaceSplit\"}]},"
-                "\"post_processor\":null,\"decoder\":null,");
+        put(&b,
+            "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"[0-9]+\"},\"content\":\"#\"},"
+            "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Whitespace\"},{\"type\":\"Split\","
+            "\"pattern\":{\"String\":\"e\"},\"behavior\":\"MergedWithNext\",\"invert\":true},{\"type\":"
+            "\"WhitespaceSplit\"}]},"
+            "\"post_processor\":null,\"decoder\":null,");
     }
     /* vocabulary: the 3 added tokens, <unk>, 256 byte tokens, ▁, printable ASCII or
      * ByteLevel's 256 characters, and a few merges */
-    put(&b, "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":%s,\"ignore_merges\":%s,\"vocab\":{",
+    put(&b,
+        "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":%s,\"ignore_merges\":%"
+        "s,\"vocab\":{",
         kind == 1 ? "true" : "false", kind == 0 ? "true" : "false");
     put(&b, "\"<s>\":0,\"</s>\":1,\"<mask>\":2,\"<unk>\":3");
     int id = 4;
-    for (int i = 0; i < 256; i++) put(&b, ",\"<0x%02X>\":%d", i, id++);
+    for (int i = 0; i < 256; i++)
+        put(&b, ",\"<0x%02X>\":%d", i, id++);
     put(&b, ",\"\xe2\x96\x81\":%d", id++);
     if (kind == 0) {
         for (int i = 0; i < 256; i++) {
             char u[8];
             u[dfl__utf8_put(dfl__bytelevel_char((uint8_t)i), u)] = '\0';
-            if (!strcmp(u, "\"") || !strcmp(u, "\\")) put(&b, ",\"\\%s\":%d", u, id++);
-            else put(&b, ",\"%s\":%d", u, id++);
+            if (!strcmp(u, "\"") || !strcmp(u, "\\"))
+                put(&b, ",\"\\%s\":%d", u, id++);
+            else
+                put(&b, ",\"%s\":%d", u, id++);
         }
         put(&b, ",\"\xc4\xa0t\":%d,\"he\":%d,\"\xc4\xa0the\":%d}", id, id + 1, id + 2);
         put(&b, ",\"merges\":[\"\xc4\xa0 t\",\"h e\",\"\xc4\xa0t he\"]}}");
     } else {
         for (int c = 33; c < 127; c++) {
-            if (c == '"' || c == '\\') put(&b, ",\"\\%c\":%d", c, id++);
-            else put(&b, ",\"%c\":%d", c, id++);
+            if (c == '"' || c == '\\')
+                put(&b, ",\"\\%c\":%d", c, id++);
+            else
+                put(&b, ",\"%c\":%d", c, id++);
         }
         put(&b, ",\" \":%d,\"th\":%d,\"the\":%d,\"\xe2\x96\x81the\":%d}", id, id + 1, id + 2, id + 3);
         put(&b, ",\"merges\":[\"t h\",\"th e\",\"\xe2\x96\x81 the\"]}}");
@@ -136,7 +167,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     size_t ncp = 0;
-    for (size_t i = 0; i < n; i++) ncp += ((unsigned char)text[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i < n; i++)
+        ncp += ((unsigned char)text[i] & 0xC0) != 0x80;
     for (size_t i = 0; i < e.n; i++)
         if (!dfl_tokenizer_piece(t, e.ids[i], NULL) || e.start[i] > e.end[i] || e.end[i] > ncp) abort();
     char **labels = NULL;

@@ -19,9 +19,10 @@
 #include "text/tokenizer_internal.h"
 
 /* A SentencePiece-style tokenizer: <unk>, <s>, a few letters, ▁ and merges. */
-#define SP_VOCAB                                                                                      \
-    "{\"<unk>\":0,\"<s>\":1,\"a\":2,\"b\":3,\"c\":4,\"\xe2\x96\x81\":5,\"ab\":6,\"abc\":7,"            \
-    "\"\xe2\x96\x81" "a\":8,\"<0xC3>\":9,\"<0xA9>\":10}"
+#define SP_VOCAB                                                                                                       \
+    "{\"<unk>\":0,\"<s>\":1,\"a\":2,\"b\":3,\"c\":4,\"\xe2\x96\x81\":5,\"ab\":6,\"abc\":7,"                            \
+    "\"\xe2\x96\x81"                                                                                                   \
+    "a\":8,\"<0xC3>\":9,\"<0xA9>\":10}"
 #define SP_MERGES "[\"a b\",\"ab c\",\"\xe2\x96\x81 a\"]"
 
 static char *sp_json(const char *model_extra, const char *normalizer, const char *pre, const char *post)
@@ -31,20 +32,23 @@ static char *sp_json(const char *model_extra, const char *normalizer, const char
              "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":1,\"content\":\"<s>\",\"single_word\":false,"
              "\"lstrip\":false,\"rstrip\":false,\"normalized\":false,\"special\":true}],"
              "\"normalizer\":%s,\"pre_tokenizer\":%s,\"post_processor\":%s,"
-             "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\xe2\x96\x81\"},"
-             "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+             "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+             "\"\xe2\x96\x81\"},"
+             "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" "
+             "\",\"start\":1,\"stop\":0}]},"
              "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,\"byte_fallback\":true%s,"
              "\"vocab\":" SP_VOCAB ",\"merges\":" SP_MERGES "}}",
              normalizer, pre, post, model_extra);
     return buf;
 }
 
-#define METASPACE_NORM                                                                                  \
-    "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"        \
+#define METASPACE_NORM                                                                                                 \
+    "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\xe2\x96\x81\"},"                     \
     "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\xe2\x96\x81\"}]}"
-#define BOS_TEMPLATE                                                                                    \
-    "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"      \
-    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}}"
+#define BOS_TEMPLATE                                                                                                   \
+    "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"                  \
+    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":" \
+    "[\"<s>\"]}}}"
 
 static dfl_status load(const char *json, dfl_tokenizer **t, dfl_error *err)
 {
@@ -64,8 +68,7 @@ static dfl_tokenizer *sp_tokenizer(void)
 }
 
 /* Encode and compare ids and code point offsets. */
-static void expect(dfl_tokenizer *t, const char *text, int special, size_t n, const uint32_t *ids,
-                   const uint32_t *offs)
+static void expect(dfl_tokenizer *t, const char *text, int special, size_t n, const uint32_t *ids, const uint32_t *offs)
 {
     dfl_encoding e;
     dfl_error err = {0};
@@ -167,7 +170,7 @@ static void test_bytelevel_table(void **state)
         assert_int_equal(seen[c]++, 0);
         assert_int_equal(dfl__bytelevel_byte(c), b);
     }
-    assert_int_equal(dfl__bytelevel_char(' '), 0x120); /* Ġ */
+    assert_int_equal(dfl__bytelevel_char(' '), 0x120);  /* Ġ */
     assert_int_equal(dfl__bytelevel_char('\n'), 0x10A); /* Ċ */
     assert_int_equal(dfl__bytelevel_byte(0x3000), -1);
 }
@@ -188,7 +191,8 @@ static void test_unsupported_types_are_named(void **state)
 {
     (void)state;
     char *j;
-    expect_load_error("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", DFL_ERR_CONFIG, "\"Unigram\" is not supported");
+    expect_load_error("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", DFL_ERR_CONFIG,
+                      "\"Unigram\" is not supported");
     expect_load_error("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", DFL_ERR_CONFIG, "\"WordPiece\"");
     expect_load_error("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{}}}", DFL_ERR_CONFIG, "\"WordLevel\"");
     j = sp_json("", "{\"type\":\"BertNormalizer\"}", "null", "null");
@@ -200,13 +204,16 @@ static void test_unsupported_types_are_named(void **state)
     j = sp_json("", "null", "null", "{\"type\":\"RobertaProcessing\"}");
     expect_load_error(j, DFL_ERR_CONFIG, "post_processor type \"RobertaProcessing\"");
     free(j);
-    j = sp_json("", "null", "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}", "null");
+    j = sp_json("", "null",
+                "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},{\"type\":\"Digits\"}]}", "null");
     expect_load_error(j, DFL_ERR_CONFIG, "ByteLevel must come last");
     free(j);
     j = sp_json(",\"dropout\":0.1", "null", "null", "null");
     expect_load_error(j, DFL_ERR_CONFIG, "dropout");
     free(j);
-    j = sp_json("", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(unclosed\"},\"behavior\":\"Isolated\",\"invert\":false}", "null");
+    j = sp_json("", "null",
+                "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(unclosed\"},\"behavior\":\"Isolated\",\"invert\":false}",
+                "null");
     expect_load_error(j, DFL_ERR_CONFIG, "regex /(unclosed/");
     free(j);
     j = sp_json("", "null", "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Sideways\"}", "null");
@@ -224,8 +231,8 @@ static void test_bad_vocab_and_merges(void **state)
                       "duplicate id 0");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a q\"]}}", DFL_ERR_FORMAT,
                       "merge 0 names unknown token \"q\"");
-    expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[[\"a\",\"b\"]]}}", DFL_ERR_FORMAT,
-                      "merge 0 makes unknown token \"ab\"");
+    expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[[\"a\",\"b\"]]}}",
+                      DFL_ERR_FORMAT, "merge 0 makes unknown token \"ab\"");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"ab\":1},\"merges\":[\"ab\"]}}", DFL_ERR_FORMAT,
                       "merge 0 is neither");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}", DFL_ERR_FORMAT,
@@ -234,9 +241,12 @@ static void test_bad_vocab_and_merges(void **state)
                       "id must be an integer");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"vocab\":{\"a\":0},\"merges\":[]}}",
                       DFL_ERR_FORMAT, "unk_token \"<unk>\" is not in the vocabulary");
-    expect_load_error("{\"added_tokens\":[{\"id\":0,\"content\":\"x\"}],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
-                      "\"merges\":[]}}", DFL_ERR_FORMAT, "duplicate id 0");
-    expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":[],\"merges\":[]}}", DFL_ERR_FORMAT, "vocab must be an object");
+    expect_load_error(
+        "{\"added_tokens\":[{\"id\":0,\"content\":\"x\"}],\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
+        "\"merges\":[]}}",
+        DFL_ERR_FORMAT, "duplicate id 0");
+    expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":[],\"merges\":[]}}", DFL_ERR_FORMAT,
+                      "vocab must be an object");
     expect_load_error("{\"normalizer\":null}", DFL_ERR_FORMAT, "no \"model\" object");
     expect_load_error("[1,2]", DFL_ERR_FORMAT, "not a JSON object");
 }
@@ -321,14 +331,15 @@ static int draw_equal(const char *a, const char *b)
 static void test_font_marks(void **state)
 {
     (void)state;
-    assert_true(draw_equal("caf\xc3\xa9", "cafe"));        /* é as its base letter */
-    assert_true(draw_equal("\xc3\x85", "A"));              /* Å */
-    assert_false(draw_equal("\xe6\x97\xa5", "?"));         /* 日: a box, not '?' */
-    assert_false(draw_equal("\xe6\x97\xa5", " "));         /* and visible */
+    assert_true(draw_equal("caf\xc3\xa9", "cafe"));          /* é as its base letter */
+    assert_true(draw_equal("\xc3\x85", "A"));                /* Å */
+    assert_false(draw_equal("\xe6\x97\xa5", "?"));           /* 日: a box, not '?' */
+    assert_false(draw_equal("\xe6\x97\xa5", " "));           /* and visible */
     assert_true(draw_equal("\xe6\x97\xa5", "\xe6\x9c\xac")); /* one box for every missing glyph */
     char buf[64];
     dfl_text_clip(buf, sizeof buf, "a\nb\tc", 10);
-    assert_string_equal(buf, "a\xe2\x86\xb5" "b c");
+    assert_string_equal(buf, "a\xe2\x86\xb5"
+                             "b c");
     assert_false(draw_equal("\xe2\x86\xb5", " "));
 }
 

@@ -13,8 +13,8 @@
 
 static const char *const kind_names[DFL_SPAN_KINDS] = {"answer", "query", "distractor", "target"};
 
-__attribute__((format(printf, 5, 6)))
-static dfl_status fail_at(dfl_error *err, dfl_status s, const char *label, size_t line, const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static dfl_status fail_at(dfl_error *err, dfl_status s, const char *label,
+                                                                size_t line, const char *fmt, ...)
 {
     char body[400];
     va_list ap;
@@ -29,7 +29,8 @@ static dfl_status fail_at(dfl_error *err, dfl_status s, const char *label, size_
 static size_t count_cp(const char *s, size_t n)
 {
     size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
     return c;
 }
 
@@ -45,7 +46,8 @@ static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const
     if (cJSON_IsArray(v)) {
         const cJSON *a = v->child, *b = a ? a->next : NULL;
         if (!a || !b || b->next || !is_int(a) || !is_int(b))
-            return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu] is not a [start, end] pair of integers", name, j);
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu] is not a [start, end] pair of integers",
+                           name, j);
         double s = a->valuedouble, e = b->valuedouble;
         if (s >= e)
             return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu] = [%.0f, %.0f] is %s", name, j, s, e,
@@ -62,13 +64,15 @@ static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const
     if (cJSON_IsString(v)) {
         text = v->valuestring;
     } else if (cJSON_IsObject(v)) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "text"), *o = cJSON_GetObjectItemCaseSensitive(v, "occurrence");
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "text"),
+                    *o = cJSON_GetObjectItemCaseSensitive(v, "occurrence");
         if (!cJSON_IsString(t))
             return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu] needs a string \"text\"", name, j);
         text = t->valuestring;
         if (o && !cJSON_IsNull(o)) {
             if (!is_int(o) || o->valuedouble < 1 || o->valuedouble > 1e9)
-                return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu]: \"occurrence\" must be an integer >= 1", name, j);
+                return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu]: \"occurrence\" must be an integer >= 1",
+                               name, j);
             occ = o->valuedouble;
         }
     } else {
@@ -94,17 +98,20 @@ static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const
     return DFL_OK;
 }
 
-dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
-                                  dfl_error *err)
+dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
 {
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
     if (!cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
     if (id && !cJSON_IsNull(id)) {
         char buf[48];
-        if (cJSON_IsString(id)) p->id = strdup(id->valuestring);
-        else if (cJSON_IsNumber(id)) { snprintf(buf, sizeof buf, "%.17g", id->valuedouble); p->id = strdup(buf); }
-        else return fail_at(err, DFL_ERR_FORMAT, label, line, "\"id\" is neither a string nor a number");
+        if (cJSON_IsString(id))
+            p->id = strdup(id->valuestring);
+        else if (cJSON_IsNumber(id)) {
+            snprintf(buf, sizeof buf, "%.17g", id->valuedouble);
+            p->id = strdup(buf);
+        } else
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"id\" is neither a string nor a number");
         if (!p->id) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     }
     p->input = strdup(in->valuestring);
@@ -113,9 +120,11 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
     for (int k = 0; k < DFL_SPAN_KINDS; k++) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, kind_names[k]);
         if (!arr || cJSON_IsNull(arr)) continue;
-        if (!cJSON_IsArray(arr)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"%s\" is not an array", kind_names[k]);
+        if (!cJSON_IsArray(arr))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"%s\" is not an array", kind_names[k]);
         size_t n = 0;
-        for (const cJSON *v = arr->child; v; v = v->next) n++;
+        for (const cJSON *v = arr->child; v; v = v->next)
+            n++;
         if (!n) continue;
         p->char_spans[k] = dfl__alloc_array(n, sizeof(dfl_span));
         if (!p->char_spans[k]) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
@@ -137,8 +146,7 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
     return DFL_OK;
 }
 
-dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
-                                   dfl_error *err)
+dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
 {
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
     if (in && !cJSON_IsNull(in)) {
@@ -149,7 +157,8 @@ dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t 
     if (!off || cJSON_IsNull(off)) return DFL_OK;
     size_t n = 0;
     if (cJSON_IsArray(off))
-        for (const cJSON *v = off->child; v; v = v->next) n++;
+        for (const cJSON *v = off->child; v; v = v->next)
+            n++;
     if (!cJSON_IsArray(off) || n != p->n_tokens)
         return fail_at(err, DFL_ERR_FORMAT, label, line, "\"offsets\" must hold one [start, end] pair per token");
     p->offsets = dfl__alloc_array(n, 2 * sizeof(int32_t));
@@ -159,7 +168,8 @@ dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t 
         const cJSON *a = cJSON_IsArray(v) ? v->child : NULL, *b = a ? a->next : NULL;
         if (!a || !b || b->next || !is_int(a) || !is_int(b) || a->valuedouble < 0 || b->valuedouble < a->valuedouble ||
             b->valuedouble > 2147483647.0)
-            return fail_at(err, DFL_ERR_FORMAT, label, line, "offsets[%zu] is not a [start, end] pair with 0 <= start <= end", i);
+            return fail_at(err, DFL_ERR_FORMAT, label, line,
+                           "offsets[%zu] is not a [start, end] pair with 0 <= start <= end", i);
         p->offsets[2 * i] = (int32_t)a->valuedouble;
         p->offsets[2 * i + 1] = (int32_t)b->valuedouble;
     }
@@ -183,8 +193,7 @@ int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p)
 
 /* ------------------------------------------------------------ tokenize ---- */
 
-dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, const char *label,
-                               dfl_error *err)
+dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, const char *label, dfl_error *err)
 {
     if (p->n_tokens) return DFL_OK;
     label = label ? label : "prompt";
@@ -204,7 +213,10 @@ dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, con
     int32_t *offs = dfl__alloc_array(e.n, 2 * sizeof *offs);
     dfl_span *spans[DFL_SPAN_KINDS] = {0};
     char **labels = NULL;
-    if (!tokens || !offs) { s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory"); goto fail; }
+    if (!tokens || !offs) {
+        s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+        goto fail;
+    }
     for (size_t i = 0; i < e.n; i++) {
         tokens[i] = (int32_t)e.ids[i];
         offs[2 * i] = (int32_t)e.start[i];
@@ -214,7 +226,10 @@ dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, con
     for (int k = 0; k < DFL_SPAN_KINDS; k++) {
         if (!p->n_char_spans[k]) continue;
         spans[k] = dfl__alloc_array(p->n_char_spans[k], sizeof(dfl_span));
-        if (!spans[k]) { s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory"); goto fail; }
+        if (!spans[k]) {
+            s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+            goto fail;
+        }
         for (size_t j = 0; j < p->n_char_spans[k]; j++) {
             int32_t cs = p->char_spans[k][j].start, ce = p->char_spans[k][j].end;
             int64_t first = -1, last = -1;
@@ -249,23 +264,25 @@ dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, con
 fail:
     free(tokens);
     free(offs);
-    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(spans[k]);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++)
+        free(spans[k]);
     dfl_encoding_free(&e);
     return s;
 }
 
-dfl_status dfl_prompt_set_read_text(const char *path, dfl_tokenizer *t, int special,
-                                    dfl_prompt_set *out, dfl_error *err)
+dfl_status dfl_prompt_set_read_text(const char *path, dfl_tokenizer *t, int special, dfl_prompt_set *out,
+                                    dfl_error *err)
 {
     dfl_status s = dfl__prompt_set_read(path, 1, out, err);
     if (s) return s;
-    for (size_t i = 0; i < out->count && !s; i++) s = dfl_prompt_tokenize(&out->items[i], t, special, path, err);
+    for (size_t i = 0; i < out->count && !s; i++)
+        s = dfl_prompt_tokenize(&out->items[i], t, special, path, err);
     if (s) dfl_prompt_set_free(out);
     return s;
 }
 
-dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, dfl_tokenizer *t, int special,
-                                    int overwrite, dfl_error *err)
+dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, dfl_tokenizer *t, int special, int overwrite,
+                                    dfl_error *err)
 {
     dfl_prompt_set set;
     dfl_status s = dfl_prompt_set_read_text(in, t, special, &set, err);

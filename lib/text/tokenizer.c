@@ -83,8 +83,10 @@ static void post_bytelevel(const dfl_tokenizer *t, const dfl__tk_step *st, outv 
             j += dfl__utf8_next(p, n, j, &cp);
             chars++;
             int sp = cp == 0x120 || dfl__is_whitespace(cp);
-            if (in_lead && sp) lead++;
-            else in_lead = 0;
+            if (in_lead && sp)
+                lead++;
+            else
+                in_lead = 0;
             trail = sp ? trail + 1 : 0;
         }
         if (lead == chars) trail = chars; /* all spaces: both counts are the whole token */
@@ -100,8 +102,7 @@ static void post_bytelevel(const dfl_tokenizer *t, const dfl__tk_step *st, outv 
     }
 }
 
-static dfl_status post_process(const dfl_tokenizer *t, const dfl__tk_step *st, int add_special,
-                               outv *o, dfl_error *err)
+static dfl_status post_process(const dfl_tokenizer *t, const dfl__tk_step *st, int add_special, outv *o, dfl_error *err)
 {
     switch (st->kind) {
     case DFL__PP_SEQUENCE:
@@ -146,8 +147,8 @@ void dfl_encoding_free(dfl_encoding *enc)
     memset(enc, 0, sizeof *enc);
 }
 
-dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, int add_special,
-                                dfl_encoding *enc, dfl_error *err)
+dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_encoding *enc,
+                                dfl_error *err)
 {
     memset(enc, 0, sizeof *enc);
     size_t bad_at = dfl__utf8_check(text, len);
@@ -167,7 +168,8 @@ dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, 
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t k = dfl__utf8_next(text, len, i, &cp);
-        for (size_t j = 0; j < k; j++) s.a[i + j] = (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
+        for (size_t j = 0; j < k; j++)
+            s.a[i + j] = (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
         i += k;
     }
     s.len = len;
@@ -197,7 +199,8 @@ dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, 
         const dfl__tk_split *sp = &fin->v[i];
         if (!sp->len && sp->token < 0) continue;
         if (sp->token >= 0) {
-            uint32_t os = sp->len ? s.a[sp->off].s : sp->orig_s, oe = sp->len ? s.a[sp->off + sp->len - 1].e : sp->orig_s;
+            uint32_t os = sp->len ? s.a[sp->off].s : sp->orig_s,
+                     oe = sp->len ? s.a[sp->off + sp->len - 1].e : sp->orig_s;
             if (out_push(&o, (outtok){(uint32_t)sp->token, os, oe, t->is_special[sp->token]})) goto oom;
             continue;
         }
@@ -222,7 +225,8 @@ dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, 
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t k = dfl__utf8_next(text, len, i, &cp);
-        for (size_t j = 0; j < k; j++) cp_at[i + j] = nchars;
+        for (size_t j = 0; j < k; j++)
+            cp_at[i + j] = nchars;
         nchars++;
         i += k;
     }
@@ -260,7 +264,10 @@ done:
     return st;
 }
 
-size_t dfl_tokenizer_vocab_size(const dfl_tokenizer *t) { return t->vocab.n; }
+size_t dfl_tokenizer_vocab_size(const dfl_tokenizer *t)
+{
+    return t->vocab.n;
+}
 
 const char *dfl_tokenizer_piece(const dfl_tokenizer *t, uint32_t id, size_t *len)
 {

@@ -36,8 +36,7 @@ dfl_status dfl_tokenizer_open(const char *path, dfl_tokenizer **out, dfl_error *
 dfl_status dfl_tokenizer_open_path(const char *path, dfl_tokenizer **out, dfl_error *err);
 
 /* The same from a buffer of len bytes (copied; need not be NUL-terminated). */
-dfl_status dfl_tokenizer_load(const char *json, size_t len, dfl_tokenizer **out,
-                              dfl_error *err);
+dfl_status dfl_tokenizer_load(const char *json, size_t len, dfl_tokenizer **out, dfl_error *err);
 
 void dfl_tokenizer_close(dfl_tokenizer *t);
 
@@ -52,8 +51,8 @@ typedef struct dfl_encoding {
 /* Encode text[len] (UTF-8; need not be NUL-terminated). add_special: run the
  * post-processor's template (BOS/EOS). Invalid UTF-8 is DFL_ERR_FORMAT naming the
  * byte offset; enc is zeroed on failure. */
-dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len,
-                                int add_special, dfl_encoding *enc, dfl_error *err);
+dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_encoding *enc,
+                                dfl_error *err);
 void dfl_encoding_free(dfl_encoding *enc);
 
 /* Number of ids (largest id + 1, added tokens included). */
@@ -71,14 +70,12 @@ int64_t dfl_tokenizer_find(const dfl_tokenizer *t, const char *s, size_t len);
  * first space), so " world" stays " world". Bytes that do not form whole UTF-8
  * characters are shown as <0xNN>. labels[n] become malloc'ed strings the caller frees
  * (dfl_tokenizer_labels_free). DFL_ERR_RANGE for an unknown id. */
-dfl_status dfl_tokenizer_labels(const dfl_tokenizer *t, const uint32_t *ids, size_t n,
-                                char ***labels, dfl_error *err);
+dfl_status dfl_tokenizer_labels(const dfl_tokenizer *t, const uint32_t *ids, size_t n, char ***labels, dfl_error *err);
 void dfl_tokenizer_labels_free(char **labels, size_t n);
 
 /* Decode ids into text as Hugging Face's decode does (all steps; skip_special drops
  * special tokens). *out is malloc'ed, NUL-terminated, *out_len its length. */
-dfl_status dfl_tokenizer_decode(const dfl_tokenizer *t, const uint32_t *ids, size_t n,
-                                int skip_special, char **out, size_t *out_len,
-                                dfl_error *err);
+dfl_status dfl_tokenizer_decode(const dfl_tokenizer *t, const uint32_t *ids, size_t n, int skip_special, char **out,
+                                size_t *out_len, dfl_error *err);
 
 #endif

@@ -18,7 +18,7 @@ typedef struct tnode {
 } tnode;
 
 struct dfl__tk_trie {
-    tnode *v;        /* [n]; node 0 is the root */
+    tnode *v; /* [n]; node 0 is the root */
     size_t n, cap;
     int32_t root[256]; /* root's child per first byte, -1 when none */
 };
@@ -48,7 +48,8 @@ static int trie_add(dfl__tk_trie *t, const char *s, size_t n, int32_t token)
     }
     for (size_t i = 1; i < n; i++) {
         int32_t c = t->v[cur].child;
-        while (c >= 0 && t->v[c].byte != (uint8_t)s[i]) c = t->v[c].sibling;
+        while (c >= 0 && t->v[c].byte != (uint8_t)s[i])
+            c = t->v[c].sibling;
         if (c < 0) {
             c = trie_new(t, (uint8_t)s[i]);
             if (c < 0) return -1;
@@ -67,10 +68,14 @@ static int32_t trie_longest(const dfl__tk_trie *t, const char *s, size_t n, size
     int32_t cur = t->root[(uint8_t)s[i]], best = -1;
     size_t j = i + 1;
     while (cur >= 0) {
-        if (t->v[cur].token >= 0) { best = t->v[cur].token; *len = j - i; }
+        if (t->v[cur].token >= 0) {
+            best = t->v[cur].token;
+            *len = j - i;
+        }
         if (j >= n) break;
         int32_t c = t->v[cur].child;
-        while (c >= 0 && t->v[c].byte != (uint8_t)s[j]) c = t->v[c].sibling;
+        while (c >= 0 && t->v[c].byte != (uint8_t)s[j])
+            c = t->v[c].sibling;
         cur = c;
         j++;
     }
@@ -88,7 +93,8 @@ static dfl__tk_trie *trie_create(void)
 {
     dfl__tk_trie *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    for (int i = 0; i < 256; i++) t->root[i] = -1;
+    for (int i = 0; i < 256; i++)
+        t->root[i] = -1;
     return t;
 }
 
@@ -101,7 +107,8 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
         const dfl__tk_added *a = &t->added[i];
         if (!a->normalized || !t->normalizer) {
             dfl__tk_trie *tr = a->normalized ? t->trie_norm : t->trie_raw;
-            if (trie_add(tr, a->content, a->len, (int32_t)i)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+            if (trie_add(tr, a->content, a->len, (int32_t)i))
+                return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
             continue;
         }
         /* normalized tokens are matched by their normalized content */
@@ -140,7 +147,8 @@ static int is_word(uint32_t cp)
 static uint32_t char_before(const char *p, size_t i)
 {
     size_t q = i - 1;
-    while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80) q--;
+    while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80)
+        q--;
     uint32_t cp;
     dfl__utf8_next(p, i, q, &cp);
     return cp;
@@ -152,10 +160,16 @@ static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, cons
     const char *p = s->b + sp->off;
     size_t n = sp->len, start_off = 0, i = 0;
     while (i < n) {
-        if (tr->root[(uint8_t)p[i]] < 0) { i++; continue; }
+        if (tr->root[(uint8_t)p[i]] < 0) {
+            i++;
+            continue;
+        }
         size_t len;
         int32_t k = trie_longest(tr, p, n, i, &len);
-        if (k < 0) { i++; continue; }
+        if (k < 0) {
+            i++;
+            continue;
+        }
         const dfl__tk_added *a = &t->added[k];
         size_t ms = i, me = i + len;
         i = me; /* the search goes on after this match even when it is discarded */
@@ -171,7 +185,8 @@ static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, cons
                 uint32_t cp = char_before(p, ns);
                 if (!dfl__is_whitespace(cp)) break;
                 size_t q = ns - 1;
-                while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80) q--;
+                while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80)
+                    q--;
                 ns = q;
             }
             ms = ns > start_off ? ns : start_off;
@@ -210,8 +225,8 @@ static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, cons
     return DFL_OK;
 }
 
-dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s,
-                            dfl__tk_splits *in, dfl__tk_splits *out, dfl_error *err)
+dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,
+                            dfl__tk_splits *out, dfl_error *err)
 {
     const dfl__tk_trie *tr = normalized ? t->trie_norm : t->trie_raw;
     out->n = 0;

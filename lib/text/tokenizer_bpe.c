@@ -56,7 +56,8 @@ dfl_status dfl__vocab_init(dfl__tk_vocab *v, size_t n_ids, size_t pool_bytes, df
         dfl__vocab_free(v);
         return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory for the vocabulary");
     }
-    for (size_t i = 0; i < slots; i++) v->slots[i] = (dfl__tk_slot){0, UINT32_MAX, 0, 0};
+    for (size_t i = 0; i < slots; i++)
+        v->slots[i] = (dfl__tk_slot){0, UINT32_MAX, 0, 0};
     v->n = n_ids;
     v->mask = slots - 1;
     return DFL_OK;
@@ -79,7 +80,10 @@ const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n)
     return v->pool + (r >> 24);
 }
 
-uint64_t dfl__vocab_hash(const char *s, size_t n) { return hash_bytes(s, n); }
+uint64_t dfl__vocab_hash(const char *s, size_t n)
+{
+    return hash_bytes(s, n);
+}
 
 void dfl__vocab_prefetch(const dfl__tk_vocab *v, uint64_t h, int string_too)
 {
@@ -128,7 +132,8 @@ dfl_status dfl__vocab_add(dfl__tk_vocab *v, uint32_t id, const char *s, size_t n
     if (have >= 0) return DFL_OK; /* same text under two ids: lookups find the first */
     uint64_t h = hash_bytes(s, n);
     size_t i = (size_t)h & v->mask;
-    while (v->slots[i].id != UINT32_MAX) i = (i + 1) & v->mask;
+    while (v->slots[i].id != UINT32_MAX)
+        i = (i + 1) & v->mask;
     v->slots[i] = (dfl__tk_slot){(uint32_t)(h >> 32), id, (uint32_t)(v->ref[id] >> 24), (uint32_t)n};
     return DFL_OK;
 }
@@ -152,7 +157,8 @@ void dfl__bpe_merge_add(dfl__tk_bpe *m, uint32_t a, uint32_t b, uint32_t rank, u
 {
     uint64_t key = (((uint64_t)a << 32) | b) + 1;
     size_t i = (size_t)hash_u64(key) & m->mmask;
-    while (m->merges[2 * i] && m->merges[2 * i] != key) i = (i + 1) & m->mmask;
+    while (m->merges[2 * i] && m->merges[2 * i] != key)
+        i = (i + 1) & m->mmask;
     m->merges[2 * i] = key;
     m->merges[2 * i + 1] = ((uint64_t)rank << 32) | id;
 }
@@ -181,30 +187,30 @@ typedef struct cand {
 } cand;
 
 typedef struct work {
-    sym *syms;   /* [cap] */
-    cand *heap;  /* [cap] */
+    sym *syms;  /* [cap] */
+    cand *heap; /* [cap] */
     size_t cap;
-    char *buf;   /* [bcap] scratch for symbol strings */
+    char *buf; /* [bcap] scratch for symbol strings */
     size_t bcap;
 } work;
 
 /* ------------------------------------------------------------- cache ---- */
 
 /* Words up to CACHE_WORD bytes are cached; the table is emptied when 3/4 full. */
-#define CACHE_WORD 256
+#define CACHE_WORD  256
 #define CACHE_SLOTS (1u << 18)
 
 typedef struct centry {
-    uint64_t hash;     /* 0 = empty */
+    uint64_t hash; /* 0 = empty */
     uint32_t key_off, key_len;
     uint32_t tok_off, n_tok;
 } centry;
 
 struct dfl__tk_cache {
-    work wk;           /* scratch for merge_word */
-    centry *slots;     /* [CACHE_SLOTS] */
+    work wk;       /* scratch for merge_word */
+    centry *slots; /* [CACHE_SLOTS] */
     size_t count;
-    char *keys;        /* key bytes */
+    char *keys; /* key bytes */
     size_t keys_len, keys_cap;
     dfl__tk_tok *toks; /* token runs (ranges relative to the word) */
     size_t toks_len, toks_cap;
@@ -226,7 +232,10 @@ static dfl__tk_cache *cache_get(const dfl_tokenizer *t)
         dfl__tk_cache *c = calloc(1, sizeof *c);
         if (!c) return NULL;
         c->slots = calloc(CACHE_SLOTS, sizeof *c->slots);
-        if (!c->slots) { free(c); return NULL; }
+        if (!c->slots) {
+            free(c);
+            return NULL;
+        }
         m->cache = c;
     }
     return m->cache;
@@ -243,13 +252,16 @@ static const centry *cache_find(const dfl__tk_cache *c, uint64_t h, const char *
     }
 }
 
-static void cache_put(dfl__tk_cache *c, uint64_t h, const char *w, size_t n, const dfl__tk_tok *tk,
-                      size_t nt, uint32_t base)
+static void cache_put(dfl__tk_cache *c, uint64_t h, const char *w, size_t n, const dfl__tk_tok *tk, size_t nt,
+                      uint32_t base)
 {
     if (c->count >= CACHE_SLOTS / 4 * 3) cache_clear(c);
     if (c->keys_len + n > c->keys_cap) {
         size_t nc = c->keys_cap ? c->keys_cap * 2 : 1 << 20;
-        if (nc > UINT32_MAX) { cache_clear(c); return; }
+        if (nc > UINT32_MAX) {
+            cache_clear(c);
+            return;
+        }
         char *nk = realloc(c->keys, nc);
         if (!nk) return;
         c->keys = nk;
@@ -257,14 +269,18 @@ static void cache_put(dfl__tk_cache *c, uint64_t h, const char *w, size_t n, con
     }
     if (c->toks_len + nt > c->toks_cap) {
         size_t nc = c->toks_cap ? c->toks_cap * 2 : 1 << 18, bytes;
-        if (nc > UINT32_MAX || !dfl__mul_ok(nc, sizeof *c->toks, &bytes)) { cache_clear(c); return; }
+        if (nc > UINT32_MAX || !dfl__mul_ok(nc, sizeof *c->toks, &bytes)) {
+            cache_clear(c);
+            return;
+        }
         dfl__tk_tok *ntk = realloc(c->toks, bytes);
         if (!ntk) return;
         c->toks = ntk;
         c->toks_cap = nc;
     }
     size_t i = (size_t)h & (CACHE_SLOTS - 1);
-    while (c->slots[i].hash) i = (i + 1) & (CACHE_SLOTS - 1);
+    while (c->slots[i].hash)
+        i = (i + 1) & (CACHE_SLOTS - 1);
     centry *e = &c->slots[i];
     e->hash = h;
     e->key_off = (uint32_t)c->keys_len;
@@ -305,8 +321,13 @@ static cand heap_pop(cand *h, size_t *n)
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         const cand *best = &last;
-        if (l < *n && cand_less(&h[l], best)) { m = l; best = &h[l]; }
-        if (r < *n && cand_less(&h[r], best)) { m = r; }
+        if (l < *n && cand_less(&h[l], best)) {
+            m = l;
+            best = &h[l];
+        }
+        if (r < *n && cand_less(&h[r], best)) {
+            m = r;
+        }
         if (m == i) break;
         h[i] = h[m];
         i = m;
@@ -319,7 +340,8 @@ static int work_reserve(work *w, size_t n)
 {
     if (n <= w->cap) return 0;
     size_t nc = w->cap ? w->cap : 64, b1, b2;
-    while (nc < n) nc *= 2;
+    while (nc < n)
+        nc *= 2;
     /* at most 3 candidates per merge step are pushed: size the heap 2n plus slack */
     if (!dfl__mul_ok(nc, sizeof(sym), &b1) || !dfl__mul_ok(nc, 3 * sizeof(cand), &b2)) return -1;
     sym *ns = realloc(w->syms, b1);
@@ -354,8 +376,7 @@ static void merge_all(const dfl__tk_bpe *m, sym *s, size_t ns, cand *heap)
         if (cur->prev >= 0) {
             sym *pv = &s[cur->prev];
             uint64_t q = merge_find(m, pv->id, cur->id);
-            if (q != UINT64_MAX)
-                heap_push(heap, &hn, (cand){(uint32_t)(q >> 32), (uint32_t)cur->prev, (uint32_t)q});
+            if (q != UINT64_MAX) heap_push(heap, &hn, (cand){(uint32_t)(q >> 32), (uint32_t)cur->prev, (uint32_t)q});
         }
         if (cur->next >= 0) {
             uint64_t q = merge_find(m, cur->id, s[cur->next].id);
@@ -387,19 +408,26 @@ static void add_sym(sym *s, size_t *ns, uint32_t id, uint32_t len)
 
 /* The model-space string of one word unit: a character, or ByteLevel's character
  * for one byte, with the continuing prefix / end suffix where they apply. */
-static size_t unit_string(const dfl__tk_bpe *m, const char *u, size_t ulen, int first, int last,
-                          char *buf)
+static size_t unit_string(const dfl__tk_bpe *m, const char *u, size_t ulen, int first, int last, char *buf)
 {
     size_t k = 0;
-    if (!first && m->prefix) { size_t pl = strlen(m->prefix); memcpy(buf, m->prefix, pl); k += pl; }
+    if (!first && m->prefix) {
+        size_t pl = strlen(m->prefix);
+        memcpy(buf, m->prefix, pl);
+        k += pl;
+    }
     memcpy(buf + k, u, ulen);
     k += ulen;
-    if (last && m->suffix) { size_t sl = strlen(m->suffix); memcpy(buf + k, m->suffix, sl); k += sl; }
+    if (last && m->suffix) {
+        size_t sl = strlen(m->suffix);
+        memcpy(buf + k, m->suffix, sl);
+        k += sl;
+    }
     return k;
 }
 
-dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level,
-                         uint32_t base, dfl__tk_toks *out, dfl_error *err)
+dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
+                         dfl__tk_toks *out, dfl_error *err)
 {
     const dfl__tk_bpe *m = &t->bpe;
     if (!n) return DFL_OK;
@@ -434,7 +462,8 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
     if (m->ignore_merges) {
         size_t k = 0;
         if (byte_level) {
-            for (size_t i = 0; i < n; i++) k += dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), wk->buf + k);
+            for (size_t i = 0; i < n; i++)
+                k += dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), wk->buf + k);
         } else {
             memcpy(wk->buf, w, n);
             k = n;
@@ -462,12 +491,18 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
             char ub[8];
             const char *u = w + i;
             size_t ul = ulen;
-            if (byte_level) { ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub); u = ub; }
+            if (byte_level) {
+                ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub);
+                u = ub;
+            }
             size_t k = unit_string(m, u, ul, first, last, wk->buf);
             id = dfl__vocab_find(&t->vocab, wk->buf, k);
         }
         if (id >= 0) {
-            if (have_unk) { add_sym(wk->syms, &ns, (uint32_t)unk_id, unk_len); have_unk = 0; }
+            if (have_unk) {
+                add_sym(wk->syms, &ns, (uint32_t)unk_id, unk_len);
+                have_unk = 0;
+            }
             add_sym(wk->syms, &ns, (uint32_t)id, (uint32_t)ulen);
         } else {
             int done_fb = 0;
@@ -476,14 +511,18 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
                 char ub[8];
                 const char *u = w + i;
                 size_t ul = ulen;
-                if (byte_level) { ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub); u = ub; }
+                if (byte_level) {
+                    ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub);
+                    u = ub;
+                }
                 size_t k = unit_string(m, u, ul, first, last, wk->buf);
                 int all = 1;
                 for (size_t b = 0; b < k; b++)
                     if (!m->byte_id[(uint8_t)wk->buf[b]]) all = 0;
                 if (all) {
                     if (work_reserve(wk, ns + k + n - i + 1)) goto oom;
-                    for (size_t b = 0; b < k; b++) add_sym(wk->syms, &ns, m->byte_id[(uint8_t)wk->buf[b]] - 1, 1);
+                    for (size_t b = 0; b < k; b++)
+                        add_sym(wk->syms, &ns, m->byte_id[(uint8_t)wk->buf[b]] - 1, 1);
                     done_fb = 1;
                 }
             }

@@ -32,7 +32,8 @@ static int set_str(dstr *d, const char *p, size_t n)
 
 static void list_free(dlist *l)
 {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i].p);
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].p);
     free(l->v);
     l->v = NULL;
     l->n = 0;
@@ -42,7 +43,8 @@ static void list_free(dlist *l)
 static int fuse(dlist *l)
 {
     size_t total = 0;
-    for (size_t i = 0; i < l->n; i++) total += l->v[i].n;
+    for (size_t i = 0; i < l->n; i++)
+        total += l->v[i].n;
     char *x = malloc(total + 1);
     if (!x) return -1;
     size_t k = 0;
@@ -53,7 +55,10 @@ static int fuse(dlist *l)
     x[k] = '\0';
     list_free(l);
     l->v = calloc(1, sizeof *l->v);
-    if (!l->v) { free(x); return -1; }
+    if (!l->v) {
+        free(x);
+        return -1;
+    }
     l->v[0] = (dstr){x, k};
     l->n = 1;
     return 0;
@@ -72,8 +77,11 @@ static int repair_utf8(dstr *d, const char *bad)
         k += ok;
         i += ok;
         if (i < d->n) {
-            if (bad) { memcpy(x + k, bad, strlen(bad)); k += strlen(bad); }
-            else k += (size_t)snprintf(x + k, 7, "<0x%02X>", (unsigned char)d->p[i]);
+            if (bad) {
+                memcpy(x + k, bad, strlen(bad));
+                k += strlen(bad);
+            } else
+                k += (size_t)snprintf(x + k, 7, "<0x%02X>", (unsigned char)d->p[i]);
             i++;
         }
     }
@@ -92,10 +100,14 @@ static int byte_token(const char *s, size_t n)
     for (int i = 3; i < 5; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= c - '0';
+        else if (c >= 'A' && c <= 'F')
+            v |= c - 'A' + 10;
+        else if (c >= 'a' && c <= 'f')
+            v |= c - 'a' + 10;
+        else
+            return -1;
     }
     return v;
 }
@@ -169,10 +181,16 @@ static int step(const dfl__tk_step *st, dlist *l, int labels)
                 uint32_t cp;
                 j += dfl__utf8_next(d->p, d->n, j, &cp);
                 int b = dfl__bytelevel_byte(cp);
-                if (b < 0) { all = 0; break; }
+                if (b < 0) {
+                    all = 0;
+                    break;
+                }
                 x[k++] = (char)b;
             }
-            if (!all) { free(x); continue; } /* not a byte-level token: kept as is */
+            if (!all) {
+                free(x);
+                continue;
+            } /* not a byte-level token: kept as is */
             x[k] = '\0';
             free(d->p);
             d->p = x;
@@ -194,11 +212,17 @@ static int step(const dfl__tk_step *st, dlist *l, int labels)
         dlist r = {calloc(l->n ? l->n : 1, sizeof(dstr)), 0};
         if (!r.v) return -1;
         char *bytes = malloc(l->n + 1);
-        if (!bytes) { free(r.v); return -1; }
+        if (!bytes) {
+            free(r.v);
+            return -1;
+        }
         size_t nb = 0;
         for (size_t i = 0; i <= l->n; i++) {
             int b = i < l->n ? byte_token(l->v[i].p, l->v[i].n) : -1;
-            if (b >= 0) { bytes[nb++] = (char)b; continue; }
+            if (b >= 0) {
+                bytes[nb++] = (char)b;
+                continue;
+            }
             if (nb) {
                 if (dfl__utf8_check(bytes, nb) == nb) {
                     if (set_str(&r.v[r.n++], bytes, nb)) goto fail;
@@ -230,7 +254,8 @@ static int step(const dfl__tk_step *st, dlist *l, int labels)
             size_t a = 0, e = d->n;
             for (size_t k = 0; k < st->start && e - a >= st->pat_len && !memcmp(d->p + a, st->pat, st->pat_len); k++)
                 a += st->pat_len;
-            for (size_t k = 0; k < st->stop && e - a >= st->pat_len && !memcmp(d->p + e - st->pat_len, st->pat, st->pat_len); k++)
+            for (size_t k = 0;
+                 k < st->stop && e - a >= st->pat_len && !memcmp(d->p + e - st->pat_len, st->pat, st->pat_len); k++)
                 e -= st->pat_len;
             if (set_str(d, d->p + a, e - a)) return -1;
         }
@@ -253,8 +278,8 @@ static int step(const dfl__tk_step *st, dlist *l, int labels)
     }
 }
 
-static dfl_status load_list(const dfl_tokenizer *t, const uint32_t *ids, size_t n, int skip_special,
-                            dlist *l, dfl_error *err)
+static dfl_status load_list(const dfl_tokenizer *t, const uint32_t *ids, size_t n, int skip_special, dlist *l,
+                            dfl_error *err)
 {
     l->v = dfl__calloc_array(n ? n : 1, sizeof *l->v);
     l->n = 0;
@@ -275,8 +300,8 @@ static dfl_status load_list(const dfl_tokenizer *t, const uint32_t *ids, size_t 
     return DFL_OK;
 }
 
-dfl_status dfl_tokenizer_decode(const dfl_tokenizer *t, const uint32_t *ids, size_t n,
-                                int skip_special, char **out, size_t *out_len, dfl_error *err)
+dfl_status dfl_tokenizer_decode(const dfl_tokenizer *t, const uint32_t *ids, size_t n, int skip_special, char **out,
+                                size_t *out_len, dfl_error *err)
 {
     *out = NULL;
     dlist l;
@@ -295,12 +320,12 @@ dfl_status dfl_tokenizer_decode(const dfl_tokenizer *t, const uint32_t *ids, siz
 void dfl_tokenizer_labels_free(char **labels, size_t n)
 {
     if (!labels) return;
-    for (size_t i = 0; i < n; i++) free(labels[i]);
+    for (size_t i = 0; i < n; i++)
+        free(labels[i]);
     free(labels);
 }
 
-dfl_status dfl_tokenizer_labels(const dfl_tokenizer *t, const uint32_t *ids, size_t n,
-                                char ***labels, dfl_error *err)
+dfl_status dfl_tokenizer_labels(const dfl_tokenizer *t, const uint32_t *ids, size_t n, char ***labels, dfl_error *err)
 {
     *labels = NULL;
     char **r = dfl__calloc_array(n ? n : 1, sizeof *r);
@@ -308,7 +333,10 @@ dfl_status dfl_tokenizer_labels(const dfl_tokenizer *t, const uint32_t *ids, siz
     for (size_t i = 0; i < n; i++) {
         dlist l;
         dfl_status st = load_list(t, ids + i, 1, 0, &l, err);
-        if (st) { dfl_tokenizer_labels_free(r, n); return st; }
+        if (st) {
+            dfl_tokenizer_labels_free(r, n);
+            return st;
+        }
         /* special tokens are shown as written */
         if ((!t->is_special[ids[i]] && t->decoder && step(t->decoder, &l, 1)) || fuse(&l) ||
             repair_utf8(&l.v[0], NULL)) {

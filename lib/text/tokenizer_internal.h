@@ -28,12 +28,12 @@ enum { DFL__J_NULL, DFL__J_FALSE, DFL__J_TRUE, DFL__J_NUM, DFL__J_STR, DFL__J_AR
 
 typedef struct dfl__jv {
     uint8_t type;
-    uint32_t n;             /* string length in bytes, or number of children */
-    const char *key;        /* member name when inside an object (NUL-terminated) */
+    uint32_t n;      /* string length in bytes, or number of children */
+    const char *key; /* member name when inside an object (NUL-terminated) */
     uint32_t key_len;
     union {
         double num;
-        const char *str;    /* NUL-terminated, may contain NULs (\u0000) */
+        const char *str;      /* NUL-terminated, may contain NULs (\u0000) */
         struct dfl__jv *kids; /* [n] */
     } u;
 } dfl__jv;
@@ -43,8 +43,7 @@ typedef struct dfl__jdoc dfl__jdoc;
 /* Parse buf[len] (modified in place: strings are unescaped where they stand; buf
  * must stay alive while the document is used and have buf[len] == '\0'). Caller
  * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. */
-dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root,
-                           dfl_error *err);
+dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root, dfl_error *err);
 void dfl__jdoc_free(dfl__jdoc *d);
 
 /* Member `key` of object o, or NULL (also when o is not an object). */
@@ -58,17 +57,17 @@ typedef struct dfl__tk_align {
 
 /* All working text of one encode call: pieces are appended, never moved out. */
 typedef struct dfl__tk_store {
-    char *b;            /* [cap] bytes */
-    dfl__tk_align *a;   /* [cap] alignment per byte */
+    char *b;          /* [cap] bytes */
+    dfl__tk_align *a; /* [cap] alignment per byte */
     size_t len, cap;
 } dfl__tk_store;
 
 /* A piece of the input on its way through the pipeline. */
 typedef struct dfl__tk_split {
-    size_t off, len;    /* bytes in the store */
-    int64_t token;      /* an added token's id, or -1 */
-    int byte_level;     /* 1 once the ByteLevel pre-tokenizer has taken it */
-    uint32_t orig_s;    /* original byte where the piece starts (for empty pieces) */
+    size_t off, len; /* bytes in the store */
+    int64_t token;   /* an added token's id, or -1 */
+    int byte_level;  /* 1 once the ByteLevel pre-tokenizer has taken it */
+    uint32_t orig_s; /* original byte where the piece starts (for empty pieces) */
 } dfl__tk_split;
 
 typedef struct dfl__tk_splits {
@@ -85,16 +84,36 @@ dfl_status dfl__splits_push(dfl__tk_splits *l, dfl__tk_split sp);
 
 enum {
     /* normalizers */
-    DFL__N_SEQUENCE = 1, DFL__N_PREPEND, DFL__N_REPLACE, DFL__N_NFC, DFL__N_NFD, DFL__N_NFKC,
-    DFL__N_NFKD, DFL__N_LOWERCASE, DFL__N_STRIP,
+    DFL__N_SEQUENCE = 1,
+    DFL__N_PREPEND,
+    DFL__N_REPLACE,
+    DFL__N_NFC,
+    DFL__N_NFD,
+    DFL__N_NFKC,
+    DFL__N_NFKD,
+    DFL__N_LOWERCASE,
+    DFL__N_STRIP,
     /* pre-tokenizers */
-    DFL__P_SEQUENCE, DFL__P_SPLIT, DFL__P_BYTELEVEL, DFL__P_METASPACE, DFL__P_DIGITS,
-    DFL__P_PUNCTUATION, DFL__P_WHITESPACE, DFL__P_WHITESPACE_SPLIT,
+    DFL__P_SEQUENCE,
+    DFL__P_SPLIT,
+    DFL__P_BYTELEVEL,
+    DFL__P_METASPACE,
+    DFL__P_DIGITS,
+    DFL__P_PUNCTUATION,
+    DFL__P_WHITESPACE,
+    DFL__P_WHITESPACE_SPLIT,
     /* post-processors */
-    DFL__PP_SEQUENCE, DFL__PP_TEMPLATE, DFL__PP_BYTELEVEL,
+    DFL__PP_SEQUENCE,
+    DFL__PP_TEMPLATE,
+    DFL__PP_BYTELEVEL,
     /* decoders */
-    DFL__D_SEQUENCE, DFL__D_BYTELEVEL, DFL__D_METASPACE, DFL__D_BYTEFALLBACK, DFL__D_FUSE,
-    DFL__D_STRIP, DFL__D_REPLACE
+    DFL__D_SEQUENCE,
+    DFL__D_BYTELEVEL,
+    DFL__D_METASPACE,
+    DFL__D_BYTEFALLBACK,
+    DFL__D_FUSE,
+    DFL__D_STRIP,
+    DFL__D_REPLACE
 };
 
 /* Split behaviours, as Hugging Face names them. */
@@ -103,8 +122,8 @@ enum { DFL__B_REMOVED, DFL__B_ISOLATED, DFL__B_MERGED_PREV, DFL__B_MERGED_NEXT, 
 enum { DFL__PS_ALWAYS, DFL__PS_NEVER, DFL__PS_FIRST };
 
 typedef struct dfl__tk_piece { /* one TemplateProcessing item */
-    int is_seq;         /* 1: the sequence A; 0: a special token */
-    uint32_t *ids;      /* [n_ids] when special */
+    int is_seq;                /* 1: the sequence A; 0: a special token */
+    uint32_t *ids;             /* [n_ids] when special */
     size_t n_ids;
 } dfl__tk_piece;
 
@@ -112,16 +131,16 @@ typedef struct dfl__tk_step {
     int kind;
     struct dfl__tk_step *kids; /* [n_kids] for Sequence */
     size_t n_kids;
-    char *pat;          /* literal pattern (Split/Replace String, Prepend text, Strip/Metaspace char) */
+    char *pat; /* literal pattern (Split/Replace String, Prepend text, Strip/Metaspace char) */
     size_t pat_len;
-    char *content;      /* Replace content */
+    char *content; /* Replace content */
     size_t content_len;
-    pcre2_code *re;     /* compiled Regex/String pattern (Split, Replace) */
+    pcre2_code *re; /* compiled Regex/String pattern (Split, Replace) */
     int behavior, invert, prefix_space, use_regex, trim_offsets, prepend_scheme, split;
-    int individual;     /* Digits individual_digits */
-    int left, right;    /* Strip normalizer */
-    size_t start, stop; /* Strip decoder */
-    dfl__tk_piece *tmpl;/* [n_tmpl] TemplateProcessing single */
+    int individual;      /* Digits individual_digits */
+    int left, right;     /* Strip normalizer */
+    size_t start, stop;  /* Strip decoder */
+    dfl__tk_piece *tmpl; /* [n_tmpl] TemplateProcessing single */
     size_t n_tmpl;
 } dfl__tk_step;
 
@@ -129,17 +148,17 @@ typedef struct dfl__tk_step {
 
 /* One lookup slot: everything a probe needs, so a hit costs the slot and the string. */
 typedef struct dfl__tk_slot {
-    uint32_t tag;       /* high half of the hash */
+    uint32_t tag; /* high half of the hash */
     uint32_t id;
-    uint32_t off, len;  /* the string in the pool */
+    uint32_t off, len; /* the string in the pool */
 } dfl__tk_slot;
 
 typedef struct dfl__tk_vocab {
-    char *pool;         /* every token's bytes, each NUL-terminated */
+    char *pool; /* every token's bytes, each NUL-terminated */
     size_t pool_len;
-    uint64_t *ref;      /* [n] offset << 24 | length (tokens < 16 MB) */
-    uint8_t *used;      /* [n] 1 when the id exists */
-    size_t n;           /* ids 0..n-1 */
+    uint64_t *ref;              /* [n] offset << 24 | length (tokens < 16 MB) */
+    uint8_t *used;              /* [n] 1 when the id exists */
+    size_t n;                   /* ids 0..n-1 */
     struct dfl__tk_slot *slots; /* [mask + 1] open addressing (len 0 and id UINT32_MAX = empty) */
     size_t mask;
 } dfl__tk_vocab;
@@ -147,13 +166,13 @@ typedef struct dfl__tk_vocab {
 typedef struct dfl__tk_cache dfl__tk_cache;
 
 typedef struct dfl__tk_bpe {
-    uint64_t *merges;   /* [2 * (mmask + 1)]: key (left id << 32 | right id) + 1 (0 = empty),
-                         * then rank << 32 | merged id, side by side */
+    uint64_t *merges; /* [2 * (mmask + 1)]: key (left id << 32 | right id) + 1 (0 = empty),
+                       * then rank << 32 | merged id, side by side */
     size_t mmask;
     int byte_fallback, fuse_unk, ignore_merges;
-    int64_t unk;        /* unk id or -1 */
-    char *prefix;       /* continuing_subword_prefix or NULL */
-    char *suffix;       /* end_of_word_suffix or NULL */
+    int64_t unk;           /* unk id or -1 */
+    char *prefix;          /* continuing_subword_prefix or NULL */
+    char *suffix;          /* end_of_word_suffix or NULL */
     uint32_t byte_id[256]; /* vocab id of <0xXX> + 1, 0 when absent (byte_fallback) */
     uint32_t bl_id[256];   /* vocab id of ByteLevel's char for each byte + 1, 0 when absent */
     dfl__tk_cache *cache;
@@ -193,8 +212,8 @@ typedef struct dfl__tk_toks {
 
 /* Tokenize one word (w[n] bytes of valid UTF-8; byte_level: the ByteLevel mapping
  * applies) and append its tokens to out with ranges shifted by `base`. */
-dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level,
-                         uint32_t base, dfl__tk_toks *out, dfl_error *err);
+dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
+                         dfl__tk_toks *out, dfl_error *err);
 
 /* ---- the tokenizer ---- */
 
@@ -208,10 +227,10 @@ typedef struct dfl__tk_added {
 typedef struct dfl__tk_trie dfl__tk_trie;
 
 struct dfl_tokenizer {
-    dfl__tk_vocab vocab;     /* model vocabulary plus added tokens */
+    dfl__tk_vocab vocab; /* model vocabulary plus added tokens */
     dfl__tk_bpe bpe;
     dfl__tk_step *normalizer, *pretok, *post, *decoder; /* NULL when absent */
-    dfl__tk_added *added;    /* [n_added] */
+    dfl__tk_added *added;                               /* [n_added] */
     size_t n_added;
     dfl__tk_trie *trie_raw;  /* added tokens matched on the original text */
     dfl__tk_trie *trie_norm; /* added tokens matched on normalized text */
@@ -231,23 +250,22 @@ size_t dfl__utf8_put(uint32_t cp, char *out);
 size_t dfl__utf8_check(const char *s, size_t n);
 
 /* Normalize the split in place (new bytes appended to the store). */
-dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp,
-                          dfl_error *err);
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);
 /* Replace every match of st->re in the split with st->content (HF `replace`). */
-dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len,
-                             dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);
+dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len, dfl__tk_store *s,
+                             dfl__tk_split *sp, dfl_error *err);
 /* Prepend text to a non-empty split, aligned to its first character. */
 dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_split *sp);
 
 /* Pre-tokenize every split of `in` without a token into `out`. */
-dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in,
-                            dfl__tk_splits *out, dfl_error *err);
+dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in, dfl__tk_splits *out,
+                            dfl_error *err);
 
 /* Added tokens: build the two tries, and split pieces by them. */
 dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err);
 void dfl__added_free(dfl_tokenizer *t);
-dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s,
-                            dfl__tk_splits *in, dfl__tk_splits *out, dfl_error *err);
+dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,
+                            dfl__tk_splits *out, dfl_error *err);
 
 /* Components: free recursively. */
 void dfl__step_free(dfl__tk_step *st);
@@ -260,7 +278,7 @@ int dfl__is_punct(uint32_t cp);
 
 /* Find matches of re in s[n] from byte `from`; *ms, *me = match, returns 1, or 0 when
  * none, -1 on a matcher error. */
-int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
-                 size_t from, size_t *ms, size_t *me);
+int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                 size_t *me);
 
 #endif

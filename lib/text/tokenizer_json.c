@@ -60,7 +60,7 @@ void dfl__jdoc_free(dfl__jdoc *d)
 typedef struct jparser {
     char *p, *end, *start;
     dfl__jdoc *doc;
-    dfl__jv *stack;  /* [cap] children of the open containers */
+    dfl__jv *stack; /* [cap] children of the open containers */
     size_t top, cap;
     dfl_error *err;
     int depth;
@@ -68,8 +68,7 @@ typedef struct jparser {
 
 static dfl_status jfail(jparser *ps, const char *what)
 {
-    return dfl__fail(ps->err, DFL_ERR_FORMAT, "invalid JSON at byte %zu: %s",
-                     (size_t)(ps->p - ps->start), what);
+    return dfl__fail(ps->err, DFL_ERR_FORMAT, "invalid JSON at byte %zu: %s", (size_t)(ps->p - ps->start), what);
 }
 
 static void skip_ws(jparser *ps)
@@ -84,10 +83,14 @@ static int hex4(const char *s, uint32_t *out)
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (uint32_t)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (uint32_t)(c - 'A' + 10);
+        else
+            return 0;
     }
     *out = v;
     return 1;
@@ -100,15 +103,25 @@ static dfl_status parse_string(jparser *ps, const char **out, uint32_t *out_len)
     for (;;) {
         /* fast scan of the plain run */
         char *q = r;
-        while (q < ps->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+        while (q < ps->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+            q++;
         if (w != r) memmove(w, r, (size_t)(q - r));
         w += q - r;
         r = q;
-        if (r >= ps->end) { ps->p = r; return jfail(ps, "unterminated string"); }
+        if (r >= ps->end) {
+            ps->p = r;
+            return jfail(ps, "unterminated string");
+        }
         if (*r == '"') break;
-        if ((unsigned char)*r < 0x20) { ps->p = r; return jfail(ps, "control character in string"); }
+        if ((unsigned char)*r < 0x20) {
+            ps->p = r;
+            return jfail(ps, "control character in string");
+        }
         /* escape */
-        if (r + 1 >= ps->end) { ps->p = r; return jfail(ps, "unterminated escape"); }
+        if (r + 1 >= ps->end) {
+            ps->p = r;
+            return jfail(ps, "unterminated escape");
+        }
         char c = r[1];
         r += 2;
         switch (c) {
@@ -122,11 +135,13 @@ static dfl_status parse_string(jparser *ps, const char **out, uint32_t *out_len)
         case 't': *w++ = '\t'; break;
         case 'u': {
             uint32_t cp, lo;
-            if (ps->end - r < 4 || !hex4(r, &cp)) { ps->p = r; return jfail(ps, "bad \\u escape"); }
+            if (ps->end - r < 4 || !hex4(r, &cp)) {
+                ps->p = r;
+                return jfail(ps, "bad \\u escape");
+            }
             r += 4;
             if (cp >= 0xD800 && cp < 0xDC00) {
-                if (ps->end - r < 6 || r[0] != '\\' || r[1] != 'u' || !hex4(r + 2, &lo) || lo < 0xDC00 ||
-                    lo > 0xDFFF) {
+                if (ps->end - r < 6 || r[0] != '\\' || r[1] != 'u' || !hex4(r + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
                     ps->p = r;
                     return jfail(ps, "lone surrogate in \\u escape");
                 }
@@ -147,7 +162,10 @@ static dfl_status parse_string(jparser *ps, const char **out, uint32_t *out_len)
     if (n > UINT32_MAX) return jfail(ps, "string too long");
     *w = '\0'; /* w <= r, and r is the closing quote */
     ps->p = r + 1;
-    if (dfl__utf8_check(s, n) != n) { ps->p = s; return jfail(ps, "invalid UTF-8 in string"); }
+    if (dfl__utf8_check(s, n) != n) {
+        ps->p = s;
+        return jfail(ps, "invalid UTF-8 in string");
+    }
     *out = s;
     *out_len = (uint32_t)n;
     return DFL_OK;
@@ -224,8 +242,14 @@ static dfl_status parse_container(jparser *ps, dfl__jv *v, int is_obj)
         if (st) return st;
         skip_ws(ps);
         if (ps->p >= ps->end) return jfail(ps, "unexpected end");
-        if (*ps->p == ',') { ps->p++; continue; }
-        if (*ps->p == close) { ps->p++; break; }
+        if (*ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (*ps->p == close) {
+            ps->p++;
+            break;
+        }
         return jfail(ps, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
     }
     ps->depth--;
@@ -272,20 +296,31 @@ static dfl_status parse_value(jparser *ps, dfl__jv *v)
     case '{': return parse_container(ps, v, 1);
     case '[': return parse_container(ps, v, 0);
     case 't':
-        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "true", 4)) { ps->p += 4; v->type = DFL__J_TRUE; return DFL_OK; }
+        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "true", 4)) {
+            ps->p += 4;
+            v->type = DFL__J_TRUE;
+            return DFL_OK;
+        }
         return jfail(ps, "bad value");
     case 'f':
-        if (ps->end - ps->p >= 5 && !memcmp(ps->p, "false", 5)) { ps->p += 5; v->type = DFL__J_FALSE; return DFL_OK; }
+        if (ps->end - ps->p >= 5 && !memcmp(ps->p, "false", 5)) {
+            ps->p += 5;
+            v->type = DFL__J_FALSE;
+            return DFL_OK;
+        }
         return jfail(ps, "bad value");
     case 'n':
-        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "null", 4)) { ps->p += 4; v->type = DFL__J_NULL; return DFL_OK; }
+        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "null", 4)) {
+            ps->p += 4;
+            v->type = DFL__J_NULL;
+            return DFL_OK;
+        }
         return jfail(ps, "bad value");
     default: return parse_number(ps, v);
     }
 }
 
-dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root,
-                           dfl_error *err)
+dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root, dfl_error *err)
 {
     *out = NULL;
     dfl__jdoc *d = calloc(1, sizeof *d);
@@ -299,7 +334,10 @@ dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv
         if (ps.p != ps.end) st = jfail(&ps, "trailing characters");
     }
     free(ps.stack);
-    if (st) { dfl__jdoc_free(d); return st; }
+    if (st) {
+        dfl__jdoc_free(d);
+        return st;
+    }
     *out = d;
     *root = &d->root;
     return DFL_OK;

@@ -10,8 +10,7 @@
 #include "text/tokenizer_internal.h"
 
 /* GPT-2's pattern, used by ByteLevel with use_regex (Hugging Face's ByteLevel RE). */
-static const char BYTELEVEL_RE[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char BYTELEVEL_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 /* Whitespace pre-tokenizer: word characters or runs of other non-space characters. */
 static const char WHITESPACE_RE[] = "\\w+|[^\\w\\s]+";
 
@@ -46,8 +45,8 @@ static char *dup_bytes(const char *s, size_t n)
     return r;
 }
 
-static dfl_status compile_re(const char *pat, size_t n, int literal, pcre2_code **out,
-                             const char *where, dfl_error *err)
+static dfl_status compile_re(const char *pat, size_t n, int literal, pcre2_code **out, const char *where,
+                             dfl_error *err)
 {
     int ec;
     PCRE2_SIZE eo;
@@ -56,8 +55,8 @@ static dfl_status compile_re(const char *pat, size_t n, int literal, pcre2_code 
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: %s: regex /%.60s/ at %zu: %s", where, pat,
-                         (size_t)eo, (const char *)msg);
+        return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: %s: regex /%.60s/ at %zu: %s", where, pat, (size_t)eo,
+                         (const char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter if JIT is unavailable */
     *out = re;
@@ -68,7 +67,8 @@ static dfl_status compile_re(const char *pat, size_t n, int literal, pcre2_code 
 static dfl_status parse_pattern(const dfl__jv *o, dfl__tk_step *st, const char *where, dfl_error *err)
 {
     const dfl__jv *p = dfl__jget(o, "pattern");
-    if (!p || p->type != DFL__J_OBJ) return bad(err, where, "\"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
+    if (!p || p->type != DFL__J_OBJ)
+        return bad(err, where, "\"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
     const dfl__jv *s = dfl__jget(p, "String"), *r = dfl__jget(p, "Regex");
     if (s && s->type == DFL__J_STR) {
         st->pat = dup_bytes(s->u.str, s->n);
@@ -81,14 +81,20 @@ static dfl_status parse_pattern(const dfl__jv *o, dfl__tk_step *st, const char *
     return bad(err, where, "\"pattern\" must be {\"String\": ...} or {\"Regex\": ...}");
 }
 
-static dfl_status parse_behavior(const dfl__jv *o, const char *key, int def, int *out,
-                                 const char *where, dfl_error *err)
+static dfl_status parse_behavior(const dfl__jv *o, const char *key, int def, int *out, const char *where,
+                                 dfl_error *err)
 {
     const dfl__jv *b = dfl__jget(o, key);
-    if (!b || b->type == DFL__J_NULL) { *out = def; return DFL_OK; }
+    if (!b || b->type == DFL__J_NULL) {
+        *out = def;
+        return DFL_OK;
+    }
     static const char *names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
     for (int i = 0; i < 5; i++)
-        if (jstr_is(b, names[i])) { *out = i; return DFL_OK; }
+        if (jstr_is(b, names[i])) {
+            *out = i;
+            return DFL_OK;
+        }
     return bad(err, where, "unknown split behavior");
 }
 
@@ -107,8 +113,8 @@ static dfl_status unsupported(dfl_error *err, const char *what, const dfl__jv *t
 /* Children of a Sequence. */
 typedef dfl_status (*parse_fn)(const dfl__jv *, dfl__tk_step *, dfl_error *);
 
-static dfl_status parse_kids(const dfl__jv *o, const char *key, dfl__tk_step *st, parse_fn fn,
-                             const char *where, dfl_error *err)
+static dfl_status parse_kids(const dfl__jv *o, const char *key, dfl__tk_step *st, parse_fn fn, const char *where,
+                             dfl_error *err)
 {
     const dfl__jv *a = dfl__jget(o, key);
     if (!a || a->type != DFL__J_ARR) return bad(err, where, "Sequence needs an array");
@@ -149,11 +155,26 @@ static dfl_status parse_normalizer(const dfl__jv *o, dfl__tk_step *st, dfl_error
         if (!st->content) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         return parse_pattern(o, st, "Replace normalizer", err);
     }
-    if (jstr_is(t, "NFC")) { st->kind = DFL__N_NFC; return DFL_OK; }
-    if (jstr_is(t, "NFD")) { st->kind = DFL__N_NFD; return DFL_OK; }
-    if (jstr_is(t, "NFKC")) { st->kind = DFL__N_NFKC; return DFL_OK; }
-    if (jstr_is(t, "NFKD")) { st->kind = DFL__N_NFKD; return DFL_OK; }
-    if (jstr_is(t, "Lowercase")) { st->kind = DFL__N_LOWERCASE; return DFL_OK; }
+    if (jstr_is(t, "NFC")) {
+        st->kind = DFL__N_NFC;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "NFD")) {
+        st->kind = DFL__N_NFD;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "NFKC")) {
+        st->kind = DFL__N_NFKC;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "NFKD")) {
+        st->kind = DFL__N_NFKD;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "Lowercase")) {
+        st->kind = DFL__N_LOWERCASE;
+        return DFL_OK;
+    }
     if (jstr_is(t, "Strip")) {
         st->kind = DFL__N_STRIP;
         st->left = jbool(o, "strip_left", 1);
@@ -174,7 +195,8 @@ static dfl_status parse_pretok(const dfl__jv *o, dfl__tk_step *st, dfl_error *er
         if (r) return r;
         for (size_t i = 0; i + 1 < st->n_kids; i++)
             if (st->kids[i].kind == DFL__P_BYTELEVEL)
-                return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: pre_tokenizer: ByteLevel must come last in a Sequence");
+                return dfl__fail(err, DFL_ERR_CONFIG,
+                                 "tokenizer.json: pre_tokenizer: ByteLevel must come last in a Sequence");
         return DFL_OK;
     }
     if (jstr_is(t, "Split")) {
@@ -197,18 +219,24 @@ static dfl_status parse_pretok(const dfl__jv *o, dfl__tk_step *st, dfl_error *er
     if (jstr_is(t, "Metaspace")) {
         st->kind = DFL__P_METASPACE;
         const dfl__jv *r = dfl__jget(o, "replacement");
-        if (!r || r->type != DFL__J_STR || !r->n) return bad(err, "Metaspace", "\"replacement\" must be a one-character string");
+        if (!r || r->type != DFL__J_STR || !r->n)
+            return bad(err, "Metaspace", "\"replacement\" must be a one-character string");
         uint32_t cp;
-        if (dfl__utf8_next(r->u.str, r->n, 0, &cp) != r->n) return bad(err, "Metaspace", "\"replacement\" must be one character");
+        if (dfl__utf8_next(r->u.str, r->n, 0, &cp) != r->n)
+            return bad(err, "Metaspace", "\"replacement\" must be one character");
         st->pat = dup_bytes(r->u.str, r->n);
         st->pat_len = r->n;
         if (!st->pat) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         const dfl__jv *ps = dfl__jget(o, "prepend_scheme");
         if (ps && ps->type == DFL__J_STR) {
-            if (jstr_is(ps, "always")) st->prepend_scheme = DFL__PS_ALWAYS;
-            else if (jstr_is(ps, "never")) st->prepend_scheme = DFL__PS_NEVER;
-            else if (jstr_is(ps, "first")) st->prepend_scheme = DFL__PS_FIRST;
-            else return bad(err, "Metaspace", "unknown prepend_scheme");
+            if (jstr_is(ps, "always"))
+                st->prepend_scheme = DFL__PS_ALWAYS;
+            else if (jstr_is(ps, "never"))
+                st->prepend_scheme = DFL__PS_NEVER;
+            else if (jstr_is(ps, "first"))
+                st->prepend_scheme = DFL__PS_FIRST;
+            else
+                return bad(err, "Metaspace", "unknown prepend_scheme");
         } else {
             int aps = jbool(o, "add_prefix_space", 1);
             if (aps < 0) return bad(err, "Metaspace", "\"add_prefix_space\" must be a boolean");
@@ -234,7 +262,10 @@ static dfl_status parse_pretok(const dfl__jv *o, dfl__tk_step *st, dfl_error *er
         st->invert = 1;
         return compile_re(WHITESPACE_RE, sizeof WHITESPACE_RE - 1, 0, &st->re, "Whitespace", err);
     }
-    if (jstr_is(t, "WhitespaceSplit")) { st->kind = DFL__P_WHITESPACE_SPLIT; return DFL_OK; }
+    if (jstr_is(t, "WhitespaceSplit")) {
+        st->kind = DFL__P_WHITESPACE_SPLIT;
+        return DFL_OK;
+    }
     return unsupported(err, "pre_tokenizer", t);
 }
 
@@ -256,9 +287,13 @@ static dfl_status parse_template(const dfl__jv *o, dfl__tk_step *st, dfl_error *
     for (uint32_t i = 0; i < single->n; i++) {
         const dfl__jv *it = &single->u.kids[i];
         const dfl__jv *sq = dfl__jget(it, "Sequence"), *sp = dfl__jget(it, "SpecialToken");
-        if (sq) { st->tmpl[i].is_seq = 1; continue; }
+        if (sq) {
+            st->tmpl[i].is_seq = 1;
+            continue;
+        }
         const dfl__jv *name = dfl__jget(sp, "id");
-        if (!name || name->type != DFL__J_STR) return bad(err, "TemplateProcessing", "items must be Sequence or SpecialToken {\"id\": name}");
+        if (!name || name->type != DFL__J_STR)
+            return bad(err, "TemplateProcessing", "items must be Sequence or SpecialToken {\"id\": name}");
         const dfl__jv *def = NULL;
         if (specials && specials->type == DFL__J_OBJ)
             for (uint32_t k = 0; k < specials->n; k++)
@@ -266,13 +301,16 @@ static dfl_status parse_template(const dfl__jv *o, dfl__tk_step *st, dfl_error *
                     def = &specials->u.kids[k];
         const dfl__jv *ids = dfl__jget(def, "ids");
         if (!ids || ids->type != DFL__J_ARR)
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: TemplateProcessing: special token \"%.40s\" has no ids", name->u.str);
+            return dfl__fail(err, DFL_ERR_FORMAT,
+                             "tokenizer.json: TemplateProcessing: special token \"%.40s\" has no ids", name->u.str);
         st->tmpl[i].ids = dfl__calloc_array(ids->n ? ids->n : 1, sizeof(uint32_t));
         if (!st->tmpl[i].ids) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         st->tmpl[i].n_ids = ids->n;
         for (uint32_t k = 0; k < ids->n; k++)
             if (parse_u32(&ids->u.kids[k], &st->tmpl[i].ids[k]))
-                return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: TemplateProcessing: special token \"%.40s\" has a bad id", name->u.str);
+                return dfl__fail(err, DFL_ERR_FORMAT,
+                                 "tokenizer.json: TemplateProcessing: special token \"%.40s\" has a bad id",
+                                 name->u.str);
     }
     return DFL_OK;
 }
@@ -289,7 +327,8 @@ static dfl_status parse_post(const dfl__jv *o, dfl__tk_step *st, dfl_error *err)
         st->kind = DFL__PP_BYTELEVEL;
         st->trim_offsets = jbool(o, "trim_offsets", 1);
         st->prefix_space = jbool(o, "add_prefix_space", 1);
-        if (st->trim_offsets < 0 || st->prefix_space < 0) return bad(err, "ByteLevel post_processor", "flags must be booleans");
+        if (st->trim_offsets < 0 || st->prefix_space < 0)
+            return bad(err, "ByteLevel post_processor", "flags must be booleans");
         return DFL_OK;
     }
     if (jstr_is(t, "TemplateProcessing")) {
@@ -307,19 +346,31 @@ static dfl_status parse_decoder(const dfl__jv *o, dfl__tk_step *st, dfl_error *e
         st->kind = DFL__D_SEQUENCE;
         return parse_kids(o, "decoders", st, parse_decoder, "decoder", err);
     }
-    if (jstr_is(t, "ByteLevel")) { st->kind = DFL__D_BYTELEVEL; return DFL_OK; }
-    if (jstr_is(t, "ByteFallback")) { st->kind = DFL__D_BYTEFALLBACK; return DFL_OK; }
-    if (jstr_is(t, "Fuse")) { st->kind = DFL__D_FUSE; return DFL_OK; }
+    if (jstr_is(t, "ByteLevel")) {
+        st->kind = DFL__D_BYTELEVEL;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "ByteFallback")) {
+        st->kind = DFL__D_BYTEFALLBACK;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "Fuse")) {
+        st->kind = DFL__D_FUSE;
+        return DFL_OK;
+    }
     if (jstr_is(t, "Metaspace")) {
         st->kind = DFL__D_METASPACE;
         const dfl__jv *r = dfl__jget(o, "replacement");
-        if (!r || r->type != DFL__J_STR || !r->n) return bad(err, "Metaspace decoder", "\"replacement\" must be a string");
+        if (!r || r->type != DFL__J_STR || !r->n)
+            return bad(err, "Metaspace decoder", "\"replacement\" must be a string");
         st->pat = dup_bytes(r->u.str, r->n);
         st->pat_len = r->n;
         if (!st->pat) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         const dfl__jv *ps = dfl__jget(o, "prepend_scheme");
-        if (ps && ps->type == DFL__J_STR) st->prepend_scheme = jstr_is(ps, "never") ? DFL__PS_NEVER : DFL__PS_ALWAYS;
-        else st->prepend_scheme = jbool(o, "add_prefix_space", 1) == 0 ? DFL__PS_NEVER : DFL__PS_ALWAYS;
+        if (ps && ps->type == DFL__J_STR)
+            st->prepend_scheme = jstr_is(ps, "never") ? DFL__PS_NEVER : DFL__PS_ALWAYS;
+        else
+            st->prepend_scheme = jbool(o, "add_prefix_space", 1) == 0 ? DFL__PS_NEVER : DFL__PS_ALWAYS;
         return DFL_OK;
     }
     if (jstr_is(t, "Strip")) {
@@ -350,12 +401,14 @@ static dfl_status parse_decoder(const dfl__jv *o, dfl__tk_step *st, dfl_error *e
 void dfl__step_free(dfl__tk_step *st)
 {
     if (!st) return;
-    for (size_t i = 0; i < st->n_kids; i++) dfl__step_free(&st->kids[i]);
+    for (size_t i = 0; i < st->n_kids; i++)
+        dfl__step_free(&st->kids[i]);
     free(st->kids);
     free(st->pat);
     free(st->content);
     if (st->re) pcre2_code_free(st->re);
-    for (size_t i = 0; i < st->n_tmpl; i++) free(st->tmpl[i].ids);
+    for (size_t i = 0; i < st->n_tmpl; i++)
+        free(st->tmpl[i].ids);
     free(st->tmpl);
 }
 
@@ -370,19 +423,20 @@ static dfl_status check_template(const dfl__tk_step *st, const dfl_tokenizer *t,
     for (size_t i = 0; i < st->n_tmpl; i++)
         for (size_t k = 0; k < st->tmpl[i].n_ids; k++)
             if (!dfl__vocab_str(&t->vocab, st->tmpl[i].ids[k], NULL))
-                return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: TemplateProcessing: id %u is not in the vocabulary",
+                return dfl__fail(err, DFL_ERR_FORMAT,
+                                 "tokenizer.json: TemplateProcessing: id %u is not in the vocabulary",
                                  st->tmpl[i].ids[k]);
     return DFL_OK;
 }
 
 /* A top-level component: NULL when absent or null. */
-static dfl_status load_step(const dfl__jv *root, const char *key, parse_fn fn, dfl__tk_step **out,
-                            dfl_error *err)
+static dfl_status load_step(const dfl__jv *root, const char *key, parse_fn fn, dfl__tk_step **out, dfl_error *err)
 {
     const dfl__jv *o = dfl__jget(root, key);
     *out = NULL;
     if (!o || o->type == DFL__J_NULL) return DFL_OK;
-    if (o->type != DFL__J_OBJ) return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: \"%s\" must be an object or null", key);
+    if (o->type != DFL__J_OBJ)
+        return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: \"%s\" must be an object or null", key);
     dfl__tk_step *st = calloc(1, sizeof *st);
     if (!st) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
     *out = st;
@@ -425,7 +479,10 @@ static int resolve_merge(const dfl_tokenizer *t, const dfl__jv *mg, char *buf, s
     /* the merged token: a + b without b's continuing prefix */
     const char *pf = t->bpe.prefix;
     size_t plen = pf ? strlen(pf) : 0;
-    if (plen && cn >= plen && !memcmp(c, pf, plen)) { c += plen; cn -= plen; }
+    if (plen && cn >= plen && !memcmp(c, pf, plen)) {
+        c += plen;
+        cn -= plen;
+    }
     if (an + cn > cap) return 4;
     memcpy(buf, a, an);
     memcpy(buf + an, c, cn);
@@ -453,19 +510,27 @@ static void resolve_block(const dfl_tokenizer *t, const dfl__jv *merges, size_t 
         if (!w[k].ok) continue;
         const char *c = w[k].c;
         size_t cn = w[k].cn;
-        if (plen && cn >= plen && !memcmp(c, pf, plen)) { c += plen; cn -= plen; }
-        if (w[k].an + cn > sizeof w[k].cat) { w[k].ok = 0; continue; }
+        if (plen && cn >= plen && !memcmp(c, pf, plen)) {
+            c += plen;
+            cn -= plen;
+        }
+        if (w[k].an + cn > sizeof w[k].cat) {
+            w[k].ok = 0;
+            continue;
+        }
         memcpy(w[k].cat, w[k].a, w[k].an);
         memcpy(w[k].cat + w[k].an, c, cn);
         w[k].h[0] = dfl__vocab_hash(w[k].a, w[k].an);
         w[k].h[1] = dfl__vocab_hash(w[k].c, w[k].cn);
         w[k].h[2] = dfl__vocab_hash(w[k].cat, w[k].an + cn);
-        for (int j = 0; j < 3; j++) dfl__vocab_prefetch(&t->vocab, w[k].h[j], 0);
+        for (int j = 0; j < 3; j++)
+            dfl__vocab_prefetch(&t->vocab, w[k].h[j], 0);
         w[k].cn = cn; /* from here on: the merged token's tail length */
     }
     for (size_t k = 0; k < n; k++)
         if (w[k].ok)
-            for (int j = 0; j < 3; j++) dfl__vocab_prefetch(&t->vocab, w[k].h[j], 1);
+            for (int j = 0; j < 3; j++)
+                dfl__vocab_prefetch(&t->vocab, w[k].h[j], 1);
     for (size_t k = 0; k < n; k++) {
         uint32_t *o = mid + 3 * (from + k);
         o[0] = UINT32_MAX;
@@ -525,12 +590,16 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     if (!m || m->type != DFL__J_OBJ) return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: no \"model\" object");
     const dfl__jv *type = jtype(m);
     if (type && !jstr_is(type, "BPE"))
-        return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: model type \"%.40s\" is not supported (only BPE)", type->u.str);
+        return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: model type \"%.40s\" is not supported (only BPE)",
+                         type->u.str);
     const dfl__jv *vocab = dfl__jget(m, "vocab"), *merges = dfl__jget(m, "merges");
     if (!type && (!merges || merges->type != DFL__J_ARR))
-        return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer.json: model without a type or merges is not supported (only BPE)");
-    if (!vocab || vocab->type != DFL__J_OBJ) return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: model.vocab must be an object");
-    if (!merges || merges->type != DFL__J_ARR) return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: model.merges must be an array");
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "tokenizer.json: model without a type or merges is not supported (only BPE)");
+    if (!vocab || vocab->type != DFL__J_OBJ)
+        return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: model.vocab must be an object");
+    if (!merges || merges->type != DFL__J_ARR)
+        return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: model.merges must be an array");
     const dfl__jv *added = dfl__jget(root, "added_tokens");
     if (added && added->type != DFL__J_ARR && added->type != DFL__J_NULL)
         return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: added_tokens must be an array");
@@ -541,7 +610,8 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     for (uint32_t i = 0; i < vocab->n; i++) {
         uint32_t id;
         if (parse_u32(&vocab->u.kids[i], &id))
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: vocab \"%.40s\": id must be an integer in [0, 2^31)", vocab->u.kids[i].key);
+            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: vocab \"%.40s\": id must be an integer in [0, 2^31)",
+                             vocab->u.kids[i].key);
         if (id + 1 > max_id) max_id = (size_t)id + 1;
         pool += vocab->u.kids[i].key_len + 1;
     }
@@ -552,7 +622,8 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
         const dfl__jv *c = dfl__jget(a, "content");
         uint32_t id;
         if (parse_u32(dfl__jget(a, "id"), &id) || !c || c->type != DFL__J_STR || !c->n)
-            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: added_tokens[%u] needs an integer \"id\" and a non-empty \"content\"", i);
+            return dfl__fail(err, DFL_ERR_FORMAT,
+                             "tokenizer.json: added_tokens[%u] needs an integer \"id\" and a non-empty \"content\"", i);
         dfl__tk_added *d = &t->added[i];
         d->id = id;
         d->content = dup_bytes(c->u.str, c->n);
@@ -597,7 +668,9 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     const dfl__jv *unk = dfl__jget(m, "unk_token");
     if (unk && unk->type == DFL__J_STR) {
         b->unk = dfl__vocab_find(&t->vocab, unk->u.str, unk->n);
-        if (b->unk < 0) return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: unk_token \"%.40s\" is not in the vocabulary", unk->u.str);
+        if (b->unk < 0)
+            return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: unk_token \"%.40s\" is not in the vocabulary",
+                             unk->u.str);
     }
     const dfl__jv *pf = dfl__jget(m, "continuing_subword_prefix"), *sf = dfl__jget(m, "end_of_word_suffix");
     if (pf && pf->type == DFL__J_STR && pf->n && !(b->prefix = dup_bytes(pf->u.str, pf->n)))
@@ -630,7 +703,10 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
         if (mid[3 * (size_t)i] == UINT32_MAX) {
             /* again, serially, with room for long tokens and the message */
             st = merge_error(t, &merges->u.kids[i], i, mid + 3 * (size_t)i, err);
-            if (st) { free(mid); return st; }
+            if (st) {
+                free(mid);
+                return st;
+            }
         }
         dfl__bpe_merge_add(b, mid[3 * (size_t)i], mid[3 * (size_t)i + 1], i, mid[3 * (size_t)i + 2]);
     }
@@ -653,7 +729,8 @@ void dfl_tokenizer_close(dfl_tokenizer *t)
     free(t->pretok);
     free(t->post);
     free(t->decoder);
-    for (size_t i = 0; i < t->n_added; i++) free(t->added[i].content);
+    for (size_t i = 0; i < t->n_added; i++)
+        free(t->added[i].content);
     free(t->added);
     free(t->is_special);
     dfl__added_free(t);
@@ -667,7 +744,10 @@ static dfl_status load_owned(char *buf, size_t len, dfl_tokenizer **out, dfl_err
     dfl__jdoc *doc = NULL;
     const dfl__jv *root = NULL;
     dfl_status st = dfl__jdoc_parse(buf, len, &doc, &root, err);
-    if (st) { free(buf); return st; }
+    if (st) {
+        free(buf);
+        return st;
+    }
     dfl_tokenizer *t = calloc(1, sizeof *t);
     if (!t) st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
     if (!st && root->type != DFL__J_OBJ) st = dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: not a JSON object");
@@ -680,7 +760,10 @@ static dfl_status load_owned(char *buf, size_t len, dfl_tokenizer **out, dfl_err
     if (!st) st = dfl__added_build(t, err);
     dfl__jdoc_free(doc);
     free(buf);
-    if (st) { dfl_tokenizer_close(t); return st; }
+    if (st) {
+        dfl_tokenizer_close(t);
+        return st;
+    }
     *out = t;
     return DFL_OK;
 }

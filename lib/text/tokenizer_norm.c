@@ -18,10 +18,19 @@ size_t dfl__utf8_next(const char *str, size_t n, size_t i, uint32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)str;
     unsigned c = s[i];
-    if (c < 0x80 || i + 1 >= n) { *cp = c; return 1; }
-    if (c < 0xE0) { *cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu); return 2; }
+    if (c < 0x80 || i + 1 >= n) {
+        *cp = c;
+        return 1;
+    }
+    if (c < 0xE0) {
+        *cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
+        return 2;
+    }
     if (c < 0xF0 || i + 3 >= n) {
-        if (i + 2 >= n) { *cp = c; return 1; }
+        if (i + 2 >= n) {
+            *cp = c;
+            return 1;
+        }
         *cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
         return 3;
     }
@@ -32,8 +41,15 @@ size_t dfl__utf8_next(const char *str, size_t n, size_t i, uint32_t *cp)
 size_t dfl__utf8_put(uint32_t cp, char *out)
 {
     unsigned char *o = (unsigned char *)out;
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | (cp >> 6)); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
         o[0] = (unsigned char)(0xE0 | (cp >> 12));
         o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
@@ -61,13 +77,23 @@ size_t dfl__utf8_check(const char *str, size_t n)
         }
         if (i >= n) break;
         unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
         size_t k;
         uint32_t min;
-        if (c >= 0xC2 && c <= 0xDF) { k = 1; min = 0x80; }
-        else if (c >= 0xE0 && c <= 0xEF) { k = 2; min = 0x800; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 3; min = 0x10000; }
-        else return i;
+        if (c >= 0xC2 && c <= 0xDF) {
+            k = 1;
+            min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            k = 2;
+            min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            k = 3;
+            min = 0x10000;
+        } else
+            return i;
         if (n - i <= k) return i;
         uint32_t cp = c & (0x3Fu >> k);
         for (size_t j = 1; j <= k; j++) {
@@ -87,7 +113,13 @@ int dfl__is_whitespace(uint32_t cp)
     /* Rust's char::is_whitespace: the White_Space property */
     if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
     switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000: return 1;
     default: return cp >= 0x2000 && cp <= 0x200A;
     }
@@ -123,7 +155,8 @@ dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
     if (s->cap - s->len >= extra) return DFL_OK;
     if (extra > SIZE_MAX / 4 - s->len) return DFL_ERR_NOMEM;
     size_t nc = s->cap ? s->cap : 4096;
-    while (nc < s->len + extra) nc *= 2;
+    while (nc < s->len + extra)
+        nc *= 2;
     size_t abytes;
     if (!dfl__mul_ok(nc, sizeof(dfl__tk_align), &abytes)) return DFL_ERR_NOMEM;
     char *nb = realloc(s->b, nc);
@@ -140,7 +173,8 @@ dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_ali
 {
     if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
     memcpy(s->b + s->len, b, n);
-    for (size_t i = 0; i < n; i++) s->a[s->len + i] = al;
+    for (size_t i = 0; i < n; i++)
+        s->a[s->len + i] = al;
     s->len += n;
     return DFL_OK;
 }
@@ -184,12 +218,11 @@ static dfl__tk_align inserted_align(const dfl__tk_store *s, const dfl__tk_split 
 
 /* ------------------------------------------------------- normalizers ---- */
 
-int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
-                 size_t from, size_t *ms, size_t *me)
+int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                 size_t *me)
 {
     int rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
-    if (rc == PCRE2_ERROR_JIT_BADOPTION)
-        rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_BADOPTION) rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
     if (rc == PCRE2_ERROR_NOMATCH) return 0;
     if (rc < 0) return -1;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -198,8 +231,8 @@ int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size
     return 1;
 }
 
-dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len,
-                             dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len, dfl__tk_store *s,
+                             dfl__tk_split *sp, dfl_error *err)
 {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     if (!md) return nomem(err);
@@ -208,18 +241,33 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
     while (pos <= n) {
         size_t ms, me;
         int rc = dfl__re_find(re, md, s->b + sp->off, n, pos, &ms, &me);
-        if (rc < 0) { st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Replace)"); break; }
+        if (rc < 0) {
+            st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Replace)");
+            break;
+        }
         if (rc == 0) break;
-        if (store_copy(s, sp->off + pos, ms - pos)) { st = nomem(err); break; }
+        if (store_copy(s, sp->off + pos, ms - pos)) {
+            st = nomem(err);
+            break;
+        }
         /* the replacement takes the alignment of the matched text's last byte */
         dfl__tk_align al = inserted_align(s, sp, sp->off + me);
-        if (content_len && dfl__store_put(s, content, content_len, al)) { st = nomem(err); break; }
+        if (content_len && dfl__store_put(s, content, content_len, al)) {
+            st = nomem(err);
+            break;
+        }
         if (me == ms) {
             /* empty match: keep the next character and move on */
-            if (ms >= n) { pos = n + 1; break; }
+            if (ms >= n) {
+                pos = n + 1;
+                break;
+            }
             uint32_t cp;
             size_t k = dfl__utf8_next(s->b + sp->off, n, ms, &cp);
-            if (store_copy(s, sp->off + ms, k)) { st = nomem(err); break; }
+            if (store_copy(s, sp->off + ms, k)) {
+                st = nomem(err);
+                break;
+            }
             pos = ms + k;
         } else {
             pos = me;
@@ -255,8 +303,8 @@ dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_
 static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int options)
 {
     utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s->b + from, (utf8proc_ssize_t)n, &dst,
-                                      (utf8proc_option_t)options);
+    utf8proc_ssize_t m =
+        utf8proc_map((const utf8proc_uint8_t *)s->b + from, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)options);
     if (m < 0) return DFL_ERR_NOMEM;
     if ((size_t)m == n && !memcmp(dst, s->b + from, n)) {
         free(dst);
@@ -270,17 +318,25 @@ static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int option
     uint8_t *used = dfl__calloc_array(cap, 1);
     size_t *ostart = dfl__alloc_array(n + 1, sizeof *ostart);
     dfl_status st = DFL_OK;
-    if (!ucp || !uch || !used || !ostart) { st = DFL_ERR_NOMEM; goto out; }
+    if (!ucp || !uch || !used || !ostart) {
+        st = DFL_ERR_NOMEM;
+        goto out;
+    }
     size_t nu = 0, n_in = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t k = dfl__utf8_next(s->b + from, n, i, &cp);
         ostart[n_in++] = i;
         int bc = 0;
-        utf8proc_ssize_t d = utf8proc_decompose_char((utf8proc_int32_t)cp, ucp + nu, (utf8proc_ssize_t)(cap - nu),
-                                                     (utf8proc_option_t)(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0)), &bc);
-        if (d < 1 || (size_t)d > cap - nu) { ucp[nu] = (int32_t)cp; d = 1; }
-        for (utf8proc_ssize_t j = 0; j < d; j++) uch[nu + (size_t)j] = j ? 1 : 0;
+        utf8proc_ssize_t d =
+            utf8proc_decompose_char((utf8proc_int32_t)cp, ucp + nu, (utf8proc_ssize_t)(cap - nu),
+                                    (utf8proc_option_t)(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0)), &bc);
+        if (d < 1 || (size_t)d > cap - nu) {
+            ucp[nu] = (int32_t)cp;
+            d = 1;
+        }
+        for (utf8proc_ssize_t j = 0; j < d; j++)
+            uch[nu + (size_t)j] = j ? 1 : 0;
         nu += (size_t)d;
         i += k;
     }
@@ -293,8 +349,12 @@ static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int option
         while (j > 0) {
             int cj = utf8proc_get_property(ucp[j - 1])->combining_class;
             if (!cj || cj <= ci) break;
-            int32_t tc = ucp[j]; ucp[j] = ucp[j - 1]; ucp[j - 1] = tc;
-            int8_t th = uch[j]; uch[j] = uch[j - 1]; uch[j - 1] = th;
+            int32_t tc = ucp[j];
+            ucp[j] = ucp[j - 1];
+            ucp[j - 1] = tc;
+            int8_t th = uch[j];
+            uch[j] = uch[j - 1];
+            uch[j - 1] = th;
             j--;
         }
     }
@@ -307,19 +367,26 @@ static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int option
         int32_t dec[32];
         int bc = 0;
         utf8proc_ssize_t d = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, 32, UTF8PROC_DECOMPOSE, &bc);
-        if (d < 1 || d > 32) { dec[0] = (int32_t)cp; d = 1; }
-        while (first < nu && used[first]) first++;
+        if (d < 1 || d > 32) {
+            dec[0] = (int32_t)cp;
+            d = 1;
+        }
+        while (first < nu && used[first])
+            first++;
         int change = 0, matched = 0;
         size_t u = first;
         for (utf8proc_ssize_t j = 0; j < d; j++) {
-            while (u < nu && (used[u] || ucp[u] != dec[j])) u++;
+            while (u < nu && (used[u] || ucp[u] != dec[j]))
+                u++;
             if (u >= nu) break;
             used[u] = 1;
             change += uch[u];
             matched++;
         }
-        if (!matched) change = 0;
-        else change -= matched - 1;
+        if (!matched)
+            change = 0;
+        else
+            change -= matched - 1;
         dfl__tk_align al;
         if (change > 0 && p > 0) {
             al = s->a[from + ostart[p] - 1];
@@ -330,7 +397,10 @@ static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int option
         } else {
             al = s->a[from + n - 1];
         }
-        if (dfl__store_put(s, (const char *)dst + op, k, al)) { st = DFL_ERR_NOMEM; goto out; }
+        if (dfl__store_put(s, (const char *)dst + op, k, al)) {
+            st = DFL_ERR_NOMEM;
+            goto out;
+        }
         op += k;
     }
 out:
@@ -357,7 +427,8 @@ static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, df
         /* ASCII never changes under any normal form and never combines with a
          * following mark only when the next byte is ASCII too */
         size_t j = i;
-        while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80)) j++;
+        while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80))
+            j++;
         if (j > i) {
             if (store_copy(s, i, j - i)) return nomem(err);
             i = j;
@@ -416,7 +487,8 @@ static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_spli
     if (right)
         while (b > a) {
             size_t q = b - 1;
-            while (q > a && ((unsigned char)p[q] & 0xC0) == 0x80) q--;
+            while (q > a && ((unsigned char)p[q] & 0xC0) == 0x80)
+                q--;
             uint32_t cp;
             dfl__utf8_next(p, b, q, &cp);
             if (!dfl__is_whitespace(cp)) break;
@@ -427,8 +499,7 @@ static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_spli
     sp->len = b - a;
 }
 
-dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp,
-                          dfl_error *err)
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     switch (st->kind) {
     case DFL__N_SEQUENCE:
@@ -437,10 +508,8 @@ dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_spli
             if (r) return r;
         }
         return DFL_OK;
-    case DFL__N_PREPEND:
-        return dfl__norm_prepend(st->pat, st->pat_len, s, sp) ? nomem(err) : DFL_OK;
-    case DFL__N_REPLACE:
-        return dfl__norm_replace(st->re, st->content, st->content_len, s, sp, err);
+    case DFL__N_PREPEND: return dfl__norm_prepend(st->pat, st->pat_len, s, sp) ? nomem(err) : DFL_OK;
+    case DFL__N_REPLACE: return dfl__norm_replace(st->re, st->content, st->content_len, s, sp, err);
     case DFL__N_NFC:
     case DFL__N_NFD:
     case DFL__N_NFKC:

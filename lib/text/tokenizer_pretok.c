@@ -52,13 +52,22 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
     while (pos <= n) {
         size_t ms, me;
         int rc = dfl__re_find(re, md, p, n, pos, &ms, &me);
-        if (rc < 0) { st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Split)"); break; }
+        if (rc < 0) {
+            st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Split)");
+            break;
+        }
         if (rc == 0) break;
         if (ms == me) {
             /* an empty match: kept unless it touches the previous match, then step one char */
             if ((long)me != last_end) {
-                if (prev != ms && ev_push(out, prev, ms, 0)) { st = nomem(err); break; }
-                if (ev_push(out, ms, me, 1)) { st = nomem(err); break; }
+                if (prev != ms && ev_push(out, prev, ms, 0)) {
+                    st = nomem(err);
+                    break;
+                }
+                if (ev_push(out, ms, me, 1)) {
+                    st = nomem(err);
+                    break;
+                }
                 prev = me;
             }
             last_end = (long)me;
@@ -67,8 +76,14 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
             pos = ms + dfl__utf8_next(p, n, ms, &cp);
             continue;
         }
-        if (prev != ms && ev_push(out, prev, ms, 0)) { st = nomem(err); break; }
-        if (ev_push(out, ms, me, 1)) { st = nomem(err); break; }
+        if (prev != ms && ev_push(out, prev, ms, 0)) {
+            st = nomem(err);
+            break;
+        }
+        if (ev_push(out, ms, me, 1)) {
+            st = nomem(err);
+            break;
+        }
         prev = pos = me;
         last_end = (long)me;
     }
@@ -79,7 +94,8 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
 }
 
 /* Matches of a character predicate: every matching character is its own match. */
-static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const char *p, size_t n, evs *out, dfl_error *err)
+static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const char *p, size_t n, evs *out,
+                            dfl_error *err)
 {
     out->n = 0;
     if (!n) return ev_push(out, 0, 0, 0) ? nomem(err) : DFL_OK;
@@ -102,19 +118,23 @@ static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const
 static void behave(evs *l, int behavior, int invert)
 {
     if (invert)
-        for (size_t i = 0; i < l->n; i++) l->v[i].m = !l->v[i].m;
+        for (size_t i = 0; i < l->n; i++)
+            l->v[i].m = !l->v[i].m;
     size_t w = 0;
     int prev = 0;
     switch (behavior) {
     case DFL__B_REMOVED: return; /* matches are removed */
     case DFL__B_ISOLATED:
-        for (size_t i = 0; i < l->n; i++) l->v[i].m = 0;
+        for (size_t i = 0; i < l->n; i++)
+            l->v[i].m = 0;
         return;
     case DFL__B_CONTIGUOUS:
         for (size_t i = 0; i < l->n; i++) {
             int m = l->v[i].m;
-            if (m == prev && w > 0) l->v[w - 1].e = l->v[i].e;
-            else l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
+            if (m == prev && w > 0)
+                l->v[w - 1].e = l->v[i].e;
+            else
+                l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
             prev = m;
         }
         l->n = w;
@@ -122,8 +142,10 @@ static void behave(evs *l, int behavior, int invert)
     case DFL__B_MERGED_PREV:
         for (size_t i = 0; i < l->n; i++) {
             int m = l->v[i].m;
-            if (m && !prev && w > 0) l->v[w - 1].e = l->v[i].e;
-            else l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
+            if (m && !prev && w > 0)
+                l->v[w - 1].e = l->v[i].e;
+            else
+                l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
             prev = m;
         }
         l->n = w;
@@ -133,8 +155,10 @@ static void behave(evs *l, int behavior, int invert)
         size_t r = l->n;
         for (size_t i = l->n; i-- > 0;) {
             int m = l->v[i].m;
-            if (m && !prev && r < l->n) l->v[r].s = l->v[i].s;
-            else l->v[--r] = (ev){l->v[i].s, l->v[i].e, 0};
+            if (m && !prev && r < l->n)
+                l->v[r].s = l->v[i].s;
+            else
+                l->v[--r] = (ev){l->v[i].s, l->v[i].e, 0};
             prev = m;
         }
         memmove(l->v, l->v + r, (l->n - r) * sizeof *l->v);
@@ -145,8 +169,8 @@ static void behave(evs *l, int behavior, int invert)
 }
 
 /* Turn kept events into pieces of sp. */
-static dfl_status emit(const evs *l, const dfl__tk_store *s, const dfl__tk_split *sp,
-                       dfl__tk_splits *out, dfl_error *err)
+static dfl_status emit(const evs *l, const dfl__tk_store *s, const dfl__tk_split *sp, dfl__tk_splits *out,
+                       dfl_error *err)
 {
     for (size_t i = 0; i < l->n; i++) {
         if (l->v[i].m || l->v[i].e <= l->v[i].s) continue;
@@ -159,13 +183,28 @@ static dfl_status emit(const evs *l, const dfl__tk_store *s, const dfl__tk_split
     return DFL_OK;
 }
 
-static int pred_numeric(uint32_t cp, uint32_t arg) { (void)arg; return dfl__is_numeric(cp); }
-static int pred_punct(uint32_t cp, uint32_t arg) { (void)arg; return dfl__is_punct(cp); }
-static int pred_space(uint32_t cp, uint32_t arg) { (void)arg; return dfl__is_whitespace(cp); }
-static int pred_equal(uint32_t cp, uint32_t arg) { return cp == arg; }
+static int pred_numeric(uint32_t cp, uint32_t arg)
+{
+    (void)arg;
+    return dfl__is_numeric(cp);
+}
+static int pred_punct(uint32_t cp, uint32_t arg)
+{
+    (void)arg;
+    return dfl__is_punct(cp);
+}
+static int pred_space(uint32_t cp, uint32_t arg)
+{
+    (void)arg;
+    return dfl__is_whitespace(cp);
+}
+static int pred_equal(uint32_t cp, uint32_t arg)
+{
+    return cp == arg;
+}
 
-static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split sp,
-                             dfl__tk_splits *out, evs *ev, dfl_error *err)
+static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_splits *out, evs *ev,
+                             dfl_error *err)
 {
     dfl_status r;
     switch (st->kind) {
@@ -191,15 +230,15 @@ static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_s
         behave(ev, DFL__B_REMOVED, 0);
         return emit(ev, s, &sp, out, err);
     case DFL__P_BYTELEVEL:
-        if (st->prefix_space && sp.len && s->b[sp.off] != ' ' && dfl__norm_prepend(" ", 1, s, &sp))
-            return nomem(err);
+        if (st->prefix_space && sp.len && s->b[sp.off] != ' ' && dfl__norm_prepend(" ", 1, s, &sp)) return nomem(err);
         if (st->use_regex) {
             r = find_regex(st->re, s->b + sp.off, sp.len, ev, err);
             if (r) return r;
             behave(ev, DFL__B_ISOLATED, 0);
             size_t first = out->n;
             r = emit(ev, s, &sp, out, err);
-            for (size_t i = first; i < out->n; i++) out->v[i].byte_level = 1;
+            for (size_t i = first; i < out->n; i++)
+                out->v[i].byte_level = 1;
             return r;
         }
         sp.byte_level = 1;
@@ -209,8 +248,8 @@ static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_s
         r = dfl__norm_replace(st->re, st->pat, st->pat_len, s, &sp, err);
         if (r) return r;
         int starts = sp.len >= st->pat_len && !memcmp(s->b + sp.off, st->pat, st->pat_len);
-        if (!starts && (st->prepend_scheme == DFL__PS_ALWAYS ||
-                        (st->prepend_scheme == DFL__PS_FIRST && sp.orig_s == 0)))
+        if (!starts &&
+            (st->prepend_scheme == DFL__PS_ALWAYS || (st->prepend_scheme == DFL__PS_FIRST && sp.orig_s == 0)))
             if (dfl__norm_prepend(st->pat, st->pat_len, s, &sp)) return nomem(err);
         if (!st->split) {
             if (!sp.len) return DFL_OK;
@@ -227,8 +266,8 @@ static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_s
     }
 }
 
-dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in,
-                            dfl__tk_splits *out, dfl_error *err)
+dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in, dfl__tk_splits *out,
+                            dfl_error *err)
 {
     out->n = 0;
     if (st->kind == DFL__P_SEQUENCE) {

@@ -11,29 +11,28 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: tokenize --tokenizer PATH [--no-special] [--json] [--whole] [FILE ...]\n"
-            "       tokenize --tokenizer PATH --prompts IN.jsonl -o OUT.jsonl [--no-special] [--force]\n"
-            "\n"
-            "Encodes text exactly as Hugging Face tokenizers does with the tokenizer.json of a\n"
-            "checkpoint. Plain mode reads FILEs (default: standard input) and prints one JSON line per\n"
-            "text: {\"ids\": [...], \"tokens\": [vocabulary pieces], \"text\": [decoded pieces],\n"
-            "\"offsets\": [[start, end], ...]} with offsets in Unicode code points (half-open).\n"
-            "Prompts mode turns text prompts ({\"input\": \"...\", spans as character ranges or\n"
-            "substrings}) into the token prompts probe reads.\n"
-            "\n"
-            "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
-            "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
-            "                        (default: add them, as Hugging Face's encode does)\n"
-            "  --json                each input line is a JSON string (or {\"input\": string}), so texts\n"
-            "                        may hold newlines (default: each line is a text)\n"
-            "  --whole               each FILE is one text, newlines included (default: off)\n"
-            "  --prompts FILE        text prompts to convert (JSON Lines, docs/tokenize.md)\n"
-            "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
-            "  --force               overwrite an existing output\n"
-            "  --help                this text\n"
-            "\n"
-            "Exit status: 0 ok, 1 runtime error (bad tokenizer.json, invalid UTF-8), 2 usage error.\n");
+    fprintf(out, "usage: tokenize --tokenizer PATH [--no-special] [--json] [--whole] [FILE ...]\n"
+                 "       tokenize --tokenizer PATH --prompts IN.jsonl -o OUT.jsonl [--no-special] [--force]\n"
+                 "\n"
+                 "Encodes text exactly as Hugging Face tokenizers does with the tokenizer.json of a\n"
+                 "checkpoint. Plain mode reads FILEs (default: standard input) and prints one JSON line per\n"
+                 "text: {\"ids\": [...], \"tokens\": [vocabulary pieces], \"text\": [decoded pieces],\n"
+                 "\"offsets\": [[start, end], ...]} with offsets in Unicode code points (half-open).\n"
+                 "Prompts mode turns text prompts ({\"input\": \"...\", spans as character ranges or\n"
+                 "substrings}) into the token prompts probe reads.\n"
+                 "\n"
+                 "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
+                 "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
+                 "                        (default: add them, as Hugging Face's encode does)\n"
+                 "  --json                each input line is a JSON string (or {\"input\": string}), so texts\n"
+                 "                        may hold newlines (default: each line is a text)\n"
+                 "  --whole               each FILE is one text, newlines included (default: off)\n"
+                 "  --prompts FILE        text prompts to convert (JSON Lines, docs/tokenize.md)\n"
+                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
+                 "  --force               overwrite an existing output\n"
+                 "  --help                this text\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 runtime error (bad tokenizer.json, invalid UTF-8), 2 usage error.\n");
 }
 
 static int fail(const dfl_error *err)
@@ -71,8 +70,8 @@ static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, 
     return DFL_OK;
 }
 
-static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special,
-                               const char *label, size_t line, dfl_error *err)
+static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
+                               size_t line, dfl_error *err)
 {
     dfl_encoding e;
     dfl_status st = dfl_tokenizer_encode(t, text, n, special, &e, err);
@@ -83,8 +82,8 @@ static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int
 }
 
 /* A --json line: a JSON string, or an object with a string "input". */
-static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out,
-                            size_t *out_len, dfl_error *err)
+static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out, size_t *out_len,
+                            dfl_error *err)
 {
     cJSON *j = cJSON_ParseWithLength(line, n);
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
@@ -98,8 +97,8 @@ static dfl_status json_text(const char *line, size_t n, const char *label, size_
     return *out ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
 }
 
-static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json,
-                           int whole, dfl_error *err)
+static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole,
+                           dfl_error *err)
 {
     char *buf = NULL;
     size_t cap = 0, n = 0;
@@ -111,15 +110,20 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
             if (n + got + 1 > cap) {
                 size_t nc = (n + got + 1) * 2;
                 char *nb = realloc(buf, nc);
-                if (!nb) { free(buf); return dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); }
+                if (!nb) {
+                    free(buf);
+                    return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                }
                 buf = nb;
                 cap = nc;
             }
             memcpy(buf + n, chunk, got);
             n += got;
         }
-        if (ferror(f)) st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
-        else st = encode_print(t, buf ? buf : "", n, special, label, 1, err);
+        if (ferror(f))
+            st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
+        else
+            st = encode_print(t, buf ? buf : "", n, special, label, 1, err);
         free(buf);
         return st;
     }
@@ -149,12 +153,15 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"tokenizer", required_argument, 0, 't'}, {"no-special", no_argument, 0, 'S'},
-        {"json", no_argument, 0, 'j'},            {"whole", no_argument, 0, 'w'},
-        {"prompts", required_argument, 0, 'p'},   {"out", required_argument, 0, 'o'},
-        {"force", no_argument, 0, 'f'},           {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                         {"no-special", no_argument, 0, 'S'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"whole", no_argument, 0, 'w'},
+                                         {"prompts", required_argument, 0, 'p'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"force", no_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *tok_path = NULL, *prompts = NULL, *out = NULL;
     int special = 1, json = 0, whole = 0, force = 0, c;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
@@ -171,11 +178,26 @@ int main(int argc, char **argv)
         }
     }
     dfl_error err = {0};
-    if (!tok_path) { fprintf(stderr, "tokenize: --tokenizer is required\n"); return 2; }
-    if (prompts && !out) { fprintf(stderr, "tokenize: --prompts needs -o OUT.jsonl\n"); return 2; }
-    if (!prompts && out) { fprintf(stderr, "tokenize: -o is only for --prompts\n"); return 2; }
-    if (prompts && optind < argc) { fprintf(stderr, "tokenize: FILE arguments are not used with --prompts\n"); return 2; }
-    if (json && whole) { fprintf(stderr, "tokenize: --json and --whole exclude each other\n"); return 2; }
+    if (!tok_path) {
+        fprintf(stderr, "tokenize: --tokenizer is required\n");
+        return 2;
+    }
+    if (prompts && !out) {
+        fprintf(stderr, "tokenize: --prompts needs -o OUT.jsonl\n");
+        return 2;
+    }
+    if (!prompts && out) {
+        fprintf(stderr, "tokenize: -o is only for --prompts\n");
+        return 2;
+    }
+    if (prompts && optind < argc) {
+        fprintf(stderr, "tokenize: FILE arguments are not used with --prompts\n");
+        return 2;
+    }
+    if (json && whole) {
+        fprintf(stderr, "tokenize: --json and --whole exclude each other\n");
+        return 2;
+    }
 
     dfl_tokenizer *t = NULL;
     if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
@@ -187,7 +209,10 @@ int main(int argc, char **argv)
     } else {
         for (int i = optind; i < argc && !st; i++) {
             FILE *f = fopen(argv[i], "rb");
-            if (!f) { st = dfl__fail(&err, DFL_ERR_IO, "%s: cannot open", argv[i]); break; }
+            if (!f) {
+                st = dfl__fail(&err, DFL_ERR_IO, "%s: cannot open", argv[i]);
+                break;
+            }
             st = run_file(t, f, argv[i], special, json, whole, &err);
             fclose(f);
         }
