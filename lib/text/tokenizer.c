@@ -13,17 +13,11 @@
  * others are shifted to 256 + k in byte order. */
 uint32_t dfl__bytelevel_char(uint8_t b)
 {
-    static uint32_t table[256];
-    static int ready;
-    if (!ready) {
-        uint32_t k = 0;
-        for (int i = 0; i < 256; i++) {
-            int keep = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
-            table[i] = keep ? (uint32_t)i : 256 + k++;
-        }
-        ready = 1; /* idempotent: racing threads write the same values */
-    }
-    return table[b];
+    /* the shifted bytes are 0-32 (33 of them), 127-160 (34) and 173, in that order */
+    if (b <= 32) return 256u + b;
+    if (b >= 127 && b <= 160) return 256u + 33u + (uint32_t)(b - 127);
+    if (b == 173) return 256u + 67u;
+    return b;
 }
 
 int dfl__bytelevel_byte(uint32_t cp)
@@ -32,12 +26,10 @@ int dfl__bytelevel_byte(uint32_t cp)
         int keep = (cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE);
         return keep ? (int)cp : -1;
     }
-    if (cp >= 256 + 68) return -1;
-    uint32_t k = cp - 256, seen = 0;
-    for (int i = 0; i < 256; i++) {
-        int keep = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
-        if (!keep && seen++ == k) return i;
-    }
+    uint32_t k = cp - 256;
+    if (k <= 32) return (int)k;
+    if (k <= 66) return (int)(127 + k - 33);
+    if (k == 67) return 173;
     return -1;
 }
 
