@@ -40,6 +40,8 @@ def run(*args, **kw):
 class TextPrompts(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        if not os.path.isdir(os.path.join(ref.MODULES, "@anush008", "tokenizers")):
+            raise RuntimeError("the reference is missing; run scripts/deps.sh (installs .npm-deps/)")
         cls.root = tempfile.mkdtemp(prefix="dfl_text_")
         cls.model = os.path.join(cls.root, "model")
         make_model.make_model(cls.model, "llama", layers=1, hidden=16, heads=2, ffn=24, vocab=128256,
