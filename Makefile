@@ -6,7 +6,7 @@ CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-PKGS     := hdf5 libcjson libpng libdeflate ompi-c libmicrohttpd
+PKGS     := hdf5 libcjson libpng libdeflate ompi-c libmicrohttpd libpcre2-8 libutf8proc
 
 # OpenBLAS's OpenMP build: BLAS calls made inside our parallel regions run serially
 # instead of starting a second thread pool that fights OpenMP's for the cores.
@@ -99,7 +99,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB_A) | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB_A) -o $@ $(LDFLAGS) $(LDLIBS)
 
-bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write
+bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write $(BUILD)/bench/tokenize_speed
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) BUILD=$(BUILD) sh bench/run.sh
 

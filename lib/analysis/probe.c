@@ -13,6 +13,7 @@
 #include "model/kernels.h"
 #include "model/model.h"
 #include "text/prompts.h"
+#include "text/tokenizer.h"
 #include "analysis/stats.h"
 
 /* Attention maps are stored in tiles of 32 query rows x 512 keys (32 KB as f16). */
@@ -566,6 +567,18 @@ static dfl_status write_targets(sample_run *r, dfl_dump *d, dfl_probe_report *re
     return s ? s : dfl_dump_put(d, "target_nll", DFL_H5_F32, 0, NULL, &mean, err);
 }
 
+/* A text prompt's character offsets per token and its input text. */
+static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *err)
+{
+    dfl_status s = DFL_OK;
+    if (pr->offsets) {
+        int64_t dims[2] = {(int64_t)pr->n_tokens, 2};
+        s = dfl_dump_put(d, "token_offsets", DFL_H5_I32, 2, dims, pr->offsets, err);
+    }
+    if (!s && pr->input) s = dfl_dump_put_strings(d, "input", (const char *const *)&pr->input, 1, err);
+    return s;
+}
+
 static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_dump *d, const dfl_prompt *pr,
                              sample_run *r, dfl_probe_report *rep, dfl_error *err)
 {
@@ -593,6 +606,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if ((s = dfl_dump_put(d, "segments", DFL_H5_U8, 1, &T, r->seg, err))) return s;
     if (pr->text && (s = dfl_dump_put_strings(d, "token_text", (const char *const *)pr->text, pr->n_tokens, err)))
         return s;
+    if ((s = put_text_extras(d, pr, err))) return s;
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
@@ -627,6 +641,42 @@ static dfl_status check_subset(const dfl_probe_params *p, size_t count, dfl_erro
     return DFL_OK;
 }
 
+/* The prompts, text ones tokenized. The tokenizer is opened when a prompt has "input"
+ * (default: the model folder's tokenizer.json) or when --tokenizer names one, which
+ * then also labels token prompts that have no "text". */
+dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps, dfl_error *err)
+{
+    dfl_status s = dfl__prompt_set_read(p->prompts_path, 1, ps, err);
+    if (s) return s;
+    int need = p->tokenizer_path != NULL;
+    for (size_t i = 0; i < ps->count && !need; i++) need = ps->items[i].n_tokens == 0;
+    if (!need) return DFL_OK;
+    dfl_tokenizer *t = NULL;
+    const char *path = p->tokenizer_path ? p->tokenizer_path : p->model_dir;
+    if ((s = dfl_tokenizer_open_path(path, &t, err))) {
+        if (!p->tokenizer_path) dfl__context(err, "text prompts need a tokenizer (--tokenizer)");
+        dfl_prompt_set_free(ps);
+        return s;
+    }
+    for (size_t i = 0; i < ps->count && !s; i++) {
+        dfl_prompt *pr = &ps->items[i];
+        if (pr->n_tokens == 0) {
+            s = dfl_prompt_tokenize(pr, t, 1, p->prompts_path, err);
+        } else if (!pr->text) {
+            /* token prompts get the decoder's labels */
+            uint32_t *ids = dfl__alloc_array(pr->n_tokens, sizeof *ids);
+            if (!ids) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); break; }
+            for (size_t k = 0; k < pr->n_tokens; k++) ids[k] = (uint32_t)pr->tokens[k];
+            s = dfl_tokenizer_labels(t, ids, pr->n_tokens, &pr->text, err);
+            free(ids);
+            if (s) dfl__context(err, "%s:%zu", p->prompts_path, pr->line);
+        }
+    }
+    dfl_tokenizer_close(t);
+    if (s) dfl_prompt_set_free(ps);
+    return s;
+}
+
 static const char *granularity_name(const dfl_forward_opts *o)
 {
     if (!o->quant_bits) return "none";
@@ -645,7 +695,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         s = dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, %d]", DFL_TOPK_MAX);
     /* Cheap checks first: an existing output or bad prompts fail before the load. */
     if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
-    if (!s) s = dfl_prompt_set_read(p->prompts_path, &ps, err);
+    if (!s) s = dfl_probe_read_prompts(p, &ps, err);
     if (!s) s = dfl_model_load(p->model_dir, &m, err);
     if (s) goto done;
 

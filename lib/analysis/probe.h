@@ -70,6 +70,9 @@ typedef struct dfl_probe_params {
     const char *model_dir;
     const char *prompts_path;
     const char *out_path;
+    const char *tokenizer_path;  /* tokenizer.json (or its folder) for text prompts and labels;
+                                  * NULL: model_dir/tokenizer.json, used only when a prompt
+                                  * has "input" text (default NULL) */
     dfl_map_select maps;         /* default: none */
     int map_f16;                 /* maps stored as f16 (default 1) or f32 */
     int map_gzip;                /* map chunks: -1 raw, 0-9 shuffle + deflate level (default 1) */
@@ -109,6 +112,12 @@ dfl_probe_params dfl_probe_params_default(void);
  * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
  * DFL_ERR_HDF5, DFL_ERR_NOMEM. */
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
+
+/* The prompts of p->prompts_path as probe runs them: text prompts ("input") tokenized
+ * with p->tokenizer_path (or the model folder's tokenizer.json), token prompts without
+ * labels labelled when a tokenizer is named. Caller frees with dfl_prompt_set_free.
+ * Statuses of prompt reading and of the tokenizer. */
+dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps, dfl_error *err);
 
 /* ------------------------------------------------------------- shards */
 

@@ -119,7 +119,8 @@ static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t
     char *cfg_text = NULL, *cfg_path = NULL;
     size_t len = 0, *tokens = NULL;
     int *owner = NULL;
-    dfl_status s = dfl_prompt_set_read(p->prompts_path, &ps, err);
+    /* text prompts are tokenized here too: the split needs their token counts */
+    dfl_status s = dfl_probe_read_prompts(p, &ps, err);
     if (!s && !(cfg_path = malloc(strlen(p->model_dir) + 16))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (!s) {
         sprintf(cfg_path, "%s/config.json", p->model_dir);

@@ -51,7 +51,8 @@ void dfl_canvas_line(dfl_canvas *c, int x0, int y0, int x1, int y1, dfl_rgb col)
 /* -------------------------------------------------------------------- text */
 
 /* The built-in font: X11 misc-fixed 6x10 (public domain), printable ASCII plus
- * · × λ − → … ≤ ≥ ° µ α β ≈; other code points draw as '?'. Text is UTF-8; scale is an
+ * · × λ − → … ≤ ≥ ° µ α β ≈; other code points draw as their base letter when they have
+ * one (é as e, ﬁ as f), ↵ as a return mark, the rest as an empty box. Text is UTF-8; scale is an
  * integer magnification (1 = 6 x 10 pixels per character). */
 #define DFL_FONT_W 6
 #define DFL_FONT_H 10
@@ -73,7 +74,8 @@ void dfl_canvas_text(dfl_canvas *c, int x, int y, const char *utf8, int scale, d
 void dfl_canvas_text_up(dfl_canvas *c, int x, int y, const char *utf8, int scale, dfl_rgb col, dfl_align align);
 
 /* Copy at most max_chars code points of src into dst[cap] (NUL-terminated), ending
- * with "…" when cut; control characters become spaces. Returns dst. */
+ * with "…" when cut; line breaks become ↵ (U+21B5), other control characters spaces.
+ * Returns dst. */
 char *dfl_text_clip(char *dst, size_t cap, const char *src, size_t max_chars);
 
 /* --------------------------------------------------------------- colormaps */

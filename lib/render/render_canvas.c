@@ -2,6 +2,7 @@
  * the built-in 6x10 bitmap font. Every drawing call clips to the canvas. */
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "render/render_internal.h"
 
@@ -139,13 +140,31 @@ static uint32_t next_cp(const char **s)
     return cp;
 }
 
-/* Glyph rows of code point cp ('?' when the font lacks it). */
-static const uint8_t *glyph(uint32_t cp)
+/* Marks for what the font lacks: an empty box (a character it has no glyph for) and
+ * U+21B5 (a line break in a token label). */
+static const uint8_t glyph_box[DFL_FONT_H] = {0x00, 0x1E, 0x12, 0x12, 0x12, 0x12, 0x12, 0x1E, 0x00, 0x00};
+static const uint8_t glyph_return[DFL_FONT_H] = {0x00, 0x02, 0x02, 0x02, 0x12, 0x3E, 0x10, 0x00, 0x00, 0x00};
+
+static const uint8_t *font_glyph(uint32_t cp)
 {
     if (cp >= 32 && cp < 127) return dfl__font_glyphs[cp - 32];
     for (size_t i = 95; i < dfl__font_count; i++)
         if (dfl__font_codepoints[i] == cp) return dfl__font_glyphs[i];
-    return dfl__font_glyphs['?' - 32];
+    return NULL;
+}
+
+/* Glyph rows of code point cp: the font's, else its base letter (é → e, ﬁ → f), else
+ * a box, so that non-ASCII labels stay readable instead of turning into '?'. */
+static const uint8_t *glyph(uint32_t cp)
+{
+    const uint8_t *g = font_glyph(cp);
+    if (g) return g;
+    if (cp == 0x21B5) return glyph_return;
+    utf8proc_int32_t dec[32];
+    int bc = 0;
+    utf8proc_ssize_t n = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, 32, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, &bc);
+    if (n >= 1 && n <= 32 && (uint32_t)dec[0] != cp && (g = font_glyph((uint32_t)dec[0]))) return g;
+    return glyph_box;
 }
 
 size_t dfl_text_length(const char *s)
@@ -209,7 +228,10 @@ char *dfl_text_clip(char *dst, size_t cap, const char *src, size_t max_chars)
         const char *start = src;
         uint32_t cp = next_cp(&src);
         size_t len = (size_t)(src - start);
-        if (cp < 32 || cp == 127) {
+        if (cp == '\n' || cp == '\r') {
+            start = "\xe2\x86\xb5"; /* U+21B5: a visible line break */
+            len = 3;
+        } else if (cp < 32 || cp == 127) {
             start = " ";
             len = 1;
         }

@@ -10,6 +10,7 @@
 
 #include "base/rng.h"
 #include "text/needle.h"
+#include "text/tokenizer.h"
 
 /* ---------------------------------------------------------------- template */
 
@@ -442,5 +443,175 @@ dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_
     }
     out->items = items;
     out->count = n;
+    return DFL_OK;
+}
+
+/* ---------------------------------------------------------- text templates ---- */
+
+/* Tokenize one piece (no special tokens) into a fresh id array; also its offsets. */
+static dfl_status piece_ids(dfl_tokenizer *t, const char *text, const char *label, const char *name,
+                            int32_t **out, size_t *n, dfl_encoding *keep, dfl_error *err)
+{
+    dfl_encoding e;
+    dfl_status s = dfl_tokenizer_encode(t, text, strlen(text), 0, &e, err);
+    if (s) return dfl__context(err, "%s: %s", label, name);
+    if (!e.n) {
+        dfl_encoding_free(&e);
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s gives no tokens", label, name);
+    }
+    *out = dfl__alloc_array(e.n, sizeof **out);
+    if (!*out) {
+        dfl_encoding_free(&e);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    }
+    for (size_t i = 0; i < e.n; i++) (*out)[i] = (int32_t)e.ids[i];
+    *n = e.n;
+    if (keep) *keep = e;
+    else dfl_encoding_free(&e);
+    return DFL_OK;
+}
+
+static const char *text_of(const cJSON *root, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static dfl_status parse_text_template(const cJSON *root, const char *label, const char *dir, dfl_tokenizer *t,
+                                      dfl_noise_template *o, dfl_error *err)
+{
+    static const char *known[] = {"haystack", "needle", "answer", "distractors", "query", "target", "bos"};
+    if (!cJSON_IsObject(root)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: a template must be a JSON object", label);
+    for (const cJSON *k = root->child; k; k = k->next) {
+        int ok = 0;
+        for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(k->string, known[i]);
+        if (!ok) return dfl__fail(err, DFL_ERR_FORMAT, "%s: unknown key \"%s\"", label, k->string);
+    }
+    const char *needle = text_of(root, "needle"), *query = text_of(root, "query"), *target = text_of(root, "target");
+    if (!needle || !query || !target)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"needle\", \"query\" and \"target\" must be strings", label);
+    /* the haystack: a string, or {"file": path} read relative to the template */
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "haystack");
+    char *hay = NULL;
+    dfl_status s = DFL_OK;
+    if (cJSON_IsString(h)) {
+        hay = strdup(h->valuestring);
+        if (!hay) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    } else if (cJSON_IsObject(h) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(h, "file"))) {
+        const char *f = cJSON_GetObjectItemCaseSensitive(h, "file")->valuestring;
+        char path[4096];
+        if (f[0] == '/' || !dir) snprintf(path, sizeof path, "%s", f);
+        else snprintf(path, sizeof path, "%s/%s", dir, f);
+        size_t hl;
+        if ((s = dfl__read_file(path, &hay, &hl, err))) return dfl__context(err, "%s: haystack", label);
+        if (strlen(hay) != hl) {
+            free(hay);
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: haystack file %s holds a NUL byte", label, path);
+        }
+    } else {
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"haystack\" must be a string or {\"file\": path}", label);
+    }
+    s = piece_ids(t, hay, label, "haystack", &o->haystack, &o->n_haystack, NULL, err);
+    free(hay);
+    if (s) return s;
+    dfl_encoding ne;
+    if ((s = piece_ids(t, needle, label, "needle", &o->needle, &o->n_needle, &ne, err))) return s;
+    /* answer: the needle's tokens overlapping the answer text's characters */
+    o->answer = (dfl_span){0, (int32_t)o->n_needle};
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "answer");
+    if (a && !cJSON_IsNull(a)) {
+        const char *at = cJSON_IsString(a) && a->valuestring[0] ? strstr(needle, a->valuestring) : NULL;
+        if (!cJSON_IsString(a)) s = dfl__fail(err, DFL_ERR_FORMAT, "%s: \"answer\" must be a string", label);
+        else if (!at) s = dfl__fail(err, DFL_ERR_RANGE, "%s: answer \"%.60s\" is not in the needle", label, a->valuestring);
+        if (!s) {
+            size_t cs = 0, ce;
+            for (const char *q = needle; q < at; q++) cs += ((unsigned char)*q & 0xC0) != 0x80;
+            ce = cs;
+            for (const char *q = at; q < at + strlen(a->valuestring); q++) ce += ((unsigned char)*q & 0xC0) != 0x80;
+            int64_t first = -1, last = -1;
+            for (size_t i = 0; i < ne.n; i++)
+                if (ne.start[i] < ne.end[i] && ne.start[i] < ce && ne.end[i] > cs) {
+                    if (first < 0) first = (int64_t)i;
+                    last = (int64_t)i;
+                }
+            o->answer = (dfl_span){(int32_t)first, (int32_t)(last + 1)};
+        }
+    }
+    dfl_encoding_free(&ne);
+    if (s) return s;
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "distractors");
+    if (ds && !cJSON_IsNull(ds)) {
+        if (!cJSON_IsArray(ds)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"distractors\" must be an array of strings", label);
+        for (const cJSON *d = ds->child; d; d = d->next) {
+            if (!cJSON_IsString(d)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: distractors[%zu] is not a string", label, o->n_distractors);
+            if (o->n_distractors == DFL_NOISE_MAX_DISTRACTORS)
+                return dfl__fail(err, DFL_ERR_RANGE, "%s: more than %d distractors", label, DFL_NOISE_MAX_DISTRACTORS);
+            size_t k = o->n_distractors;
+            if ((s = piece_ids(t, d->valuestring, label, "distractor", &o->distractor[k], &o->n_distractor[k], NULL, err)))
+                return s;
+            o->n_distractors++;
+        }
+    }
+    if ((s = piece_ids(t, query, label, "query", &o->query, &o->n_query, NULL, err))) return s;
+    if ((s = piece_ids(t, target, label, "target", &o->target, &o->n_target, NULL, err))) return s;
+    /* bos: what the post-processor puts first, if it puts a special token there */
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "bos");
+    if (b && !cJSON_IsNull(b) && !cJSON_IsBool(b)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"bos\" must be true or false", label);
+    if (!b || cJSON_IsNull(b) || cJSON_IsTrue(b)) {
+        dfl_encoding e;
+        if ((s = dfl_tokenizer_encode(t, "", 0, 1, &e, err))) return s;
+        if (e.n && e.special[0]) {
+            o->has_bos = 1;
+            o->bos = (int32_t)e.ids[0];
+        }
+        dfl_encoding_free(&e);
+    }
+    o->vocab_size = (int64_t)dfl_tokenizer_vocab_size(t);
+    return DFL_OK;
+}
+
+dfl_status dfl_noise_template_parse_text(const char *json, size_t len, const char *label, const char *dir,
+                                         dfl_tokenizer *t, dfl_noise_template *out, dfl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON", label);
+    dfl_status s = parse_text_template(root, label, dir, t, out, err);
+    cJSON_Delete(root);
+    if (s) dfl_noise_template_free(out);
+    return s;
+}
+
+dfl_status dfl_noise_template_read_text(const char *path, dfl_tokenizer *t, dfl_noise_template *out, dfl_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char *buf = NULL, *dir = NULL;
+    size_t len = 0;
+    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    if (s) return s;
+    const char *slash = strrchr(path, '/');
+    if (slash) dir = strndup(path, (size_t)(slash - path) + (slash == path));
+    s = dfl_noise_template_parse_text(buf, len, path, dir, t, out, err);
+    free(dir);
+    free(buf);
+    return s;
+}
+
+dfl_status dfl_noise_prompts_label(dfl_prompt_set *set, dfl_tokenizer *t, dfl_error *err)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        dfl_prompt *p = &set->items[i];
+        uint32_t *ids = dfl__alloc_array(p->n_tokens ? p->n_tokens : 1, sizeof *ids);
+        if (!ids) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        for (size_t k = 0; k < p->n_tokens; k++) ids[k] = (uint32_t)p->tokens[k];
+        char **labels = NULL;
+        dfl_status s = dfl_tokenizer_labels(t, ids, p->n_tokens, &labels, err);
+        free(ids);
+        if (s) return s;
+        if (p->text)
+            for (size_t k = 0; k < p->n_tokens; k++) free(p->text[k]);
+        free(p->text);
+        p->text = labels;
+    }
     return DFL_OK;
 }

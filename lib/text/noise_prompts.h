@@ -63,6 +63,28 @@ dfl_status dfl_noise_template_read(const char *path, dfl_noise_template *out, df
 /* Free what t owns and zero it; accepts NULL. */
 void dfl_noise_template_free(dfl_noise_template *t);
 
+struct dfl_tokenizer;
+
+/* A template of text pieces, tokenized with t (each piece on its own, without special
+ * tokens, as docs/noise.md describes):
+ *   {"haystack": "text" | {"file": "essays.txt"}, "needle": "...", "answer": "substring
+ *    of the needle" (default: the whole needle), "distractors": ["...", ...],
+ *    "query": "...", "target": "...", "bos": true | false}
+ * A haystack file is read relative to `dir` (the template's folder; NULL = current).
+ * bos (default true) is the special token the tokenizer's post-processor puts first,
+ * if it puts one; vocab_size is the tokenizer's. The answer span is the needle's tokens
+ * that overlap the answer text. Errors as dfl_noise_template_parse, plus an answer not
+ * in the needle, a piece that gives no tokens, invalid UTF-8. */
+dfl_status dfl_noise_template_parse_text(const char *json, size_t len, const char *label, const char *dir,
+                                         struct dfl_tokenizer *t, dfl_noise_template *out, dfl_error *err);
+
+/* Read a text template file and tokenize it (haystack files relative to its folder). */
+dfl_status dfl_noise_template_read_text(const char *path, struct dfl_tokenizer *t, dfl_noise_template *out,
+                                        dfl_error *err);
+
+/* Set every prompt's text to the tokenizer's decoded pieces (labels for plots). */
+dfl_status dfl_noise_prompts_label(dfl_prompt_set *set, struct dfl_tokenizer *t, dfl_error *err);
+
 /* What to generate: for each length, for each depth, `samples` prompts. */
 typedef struct dfl_noise_prompts_params {
     const int64_t *lengths; size_t n_lengths;  /* tokens per prompt; NULL = {256} */

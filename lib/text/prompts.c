@@ -279,12 +279,16 @@ static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p,
 {
     if (!cJSON_IsObject(root)) return fail_at(err, DFL_ERR_FORMAT, w, "a sample must be a JSON object");
     dfl_status s;
+    /* a text prompt: "input" and no "tokens" (prompts_text.c) */
+    if (!cJSON_GetObjectItemCaseSensitive(root, "tokens") && cJSON_GetObjectItemCaseSensitive(root, "input"))
+        return dfl__prompt_parse_text(root, w->label, w->line, p, err);
     /* tokens first: text and spans are checked against its length. */
     if ((s = parse_tokens(root, w, p, err)) != DFL_OK) return s;
     if ((s = parse_id(root, w, p, err)) != DFL_OK) return s;
     if ((s = parse_text(root, w, p, err)) != DFL_OK) return s;
     for (int k = 0; k < DFL_SPAN_KINDS; k++)
         if ((s = parse_spans(root, (dfl_span_kind)k, w, p, err)) != DFL_OK) return s;
+    if ((s = dfl__prompt_parse_extra(root, w->label, w->line, p, err)) != DFL_OK) return s;
 
     const cJSON *v = get_opt(root, "bos");
     if (v && !cJSON_IsBool(v)) return fail_at(err, DFL_ERR_FORMAT, w, "\"bos\" is not true or false");
@@ -364,6 +368,9 @@ void dfl_prompt_free(dfl_prompt *p)
         for (size_t i = 0; i < p->n_tokens; i++) free(p->text[i]);
     free(p->text);
     for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->spans[k]);
+    free(p->input);
+    free(p->offsets);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->char_spans[k]);
     memset(p, 0, sizeof *p);
 }
 
@@ -416,6 +423,11 @@ static int is_blank(const char *s, size_t n)
 
 dfl_status dfl_prompt_set_read(const char *path, dfl_prompt_set *out, dfl_error *err)
 {
+    return dfl__prompt_set_read(path, 0, out, err);
+}
+
+dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set *out, dfl_error *err)
+{
     if (!out) return dfl__fail(err, DFL_ERR_USAGE, "%s: no output set", path ? path : "(null)");
     memset(out, 0, sizeof *out);
     if (!path) return dfl__fail(err, DFL_ERR_USAGE, "no prompt file given");
@@ -464,6 +476,12 @@ dfl_status dfl_prompt_set_read(const char *path, dfl_prompt_set *out, dfl_error 
         s = dfl_prompt_parse(start, n, path, line, &out->items[out->count], err);
         if (s != DFL_OK) break;
         out->count++;
+        if (!allow_text && out->items[out->count - 1].n_tokens == 0) {
+            s = dfl__fail(err, DFL_ERR_FORMAT,
+                          "%s:%zu: a text prompt (\"input\", no \"tokens\") needs a tokenizer: "
+                          "probe --tokenizer, or bin/tokenize --prompts", path, line);
+            break;
+        }
     }
     free(buf);
     if (s == DFL_OK && out->count == 0) s = dfl__fail(err, DFL_ERR_FORMAT, "%s: no samples", path);
@@ -516,6 +534,7 @@ static char *prompt_to_json(const dfl_prompt *p)
         }
     }
     if (!p->bos && !cJSON_AddFalseToObject(o, "bos")) goto done;
+    if (!dfl__prompt_json_extra(o, p)) goto done;
     /* Our own digits, inserted raw: depth must survive the round trip bit for bit
      * (see fmt_exact); validate() has already refused NaN and inf. */
     if (p->has_depth) {

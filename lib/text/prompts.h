@@ -8,6 +8,15 @@
  * half-open [start, end) pairs with 0 <= start < end <= len(tokens). "text", when
  * present, has one string per token. Blank lines are skipped; unknown keys ignored.
  * Line numbers in messages are 1-based.
+ *
+ * A text prompt gives "input" (a string) instead of "tokens":
+ *   {"id": "a", "input": "The capital of France is Paris.", "answer": ["Paris"],
+ *    "query": [[0, 22]], "target": [{"text": "Paris", "occurrence": 1}]}
+ * Its spans are character (code point) ranges of the input, strings naming a substring
+ * (the first occurrence), or {"text": s, "occurrence": k} (the k-th, 1-based). It is
+ * tokenized by dfl_prompt_set_read_text (prompts_text.c); dfl_prompt_set_read refuses
+ * it. A tokenized prompt may keep "input" and carry "offsets": one [start, end) code
+ * point range of the input per token.
  */
 #ifndef DFL_PROMPTS_H
 #define DFL_PROMPTS_H
@@ -51,6 +60,11 @@ typedef struct dfl_prompt {
     int has_depth;
     double depth;          /* "depth" when has_depth */
     size_t line;           /* 1-based line number it was read from (0 if built in memory) */
+    char *input;           /* "input" text, or NULL; owned */
+    int32_t *offsets;      /* [n_tokens][2] code point range of each token in input, or NULL; owned */
+    dfl_span *char_spans[DFL_SPAN_KINDS]; /* a text prompt's spans in code points, before
+                                           * tokenization (n_tokens == 0); owned */
+    size_t n_char_spans[DFL_SPAN_KINDS];
 } dfl_prompt;
 
 /* JSON key of a span kind: "answer", "query", "distractor", "target". */
@@ -88,7 +102,8 @@ typedef struct dfl_prompt_set {
 } dfl_prompt_set;
 
 /* Read every non-blank line of a JSONL file. Fails on the first bad line with its
- * line number; an empty file (no samples) is DFL_ERR_FORMAT. Caller frees with
+ * line number; an empty file (no samples) is DFL_ERR_FORMAT; a text prompt (no
+ * "tokens") is DFL_ERR_FORMAT naming the ways to tokenize it. Caller frees with
  * dfl_prompt_set_free. '\r\n' line ends, a missing final newline and a leading UTF-8
  * byte-order mark are accepted; a NUL byte is DFL_ERR_FORMAT; a missing file DFL_ERR_IO.
  * On failure *out is left empty. */
@@ -103,5 +118,42 @@ void dfl_prompt_set_free(dfl_prompt_set *s);
  * equal prompts (depth exactly, bit for bit). */
 dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count,
                                 int overwrite, dfl_error *err);
+
+/* ---- text prompts (prompts_text.c) ---- */
+
+struct dfl_tokenizer;
+
+/* Tokenize a text prompt in place: tokens, text (decoded labels), offsets, and spans
+ * (a token belongs to a span when its characters overlap it). special: add BOS/EOS as
+ * the tokenizer's post-processor does; bos is set when the first token is such a
+ * special token. A prompt that already has tokens is left alone. DFL_ERR_RANGE when
+ * the text gives no token or a span covers none; DFL_ERR_FORMAT for invalid UTF-8
+ * (line and byte offset). */
+dfl_status dfl_prompt_tokenize(dfl_prompt *p, struct dfl_tokenizer *t, int special,
+                               const char *label, dfl_error *err);
+
+/* dfl_prompt_set_read that also accepts text prompts and tokenizes them with t
+ * (token prompts are read unchanged). */
+dfl_status dfl_prompt_set_read_text(const char *path, struct dfl_tokenizer *t, int special,
+                                    dfl_prompt_set *out, dfl_error *err);
+
+/* Read text prompts from `in`, tokenize them with t and write token prompts (with
+ * "input" and "offsets") to `out` atomically. */
+dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, struct dfl_tokenizer *t,
+                                    int special, int overwrite, dfl_error *err);
+
+/* ---- internals shared with prompts_text.c ---- */
+
+typedef struct cJSON cJSON;
+/* Parse a text prompt's keys (input, spans as characters) into p. */
+dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
+                                  dfl_error *err);
+/* Parse the optional "input" and "offsets" of a token prompt. */
+dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
+                                   dfl_error *err);
+/* Add "input" and "offsets" to a prompt's JSON object; 0 on allocation failure. */
+int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p);
+/* dfl_prompt_set_read with text prompts allowed (left untokenized) or refused. */
+dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set *out, dfl_error *err);
 
 #endif

@@ -8,6 +8,7 @@
 #include "base/cli.h"
 #include "analysis/noise.h"
 #include "text/noise_prompts.h"
+#include "text/tokenizer.h"
 #include "base/report.h"
 
 static void usage(FILE *out)
@@ -71,6 +72,11 @@ static void usage_prompts(FILE *out)
             "  --template FILE.json  {\"haystack\": [ids], \"needle\": [ids], \"answer\": [start, end],\n"
             "                        \"distractors\": [[ids], ...], \"query\": [ids], \"target\": [ids],\n"
             "                        \"bos\": id|null, \"vocab_size\": V} (docs/noise.md)\n"
+            "  --tokenizer PATH      tokenizer.json (or a checkpoint folder): the --template holds text\n"
+            "                        pieces instead of ids, {\"haystack\": \"...\" | {\"file\": F},\n"
+            "                        \"needle\": \"...\", \"answer\": \"part of the needle\", \"distractors\":\n"
+            "                        [\"...\"], \"query\": \"...\", \"target\": \"...\", \"bos\": true|false},\n"
+            "                        and prompts get the decoded pieces as text (default: ids)\n"
             "  --force               overwrite an existing output\n"
             "  --quiet               no summary line\n"
             "  --help                this text\n");
@@ -85,7 +91,7 @@ static int bad(const dfl_error *err)
 static int run_prompts(int argc, char **argv)
 {
     enum { O_LENGTH = 256, O_DEPTHS, O_SAMPLES, O_SEED, O_NEEDLES, O_QUERIES, O_DIGITS, O_VOCAB, O_TEMPLATE,
-           O_FORCE, O_QUIET, O_HELP };
+           O_FORCE, O_QUIET, O_HELP, O_TOKENIZER };
     static const struct option opts[] = {
         {"out", required_argument, 0, 'o'},          {"length", required_argument, 0, O_LENGTH},
         {"depths", required_argument, 0, O_DEPTHS},  {"samples", required_argument, 0, O_SAMPLES},
@@ -93,10 +99,11 @@ static int run_prompts(int argc, char **argv)
         {"queries", required_argument, 0, O_QUERIES}, {"digits", required_argument, 0, O_DIGITS},
         {"vocab-size", required_argument, 0, O_VOCAB}, {"template", required_argument, 0, O_TEMPLATE},
         {"force", no_argument, 0, O_FORCE},          {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},            {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},            {"tokenizer", required_argument, 0, O_TOKENIZER},
+        {0, 0, 0, 0}};
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
     dfl_error err = {DFL_OK, ""};
-    const char *out = NULL, *tmpl_path = NULL;
+    const char *out = NULL, *tmpl_path = NULL, *tok_path = NULL;
     int64_t *lengths = NULL, v;
     double *depths = NULL;
     size_t n_lengths = 0, n_depths = 0;
@@ -139,6 +146,7 @@ static int run_prompts(int argc, char **argv)
             vocab_given = 1;
             break;
         case O_TEMPLATE: tmpl_path = optarg; break;
+        case O_TOKENIZER: tok_path = optarg; break;
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage_prompts(stdout); free(lengths), free(depths); return 0;
@@ -157,6 +165,10 @@ static int run_prompts(int argc, char **argv)
         fprintf(stderr, "noise prompts: --needles, --queries and --digits are for the synthetic task, not --template\n");
         rc = 2;
     }
+    if (!rc && tok_path && !tmpl_path) {
+        fprintf(stderr, "noise prompts: --tokenizer needs --template (a template of text pieces)\n");
+        rc = 2;
+    }
     if (!rc && !tmpl_path && p.vocab_size < 128) {
         fprintf(stderr, "noise prompts: --vocab-size %lld: the synthetic task needs at least 128\n",
                 (long long)p.vocab_size);
@@ -173,12 +185,15 @@ static int run_prompts(int argc, char **argv)
     memset(&tmpl, 0, sizeof tmpl);
     dfl_prompt_set set = {NULL, 0};
     dfl_status s = DFL_OK;
-    if (tmpl_path) {
+    dfl_tokenizer *tok = NULL;
+    if (tok_path) s = dfl_tokenizer_open_path(tok_path, &tok, &err);
+    if (!s && tmpl_path) {
         if (!vocab_given) p.vocab_size = 0;
-        s = dfl_noise_template_read(tmpl_path, &tmpl, &err);
+        s = tok ? dfl_noise_template_read_text(tmpl_path, tok, &tmpl, &err) : dfl_noise_template_read(tmpl_path, &tmpl, &err);
         p.tmpl = &tmpl;
     }
     if (!s) s = dfl_noise_prompts_make(&p, &set, &err);
+    if (!s && tok) s = dfl_noise_prompts_label(&set, tok, &err);
     if (!s) s = dfl_prompt_set_write(out, set.items, set.count, force, &err);
     if (s) {
         fprintf(stderr, "noise prompts: %s\n", err.msg);
@@ -191,6 +206,7 @@ static int run_prompts(int argc, char **argv)
     }
     dfl_prompt_set_free(&set);
     dfl_noise_template_free(&tmpl);
+    dfl_tokenizer_close(tok);
     free(lengths), free(depths);
     return rc;
 }

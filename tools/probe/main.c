@@ -20,7 +20,11 @@ static void usage(FILE *out)
             "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
-            "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\")\n"
+            "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
+            "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
+            "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
+            "                         token prompts without \"text\" (default: DIR/tokenizer.json,\n"
+            "                         read only when a prompt has \"input\")\n"
             "  --out FILE             dump to write (never overwritten without --force)\n"
             "  --maps SEL             attention maps to store: none, all, or e.g.\n"
             "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
@@ -137,6 +141,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {"log-every", required_argument, 0, 'E'},
+        {"tokenizer", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -149,6 +154,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         switch (c) {
         case 'm': p.model_dir = optarg; break;
         case 'p': p.prompts_path = optarg; break;
+        case 'T': p.tokenizer_path = optarg; break;
         case 'o': p.out_path = optarg; break;
         case 'M':
             dfl_map_select_free(&p.maps);

