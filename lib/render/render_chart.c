@@ -1,4 +1,4 @@
-/* render_chart.c — chart pieces built on the canvas: heatmap tiles, a vertical colour
+/* render_chart.c — chart pieces built on the canvas (cairo): heatmaps as images, a vertical colour
  * bar with ticks, and legends. Reused by every tool that draws figures. */
 #include <math.h>
 #include <stdio.h>
@@ -10,30 +10,85 @@ static const dfl_rgb INK = {0x22, 0x22, 0x22};
 
 /* ---------------------------------------------------------------- heatmap */
 
-/* No-data cells: diagonal stripes in canvas coordinates, so they line up across cells. */
-static int hatched(int x, int y) { return ((x + y) % 8 + 8) % 8 < 2; }
+/* Diagonal hatch lines (period 8 units, 45°) in col over the current clip of the box
+ * (x, y, w, h). */
+static void hatch_lines(cairo_t *cr, double x, double y, double w, double h, dfl_rgb col)
+{
+    dfl__set_rgb(cr, col);
+    cairo_set_line_width(cr, 1.5);
+    for (double d = -h; d < w; d += 8) {
+        cairo_move_to(cr, x + d, y + h);
+        cairo_line_to(cr, x + d + h, y);
+    }
+    cairo_stroke(cr);
+}
 
+/* The grid as an image of one pixel per cell, scaled up with nearest-neighbour
+ * filtering: exact cell colours in a PNG, one embedded image in SVG and PDF. */
 void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, int cols, int cell_w, int cell_h,
                         const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch)
 {
-    dfl_rgb lut[256];
-    for (int i = 0; i < 256; i++) lut[i] = dfl_cmap_entry(cmap, i);
-    /* rows of cells cover disjoint pixel rows: shared among the threads */
-#pragma omp parallel for schedule(static) if ((int64_t)rows * cols >= 65536)
-    for (int r = 0; r < rows; r++)
+    if (rows < 1 || cols < 1) return;
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, cols, rows);
+    if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
+        cairo_surface_destroy(img);
+        return;
+    }
+    uint32_t lut[256];
+    for (int i = 0; i < 256; i++) {
+        dfl_rgb k = dfl_cmap_entry(cmap, i);
+        lut[i] = (uint32_t)k.r << 16 | (uint32_t)k.g << 8 | k.b;
+    }
+    uint32_t nd = (uint32_t)nodata.r << 16 | (uint32_t)nodata.g << 8 | nodata.b;
+    unsigned char *data = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    int any_nan = 0;
+    /* img [rows][stride / 4] 0x00RRGGBB; rows are disjoint: shared among the threads */
+#pragma omp parallel for schedule(static) reduction(| : any_nan) if ((int64_t)rows * cols >= 65536)
+    for (int r = 0; r < rows; r++) {
+        uint32_t *row = (uint32_t *)(void *)(data + (size_t)r * (size_t)stride);
+        const float *src = v + (size_t)r * (size_t)cols;
         for (int k = 0; k < cols; k++) {
-            float val = v[(size_t)r * (size_t)cols + (size_t)k];
-            int px = x + k * cell_w, py = y + r * cell_h;
-            if (isnan(val)) {
-                for (int yy = py; yy < py + cell_h; yy++)
-                    for (int xx = px; xx < px + cell_w; xx++)
-                        dfl_canvas_set(c, xx, yy, hatched(xx, yy) ? hatch : nodata);
+            if (isnan(src[k])) {
+                row[k] = nd;
+                any_nan = 1;
                 continue;
             }
-            double t = dfl_norm_apply(norm, val);
+            double t = dfl_norm_apply(norm, src[k]);
             int i = t >= 1 ? 255 : (int)(t * 256.0);
-            dfl_canvas_fill(c, px, py, cell_w, cell_h, lut[i < 0 ? 0 : i]);
+            row[k] = lut[i < 0 ? 0 : i];
         }
+    }
+    cairo_surface_mark_dirty(img);
+    cairo_t *cr = dfl__canvas_cr(c);
+    cairo_save(cr);
+    cairo_translate(cr, x, y);
+    cairo_scale(cr, cell_w, cell_h);
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+    cairo_rectangle(cr, 0, 0, cols, rows);
+    cairo_fill(cr);
+    cairo_restore(cr);
+    if (any_nan) {
+        /* no-data cells: a clip of their runs, hatched as vectors */
+        cairo_save(cr);
+        for (int r = 0; r < rows; r++) {
+            const float *src = v + (size_t)r * (size_t)cols;
+            for (int k = 0; k < cols;) {
+                if (!isnan(src[k])) {
+                    k++;
+                    continue;
+                }
+                int k0 = k;
+                while (k < cols && isnan(src[k])) k++;
+                cairo_rectangle(cr, x + (double)k0 * cell_w, y + (double)r * cell_h, (double)(k - k0) * cell_w, cell_h);
+            }
+        }
+        cairo_clip(cr);
+        hatch_lines(cr, x, y, (double)cols * cell_w, (double)rows * cell_h, hatch);
+        cairo_restore(cr);
+    }
+    cairo_surface_destroy(img);
 }
 
 /* -------------------------------------------------------------- colour bar */
@@ -90,26 +145,46 @@ int dfl_canvas_colorbar(dfl_canvas *c, int x, int y, int bar_w, int bar_h, const
 {
     int scale = cb->scale > 0 ? cb->scale : 1;
     int fh = DFL_FONT_H * scale;
-    /* the colours, top = 1 */
-    for (int py = 0; py < bar_h; py++) {
-        double t = 1.0 - (py + 0.5) / bar_h;
-        dfl_canvas_fill(c, x, y + py, bar_w, 1, dfl_cmap_color(cb->cmap, t));
+    /* the colours: the 256 table entries as a 1 x 256 image, top = entry 255, stretched
+     * with nearest-neighbour filtering (row py shows entry floor(256 t), t its centre) */
+    cairo_t *cr = dfl__canvas_cr(c);
+    {
+        cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 256);
+        if (cairo_surface_status(img) == CAIRO_STATUS_SUCCESS) {
+            unsigned char *data = cairo_image_surface_get_data(img);
+            int stride = cairo_image_surface_get_stride(img);
+            for (int i = 0; i < 256; i++) {
+                dfl_rgb k = dfl_cmap_entry(cb->cmap, 255 - i);
+                *(uint32_t *)(void *)(data + (size_t)i * (size_t)stride) =
+                    (uint32_t)k.r << 16 | (uint32_t)k.g << 8 | k.b;
+            }
+            cairo_surface_mark_dirty(img);
+            cairo_save(cr);
+            cairo_translate(cr, x, y);
+            cairo_scale(cr, bar_w, bar_h / 256.0);
+            cairo_set_source_surface(cr, img, 0, 0);
+            cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+            cairo_rectangle(cr, 0, 0, 1, 256);
+            cairo_fill(cr);
+            cairo_restore(cr);
+        }
+        cairo_surface_destroy(img);
     }
     dfl_canvas_frame(c, x - 1, y - 1, bar_w + 2, bar_h + 2, INK);
     /* extension triangles: values beyond this end were clipped to its colour */
     int th = bar_w * 3 / 4;
-    for (int k = 0; k < th; k++) {
-        int half = (bar_w / 2) * (th - k) / th;
-        if (cb->extend_high) {
-            dfl_canvas_fill(c, x + bar_w / 2 - half, y - 2 - k, 2 * half, 1, dfl_cmap_color(cb->cmap, 1));
-            dfl_canvas_set(c, x + bar_w / 2 - half - 1, y - 2 - k, INK);
-            dfl_canvas_set(c, x + bar_w / 2 + half, y - 2 - k, INK);
-        }
-        if (cb->extend_low) {
-            dfl_canvas_fill(c, x + bar_w / 2 - half, y + bar_h + 1 + k, 2 * half, 1, dfl_cmap_color(cb->cmap, 0));
-            dfl_canvas_set(c, x + bar_w / 2 - half - 1, y + bar_h + 1 + k, INK);
-            dfl_canvas_set(c, x + bar_w / 2 + half, y + bar_h + 1 + k, INK);
-        }
+    for (int e = 0; e < 2; e++) {
+        if (!(e ? cb->extend_low : cb->extend_high)) continue;
+        double base = e ? y + bar_h + 1 : y - 1, tip = e ? base + th : base - th;
+        cairo_move_to(cr, x - 0.5, base);
+        cairo_line_to(cr, x + bar_w / 2.0, tip);
+        cairo_line_to(cr, x + bar_w + 0.5, base);
+        cairo_close_path(cr);
+        dfl__set_rgb(cr, dfl_cmap_color(cb->cmap, e ? 0 : 1));
+        cairo_fill_preserve(cr);
+        dfl__set_rgb(cr, INK);
+        cairo_set_line_width(cr, 1.0);
+        cairo_stroke(cr);
     }
     /* ticks and labels */
     double ticks[64];
@@ -151,11 +226,14 @@ int dfl_canvas_colorbar(dfl_canvas *c, int x, int y, int bar_w, int bar_h, const
 
 static void swatch(dfl_canvas *c, int x, int y, int s, const dfl_legend_item *it)
 {
+    dfl_canvas_fill(c, x, y, s, s, it->color);
     if (it->hatched) {
-        for (int yy = y; yy < y + s; yy++)
-            for (int xx = x; xx < x + s; xx++) dfl_canvas_set(c, xx, yy, hatched(xx, yy) ? it->hatch_color : it->color);
-    } else {
-        dfl_canvas_fill(c, x, y, s, s, it->color);
+        cairo_t *cr = dfl__canvas_cr(c);
+        cairo_save(cr);
+        cairo_rectangle(cr, x, y, s, s);
+        cairo_clip(cr);
+        hatch_lines(cr, x, y, s, s, it->hatch_color);
+        cairo_restore(cr);
     }
     dfl_canvas_frame(c, x, y, s, s, INK);
 }
