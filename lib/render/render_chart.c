@@ -65,9 +65,10 @@ void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, i
     cairo_translate(cr, x, y);
     cairo_scale(cr, cell_w, cell_h);
     cairo_set_source_surface(cr, img, 0, 0);
+    /* paint, not fill: SVG gets a plain <image> under a transform, which viewers scale
+     * with image-rendering honoured (a filled rectangle would become a <pattern>) */
     cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
-    cairo_rectangle(cr, 0, 0, cols, rows);
-    cairo_fill(cr);
+    cairo_paint(cr);
     cairo_restore(cr);
     if (any_nan) {
         /* no-data cells: a clip of their runs, hatched as vectors */
@@ -164,8 +165,7 @@ int dfl_canvas_colorbar(dfl_canvas *c, int x, int y, int bar_w, int bar_h, const
             cairo_scale(cr, bar_w, bar_h / 256.0);
             cairo_set_source_surface(cr, img, 0, 0);
             cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
-            cairo_rectangle(cr, 0, 0, 1, 256);
-            cairo_fill(cr);
+            cairo_paint(cr);
             cairo_restore(cr);
         }
         cairo_surface_destroy(img);
