@@ -782,22 +782,39 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     if (pl->grid_cols * pl->grid_rows > 1 || t->title[0])
         dfl_canvas_text(c, x + L->left_w + BAND + BGAP, y, t->title, 1, INK, DFL_ALIGN_LEFT);
     int mx = x + L->left_w + BAND + BGAP, my = y + L->tile_title_h + BAND + BGAP;
-    /* key band (top) and query band (left) */
-    for (int64_t px = 0; px < L->mw; px++) {
-        int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
-        if (k1 <= k0) k1 = k0 + 1;
-        int s = band_segment(a->segments + pl->c0, k0, k1);
-        dfl_canvas_fill(c, mx + (int)px, my - BGAP - BAND, 1, BAND, SEG_COLOR[s]);
-    }
-    for (int64_t py = 0; py < L->mh; py++) {
-        int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
-        if (r1 <= r0) r1 = r0 + 1;
-        int best = 0;
-        for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
-            int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
-            if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+    /* key band (top) and query band (left): one rectangle per run of a segment, so
+     * vector outputs get a few shapes without seams between them */
+    int run = 0, run_s = -1;
+    for (int64_t px = 0; px <= L->mw; px++) {
+        int s = -1;
+        if (px < L->mw) {
+            int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
+            if (k1 <= k0) k1 = k0 + 1;
+            s = band_segment(a->segments + pl->c0, k0, k1);
         }
-        dfl_canvas_fill(c, mx - BGAP - BAND, my + (int)py, BAND, 1, SEG_COLOR[best]);
+        if (s != run_s) {
+            if (run_s >= 0) dfl_canvas_fill(c, mx + run, my - BGAP - BAND, (int)px - run, BAND, SEG_COLOR[run_s]);
+            run = (int)px;
+            run_s = s;
+        }
+    }
+    run = 0, run_s = -1;
+    for (int64_t py = 0; py <= L->mh; py++) {
+        int best = -1;
+        if (py < L->mh) {
+            int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
+            if (r1 <= r0) r1 = r0 + 1;
+            best = 0;
+            for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
+                int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
+                if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+            }
+        }
+        if (best != run_s) {
+            if (run_s >= 0) dfl_canvas_fill(c, mx - BGAP - BAND, my + run, BAND, (int)py - run, SEG_COLOR[run_s]);
+            run = (int)py;
+            run_s = best;
+        }
     }
     dfl_canvas_heatmap(c, mx, my, t->v, (int)pl->ph, (int)pl->pw, pl->cell_w, pl->cell_h, &pl->norm, pl->cmap, NODATA,
                        HATCH);
@@ -814,7 +831,9 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
         }
     } else {
         double ticks[32];
-        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), L->mw / 70 + 2, ticks, 32, NULL);
+        /* about one tick per 7 line heights, as matplotlib spaces them; at least 4 */
+        int max_t = L->mw / (7 * DFL_FONT_H) + 1;
+        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), max_t < 4 ? 4 : max_t, ticks, 32, NULL);
         for (int i = 0; i < nt; i++) {
             if (ticks[i] != floor(ticks[i])) continue;
             int px = mx + key_px(pl, L, ticks[i] - (double)pl->c0);
@@ -844,7 +863,8 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     } else {
         double ticks[32];
         double p0 = pl->rpos[0];
-        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], L->mh / 50 + 2, ticks, 32, NULL);
+        int max_t = L->mh / (5 * DFL_FONT_H) + 1;
+        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], max_t < 4 ? 4 : max_t, ticks, 32, NULL);
         for (int i = 0; i < nt; i++) {
             if (ticks[i] != floor(ticks[i])) continue;
             int py = my + row_px(pl, L, ticks[i] - p0);
@@ -855,7 +875,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     }
 }
 
-static int max_label_width(const plan *pl, int y_axis)
+static int max_label_width(const plan *pl, const char *font, int y_axis)
 {
     const side *a = &pl->sd[0];
     int w = 0;
@@ -863,14 +883,16 @@ static int max_label_width(const plan *pl, int y_axis)
     int64_t n = y_axis ? pl->nr : pl->nc;
     for (int64_t i = 0; i < n; i++) {
         dfl_text_clip(buf, sizeof buf, a->text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
-        int tw = dfl_text_width(buf, 1);
+        int tw = dfl_font_text_width(font, buf, 1);
         if (tw > w) w = tw;
     }
     return w;
 }
 
+/* The layout for the pooled grid; fit_w > 0: the figure is exactly that wide (the maps
+ * were sized for it) and titles are clipped to it rather than widening it. */
 static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_colorbar *cb, const char *title,
-                        const char *subtitle, const dfl_legend_item *items, int nitems, layout *L)
+                        const char *subtitle, const dfl_legend_item *items, int nitems, int fit_w, layout *L)
 {
     memset(L, 0, sizeof *L);
     const side *a = &pl->sd[0];
@@ -881,9 +903,9 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     L->token_y = has_text && pl->ph == pl->nr && pl->cell_h >= DFL_FONT_H;
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
-    int digits_w = dfl_text_width(buf, 1);
-    L->left_w = (L->token_y ? max_label_width(pl, 1) : digits_w) + 8;
-    L->bottom_h = L->token_x ? max_label_width(pl, 0) + 8 : DFL_FONT_H + 8;
+    int digits_w = dfl_font_text_width(p->font, buf, 1);
+    L->left_w = (L->token_y ? max_label_width(pl, p->font, 1) : digits_w) + 8;
+    L->bottom_h = L->token_x ? max_label_width(pl, p->font, 0) + 8 : DFL_FONT_H + 8;
     L->tile_title_h = pl->ntiles > 1 || pl->tiles[0].title[0] ? DFL_FONT_H + 4 : 0;
     L->tw = L->left_w + BAND + BGAP + L->mw;
     L->th = L->tile_title_h + BAND + BGAP + L->mh + L->bottom_h;
@@ -893,11 +915,12 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     int grid_h = pl->grid_rows * L->th + (pl->grid_rows - 1) * GAPY;
     L->cb_w = dfl_colorbar_width(cb, 18);
     int width = M + axis_w + grid_w + 28 + L->cb_w + M;
-    L->title_scale = dfl_text_width(title, 2) + 2 * M <= width ? 2 : 1;
-    int title_w = dfl_text_width(title, L->title_scale) + 2 * M;
-    int sub_w = dfl_text_width(subtitle, 1) + 2 * M;
-    if (title_w > width) width = title_w;
-    if (sub_w > width) width = sub_w;
+    if (fit_w > width) width = fit_w;
+    L->title_scale = dfl_font_text_width(p->font, title, 2) + 2 * M <= width ? 2 : 1;
+    int title_w = dfl_font_text_width(p->font, title, L->title_scale) + 2 * M;
+    int sub_w = dfl_font_text_width(p->font, subtitle, 1) + 2 * M;
+    if (title_w > width && !fit_w) width = title_w;
+    if (sub_w > width && !fit_w) width = sub_w;
     L->width = width;
 
     L->grid_x = M + axis_w;
@@ -907,7 +930,10 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     L->cb_y = L->grid_y + L->tile_title_h + BAND + BGAP + DFL_FONT_H + 16;
     int maps_span = grid_h - L->tile_title_h - BAND - BGAP - L->bottom_h;
     L->cb_h = maps_span - DFL_FONT_H - 16;
-    if (L->cb_h < 160) L->cb_h = 160;
+    /* a bar at least 160 units tall (5 labelled ticks), less in a figure sized to a
+     * paper width, where it would otherwise set the height */
+    int cb_min = fit_w ? 4 * (DFL_FONT_H + 4) : 160;
+    if (L->cb_h < cb_min) L->cb_h = cb_min;
     int cb_bottom = L->cb_y + L->cb_h + 18 + 5 * (DFL_FONT_H + 2);
     int bottom = L->grid_y + grid_h + DFL_FONT_H + 8; /* + "key position" */
     if (cb_bottom > bottom) bottom = cb_bottom;
@@ -915,6 +941,36 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     dfl_legend_size(items, nitems, 1, width - 2 * M, &lw, &lh);
     L->legend_y = bottom + 8;
     L->height = L->legend_y + lh + M;
+}
+
+/* The --size that makes the figure fit_w units wide, from the layout at the current
+ * pooled size (colour bar ticks of a 0..1 scale stand in for the data's). */
+static int fit_size(const plan *pl, const dfl_attnmap_params *p, int fit_w)
+{
+    dfl_colorbar cb = {pl->cmap, {DFL_SCALE_LINEAR, 0, 0.0, 1.0, 0.0}, "attention", "limits: p99.5 of |v|\n(bos keys left out)\ndata 0.0001 to 0.0001\nlinear scale, mean pool", 1, 1, 1, p->font};
+    dfl_legend_item none = {"context", WHITE, 0, WHITE};
+    layout L;
+    make_layout(pl, p, &cb, "", "", &none, 1, 1, &L);
+    int over = L.width - pl->grid_cols * L.mw;
+    int per = (fit_w - over) / pl->grid_cols;
+    if (per < 16) per = 16;
+    /* size is the longer side of a map; per bounds its width */
+    int64_t size = per;
+    if (!pl->strips && pl->nr > pl->nc) size = per * pl->nr / pl->nc;
+    return (int)(size > 8192 ? 8192 : size);
+}
+
+/* Cut text (in place, buffer cap) with an ellipsis until it is at most w units wide. */
+static void fit_text(const char *font, char *text, size_t cap, int scale, int w)
+{
+    size_t n = dfl_text_length(text);
+    char *orig = strdup(text);
+    if (!orig) return; /* out of memory: the text runs off the edge */
+    while (n > 1 && dfl_font_text_width(font, text, scale) > w) {
+        n = n * 9 / 10 < n - 1 ? n * 9 / 10 : n - 1;
+        dfl_text_clip(text, cap, orig, n);
+    }
+    free(orig);
 }
 
 /* ------------------------------------------------------------------- run */
@@ -972,6 +1028,18 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if ((s = make_tiles(pl, p, title, sizeof title, err))) goto done;
     if ((s = choose_rows(pl, p, err))) goto done;
     int size = p->size > 0 ? p->size : pl->ntiles > 1 ? 512 : 1024;
+    int fit_w = 0;
+    if (p->width_in > 0) {
+        /* 72 units per inch (text at 8 pt): the maps get what the labels, bands and
+         * colour bar leave of the width; two rounds, as token labels come and go with
+         * the cell size */
+        fit_w = (int)lround(p->width_in * 72.0);
+        size = 512;
+        for (int round = 0; round < 2; round++) {
+            choose_size(pl, size);
+            size = fit_size(pl, p, fit_w);
+        }
+    }
     if (size < 16) size = 16;
     choose_size(pl, size);
 
@@ -994,7 +1062,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;
     dfl_colorbar cb = {pl->cmap, pl->norm,
                        p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
-                       note, pl->extend_low, pl->extend_high, 1};
+                       note, pl->extend_low, pl->extend_high, 1, p->font};
     (void)any_div;
 
     /* legend: the segments present, then masked */
@@ -1012,8 +1080,11 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     items[nitems++] = masked;
 
     layout L;
-    make_layout(pl, p, &cb, title, subtitle, items, nitems, &L);
+    make_layout(pl, p, &cb, title, subtitle, items, nitems, fit_w, &L);
     if ((s = dfl_canvas_create(L.width, L.height, WHITE, &c, err))) goto done;
+    dfl_canvas_set_font(c, p->font);
+    fit_text(p->font, title, sizeof title, L.title_scale, L.width - 2 * M);
+    fit_text(p->font, subtitle, sizeof subtitle, 1, L.width - 2 * M);
     dfl_canvas_text(c, M, M, title, L.title_scale, INK, DFL_ALIGN_LEFT);
     dfl_canvas_text(c, M, M + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
     for (int i = 0; i < pl->ntiles; i++) {
@@ -1026,7 +1097,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     const char *ytitles[3] = {pl->strips ? "query position (captured rows)" : "query position", "query position",
                               "query"};
     int yt = 0;
-    while (yt < 2 && dfl_text_width(ytitles[yt], 1) > grid_h) yt++;
+    while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h) yt++;
     dfl_canvas_text_up(c, M, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_text(c, L.grid_x + grid_w / 2, L.grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_colorbar(c, L.cb_x, L.cb_y, 18, L.cb_h, &cb);
@@ -1036,8 +1107,16 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     char source[1024];
     snprintf(source, sizeof source, "%s%s%s", p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "");
     const char *vals[3] = {"difflens attnmap", title, source};
-    if ((s = dfl_png_write(c, p->out_path, p->overwrite, keys, vals, 3, err))) goto done;
+    (void)keys;
+    dfl_output o = dfl_output_default();
+    o.width_in = p->width_in > 0 ? p->width_in : L.width / 72.0;
+    o.dpi = p->dpi > 0 ? p->dpi : p->width_in > 0 && p->px_scale <= 0 ? 300 : 0;
+    o.scale = p->px_scale;
+    o.title = vals[1];
+    o.software = vals[0];
+    if ((s = dfl_canvas_write(c, p->out_path, p->overwrite, &o, err))) goto done;
     if (rep) {
+        rep->width_in = o.width_in;
         rep->width = L.width;
         rep->height = L.height;
         rep->tiles = pl->ntiles;

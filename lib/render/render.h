@@ -82,8 +82,9 @@ typedef enum dfl_align { DFL_ALIGN_LEFT = 0, DFL_ALIGN_CENTER, DFL_ALIGN_RIGHT }
 
 /* Width in units of text at scale in the default font, rounded up. */
 int dfl_text_width(const char *utf8, int scale);
-/* The same in the canvas's font. */
+/* The same in the canvas's font, and in a named family (NULL = the default). */
 int dfl_canvas_text_width(const dfl_canvas *c, const char *utf8, int scale);
+int dfl_font_text_width(const char *family, const char *utf8, int scale);
 
 /* Number of characters (code points) in text. */
 size_t dfl_text_length(const char *utf8);
@@ -251,6 +252,7 @@ typedef struct dfl_colorbar {
     const char *note;
     int extend_low, extend_high;
     int scale;      /* font scale */
+    const char *font; /* family used to measure labels (NULL = the default) */
 } dfl_colorbar;
 
 /* Width the colour bar needs, labels included, for a bar bar_w pixels wide. */

@@ -310,6 +310,11 @@ static int width_in(const char *family, const char *s, int scale)
 
 int dfl_text_width(const char *s, int scale) { return width_in(DFL_DEFAULT_FONT, s, scale); }
 
+int dfl_font_text_width(const char *family, const char *s, int scale)
+{
+    return width_in(family ? family : DFL_DEFAULT_FONT, s, scale);
+}
+
 int dfl_canvas_text_width(const dfl_canvas *c, const char *s, int scale)
 {
     return width_in(c->impl->font, s, scale);

@@ -104,7 +104,7 @@ static int bar_ticks(const dfl_colorbar *cb, int bar_h, double *ticks, int cap)
 }
 
 /* Widest line of a text that may contain '\n'; *lines gets the line count. */
-static int multiline_width(const char *s, int scale, int *lines)
+static int multiline_width(const char *font, const char *s, int scale, int *lines)
 {
     int w = 0, n = 0;
     char line[256];
@@ -114,7 +114,7 @@ static int multiline_width(const char *s, int scale, int *lines)
         if (len >= sizeof line) len = sizeof line - 1;
         memcpy(line, s, len);
         line[len] = '\0';
-        int lw = dfl_text_width(line, scale);
+        int lw = dfl_font_text_width(font, line, scale);
         if (lw > w) w = lw;
         n++;
         s = nl ? nl + 1 : s + len;
@@ -132,11 +132,11 @@ int dfl_colorbar_width(const dfl_colorbar *cb, int bar_w)
     char buf[32];
     for (int i = 0; i < n; i++) {
         dfl_tick_label(ticks[i], buf, sizeof buf);
-        int w = dfl_text_width(buf, scale);
+        int w = dfl_font_text_width(cb->font, buf, scale);
         if (w > lw) lw = w;
     }
     int w = bar_w + 6 + lw;
-    int tw = multiline_width(cb->title, scale, NULL), nw = multiline_width(cb->note, scale, NULL);
+    int tw = multiline_width(cb->font, cb->title, scale, NULL), nw = multiline_width(cb->font, cb->note, scale, NULL);
     if (tw > w) w = tw;
     if (nw > w) w = nw;
     return w;
@@ -246,7 +246,7 @@ static int legend_walk(dfl_canvas *c, int x, int y, const dfl_legend_item *items
     int fh = DFL_FONT_H * scale, s = fh, gap = 4 * scale, sep = 14 * scale;
     int cx = 0, cy = 0, wmax = 0;
     for (int i = 0; i < n; i++) {
-        int iw = s + gap + dfl_text_width(items[i].label, scale);
+        int iw = s + gap + (c ? dfl_canvas_text_width(c, items[i].label, scale) : dfl_text_width(items[i].label, scale));
         if (cx > 0 && cx + iw > max_w) {
             cx = 0;
             cy += fh + 6 * scale;
