@@ -263,6 +263,8 @@ typedef struct plan {
     int strips;              /* rows-only dump: rows drawn as strips */
     int64_t ph, pw;          /* pooled grid */
     int cell_w, cell_h;      /* pixels per pooled cell */
+    int fit_mw;              /* > 0: maps drawn this many units wide, cells stretched
+                              * (--width); 0: pw x cell_w */
     tile tiles[MAX_TILES];
     int ntiles, grid_cols, grid_rows;
     dfl_norm norm;
@@ -746,7 +748,7 @@ static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
     return best;
 }
 
-#define M 16          /* outer margin */
+#define M 16          /* outer margin (6 in a figure sized by --width) */
 #define BAND 6        /* segment band thickness */
 #define BGAP 2        /* band to map */
 #define GAPX 24       /* between tiles */
@@ -764,6 +766,7 @@ typedef struct layout {
     int width, height;
     int title_scale;
     int legend_y;
+    int m, cb_gap;           /* outer margin; grid to colour bar */
 } layout;
 
 /* Position (centre) of shown key k on the x axis of a tile's map. */
@@ -816,8 +819,8 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
             run_s = best;
         }
     }
-    dfl_canvas_heatmap(c, mx, my, t->v, (int)pl->ph, (int)pl->pw, pl->cell_w, pl->cell_h, &pl->norm, pl->cmap, NODATA,
-                       HATCH);
+    dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA,
+                           HATCH);
     dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
 
     char buf[64];
@@ -898,9 +901,15 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     const side *a = &pl->sd[0];
     L->mw = (int)pl->pw * pl->cell_w;
     L->mh = (int)pl->ph * pl->cell_h;
+    if (pl->fit_mw > 0) {
+        /* both sides stretched alike: cells keep their aspect */
+        L->mh = (int)lround((double)L->mh * pl->fit_mw / L->mw);
+        if (L->mh < 1) L->mh = 1;
+        L->mw = pl->fit_mw;
+    }
     int has_text = a->text && p->token_labels;
-    L->token_x = has_text && pl->pw == pl->nc && pl->cell_w >= DFL_FONT_H;
-    L->token_y = has_text && pl->ph == pl->nr && pl->cell_h >= DFL_FONT_H;
+    L->token_x = has_text && pl->pw == pl->nc && (double)L->mw / (double)pl->pw >= DFL_FONT_H;
+    L->token_y = has_text && pl->ph == pl->nr && (double)L->mh / (double)pl->ph >= DFL_FONT_H;
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
     int digits_w = dfl_font_text_width(p->font, buf, 1);
@@ -914,19 +923,22 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     int grid_w = pl->grid_cols * L->tw + (pl->grid_cols - 1) * GAPX;
     int grid_h = pl->grid_rows * L->th + (pl->grid_rows - 1) * GAPY;
     L->cb_w = dfl_colorbar_width(cb, 18);
-    int width = M + axis_w + grid_w + 28 + L->cb_w + M;
+    if (fit_w) L->cb_w += DFL_FONT_H + 6; /* the bar's title, turned, on its right */
+    L->m = fit_w ? 6 : M;
+    L->cb_gap = fit_w ? 12 : 28;
+    int width = L->m + axis_w + grid_w + L->cb_gap + L->cb_w + L->m;
     if (fit_w > width) width = fit_w;
-    L->title_scale = dfl_font_text_width(p->font, title, 2) + 2 * M <= width ? 2 : 1;
-    int title_w = dfl_font_text_width(p->font, title, L->title_scale) + 2 * M;
-    int sub_w = dfl_font_text_width(p->font, subtitle, 1) + 2 * M;
+    L->title_scale = dfl_font_text_width(p->font, title, 2) + 2 * L->m <= width ? 2 : 1;
+    int title_w = dfl_font_text_width(p->font, title, L->title_scale) + 2 * L->m;
+    int sub_w = dfl_font_text_width(p->font, subtitle, 1) + 2 * L->m;
     if (title_w > width && !fit_w) width = title_w;
     if (sub_w > width && !fit_w) width = sub_w;
     L->width = width;
 
-    L->grid_x = M + axis_w;
-    L->grid_y = M + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
+    L->grid_x = L->m + axis_w;
+    L->grid_y = L->m + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
     /* the colour bar spans the maps of the grid, at least 160 px */
-    L->cb_x = L->grid_x + grid_w + 28;
+    L->cb_x = L->grid_x + grid_w + L->cb_gap;
     L->cb_y = L->grid_y + L->tile_title_h + BAND + BGAP + DFL_FONT_H + 16;
     int maps_span = grid_h - L->tile_title_h - BAND - BGAP - L->bottom_h;
     L->cb_h = maps_span - DFL_FONT_H - 16;
@@ -934,30 +946,26 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
      * paper width, where it would otherwise set the height */
     int cb_min = fit_w ? 4 * (DFL_FONT_H + 4) : 160;
     if (L->cb_h < cb_min) L->cb_h = cb_min;
-    int cb_bottom = L->cb_y + L->cb_h + 18 + 5 * (DFL_FONT_H + 2);
+    int cb_bottom = L->cb_y + L->cb_h + 18 + (cb->note ? 5 * (DFL_FONT_H + 2) : 0);
     int bottom = L->grid_y + grid_h + DFL_FONT_H + 8; /* + "key position" */
     if (cb_bottom > bottom) bottom = cb_bottom;
     int lw, lh;
-    dfl_legend_size(items, nitems, 1, width - 2 * M, &lw, &lh);
+    dfl_legend_size(items, nitems, 1, width - 2 * L->m, &lw, &lh);
     L->legend_y = bottom + 8;
-    L->height = L->legend_y + lh + M;
+    L->height = L->legend_y + lh + L->m;
 }
 
-/* The --size that makes the figure fit_w units wide, from the layout at the current
- * pooled size (colour bar ticks of a 0..1 scale stand in for the data's). */
-static int fit_size(const plan *pl, const dfl_attnmap_params *p, int fit_w)
+/* The map width (units) that makes the figure fit_w units wide, from the layout at the
+ * current pooled size (colour bar ticks of a 0..1 scale stand in for the data's). */
+static int fit_map_width(const plan *pl, const dfl_attnmap_params *p, int fit_w)
 {
-    dfl_colorbar cb = {pl->cmap, {DFL_SCALE_LINEAR, 0, 0.0, 1.0, 0.0}, "attention", "limits: p99.5 of |v|\n(bos keys left out)\ndata 0.0001 to 0.0001\nlinear scale, mean pool", 1, 1, 1, p->font};
+    dfl_colorbar cb = {pl->cmap, {DFL_SCALE_LINEAR, 0, 0.0, 1.0, 0.0}, NULL, NULL, 1, 1, 1, p->font};
     dfl_legend_item none = {"context", WHITE, 0, WHITE};
     layout L;
     make_layout(pl, p, &cb, "", "", &none, 1, 1, &L);
     int over = L.width - pl->grid_cols * L.mw;
     int per = (fit_w - over) / pl->grid_cols;
-    if (per < 16) per = 16;
-    /* size is the longer side of a map; per bounds its width */
-    int64_t size = per;
-    if (!pl->strips && pl->nr > pl->nc) size = per * pl->nr / pl->nc;
-    return (int)(size > 8192 ? 8192 : size);
+    return per < 16 ? 16 : per;
 }
 
 /* Cut text (in place, buffer cap) with an ellipsis until it is at most w units wide. */
@@ -997,9 +1005,15 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
-    /* the cheap check first: an existing output fails before any reading */
-    dfl_status s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* the cheap checks first: a bad extension or an existing output fails before any
+     * reading */
+    dfl_format fmt;
+    dfl_status s = dfl_format_of_path(p->out_path, &fmt, err);
     if (s) return s;
+    if (!(p->width_in >= 0 && p->width_in <= 100) || !(p->dpi >= 0 && p->dpi <= 10000) ||
+        !(p->px_scale >= 0 && p->px_scale <= 64))
+        return dfl__fail(err, DFL_ERR_USAGE, "--width, --dpi or --pixel-scale out of range");
+    if ((s = dfl__check_overwrite(p->out_path, p->overwrite, err))) return s;
 
     plan *pl = calloc(1, sizeof *pl);
     dfl_canvas *c = NULL;
@@ -1034,10 +1048,15 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
          * colour bar leave of the width; two rounds, as token labels come and go with
          * the cell size */
         fit_w = (int)lround(p->width_in * 72.0);
-        size = 512;
+        choose_size(pl, 512);
         for (int round = 0; round < 2; round++) {
-            choose_size(pl, size);
-            size = fit_size(pl, p, fit_w);
+            pl->fit_mw = fit_map_width(pl, p, fit_w);
+            /* pooled to what 300 dpi can show (size is the longer side), never more
+             * than the map has: the cells are then stretched to the units */
+            int64_t want = (int64_t)pl->fit_mw * 300 / 72;
+            if (!pl->strips && pl->nr > pl->nc) want = want * pl->nr / pl->nc;
+            size = (int)(want > 8192 ? 8192 : want);
+            choose_size(pl, size < 16 ? 16 : size);
         }
     }
     if (size < 16) size = 16;
@@ -1064,6 +1083,10 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
                        p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
                        note, pl->extend_low, pl->extend_high, 1, p->font};
     (void)any_div;
+    /* a figure sized to a paper width keeps the bar narrow: its title runs along it,
+     * and the note on the limits is left out */
+    const char *cb_title = cb.title;
+    if (fit_w) cb.title = cb.note = NULL;
 
     /* legend: the segments present, then masked */
     dfl_legend_item items[8];
@@ -1083,10 +1106,10 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     make_layout(pl, p, &cb, title, subtitle, items, nitems, fit_w, &L);
     if ((s = dfl_canvas_create(L.width, L.height, WHITE, &c, err))) goto done;
     dfl_canvas_set_font(c, p->font);
-    fit_text(p->font, title, sizeof title, L.title_scale, L.width - 2 * M);
-    fit_text(p->font, subtitle, sizeof subtitle, 1, L.width - 2 * M);
-    dfl_canvas_text(c, M, M, title, L.title_scale, INK, DFL_ALIGN_LEFT);
-    dfl_canvas_text(c, M, M + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
+    fit_text(p->font, title, sizeof title, L.title_scale, L.width - 2 * L.m);
+    fit_text(p->font, subtitle, sizeof subtitle, 1, L.width - 2 * L.m);
+    dfl_canvas_text(c, L.m, L.m, title, L.title_scale, INK, DFL_ALIGN_LEFT);
+    dfl_canvas_text(c, L.m, L.m + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
     for (int i = 0; i < pl->ntiles; i++) {
         int gx = i % pl->grid_cols, gy = i / pl->grid_cols;
         draw_tile(c, pl, &L, &pl->tiles[i], L.grid_x + gx * (L.tw + GAPX), L.grid_y + gy * (L.th + GAPY));
@@ -1098,10 +1121,12 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
                               "query"};
     int yt = 0;
     while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h) yt++;
-    dfl_canvas_text_up(c, M, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
+    dfl_canvas_text_up(c, L.m, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_text(c, L.grid_x + grid_w / 2, L.grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_colorbar(c, L.cb_x, L.cb_y, 18, L.cb_h, &cb);
-    dfl_canvas_legend(c, M, L.legend_y, items, nitems, 1, L.width - 2 * M, INK);
+    if (fit_w) /* the bar's title along its right side, as matplotlib labels a colour bar */
+        dfl_canvas_text_up(c, L.cb_x + L.cb_w - DFL_FONT_H, L.cb_y + L.cb_h / 2, cb_title, 1, INK, DFL_ALIGN_CENTER);
+    dfl_canvas_legend(c, L.m, L.legend_y, items, nitems, 1, L.width - 2 * L.m, INK);
 
     const char *keys[3] = {"Software", "Title", "Source"};
     char source[1024];

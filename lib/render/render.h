@@ -241,6 +241,11 @@ void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_row
  * by cmap(norm(v)); NaN cells get `nodata` with a diagonal hatch in `hatch`. */
 void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, int cols, int cell_w, int cell_h,
                         const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch);
+/* The same grid stretched over the box (x, y, w, h): cells of w / cols x h / rows units.
+ * Either way the grid is one image of one pixel per cell, scaled with nearest-neighbour
+ * filtering (exact cell colours in a PNG; one image in SVG and PDF). */
+void dfl_canvas_heatmap_box(dfl_canvas *c, int x, int y, int w, int h, const float *v, int rows, int cols,
+                            const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch);
 
 /* A vertical colour bar with ticks and labels on its right. extend_low/high draw a
  * triangle at that end (values beyond the limits were clipped). title (above the bar)

@@ -28,7 +28,14 @@ static void hatch_lines(cairo_t *cr, double x, double y, double w, double h, dfl
 void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, int cols, int cell_w, int cell_h,
                         const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch)
 {
-    if (rows < 1 || cols < 1) return;
+    dfl_canvas_heatmap_box(c, x, y, cols * cell_w, rows * cell_h, v, rows, cols, norm, cmap, nodata, hatch);
+}
+
+void dfl_canvas_heatmap_box(dfl_canvas *c, int x, int y, int w, int h, const float *v, int rows, int cols,
+                            const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch)
+{
+    if (rows < 1 || cols < 1 || w < 1 || h < 1) return;
+    double cell_w = (double)w / cols, cell_h = (double)h / rows;
     cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, cols, rows);
     if (cairo_surface_status(img) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(img);
@@ -82,11 +89,11 @@ void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, i
                 }
                 int k0 = k;
                 while (k < cols && isnan(src[k])) k++;
-                cairo_rectangle(cr, x + (double)k0 * cell_w, y + (double)r * cell_h, (double)(k - k0) * cell_w, cell_h);
+                cairo_rectangle(cr, x + k0 * cell_w, y + r * cell_h, (k - k0) * cell_w, cell_h);
             }
         }
         cairo_clip(cr);
-        hatch_lines(cr, x, y, (double)cols * cell_w, (double)rows * cell_h, hatch);
+        hatch_lines(cr, x, y, w, h, hatch);
         cairo_restore(cr);
     }
     cairo_surface_destroy(img);
@@ -97,8 +104,8 @@ void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, i
 static int bar_ticks(const dfl_colorbar *cb, int bar_h, double *ticks, int cap)
 {
     int scale = cb->scale > 0 ? cb->scale : 1;
-    int max_ticks = bar_h / (3 * DFL_FONT_H * scale);
-    if (max_ticks < 2) max_ticks = 2;
+    int max_ticks = bar_h / (2 * DFL_FONT_H * scale);
+    if (max_ticks < 4) max_ticks = 4;
     if (max_ticks > 11) max_ticks = 11;
     return dfl_ticks_for_norm(&cb->norm, max_ticks, ticks, cap);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/cli.h"
+#include "render/render.h"
 #include "model/kernels.h"
 #include "train/train.h"
 
@@ -74,6 +75,8 @@ static void usage(FILE *out)
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --plot FILE         also draw the curves (both models' with --pair) to FILE, .png, .svg\n"
+            "                      or .pdf by its extension, replacing it (default: none)\n"
             "  --quiet             no progress bar and no log lines\n"
             "  --help              this text\n"
             "\n"
@@ -147,7 +150,8 @@ int main(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
-           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP };
+           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
+           O_PLOT };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -166,10 +170,11 @@ int main(int argc, char **argv)
         {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
+        {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
-    const char *pair = NULL;
+    const char *pair = NULL, *plot = NULL;
     int64_t v, threads = 0;
     double x;
     int c, quiet = 0;
@@ -227,6 +232,7 @@ int main(int argc, char **argv)
         case O_FORCE: p.overwrite = 1; break;
         case O_THREADS: INT("--threads", 1, 1024, threads); break;
         case O_QUIET: quiet = 1; break;
+        case O_PLOT: plot = optarg; break;
         case O_HELP: usage(stdout); return 0;
         default:
             s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -236,6 +242,8 @@ int main(int argc, char **argv)
 #undef INT
 #undef DBL
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    dfl_format fmt;
+    if (!s && plot) s = dfl_format_of_path(plot, &fmt, &err);
     if (!s && ((pair && strlen(pair) > 3000) || (p.out && strlen(p.out) > 3000)))
         s = dfl__fail(&err, DFL_ERR_USAGE, "output path too long");
     if (!s && !pair == !p.out) s = dfl__fail(&err, DFL_ERR_USAGE, "give exactly one of --out DIR and --pair OUTDIR");
@@ -273,7 +281,20 @@ int main(int argc, char **argv)
     tool_state st;
     memset(&st, 0, sizeof st);
     st.quiet = quiet;
-    if (!pair) return run_one(&p, dfl_model_type_name(p.type), &st);
+    if (!pair) {
+        int rc = run_one(&p, dfl_model_type_name(p.type), &st);
+        if (rc == 0 && plot) {
+            char csv[4200], title[160];
+            snprintf(csv, sizeof csv, "%s/train.csv", p.out);
+            snprintf(title, sizeof title, "%s on the needle task", dfl_model_type_name(p.type));
+            const char *csvs[1] = {csv}, *labels[1] = {dfl_model_type_name(p.type)};
+            if (dfl_train_plot(plot, csvs, labels, 1, title, &err)) {
+                fprintf(stderr, "train: %s\n", err.msg);
+                rc = dfl_status_exit_code(err.status);
+            } else if (!quiet) fprintf(stderr, "train: wrote %s\n", plot);
+        }
+        return rc;
+    }
 
     size_t nl = dfl_train_param_count(&cl), nd = dfl_train_param_count(&cd);
     printf("transformer: llama, %lld heads of head_dim %lld: %zu parameters\n", (long long)cl.num_heads,
@@ -301,6 +322,12 @@ int main(int argc, char **argv)
         snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
         if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
         else if (!quiet) fprintf(stderr, "train: wrote %s\n", png);
+        if (plot) {
+            if (dfl_train_plot(plot, csvs, labels, 2, title, &err)) {
+                fprintf(stderr, "train: %s\n", err.msg);
+                rc = dfl_status_exit_code(err.status);
+            } else if (!quiet) fprintf(stderr, "train: wrote %s\n", plot);
+        }
     }
     return rc;
 }
