@@ -1075,7 +1075,9 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
              pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
              (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
              pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
-             (long long)pl->pw * pl->cell_w, (long long)pl->ph * pl->cell_h);
+             (long long)pl->pw * (fit_w ? 1 : pl->cell_w), (long long)pl->ph * (fit_w ? 1 : pl->cell_h));
+    /* a figure sized by --width stretches cells: say how many, not how many pixels */
+    if (fit_w && strlen(subtitle) > 3) subtitle[strlen(subtitle) - 3] = '\0', strcat(subtitle, " cells");
     scale_note(pl, p, note, sizeof note);
     int any_div = pl->norm.diverging, all_div = 1;
     for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;

@@ -107,7 +107,11 @@ static int bar_ticks(const dfl_colorbar *cb, int bar_h, double *ticks, int cap)
     int max_ticks = bar_h / (2 * DFL_FONT_H * scale);
     if (max_ticks < 4) max_ticks = 4;
     if (max_ticks > 11) max_ticks = 11;
-    return dfl_ticks_for_norm(&cb->norm, max_ticks, ticks, cap);
+    /* a short bar may get a step so coarse that one tick is left (±0.45 with steps of
+     * 0.5): allow finer steps until it has three */
+    int n = dfl_ticks_for_norm(&cb->norm, max_ticks, ticks, cap);
+    for (int m = max_ticks + 1; n < 3 && m <= 11; m++) n = dfl_ticks_for_norm(&cb->norm, m, ticks, cap);
+    return n;
 }
 
 /* Widest line of a text that may contain '\n'; *lines gets the line count. */
@@ -135,12 +139,16 @@ int dfl_colorbar_width(const dfl_colorbar *cb, int bar_w)
 {
     int scale = cb->scale > 0 ? cb->scale : 1;
     double ticks[64];
-    int n = bar_ticks(cb, 400, ticks, 64), lw = 0;
     char buf[32];
-    for (int i = 0; i < n; i++) {
-        dfl_tick_label(ticks[i], buf, sizeof buf);
-        int w = dfl_font_text_width(cb->font, buf, scale);
-        if (w > lw) lw = w;
+    int lw = 0;
+    /* the widest label of any bar height: the bar's height is not known yet */
+    for (int h = 8 * DFL_FONT_H * scale; h <= 22 * DFL_FONT_H * scale; h += 2 * DFL_FONT_H * scale) {
+        int n = bar_ticks(cb, h, ticks, 64);
+        for (int i = 0; i < n; i++) {
+            dfl_tick_label(ticks[i], buf, sizeof buf);
+            int w = dfl_font_text_width(cb->font, buf, scale);
+            if (w > lw) lw = w;
+        }
     }
     int w = bar_w + 6 + lw;
     int tw = multiline_width(cb->font, cb->title, scale, NULL), nw = multiline_width(cb->font, cb->note, scale, NULL);
