@@ -617,7 +617,7 @@ static void test_colorbar_range(void **state)
     dfl_canvas *c;
     dfl_error err;
     assert_int_equal(dfl_canvas_create(200, 300, WHITE, &c, &err), DFL_OK);
-    dfl_colorbar cb = {DFL_CMAP_MAGMA, {DFL_SCALE_LINEAR, 0, 0, 0.04, 0}, "attention", "note", 0, 1, 1};
+    dfl_colorbar cb = {DFL_CMAP_MAGMA, {DFL_SCALE_LINEAR, 0, 0, 0.04, 0}, "attention", "note", 0, 1, 1, NULL};
     int n = dfl_canvas_colorbar(c, 20, 40, 18, 200, &cb);
     assert_true(n >= 2);
     /* top row = the colour of vmax, bottom row = the colour of vmin */

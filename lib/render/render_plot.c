@@ -203,11 +203,11 @@ static double axis_map(const axis *a, double v, double p0, double p1)
     return p0 + t * (p1 - p0);
 }
 
-static int max_label_width(const axis *a, int fs)
+static int max_label_width(const axis *a, const char *font, int fs)
 {
     int w = 0;
     for (int i = 0; i < a->nt; i++) {
-        int tw = dfl_text_width(a->labels[i], fs);
+        int tw = dfl_font_text_width(font, a->labels[i], fs);
         if (tw > w) w = tw;
     }
     return w;
@@ -300,6 +300,7 @@ typedef struct entry {
     dfl_plot_marker marker;
     dfl_plot_dash dash;
     double line_width;
+    const char *font;  /* the chart's font family, for measuring */
 } entry;
 
 typedef struct legend_box {
@@ -315,7 +316,7 @@ static legend_box legend_vertical_size(const entry *e, int n, int fs)
     legend_box b = {0, 0, 0};
     int fh = DFL_FONT_H * fs, padd = 5 * fs;
     for (int i = 0; i < n; i++) {
-        int w = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        int w = sample_width(fs) + 4 * fs + dfl_font_text_width(e[i].font, e[i].label, fs);
         if (w > b.w) b.w = w;
     }
     b.rows = n;
@@ -360,7 +361,7 @@ static int legend_horizontal(dfl_canvas *c, int x, int y, int max_w, const entry
 {
     int fh = DFL_FONT_H * fs, cx = 0, cy = 0, sep = 12 * fs;
     for (int i = 0; i < n; i++) {
-        int iw = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        int iw = sample_width(fs) + 4 * fs + dfl_font_text_width(e[i].font, e[i].label, fs);
         if (cx > 0 && cx + iw > max_w) {
             cx = 0;
             cy += fh + 4 * fs;
@@ -599,6 +600,7 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     frame f;
     memset(&f, 0, sizeof f);
     f.fs = auto_font_scale(p->font_scale, w);
+    const char *font = p->font ? p->font : c->impl->font;
     f.x = x, f.y = y, f.w = w, f.h = h;
     f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
     f.x_label = p->x.label, f.y_label = p->y.label;
@@ -611,6 +613,7 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
         const dfl_plot_series *se = &p->series[s];
         if (!se->label) continue;
         entry *e = &ents[ne++];
+        e->font = font;
         e->label = se->label;
         e->color = se->has_color ? se->color : dfl_plot_color(s);
         e->bar = 0;
@@ -650,8 +653,8 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
             else xa.labels[i][0] = '\0';
         }
     }
-    int ylab_w = max_label_width(&ya, fs);
-    int over = max_label_width(&xa, fs) / 2;
+    int ylab_w = max_label_width(&ya, font, fs);
+    int over = max_label_width(&xa, font, fs) / 2;
     frame_layout(&f, ylab_w, fh, over, ents, ne);
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot (font scale %d)",
@@ -682,7 +685,9 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot and legend", w, h);
 
-    /* ---- draw */
+    /* ---- draw (in the chart's font; the canvas's own is restored after) */
+    char *saved_font = p->font ? strdup(c->impl->font) : NULL;
+    if (p->font) dfl_canvas_set_font(c, p->font);
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
@@ -708,7 +713,11 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
         if (se->dash != DFL_DASH_NONE && se->n > 0) {
             /* one path per series: dashes run on across points; NaN or log <= 0 is a gap */
             double *xy = dfl__alloc_array((size_t)se->n * 2, sizeof *xy);
-            if (!xy) return dfl__fail(err, DFL_ERR_NOMEM, "line chart: out of memory");
+            if (!xy) {
+                if (saved_font) dfl_canvas_set_font(c, saved_font);
+                free(saved_font);
+                return dfl__fail(err, DFL_ERR_NOMEM, "line chart: out of memory");
+            }
             for (int i = 0; i < se->n; i++) {
                 xy[i] = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
                 xy[se->n + i] = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
@@ -727,6 +736,8 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
         }
     }
     draw_legend(c, &f, ents, ne);
+    if (saved_font) dfl_canvas_set_font(c, saved_font);
+    free(saved_font);
     return DFL_OK;
 }
 
@@ -752,6 +763,7 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     frame f;
     memset(&f, 0, sizeof f);
     f.fs = auto_font_scale(p->font_scale, w);
+    const char *font = p->font ? p->font : c->impl->font;
     f.x = x, f.y = y, f.w = w, f.h = h;
     f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
     f.x_label = p->x_label, f.y_label = p->y.label;
@@ -765,6 +777,7 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     for (int s = 0; s < S; s++) {
         if (!p->series || !p->series[s]) continue;
         entry *e = &ents[ne++];
+        e->font = font;
         e->label = p->series[s];
         e->color = p->colors ? p->colors[s] : dfl_plot_color(s);
         e->bar = 1;
@@ -797,10 +810,10 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     /* group labels: horizontal if they fit their slot, else vertical */
     int glab_w = 0;
     for (int g = 0; g < G; g++) {
-        int tw = p->groups && p->groups[g] ? dfl_text_width(p->groups[g], fs) : 0;
+        int tw = p->groups && p->groups[g] ? dfl_font_text_width(font, p->groups[g], fs) : 0;
         if (tw > glab_w) glab_w = tw;
     }
-    int ylab_w = max_label_width(&ya, fs);
+    int ylab_w = max_label_width(&ya, font, fs);
     frame_layout(&f, ylab_w, fh, 0, ents, ne);
     int slot = (f.px1 - f.px0) / G;
     if (glab_w > slot - 4 * fs) {
@@ -842,7 +855,9 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
         return dfl__fail(err, DFL_ERR_USAGE, "bar chart: a %d x %d region is too small for %d groups (font scale %d)",
                          w, h, G, fs);
 
-    /* ---- draw */
+    /* ---- draw (in the chart's font; the canvas's own is restored after) */
+    char *saved_font = p->font ? strdup(c->impl->font) : NULL;
+    if (p->font) dfl_canvas_set_font(c, p->font);
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
@@ -887,7 +902,7 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
             if (p->value_labels) {
                 snprintf(lab, sizeof lab, "%.*g", p->value_precision > 0 ? p->value_precision : 1, v);
                 minus_sign(lab, sizeof lab);
-                int lw = dfl_text_width(lab, vfs);
+                int lw = dfl_font_text_width(font, lab, vfs);
                 int ly = (int)lround(v >= 0 || ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
                 if (v < 0 && !ylog) ly = (int)lround(y1) + 2;
                 if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
@@ -909,6 +924,8 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     if (!ylog && ya.lo < 0 && ya.hi > 0) dfl_canvas_fill(c, f.px0, (int)lround(base), f.px1 - f.px0, 1, AXIS);
     draw_plot_frame(c, &f);
     draw_legend(c, &f, ents, ne);
+    if (saved_font) dfl_canvas_set_font(c, saved_font);
+    free(saved_font);
     return DFL_OK;
 }
 
