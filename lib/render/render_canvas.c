@@ -4,6 +4,7 @@
 #include <math.h>
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
+#include <fontconfig/fontconfig.h>
 #include <pango/pangocairo.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,12 +258,26 @@ size_t dfl_text_length(const char *s)
 
 /* One Pango context for every layout, without hinting: glyph positions then do not
  * depend on the output's resolution, so PNG, SVG and PDF share one layout. Created
- * on first use and kept for the process (Pango's font map is process-wide anyway). */
+ * on first use and kept for the process (Pango's font map is process-wide anyway);
+ * not thread-safe: text is drawn from one thread. */
+static PangoContext *g_text_ctx;
+
+/* At exit: the context, Pango's font map, cairo's font caches and fontconfig's
+ * configuration are released, so leak checkers see only what the program leaked. */
+static void text_context_release(void)
+{
+    if (g_text_ctx) g_object_unref(g_text_ctx);
+    g_text_ctx = NULL;
+    pango_cairo_font_map_set_default(NULL);
+    FcFini();
+}
+
 static PangoContext *text_context(void)
 {
-    static PangoContext *ctx;
+    PangoContext *ctx = g_text_ctx;
     if (!ctx) {
-        ctx = pango_font_map_create_context(pango_cairo_font_map_get_default());
+        g_text_ctx = ctx = pango_font_map_create_context(pango_cairo_font_map_get_default());
+        atexit(text_context_release);
         cairo_font_options_t *fo = cairo_font_options_create();
         cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
         cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);
