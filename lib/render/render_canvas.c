@@ -77,9 +77,15 @@ cairo_t *dfl__canvas_cr(dfl_canvas *c)
     return c->impl->cr;
 }
 
-void dfl__canvas_touch(dfl_canvas *c) { c->impl->dirty = 1; }
+void dfl__canvas_touch(dfl_canvas *c)
+{
+    c->impl->dirty = 1;
+}
 
-void dfl__set_rgb(cairo_t *cr, dfl_rgb col) { cairo_set_source_rgb(cr, col.r / 255.0, col.g / 255.0, col.b / 255.0); }
+void dfl__set_rgb(cairo_t *cr, dfl_rgb col)
+{
+    cairo_set_source_rgb(cr, col.r / 255.0, col.g / 255.0, col.b / 255.0);
+}
 
 /* ---------------------------------------------------------------- raster */
 
@@ -181,8 +187,8 @@ void dfl_canvas_line(dfl_canvas *c, int x0, int y0, int x1, int y1, dfl_rgb col)
     cairo_set_line_cap(cr, CAIRO_LINE_CAP_BUTT);
 }
 
-void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n, double lw, dfl_dash dash,
-                         dfl_rgb col, int cx, int cy, int cw, int ch)
+void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n, double lw, dfl_dash dash, dfl_rgb col,
+                         int cx, int cy, int cw, int ch)
 {
     cairo_t *cr = dfl__canvas_cr(c);
     cairo_save(cr);
@@ -203,8 +209,10 @@ void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n,
             open = 0;
             continue;
         }
-        if (open) cairo_line_to(cr, x[i], y[i]);
-        else cairo_move_to(cr, x[i], y[i]);
+        if (open)
+            cairo_line_to(cr, x[i], y[i]);
+        else
+            cairo_move_to(cr, x[i], y[i]);
         open = 1;
     }
     cairo_stroke(cr);
@@ -323,7 +331,10 @@ static int width_in(const char *family, const char *s, int scale)
     return (int)ceil(w - 1e-6);
 }
 
-int dfl_text_width(const char *s, int scale) { return width_in(DFL_DEFAULT_FONT, s, scale); }
+int dfl_text_width(const char *s, int scale)
+{
+    return width_in(DFL_DEFAULT_FONT, s, scale);
+}
 
 int dfl_font_text_width(const char *family, const char *s, int scale)
 {
@@ -452,10 +463,14 @@ static cairo_status_t membuf_write(void *closure, const unsigned char *data, uns
 static void xml_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else fputc(*s, f);
+        if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else if (*s == '&')
+            fputs("&amp;", f);
+        else
+            fputc(*s, f);
     }
 }
 
@@ -534,8 +549,7 @@ static dfl_status write_vector(const dfl_canvas *c, const char *path, const char
     return DFL_OK;
 }
 
-dfl_status dfl_canvas_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_output *o,
-                            dfl_error *err)
+dfl_status dfl_canvas_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_output *o, dfl_error *err)
 {
     dfl_output def = dfl_output_default();
     if (!o) o = &def;

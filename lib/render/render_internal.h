@@ -19,9 +19,9 @@ extern const uint8_t dfl__cmap_rdbu_anchors[11][3];
 struct dfl__canvas_impl {
     cairo_surface_t *rec;
     cairo_t *cr;
-    char *font;          /* family, owned */
-    uint8_t *px;         /* [h][w][3] cached rendering at one pixel per unit, or NULL */
-    int dirty;           /* px is out of date */
+    char *font;  /* family, owned */
+    uint8_t *px; /* [h][w][3] cached rendering at one pixel per unit, or NULL */
+    int dirty;   /* px is out of date */
 };
 
 /* The canvas's cairo context (for the render files that draw paths themselves). */
