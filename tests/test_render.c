@@ -746,6 +746,59 @@ static void test_png_golden(void **state)
     dfl_canvas_destroy(c);
 }
 
+/* The writer's other formats and its errors: SVG and PDF files start as such, an
+ * existing file needs overwrite, bad options and extensions are usage errors, an
+ * unwritable folder is an I/O error, and nothing is left behind on any failure. */
+static void test_write_formats(void **state)
+{
+    (void)state;
+    dfl_canvas *c;
+    dfl_error err;
+    assert_int_equal(dfl_canvas_create(120, 80, WHITE, &c, &err), DFL_OK);
+    dfl_canvas_text(c, 4, 4, "\xce\xbb = 0.8", 2, BLACK, DFL_ALIGN_LEFT);
+    dfl_format f;
+    assert_int_equal(dfl_format_of_path("a/b.SVG", &f, &err), DFL_OK);
+    assert_int_equal(f, DFL_FORMAT_SVG);
+    assert_int_equal(dfl_format_of_path("a.pdf/b", &f, &err), DFL_ERR_USAGE);
+    const char *heads[2] = {"<?xml", "%PDF-"}, *names[2] = {"w.svg", "w.pdf"};
+    for (int i = 0; i < 2; i++) {
+        const char *path = path_of(names[i]);
+        assert_int_equal(dfl_canvas_write(c, path, 0, NULL, &err), DFL_OK);
+        FILE *fp = fopen(path, "rb");
+        char head[8] = {0};
+        assert_non_null(fp);
+        assert_true(fread(head, 1, 5, fp) == 5);
+        fclose(fp);
+        assert_memory_equal(head, heads[i], 5);
+        assert_int_equal(dfl_canvas_write(c, path, 0, NULL, &err), DFL_ERR_EXISTS);
+        assert_int_equal(dfl_canvas_write(c, path, 1, NULL, &err), DFL_OK);
+    }
+    int before = count_files();
+    assert_int_equal(dfl_canvas_write(c, path_of("no/such/dir/x.svg"), 0, NULL, &err), DFL_ERR_IO);
+    assert_int_equal(dfl_canvas_write(c, path_of("no/such/dir/x.pdf"), 0, NULL, &err), DFL_ERR_IO);
+    assert_int_equal(dfl_canvas_write(c, path_of("x.tiff"), 0, NULL, &err), DFL_ERR_USAGE);
+    dfl_output o = dfl_output_default();
+    o.dpi = -1;
+    assert_int_equal(dfl_canvas_write(c, path_of("x.png"), 0, &o, &err), DFL_ERR_USAGE);
+    o = dfl_output_default();
+    o.width_in = 500; /* 500 in at 10000 dpi: beyond the largest PNG */
+    o.dpi = 10000;
+    assert_int_equal(dfl_canvas_write(c, path_of("x.png"), 0, &o, &err), DFL_ERR_USAGE);
+    assert_int_equal(count_files(), before);
+    /* --dpi with a width: 2 in at 60 dpi is 120 pixels */
+    o = dfl_output_default();
+    o.width_in = 2;
+    o.dpi = 60;
+    assert_int_equal(dfl_canvas_write(c, path_of("d.png"), 0, &o, &err), DFL_OK);
+    int w = 0, h = 0;
+    uint8_t *px = decode_png(path_of("d.png"), &w, &h);
+    assert_non_null(px);
+    assert_int_equal(w, 120);
+    assert_int_equal(h, 80);
+    free(px);
+    dfl_canvas_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -758,7 +811,7 @@ int main(void)
         cmocka_unit_test(test_pool_valid_edges),
         cmocka_unit_test(test_font),              cmocka_unit_test(test_heatmap_nodata),
         cmocka_unit_test(test_colorbar_range),    cmocka_unit_test(test_legend),
-        cmocka_unit_test(test_png_golden),
+        cmocka_unit_test(test_png_golden),        cmocka_unit_test(test_write_formats),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
