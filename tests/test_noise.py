@@ -342,7 +342,7 @@ class NoiseConstructed(unittest.TestCase):
             if msg:
                 self.assertIn(msg, r.stderr, args)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
-        self.assertIn("--plot-depth FILE.png", run("--help").stdout)
+        self.assertIn("--plot-depth FILE", run("--help").stdout)
         self.assertIn("(default: 0.05)", run("--help").stdout)
 
 
