@@ -56,6 +56,8 @@ void dfl_canvas_destroy(dfl_canvas *c)
     if (c->impl) {
         if (c->impl->cr) cairo_destroy(c->impl->cr);
         if (c->impl->rec) cairo_surface_destroy(c->impl->rec);
+        for (size_t i = 0; i < c->impl->n_kept; i++) cairo_surface_destroy(c->impl->kept[i]);
+        free(c->impl->kept);
         free(c->impl->font);
         free(c->impl->px);
         free(c->impl);
@@ -80,6 +82,22 @@ cairo_t *dfl__canvas_cr(dfl_canvas *c)
 void dfl__canvas_touch(dfl_canvas *c)
 {
     c->impl->dirty = 1;
+}
+
+void dfl__canvas_keep(dfl_canvas *c, cairo_surface_t *img)
+{
+    dfl__canvas_impl *k = c->impl;
+    if (k->n_kept == k->cap_kept) {
+        size_t cap = k->cap_kept ? 2 * k->cap_kept : 8;
+        cairo_surface_t **p = cap <= SIZE_MAX / sizeof *p ? realloc(k->kept, cap * sizeof *p) : NULL;
+        if (!p) {
+            cairo_surface_destroy(img);
+            return;
+        }
+        k->kept = p;
+        k->cap_kept = cap;
+    }
+    k->kept[k->n_kept++] = img;
 }
 
 void dfl__set_rgb(cairo_t *cr, dfl_rgb col)
@@ -270,8 +288,10 @@ size_t dfl_text_length(const char *s)
  * not thread-safe: text is drawn from one thread. */
 static PangoContext *g_text_ctx;
 
-/* At exit: the context, Pango's font map, cairo's font caches and fontconfig's
- * configuration are released, so leak checkers see only what the program leaked. */
+/* At exit in sanitizer builds: the context, Pango's font map and fontconfig's
+ * configuration are released, so leak checkers see only what the program leaked
+ * (elsewhere the process's end frees them faster). */
+#ifdef __SANITIZE_ADDRESS__
 static void text_context_release(void)
 {
     if (g_text_ctx) g_object_unref(g_text_ctx);
@@ -279,13 +299,16 @@ static void text_context_release(void)
     pango_cairo_font_map_set_default(NULL);
     FcFini();
 }
+#endif
 
 static PangoContext *text_context(void)
 {
     PangoContext *ctx = g_text_ctx;
     if (!ctx) {
         g_text_ctx = ctx = pango_font_map_create_context(pango_cairo_font_map_get_default());
+#ifdef __SANITIZE_ADDRESS__
         atexit(text_context_release);
+#endif
         cairo_font_options_t *fo = cairo_font_options_create();
         cairo_font_options_set_hint_style(fo, CAIRO_HINT_STYLE_NONE);
         cairo_font_options_set_hint_metrics(fo, CAIRO_HINT_METRICS_OFF);

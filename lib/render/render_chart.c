@@ -96,7 +96,7 @@ void dfl_canvas_heatmap_box(dfl_canvas *c, int x, int y, int w, int h, const flo
         hatch_lines(cr, x, y, w, h, hatch);
         cairo_restore(cr);
     }
-    cairo_surface_destroy(img);
+    dfl__canvas_keep(c, img);
 }
 
 /* -------------------------------------------------------------- colour bar */

@@ -22,11 +22,17 @@ struct dfl__canvas_impl {
     char *font;  /* family, owned */
     uint8_t *px; /* [h][w][3] cached rendering at one pixel per unit, or NULL */
     int dirty;   /* px is out of date */
+    cairo_surface_t **kept; /* [n_kept] images the recording uses, freed with the canvas */
+    size_t n_kept, cap_kept;
 };
 
 /* The canvas's cairo context (for the render files that draw paths themselves). */
 cairo_t *dfl__canvas_cr(dfl_canvas *c);
 void dfl__canvas_touch(dfl_canvas *c);
+/* Hands an image the recording has painted to the canvas, which destroys it with
+ * itself: destroyed now, cairo would first copy it into the recording (a 1024² map is
+ * 4 MB). Destroys it at once if the list cannot grow. */
+void dfl__canvas_keep(dfl_canvas *c, cairo_surface_t *img);
 void dfl__set_rgb(cairo_t *cr, dfl_rgb col);
 
 /* An 8-bit RGB image: px [h][w][3]. */
