@@ -1,7 +1,8 @@
 #!/bin/sh
 # attnmap.sh — `make bench` part for attnmap: a 4096 x 4096 attention map from a dump to a
 # 1024 x 1024 heatmap PNG, bin/attnmap against h5py + matplotlib imshow + savefig (Agg) of
-# the same array at the same size, in one run.
+# the same array at the same size, in one run; then the same figure as PDF and SVG (time
+# and file size).
 #
 #   BIN=bin sh bench/attnmap.sh
 #
@@ -85,4 +86,13 @@ awk -v c="$best" -v m="$mpl" -v i="$imp" 'BEGIN {
     printf "%-34s %10.3f\n", "  (+ python imports, not counted)", i
     printf "speed-up: %.1fx (target >= 10x)\n", m / c
 }'
+# the same figure as vector files: one image of the pooled cells inside each (sizes only;
+# matplotlib's PDF of a 1024 x 1024 imshow is the comparison a reader would make)
+for ext in pdf svg; do
+    t0=$(now)
+    "$BIN/attnmap" "$DUMP" -o "$OUT/attnmap_c.$ext" --size "$SIZE" --force --quiet || die "attnmap .$ext failed"
+    t1=$(now)
+    awk -v t="$(awk "BEGIN{print $t1 - $t0}")" -v b="$(wc -c < "$OUT/attnmap_c.$ext")" -v e="$ext" \
+        'BEGIN { printf "difflens attnmap -> %s: %.3f s, %.2f MB\n", e, t, b / 1e6 }'
+done
 echo "load average before the run: $load; now: $(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo '?')"

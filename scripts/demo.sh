@@ -40,12 +40,23 @@ N="--norm abs"
     > "$OUT/table3_depth.md"
 "$BIN/outliers" "$T" "$D" $L --format markdown --plot "$OUT/table5_outliers.png" --force \
     > "$OUT/table5_outliers.md"
+# The same figures as SVG, for a paper (the format follows the extension)
+"$BIN/noise" "$T" "$D" $L $N --plot "$OUT/figure1_shares.svg" --force --quiet > /dev/null
+"$BIN/noise" "$T" "$D" $L $N --by depth --plot-depth "$OUT/table3_depth.svg" --force --quiet > /dev/null
+"$BIN/outliers" "$T" "$D" $L --plot "$OUT/table5_outliers.svg" --force > /dev/null
 # The retrieval row (last query token) of one sample: every head of the last layer,
-# and the mean over heads of each layer, Transformer vs Diff
+# and the mean over heads of each layer, Transformer vs Diff; PNG for the screen, SVG
+# and PDF laid out for a two-column paper width (--width 7)
 "$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layers all --head mean --rows 56: \
     -o "$OUT/heatmap_retrieval_rows.png" --force --quiet
+"$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layers all --head mean --rows 56: --width 7 \
+    -o "$OUT/heatmap_retrieval_rows.svg" --force --quiet
 "$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layer 1 --head mean \
     -o "$OUT/heatmap_layer1_mean.png" --force --quiet
+"$BIN/attnmap" "$T" --vs "$D" $L --sample d50-s0 --layer 1 --head mean --width 7 \
+    -o "$OUT/heatmap_layer1_mean.pdf" --force --quiet
+# The training curves of the pair, from its train.csv files
+"$BIN/train" --pair "$MODELS" --plot "$OUT/train_curves.svg" --plot-only --quiet
 
 echo
 "$BIN/noise" "$T" "$D" $L $N --quiet

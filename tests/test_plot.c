@@ -28,9 +28,9 @@ static long count_color(const dfl_canvas *c, dfl_rgb k)
 static void test_palette(void **state)
 {
     (void)state;
-    assert_true(same(dfl_plot_color(0), dfl_plot_color(10)));
+    assert_true(same(dfl_plot_color(0), dfl_plot_color(8)));
     assert_false(same(dfl_plot_color(0), dfl_plot_color(1)));
-    dfl_rgb blue = {31, 119, 180};
+    dfl_rgb blue = {0, 114, 178}; /* Okabe-Ito blue (colour-blind safe) */
     assert_true(same(dfl_plot_color(0), blue));
 }
 
@@ -41,7 +41,8 @@ static void test_log_line_is_straight(void **state)
     double x[9], y[9];
     for (int i = 0; i < 9; i++) x[i] = i, y[i] = pow(10, i / 2.0);
     dfl_rgb red = {200, 0, 0};
-    dfl_plot_series s = {"power law", x, y, 9, 1, red, DFL_MARKER_NONE, DFL_DASH_SOLID, 1};
+    /* 3 units wide: the anti-aliased line keeps fully covered (exactly red) centre pixels */
+    dfl_plot_series s = {"power law", x, y, 9, 1, red, DFL_MARKER_NONE, DFL_DASH_SOLID, 3};
     dfl_line_chart p = dfl_line_chart_default();
     p.series = &s;
     p.n_series = 1;
@@ -226,8 +227,8 @@ static void test_bars_all_options(void **state)
 static void test_png(void **state)
 {
     (void)state;
-    char path[] = "/tmp/dfl_plot_XXXXXX";
-    int fd = mkstemp(path);
+    char path[] = "/tmp/dfl_plot_XXXXXX.png";
+    int fd = mkstemps(path, 4);
     assert_true(fd >= 0);
     close(fd);
     double y[2] = {1, 2};
@@ -248,6 +249,10 @@ static void test_png(void **state)
     assert_int_equal(dfl_plot_bar_png(&b, path, 0, &err), DFL_ERR_EXISTS);
     assert_int_equal(dfl_plot_bar_png(&b, path, 1, &err), DFL_OK);
     unlink(path);
+    /* the format comes from the extension: unknown ones are refused, naming the file */
+    assert_int_equal(dfl_plot_bar_png(&b, "/tmp/dfl_plot_figure.gif", 1, &err), DFL_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "figure.gif"));
+    assert_int_equal(access("/tmp/dfl_plot_figure.gif", F_OK), -1);
 }
 
 int main(void)

@@ -313,34 +313,15 @@ static void test_open_errors(void **state)
 
 /* ------------------------------------------------------------ font labels ---- */
 
-static int draw_equal(const char *a, const char *b)
-{
-    dfl_canvas *x = NULL, *y = NULL;
-    dfl_error err = {0};
-    dfl_rgb white = {255, 255, 255}, ink = {0, 0, 0};
-    assert_int_equal(dfl_canvas_create(40, 12, white, &x, &err), DFL_OK);
-    assert_int_equal(dfl_canvas_create(40, 12, white, &y, &err), DFL_OK);
-    dfl_canvas_text(x, 0, 0, a, 1, ink, DFL_ALIGN_LEFT);
-    dfl_canvas_text(y, 0, 0, b, 1, ink, DFL_ALIGN_LEFT);
-    int eq = !memcmp(x->px, y->px, (size_t)x->w * (size_t)x->h * 3);
-    dfl_canvas_destroy(x);
-    dfl_canvas_destroy(y);
-    return eq;
-}
-
-static void test_font_marks(void **state)
+static void test_label_marks(void **state)
 {
     (void)state;
-    assert_true(draw_equal("caf\xc3\xa9", "cafe"));          /* é as its base letter */
-    assert_true(draw_equal("\xc3\x85", "A"));                /* Å */
-    assert_false(draw_equal("\xe6\x97\xa5", "?"));           /* 日: a box, not '?' */
-    assert_false(draw_equal("\xe6\x97\xa5", " "));           /* and visible */
-    assert_true(draw_equal("\xe6\x97\xa5", "\xe6\x9c\xac")); /* one box for every missing glyph */
+    /* how labels look in figures is checked on real renderings (tests/test_figures.py);
+     * here: a line break in a piece becomes a visible return mark, a tab a space */
     char buf[64];
     dfl_text_clip(buf, sizeof buf, "a\nb\tc", 10);
     assert_string_equal(buf, "a\xe2\x86\xb5"
                              "b c");
-    assert_false(draw_equal("\xe2\x86\xb5", " "));
 }
 
 int main(void)
@@ -355,7 +336,7 @@ int main(void)
         cmocka_unit_test(test_truncated_json),
         cmocka_unit_test(test_json_reader),
         cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_font_marks),
+        cmocka_unit_test(test_label_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -263,6 +263,8 @@ typedef struct plan {
     int strips;              /* rows-only dump: rows drawn as strips */
     int64_t ph, pw;          /* pooled grid */
     int cell_w, cell_h;      /* pixels per pooled cell */
+    int fit_mw;              /* > 0: maps drawn this many units wide, cells stretched
+                              * (--width); 0: pw x cell_w */
     tile tiles[MAX_TILES];
     int ntiles, grid_cols, grid_rows;
     dfl_norm norm;
@@ -746,7 +748,7 @@ static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
     return best;
 }
 
-#define M 16          /* outer margin */
+#define M 16          /* outer margin (6 in a figure sized by --width) */
 #define BAND 6        /* segment band thickness */
 #define BGAP 2        /* band to map */
 #define GAPX 24       /* between tiles */
@@ -764,6 +766,7 @@ typedef struct layout {
     int width, height;
     int title_scale;
     int legend_y;
+    int m, cb_gap;           /* outer margin; grid to colour bar */
 } layout;
 
 /* Position (centre) of shown key k on the x axis of a tile's map. */
@@ -782,25 +785,42 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     if (pl->grid_cols * pl->grid_rows > 1 || t->title[0])
         dfl_canvas_text(c, x + L->left_w + BAND + BGAP, y, t->title, 1, INK, DFL_ALIGN_LEFT);
     int mx = x + L->left_w + BAND + BGAP, my = y + L->tile_title_h + BAND + BGAP;
-    /* key band (top) and query band (left) */
-    for (int64_t px = 0; px < L->mw; px++) {
-        int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
-        if (k1 <= k0) k1 = k0 + 1;
-        int s = band_segment(a->segments + pl->c0, k0, k1);
-        dfl_canvas_fill(c, mx + (int)px, my - BGAP - BAND, 1, BAND, SEG_COLOR[s]);
-    }
-    for (int64_t py = 0; py < L->mh; py++) {
-        int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
-        if (r1 <= r0) r1 = r0 + 1;
-        int best = 0;
-        for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
-            int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
-            if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+    /* key band (top) and query band (left): one rectangle per run of a segment, so
+     * vector outputs get a few shapes without seams between them */
+    int run = 0, run_s = -1;
+    for (int64_t px = 0; px <= L->mw; px++) {
+        int s = -1;
+        if (px < L->mw) {
+            int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
+            if (k1 <= k0) k1 = k0 + 1;
+            s = band_segment(a->segments + pl->c0, k0, k1);
         }
-        dfl_canvas_fill(c, mx - BGAP - BAND, my + (int)py, BAND, 1, SEG_COLOR[best]);
+        if (s != run_s) {
+            if (run_s >= 0) dfl_canvas_fill(c, mx + run, my - BGAP - BAND, (int)px - run, BAND, SEG_COLOR[run_s]);
+            run = (int)px;
+            run_s = s;
+        }
     }
-    dfl_canvas_heatmap(c, mx, my, t->v, (int)pl->ph, (int)pl->pw, pl->cell_w, pl->cell_h, &pl->norm, pl->cmap, NODATA,
-                       HATCH);
+    run = 0, run_s = -1;
+    for (int64_t py = 0; py <= L->mh; py++) {
+        int best = -1;
+        if (py < L->mh) {
+            int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
+            if (r1 <= r0) r1 = r0 + 1;
+            best = 0;
+            for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
+                int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
+                if (SEG_RANK[s] > SEG_RANK[best]) best = s;
+            }
+        }
+        if (best != run_s) {
+            if (run_s >= 0) dfl_canvas_fill(c, mx - BGAP - BAND, my + run, BAND, (int)py - run, SEG_COLOR[run_s]);
+            run = (int)py;
+            run_s = best;
+        }
+    }
+    dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA,
+                           HATCH);
     dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
 
     char buf[64];
@@ -814,7 +834,9 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
         }
     } else {
         double ticks[32];
-        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), L->mw / 70 + 2, ticks, 32, NULL);
+        /* about one tick per 7 line heights, as matplotlib spaces them; at least 4 */
+        int max_t = L->mw / (7 * DFL_FONT_H) + 1;
+        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), max_t < 4 ? 4 : max_t, ticks, 32, NULL);
         for (int i = 0; i < nt; i++) {
             if (ticks[i] != floor(ticks[i])) continue;
             int px = mx + key_px(pl, L, ticks[i] - (double)pl->c0);
@@ -844,7 +866,8 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     } else {
         double ticks[32];
         double p0 = pl->rpos[0];
-        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], L->mh / 50 + 2, ticks, 32, NULL);
+        int max_t = L->mh / (5 * DFL_FONT_H) + 1;
+        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], max_t < 4 ? 4 : max_t, ticks, 32, NULL);
         for (int i = 0; i < nt; i++) {
             if (ticks[i] != floor(ticks[i])) continue;
             int py = my + row_px(pl, L, ticks[i] - p0);
@@ -855,7 +878,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     }
 }
 
-static int max_label_width(const plan *pl, int y_axis)
+static int max_label_width(const plan *pl, const char *font, int y_axis)
 {
     const side *a = &pl->sd[0];
     int w = 0;
@@ -863,27 +886,35 @@ static int max_label_width(const plan *pl, int y_axis)
     int64_t n = y_axis ? pl->nr : pl->nc;
     for (int64_t i = 0; i < n; i++) {
         dfl_text_clip(buf, sizeof buf, a->text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
-        int tw = dfl_text_width(buf, 1);
+        int tw = dfl_font_text_width(font, buf, 1);
         if (tw > w) w = tw;
     }
     return w;
 }
 
+/* The layout for the pooled grid; fit_w > 0: the figure is exactly that wide (the maps
+ * were sized for it) and titles are clipped to it rather than widening it. */
 static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_colorbar *cb, const char *title,
-                        const char *subtitle, const dfl_legend_item *items, int nitems, layout *L)
+                        const char *subtitle, const dfl_legend_item *items, int nitems, int fit_w, layout *L)
 {
     memset(L, 0, sizeof *L);
     const side *a = &pl->sd[0];
     L->mw = (int)pl->pw * pl->cell_w;
     L->mh = (int)pl->ph * pl->cell_h;
+    if (pl->fit_mw > 0) {
+        /* both sides stretched alike: cells keep their aspect */
+        L->mh = (int)lround((double)L->mh * pl->fit_mw / L->mw);
+        if (L->mh < 1) L->mh = 1;
+        L->mw = pl->fit_mw;
+    }
     int has_text = a->text && p->token_labels;
-    L->token_x = has_text && pl->pw == pl->nc && pl->cell_w >= DFL_FONT_H;
-    L->token_y = has_text && pl->ph == pl->nr && pl->cell_h >= DFL_FONT_H;
+    L->token_x = has_text && pl->pw == pl->nc && (double)L->mw / (double)pl->pw >= DFL_FONT_H;
+    L->token_y = has_text && pl->ph == pl->nr && (double)L->mh / (double)pl->ph >= DFL_FONT_H;
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
-    int digits_w = dfl_text_width(buf, 1);
-    L->left_w = (L->token_y ? max_label_width(pl, 1) : digits_w) + 8;
-    L->bottom_h = L->token_x ? max_label_width(pl, 0) + 8 : DFL_FONT_H + 8;
+    int digits_w = dfl_font_text_width(p->font, buf, 1);
+    L->left_w = (L->token_y ? max_label_width(pl, p->font, 1) : digits_w) + 8;
+    L->bottom_h = L->token_x ? max_label_width(pl, p->font, 0) + 8 : DFL_FONT_H + 8;
     L->tile_title_h = pl->ntiles > 1 || pl->tiles[0].title[0] ? DFL_FONT_H + 4 : 0;
     L->tw = L->left_w + BAND + BGAP + L->mw;
     L->th = L->tile_title_h + BAND + BGAP + L->mh + L->bottom_h;
@@ -892,29 +923,62 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
     int grid_w = pl->grid_cols * L->tw + (pl->grid_cols - 1) * GAPX;
     int grid_h = pl->grid_rows * L->th + (pl->grid_rows - 1) * GAPY;
     L->cb_w = dfl_colorbar_width(cb, 18);
-    int width = M + axis_w + grid_w + 28 + L->cb_w + M;
-    L->title_scale = dfl_text_width(title, 2) + 2 * M <= width ? 2 : 1;
-    int title_w = dfl_text_width(title, L->title_scale) + 2 * M;
-    int sub_w = dfl_text_width(subtitle, 1) + 2 * M;
-    if (title_w > width) width = title_w;
-    if (sub_w > width) width = sub_w;
+    if (fit_w) L->cb_w += DFL_FONT_H + 6; /* the bar's title, turned, on its right */
+    L->m = fit_w ? 6 : M;
+    L->cb_gap = fit_w ? 12 : 28;
+    int width = L->m + axis_w + grid_w + L->cb_gap + L->cb_w + L->m;
+    if (fit_w > width) width = fit_w;
+    L->title_scale = dfl_font_text_width(p->font, title, 2) + 2 * L->m <= width ? 2 : 1;
+    int title_w = dfl_font_text_width(p->font, title, L->title_scale) + 2 * L->m;
+    int sub_w = dfl_font_text_width(p->font, subtitle, 1) + 2 * L->m;
+    if (title_w > width && !fit_w) width = title_w;
+    if (sub_w > width && !fit_w) width = sub_w;
     L->width = width;
 
-    L->grid_x = M + axis_w;
-    L->grid_y = M + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
+    L->grid_x = L->m + axis_w;
+    L->grid_y = L->m + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
     /* the colour bar spans the maps of the grid, at least 160 px */
-    L->cb_x = L->grid_x + grid_w + 28;
+    L->cb_x = L->grid_x + grid_w + L->cb_gap;
     L->cb_y = L->grid_y + L->tile_title_h + BAND + BGAP + DFL_FONT_H + 16;
     int maps_span = grid_h - L->tile_title_h - BAND - BGAP - L->bottom_h;
     L->cb_h = maps_span - DFL_FONT_H - 16;
-    if (L->cb_h < 160) L->cb_h = 160;
-    int cb_bottom = L->cb_y + L->cb_h + 18 + 5 * (DFL_FONT_H + 2);
+    /* a bar at least 160 units tall (5 labelled ticks), less in a figure sized to a
+     * paper width, where it would otherwise set the height */
+    int cb_min = fit_w ? 4 * (DFL_FONT_H + 4) : 160;
+    if (L->cb_h < cb_min) L->cb_h = cb_min;
+    int cb_bottom = L->cb_y + L->cb_h + 18 + (cb->note ? 5 * (DFL_FONT_H + 2) : 0);
     int bottom = L->grid_y + grid_h + DFL_FONT_H + 8; /* + "key position" */
     if (cb_bottom > bottom) bottom = cb_bottom;
     int lw, lh;
-    dfl_legend_size(items, nitems, 1, width - 2 * M, &lw, &lh);
+    dfl_legend_size(items, nitems, 1, width - 2 * L->m, &lw, &lh);
     L->legend_y = bottom + 8;
-    L->height = L->legend_y + lh + M;
+    L->height = L->legend_y + lh + L->m;
+}
+
+/* The map width (units) that makes the figure fit_w units wide, from the layout at the
+ * current pooled size (colour bar ticks of a 0..1 scale stand in for the data's). */
+static int fit_map_width(const plan *pl, const dfl_attnmap_params *p, int fit_w)
+{
+    dfl_colorbar cb = {pl->cmap, {DFL_SCALE_LINEAR, 0, 0.0, 1.0, 0.0}, NULL, NULL, 1, 1, 1, p->font};
+    dfl_legend_item none = {"context", WHITE, 0, WHITE};
+    layout L;
+    make_layout(pl, p, &cb, "", "", &none, 1, 1, &L);
+    int over = L.width - pl->grid_cols * L.mw;
+    int per = (fit_w - over) / pl->grid_cols;
+    return per < 16 ? 16 : per;
+}
+
+/* Cut text (in place, buffer cap) with an ellipsis until it is at most w units wide. */
+static void fit_text(const char *font, char *text, size_t cap, int scale, int w)
+{
+    size_t n = dfl_text_length(text);
+    char *orig = strdup(text);
+    if (!orig) return; /* out of memory: the text runs off the edge */
+    while (n > 1 && dfl_font_text_width(font, text, scale) > w) {
+        n = n * 9 / 10 < n - 1 ? n * 9 / 10 : n - 1;
+        dfl_text_clip(text, cap, orig, n);
+    }
+    free(orig);
 }
 
 /* ------------------------------------------------------------------- run */
@@ -941,9 +1005,15 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
-    /* the cheap check first: an existing output fails before any reading */
-    dfl_status s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* the cheap checks first: a bad extension or an existing output fails before any
+     * reading */
+    dfl_format fmt;
+    dfl_status s = dfl_format_of_path(p->out_path, &fmt, err);
     if (s) return s;
+    if (!(p->width_in >= 0 && p->width_in <= 100) || !(p->dpi >= 0 && p->dpi <= 10000) ||
+        !(p->px_scale >= 0 && p->px_scale <= 64))
+        return dfl__fail(err, DFL_ERR_USAGE, "--width, --dpi or --pixel-scale out of range");
+    if ((s = dfl__check_overwrite(p->out_path, p->overwrite, err))) return s;
 
     plan *pl = calloc(1, sizeof *pl);
     dfl_canvas *c = NULL;
@@ -972,6 +1042,23 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if ((s = make_tiles(pl, p, title, sizeof title, err))) goto done;
     if ((s = choose_rows(pl, p, err))) goto done;
     int size = p->size > 0 ? p->size : pl->ntiles > 1 ? 512 : 1024;
+    int fit_w = 0;
+    if (p->width_in > 0) {
+        /* 72 units per inch (text at 8 pt): the maps get what the labels, bands and
+         * colour bar leave of the width; two rounds, as token labels come and go with
+         * the cell size */
+        fit_w = (int)lround(p->width_in * 72.0);
+        choose_size(pl, 512);
+        for (int round = 0; round < 2; round++) {
+            pl->fit_mw = fit_map_width(pl, p, fit_w);
+            /* pooled to what 300 dpi can show (size is the longer side), never more
+             * than the map has: the cells are then stretched to the units */
+            int64_t want = (int64_t)pl->fit_mw * 300 / 72;
+            if (!pl->strips && pl->nr > pl->nc) want = want * pl->nr / pl->nc;
+            size = (int)(want > 8192 ? 8192 : want);
+            choose_size(pl, size < 16 ? 16 : size);
+        }
+    }
     if (size < 16) size = 16;
     choose_size(pl, size);
 
@@ -988,14 +1075,20 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
              pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
              (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
              pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
-             (long long)pl->pw * pl->cell_w, (long long)pl->ph * pl->cell_h);
+             (long long)pl->pw * (fit_w ? 1 : pl->cell_w), (long long)pl->ph * (fit_w ? 1 : pl->cell_h));
+    /* a figure sized by --width stretches cells: say how many, not how many pixels */
+    if (fit_w && strlen(subtitle) > 3) subtitle[strlen(subtitle) - 3] = '\0', strcat(subtitle, " cells");
     scale_note(pl, p, note, sizeof note);
     int any_div = pl->norm.diverging, all_div = 1;
     for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;
     dfl_colorbar cb = {pl->cmap, pl->norm,
                        p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
-                       note, pl->extend_low, pl->extend_high, 1};
+                       note, pl->extend_low, pl->extend_high, 1, p->font};
     (void)any_div;
+    /* a figure sized to a paper width keeps the bar narrow: its title runs along it,
+     * and the note on the limits is left out */
+    const char *cb_title = cb.title;
+    if (fit_w) cb.title = cb.note = NULL;
 
     /* legend: the segments present, then masked */
     dfl_legend_item items[8];
@@ -1012,10 +1105,13 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     items[nitems++] = masked;
 
     layout L;
-    make_layout(pl, p, &cb, title, subtitle, items, nitems, &L);
+    make_layout(pl, p, &cb, title, subtitle, items, nitems, fit_w, &L);
     if ((s = dfl_canvas_create(L.width, L.height, WHITE, &c, err))) goto done;
-    dfl_canvas_text(c, M, M, title, L.title_scale, INK, DFL_ALIGN_LEFT);
-    dfl_canvas_text(c, M, M + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
+    dfl_canvas_set_font(c, p->font);
+    fit_text(p->font, title, sizeof title, L.title_scale, L.width - 2 * L.m);
+    fit_text(p->font, subtitle, sizeof subtitle, 1, L.width - 2 * L.m);
+    dfl_canvas_text(c, L.m, L.m, title, L.title_scale, INK, DFL_ALIGN_LEFT);
+    dfl_canvas_text(c, L.m, L.m + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
     for (int i = 0; i < pl->ntiles; i++) {
         int gx = i % pl->grid_cols, gy = i / pl->grid_cols;
         draw_tile(c, pl, &L, &pl->tiles[i], L.grid_x + gx * (L.tw + GAPX), L.grid_y + gy * (L.th + GAPY));
@@ -1026,18 +1122,28 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     const char *ytitles[3] = {pl->strips ? "query position (captured rows)" : "query position", "query position",
                               "query"};
     int yt = 0;
-    while (yt < 2 && dfl_text_width(ytitles[yt], 1) > grid_h) yt++;
-    dfl_canvas_text_up(c, M, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
+    while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h) yt++;
+    dfl_canvas_text_up(c, L.m, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_text(c, L.grid_x + grid_w / 2, L.grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_colorbar(c, L.cb_x, L.cb_y, 18, L.cb_h, &cb);
-    dfl_canvas_legend(c, M, L.legend_y, items, nitems, 1, L.width - 2 * M, INK);
+    if (fit_w) /* the bar's title along its right side, as matplotlib labels a colour bar */
+        dfl_canvas_text_up(c, L.cb_x + L.cb_w - DFL_FONT_H, L.cb_y + L.cb_h / 2, cb_title, 1, INK, DFL_ALIGN_CENTER);
+    dfl_canvas_legend(c, L.m, L.legend_y, items, nitems, 1, L.width - 2 * L.m, INK);
 
     const char *keys[3] = {"Software", "Title", "Source"};
     char source[1024];
     snprintf(source, sizeof source, "%s%s%s", p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "");
     const char *vals[3] = {"difflens attnmap", title, source};
-    if ((s = dfl_png_write(c, p->out_path, p->overwrite, keys, vals, 3, err))) goto done;
+    (void)keys;
+    dfl_output o = dfl_output_default();
+    o.width_in = p->width_in > 0 ? p->width_in : L.width / 72.0;
+    o.dpi = p->dpi > 0 ? p->dpi : p->width_in > 0 && p->px_scale <= 0 ? 300 : 0;
+    o.scale = p->px_scale;
+    o.title = vals[1];
+    o.software = vals[0];
+    if ((s = dfl_canvas_write(c, p->out_path, p->overwrite, &o, err))) goto done;
     if (rep) {
+        rep->width_in = o.width_in;
         rep->width = L.width;
         rep->height = L.height;
         rep->tiles = pl->ntiles;

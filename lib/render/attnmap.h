@@ -1,4 +1,5 @@
-/* attnmap.h — attention heatmaps from a dump as a PNG: one map, grids (every head of a
+/* attnmap.h — attention heatmaps from a dump as a PNG, SVG or PDF (by the output's
+ * extension): one map, grids (every head of a
  * layer, every layer of a head or of the head mean, map1 | map2 | diff of a Diff
  * model), and two dumps side by side on one colour scale or as their difference.
  *
@@ -31,7 +32,7 @@ typedef enum dfl_attn_map {
 
 typedef struct dfl_attnmap_params {
     const char *dump_path;   /* required */
-    const char *out_path;    /* required: the PNG */
+    const char *out_path;    /* required: .png, .svg or .pdf */
     const char *vs_path;     /* a second dump to compare with, or NULL */
     int delta;               /* with vs_path: one map of dump − vs instead of both */
     const char *labels[2];   /* names of the two dumps (default: their model types) */
@@ -49,10 +50,17 @@ typedef struct dfl_attnmap_params {
     int64_t rows[2], cols[2];
     int token_labels;        /* print token text when cells are large enough (default 1) */
     int overwrite;           /* replace an existing out_path */
+    const char *font;        /* font family (fontconfig name); NULL = DejaVu Sans */
+    double width_in;         /* lay the figure out for this width in inches, text at 8 pt
+                              * (tiles sized to fit; --size ignored); 0 = tiles of --size
+                              * units, 72 units per inch in SVG and PDF */
+    double dpi;              /* PNG pixels per inch; 0 = px_scale, or 300 with width_in */
+    double px_scale;         /* PNG pixels per unit when dpi is 0; 0 = 1 */
 } dfl_attnmap_params;
 
 typedef struct dfl_attnmap_report {
-    int width, height;       /* of the PNG */
+    int width, height;       /* of the figure, in units (PNG pixels at scale 1) */
+    double width_in;         /* its physical width in SVG and PDF */
     int tiles;
     double vmin, vmax;       /* the colour limits used */
     int robust;              /* 1 when the limits were the robust default */

@@ -1,12 +1,15 @@
 /* plot.h — charts for papers on top of render.h: a line chart (several series, linear
  * or log y with decade ticks, markers, legend, axis labels, title) and a grouped bar
  * chart (groups × series, legend, value axis, optional error bars and value labels).
- * Implemented in render_plot.c; drawn with the built-in bitmap font only.
+ * Implemented in render_plot.c on render.h's cairo canvas: lines, markers and text are
+ * vectors (Pango text in DejaVu Sans unless `font` says otherwise), colours from the
+ * colour-blind-safe Okabe-Ito palette.
  *
- * Sizes: width/height 0 take the defaults (1200 x 750 px); font_scale 0 picks 2 for
- * figures at least 900 px wide (readable when a figure is shrunk to a paper column)
- * and 1 below that. Each chart can be drawn onto a region of an existing canvas (so a
- * tool can compose panels) or into a canvas of its own, or straight to a PNG.
+ * Sizes: width/height 0 take the defaults (1200 x 750 units: pixels of a PNG, 8 x 5 in
+ * of an SVG or PDF at 150 units per inch); font_scale 0 picks 2 for figures at least
+ * 900 units wide (readable when a figure is shrunk to a paper column) and 1 below
+ * that. Each chart can be drawn onto a region of an existing canvas (so a tool can
+ * compose panels) or into a canvas of its own, or straight to a PNG, SVG or PDF file.
  *
  * Values: NaN is "no data" (a gap in a line, no bar); on a log axis non-positive
  * values are gaps too. Axis limits default to the data's range (log: whole decades
@@ -24,7 +27,8 @@
 #define DFL_PLOT_DEFAULT_W 1200
 #define DFL_PLOT_DEFAULT_H 750
 
-/* The i-th colour of the default palette (matplotlib's tab10, cycling). */
+/* The i-th colour of the default palette (Okabe-Ito's 8 colour-blind-safe colours,
+ * cycling). */
 dfl_rgb dfl_plot_color(int i);
 
 typedef enum dfl_plot_marker {
@@ -93,6 +97,7 @@ typedef struct dfl_line_chart {
     dfl_legend_pos legend;      /* default AUTO */
     int grid;                   /* light grid lines at major ticks (default 1) */
     const char *note;           /* small text under the figure (may contain '\n'), NULL = none */
+    const char *font;           /* font family, NULL = the canvas's (DejaVu Sans) */
 } dfl_line_chart;
 
 typedef struct dfl_bar_chart {
@@ -113,6 +118,7 @@ typedef struct dfl_bar_chart {
     dfl_legend_pos legend;
     int grid;                   /* horizontal grid lines (default 1) */
     const char *note;
+    const char *font;           /* font family, NULL = the canvas's (DejaVu Sans) */
 } dfl_bar_chart;
 
 /* Defaults as documented on each field (every pointer NULL, counts 0). */
@@ -131,8 +137,9 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
 dfl_status dfl_plot_line_canvas(const dfl_line_chart *p, dfl_canvas **out, dfl_error *err);
 dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_error *err);
 
-/* The chart as a PNG at path (atomic, as dfl_png_write; "Software" = "difflens").
- * DFL_ERR_EXISTS when path exists and !overwrite, DFL_ERR_IO, and the above. */
+/* The chart as a PNG, SVG or PDF at path by its extension (atomic, as dfl_canvas_write;
+ * "Software" = "difflens"; the names keep their first format). DFL_ERR_USAGE for another
+ * extension, DFL_ERR_EXISTS when path exists and !overwrite, DFL_ERR_IO, and the above. */
 dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err);
 dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err);
 

@@ -1,15 +1,18 @@
-/* render.h — pictures without a browser or font files: an RGB canvas, colormaps, value
- * scales, a built-in bitmap font, lines, rectangles and text, pooled heatmap tiles,
- * colour bars, ticks, legends, and a PNG writer that writes atomically.
- * The only module that includes png.h (render_png.c).
+/* render.h — figures for papers: a canvas that records drawing through cairo (text laid
+ * out by Pango through fontconfig), colormaps, value scales, pooled heatmaps drawn as
+ * images, colour bars, ticks, legends, and one writer that turns a canvas into PNG, SVG
+ * or PDF by the output's extension, atomically.
  *
- * Files: render_canvas.c (canvas, shapes, text), render_color.c (colormaps, scales,
- * ticks), render_pool.c (heatmap pooling), render_chart.c (heatmap tiles, colour
- * bar, legend), render_png.c (PNG), render_tables.c (published colormap tables and
- * the font, as data).
+ * Files: render_canvas.c (canvas, shapes, text, output), render_color.c (colormaps,
+ * scales, ticks), render_pool.c (heatmap pooling), render_chart.c (heatmaps, colour
+ * bar, legend), render_png.c (the parallel PNG encoder, the only file that includes
+ * png.h), render_tables.c (published colormap tables, as data).
  *
- * Coordinates are pixels, x to the right and y down from the top-left corner; every
- * drawing call clips to the canvas, so callers may draw partly outside it.
+ * Coordinates are canvas units, x to the right and y down from the top-left corner;
+ * DFL_UNITS_PER_INCH of them make an inch of a vector figure unless a width is asked
+ * for, and a PNG has one pixel per unit unless scaled. Drawing outside the canvas is
+ * clipped. Lines and text are vectors; heatmaps are images at one pixel per cell,
+ * always drawn with nearest-neighbour filtering.
  */
 #ifndef DFL_RENDER_H
 #define DFL_RENDER_H
@@ -25,51 +28,73 @@ typedef struct dfl_rgb {
     uint8_t r, g, b;
 } dfl_rgb;
 
-/* An RGB image, 8 bits per channel: px [h][w][3]. Fields are public for readers
- * (tests, PNG writer); use the functions below to draw. */
+typedef struct dfl__canvas_impl dfl__canvas_impl;
+
+/* A w x h figure. Drawing is recorded (cairo recording surface) and rendered when it is
+ * written or read back, so one canvas gives PNG, SVG and PDF with the same layout. */
 typedef struct dfl_canvas {
     int w, h;
-    uint8_t *px;
+    dfl__canvas_impl *impl;
 } dfl_canvas;
 
-#define DFL_CANVAS_MAX 32768 /* largest width or height accepted */
+#define DFL_CANVAS_MAX 32768    /* largest width or height accepted */
+#define DFL_UNITS_PER_INCH 150  /* canvas units per inch of a vector figure by default */
+#define DFL_DEFAULT_FONT "DejaVu Sans"
 
-/* A w x h canvas filled with bg. DFL_ERR_USAGE for sizes outside [1, DFL_CANVAS_MAX],
- * DFL_ERR_NOMEM. The caller owns *out: dfl_canvas_destroy (NULL ok). */
+/* A w x h canvas filled with bg, text in DFL_DEFAULT_FONT. DFL_ERR_USAGE for sizes
+ * outside [1, DFL_CANVAS_MAX], DFL_ERR_NOMEM. The caller owns *out: dfl_canvas_destroy
+ * (NULL ok). */
 dfl_status dfl_canvas_create(int w, int h, dfl_rgb bg, dfl_canvas **out, dfl_error *err);
 void dfl_canvas_destroy(dfl_canvas *c);
 
-/* The pixel at (x, y); black outside the canvas. */
-dfl_rgb dfl_canvas_get(const dfl_canvas *c, int x, int y);
-void dfl_canvas_set(dfl_canvas *c, int x, int y, dfl_rgb col);
+/* The font family (fontconfig name, e.g. "DejaVu Serif") for text drawn from now on;
+ * NULL restores the default. Glyphs the family lacks fall back to another installed
+ * font, and to a box showing the code point when none has them. The string is copied. */
+void dfl_canvas_set_font(dfl_canvas *c, const char *family);
 
-/* Filled rectangle, 1-pixel outline, and a 1-pixel line (Bresenham, both ends). */
+/* The pixel at (x, y) of the canvas rendered at one pixel per unit (rendered again
+ * after each drawing call); black outside the canvas or when out of memory. For tests. */
+dfl_rgb dfl_canvas_get(const dfl_canvas *c, int x, int y);
+
+/* Filled rectangle, a 1-unit outline just inside it, and a 1-unit line through the
+ * centres of the two end pixels. */
 void dfl_canvas_fill(dfl_canvas *c, int x, int y, int w, int h, dfl_rgb col);
 void dfl_canvas_frame(dfl_canvas *c, int x, int y, int w, int h, dfl_rgb col);
 void dfl_canvas_line(dfl_canvas *c, int x0, int y0, int x1, int y1, dfl_rgb col);
 
+/* Dash patterns of strokes. */
+typedef enum dfl_dash { DFL_STROKE_SOLID = 0, DFL_STROKE_DASHED, DFL_STROKE_DOTTED } dfl_dash;
+
+/* A polyline through n points (x[i], y[i]) (units, fractional) of width lw, clipped to
+ * the rectangle (cx, cy, cw, ch); a non-finite point breaks the line (a gap). */
+void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n, double lw, dfl_dash dash,
+                         dfl_rgb col, int cx, int cy, int cw, int ch);
+
 /* -------------------------------------------------------------------- text */
 
-/* The built-in font: X11 misc-fixed 6x10 (public domain), printable ASCII plus
- * · × λ − → … ≤ ≥ ° µ α β ≈; other code points draw as their base letter when they have
- * one (é as e, ﬁ as f), ↵ as a return mark, the rest as an empty box. Text is UTF-8; scale is an
- * integer magnification (1 = 6 x 10 pixels per character). */
-#define DFL_FONT_W 6
+/* Text is UTF-8, laid out by Pango; scale is the size step: a line is DFL_FONT_H x scale
+ * units high (about 8 pt at the default 150 units per inch and scale 2), and DFL_FONT_W x
+ * scale is a typical character's width, for rough budgets only. */
+#define DFL_FONT_W 5
 #define DFL_FONT_H 10
 
 typedef enum dfl_align { DFL_ALIGN_LEFT = 0, DFL_ALIGN_CENTER, DFL_ALIGN_RIGHT } dfl_align;
 
-/* Width in pixels of text at scale (characters x 6 x scale). */
+/* Width in units of text at scale in the default font, rounded up. */
 int dfl_text_width(const char *utf8, int scale);
+/* The same in the canvas's font, and in a named family (NULL = the default). */
+int dfl_canvas_text_width(const dfl_canvas *c, const char *utf8, int scale);
+int dfl_font_text_width(const char *family, const char *utf8, int scale);
 
 /* Number of characters (code points) in text. */
 size_t dfl_text_length(const char *utf8);
 
-/* Draw text with its top at y; x is the left edge, centre or right edge by align. */
+/* Draw one line of text in a line box DFL_FONT_H x scale high whose top is y; x is the
+ * left edge, centre or right edge by align. */
 void dfl_canvas_text(dfl_canvas *c, int x, int y, const char *utf8, int scale, dfl_rgb col, dfl_align align);
 
-/* Draw text rotated 90° anticlockwise (reading bottom to top) with its left edge (the
- * glyph tops) at x; y is the bottom end, centre or top end of the run by align
+/* Draw text rotated 90° anticlockwise (reading bottom to top) with its line box's left
+ * edge (the glyph tops) at x; y is the bottom end, centre or top end of the run by align
  * (LEFT = starts at y going up, CENTER = centred on y, RIGHT = ends at y). */
 void dfl_canvas_text_up(dfl_canvas *c, int x, int y, const char *utf8, int scale, dfl_rgb col, dfl_align align);
 
@@ -77,6 +102,42 @@ void dfl_canvas_text_up(dfl_canvas *c, int x, int y, const char *utf8, int scale
  * with "…" when cut; line breaks become ↵ (U+21B5), other control characters spaces.
  * Returns dst. */
 char *dfl_text_clip(char *dst, size_t cap, const char *src, size_t max_chars);
+
+/* ------------------------------------------------------------------ output */
+
+typedef enum dfl_format { DFL_FORMAT_PNG = 0, DFL_FORMAT_SVG, DFL_FORMAT_PDF } dfl_format;
+
+/* The format named by path's extension (.png, .svg, .pdf, any case); DFL_ERR_USAGE
+ * naming the path otherwise. */
+dfl_status dfl_format_of_path(const char *path, dfl_format *out, dfl_error *err);
+
+/* How a canvas becomes a file. */
+typedef struct dfl_output {
+    double width_in;      /* physical width in inches; 0 = canvas width / DFL_UNITS_PER_INCH */
+    double dpi;           /* PNG pixels per inch; 0 = use scale */
+    double scale;         /* PNG pixels per canvas unit when dpi is 0; 0 = 1 */
+    const char *title;    /* PDF and SVG title, PNG "Title"; NULL = none */
+    const char *software; /* PDF creator, PNG "Software"; NULL = "difflens" */
+} dfl_output;
+
+/* Defaults as documented on each field. */
+dfl_output dfl_output_default(void);
+
+/* Write c to path as PNG, SVG or PDF by its extension, through a temporary file renamed
+ * into place (nothing is left on failure). PNG: 8-bit RGB by the parallel encoder; SVG:
+ * text as glyph outlines (paths), heatmaps as embedded PNG images with
+ * image-rendering: pixelated; PDF: fonts embedded (subsets), heatmaps as images with
+ * /Interpolate false. o may be NULL (defaults). DFL_ERR_USAGE (extension, a PNG of
+ * more than DFL_CANVAS_MAX pixels a side, bad o), DFL_ERR_EXISTS when path exists and
+ * !overwrite, DFL_ERR_IO, DFL_ERR_NOMEM. */
+dfl_status dfl_canvas_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_output *o,
+                            dfl_error *err);
+
+/* dfl_canvas_write with default output options, text_keys/values (n_text pairs) as PNG
+ * tEXt chunks ("Software", "Title"); kept under its first format's name for callers —
+ * it writes SVG and PDF too, by extension. */
+dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, const char *const *text_keys,
+                         const char *const *text_values, int n_text, dfl_error *err);
 
 /* --------------------------------------------------------------- colormaps */
 
@@ -181,6 +242,11 @@ void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_row
  * by cmap(norm(v)); NaN cells get `nodata` with a diagonal hatch in `hatch`. */
 void dfl_canvas_heatmap(dfl_canvas *c, int x, int y, const float *v, int rows, int cols, int cell_w, int cell_h,
                         const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch);
+/* The same grid stretched over the box (x, y, w, h): cells of w / cols x h / rows units.
+ * Either way the grid is one image of one pixel per cell, scaled with nearest-neighbour
+ * filtering (exact cell colours in a PNG; one image in SVG and PDF). */
+void dfl_canvas_heatmap_box(dfl_canvas *c, int x, int y, int w, int h, const float *v, int rows, int cols,
+                            const dfl_norm *norm, dfl_cmap cmap, dfl_rgb nodata, dfl_rgb hatch);
 
 /* A vertical colour bar with ticks and labels on its right. extend_low/high draw a
  * triangle at that end (values beyond the limits were clipped). title (above the bar)
@@ -192,6 +258,7 @@ typedef struct dfl_colorbar {
     const char *note;
     int extend_low, extend_high;
     int scale;      /* font scale */
+    const char *font; /* family used to measure labels (NULL = the default) */
 } dfl_colorbar;
 
 /* Width the colour bar needs, labels included, for a bar bar_w pixels wide. */
@@ -214,16 +281,11 @@ void dfl_legend_size(const dfl_legend_item *items, int n, int scale, int max_w, 
 int dfl_canvas_legend(dfl_canvas *c, int x, int y, const dfl_legend_item *items, int n, int scale, int max_w,
                       dfl_rgb text);
 
-/* --------------------------------------------------------------------- PNG */
+/* --------------------------------------------------------------- PNG bytes */
 
-/* Write c as an 8-bit RGB PNG at path, through a temporary file renamed into place
- * (nothing is left on failure). text_keys/values (n_text pairs, may be 0) become tEXt
- * chunks (e.g. "Software"). DFL_ERR_EXISTS when path exists and !overwrite, DFL_ERR_IO. */
-dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, const char *const *text_keys,
-                         const char *const *text_values, int n_text, dfl_error *err);
-
-/* The same PNG (no text chunks) in memory: *out malloc'ed, owned by the caller (free()),
- * *len bytes. DFL_ERR_NOMEM. */
-dfl_status dfl_png_encode(const dfl_canvas *c, unsigned char **out, size_t *len, dfl_error *err);
+/* An 8-bit RGB image rgb[h][w][3] as a PNG in memory (no text chunks), through the same
+ * parallel encoder as the files: *out malloc'ed, owned by the caller (free()), *len
+ * bytes. DFL_ERR_NOMEM. */
+dfl_status dfl_png_encode(int w, int h, const uint8_t *rgb, unsigned char **out, size_t *len, dfl_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* render_color.c — colormaps from their published tables, value scales (linear, log,
- * sqrt; symmetric around 0 for diverging maps) and tick placement. */
+ * sqrt; symmetric around 0 for diverging maps) and tick placement. Hand-written as
+ * cairo has none of these: lookups match matplotlib's so colours equal its imshow. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

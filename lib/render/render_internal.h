@@ -1,7 +1,9 @@
-/* render_internal.h — data shared between the render_*.c files (dfl__ prefix). */
+/* render_internal.h — what the render_*.c files share (dfl__ prefix): the canvas's
+ * cairo state, the PNG encoder's input, the colormap tables. */
 #ifndef DFL_RENDER_INTERNAL_H
 #define DFL_RENDER_INTERNAL_H
 
+#include <cairo.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -13,10 +15,35 @@ extern const float dfl__cmap_magma[256][3];
 /* ColorBrewer RdBu's 11 anchors, red to blue, 8-bit. */
 extern const uint8_t dfl__cmap_rdbu_anchors[11][3];
 
-/* The font: dfl__font_count glyphs of DFL_FONT_H rows; row bits 5..0 = pixels left
- * to right. dfl__font_codepoints[i] is glyph i's code point (ASCII 32..126 first). */
-extern const uint32_t dfl__font_codepoints[];
-extern const uint8_t dfl__font_glyphs[][DFL_FONT_H];
-extern const size_t dfl__font_count;
+/* The recording behind a canvas; cr draws into it in canvas units. */
+struct dfl__canvas_impl {
+    cairo_surface_t *rec;
+    cairo_t *cr;
+    char *font;  /* family, owned */
+    uint8_t *px; /* [h][w][3] cached rendering at one pixel per unit, or NULL */
+    int dirty;   /* px is out of date */
+    cairo_surface_t **kept; /* [n_kept] images the recording uses, freed with the canvas */
+    size_t n_kept, cap_kept;
+};
+
+/* The canvas's cairo context (for the render files that draw paths themselves). */
+cairo_t *dfl__canvas_cr(dfl_canvas *c);
+void dfl__canvas_touch(dfl_canvas *c);
+/* Hands an image the recording has painted to the canvas, which destroys it with
+ * itself: destroyed now, cairo would first copy it into the recording (a 1024² map is
+ * 4 MB). Destroys it at once if the list cannot grow. */
+void dfl__canvas_keep(dfl_canvas *c, cairo_surface_t *img);
+void dfl__set_rgb(cairo_t *cr, dfl_rgb col);
+
+/* An 8-bit RGB image: px [h][w][3]. */
+typedef struct dfl__raster {
+    int w, h;
+    const uint8_t *px;
+} dfl__raster;
+
+/* The PNG encoder (render_png.c): r to path via a temporary file renamed into place.
+ * DFL_ERR_EXISTS, DFL_ERR_IO, DFL_ERR_NOMEM. */
+dfl_status dfl__png_encode(const dfl__raster *r, const char *path, int overwrite, const char *const *text_keys,
+                           const char *const *text_values, int n_text, dfl_error *err);
 
 #endif

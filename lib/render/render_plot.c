@@ -1,8 +1,9 @@
 /* render_plot.c — line and grouped bar charts (plot.h) drawn with render.h's canvas
- * and bitmap font. Both charts share one frame: title, axes with ticks and labels, a
+ * (cairo paths, Pango text). Both charts share one frame: title, axes with ticks and labels, a
  * legend, a note; only the marks differ. Layout is computed in pixels from the font
  * scale so that text stays legible when a figure is shrunk to a paper column. */
 #include "render/plot.h"
+#include "render/render_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -18,14 +19,15 @@ static const dfl_rgb FRAME = {190, 190, 190};
 #define MAX_TICKS 64
 #define MAX_MINOR 256
 
-/* matplotlib's tab10: the default colour cycle people recognise from papers. */
-static const dfl_rgb tab10[10] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40},  {148, 103, 189},
-                                  {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
+/* Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008), yellow last
+ * since it reads poorly on white. */
+static const dfl_rgb okabe_ito[8] = {{0, 114, 178}, {230, 159, 0},   {0, 158, 115}, {213, 94, 0},
+                                     {204, 121, 167}, {86, 180, 233}, {0, 0, 0},     {240, 228, 66}};
 
 dfl_rgb dfl_plot_color(int i)
 {
     if (i < 0) i = -i;
-    return tab10[i % 10];
+    return okabe_ito[i % 8];
 }
 
 dfl_line_chart dfl_line_chart_default(void)
@@ -201,96 +203,83 @@ static double axis_map(const axis *a, double v, double p0, double p1)
     return p0 + t * (p1 - p0);
 }
 
-static int max_label_width(const axis *a, int fs)
+static int max_label_width(const axis *a, const char *font, int fs)
 {
     int w = 0;
     for (int i = 0; i < a->nt; i++) {
-        int tw = dfl_text_width(a->labels[i], fs);
+        int tw = dfl_font_text_width(font, a->labels[i], fs);
         if (tw > w) w = tw;
     }
     return w;
 }
 
-/* ------------------------------------------------------------ thick lines */
+/* ------------------------------------------------------------------ marks */
 
 /* A clip rectangle for marks (the plot area). */
 typedef struct clip {
     int x0, y0, x1, y1; /* inclusive-exclusive */
 } clip;
 
-static void stamp(dfl_canvas *c, const clip *k, int x, int y, int w, dfl_rgb col)
+static dfl_dash stroke_dash(dfl_plot_dash d)
 {
-    int h0 = (w - 1) / 2;
-    for (int yy = y - h0; yy < y - h0 + w; yy++)
-        for (int xx = x - h0; xx < x - h0 + w; xx++)
-            if (xx >= k->x0 && xx < k->x1 && yy >= k->y0 && yy < k->y1) dfl_canvas_set(c, xx, yy, col);
+    return d == DFL_DASH_DASHED ? DFL_STROKE_DASHED : d == DFL_DASH_DOTTED ? DFL_STROKE_DOTTED : DFL_STROKE_SOLID;
 }
 
-/* A line of width w from (x0, y0) to (x1, y1), with a dash pattern whose phase (in
- * pixels travelled) carries over between segments so a polyline's dashes are even. */
-static void thick_line(dfl_canvas *c, const clip *k, double x0, double y0, double x1, double y1, int w,
-                       dfl_plot_dash dash, double *phase, dfl_rgb col)
+/* A straight line of width w from (x0, y0) to (x1, y1), clipped to k. */
+static void seg(dfl_canvas *c, const clip *k, double x0, double y0, double x1, double y1, double w,
+                dfl_plot_dash dash, dfl_rgb col)
 {
-    double dx = x1 - x0, dy = y1 - y0, len = sqrt(dx * dx + dy * dy);
-    /* guard against absurd coordinates from values far outside the limits */
-    if (!(len < 1e5)) return;
-    int n = (int)ceil(len);
-    double on = 0, period = 0;
-    if (dash == DFL_DASH_DASHED) on = 4.0 * w + 3, period = on + 3.0 * w + 2;
-    if (dash == DFL_DASH_DOTTED) on = w, period = 3.0 * w + 2;
-    for (int i = 0; i <= n; i++) {
-        double t = n ? (double)i / n : 0;
-        double d = *phase + t * len;
-        if (period > 0 && fmod(d, period) >= on) continue;
-        stamp(c, k, (int)lround(x0 + t * dx), (int)lround(y0 + t * dy), w, col);
-    }
-    *phase += len;
+    double xs[2] = {x0, x1}, ys[2] = {y0, y1};
+    dfl_canvas_polyline(c, xs, ys, 2, w, stroke_dash(dash), col, k->x0, k->y0, k->x1 - k->x0, k->y1 - k->y0);
 }
 
-static void marker(dfl_canvas *c, const clip *k, int x, int y, int r, dfl_plot_marker m, dfl_rgb col)
+/* A filled marker of radius r centred on (x, y), clipped to k (outline marks stroked). */
+static void marker(dfl_canvas *c, const clip *k, double x, double y, double r, dfl_plot_marker m, dfl_rgb col)
 {
+    if (m == DFL_MARKER_NONE || m == DFL_MARKER_AUTO) return;
+    cairo_t *cr = dfl__canvas_cr(c);
+    cairo_save(cr);
+    cairo_rectangle(cr, k->x0, k->y0, k->x1 - k->x0, k->y1 - k->y0);
+    cairo_clip(cr);
+    dfl__set_rgb(cr, col);
+    double s = r * 0.85; /* a square reads larger than a circle of the same radius */
     switch (m) {
-    case DFL_MARKER_CIRCLE:
-        for (int yy = -r; yy <= r; yy++)
-            for (int xx = -r; xx <= r; xx++)
-                if (xx * xx + yy * yy <= r * r + r / 2) stamp(c, k, x + xx, y + yy, 1, col);
-        break;
-    case DFL_MARKER_SQUARE: {
-        int s = r * 85 / 100; /* a square reads larger than a circle of the same radius */
-        for (int yy = -s; yy <= s; yy++)
-            for (int xx = -s; xx <= s; xx++) stamp(c, k, x + xx, y + yy, 1, col);
-        break;
-    }
+    case DFL_MARKER_CIRCLE: cairo_arc(cr, x, y, r, 0, 2 * M_PI); break;
+    case DFL_MARKER_SQUARE: cairo_rectangle(cr, x - s, y - s, 2 * s, 2 * s); break;
     case DFL_MARKER_TRIANGLE:
-        for (int yy = -r; yy <= r; yy++) {
-            int half = (yy + r) / 2 + (yy + r) % 2;
-            for (int xx = -half; xx <= half; xx++) stamp(c, k, x + xx, y + yy, 1, col);
-        }
+        cairo_move_to(cr, x, y - r);
+        cairo_line_to(cr, x + r, y + r * 0.8);
+        cairo_line_to(cr, x - r, y + r * 0.8);
+        cairo_close_path(cr);
         break;
     case DFL_MARKER_DIAMOND:
-        for (int yy = -r; yy <= r; yy++) {
-            int half = r - abs(yy);
-            for (int xx = -half; xx <= half; xx++) stamp(c, k, x + xx, y + yy, 1, col);
-        }
+        cairo_move_to(cr, x, y - r * 1.1);
+        cairo_line_to(cr, x + r * 0.8, y);
+        cairo_line_to(cr, x, y + r * 1.1);
+        cairo_line_to(cr, x - r * 0.8, y);
+        cairo_close_path(cr);
         break;
-    case DFL_MARKER_CROSS: {
-        clip kk = *k;
-        double ph = 0;
-        int w = r > 4 ? 3 : 2;
-        thick_line(c, &kk, x - r, y - r, x + r, y + r, w, DFL_DASH_SOLID, &ph, col);
-        thick_line(c, &kk, x - r, y + r, x + r, y - r, w, DFL_DASH_SOLID, &ph, col);
+    case DFL_MARKER_CROSS:
+        cairo_move_to(cr, x - s, y - s);
+        cairo_line_to(cr, x + s, y + s);
+        cairo_move_to(cr, x - s, y + s);
+        cairo_line_to(cr, x + s, y - s);
         break;
-    }
-    case DFL_MARKER_PLUS: {
-        int w = r > 4 ? 3 : 2;
-        for (int i = -r; i <= r; i++) {
-            stamp(c, k, x + i, y, w, col);
-            stamp(c, k, x, y + i, w, col);
-        }
+    case DFL_MARKER_PLUS:
+        cairo_move_to(cr, x - r, y);
+        cairo_line_to(cr, x + r, y);
+        cairo_move_to(cr, x, y - r);
+        cairo_line_to(cr, x, y + r);
         break;
-    }
     default: break;
     }
+    if (m == DFL_MARKER_CROSS || m == DFL_MARKER_PLUS) {
+        cairo_set_line_width(cr, r * 0.55);
+        cairo_stroke(cr);
+    } else {
+        cairo_fill(cr);
+    }
+    cairo_restore(cr);
 }
 
 static dfl_plot_marker series_marker(const dfl_plot_series *s, int i)
@@ -310,7 +299,8 @@ typedef struct entry {
     int bar;
     dfl_plot_marker marker;
     dfl_plot_dash dash;
-    int line_width;
+    double line_width;
+    const char *font;  /* the chart's font family, for measuring */
 } entry;
 
 typedef struct legend_box {
@@ -326,7 +316,7 @@ static legend_box legend_vertical_size(const entry *e, int n, int fs)
     legend_box b = {0, 0, 0};
     int fh = DFL_FONT_H * fs, padd = 5 * fs;
     for (int i = 0; i < n; i++) {
-        int w = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        int w = sample_width(fs) + 4 * fs + dfl_font_text_width(e[i].font, e[i].label, fs);
         if (w > b.w) b.w = w;
     }
     b.rows = n;
@@ -339,16 +329,15 @@ static void legend_sample(dfl_canvas *c, int x, int y, int fs, const entry *e)
 {
     int fh = DFL_FONT_H * fs, sw = sample_width(fs);
     clip all = {0, 0, c->w, c->h};
+    double mr = 2.0 * fs + 1;
     if (e->bar) {
         int s = fh;
         dfl_canvas_fill(c, x + (sw - s) / 2, y, s, s, e->color);
         dfl_canvas_frame(c, x + (sw - s) / 2, y, s, s, AXIS);
         return;
     }
-    double ph = 0;
-    if (e->dash != DFL_DASH_NONE)
-        thick_line(c, &all, x, y + fh / 2, x + sw, y + fh / 2, e->line_width, e->dash, &ph, e->color);
-    marker(c, &all, x + sw / 2, y + fh / 2, 2 * fs + 1, e->marker, e->color);
+    if (e->dash != DFL_DASH_NONE) seg(c, &all, x, y + fh / 2.0, x + sw, y + fh / 2.0, e->line_width, e->dash, e->color);
+    marker(c, &all, x + sw / 2.0, y + fh / 2.0, mr, e->marker, e->color);
 }
 
 /* A framed vertical legend with its top-left at (x, y). */
@@ -372,7 +361,7 @@ static int legend_horizontal(dfl_canvas *c, int x, int y, int max_w, const entry
 {
     int fh = DFL_FONT_H * fs, cx = 0, cy = 0, sep = 12 * fs;
     for (int i = 0; i < n; i++) {
-        int iw = sample_width(fs) + 4 * fs + dfl_text_width(e[i].label, fs);
+        int iw = sample_width(fs) + 4 * fs + dfl_font_text_width(e[i].font, e[i].label, fs);
         if (cx > 0 && cx + iw > max_w) {
             cx = 0;
             cy += fh + 4 * fs;
@@ -611,6 +600,7 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     frame f;
     memset(&f, 0, sizeof f);
     f.fs = auto_font_scale(p->font_scale, w);
+    const char *font = p->font ? p->font : c->impl->font;
     f.x = x, f.y = y, f.w = w, f.h = h;
     f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
     f.x_label = p->x.label, f.y_label = p->y.label;
@@ -623,12 +613,13 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
         const dfl_plot_series *se = &p->series[s];
         if (!se->label) continue;
         entry *e = &ents[ne++];
+        e->font = font;
         e->label = se->label;
         e->color = se->has_color ? se->color : dfl_plot_color(s);
         e->bar = 0;
         e->marker = series_marker(se, s);
         e->dash = se->dash;
-        e->line_width = se->line_width > 0 ? se->line_width : (fs > 1 ? 2 : 1);
+        e->line_width = se->line_width > 0 ? se->line_width : 1.5 * fs;
     }
     f.lb = legend_vertical_size(ents, ne, fs);
     f.legend = ne ? p->legend : DFL_LEGEND_OFF;
@@ -662,8 +653,8 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
             else xa.labels[i][0] = '\0';
         }
     }
-    int ylab_w = max_label_width(&ya, fs);
-    int over = max_label_width(&xa, fs) / 2;
+    int ylab_w = max_label_width(&ya, font, fs);
+    int over = max_label_width(&xa, font, fs) / 2;
     frame_layout(&f, ylab_w, fh, over, ents, ne);
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot (font scale %d)",
@@ -694,7 +685,9 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot and legend", w, h);
 
-    /* ---- draw */
+    /* ---- draw (in the chart's font; the canvas's own is restored after) */
+    char *saved_font = p->font ? strdup(c->impl->font) : NULL;
+    if (p->font) dfl_canvas_set_font(c, p->font);
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
@@ -716,30 +709,35 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     for (int s = 0; s < p->n_series; s++) {
         const dfl_plot_series *se = &p->series[s];
         dfl_rgb col = se->has_color ? se->color : dfl_plot_color(s);
-        int lw = se->line_width > 0 ? se->line_width : (fs > 1 ? 2 : 1);
-        double lx = NAN, ly = NAN, phase = 0;
-        if (se->dash != DFL_DASH_NONE)
-            for (int i = 0; i < se->n; i++) {
-                double px = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
-                double py = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
-                if (!isfinite(px) || !isfinite(py)) {
-                    lx = ly = NAN; /* a gap */
-                    continue;
-                }
-                if (!isnan(lx)) thick_line(c, &k, lx, ly, px, py, lw, se->dash, &phase, col);
-                lx = px;
-                ly = py;
+        double lw = se->line_width > 0 ? se->line_width : 1.5 * fs;
+        if (se->dash != DFL_DASH_NONE && se->n > 0) {
+            /* one path per series: dashes run on across points; NaN or log <= 0 is a gap */
+            double *xy = dfl__alloc_array((size_t)se->n * 2, sizeof *xy);
+            if (!xy) {
+                if (saved_font) dfl_canvas_set_font(c, saved_font);
+                free(saved_font);
+                return dfl__fail(err, DFL_ERR_NOMEM, "line chart: out of memory");
             }
+            for (int i = 0; i < se->n; i++) {
+                xy[i] = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
+                xy[se->n + i] = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
+            }
+            dfl_canvas_polyline(c, xy, xy + se->n, se->n, lw, stroke_dash(se->dash), col, k.x0, k.y0, k.x1 - k.x0,
+                                k.y1 - k.y0);
+            free(xy);
+        }
         dfl_plot_marker m = series_marker(se, s);
         /* markers thin out on long series so that they do not merge into a band */
         int every = se->n > 0 ? 1 + se->n / ((f.px1 - f.px0) / (3 * mr + 2) + 1) : 1;
         for (int i = 0; i < se->n; i += every) {
             double px = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
             double py = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
-            if (isfinite(px) && isfinite(py)) marker(c, &k, (int)lround(px), (int)lround(py), mr, m, col);
+            if (isfinite(px) && isfinite(py)) marker(c, &k, px, py, mr, m, col);
         }
     }
     draw_legend(c, &f, ents, ne);
+    if (saved_font) dfl_canvas_set_font(c, saved_font);
+    free(saved_font);
     return DFL_OK;
 }
 
@@ -765,6 +763,7 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     frame f;
     memset(&f, 0, sizeof f);
     f.fs = auto_font_scale(p->font_scale, w);
+    const char *font = p->font ? p->font : c->impl->font;
     f.x = x, f.y = y, f.w = w, f.h = h;
     f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
     f.x_label = p->x_label, f.y_label = p->y.label;
@@ -778,6 +777,7 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     for (int s = 0; s < S; s++) {
         if (!p->series || !p->series[s]) continue;
         entry *e = &ents[ne++];
+        e->font = font;
         e->label = p->series[s];
         e->color = p->colors ? p->colors[s] : dfl_plot_color(s);
         e->bar = 1;
@@ -810,10 +810,10 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     /* group labels: horizontal if they fit their slot, else vertical */
     int glab_w = 0;
     for (int g = 0; g < G; g++) {
-        int tw = p->groups && p->groups[g] ? dfl_text_width(p->groups[g], fs) : 0;
+        int tw = p->groups && p->groups[g] ? dfl_font_text_width(font, p->groups[g], fs) : 0;
         if (tw > glab_w) glab_w = tw;
     }
-    int ylab_w = max_label_width(&ya, fs);
+    int ylab_w = max_label_width(&ya, font, fs);
     frame_layout(&f, ylab_w, fh, 0, ents, ne);
     int slot = (f.px1 - f.px0) / G;
     if (glab_w > slot - 4 * fs) {
@@ -855,7 +855,9 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
         return dfl__fail(err, DFL_ERR_USAGE, "bar chart: a %d x %d region is too small for %d groups (font scale %d)",
                          w, h, G, fs);
 
-    /* ---- draw */
+    /* ---- draw (in the chart's font; the canvas's own is restored after) */
+    char *saved_font = p->font ? strdup(c->impl->font) : NULL;
+    if (p->font) dfl_canvas_set_font(c, p->font);
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
@@ -889,18 +891,18 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
                 double a = axis_map(&ya, v - fabs(e), f.py1 - 1, f.py0), b = axis_map(&ya, v + fabs(e), f.py1 - 1, f.py0);
                 if (!isfinite(a)) a = f.py1 - 1;
                 if (isfinite(b)) {
-                    double ph = 0;
                     int cap = (bx1 - bx0) / 4 > 2 * fs ? (bx1 - bx0) / 4 : 2 * fs;
-                    thick_line(c, &k, cx, a, cx, b, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
-                    thick_line(c, &k, cx - cap, b, cx + cap, b, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
-                    thick_line(c, &k, cx - cap, a, cx + cap, a, fs > 1 ? 2 : 1, DFL_DASH_SOLID, &ph, INK);
+                    double ew = fs > 1 ? 2 : 1;
+                    seg(c, &k, cx + 0.5, a, cx + 0.5, b, ew, DFL_DASH_SOLID, INK);
+                    seg(c, &k, cx - cap, b, cx + cap + 1, b, ew, DFL_DASH_SOLID, INK);
+                    seg(c, &k, cx - cap, a, cx + cap + 1, a, ew, DFL_DASH_SOLID, INK);
                     etop = b < top ? b : top;
                 }
             }
             if (p->value_labels) {
                 snprintf(lab, sizeof lab, "%.*g", p->value_precision > 0 ? p->value_precision : 1, v);
                 minus_sign(lab, sizeof lab);
-                int lw = dfl_text_width(lab, vfs);
+                int lw = dfl_font_text_width(font, lab, vfs);
                 int ly = (int)lround(v >= 0 || ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
                 if (v < 0 && !ylog) ly = (int)lround(y1) + 2;
                 if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
@@ -922,6 +924,8 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     if (!ylog && ya.lo < 0 && ya.hi > 0) dfl_canvas_fill(c, f.px0, (int)lround(base), f.px1 - f.px0, 1, AXIS);
     draw_plot_frame(c, &f);
     draw_legend(c, &f, ents, ne);
+    if (saved_font) dfl_canvas_set_font(c, saved_font);
+    free(saved_font);
     return DFL_OK;
 }
 

@@ -1,5 +1,7 @@
-/* render_png.c — the canvas as an 8-bit RGB PNG via libpng (the only file that
- * includes png.h), written to a temporary file beside the destination and renamed.
+/* render_png.c — an 8-bit RGB raster as a PNG via libpng (the only file that includes
+ * png.h), written to a temporary file beside the destination and renamed. Kept
+ * hand-written because it wins: cairo's PNG writer is serial zlib level 6, this one
+ * deflates level 1 in parallel pieces (attnmap's fast path, bench/attnmap.sh).
  *
  * libpng frames the file (signature, IHDR, tEXt, chunk CRCs); the image data's zlib
  * stream is made here, in IDAT_SEGMENTS pieces compressed in parallel as pigz does:
@@ -70,7 +72,7 @@ typedef struct segment {
 
 /* Deflate the scanlines of rows [g->y0, g->y1): each is the filter byte 0 (None:
  * heatmaps compress no better filtered) and the row's RGB bytes, fed from the canvas. */
-static void compress_segment(segment *g, const dfl_canvas *c, int last)
+static void compress_segment(segment *g, const dfl__raster *c, int last)
 {
     static const unsigned char filter_none = 0;
     const size_t w3 = (size_t)c->w * 3;
@@ -95,7 +97,7 @@ static void compress_segment(segment *g, const dfl_canvas *c, int last)
 
 /* The zlib stream of the canvas's scanlines, deflate level 1, in j->stream. 0 on
  * failure (out of memory, zlib error). */
-static int compress_image(png_job *j, const dfl_canvas *c)
+static int compress_image(png_job *j, const dfl__raster *c)
 {
     const size_t w3 = (size_t)c->w * 3, row = 1 + w3;
     segment seg[IDAT_SEGMENTS];
@@ -153,7 +155,7 @@ static int compress_image(png_job *j, const dfl_canvas *c)
     return ok;
 }
 
-static int write_file(png_job *j, const dfl_canvas *c, const char *const *keys, const char *const *values, int nt)
+static int write_file(png_job *j, const dfl__raster *c, const char *const *keys, const char *const *values, int nt)
 {
     if (nt > 8) nt = 8;
     if (nt < 0) nt = 0;
@@ -179,7 +181,7 @@ static int write_file(png_job *j, const dfl_canvas *c, const char *const *keys, 
     return 1;
 }
 
-dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, const char *const *text_keys,
+dfl_status dfl__png_encode(const dfl__raster *c, const char *path, int overwrite, const char *const *text_keys,
                          const char *const *text_values, int n_text, dfl_error *err)
 {
     png_job *j = calloc(1, sizeof *j);
@@ -224,8 +226,9 @@ static void mem_flush(png_structp png)
     (void)png;
 }
 
-dfl_status dfl_png_encode(const dfl_canvas *c, unsigned char **out, size_t *len, dfl_error *err)
+dfl_status dfl_png_encode(int w, int h, const uint8_t *rgb, unsigned char **out, size_t *len, dfl_error *err)
 {
+    const dfl__raster image = {w, h, rgb}, *c = &image;
     *out = NULL;
     *len = 0;
     png_job *j = calloc(1, sizeof *j);

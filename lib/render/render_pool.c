@@ -1,5 +1,7 @@
 /* render_pool.c — downsampling a grid by area-weighted mean or by the entry farthest
- * from 0, streamed in blocks of rows, and its naive twin.
+ * from 0, streamed in blocks of rows, and its naive twin. Hand-written because cairo
+ * only resamples a whole image in memory (a 4096² f32 map is 64 MB) and has no max pool:
+ * this one pools each block of rows as it is read, in parallel.
  *
  * Geometry, in integer "scaled units" so that weights are exact: source row i covers
  * [i·out_rows, (i+1)·out_rows) and output row y covers [y·rows, (y+1)·rows). Since

@@ -874,14 +874,14 @@ static dfl_status pool_by(const float *src, int64_t rows, int64_t cols, int64_t 
     return st;
 }
 
-/* Colour v [h][w] into an RGB canvas; NaN cells are no-data grey. */
-static void colour(dfl_canvas *c, const float *v, const dfl_norm *nm, dfl_cmap cm)
+/* Colour v [h][w] into rgb [h][w][3]; NaN cells are no-data grey. */
+static void colour(uint8_t *rgb, int w, int h, const float *v, const dfl_norm *nm, dfl_cmap cm)
 {
-    for (int y = 0; y < c->h; y++)
-        for (int x = 0; x < c->w; x++) {
-            float a = v[(size_t)y * (size_t)c->w + (size_t)x];
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            float a = v[(size_t)y * (size_t)w + (size_t)x];
             dfl_rgb col = isnan(a) ? NODATA : dfl_cmap_color(cm, dfl_norm_apply(nm, a));
-            uint8_t *px = c->px + ((size_t)y * (size_t)c->w + (size_t)x) * 3;
+            uint8_t *px = rgb + ((size_t)y * (size_t)w + (size_t)x) * 3;
             px[0] = col.r;
             px[1] = col.g;
             px[2] = col.b;
@@ -891,11 +891,11 @@ static void colour(dfl_canvas *c, const float *v, const dfl_norm *nm, dfl_cmap c
 static dfl_status encode(const float *v, int64_t h, int64_t w, const dfl_norm *nm, dfl_cmap cm, unsigned char **png,
                          size_t *len, dfl_error *err)
 {
-    dfl_canvas c = {(int)w, (int)h, dfl__alloc_array((size_t)w * (size_t)h, 3)};
-    if (!c.px) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    colour(&c, v, nm, cm);
-    dfl_status st = dfl_png_encode(&c, png, len, err);
-    free(c.px);
+    uint8_t *rgb = dfl__alloc_array((size_t)w * (size_t)h, 3);
+    if (!rgb) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    colour(rgb, (int)w, (int)h, v, nm, cm);
+    dfl_status st = dfl_png_encode((int)w, (int)h, rgb, png, len, err);
+    free(rgb);
     return st;
 }
 

@@ -1,4 +1,4 @@
-/* attnmap — attention heatmaps from a dump as PNG (docs/attnmap.md). */
+/* attnmap — attention heatmaps from a dump as PNG, SVG or PDF (docs/attnmap.md). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +10,15 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: attnmap DUMP.h5 -o OUT.png [options]\n"
+            "usage: attnmap DUMP.h5 -o OUT.png|OUT.svg|OUT.pdf [options]\n"
             "\n"
-            "Draws attention maps that `probe --maps` stored in a dump as a PNG heatmap: one map,\n"
+            "Draws attention maps that `probe --maps` stored in a dump as a heatmap figure: one map,\n"
             "a grid of heads, layers or maps, or two dumps side by side (see docs/attnmap.md).\n"
+            "The format follows the extension: PNG, or SVG and PDF with vector text and axes and\n"
+            "each map as one image of its cells (nearest-neighbour, never smoothed).\n"
             "\n"
             "what to draw\n"
-            "  -o, --out FILE        PNG to write (never overwritten without --force)\n"
+            "  -o, --out FILE        .png, .svg or .pdf to write (never overwritten without --force)\n"
             "  --sample ID|INDEX     sample id, or else its index (default: the first sample)\n"
             "  --layer L|all         layer number, or a tile per captured layer (default: the first captured)\n"
             "  --head H|all|mean     head number, a tile per captured head, or their mean\n"
@@ -44,6 +46,16 @@ static void usage(FILE *out)
             "                        bos keys; diverging scales use max(|vmin|, |vmax|))\n"
             "  --no-token-labels     never print token text (default: printed when the dump has it\n"
             "                        and a token's cell is at least 10 px)\n"
+            "  --width IN            lay the figure out for a width in inches, text at 8 pt, maps\n"
+            "                        sized to fit (3.3 = one paper column, 7 = two; --size ignored)\n"
+            "                        (default: none; tiles of --size units, 72 units per inch in\n"
+            "                        SVG and PDF)\n"
+            "  --dpi N               PNG pixels per inch, 50 to 2400 (default: 1 pixel per unit, or\n"
+            "                        300 with --width)\n"
+            "  --pixel-scale K       PNG pixels per unit when --dpi is not given, 0.25 to 16\n"
+            "                        (default: 1; --scale is the value scale)\n"
+            "  --font FAMILY         font family (default: DejaVu Sans); glyphs it lacks come from\n"
+            "                        other installed fonts, or show as a box with the code point\n"
             "  --force               overwrite an existing output\n"
             "  --quiet               no summary line\n"
             "  --help                this text\n");
@@ -71,7 +83,8 @@ static int parse_index(const char *flag, const char *text, int allow_mean, int64
 int main(int argc, char **argv)
 {
     enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL,
-           O_CMAP, O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP };
+           O_CMAP, O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE,
+           O_FONT };
     static const struct option opts[] = {
         {"out", required_argument, 0, 'o'},      {"sample", required_argument, 0, O_SAMPLE},
         {"layer", required_argument, 0, O_LAYER}, {"layers", required_argument, 0, O_LAYER},
@@ -84,7 +97,9 @@ int main(int argc, char **argv)
         {"scale", required_argument, 0, O_SCALE}, {"vmin", required_argument, 0, O_VMIN},
         {"vmax", required_argument, 0, O_VMAX},   {"no-token-labels", no_argument, 0, O_NOTOK},
         {"force", no_argument, 0, O_FORCE},       {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},         {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},         {"width", required_argument, 0, O_WIDTH},
+        {"dpi", required_argument, 0, O_DPI},     {"pixel-scale", required_argument, 0, O_PXSCALE},
+        {"font", required_argument, 0, O_FONT},   {0, 0, 0, 0}};
     dfl_attnmap_params p = dfl_attnmap_params_default();
     dfl_error err = {DFL_OK, ""};
     char **labels = NULL; /* one block (dfl_cli_split) */
@@ -155,6 +170,16 @@ int main(int argc, char **argv)
             p.has_vmax = 1;
             break;
         case O_NOTOK: p.token_labels = 0; break;
+        case O_WIDTH:
+            if (dfl_cli_double("--width", optarg, 1.0, 100.0, &p.width_in, &err)) rc = bad(&err);
+            break;
+        case O_DPI:
+            if (dfl_cli_double("--dpi", optarg, 50.0, 2400.0, &p.dpi, &err)) rc = bad(&err);
+            break;
+        case O_PXSCALE:
+            if (dfl_cli_double("--pixel-scale", optarg, 0.25, 16.0, &p.px_scale, &err)) rc = bad(&err);
+            break;
+        case O_FONT: p.font = optarg; break;
         case O_FORCE: p.overwrite = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage(stdout); free(labels); return 0;
@@ -172,7 +197,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (!p.dump_path || !p.out_path) {
-        fprintf(stderr, "attnmap: a dump and -o OUT.png are required (see --help)\n");
+        fprintf(stderr, "attnmap: a dump and -o OUT.png|.svg|.pdf are required (see --help)\n");
         free(labels);
         return 2;
     }
@@ -195,8 +220,8 @@ int main(int argc, char **argv)
         return dfl_status_exit_code(s);
     }
     if (!quiet)
-        fprintf(stderr, "attnmap: wrote %s: %d x %d px, %d tile%s, colour limits %.4g to %.4g%s, %.3f s\n", p.out_path,
-                rep.width, rep.height, rep.tiles, rep.tiles == 1 ? "" : "s", rep.vmin, rep.vmax,
+        fprintf(stderr, "attnmap: wrote %s: %d x %d units (%.2f in wide), %d tile%s, colour limits %.4g to %.4g%s, %.3f s\n",
+                p.out_path, rep.width, rep.height, rep.width_in, rep.tiles, rep.tiles == 1 ? "" : "s", rep.vmin, rep.vmax,
                 rep.robust ? " (robust)" : "", rep.total_seconds);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "text/noise_prompts.h"
 #include "text/tokenizer.h"
 #include "base/report.h"
+#include "render/render.h"
 
 static void usage(FILE *out)
 {
@@ -35,11 +36,13 @@ static void usage(FILE *out)
             "  --heads LIST          average over these heads only (default: all)\n"
             "  --labels A,B,...      names of the dumps (default: file names without .h5)\n"
             "  --format table|csv|json|markdown  output format (default: table)\n"
-            "  --plot FILE.png       the Figure-1 grouped bar chart: a group per segment, a bar per dump\n"
-            "  --plot-depth FILE.png answer and noise against depth, a line per dump\n"
+            "  --plot FILE           the Figure-1 grouped bar chart: a group per segment, a bar per dump;\n"
+            "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf) (default: none)\n"
+            "  --plot-depth FILE     answer and noise against depth, a line per dump (.png, .svg, .pdf)\n"
+            "                        (default: none)\n"
             "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
             "                        noise/raw) is below X in magnitude (default: 0.05)\n"
-            "  --force               overwrite existing PNGs\n"
+            "  --force               overwrite existing plots\n"
             "  --quiet               no warnings on stderr (they stay in the report's notes)\n"
             "  --help                this text\n"
             "\n"
@@ -272,6 +275,10 @@ static int run_analysis(int argc, char **argv)
         default: usage(stderr); rc = 2; break;
         }
     }
+    /* a plot's format comes from its extension: a bad one fails before any reading */
+    dfl_format plot_fmt;
+    if (!rc && plot && dfl_format_of_path(plot, &plot_fmt, &err)) rc = bad(&err);
+    if (!rc && plot_depth && dfl_format_of_path(plot_depth, &plot_fmt, &err)) rc = bad(&err);
     size_t n_dumps = optind < argc ? (size_t)(argc - optind) : 0;
     if (!rc && n_dumps == 0) {
         fprintf(stderr, "noise: at least one dump is required (see --help)\n");
@@ -296,7 +303,7 @@ static int run_analysis(int argc, char **argv)
         p.labels = (const char *const *)labels;
         s = dfl_noise_analyze(&p, &res, &err);
         if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
-        /* the PNGs before the tables, so that a failed plot leaves no output at all */
+        /* the plots before the tables, so that a failed plot leaves no output at all */
         if (!s && plot) s = dfl_noise_plot_shares(res, plot, force, &err);
         if (!s && plot_depth) s = dfl_noise_plot_depth(res, plot_depth, force, &err);
         if (!s) {

@@ -7,6 +7,7 @@
 #include "base/cli.h"
 #include "analysis/outliers.h"
 #include "base/report.h"
+#include "render/render.h"
 
 static void usage(FILE *out)
 {
@@ -35,7 +36,8 @@ static void usage(FILE *out)
             "\n"
             "output\n"
             "  --format FMT          table, csv, json or markdown (default: table)\n"
-            "  --plot FILE.png       per-layer top-1 and median on a log axis, one panel per activation\n"
+            "  --plot FILE           per-layer top-1 and median on a log axis, one panel per activation;\n"
+            "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf)\n"
             "                        (default: no plot)\n"
             "  --force               overwrite an existing plot\n"
             "  --help                this text\n"
@@ -122,7 +124,12 @@ int main(int argc, char **argv)
         case O_FORMAT:
             if (dfl_report_format_parse(optarg, &fmt, &err)) goto usage_error;
             break;
-        case O_PLOT: p.plot_path = optarg; break;
+        case O_PLOT: {
+            dfl_format pf; /* the plot's format comes from its extension: checked now */
+            if (dfl_format_of_path(optarg, &pf, &err)) goto usage_error;
+            p.plot_path = optarg;
+            break;
+        }
         case O_FORCE: p.overwrite = 1; break;
         case O_HELP: usage(stdout); free(labels); return 0;
         default: usage(stderr); free(labels); return 2;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/cli.h"
+#include "render/render.h"
 #include "model/kernels.h"
 #include "train/train.h"
 
@@ -74,6 +75,10 @@ static void usage(FILE *out)
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
+            "  --plot FILE         also draw the curves (both models' with --pair) to FILE, .png, .svg\n"
+            "                      or .pdf by its extension, replacing it (default: none)\n"
+            "  --plot-only         with --plot: no training, only the curves of the train.csv\n"
+            "                      already in DIR (or OUTDIR/transformer and OUTDIR/diff)\n"
             "  --quiet             no progress bar and no log lines\n"
             "  --help              this text\n"
             "\n"
@@ -115,6 +120,19 @@ static void on_warn(void *user, const char *msg)
 }
 
 /* Train one model; prints the summary. Returns the exit code (0, 1, 2, 130). */
+/* The curves of n runs (their train.csv) to plot; 0, or the exit code after a message. */
+static int write_plot(const char *plot, const char *const *csvs, const char *const *labels, int n, const char *title,
+                      int quiet)
+{
+    dfl_error err = {DFL_OK, ""};
+    if (dfl_train_plot(plot, csvs, labels, n, title, &err)) {
+        fprintf(stderr, "train: %s\n", err.msg);
+        return dfl_status_exit_code(err.status);
+    }
+    if (!quiet) fprintf(stderr, "train: wrote %s\n", plot);
+    return 0;
+}
+
 static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
 {
     dfl_error err = {DFL_OK, ""};
@@ -147,7 +165,8 @@ int main(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
-           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP };
+           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
+           O_PLOT, O_PLOTONLY };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -166,13 +185,14 @@ int main(int argc, char **argv)
         {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
+        {"plot-only", no_argument, 0, O_PLOTONLY},    {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
-    const char *pair = NULL;
+    const char *pair = NULL, *plot = NULL;
     int64_t v, threads = 0;
     double x;
-    int c, quiet = 0;
+    int c, quiet = 0, plot_only = 0;
     dfl_status s = DFL_OK;
 #define INT(flag, lo, hi, dst) \
     if (!(s = dfl_cli_int(flag, optarg, lo, hi, &v, &err))) dst = v
@@ -227,6 +247,8 @@ int main(int argc, char **argv)
         case O_FORCE: p.overwrite = 1; break;
         case O_THREADS: INT("--threads", 1, 1024, threads); break;
         case O_QUIET: quiet = 1; break;
+        case O_PLOT: plot = optarg; break;
+        case O_PLOTONLY: plot_only = 1; break;
         case O_HELP: usage(stdout); return 0;
         default:
             s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
@@ -236,6 +258,9 @@ int main(int argc, char **argv)
 #undef INT
 #undef DBL
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    dfl_format fmt;
+    if (!s && plot) s = dfl_format_of_path(plot, &fmt, &err);
+    if (!s && plot_only && !plot) s = dfl__fail(&err, DFL_ERR_USAGE, "--plot-only needs --plot FILE");
     if (!s && ((pair && strlen(pair) > 3000) || (p.out && strlen(p.out) > 3000)))
         s = dfl__fail(&err, DFL_ERR_USAGE, "output path too long");
     if (!s && !pair == !p.out) s = dfl__fail(&err, DFL_ERR_USAGE, "give exactly one of --out DIR and --pair OUTDIR");
@@ -273,23 +298,38 @@ int main(int argc, char **argv)
     tool_state st;
     memset(&st, 0, sizeof st);
     st.quiet = quiet;
-    if (!pair) return run_one(&p, dfl_model_type_name(p.type), &st);
+    if (!pair) {
+        int rc = plot_only ? 0 : run_one(&p, dfl_model_type_name(p.type), &st);
+        if (rc == 0 && plot) {
+            char csv[4200], title[160];
+            snprintf(csv, sizeof csv, "%s/train.csv", p.out);
+            snprintf(title, sizeof title, "%s on the needle task", dfl_model_type_name(p.type));
+            const char *csvs[1] = {csv}, *labels[1] = {dfl_model_type_name(p.type)};
+            rc = write_plot(plot, csvs, labels, 1, title, quiet);
+        }
+        return rc;
+    }
 
     size_t nl = dfl_train_param_count(&cl), nd = dfl_train_param_count(&cd);
-    printf("transformer: llama, %lld heads of head_dim %lld: %zu parameters\n", (long long)cl.num_heads,
-           (long long)cl.head_dim, nl);
-    printf("diff: diff_transformer, %lld differential heads of head_dim %lld (values %lld): %zu parameters\n",
-           (long long)cd.num_heads, (long long)cd.head_dim, 2 * (long long)cd.head_dim, nd);
-    printf("difference: %lld = %lld layers x 6 x head_dim (lambda_q1/k1/q2/k2 + subln)\n", (long long)nd - (long long)nl,
-           (long long)cd.num_layers);
-    fflush(stdout);
+    if (!plot_only) {
+        printf("transformer: llama, %lld heads of head_dim %lld: %zu parameters\n", (long long)cl.num_heads,
+               (long long)cl.head_dim, nl);
+        printf("diff: diff_transformer, %lld differential heads of head_dim %lld (values %lld): %zu parameters\n",
+               (long long)cd.num_heads, (long long)cd.head_dim, 2 * (long long)cd.head_dim, nd);
+        printf("difference: %lld = %lld layers x 6 x head_dim (lambda_q1/k1/q2/k2 + subln)\n",
+               (long long)nd - (long long)nl, (long long)cd.num_layers);
+        fflush(stdout);
+    }
     /* A pair stopped during its first model has no Diff checkpoint yet: --resume
      * starts that one afresh. */
     char ck[4200];
     snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out_d);
-    int rc = run_one(&pl, "transformer", &st);
-    if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
-    if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", &st);
+    int rc = 0;
+    if (!plot_only) {
+        rc = run_one(&pl, "transformer", &st);
+        if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
+        if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", &st);
+    }
     if (rc == 0) {   /* both curves in one figure */
         char png[4200], title[128];
         const char *csvs[2] = {NULL, NULL}, *labels[2] = {"Transformer", "Diff"};
@@ -299,8 +339,11 @@ int main(int argc, char **argv)
         csvs[0] = c0, csvs[1] = c1;
         snprintf(png, sizeof png, "%s/train.png", pair);
         snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
-        if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
-        else if (!quiet) fprintf(stderr, "train: wrote %s\n", png);
+        if (!plot_only) {
+            if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
+            else if (!quiet) fprintf(stderr, "train: wrote %s\n", png);
+        }
+        if (plot) rc = write_plot(plot, csvs, labels, 2, title, quiet);
     }
     return rc;
 }
