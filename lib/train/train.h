@@ -84,6 +84,12 @@ size_t dfl_train_param_count(const dfl_config *c);
 /* Initialise: matrices N(0, std²), norm gains 1, λ vectors N(0, 0.1²), subln 1;
  * AdamW moments 0. Serial, so the result depends on the seed only. */
 void dfl_train_init(dfl_train_model *m, uint64_t seed, double std);
+/* The λ ablation: set each layer's λ vectors so that λ = 0 (λq1 = λk1 = 0 and
+ * λq2 = λk2 = c with head_dim·c² = ln(1 + λ_init)), leaving A = softmax1. A model
+ * without λ vectors is left alone. */
+void dfl_train_lambda_zero(dfl_train_model *m);
+/* Zero the λ vectors' gradients, so AdamW (moments 0) never moves them. */
+void dfl_train_lambda_freeze(dfl_train_model *m);
 
 /* config.json text (caller frees) that dfl_config_parse reads back as m->config. */
 char *dfl_train_config_json(const dfl_config *c);
@@ -152,6 +158,8 @@ typedef struct dfl_train_params {
     int64_t eval_every, eval_samples;  /* 100, 256 (eval_every 0: only at the end) */
     int64_t ckpt_every;        /* 200 (0: only at the end and when stopped) */
     int64_t stop_at;           /* stop (with a checkpoint) once this many steps are done; 0 = never */
+    int64_t keep_every;        /* also keep the model of every N-th step in out/steps/step-NNNNNN; 0 = off */
+    int ablate_lambda;         /* Diff models: λ held at 0 (one softmax map + subln), the paper's ablation */
     const char *out;           /* output directory (created; its parent must exist) */
     int resume, overwrite;
 } dfl_train_params;

@@ -64,6 +64,8 @@ static void usage(FILE *out)
             "  --beta1 X           AdamW beta1 (default: %g)\n"
             "  --beta2 X           AdamW beta2 (default: %g)\n"
             "  --clip X            global gradient-norm clip, 0 = off (default: %g)\n"
+            "  --ablate-lambda     Diff models: hold lambda at 0 (one softmax map + subln; the\n"
+            "                      paper's ablation); with --pair the Diff model (default: off)\n"
             "  --seed N            data, init and held-out seed (default: %llu)\n"
             "run\n"
             "  --eval-every N      held-out loss/accuracy and a train.csv row every N steps,\n"
@@ -71,6 +73,8 @@ static void usage(FILE *out)
             "  --eval-samples N    held-out samples (default: %lld)\n"
             "  --ckpt-every N      checkpoint every N steps, 0 = only at the end (default: %lld)\n"
             "  --stop-at N         stop with a checkpoint after N steps (for --resume; default: off)\n"
+            "  --keep-every N      also keep the model of every N-th step in DIR/steps/step-NNNNNN\n"
+            "                      (0 = off; default: 0)\n"
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
@@ -147,7 +151,7 @@ int main(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
-           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP };
+           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP, O_KEEP, O_ABLATE };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -166,7 +170,8 @@ int main(int argc, char **argv)
         {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},             {"keep-every", required_argument, 0, O_KEEP},
+        {"ablate-lambda", no_argument, 0, O_ABLATE},  {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
     const char *pair = NULL;
@@ -222,6 +227,8 @@ int main(int argc, char **argv)
         case O_EVERY: INT("--eval-every", 0, (int64_t)1 << 40, p.eval_every); break;
         case O_ESAMPLES: INT("--eval-samples", 1, 1 << 20, p.eval_samples); break;
         case O_CKPT: INT("--ckpt-every", 0, (int64_t)1 << 40, p.ckpt_every); break;
+        case O_KEEP: INT("--keep-every", 0, (int64_t)1 << 40, p.keep_every); break;
+        case O_ABLATE: p.ablate_lambda = 1; break;
         case O_STOPAT: INT("--stop-at", 1, (int64_t)1 << 40, p.stop_at); break;
         case O_RESUME: p.resume = 1; break;
         case O_FORCE: p.overwrite = 1; break;
