@@ -51,6 +51,18 @@ echo
 "$BIN/noise" "$T" "$D" $L $N --quiet
 echo
 "$BIN/outliers" "$T" "$D" $L
+# Over seeds (demo/seeds/, written by `make demo-models`): the curves of every seed, the
+# steps to 25/50/90% retrieval and the mechanisms at matched skill and at the end
+SEEDS=${SEEDS:-demo/seeds}
+if [ -f "$SEEDS/seeds_steps_to.md" ]; then
+    cp "$SEEDS/seeds.png" "$OUT/seeds_curves.png"
+    cp "$SEEDS/seeds_steps_to.md" "$SEEDS/mechanisms.md" "$OUT/"
+    echo
+    echo "over seeds ($SEEDS/, the protocol of make demo-models; the pair above is seed 1):"
+    sed -n '/^|/p' "$SEEDS/seeds_steps_to.md"
+    echo
+    awk '/^## answer share/ { exit } /^## / { p = 1 } p' "$SEEDS/mechanisms.md"
+fi
 echo
 echo "files in $OUT/:"
 ls "$OUT" | sed 's/^/  /'

@@ -3,7 +3,8 @@
 kept models are the run's models at those steps), --ablate-lambda (lambda computed
 from the saved vectors in float64 is 0 at every kept step, the vectors never move,
 probe's difference map equals its first softmax map), train --pair --seeds (each seed's
-pair is the ordinary pair of that seed; resume; usage errors), the summary over seeds
+pair is the ordinary pair of that seed; resume; a rerun at --stop-at is a no-op; usage
+errors), the summary over seeds
 on hand-written train.csv files against numpy, and scripts/mechanisms.py on tiny runs
 (the matched-skill step and the means over seeds against the per-seed rows)."""
 import csv
@@ -195,6 +196,13 @@ def test_seeds_train(tmp):
     r = run(["--pair", root, "--seeds", "1,2,3", "--resume"] + args)
     check(r.returncode == 0 and os.path.isfile(os.path.join(root, "seed-3", "diff", "model.safetensors")),
           "seeds: --resume starts a seed not begun")
+    # --stop-at: a rerun of the same command at the stop trains nothing
+    st = os.path.join(tmp, "stop")
+    run(["--out", st, "--steps", "10", "--stop-at", "4"] + TINY)
+    before = open(os.path.join(st, "model.safetensors"), "rb").read()
+    r = run(["--out", st, "--steps", "10", "--stop-at", "4", "--resume"] + TINY)
+    check(r.returncode == 0 and open(os.path.join(st, "model.safetensors"), "rb").read() == before,
+          "stop-at: a resume at the stop is a no-op (%s)" % r.stderr.strip()[-200:])
     for bad, what in ((["--out", root, "--seeds", "1"], "--seeds without --pair"),
                       (["--pair", root, "--summarize"], "--summarize without --seeds"),
                       (["--pair", root, "--seeds", "1,,2"], "--seeds 1,,2")):

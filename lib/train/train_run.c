@@ -444,7 +444,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     const double t_start = now_s();
     double t_win = t_start, loss_sum = 0.0, steady_s = 0.0;   /* steady: step times after the first */
     int64_t win_steps = 0;
-    int stopped = 0, plot_warned = 0;
+    /* a resume at or past --stop-at trains nothing (a rerun of the same command is a no-op) */
+    int stopped = p->stop_at > 0 && step >= p->stop_at && step < p->steps, plot_warned = 0;
     while (step < p->steps && !stopped) {
         /* one step: batch `step` of stream 0, forward, backward, clip, AdamW */
         double t_step = now_s();
