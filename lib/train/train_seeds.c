@@ -219,6 +219,7 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
             a.x.label = "step";
             a.x.integer_ticks = 1;
             a.y.label = "loss (nats)";
+            a.y.has_min = 1, a.y.min = 0.0;   /* cross-entropy: the axis need not go below 0 */
             a.series = ls;
             a.n_series = nl;
             a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
