@@ -70,9 +70,28 @@ def checkpoints(run_dir, level):
     return out
 
 
+def query_accuracy(dump, prompts):
+    """Per query position: the share of prompts whose digits after that query's <sep> are
+    all the argmax prediction (teacher-forced; token p is predicted by row p - 1), from
+    the logits probe saved. The last query is the one the trainer scores (eval_acc);
+    the earlier ones cannot be answered by elimination (the last answer is the needle no
+    earlier query asked for), so they show whether the model matches keys."""
+    with open(prompts) as f:
+        ps = [json.loads(line) for line in f if line.strip()]
+    right = None
+    with h5py.File(dump, "r") as f:
+        for i, p in enumerate(ps):
+            lg = f["samples/%06d/logits" % i][()]
+            pred = lg.argmax(axis=1)
+            ok = [all(pred[t - 1] == p["tokens"][t] for t in range(a, b)) for a, b in p["target"]]
+            right = [0] * len(ok) if right is None else right
+            right = [r + int(o) for r, o in zip(right, ok)]
+    return [r / len(ps) for r in right]
+
+
 def measure(binp, model_dir, prompts, dump, threads):
     run([os.path.join(binp, "probe"), "--model", model_dir, "--prompts", prompts, "--out", dump,
-         "--force", "--quiet", "--threads", str(threads)])
+         "--save-logits", "--force", "--quiet", "--threads", str(threads)])
     nz = json.loads(run([os.path.join(binp, "noise"), dump, "--norm", "abs", "--format", "json", "--quiet"]))
     shares = {r[0]: r[1] for r in nz["tables"][0]["data"]}
     by_depth = json.loads(run([os.path.join(binp, "noise"), dump, "--norm", "abs", "--by", "depth",
@@ -83,7 +102,9 @@ def measure(binp, model_dir, prompts, dump, threads):
     top1, med = cols.index("top1"), cols.index("median")
     with h5py.File(dump, "r") as f:
         lam = [float(x) for x in f["model/lambda"][()]] if "model/lambda" in f else []
+    qa = query_accuracy(dump, prompts)
     return {
+        "acc_first": qa[0], "acc_last": qa[-1],
         "accuracy": shares["accuracy"], "answer": shares["answer"], "noise": shares["noise"],
         "logit_top1": t5["attention logits"][top1], "logit_median": t5["attention logits"][med],
         "hidden_top1": t5["hidden states"][top1], "hidden_median": t5["hidden states"][med],
@@ -177,16 +198,18 @@ def main():
     # the CSV: every (checkpoint, length, model, seed)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["checkpoint", "length", "model", "seed", "step", "accuracy", "answer", "noise", "answer_noise",
+    w.writerow(["checkpoint", "length", "model", "seed", "step", "acc_first", "acc_last", "accuracy", "answer",
+                "noise", "answer_noise",
                 "logit_top1", "logit_median", "hidden_top1", "hidden_median", "lambda"])
     for (ck, T, name), per in sorted(rec.items(), key=lambda kv: (kv[0][0] != "match", kv[0][1], kv[0][2])):
         for s in seeds:
             m = per.get(s)
             if m is None:
-                w.writerow([ck, T, name, s] + [""] * 10)
+                w.writerow([ck, T, name, s] + [""] * 12)
                 continue
             r = m["answer"] / m["noise"] if m["noise"] else ""
-            w.writerow([ck, T, name, s, m["step"], m["accuracy"], m["answer"], m["noise"], r, m["logit_top1"],
+            w.writerow([ck, T, name, s, m["step"], m["acc_first"], m["acc_last"], m["accuracy"], m["answer"],
+                        m["noise"], r, m["logit_top1"],
                         m["logit_median"], m["hidden_top1"], m["hidden_median"],
                         " ".join("%.6g" % x for x in m["lambda"])])
     with open(os.path.join(a.runs, "mechanisms.csv.tmp"), "w") as f:
@@ -203,28 +226,31 @@ def main():
       "2 digits, depths 0, 25, 50, 75, 100%%, %d per depth and length, generator seed 2024 (not a training "
       "seed). Shares of |attention| of the last query token (`noise --norm abs`), averaged over layers and "
       "heads; noise = context before + after the answer. Outliers pooled over layers and prompts "
-      "(`outliers`). answer/noise is mean answer / mean noise over seeds." % (round(100 * a.level), a.samples))
+      "(`outliers`). answer/noise is mean answer / mean noise over seeds. Retrieval (teacher-forced argmax, "
+      "every digit right): *last query* is the trainer's held-out measure; it can be solved by elimination "
+      "(the last query asks for the one needle no earlier query asked for), *first query* cannot; *all 4* is "
+      "probe's accuracy (every query right)." % (round(100 * a.level), a.samples))
     p()
     for ck in ("match", "end"):
         for T in lengths:
             p("## %s, T = %d%s" % ("matched skill (\u2265 %d%%)" % round(100 * a.level) if ck == "match" else "end of training",
                                    T, " (trained at 64: positions beyond 63 are RoPE extrapolation)" if T > 64 else ""))
             p()
-            p("| model | seeds | step | retrieval | answer share | noise | answer/noise | top attention logit "
-              "| top hidden | \u03bb per layer |")
-            p("|---|---|---|---|---|---|---|---|---|---|")
+            p("| model | seeds | step | last query | first query | all 4 | answer share | noise | answer/noise "
+              "| top attention logit | top hidden | \u03bb per layer |")
+            p("|---|---|---|---|---|---|---|---|---|---|---|---|")
             for name, label in present:
                 per = rec.get((ck, T, name), {})
                 ms = [per.get(s) for s in seeds]
                 got = [m for m in ms if m is not None]
                 if not got:
-                    p("| %s | 0 of %d reached | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 | \u2014 |"
-                      % (label, len(seeds)))
+                    p("| %s | 0 of %d reached |" % (label, len(seeds)) + " \u2014 |" * 10)
                     continue
                 L = len(got[0]["lambda"])
                 lam = ", ".join(spread([m["lambda"][l] for m in got], "%.2f") for l in range(L)) if L else "\u2014"
-                p("| %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                p("| %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     label, len(got), len(seeds), spread([m["step"] for m in got], "%.0f"),
+                    spread([m["acc_last"] for m in got], "%.2f"), spread([m["acc_first"] for m in got], "%.2f"),
                     spread([m["accuracy"] for m in got], "%.2f"), spread([m["answer"] for m in got]),
                     spread([m["noise"] for m in got]),
                     ratio_text(mean([m["answer"] for m in got]), mean([m["noise"] for m in got])),

@@ -232,6 +232,9 @@ def test_mechanisms(tmp, root):
             hit = [int(c["step"]) for c in curve if float(c["eval_acc"]) >= 0.001]
             ok &= (row["step"] == "" and not hit) or (hit and int(row["step"]) == hit[0])
     check(ok, "mechanisms: match = first step at the level, end = last step")
+    done = [r for r in rows if r["step"]]
+    check(done and all(float(r["accuracy"]) <= min(float(r["acc_first"]), float(r["acc_last"])) + 1e-12 for r in done),
+          "mechanisms: all-4 accuracy (probe) <= first- and last-query accuracy (from the logits)")
     md = open(os.path.join(root, "mechanisms.md")).read()
     end = [r for r in rows if r["checkpoint"] == "end" and r["model"] == "diff"]
     a = [float(r["answer"]) for r in end]
