@@ -89,9 +89,15 @@ def query_accuracy(dump, prompts):
     return [r / len(ps) for r in right]
 
 
+def fresh(dump, *inputs):
+    """The dump exists and is newer than every input (a rerun reuses it)."""
+    return os.path.isfile(dump) and all(os.path.getmtime(dump) > os.path.getmtime(i) for i in inputs)
+
+
 def measure(binp, model_dir, prompts, dump, threads):
-    run([os.path.join(binp, "probe"), "--model", model_dir, "--prompts", prompts, "--out", dump,
-         "--save-logits", "--force", "--quiet", "--threads", str(threads)])
+    if not fresh(dump, prompts, os.path.join(model_dir, "model.safetensors")):
+        run([os.path.join(binp, "probe"), "--model", model_dir, "--prompts", prompts, "--out", dump,
+             "--save-logits", "--force", "--quiet", "--threads", str(threads)])
     nz = json.loads(run([os.path.join(binp, "noise"), dump, "--norm", "abs", "--format", "json", "--quiet"]))
     shares = {r[0]: r[1] for r in nz["tables"][0]["data"]}
     by_depth = json.loads(run([os.path.join(binp, "noise"), dump, "--norm", "abs", "--by", "depth",
@@ -164,7 +170,9 @@ def main():
 
     prompts = {}
     for T in lengths:
-        prompts[T] = os.path.join(work, "prompts-%d.jsonl" % T)
+        prompts[T] = os.path.join(work, "prompts-%d-%d.jsonl" % (T, a.samples))
+        if os.path.isfile(prompts[T]):
+            continue   # a pure function of its flags: kept, so the dumps made from it stay valid
         run([os.path.join(a.bin, "noise"), "prompts", "-o", prompts[T], "--length", str(T), "--needles", "4",
              "--queries", "4", "--digits", "2", "--samples", str(a.samples), "--seed", "2024", "--force", "--quiet"])
 
