@@ -285,8 +285,9 @@ def main():
                           spread([m["depth"][d][2] for m in got], "%.2f")]
             p("| %g | %s |" % (d, " | ".join(cells)))
         p()
-    p("\u00b9 answer/noise \"> 1000\": the noise share is below 1/1000 of the answer share; the quotient of a "
-          "near-zero noise is not a measurement.")
+    if CAPPED:
+        p("\u00b9 answer/noise \"> 1000\": the noise share is below 1/1000 of the answer share; the quotient of "
+          "a near-zero noise is not a measurement.")
     with open(os.path.join(a.runs, "mechanisms.md.tmp"), "w") as f:
         f.write(md.getvalue())
     os.replace(os.path.join(a.runs, "mechanisms.md.tmp"), os.path.join(a.runs, "mechanisms.md"))
