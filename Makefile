@@ -99,13 +99,13 @@ demo: all
 	@BIN=$(BIN) sh scripts/demo.sh
 
 # The demo protocol (scripts/seeds.sh, demo/README.md): per seed 1, 2, 3 a matched
-# Transformer / Diff pair and the Diff model with lambda held at 0, 6000 steps each, two
-# runs at once on one thread each: about 45 minutes on 2 quiet cores, up to an hour or
-# more on a busy machine (resumable: run it again after an interruption). Then the
-# summaries go to demo/seeds and the seed-1 pair (its last step) to demo/models.
+# Transformer / Diff pair (3000 steps of a 6000-step schedule) and the Diff model with
+# lambda held at 0 (1500 steps), two runs at once on one thread each: about 20 minutes
+# on 2 quiet cores, over an hour on a busy machine (resumable: run it again after an
+# interruption). Then the summaries go to demo/seeds and the seed-1 pair to demo/models.
 DEMO_RUNS := out/seeds
 demo-models: all
-	@echo "demo-models: 9 training runs (3 seeds x Transformer, Diff, Diff lambda=0), about 45-60 minutes on 2 cores"
+	@echo "demo-models: 9 training runs (3 seeds x Transformer, Diff, Diff lambda=0): about 20 minutes on 2 quiet cores, over an hour on a busy machine"
 	BIN=$(BIN) sh scripts/seeds.sh $(DEMO_RUNS) 1,2,3
 	mkdir -p demo/seeds
 	for f in seeds_curves.csv seeds_steps_to.csv seeds_steps_to.md seeds.png mechanisms.md mechanisms.csv; do \
