@@ -116,7 +116,6 @@ demo-models: all
 	    cp $(DEMO_RUNS)/seed-1/$$m/config.json $(DEMO_RUNS)/seed-1/$$m/model.safetensors \
 	       $(DEMO_RUNS)/seed-1/$$m/train.csv $(DEMO_RUNS)/seed-1/$$m/train.png demo/models/$$m/; done
 	cp $(DEMO_RUNS)/seed-1/train.png demo/models/train.png
-	cp $(DEMO_RUNS)/seed-1.log demo/models/train.log
 
 format:
 	clang-format -i lib/*/*.c lib/*/*.h tools/*/*.c tests/*.c fuzz/*.c
