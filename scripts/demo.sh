@@ -30,8 +30,8 @@ done
 
 L="--labels Transformer,Diff"
 # Figure 1 and Table 3 (attention to the answer vs noise), Table 5 (outliers). Shares of
-# absolute attention (--norm abs): this Diff model's first layer has lambda = 0.89, so
-# its rows sum to 1 - lambda = 0.11 and shares normalised by that total are unstable.
+# absolute attention (--norm abs): this Diff model's second layer has lambda = 3.35, so
+# its rows sum to 1 - lambda < 0 and shares normalised by that total mean nothing.
 N="--norm abs"
 "$BIN/noise" "$T" "$D" $L $N --format markdown --plot "$OUT/figure1_shares.png" --force --quiet \
     > "$OUT/figure1_shares.md"
