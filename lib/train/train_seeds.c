@@ -32,15 +32,14 @@ static int file_exists(const char *path)
 
 /* Per model: one curve per seed (n == 0: that seed has no run). */
 typedef struct model_runs {
-    dfl__train_curve *c;   /* [n_seeds] */
-    int present;           /* seeds with a run */
+    dfl__train_curve *c; /* [n_seeds] */
+    int present;         /* seeds with a run */
 } model_runs;
 
 /* The curves table: for each model, each step of its first run, the seeds' values
  * at that step (a seed without the step is left out of that row). */
-static void add_curves(dfl_report_table *t, const model_runs *mr, const char *label, int n_seeds,
-                       double *mean_acc, double *min_acc, double *max_acc, double *mean_loss, double *xs, int *n_x,
-                       dfl_error *err)
+static void add_curves(dfl_report_table *t, const model_runs *mr, const char *label, int n_seeds, double *mean_acc,
+                       double *min_acc, double *max_acc, double *mean_loss, double *xs, int *n_x, dfl_error *err)
 {
     const dfl__train_curve *ref = NULL;
     for (int i = 0; i < n_seeds && !ref; i++)
@@ -171,21 +170,25 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
     if (!s) s = dfl_report_add_table(rc, "curves", "held-out accuracy and loss over seeds", &tc, err);
     if (!s) s = dfl_report_add_table(rs, "steps_to", "steps to 25 / 50 / 90% held-out retrieval", &ts, err);
     if (!s) {
-        static const char *const cc[] = {"model", "step", "seeds", "acc_mean", "acc_sd", "acc_min", "acc_max",
-                                         "eval_loss_mean", "eval_loss_min", "eval_loss_max", "loss_mean"};
-        for (size_t k = 0; k < sizeof cc / sizeof cc[0]; k++) dfl_report_add_column(tc, cc[k], DFL_NUM_FIXED, 3, err);
-        static const char *const sc[] = {"model", "seed", "steps_to_25", "steps_to_50", "steps_to_90",
-                                         "final_step", "final_acc", "final_eval_loss"};
-        for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++) dfl_report_add_column(ts, sc[k], DFL_NUM_FIXED, 3, err);
-        dfl_report_add_note(rs, err, "steps to X%%: the first evaluation at or above X%% held-out retrieval; "
-                                     "\"> N\": not reached by the last step N");
+        static const char *const cc[] = {"model",         "step",          "seeds",    "acc_mean",
+                                         "acc_sd",        "acc_min",       "acc_max",  "eval_loss_mean",
+                                         "eval_loss_min", "eval_loss_max", "loss_mean"};
+        for (size_t k = 0; k < sizeof cc / sizeof cc[0]; k++)
+            dfl_report_add_column(tc, cc[k], DFL_NUM_FIXED, 3, err);
+        static const char *const sc[] = {"model",       "seed",       "steps_to_25", "steps_to_50",
+                                         "steps_to_90", "final_step", "final_acc",   "final_eval_loss"};
+        for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++)
+            dfl_report_add_column(ts, sc[k], DFL_NUM_FIXED, 3, err);
+        dfl_report_add_note(rs, err,
+                            "steps to X%%: the first evaluation at or above X%% held-out retrieval; "
+                            "\"> N\": not reached by the last step N");
     }
     int nx[8] = {0};
     for (int j = 0; j < n_models && !s; j++) {
         if (!mr[j].present) continue;
         double *b = buf + (size_t)j * 5 * (size_t)max_rows;
-        add_curves(tc, &mr[j], labels[j], n_seeds, b + max_rows, b + 2 * max_rows, b + 3 * max_rows,
-                   b + 4 * max_rows, b, &nx[j], err);
+        add_curves(tc, &mr[j], labels[j], n_seeds, b + max_rows, b + 2 * max_rows, b + 3 * max_rows, b + 4 * max_rows,
+                   b, &nx[j], err);
         add_steps_to(ts, &mr[j], labels[j], seeds, n_seeds, err);
     }
     if (!s) s = dfl_report_status(rc, err);
@@ -219,7 +222,7 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
             a.x.label = "step";
             a.x.integer_ticks = 1;
             a.y.label = "loss (nats)";
-            a.y.has_min = 1, a.y.min = 0.0;   /* cross-entropy: the axis need not go below 0 */
+            a.y.has_min = 1, a.y.min = 0.0; /* cross-entropy: the axis need not go below 0 */
             a.series = ls;
             a.n_series = nl;
             a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
@@ -245,7 +248,8 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
     dfl_canvas_destroy(canvas);
     free(buf);
     for (int j = 0; j < n_models; j++) {
-        for (int i = 0; mr[j].c && i < n_seeds; i++) dfl__train_curve_free(&mr[j].c[i]);
+        for (int i = 0; mr[j].c && i < n_seeds; i++)
+            dfl__train_curve_free(&mr[j].c[i]);
         free(mr[j].c);
     }
     if (s) {
