@@ -106,13 +106,24 @@ bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write $(BUILD)/bench/token
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh
 
-# The matched pair that ships in demo/models (deterministic for this seed and thread
-# count; about 15 minutes on 2 cores). demo/README.md has the settings and results.
-DEMO_TRAIN := --seq 64 --needles 4 --queries 4 --digits 2 --lr 3e-3 --steps 6000 --warmup 200 \
-              --eval-every 250 --batch 16 --seed 1 --threads 2
+# The demo protocol (scripts/seeds.sh, demo/README.md): per seed 1, 2, 3 a matched
+# Transformer / Diff pair (3000 steps of a 6000-step schedule) and the Diff model with
+# lambda held at 0 (1500 steps), two runs at once on one thread each: about 20 minutes
+# on 2 quiet cores, over an hour on a busy machine (resumable: run it again after an
+# interruption). Then the summaries go to demo/seeds and the seed-1 pair to demo/models.
+DEMO_RUNS := out/seeds
 demo-models: all
-	$(BIN)/train --pair demo/models $(DEMO_TRAIN) --force
-	rm -f demo/models/*/checkpoint.safetensors
+	@echo "demo-models: 9 training runs (3 seeds x Transformer, Diff, Diff lambda=0): about 20 minutes on 2 quiet cores, over an hour on a busy machine"
+	BIN=$(BIN) sh scripts/seeds.sh $(DEMO_RUNS) 1,2,3
+	mkdir -p demo/seeds
+	for f in seeds_curves.csv seeds_steps_to.csv seeds_steps_to.md seeds.png mechanisms.md mechanisms.csv; do \
+	    cp $(DEMO_RUNS)/$$f demo/seeds/; done
+	for s in 1 2 3; do for m in transformer diff diff_lambda0; do \
+	    cp $(DEMO_RUNS)/seed-$$s/$$m/train.csv demo/seeds/train-seed$$s-$$m.csv; done; done
+	for m in transformer diff; do mkdir -p demo/models/$$m && \
+	    cp $(DEMO_RUNS)/seed-1/$$m/config.json $(DEMO_RUNS)/seed-1/$$m/model.safetensors \
+	       $(DEMO_RUNS)/seed-1/$$m/train.csv $(DEMO_RUNS)/seed-1/$$m/train.png demo/models/$$m/; done
+	cp $(DEMO_RUNS)/seed-1/train.png demo/models/train.png
 
 format:
 	clang-format -i lib/*/*.c lib/*/*.h tools/*/*.c tests/*.c fuzz/*.c

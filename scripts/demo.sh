@@ -30,8 +30,8 @@ done
 
 L="--labels Transformer,Diff"
 # Figure 1 and Table 3 (attention to the answer vs noise), Table 5 (outliers). Shares of
-# absolute attention (--norm abs): this Diff model's first layer has lambda = 0.89, so
-# its rows sum to 1 - lambda = 0.11 and shares normalised by that total are unstable.
+# absolute attention (--norm abs): this Diff model's second layer has lambda = 3.35, so
+# its rows sum to 1 - lambda < 0 and shares normalised by that total mean nothing.
 N="--norm abs"
 "$BIN/noise" "$T" "$D" $L $N --format markdown --plot "$OUT/figure1_shares.png" --force --quiet \
     > "$OUT/figure1_shares.md"
@@ -62,6 +62,18 @@ echo
 "$BIN/noise" "$T" "$D" $L $N --quiet
 echo
 "$BIN/outliers" "$T" "$D" $L
+# Over seeds (demo/seeds/, written by `make demo-models`): the curves of every seed, the
+# steps to 25/50/90% retrieval and the mechanisms at matched skill and at the end
+SEEDS=${SEEDS:-demo/seeds}
+if [ -f "$SEEDS/seeds_steps_to.md" ]; then
+    cp "$SEEDS/seeds.png" "$OUT/seeds_curves.png"
+    cp "$SEEDS/seeds_steps_to.md" "$SEEDS/mechanisms.md" "$OUT/"
+    echo
+    echo "over seeds ($SEEDS/, the protocol of make demo-models; the pair above is seed 1):"
+    sed -n '/^|/p' "$SEEDS/seeds_steps_to.md"
+    echo
+    awk '/^## answer share/ { exit } /^## / { p = 1 } p' "$SEEDS/mechanisms.md"
+fi
 echo
 echo "files in $OUT/:"
 ls "$OUT" | sed 's/^/  /'

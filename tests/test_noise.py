@@ -308,6 +308,39 @@ class NoiseConstructed(unittest.TestCase):
         # the softmax map's totals are 1
         self.assertEqual(run(self.df, "--map", "map1").stderr, "")
 
+    def test_ratio_without_noise(self):
+        # answer 0.9 with a noise of 1e-9: the quotient (~1e9) is shown as "> 1000" with a
+        # note, not as a number; where answer and noise are both 0 the cell is a dash; a
+        # plain ratio (0.5 / 0.001 = 500) stays a number
+        p = self.path("quiet.h5")
+        row = [0.1, 5e-10, 0.9, 5e-10, 0.0, 0.0, 0.0]
+        zero = [0.5, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0]
+        plain = [0.0, 0.0005, 0.5, 0.0005, 0.499, 0.0, 0.0]
+        tile = lambda r: np.tile(np.array(r, np.float32), (1, 2, 2, 1))   # noqa: E731
+        write_dump(p, "llama", [dict(id="q", shares=tile(row), depth=0.0),
+                                dict(id="z", shares=tile(zero), depth=1.0),
+                                dict(id="p", shares=tile(plain), depth=0.5)])
+        r = run(p)
+        line = [x for x in r.stdout.splitlines() if x.strip().startswith("answer/noise")][0]
+        self.assertEqual(line.split()[-1], "1000")           # "> 1000"
+        self.assertIn("> 1000", line)
+        self.assertIn('"> 1000" where the noise share is below 1/1000 of the answer share', r.stdout)
+        v = shares_column([p], "quiet")
+        self.assertIsNone(v["answer/noise"])                 # json: null, the shares stay
+        self.assertAlmostEqual(v["answer"], (0.9 + 0.5) / 3, places=6)
+        cols, rows = table([p, "--by", "depth"])
+        self.assertEqual([r[0] for r in rows], [0, 0.5, 1])
+        self.assertIsNone(rows[0][4])
+        self.assertAlmostEqual(rows[1][4], 500, places=2)
+        self.assertIsNone(rows[2][4])
+        md = run(p, "--by", "depth", "--format", "markdown").stdout
+        cells = {r.split("|")[1].strip(): r.split("|")[5].strip() for r in md.splitlines()
+                 if r.startswith("|") and r.split("|")[1].strip() in ("0", "0.5", "1")}
+        self.assertEqual(cells, {"0": "> 1000", "0.5": "500", "1": "\u2014"})
+        self.assertNotIn("e+", md)
+        # no note when every ratio is a number
+        self.assertNotIn("> 1000", run(self.tr).stdout)
+
     def test_side_by_side_and_labels(self):
         cols, rows = table([self.tr, self.df])
         self.assertEqual(cols, ["segment", "tr", "df"])

@@ -28,6 +28,40 @@ static void set_num_or_missing(dfl_report_table *t, size_t col, double v, dfl_er
     else dfl_report_set_num(t, col, v, err);
 }
 
+/* answer/noise above this is shown as "> 1000": with noise near 0 the quotient says
+ * nothing but "no noise" and its digits are rounding (9.751e+07 from a noise of 1e-9). */
+#define RATIO_SHOWN_MAX 1000.0
+
+/* The text an answer/noise cell shows instead of its number, or NULL to show it:
+ * "\u2014" when both shares are 0 or missing, "> 1000" when the quotient exceeds it. */
+static const char *ratio_shown(double answer, double noise)
+{
+    if (isnan(answer) || isnan(noise) || (answer == 0 && noise == 0)) return "\u2014";
+    if (!(answer <= RATIO_SHOWN_MAX * noise)) return "> 1000";
+    return NULL;
+}
+
+/* An answer/noise cell; *capped is set when the cell is not a plain number. */
+static void set_ratio(dfl_report_table *t, size_t col, const dfl_noise_cell *c, int *capped, dfl_error *err)
+{
+    const char *shown = ratio_shown(c->share[DFL_SHARE_ANSWER], c->noise);
+    if (shown) {
+        dfl_report_set_missing(t, col, shown, err);
+        *capped = 1;
+    } else {
+        dfl_report_set_num_fmt(t, col, c->ratio, DFL_NUM_GENERAL, 4, err);
+    }
+}
+
+static void ratio_note(dfl_report *rep, int capped, dfl_error *err)
+{
+    if (capped)
+        dfl_report_add_note(rep, err,
+                            "answer/noise: \"> 1000\" where the noise share is below 1/1000 of the answer share (the "
+                            "quotient of a near-zero noise is not a measurement), \"\u2014\" where both are 0; csv/json "
+                            "leave these cells empty (null): answer and noise are in their own columns");
+}
+
 /* Meta lines and notes shared by every grouping. */
 static void report_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *err)
 {
@@ -83,6 +117,7 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
         for (size_t i = 0; i < r->n_dumps; i++) dfl_report_set_num(t, 1 + i, r->dumps[i].all.share[k], err);
     }
     static const char *const extra[] = {"noise", "answer/noise", "accuracy", "target_nll", "samples"};
+    int capped = 0;
     for (int e = 0; e < 5; e++) {
         dfl_report_add_row(t, err);
         dfl_report_set_text(t, 0, extra[e], err);
@@ -90,7 +125,7 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
             const dfl_noise_cell *c = &r->dumps[i].all;
             switch (e) {
             case 0: dfl_report_set_num(t, 1 + i, c->noise, err); break;
-            case 1: dfl_report_set_num_fmt(t, 1 + i, c->ratio, DFL_NUM_GENERAL, 4, err); break;
+            case 1: set_ratio(t, 1 + i, c, &capped, err); break;
             case 2:
                 if (c->n_scored) dfl_report_set_num_fmt(t, 1 + i, c->accuracy, DFL_NUM_FIXED, 3, err);
                 else dfl_report_set_missing(t, 1 + i, "n/a", err);
@@ -110,6 +145,7 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
             dfl_report_add_note(rep, err, "%s: accuracy over the %zu of %zu samples that have a target", r->dumps[i].label,
                                 c->n_scored, c->n_samples);
     }
+    ratio_note(rep, capped, err);
     return dfl_report_status(rep, err);
 }
 
@@ -125,6 +161,7 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
     if (s) return s;
     int with_acc = by == DFL_NOISE_BY_DEPTH;
     int per = with_acc ? 5 : 4;   /* n, answer, noise, answer/noise [, accuracy] */
+    int capped = 0;
     char cb[160];
     dfl_report_add_column(t, keyname[by], DFL_NUM_GENERAL, 4, err);
     for (size_t i = 0; i < r->n_dumps; i++) {
@@ -196,7 +233,7 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
             dfl_report_set_int(t, c0, (int64_t)c->n_samples, err);
             set_num_or_missing(t, c0 + 1, c->share[DFL_SHARE_ANSWER], err);
             set_num_or_missing(t, c0 + 2, c->noise, err);
-            set_num_or_missing(t, c0 + 3, c->ratio, err);
+            set_ratio(t, c0 + 3, c, &capped, err);
             if (with_acc) {
                 if (c->n_scored) dfl_report_set_num(t, c0 + 4, c->accuracy, err);
                 else dfl_report_set_missing(t, c0 + 4, "n/a", err);
@@ -204,6 +241,7 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
         }
     }
     free(keys);
+    ratio_note(rep, capped, err);
     if (by == DFL_NOISE_BY_LAYER || by == DFL_NOISE_BY_HEAD)
         dfl_report_add_note(rep, err, "n = samples; each row averages the selected %s and every sample",
                             by == DFL_NOISE_BY_LAYER ? "heads" : "layers");
@@ -271,8 +309,12 @@ dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, in
         char acc_text[48] = "";
         if (c->n_scored) snprintf(acc_text, sizeof acc_text, ", accuracy %.1f%%", 100.0 * c->accuracy);
         size_t u = strlen(note);
-        dfl__noise_put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %.3g%s", r->dumps[i].label, c->noise,
-            c->ratio, acc_text);
+        char rt[32];
+        const char *shown = ratio_shown(c->share[DFL_SHARE_ANSWER], c->noise);
+        if (shown) snprintf(rt, sizeof rt, "%s", shown[0] == '>' ? "> 1000" : "-");
+        else snprintf(rt, sizeof rt, "%.3g", c->ratio);
+        dfl__noise_put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %s%s", r->dumps[i].label, c->noise,
+                       rt, acc_text);
     }
     dfl_bar_chart ch = dfl_bar_chart_default();
     ch.title = "Attention to each part of the prompt";

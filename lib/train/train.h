@@ -7,7 +7,7 @@
  *
  * Files: train_model.c (layout, init, config.json, saving), train_pass.c (forward and
  * backward), train_optim.c (AdamW, schedule, clipping), train_run.c (the loop),
- * train_plot.c (curves as PNG through plot.h).
+ * train_plot.c (curves as PNG through plot.h), train_seeds.c (summaries over seeds).
  *
  * Restrictions: multi-head attention only (num_key_value_heads == num_attention_heads;
  * GQA is refused with DFL_ERR_CONFIG), no RoPE scaling. Matmuls run through CBLAS
@@ -29,6 +29,7 @@
 
 #include "model/model.h"
 #include "text/needle.h"
+#include "base/report.h"
 #include "base/status.h"
 
 /* ------------------------------------------------------------ the model */
@@ -84,6 +85,12 @@ size_t dfl_train_param_count(const dfl_config *c);
 /* Initialise: matrices N(0, std²), norm gains 1, λ vectors N(0, 0.1²), subln 1;
  * AdamW moments 0. Serial, so the result depends on the seed only. */
 void dfl_train_init(dfl_train_model *m, uint64_t seed, double std);
+/* The λ ablation: set each layer's λ vectors so that λ = 0 (λq1 = λk1 = 0 and
+ * λq2 = λk2 = c with head_dim·c² = ln(1 + λ_init)), leaving A = softmax1. A model
+ * without λ vectors is left alone. */
+void dfl_train_lambda_zero(dfl_train_model *m);
+/* Zero the λ vectors' gradients, so AdamW (moments 0) never moves them. */
+void dfl_train_lambda_freeze(dfl_train_model *m);
 
 /* config.json text (caller frees) that dfl_config_parse reads back as m->config. */
 char *dfl_train_config_json(const dfl_config *c);
@@ -152,6 +159,8 @@ typedef struct dfl_train_params {
     int64_t eval_every, eval_samples;  /* 100, 256 (eval_every 0: only at the end) */
     int64_t ckpt_every;        /* 200 (0: only at the end and when stopped) */
     int64_t stop_at;           /* stop (with a checkpoint) once this many steps are done; 0 = never */
+    int64_t keep_every;        /* also keep the model of every N-th step in out/steps/step-NNNNNN; 0 = off */
+    int ablate_lambda;         /* Diff models: λ held at 0 (one softmax map + subln), the paper's ablation */
     const char *out;           /* output directory (created; its parent must exist) */
     int resume, overwrite;
 } dfl_train_params;
@@ -213,4 +222,26 @@ dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *ll
 dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const char *const *labels, int n,
                           const char *title, dfl_error *err);
 
+/* ---------------------------------------------------------- over seeds */
+/* Seeds as an axis (train_seeds.c): a protocol trained once per seed S keeps its
+ * runs in dir/seed-S/<model>/ (train --pair dir --seeds LIST writes seed-S/transformer
+ * and seed-S/diff). */
+#define DFL_SEEDS_N_LEVELS 3
+extern const double DFL_SEEDS_LEVELS[DFL_SEEDS_N_LEVELS];   /* 0.25, 0.5, 0.9 */
+
+/* The first step[i] whose acc[i] >= level (rows in step order), or -1 if none. */
+int64_t dfl_train_steps_to(const double *step, const double *acc, int n, double level);
+
+/* Summarise the runs dir/seed-<seeds[i]>/<models[j]>/train.csv (a missing run is left
+ * out; labels[j] names model j in tables and the figure). *curves gets the table
+ * "curves" (per model and evaluated step: seeds, mean / sd / min / max held-out
+ * accuracy, mean / min / max held-out loss, mean training loss); *steps_to the table
+ * "steps_to" (per model and seed: the first step at 25, 50, 90% held-out accuracy,
+ * "> N" when not reached; then per model the mean over seeds when all reached).
+ * png (may be NULL): both panels, mean solid and min/max dotted. The caller owns both
+ * reports (dfl_report_destroy). DFL_ERR_USAGE (1..8 models, 1+ seeds), DFL_ERR_IO
+ * (no run at all, an unreadable CSV, the PNG), DFL_ERR_NOMEM. */
+dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n_seeds, const char *const *models,
+                                   const char *const *labels, int n_models, const char *png, dfl_report **curves,
+                                   dfl_report **steps_to, dfl_error *err);
 #endif

@@ -35,6 +35,17 @@ typedef struct dfl__train_geom {
 dfl__train_geom dfl__train_geom_make(const dfl_config *c);
 dfl__head_plan dfl__train_plan(const dfl_config *c, int64_t h);
 
+/* The columns of a train.csv that plots and summaries use (train_plot.c): one entry
+ * per row, rows that do not parse skipped. */
+typedef struct dfl__train_curve {
+    double *step, *loss, *eval_loss, *eval_acc;   /* [n] each; owned */
+    int n;
+} dfl__train_curve;
+/* Read path into *c (caller frees with dfl__train_curve_free, also after a failure).
+ * DFL_ERR_IO, DFL_ERR_NOMEM. */
+dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_error *err);
+void dfl__train_curve_free(dfl__train_curve *c);
+
 /* Attention block size of a workspace (default 64; tests use small ones so that tiny
  * sequences cross blocks). <= 0 restores the default. */
 struct dfl_train_ws;

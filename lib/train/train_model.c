@@ -240,6 +240,29 @@ void dfl_train_init(dfl_train_model *m, uint64_t seed, double std)
     memset(m->v, 0, m->n_params * sizeof(float));
 }
 
+void dfl_train_lambda_zero(dfl_train_model *m)
+{
+    const int64_t n = m->config.head_dim;
+    for (int64_t l = 0; l < m->config.num_layers; l++) {
+        const dfl_train_layer *y = &m->w.layers[l];
+        if (!y->lq1) continue;
+        /* exp(0) − exp(n·c²) + λ_init = 1 − (1 + λ_init) + λ_init = 0 */
+        float c = (float)sqrt(log(1.0 + (double)m->lambda_init[l]) / (double)n);
+        for (int64_t j = 0; j < n; j++) y->lq1[j] = y->lk1[j] = 0.0f, y->lq2[j] = y->lk2[j] = c;
+    }
+}
+
+void dfl_train_lambda_freeze(dfl_train_model *m)
+{
+    const size_t n = (size_t)m->config.head_dim;
+    for (int64_t l = 0; l < m->config.num_layers; l++) {
+        const dfl_train_layer *g = &m->g.layers[l];
+        if (!g->lq1) continue;
+        memset(g->lq1, 0, n * sizeof(float)), memset(g->lk1, 0, n * sizeof(float));
+        memset(g->lq2, 0, n * sizeof(float)), memset(g->lk2, 0, n * sizeof(float));
+    }
+}
+
 /* ---------------------------------------------------------------- saving */
 
 char *dfl_train_config_json(const dfl_config *c)

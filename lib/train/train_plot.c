@@ -7,23 +7,19 @@
 
 #include "render/plot.h"
 #include "train/train.h"
+#include "train/train_internal.h"
 
 #define PANEL_W 1000
 #define PANEL_H 700
 
 /* Columns of train.csv: step,lr,loss,eval_loss,eval_acc,tokens_per_s,elapsed_s. */
-typedef struct curve {
-    double *step, *loss, *eval_loss, *eval_acc;
-    int n;
-} curve;
-
-static void curve_free(curve *c)
+void dfl__train_curve_free(dfl__train_curve *c)
 {
     free(c->step), free(c->loss), free(c->eval_loss), free(c->eval_acc);
     memset(c, 0, sizeof *c);
 }
 
-static dfl_status read_curve(const char *path, curve *c, dfl_error *err)
+dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_error *err)
 {
     memset(c, 0, sizeof *c);
     char *text = NULL;
@@ -38,7 +34,7 @@ static dfl_status read_curve(const char *path, curve *c, dfl_error *err)
     c->eval_acc = dfl__calloc_array(lines + 1, sizeof(double));
     if (!c->step || !c->loss || !c->eval_loss || !c->eval_acc) {
         free(text);
-        curve_free(c);
+        dfl__train_curve_free(c);
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
     }
     char *line = strchr(text, '\n');   /* after the header */
@@ -65,14 +61,14 @@ dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const c
                           const char *title, dfl_error *err)
 {
     if (n < 1 || n > 8) return dfl__fail(err, DFL_ERR_USAGE, "plot: 1 to 8 runs, got %d", n);
-    curve cv[8];
+    dfl__train_curve cv[8];
     memset(cv, 0, sizeof cv);
     dfl_plot_series loss_s[16], acc_s[8];
     char names[24][96];
     dfl_canvas *canvas = NULL;
     dfl_status s = DFL_OK;
     int ns = 0, na = 0;
-    for (int i = 0; i < n && !s; i++) s = read_curve(csv_paths[i], &cv[i], err);
+    for (int i = 0; i < n && !s; i++) s = dfl__train_curve_read(csv_paths[i], &cv[i], err);
     for (int i = 0; i < n && !s; i++) {
         if (cv[i].n == 0) continue;
         dfl_plot_series base;
@@ -120,6 +116,6 @@ dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const c
         s = dfl_png_write(canvas, png, 1, k, v, 1, err);
     }
     dfl_canvas_destroy(canvas);
-    for (int i = 0; i < n; i++) curve_free(&cv[i]);
+    for (int i = 0; i < n; i++) dfl__train_curve_free(&cv[i]);
     return s;
 }

@@ -90,8 +90,10 @@ static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *tas
     if (!(p->weight_decay >= 0) || !(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) ||
         !(p->eps > 0) || !(p->clip >= 0) || !(p->init_std > 0))
         return dfl__fail(err, DFL_ERR_USAGE, "optimizer settings out of range");
-    if (p->eval_samples < 1 || p->eval_every < 0 || p->ckpt_every < 0 || p->stop_at < 0)
+    if (p->eval_samples < 1 || p->eval_every < 0 || p->ckpt_every < 0 || p->stop_at < 0 || p->keep_every < 0)
         return dfl__fail(err, DFL_ERR_USAGE, "eval/checkpoint settings out of range");
+    if (p->ablate_lambda && p->type == DFL_MODEL_LLAMA)
+        return dfl__fail(err, DFL_ERR_USAGE, "the lambda ablation needs a Diff model (llama has no lambda)");
     return DFL_OK;
 }
 
@@ -108,6 +110,9 @@ static void args_text(const dfl_train_params *p, char *buf, size_t cap)
              p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, (long long)p->warmup, p->lr,
              p->min_lr, p->weight_decay, p->beta1, p->beta2, p->eps, p->clip, p->init_std,
              (unsigned long long)p->seed, p->loss == DFL_LOSS_ALL ? "all" : "target", (long long)p->eval_samples);
+    /* appended only when set, so checkpoints made before the flag existed still resume */
+    size_t n = strlen(buf);
+    if (p->ablate_lambda && n < cap) snprintf(buf + n, cap - n, " lambda=0");
 }
 
 /* --------------------------------------------------------------- files */
@@ -146,6 +151,16 @@ static dfl_status make_dirs(const char *dir, dfl_error *err)
 }
 
 static void join(char *buf, size_t cap, const char *dir, const char *file) { snprintf(buf, cap, "%s/%s", dir, file); }
+
+/* out/steps/step-NNNNNN/{config.json,model.safetensors}: the model at this step, kept
+ * (--keep-every) so that analyses can pick the checkpoint where a skill level is reached. */
+static dfl_status keep_model(const dfl_train_model *m, const char *out, int64_t step, dfl_error *err)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/steps/step-%06lld", out, (long long)step);
+    dfl_status s = make_dirs(dir, err);
+    return s ? s : dfl_train_save_model(m, dir, 1, err);
+}
 
 static const char *const OUT_FILES[] = {"config.json", "model.safetensors", "checkpoint.safetensors", "train.csv",
                                         "train.png"};
@@ -398,7 +413,10 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     int64_t step = 0;
     double elapsed0 = 0.0;
     if (p->resume) s = load_checkpoint(m, p->out, args, &step, &elapsed0, err);
-    else dfl_train_init(m, p->seed, p->init_std);
+    else {
+        dfl_train_init(m, p->seed, p->init_std);
+        if (p->ablate_lambda) dfl_train_lambda_zero(m);
+    }
     if (!s) s = dfl_train_ws_create(m, B, T, &ws, err);
     if (!s) s = csv_restore(&csv, p->out, step, err);
     size_t bt = (size_t)B * (size_t)T;
@@ -410,7 +428,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     const double t_start = now_s();
     double t_win = t_start, loss_sum = 0.0, steady_s = 0.0;   /* steady: step times after the first */
     int64_t win_steps = 0;
-    int stopped = 0, plot_warned = 0;
+    /* a resume at or past --stop-at trains nothing (a rerun of the same command is a no-op) */
+    int stopped = p->stop_at > 0 && step >= p->stop_at && step < p->steps, plot_warned = 0;
     while (step < p->steps && !stopped) {
         /* one step: batch `step` of stream 0, forward, backward, clip, AdamW */
         double t_step = now_s();
@@ -420,6 +439,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         double loss;
         if ((s = dfl_train_forward(m, ws, tokens, targets, B, &loss, NULL, err))) goto done;
         dfl_train_backward(m, ws);
+        if (p->ablate_lambda) dfl_train_lambda_freeze(m);
         dfl_train_clip(m, p->clip);
         dfl_adamw o = {lr, p->beta1, p->beta2, p->eps, p->weight_decay};
         dfl_train_adamw(m, &o, step + 1);
@@ -472,6 +492,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             if ((s = save_checkpoint(m, p->out, step, el, args, err))) goto done;
             if ((s = dfl_train_save_model(m, p->out, 1, err))) goto done;
         }
+        if (p->keep_every > 0 && step % p->keep_every == 0 && (s = keep_model(m, p->out, step, err))) goto done;
     }
     double t_end = now_s();
     r.seconds = t_end - t_start;
@@ -502,6 +523,7 @@ dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *ll
     *llama = *p;
     *diff = *p;
     llama->type = DFL_MODEL_LLAMA;
+    llama->ablate_lambda = 0;   /* the ablation is the Diff model's */
     diff->type = DFL_MODEL_DIFF_TRANSFORMER;
     diff->heads = p->heads / 2;   /* head_dim D/(H/2)/2 = D/H: the llama head_dim */
     dfl_config a, b;

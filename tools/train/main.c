@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "render/render.h"
+#include "base/report.h"
 #include "model/kernels.h"
 #include "train/train.h"
 
@@ -28,6 +30,8 @@ static void usage(FILE *out)
             "usage: train --out DIR [options]          one model into DIR\n"
             "       train --pair OUTDIR [options]      a matched llama / diff_transformer pair into\n"
             "                                          OUTDIR/transformer and OUTDIR/diff\n"
+            "       train --pair OUTDIR --seeds LIST   one pair per seed into OUTDIR/seed-S/, then the\n"
+            "                                          summary over seeds (OUTDIR/seeds_*.csv, .md, .png)\n"
             "\n"
             "Trains on the needle task (docs/format.md): fresh samples every step from --seed, held-out\n"
             "retrieval accuracy every --eval-every steps. DIR gets config.json + model.safetensors\n"
@@ -65,13 +69,22 @@ static void usage(FILE *out)
             "  --beta1 X           AdamW beta1 (default: %g)\n"
             "  --beta2 X           AdamW beta2 (default: %g)\n"
             "  --clip X            global gradient-norm clip, 0 = off (default: %g)\n"
+            "  --ablate-lambda     Diff models: hold lambda at 0 (one softmax map + subln; the\n"
+            "                      paper's ablation); with --pair the Diff model (default: off)\n"
             "  --seed N            data, init and held-out seed (default: %llu)\n"
+            "  --seeds LIST        with --pair: one pair per seed (e.g. 1,2,3 or 1-5) into\n"
+            "                      OUTDIR/seed-S, then the summary over seeds; --resume\n"
+            "                      continues each, starting the seeds not begun (default: off)\n"
+            "  --summarize         with --pair and --seeds: only (re)write the summary of the\n"
+            "                      runs in OUTDIR/seed-S (transformer, diff, diff_lambda0)\n"
             "run\n"
             "  --eval-every N      held-out loss/accuracy and a train.csv row every N steps,\n"
             "                      0 = only at the end (default: %lld)\n"
             "  --eval-samples N    held-out samples (default: %lld)\n"
             "  --ckpt-every N      checkpoint every N steps, 0 = only at the end (default: %lld)\n"
             "  --stop-at N         stop with a checkpoint after N steps (for --resume; default: off)\n"
+            "  --keep-every N      also keep the model of every N-th step in DIR/steps/step-NNNNNN\n"
+            "                      (0 = off; default: 0)\n"
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
@@ -161,12 +174,86 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
     return 0;
 }
 
+/* Train the pair (llama, then Diff) into pl->out and pd->out, then both curves in
+ * dir/train.png. Returns the exit code. */
+static int run_pair(const dfl_train_params *pl, const dfl_train_params *pd0, const char *dir, size_t nl, size_t nd,
+                    tool_state *st, const char *plot, int plot_only)
+{
+    dfl_train_params pd = *pd0;
+    dfl_error err = {DFL_OK, ""};
+    /* A pair stopped during its first model has no Diff checkpoint yet: --resume
+     * starts that one afresh. */
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", pd.out);
+    int rc = 0;
+    if (!plot_only) {
+        rc = run_one(pl, "transformer", st);
+        if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
+        if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", st);
+    }
+    if (rc == 0) {   /* both curves in one figure */
+        char png[4200], title[128], c0[4200], c1[4200];
+        const char *csvs[2] = {c0, c1}, *labels[2] = {"Transformer", "Diff"};
+        snprintf(c0, sizeof c0, "%s/train.csv", pl->out);
+        snprintf(c1, sizeof c1, "%s/train.csv", pd.out);
+        snprintf(png, sizeof png, "%s/train.png", dir);
+        snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
+        if (!plot_only) {
+            if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
+            else if (!st->quiet) fprintf(stderr, "train: wrote %s\n", png);
+        }
+        if (plot) rc = write_plot(plot, csvs, labels, 2, title, st->quiet);
+    }
+    return rc;
+}
+
+/* Write `text` to path through a temporary name. Returns 0 or prints and returns 1. */
+static int write_file(const char *path, const char *text)
+{
+    dfl_error err = {DFL_OK, ""};
+    if (!dfl__atomic_write(path, text, strlen(text), 1, &err)) return 0;
+    fprintf(stderr, "train: %s\n", err.msg);
+    return 1;
+}
+
+/* The summary over seeds: OUTDIR/seeds_curves.csv, seeds_steps_to.csv and .md,
+ * seeds.png; the steps-to table on stdout. Returns the exit code. */
+static int write_summary(const char *dir, const int64_t *seeds, size_t n_seeds, int quiet)
+{
+    static const char *const models[] = {"transformer", "diff", "diff_lambda0"};
+    static const char *const labels[] = {"Transformer", "Diff", "Diff lambda=0"};
+    uint64_t us[64];
+    for (size_t i = 0; i < n_seeds; i++) us[i] = (uint64_t)seeds[i];
+    char png[4200], path[4200];
+    snprintf(png, sizeof png, "%s/seeds.png", dir);
+    dfl_report *rc = NULL, *rs = NULL;
+    dfl_error err = {DFL_OK, ""};
+    char *csv_c = NULL, *csv_s = NULL, *md = NULL;
+    dfl_status s = dfl_train_seeds_summary(dir, us, (int)n_seeds, models, labels, 3, png, &rc, &rs, &err);
+    if (!s) s = dfl_report_render(rc, DFL_REPORT_CSV, &csv_c, NULL, &err);
+    if (!s) s = dfl_report_render(rs, DFL_REPORT_CSV, &csv_s, NULL, &err);
+    if (!s) s = dfl_report_render(rs, DFL_REPORT_MARKDOWN, &md, NULL, &err);
+    int code = s ? dfl_status_exit_code(s) : 0;
+    if (s) fprintf(stderr, "train: %s\n", err.msg);
+    if (!code) snprintf(path, sizeof path, "%s/seeds_curves.csv", dir), code = write_file(path, csv_c);
+    if (!code) snprintf(path, sizeof path, "%s/seeds_steps_to.csv", dir), code = write_file(path, csv_s);
+    if (!code) snprintf(path, sizeof path, "%s/seeds_steps_to.md", dir), code = write_file(path, md);
+    if (!code) {
+        fputs(md, stdout);
+        if (!quiet) fprintf(stderr, "train: wrote %s/seeds_curves.csv, seeds_steps_to.csv, seeds_steps_to.md, seeds.png\n", dir);
+    }
+    free(csv_c), free(csv_s), free(md);
+    dfl_report_destroy(rc);
+    dfl_report_destroy(rs);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
            O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
-           O_PLOT, O_PLOTONLY };
+           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -186,13 +273,17 @@ int main(int argc, char **argv)
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
-        {"plot-only", no_argument, 0, O_PLOTONLY},    {0, 0, 0, 0}};
+        {"plot-only", no_argument, 0, O_PLOTONLY},    {"keep-every", required_argument, 0, O_KEEP},
+        {"ablate-lambda", no_argument, 0, O_ABLATE},  {"seeds", required_argument, 0, O_SEEDS},
+        {"summarize", no_argument, 0, O_SUMMARIZE},   {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
     const char *pair = NULL, *plot = NULL;
     int64_t v, threads = 0;
     double x;
-    int c, quiet = 0, plot_only = 0;
+    int c, quiet = 0, plot_only = 0, summarize = 0;
+    int64_t *seeds = NULL;   /* [n_seeds] sorted, distinct */
+    size_t n_seeds = 0;
     dfl_status s = DFL_OK;
 #define INT(flag, lo, hi, dst) \
     if (!(s = dfl_cli_int(flag, optarg, lo, hi, &v, &err))) dst = v
@@ -242,6 +333,14 @@ int main(int argc, char **argv)
         case O_EVERY: INT("--eval-every", 0, (int64_t)1 << 40, p.eval_every); break;
         case O_ESAMPLES: INT("--eval-samples", 1, 1 << 20, p.eval_samples); break;
         case O_CKPT: INT("--ckpt-every", 0, (int64_t)1 << 40, p.ckpt_every); break;
+        case O_KEEP: INT("--keep-every", 0, (int64_t)1 << 40, p.keep_every); break;
+        case O_ABLATE: p.ablate_lambda = 1; break;
+        case O_SEEDS:
+            free(seeds);
+            seeds = NULL;
+            s = dfl_cli_index_list("--seeds", optarg, &seeds, &n_seeds, &err);
+            break;
+        case O_SUMMARIZE: summarize = 1; break;
         case O_STOPAT: INT("--stop-at", 1, (int64_t)1 << 40, p.stop_at); break;
         case O_RESUME: p.resume = 1; break;
         case O_FORCE: p.overwrite = 1; break;
@@ -265,6 +364,11 @@ int main(int argc, char **argv)
         s = dfl__fail(&err, DFL_ERR_USAGE, "output path too long");
     if (!s && !pair == !p.out) s = dfl__fail(&err, DFL_ERR_USAGE, "give exactly one of --out DIR and --pair OUTDIR");
     if (!s && p.resume && p.overwrite) s = dfl__fail(&err, DFL_ERR_USAGE, "--resume and --force exclude each other");
+    if (!s && seeds && !pair) s = dfl__fail(&err, DFL_ERR_USAGE, "--seeds needs --pair OUTDIR");
+    if (!s && seeds && (plot || plot_only))
+        s = dfl__fail(&err, DFL_ERR_USAGE, "--plot and --plot-only go with --out or --pair, not --seeds (the summary has its own figure)");
+    if (!s && summarize && !seeds) s = dfl__fail(&err, DFL_ERR_USAGE, "--summarize needs --pair OUTDIR and --seeds LIST");
+    if (!s && n_seeds > 64) s = dfl__fail(&err, DFL_ERR_USAGE, "--seeds: at most 64 seeds, got %zu", n_seeds);
     if (!s && p.min_lr > p.lr) s = dfl__fail(&err, DFL_ERR_USAGE, "--min-lr %g exceeds --lr %g", p.min_lr, p.lr);
     dfl_train_params pl, pd;
     char out_l[4096], out_d[4096];
@@ -285,6 +389,7 @@ int main(int argc, char **argv)
     }
     if (s) {
         fprintf(stderr, "train: %s\n(see train --help)\n", err.msg);
+        free(seeds);
         return dfl_status_exit_code(s);
     }
     dfl_set_threads((int)threads);
@@ -314,36 +419,30 @@ int main(int argc, char **argv)
     if (!plot_only) {
         printf("transformer: llama, %lld heads of head_dim %lld: %zu parameters\n", (long long)cl.num_heads,
                (long long)cl.head_dim, nl);
-        printf("diff: diff_transformer, %lld differential heads of head_dim %lld (values %lld): %zu parameters\n",
-               (long long)cd.num_heads, (long long)cd.head_dim, 2 * (long long)cd.head_dim, nd);
+        printf("diff: diff_transformer, %lld differential heads of head_dim %lld (values %lld): %zu parameters%s\n",
+               (long long)cd.num_heads, (long long)cd.head_dim, 2 * (long long)cd.head_dim, nd,
+               pd.ablate_lambda ? " (lambda held at 0)" : "");
         printf("difference: %lld = %lld layers x 6 x head_dim (lambda_q1/k1/q2/k2 + subln)\n",
                (long long)nd - (long long)nl, (long long)cd.num_layers);
         fflush(stdout);
     }
-    /* A pair stopped during its first model has no Diff checkpoint yet: --resume
-     * starts that one afresh. */
-    char ck[4200];
-    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out_d);
     int rc = 0;
-    if (!plot_only) {
-        rc = run_one(&pl, "transformer", &st);
-        if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
-        if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", &st);
+    if (!seeds) return run_pair(&pl, &pd, pair, nl, nd, &st, plot, plot_only);
+    for (size_t i = 0; i < n_seeds && rc == 0 && !summarize; i++) {
+        char dir[3100];   /* pair is at most 3000 bytes (checked above) */
+        snprintf(dir, sizeof dir, "%s/seed-%lld", pair, (long long)seeds[i]);
+        snprintf(out_l, sizeof out_l, "%s/transformer", dir);
+        snprintf(out_d, sizeof out_d, "%s/diff", dir);
+        dfl_train_params sl = pl, sd = pd;
+        sl.seed = sd.seed = (uint64_t)seeds[i];
+        /* --resume over seeds: a seed not begun yet starts */
+        char ck[4300];
+        snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out_l);
+        if (sl.resume && access(ck, F_OK) != 0) sl.resume = sd.resume = 0;
+        if (!quiet) fprintf(stderr, "train: seed %lld (%zu of %zu) into %s\n", (long long)seeds[i], i + 1, n_seeds, dir);
+        rc = run_pair(&sl, &sd, dir, nl, nd, &st, NULL, 0);
     }
-    if (rc == 0) {   /* both curves in one figure */
-        char png[4200], title[128];
-        const char *csvs[2] = {NULL, NULL}, *labels[2] = {"Transformer", "Diff"};
-        char c0[4200], c1[4200];
-        snprintf(c0, sizeof c0, "%s/train.csv", out_l);
-        snprintf(c1, sizeof c1, "%s/train.csv", out_d);
-        csvs[0] = c0, csvs[1] = c1;
-        snprintf(png, sizeof png, "%s/train.png", pair);
-        snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
-        if (!plot_only) {
-            if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
-            else if (!quiet) fprintf(stderr, "train: wrote %s\n", png);
-        }
-        if (plot) rc = write_plot(plot, csvs, labels, 2, title, quiet);
-    }
+    if (rc == 0) rc = write_summary(pair, seeds, n_seeds, quiet);
+    free(seeds);
     return rc;
 }
