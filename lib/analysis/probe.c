@@ -289,8 +289,8 @@ static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uin
 /* Layer l's output x[T, D]: hidden-state outliers; also closes the layer's logits. */
 static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
 {
-    (void)err;
     sample_run *r = user;
+    if (r->p->cancel && *r->p->cancel) return dfl__fail(err, DFL_ERR_CANCELLED, "cancelled");
     finish_layer(r, r->tacc, r->nthreads, &r->logits, l);
     acc_reset(r->hacc, r->tstore + (size_t)r->nthreads * (size_t)r->K, (int32_t)r->K);
     for (int64_t t = 0; t < T; t++) {
@@ -663,8 +663,10 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         r.tokens_done = done_tokens;
         r.tokens_total = rep.tokens;
         r.start = start;
-        s = run_sample(p, m, d, &ps.items[i], &r, &rep, err);
+        s = p->cancel && *p->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
+                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, err);
         run_free(&r);
+        if (s == DFL_ERR_CANCELLED) goto done;
         if (s) {
             dfl__context(err, "%s:%zu", p->prompts_path, ps.items[i].line);
             goto done;

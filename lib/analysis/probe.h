@@ -9,6 +9,7 @@
 #ifndef DFL_PROBE_H
 #define DFL_PROBE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +78,10 @@ typedef struct dfl_probe_params {
     double alpha;                /* hidden channel outlier threshold (default 6) */
     dfl_forward_opts forward;    /* interventions (default none) */
     int overwrite;               /* replace an existing output */
+    /* Polled once per layer and per sample: non-zero stops the run with
+     * DFL_ERR_CANCELLED, nothing left at out_path (a tool's signal handler sets it).
+     * NULL = never. */
+    const volatile sig_atomic_t *cancel;
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);
@@ -99,7 +104,7 @@ dfl_probe_params dfl_probe_params_default(void);
  * is untouched). report may be NULL. Statuses: those of model loading, prompt
  * reading (line numbers), DFL_ERR_RANGE for token ids outside the vocabulary,
  * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
- * DFL_ERR_HDF5, DFL_ERR_NOMEM. */
+ * DFL_ERR_HDF5, DFL_ERR_NOMEM, DFL_ERR_CANCELLED. */
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
 
 #endif

@@ -1,11 +1,105 @@
-/* atomic.c — temporary-file-then-rename outputs. */
+/* atomic.c — temporary-file-then-rename outputs, with pid-named, flock-held temps. */
 #include "base/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ------------------------------------------------- the process's temporaries */
+
+/* Temporaries this process holds, with the descriptor that keeps the flock. A fixed
+ * table (no allocation) so that dfl__tmp_unlink_all can run in a signal handler;
+ * a tool writes a handful of files at a time. */
+#define HELD_MAX 64
+static struct {
+    char path[4096];
+    volatile sig_atomic_t used;
+    int fd;
+} g_tmp[HELD_MAX];
+
+static void release(int i)
+{
+    g_tmp[i].used = 0;
+    close(g_tmp[i].fd);
+}
+
+/* Drop entries whose file a caller remove()d without dfl__discard_tmp. */
+static void prune(void)
+{
+    struct stat st;
+    for (int i = 0; i < HELD_MAX; i++)
+        if (g_tmp[i].used && stat(g_tmp[i].path, &st) != 0) release(i);
+}
+
+static int find(const char *tmp)
+{
+    for (int i = 0; i < HELD_MAX; i++)
+        if (g_tmp[i].used && !strcmp(g_tmp[i].path, tmp)) return i;
+    return -1;
+}
+
+void dfl__tmp_unlink_all(void)
+{
+    for (int i = 0; i < HELD_MAX; i++)
+        if (g_tmp[i].used) unlink(g_tmp[i].path);
+}
+
+/* ------------------------------------------------------- the folder's temporaries */
+
+/* If name is ".<base>.tmp.<pid>.<6 chars>" (base NULL: any base), its pid, else 0. */
+static long tmp_pid(const char *name, const char *base)
+{
+    if (name[0] != '.') return 0;
+    const char *t = strstr(name, ".tmp.");
+    if (!t) return 0;
+    /* the last ".tmp." (a base may itself contain ".tmp.") */
+    for (const char *u; (u = strstr(t + 1, ".tmp.")) != NULL;) t = u;
+    if (base && ((size_t)(t - name - 1) != strlen(base) || strncmp(name + 1, base, strlen(base)))) return 0;
+    char *end;
+    errno = 0;
+    long pid = strtol(t + 5, &end, 10);
+    if (errno || pid <= 0 || end == t + 5 || *end != '.' || strlen(end + 1) != 6) return 0;
+    return pid;
+}
+
+static int pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+/* Look at the temporaries of our naming in dir: remove the stale ones (nobody holds the
+ * lock and the pid is gone); return the pid of a live writer of `base`, else 0. */
+static long sweep(const char *dir, const char *base, char *live_name, size_t live_cap)
+{
+    DIR *dp = opendir(dir);
+    if (!dp) return 0;
+    long live = 0;
+    char p[4096];
+    for (struct dirent *e; (e = readdir(dp)) != NULL;) {
+        long pid = tmp_pid(e->d_name, NULL);
+        if (!pid || pid == (long)getpid()) continue;
+        if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= sizeof p) continue;
+        int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        int locked = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) != 0 &&
+                     errno == EWOULDBLOCK;
+        if (S_ISREG(st.st_mode) && !locked && !pid_alive(pid)) unlink(p);
+        else if (locked && !live && tmp_pid(e->d_name, base)) {
+            live = pid;
+            snprintf(live_name, live_cap, "%s", e->d_name);
+        }
+        close(fd);   /* also drops the lock we may just have taken */
+    }
+    closedir(dp);
+    return live;
+}
+
+/* ------------------------------------------------------------------ API */
 
 dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err)
 {
@@ -20,18 +114,44 @@ dfl_status dfl__make_tmp(const char *path, char **tmp, dfl_error *err)
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(path) + 32;
+    char dir[4096], live_name[256];
+    if (dirlen + 2 > sizeof dir || strlen(path) + 40 > sizeof g_tmp[0].path)
+        return dfl__fail(err, DFL_ERR_IO, "%s: path too long", path);
+    if (dirlen) snprintf(dir, sizeof dir, "%.*s", (int)(dirlen > 1 ? dirlen - 1 : 1), path);
+    else snprintf(dir, sizeof dir, ".");
+    prune();
+    long other = sweep(dir, base, live_name, sizeof live_name);
+    if (other)
+        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path,
+                         other, live_name);
+    int slot = -1;
+    for (int i = 0; i < HELD_MAX && slot < 0; i++)
+        if (!g_tmp[i].used) slot = i;
+    if (slot < 0) return dfl__fail(err, DFL_ERR_IO, "%s: too many temporary files open", path);
+
+    size_t n = strlen(path) + 40;
     char *t = malloc(n);
     if (!t) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(t, n, "%.*s.%s.tmp.XXXXXX", (int)dirlen, path, base);
-    int fd = mkstemp(t);
+    snprintf(t, n, "%.*s.%s.tmp.%ld.XXXXXX", (int)dirlen, path, base, (long)getpid());
+    int fd = mkostemp(t, O_CLOEXEC);
     if (fd < 0) {
         dfl__fail(err, DFL_ERR_IO, "%s: cannot create a file in its folder: %s", path, strerror(errno));
         free(t);
         return DFL_ERR_IO;
     }
     fchmod(fd, 0644);
-    close(fd);
+    flock(fd, LOCK_EX | LOCK_NB);
+    snprintf(g_tmp[slot].path, sizeof g_tmp[slot].path, "%s", t);
+    g_tmp[slot].fd = fd;
+    g_tmp[slot].used = 1;
+    /* Two writers that started together both see the other now: both give up rather
+     * than one silently replacing the other's output. */
+    if ((other = sweep(dir, base, live_name, sizeof live_name)) != 0) {
+        dfl__discard_tmp(t);
+        free(t);
+        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path,
+                         other, live_name);
+    }
     *tmp = t;
     return DFL_OK;
 }
@@ -42,5 +162,15 @@ dfl_status dfl__commit_tmp(const char *tmp, const char *path, int overwrite, dfl
     if (s == DFL_OK && rename(tmp, path) != 0)
         s = dfl__fail(err, DFL_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
     if (s != DFL_OK) remove(tmp);
+    int i = find(tmp);
+    if (i >= 0) release(i);
     return s;
+}
+
+void dfl__discard_tmp(const char *tmp)
+{
+    if (!tmp) return;
+    int i = find(tmp);
+    remove(tmp);
+    if (i >= 0) release(i);
 }

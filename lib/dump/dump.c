@@ -33,7 +33,11 @@ struct dfl_dump_stream {
 
 static dfl_status h5fail(dfl_dump *d, dfl_error *err, const char *what, const char *name)
 {
-    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to %s '%s'", d ? d->path : "dump", what, name);
+    /* HDF5's messages do not reach the user; when its sec2 driver failed on a full
+     * disk or a device error, errno still says so. */
+    const char *why = dfl__os_reason();
+    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to %s '%s'%s%s", d ? d->path : "dump", what, name,
+                     why ? ": " : "", why ? why : "");
 }
 
 static hid_t file_type(const dfl_dump *d, dfl_h5_type t)
@@ -154,7 +158,11 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
                            dfl_error *err)
 {
     *out = NULL;
-    /* HDF5 prints its error stack by default; the library never prints. */
+    /* HDF5 prints its error stack by default; the library never prints. And no
+     * clean-up at exit: after a failed H5Fclose (full disk) HDF5's atexit handler
+     * closes the half-closed file again and crashes (HDF5 1.10). We close what we
+     * open; a file that failed is removed anyway. */
+    H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     dfl_status s = dfl__check_overwrite(path, overwrite, err);
     if (s) return s;
@@ -169,7 +177,12 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
         dump_free(d);
         return s;
     }
-    d->file = H5Fcreate(d->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    /* The temporary is already locked by atomic.c (flock); HDF5's own flock of it
+     * would conflict with ours. */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
+    d->file = H5Fcreate(d->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0) H5Pclose(fapl);
     d->f16 = make_f16();
     if (d->file < 0 || d->f16 < 0) {
         s = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 cannot create the file", path);
@@ -210,9 +223,9 @@ dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err)
     if (d->file >= 0) ok &= H5Fclose(d->file) >= 0;
     d->file = -1;
     close_handles(d);
-    dfl_status s = ok ? DFL_OK : dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to close the file", d->path);
+    dfl_status s = ok ? DFL_OK : h5fail(d, err, "close", "the file");
     if (s == DFL_OK) s = dfl__commit_tmp(d->tmp, d->path, d->overwrite, err);
-    else remove(d->tmp);
+    else dfl__discard_tmp(d->tmp);
     dump_free(d);
     return s;
 }
@@ -221,7 +234,7 @@ void dfl_dump_abort(dfl_dump *d)
 {
     if (!d) return;
     close_handles(d);
-    if (d->tmp) remove(d->tmp);
+    dfl__discard_tmp(d->tmp);
     dump_free(d);
 }
 
@@ -448,7 +461,7 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
              H5Dwrite(s->dset, mem_type(s->d, s->type), msp, fsp, H5P_DEFAULT, buf) >= 0;
     if (msp >= 0) H5Sclose(msp);
     if (fsp >= 0) H5Sclose(fsp);
-    return ok ? DFL_OK : dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write a hyperslab", s->d->path);
+    return ok ? DFL_OK : h5fail(s->d, err, "write a hyperslab of", "map");
 }
 
 void dfl_dump_stream_close(dfl_dump_stream *s)

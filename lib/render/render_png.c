@@ -199,7 +199,8 @@ dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, c
         if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: libpng cannot start", path);
         else if (!compress_image(j, c)) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory compressing the image", path);
         else if (!write_file(j, c, text_keys, text_values, n_text))
-            s = dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
+            s = dfl__os_reason() ? dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, dfl__os_reason())
+                                 : dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
         if (j->png) png_destroy_write_struct(&j->png, j->info ? &j->info : NULL);
         /* a full disk shows up at close time */
         int bad = ferror(j->f);
@@ -208,7 +209,7 @@ dfl_status dfl_png_write(const dfl_canvas *c, const char *path, int overwrite, c
     free(j->stream);
     free(j);
     if (s) {
-        remove(tmp);
+        dfl__discard_tmp(tmp);
         free(tmp);
         return s;
     }

@@ -1,14 +1,37 @@
 /* noise — attention to the answer vs attention noise from dumps, and the needle
  * prompts that feed it (docs/noise.md). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "analysis/noise.h"
 #include "text/noise_prompts.h"
 #include "base/report.h"
+
+
+/* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
+static void on_signal(int sig)
+{
+    dfl__tmp_unlink_all();
+    dfl_cli_signal_note("noise", sig);
+    _exit(128 + sig);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
 
 static void usage(FILE *out)
 {
@@ -351,6 +374,7 @@ static int run_analysis(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    catch_signals();
     if (argc > 1 && !strcmp(argv[1], "prompts")) return run_prompts(argc - 1, argv + 1);
     return run_analysis(argc, argv);
 }

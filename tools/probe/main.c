@@ -1,9 +1,12 @@
 /* probe — instrumented forward pass: model + prompts → HDF5 dump. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "model/kernels.h"
 #include "analysis/probe.h"
@@ -34,6 +37,25 @@ static void usage(FILE *out)
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
             "  --help                 this text\n");
+}
+
+/* SIGINT/SIGTERM/SIGHUP: the first raises the flag the library polls per layer (it
+ * then stops and removes its temporary file); a second one, if the run is stuck
+ * elsewhere (loading a model), removes the temporaries at once and exits. */
+static volatile sig_atomic_t g_signal = 0;
+
+static void on_signal(int sig)
+{
+    if (g_signal) {
+        dfl__tmp_unlink_all();
+        _exit(128 + sig);
+    }
+    g_signal = sig;
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 typedef struct tool_state {
@@ -133,13 +155,24 @@ int main(int argc, char **argv)
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet)};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    p.cancel = &g_signal;
     p.user = &st;
     p.warn = on_warn;
     p.progress = on_progress;
     dfl_probe_report rep;
     s = dfl_probe_run(&p, &rep, &err);
     dfl_progress_end(&st.bar);
-    if (s) {
+    if (s == DFL_ERR_CANCELLED) {
+        fprintf(stderr, "probe: stopped by %s; %s not written\n", signal_name(g_signal), p.out_path);
+        rc = 128 + g_signal;
+    } else if (s) {
         fprintf(stderr, "probe: %s\n", err.msg);
         rc = dfl_status_exit_code(s);
     } else if (!quiet) {

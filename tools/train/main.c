@@ -14,10 +14,11 @@
 
 static volatile sig_atomic_t g_stop = 0;
 
+/* SIGINT/SIGTERM/SIGHUP: the loop stops at the end of its step, saves a checkpoint
+ * (continue with --resume) and the tool exits 128 + sig. */
 static void on_sigint(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    g_stop = sig;
 }
 
 static void usage(FILE *out)
@@ -114,7 +115,7 @@ static void on_warn(void *user, const char *msg)
     fprintf(stderr, "train: warning: %s\n", msg);
 }
 
-/* Train one model; prints the summary. Returns the exit code (0, 1, 2, 130). */
+/* Train one model; prints the summary. Returns the exit code (0, 1, 2, 128 + signal). */
 static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
 {
     dfl_error err = {DFL_OK, ""};
@@ -139,7 +140,7 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
                 name, (long long)res.steps_done, (long long)p->steps, p->out, (long long)(res.steps_done - res.start_step),
                 res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc,
                 res.interrupted ? " (stopped; continue with --resume)" : "");
-    if (res.interrupted && g_stop) return 130;
+    if (res.interrupted && g_stop) return 128 + g_stop;
     return 0;
 }
 
@@ -269,6 +270,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     tool_state st;
     memset(&st, 0, sizeof st);

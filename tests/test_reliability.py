@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+"""Reliability of every tool that writes (issue 18): signals stop it cleanly (no
+temporary file, exit 128 + signal, one line); a temporary left by kill -9 is removed by
+the next writer; a second writer to the same output fails at once; a full disk gives
+exit 1 and one line naming it, no crash and no file at the final name; an output that
+is one of the inputs is refused even with --force."""
+import glob
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "ref"))
+import make_model  # noqa: E402
+
+BIN = os.environ.get("BIN", "bin")
+TOOL = {t: os.path.join(BIN, t) for t in ("probe", "attnmap", "outliers", "noise", "train")}
+TRAIN_TINY = ["--layers", "2", "--hidden", "32", "--heads", "4", "--ffn", "64", "--seq", "48", "--needles", "2",
+              "--digits", "2", "--batch", "4", "--eval-samples", "8", "--warmup", "3", "--lr", "3e-3", "--quiet"]
+
+
+def temps(folder):
+    """Temporary files of our naming (".NAME.tmp.PID.XXXXXX") in folder."""
+    return glob.glob(os.path.join(folder, ".*.tmp.*"))
+
+
+def wait_for(pred, proc, what):
+    """Poll until pred() holds (the process still running); no wall-clock limit: a
+    process that ends first fails the wait."""
+    while not pred():
+        if proc.poll() is not None:
+            raise AssertionError("%s: the process ended (%s) before %s" % (proc.args[0], proc.returncode, what))
+        time.sleep(0.002)
+
+
+def one_line(test, stderr, *needles):
+    lines = stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, stderr)
+    for n in needles:
+        test.assertIn(n, lines[0])
+    return lines[0]
+
+
+class Fixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="dfl_rel_")
+        cls.model = os.path.join(cls.root, "m")
+        make_model.make_model(cls.model, "diff_transformer", layers=2, hidden=16, heads=2, ffn=24, vocab=30,
+                              max_pos=128, seed=3)
+        cls.small = cls.prompts("small.jsonl", 4, 8)
+        cls.big = cls.prompts("big.jsonl", 4000, 64)   # a run of several seconds
+        cls.dump = os.path.join(cls.root, "maps.h5")
+        r = subprocess.run([TOOL["probe"], "--model", cls.model, "--prompts", cls.small, "--out", cls.dump,
+                            "--maps", "all", "--quiet"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root)
+
+    @classmethod
+    def prompts(cls, name, n, T):
+        path = os.path.join(cls.root, name)
+        with open(path, "w") as f:
+            for i in range(n):
+                toks = [0] + [5 + (i + j) % 20 for j in range(T - 1)]
+                f.write(json.dumps({"id": "s%d" % i, "tokens": toks, "answer": [[1, 3]]}) + "\n")
+        return path
+
+    def folder(self):
+        return tempfile.mkdtemp(dir=self.root)
+
+    def start_probe(self, out, prompts=None):
+        return subprocess.Popen([TOOL["probe"], "--model", self.model, "--prompts", prompts or self.big,
+                                 "--out", out, "--quiet", "--threads", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Signals(Fixture):
+    def test_probe_signals(self):
+        for sig, code, name in ((signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM"),
+                                (signal.SIGHUP, 129, "SIGHUP")):
+            d = self.folder()
+            out = os.path.join(d, "out.h5")
+            p = self.start_probe(out)
+            wait_for(lambda: temps(d), p, "its temporary file appeared")
+            p.send_signal(sig)
+            _, err = p.communicate()
+            self.assertEqual(p.returncode, code, err)
+            one_line(self, err, "probe: ", name)
+            self.assertEqual(temps(d), [], name)
+            self.assertFalse(os.path.exists(out))
+
+    def test_noise_prompts_signal(self):
+        d = self.folder()
+        out = os.path.join(d, "p.jsonl")
+        p = subprocess.Popen([TOOL["noise"], "prompts", "-o", out, "--length", "4096", "--samples", "100",
+                              "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate()
+        self.assertEqual(p.returncode, 143, err)
+        one_line(self, err, "noise: ", "SIGTERM")
+        self.assertEqual(temps(d), [])
+        self.assertFalse(os.path.exists(out))
+
+    def test_attnmap_signal(self):
+        d = self.folder()
+        out = os.path.join(d, "a.png")
+        p = subprocess.Popen([TOOL["attnmap"], self.dump, "-o", out, "--layer", "all", "--size", "8192",
+                              "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate()
+        self.assertEqual(p.returncode, 130, err)
+        one_line(self, err, "attnmap: ", "SIGINT")
+        self.assertEqual(temps(d), [])
+        self.assertFalse(os.path.exists(out))
+
+    def test_outliers_signal(self):
+        # outliers blocked writing its report (> 64 KiB) into a pipe nobody reads
+        wide = os.path.join(self.root, "wide")
+        make_model.make_model(wide, "llama", layers=4, hidden=64, heads=2, ffn=24, vocab=30, max_pos=64, seed=1)
+        dump = os.path.join(self.root, "wide.h5")
+        r = subprocess.run([TOOL["probe"], "--model", wide, "--prompts", self.small, "--out", dump, "--quiet"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        args = [TOOL["outliers"]] + [dump] * 16 + ["--channels", "--per-layer", "--format", "csv"]
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def blocked():
+            with open("/proc/%d/wchan" % p.pid) as f:
+                return "pipe_write" in f.read()
+        wait_for(blocked, p, "it blocked on stdout")
+        p.send_signal(signal.SIGHUP)
+        err = p.stderr.read().decode()
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
+        self.assertEqual(p.returncode, 129, err)
+        one_line(self, err, "outliers: ", "SIGHUP")
+
+    def test_kill9_then_next_run_cleans(self):
+        d = self.folder()
+        p = self.start_probe(os.path.join(d, "out.h5"))
+        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        p.kill()
+        p.communicate()
+        stale = temps(d)
+        self.assertEqual(len(stale), 1)
+        self.assertIn(".tmp.%d." % p.pid, stale[0])   # the pid is in the name
+        # the next writer in the same folder (another output) removes it
+        r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.small, "--out",
+                            os.path.join(d, "other.h5"), "--quiet"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(temps(d), [])
+
+    def test_second_writer_fails_at_once(self):
+        d = self.folder()
+        out = os.path.join(d, "out.h5")
+        p = self.start_probe(out)
+        try:
+            wait_for(lambda: temps(d), p, "its temporary file appeared")
+            r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.small, "--out", out,
+                                "--quiet"], capture_output=True, text=True)
+            # the first one is still running: the second did not wait for it
+            self.assertIsNone(p.poll())
+            self.assertEqual(r.returncode, 1, r.stderr)
+            one_line(self, r.stderr, "being written by process %d" % p.pid)
+            # the same with --force: a lock, not an overwrite check
+            r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.small, "--out", out,
+                                "--quiet", "--force"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("being written", r.stderr)
+        finally:
+            p.kill()
+            p.communicate()
+
+
+class FullDisk(Fixture):
+    """A small tmpfs when root (it is mounted and unmounted here), else a file-size
+    limit (RLIMIT_FSIZE with SIGXFSZ ignored: writes then fail with EFBIG)."""
+
+    def setUp(self):
+        self.mnt = None
+
+    def tearDown(self):
+        if self.mnt:
+            subprocess.run(["umount", self.mnt], check=True)
+
+    def small_disk(self, kib):
+        d = self.folder()
+        if self.mnt:
+            subprocess.run(["umount", self.mnt], check=True)
+            self.mnt = None
+        if os.geteuid() == 0:
+            r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % kib, "tmpfs", d], capture_output=True)
+            if r.returncode == 0:
+                self.mnt = d
+                return d, None
+        limit = kib * 1024
+
+        def pre():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        return d, pre
+
+    def expect_full(self, args, kib, out, tool, lines=1):
+        d, pre = self.small_disk(kib)
+        args = [a.replace("@", d) for a in args]
+        r = subprocess.run(args, capture_output=True, text=True, preexec_fn=pre)
+        self.assertEqual(r.returncode, 1, "%s at %d KiB: %s" % (tool, kib, r.stderr))
+        err = r.stderr.strip().splitlines()
+        self.assertLessEqual(len(err), lines, r.stderr)
+        self.assertTrue(err[-1].startswith(tool + ": "), r.stderr)
+        self.assertRegex(err[-1], "No space left on device|File too large", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(d, out)), "%s at %d KiB" % (tool, kib))
+        self.assertEqual(temps(d), [], "%s at %d KiB" % (tool, kib))
+
+    def test_probe(self):
+        # full at creation, among the samples, with maps, and at the close
+        for kib, maps in ((4, "none"), (40, "none"), (120, "none"), (200, "all")):
+            self.expect_full([TOOL["probe"], "--model", self.model, "--prompts", self.big, "--out", "@/o.h5",
+                              "--maps", maps, "--quiet"], kib, "o.h5", "probe")
+
+    def test_png_and_jsonl_writers(self):
+        self.expect_full([TOOL["attnmap"], self.dump, "-o", "@/a.png", "--quiet"], 4, "a.png", "attnmap")
+        self.expect_full([TOOL["outliers"], self.dump, "--plot", "@/o.png"], 4, "o.png", "outliers")
+        self.expect_full([TOOL["noise"], self.dump, "--plot", "@/n.png", "--quiet"], 4, "n.png", "noise")
+        self.expect_full([TOOL["noise"], "prompts", "-o", "@/p.jsonl", "--quiet"], 4, "p.jsonl", "noise prompts")
+
+    def test_train_checkpoint(self):
+        # the plot may warn first; the checkpoint failure is the error
+        self.expect_full([TOOL["train"], "--out", "@/t", "--steps", "4", "--eval-every", "2"] + TRAIN_TINY, 100,
+                         "t/checkpoint.safetensors", "train", lines=2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
