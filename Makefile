@@ -82,6 +82,7 @@ fuzz:
 	        build-fuzz/libdifflens.a -o build-fuzz/fuzz/$$n $(LDLIBS) -fopenmp || exit 1; \
 	    mkdir -p build-fuzz/corpus/$$n; cp -n fuzz/seeds/$$n/* build-fuzz/corpus/$$n/ 2>/dev/null; \
 	    [ $$n = fuzz_safetensors ] && /usr/bin/python3 fuzz/make_seeds.py build-fuzz/corpus/$$n; \
+	    [ $$n = fuzz_dump_read ] && /usr/bin/python3 fuzz/make_dump_seeds.py build-fuzz/corpus/$$n; \
 	    echo "== $$n ($(FUZZ_TIME)s)"; \
 	    build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 	        -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$n 2>&1 | tail -n 12 || exit 1; \

@@ -186,6 +186,47 @@ class Signals(Fixture):
             p.communicate()
 
 
+class InputsAreNotOutputs(Fixture):
+    def check_refused(self, args, victim):
+        before = open(victim, "rb").read()
+        r = subprocess.run(args, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        one_line(self, r.stderr, "an output never replaces an input")
+        self.assertEqual(open(victim, "rb").read(), before, " ".join(args))
+
+    def test_every_tool(self):
+        d = self.folder()
+        dump = os.path.join(d, "in.h5")
+        shutil.copy(self.dump, dump)
+        link = os.path.join(d, "link.h5")
+        os.symlink(dump, link)
+        hard = os.path.join(d, "hard.h5")
+        os.link(dump, hard)
+        model = os.path.join(d, "model")
+        shutil.copytree(self.model, model)
+        prompts = os.path.join(d, "p.jsonl")
+        shutil.copy(self.small, prompts)
+        probe = [TOOL["probe"], "--model", model, "--prompts", prompts, "--quiet", "--force", "--out"]
+        self.check_refused(probe + [os.path.join(model, "model.safetensors")], os.path.join(model, "model.safetensors"))
+        self.check_refused(probe + [os.path.join(d, "model", "..", "model", "config.json")],
+                           os.path.join(model, "config.json"))
+        self.check_refused(probe + [prompts], prompts)
+        for out in (dump, link, hard, os.path.join(d, ".", "in.h5")):
+            self.check_refused([TOOL["attnmap"], dump, "-o", out, "--force", "--quiet"], dump)
+            self.check_refused([TOOL["outliers"], dump, "--plot", out, "--force"], dump)
+            self.check_refused([TOOL["noise"], dump, "--plot", out, "--force", "--quiet"], dump)
+            self.check_refused([TOOL["noise"], dump, "--plot-depth", out, "--force", "--quiet"], dump)
+        self.check_refused([TOOL["attnmap"], self.dump, "--vs", dump, "-o", hard, "--force", "--quiet"], dump)
+        tmpl = os.path.join(d, "t.json")
+        with open(tmpl, "w") as f:
+            json.dump({"haystack": [5, 6, 7], "needle": [8, 9], "answer": [0, 1], "query": [10], "target": [9],
+                       "bos": 0, "vocab_size": 30}, f)
+        self.check_refused([TOOL["noise"], "prompts", "--template", tmpl, "-o", tmpl, "--force", "--quiet"], tmpl)
+        # a new file beside the inputs is fine
+        r = subprocess.run(probe + [os.path.join(model, "new.h5")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
 class FullDisk(Fixture):
     """A small tmpfs when root (it is mounted and unmounted here), else a file-size
     limit (RLIMIT_FSIZE with SIGXFSZ ignored: writes then fail with EFBIG)."""

@@ -625,6 +625,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if (p->topk < 1 || p->topk > DFL_TOPK_MAX)
         s = dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, %d]", DFL_TOPK_MAX);
     /* Cheap checks first: an existing output or bad prompts fail before the load. */
+    const char *inputs[2] = {p->prompts_path, p->model_dir};
+    if (!s) s = dfl__check_not_input(p->out_path, inputs, 2, err);
     if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
     if (!s) s = dfl_prompt_set_read(p->prompts_path, &ps, err);
     if (!s) s = dfl_model_load(p->model_dir, &m, err);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,55 @@ dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err)
     struct stat st;
     if (!overwrite && stat(path, &st) == 0)
         return dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to overwrite)", path);
+    return DFL_OK;
+}
+
+/* out's resolved path: realpath of its folder + its name (out need not exist), in buf. */
+static int resolve_out(const char *out, char *buf, size_t cap)
+{
+    const char *slash = strrchr(out, '/');
+    char dir[4096], real[PATH_MAX];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == out ? 1 : slash - out), out);
+    else snprintf(dir, sizeof dir, ".");
+    if (!realpath(dir, real)) return 0;
+    return (size_t)snprintf(buf, cap, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : out) < cap;
+}
+
+static int same_file(const struct stat *o, int o_ok, const char *o_real, const char *in)
+{
+    struct stat st;
+    char real[PATH_MAX];
+    if (o_ok && stat(in, &st) == 0 && st.st_dev == o->st_dev && st.st_ino == o->st_ino) return 1;
+    return o_real[0] && realpath(in, real) && !strcmp(real, o_real);
+}
+
+dfl_status dfl__check_not_input(const char *out, const char *const *inputs, size_t n, dfl_error *err)
+{
+    if (!out) return DFL_OK;
+    struct stat o;
+    int o_ok = stat(out, &o) == 0;
+    char o_real[PATH_MAX + 256];
+    if (!resolve_out(out, o_real, sizeof o_real)) o_real[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        const char *in = inputs[i];
+        struct stat st;
+        if (!in || stat(in, &st) != 0) continue;
+        if (same_file(&o, o_ok, o_real, in))
+            return dfl__fail(err, DFL_ERR_USAGE, "%s: is the input %s; an output never replaces an input", out, in);
+        if (!S_ISDIR(st.st_mode)) continue;
+        DIR *dp = opendir(in);
+        if (!dp) continue;
+        char p[4096 + 256];
+        int hit = 0;
+        for (struct dirent *e; !hit && (e = readdir(dp)) != NULL;) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(p, sizeof p, "%s/%s", in, e->d_name);
+            hit = same_file(&o, o_ok, o_real, p);
+        }
+        closedir(dp);
+        if (hit)
+            return dfl__fail(err, DFL_ERR_USAGE, "%s: is the input %s; an output never replaces an input", out, p);
+    }
     return DFL_OK;
 }
 

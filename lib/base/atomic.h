@@ -21,6 +21,12 @@
 /* DFL_ERR_EXISTS when path exists and !overwrite, else DFL_OK. */
 dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err);
 
+/* DFL_ERR_USAGE when the output `out` is the same file as one of inputs[n] (same
+ * device and inode, or the same path once links are resolved; NULL entries skipped).
+ * An input that is a directory (a model) stands for every file directly in it. Checked
+ * whatever --force says: an output never replaces an input. */
+dfl_status dfl__check_not_input(const char *out, const char *const *inputs, size_t n, dfl_error *err);
+
 /* A unique temporary path in path's folder, "dir/.name.tmp.PID.Ab12Cd", created empty
  * (mode 0644) and locked. First removes stale temporaries of this naming in the folder
  * (unlocked, writer pid gone). Caller owns *tmp (free()) and must either

@@ -942,7 +942,9 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
     /* the cheap check first: an existing output fails before any reading */
-    dfl_status s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    const char *inputs[2] = {p->dump_path, p->vs_path};
+    dfl_status s = dfl__check_not_input(p->out_path, inputs, 2, err);
+    if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
     if (s) return s;
 
     plan *pl = calloc(1, sizeof *pl);

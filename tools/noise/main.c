@@ -223,7 +223,9 @@ static int run_prompts(int argc, char **argv)
     memset(&tmpl, 0, sizeof tmpl);
     dfl_prompt_set set = {NULL, 0};
     dfl_status s = DFL_OK;
-    if (tmpl_path) {
+    const char *inputs[1] = {tmpl_path};
+    s = dfl__check_not_input(out, inputs, 1, &err);
+    if (!s && tmpl_path) {
         if (!vocab_given) p.vocab_size = 0;
         s = dfl_noise_template_read(tmpl_path, &tmpl, &err);
         p.tmpl = &tmpl;
@@ -349,7 +351,9 @@ static int run_analysis(int argc, char **argv)
         p.dumps = (const char *const *)(argv + optind);
         p.n_dumps = n_dumps;
         p.labels = label_text ? labels : NULL;
-        s = dfl_noise_analyze(&p, &res, &err);
+        s = dfl__check_not_input(plot, p.dumps, p.n_dumps, &err);
+        if (!s) s = dfl__check_not_input(plot_depth, p.dumps, p.n_dumps, &err);
+        if (!s) s = dfl_noise_analyze(&p, &res, &err);
         if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
         /* the PNGs before the tables, so that a failed plot leaves no output at all */
         if (!s && plot) s = dfl_noise_plot_shares(res, plot, force, &err);

@@ -179,7 +179,8 @@ int main(int argc, char **argv)
     }
 
     dfl_report *rep = NULL;
-    dfl_status s = dfl_outliers_run(&p, &rep, &err);
+    dfl_status s = dfl__check_not_input(p.plot_path, p.dumps, (size_t)p.n_dumps, &err);
+    if (!s) s = dfl_outliers_run(&p, &rep, &err);
     if (!s) s = dfl_report_write(rep, fmt, stdout, &err);
     dfl_report_destroy(rep);
     free(labels);
