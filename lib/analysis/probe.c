@@ -89,6 +89,10 @@ typedef struct sample_run {
     dfl_dump_stream *logit_stream; /* [T, V] or NULL */
     float *nll;                  /* [T] */
     int32_t *argmax;             /* [T] */
+    /* non-finite values: the first one's layer (L = the LM head) and site, -1 / NULL if none */
+    uint8_t *bad_scores;         /* [threads] a non-finite attention logit in this layer */
+    int64_t bad_layer;
+    const char *bad_site;
     /* progress */
     size_t index, count;
     int64_t tokens_done, tokens_total;
@@ -197,6 +201,7 @@ static void on_scores(void *user, int thread, const dfl_score_block *b)
     for (int64_t i = 0; i < b->n; i++) {
         int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)(b->row0 + i), 0};
         acc_row(&r->tacc[thread], b->scores + i * b->ld, b->row0 + i + 1, idx, 3);
+        if (!dfl_all_finite(b->scores + i * b->ld, (size_t)(b->row0 + i + 1))) r->bad_scores[thread] = 1;
     }
 }
 
@@ -287,10 +292,29 @@ static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uin
 }
 
 /* Layer l's output x[T, D]: hidden-state outliers; also closes the layer's logits. */
+/* The first non-finite value of the sample (later ones add nothing a reader can use). */
+static void note_nonfinite(sample_run *r, int64_t layer, const char *site)
+{
+    if (r->bad_layer >= 0) return;
+    r->bad_layer = layer;
+    r->bad_site = site;
+}
+
+static dfl_status strict_fail(const sample_run *r, dfl_error *err)
+{
+    const char *id = r->pr->id && r->pr->id[0] ? r->pr->id : "(no id)";
+    return dfl__fail(err, DFL_ERR_RANGE, "sample %s: non-finite value (NaN or Inf) in the %s of layer %lld (--strict)",
+                     id, r->bad_site, (long long)r->bad_layer);
+}
+
 static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
 {
     sample_run *r = user;
     if (r->p->cancel && *r->p->cancel) return dfl__fail(err, DFL_ERR_CANCELLED, "cancelled");
+    for (int th = 0; th < r->nthreads && r->bad_layer < 0; th++)
+        if (r->bad_scores[th]) note_nonfinite(r, l, "attention logits");
+    if (r->bad_layer < 0 && !dfl_all_finite(x, (size_t)T * (size_t)D)) note_nonfinite(r, l, "hidden states");
+    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     finish_layer(r, r->tacc, r->nthreads, &r->logits, l);
     acc_reset(r->hacc, r->tstore + (size_t)r->nthreads * (size_t)r->K, (int32_t)r->K);
     for (int64_t t = 0; t < T; t++) {
@@ -306,6 +330,8 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
 static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
 {
     sample_run *r = user;
+    if (r->bad_layer < 0 && !dfl_all_finite(logits, (size_t)n * (size_t)V)) note_nonfinite(r, r->L, "output logits");
+    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     double lse[64];
     for (int64_t i0 = 0; i0 < n; i0 += 64) {
         int64_t m = n - i0 < 64 ? n - i0 : 64;
@@ -331,7 +357,7 @@ static void run_free(sample_run *r)
     void *bufs[] = {r->seg, r->share_seg, r->arows, r->all_rows, r->layer_pos, r->head_pos, r->shares, r->raw, r->shares_abs,
                     r->entropy, r->negative, r->tacc, r->hacc, r->tstore, r->sorted, r->logits.top, r->logits.top_index,
                     r->logits.hist, r->logits.mom, r->hidden.top, r->hidden.top_index, r->hidden.hist,
-                    r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax};
+                    r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax, r->bad_scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 
@@ -365,12 +391,14 @@ static dfl_status run_alloc(sample_run *r, dfl_error *err)
     r->ch_count = dfl__calloc_array(L * (size_t)r->D, sizeof(uint32_t));
     r->nll = dfl__alloc_array(T, sizeof(float));
     r->argmax = dfl__alloc_array(T, sizeof(int32_t));
+    r->bad_scores = dfl__calloc_array(nth, 1);
+    r->bad_layer = -1;
     r->logits.nidx = 4;
     r->hidden.nidx = 2;
     if (!r->seg || !r->share_seg || !r->arows || !r->layer_pos || !r->head_pos || !r->shares || !r->raw ||
         !r->shares_abs || !r->entropy || !r->negative || !r->tacc || !r->hacc || !r->tstore || !r->sorted || !r->logits.top ||
         !r->logits.top_index || !r->logits.hist || !r->logits.mom || !r->hidden.top || !r->hidden.top_index ||
-        !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax)
+        !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax || !r->bad_scores)
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a sample of %lld tokens", (long long)r->T);
     return DFL_OK;
 }
@@ -603,6 +631,20 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = dfl_dump_put(d, "argmax", DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
+    if (r->bad_layer >= 0) {
+        if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_layer", r->bad_layer, err)) ||
+            (s = dfl_dump_attr_str(d, ".", "nonfinite_site", r->bad_site, err)))
+            return s;
+        if (rep->nonfinite_samples++ == 0 && p->warn) {
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "%s:%zu: sample %s: first non-finite value (NaN or Inf) in the %s of layer %lld; what "
+                     "depends on it is NaN (recorded in the dump; --strict makes this an error)",
+                     p->prompts_path, pr->line, pr->id && pr->id[0] ? pr->id : "(no id)", r->bad_site,
+                     (long long)r->bad_layer);
+            p->warn(p->user, msg);
+        }
+    }
     return dfl_dump_sample_end(d, err);
 }
 
@@ -682,6 +724,13 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         p->progress(p->user, &pg);
     }
     rep.samples = ps.count;
+    if (p->warn && rep.nonfinite_samples > 1) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%zu of %zu samples have non-finite values (attributes nonfinite_layer, nonfinite_site)",
+                 rep.nonfinite_samples, ps.count);
+        p->warn(p->user, msg);
+    }
+    if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_samples", (int64_t)rep.nonfinite_samples, err))) goto done;
     s = dfl_dump_finish(d, err);
     d = NULL;
 done:

@@ -78,6 +78,8 @@ typedef struct dfl_probe_params {
     double alpha;                /* hidden channel outlier threshold (default 6) */
     dfl_forward_opts forward;    /* interventions (default none) */
     int overwrite;               /* replace an existing output */
+    int strict;                  /* a NaN or Inf in the forward pass is an error (DFL_ERR_RANGE);
+                                  * by default a warning, recorded in the dump */
     /* Polled once per layer and per sample: non-zero stops the run with
      * DFL_ERR_CANCELLED, nothing left at out_path (a tool's signal handler sets it).
      * NULL = never. */
@@ -95,6 +97,7 @@ typedef struct dfl_probe_report {
     double forward_seconds;      /* wall time inside the forward passes (incl. capture) */
     double flops;                /* matrix FLOPs of those passes (dfl_forward_flops) */
     size_t targets, targets_correct; /* samples with a target span, and how many right */
+    size_t nonfinite_samples;    /* samples with a NaN or Inf in their forward pass */
 } dfl_probe_report;
 
 /* Defaults as documented on each field. */

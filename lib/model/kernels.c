@@ -262,6 +262,14 @@ void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *ls
     }
 }
 
+DFL_CLONES int dfl_all_finite(const float *x, size_t n)
+{
+    float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+    for (size_t i = 0; i < n; i++) z += x[i] * 0.0f;
+    return z == 0.0f;
+}
+
 void dfl_add_inplace(float *y, const float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n > 65536)

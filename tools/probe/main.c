@@ -34,6 +34,8 @@ static void usage(FILE *out)
             "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
             "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
+            "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
+            "                         recorded in the dump)\n"
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
             "  --help                 this text\n");
@@ -109,7 +111,8 @@ int main(int argc, char **argv)
         {"topk", required_argument, 0, 'k'},    {"alpha", required_argument, 0, 'a'},
         {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
-        {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
+        {"quiet", no_argument, 0, 'q'}, {"strict", no_argument, 0, 'S'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -139,6 +142,7 @@ int main(int argc, char **argv)
         case 'L': p.save_logits = 1; break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
+        case 'S': p.strict = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); dfl_map_select_free(&p.maps); return 0;
         default: usage(stderr); dfl_map_select_free(&p.maps); return 2;
@@ -181,6 +185,7 @@ int main(int argc, char **argv)
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        if (rep.nonfinite_samples) fprintf(stderr, " (%zu with NaN/Inf: see above)", rep.nonfinite_samples);
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
