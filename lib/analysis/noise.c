@@ -280,7 +280,8 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
                 hacc[h].weight += 1.0;
                 d->n_entries++;
                 if (fabs(total) < d->min_abs_total) d->min_abs_total = fabs(total);
-                if (!(fabs(total) >= p->warn_total)) {
+                if (!isfinite(total)) d->n_nonfinite++;
+                else if (!(fabs(total) >= p->warn_total)) {
                     if (d->n_low++ == 0)
                         snprintf(d->low_example, sizeof d->low_example, "sample '%s' layer %lld head %lld (total %.3g)",
                                  smp->id, (long long)l, (long long)h, total);
@@ -477,6 +478,12 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
     size_t n = 0;
     for (size_t i = 0; i < r->n_dumps && n < cap; i++) {
         const dfl_noise_dump *d = &r->dumps[i];
+        /* NaN is NaN under every normalisation: no mode is recommended for it */
+        if (d->n_nonfinite && n < cap)
+            put(lines[n++], 256,
+                "%s: %zu of %zu (sample, layer, head) entries of %s are NaN or Inf (the forward pass produced "
+                "non-finite values: see the samples' nonfinite_layer attribute); every average over them is NaN",
+                d->path, d->n_nonfinite, d->n_entries, d->map);
         if (r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
             put(lines[n++], 256,
                      "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "
@@ -533,6 +540,11 @@ static void report_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *e
                         err);
     for (size_t i = 0; i < r->n_dumps; i++) {
         const dfl_noise_dump *d = &r->dumps[i];
+        if (d->n_nonfinite)
+            dfl_report_add_note(rep, err,
+                                "warning: %s: %zu of %zu entries are NaN or Inf (non-finite values in the forward "
+                                "pass); the averages over them are NaN under every --norm",
+                                d->label, d->n_nonfinite, d->n_entries);
         if (d->n_low && r->norm == DFL_NOISE_NORM_TOTAL)
             dfl_report_add_note(rep, err,
                                 "warning: %s: %zu of %zu entries have a row total below %g in magnitude (e.g. %s); "

@@ -419,9 +419,22 @@ done:
     return DFL_OK;
 }
 
+int dfl_outliers_layer_nonfinite(const dfl_outlier_dump *d, int kind, int64_t l)
+{
+    /* Σx of the layer over all samples: NaN or ±Inf exactly when some value was (the
+     * histogram puts NaN in its top bin and the top lists skip it) */
+    if (l < 0) {
+        for (int64_t j = 0; j < d->L; j++)
+            if (dfl_outliers_layer_nonfinite(d, kind, j)) return 1;
+        return 0;
+    }
+    return l < d->L && !isfinite(d->kind[kind].moments[l * 6 + 1]);
+}
+
 double dfl_outliers_median(const dfl_outlier_dump *d, int kind, int64_t l)
 {
     const dfl_outlier_kind *o = &d->kind[kind];
+    if (dfl_outliers_layer_nonfinite(d, kind, l)) return NAN;   /* not a number made of NaNs */
     if (l >= 0) return l < d->L ? dfl_hist_quantile(o->hist + l * B, 0.5) : NAN;
     uint64_t *sum = calloc(B, sizeof *sum);
     if (!sum) return NAN;
@@ -440,7 +453,7 @@ static int desc_float(const void *a, const void *b)
 
 double dfl_outliers_top(const dfl_outlier_dump *d, int kind, int64_t l, int64_t n)
 {
-    if (n < 1 || n > d->K) return NAN;
+    if (n < 1 || n > d->K || dfl_outliers_layer_nonfinite(d, kind, l)) return NAN;
     const dfl_outlier_kind *o = &d->kind[kind];
     if (l >= 0) {
         if (l >= d->L) return NAN;
@@ -553,8 +566,11 @@ static dfl_status table5(dfl_report *rep, const dfl_outliers_params *p, dfl_outl
             dfl_report_add_row(t, NULL);
             dfl_report_set_text(t, 0, kind_titles[k], NULL);
             dfl_report_set_text(t, 1, lab[i], NULL);
-            for (int j = 0; j < p->n_ranks; j++)
-                num_or_na(t, 2 + (size_t)j, dfl_outliers_top(d[i], k, -1, p->ranks[j]), "n/a");
+            for (int j = 0; j < p->n_ranks; j++) {
+                double v = dfl_outliers_top(d[i], k, -1, p->ranks[j]);
+                if (dfl_outliers_layer_nonfinite(d[i], k, -1)) dfl_report_set_num(t, 2 + (size_t)j, v, NULL);
+                else num_or_na(t, 2 + (size_t)j, v, "n/a");
+            }
             dfl_report_set_num(t, 2 + (size_t)p->n_ranks, dfl_outliers_median(d[i], k, -1), NULL);
         }
     return dfl_report_status(rep, err);
@@ -990,6 +1006,15 @@ dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_
                                     (long long)d[i]->K, (long long)p->ranks[j]);
     dfl_report_add_note(rep, NULL, "table5: top-n is exact (merged top-K lists); the median of abs(x) is within 1%% "
                                    "(log histogram, 64 bins per octave)");
+    for (int i = 0; i < p->n_dumps; i++)
+        for (int k = 0; k < 2; k++)
+            if (dfl_outliers_layer_nonfinite(d[i], k, -1)) {
+                int64_t first = 0;
+                while (!dfl_outliers_layer_nonfinite(d[i], k, first)) first++;
+                dfl_report_add_note(rep, NULL, "warning: %s: the %s hold NaN or Inf from layer %lld on (see the "
+                                    "samples' nonfinite_layer attribute): their top-n and median are NaN", lab[i],
+                                    kind_titles[k], (long long)first);
+            }
     if (p->per_layer && (st = per_layer(rep, p, d, lab, err))) goto done;
     if (p->per_head && (st = per_head(rep, p, d, lab, err))) goto done;
     if ((p->quant || p->channels) && (st = quant_tables(rep, p, d, lab, err))) goto done;

@@ -223,7 +223,8 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) {
                 r->raw[base + s] += raw[s];
                 r->shares[base + s] += raw[s] / total;
-                r->shares_abs[base + s] += abs_total > 0 ? absm[s] / abs_total : 0.0;
+                /* a NaN or Inf row stays NaN here too (a 0 would pass for a share) */
+                r->shares_abs[base + s] += !isfinite(abs_total) ? NAN : abs_total > 0 ? absm[s] / abs_total : 0.0;
             }
             if (mi < 2) r->entropy[((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h] +=
                 dfl_row_entropy(row, q + 1);
