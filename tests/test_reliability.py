@@ -268,10 +268,25 @@ class FullDisk(Fixture):
         self.assertEqual(temps(d), [], "%s at %d KiB" % (tool, kib))
 
     def test_probe(self):
-        # full at creation, among the samples, with maps, and at the close
+        # full at creation, among the samples, with maps, and at the close (--force: past
+        # the projected-size check, to the real ENOSPC)
         for kib, maps in ((4, "none"), (40, "none"), (120, "none"), (200, "all")):
             self.expect_full([TOOL["probe"], "--model", self.model, "--prompts", self.big, "--out", "@/o.h5",
-                              "--maps", maps, "--quiet"], kib, "o.h5", "probe")
+                              "--maps", maps, "--quiet", "--force", "--threads", "1"], kib, "o.h5", "probe", lines=2)
+
+    def test_probe_projected_size(self):
+        d, pre = self.small_disk(256)
+        out = os.path.join(d, "o.h5")
+        r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.big, "--out", out, "--quiet"],
+                           capture_output=True, text=True, preexec_fn=pre)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        line = one_line(self, r.stderr, "projected to take up to", "free on its file system", "--force")
+        self.assertEqual(os.listdir(d), [], line)
+        # a run that fits is not refused
+        r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.small, "--out", out, "--quiet"],
+                           capture_output=True, text=True, preexec_fn=pre)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 
     def test_png_and_jsonl_writers(self):
         self.expect_full([TOOL["attnmap"], self.dump, "-o", "@/a.png", "--quiet"], 4, "a.png", "attnmap")
@@ -283,6 +298,24 @@ class FullDisk(Fixture):
         # the plot may warn first; the checkpoint failure is the error
         self.expect_full([TOOL["train"], "--out", "@/t", "--steps", "4", "--eval-every", "2"] + TRAIN_TINY, 100,
                          "t/checkpoint.safetensors", "train", lines=2)
+
+
+class DumpSize(Fixture):
+    def test_per_sample_overhead(self):
+        # 100 and 300 two-token prompts: the difference is 200 samples' worth
+        sizes = []
+        for n in (100, 300):
+            path = os.path.join(self.root, "two%d.jsonl" % n)
+            with open(path, "w") as f:
+                for i in range(n):
+                    f.write(json.dumps({"tokens": [0, 5 + i % 20]}) + "\n")
+            out = os.path.join(self.root, "two%d.h5" % n)
+            r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", path, "--out", out, "--quiet",
+                                "--threads", "1"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            sizes.append(os.path.getsize(out))
+        per_sample = (sizes[1] - sizes[0]) / 200
+        self.assertLessEqual(per_sample, 16 * 1024, per_sample)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "base/atomic.h"
@@ -529,9 +530,13 @@ static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const char *kind
 #define PUT(suffix, type, nd, dims, data)                                      \
     snprintf(name, sizeof name, "outliers/%s/%s", kind, suffix);               \
     if ((s = dfl_dump_put(d, name, type, nd, dims, data, err))) return s
-    PUT("top", DFL_H5_F32, 2, dk, o->top);
-    PUT("top_index", DFL_H5_I32, 3, di, o->top_index);
-    PUT("hist", DFL_H5_U64, 2, dh, o->hist);
+    /* NaN / -1 padded for short prompts: deflated (exact) */
+    snprintf(name, sizeof name, "outliers/%s/top", kind);
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_F32, 2, dk, o->top, err))) return s;
+    snprintf(name, sizeof name, "outliers/%s/top_index", kind);
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_I32, 3, di, o->top_index, err))) return s;
+    snprintf(name, sizeof name, "outliers/%s/hist", kind);   /* mostly zeros: deflated, exact */
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_U64, 2, dh, o->hist, err))) return s;
     if ((s = dfl_dump_attr_f64(d, name, "edges", edges, DFL_HIST_BINS + 1, err)) ||
         (s = dfl_dump_attr_i64(d, name, "min_exponent", DFL_HIST_MIN_EXP, err)) ||
         (s = dfl_dump_attr_i64(d, name, "max_exponent", DFL_HIST_MAX_EXP, err)) ||
@@ -657,6 +662,74 @@ static const char *granularity_name(const dfl_forward_opts *o)
     return o->quant_granularity == DFL_QUANT_HEAD ? "head" : o->quant_granularity == DFL_QUANT_ROW ? "row" : "tensor";
 }
 
+/* An upper bound of the dump's size: per sample a fixed ~10 KB (groups, headers,
+ * deflated histograms) plus the top lists, channel statistics and per-token data
+ * uncompressed, the selected maps and the logits uncompressed. */
+static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps)
+{
+    const dfl_config *c = &m->config;
+    double L = (double)c->num_layers, K = p->topk, D = (double)c->hidden_size, V = (double)c->vocab_size;
+    double Hs = (double)dfl_config_analysis_heads(c), M = c->type == DFL_MODEL_LLAMA ? 1 : 3;
+    const dfl_map_select *sel = &p->maps;
+    double Ls = sel->layers ? (double)sel->n_layers : L, Hm = sel->heads ? (double)sel->n_heads : Hs;
+    double total = 64.0 * 1024;
+    for (size_t i = 0; i < ps->count; i++) {
+        const dfl_prompt *pr = &ps->items[i];
+        double T = (double)pr->n_tokens;
+        double b = 10.0 * 1024 + L * (K * 32 + D * 8 + 96) + M * L * Hs * 7 * 4 * 3 + T * 13;
+        if (pr->text)
+            for (size_t t = 0; t < pr->n_tokens; t++) b += 16 + (pr->text[t] ? (double)strlen(pr->text[t]) : 0);
+        if (sel->enabled) {
+            double R = sel->rows == DFL_MAP_ROWS_ALL ? T : sel->rows == DFL_MAP_ROWS_LIST ? (double)sel->n_rows : T;
+            if (sel->rows == DFL_MAP_ROWS_ANALYSIS) {
+                int64_t *rows = dfl__alloc_array(pr->n_tokens, sizeof *rows);
+                if (rows) R = (double)dfl_analysis_rows(pr, p->rows, rows);
+                free(rows);
+            }
+            b += M * Ls * Hm * R * T * (p->map_f16 ? 2 : 4);
+        }
+        if (p->save_logits) b += T * V * 4;
+        total += b;
+    }
+    return total;
+}
+
+static void human_bytes(double b, char *buf, size_t cap)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (b >= 1000 && u < 5) b /= 1000, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* Refuse (without --force) a run whose projected dump exceeds the free space of the
+ * file system that will hold it: better now than after the whole run. */
+static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps, dfl_error *err)
+{
+    const char *slash = strrchr(p->out_path, '/');
+    char dir[4096];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == p->out_path ? 1 : slash - p->out_path), p->out_path);
+    else snprintf(dir, sizeof dir, ".");
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0) return DFL_OK;   /* the create will say what is wrong */
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize, need = projected_bytes(p, m, ps);
+    if (need <= avail) return DFL_OK;
+    char a[32], n[32], msg[400];
+    human_bytes(avail, a, sizeof a);
+    human_bytes(need, n, sizeof n);
+    if (!p->overwrite)
+        return dfl__fail(err, DFL_ERR_IO,
+                         "%s: the dump is projected to take up to %s, more than the %s free on its file system "
+                         "(fewer prompts or maps, or --force to try anyway)",
+                         p->out_path, n, a);
+    if (p->warn) {
+        snprintf(msg, sizeof msg, "%s: the dump is projected to take up to %s, more than the %s free (--force: trying)",
+                 p->out_path, n, a);
+        p->warn(p->user, msg);
+    }
+    return DFL_OK;
+}
+
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err)
 {
     dfl_model *m = NULL;
@@ -693,6 +766,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                  p->prompts_path, first_long, too_long, ps.count, (long long)c->max_position_embeddings, longest);
         p->warn(p->user, msg);
     }
+
+    if ((s = check_room(p, m, &ps, err))) goto done;
 
     dfl_dump_info info = {m, p->model_dir, p->forward.quant_bits, granularity_name(&p->forward),
                           dfl_rows_rule_name(p->rows)};
