@@ -36,7 +36,8 @@ static void usage(FILE *out)
             "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
             "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
             "                         recorded in the dump)\n"
-            "  --force                overwrite an existing --out\n"
+            "  --force                overwrite an existing --out; run even when the projected dump\n"
+            "                         exceeds the free space of its file system\n"
             "  --quiet                no progress bar and no summary\n"
             "  --help                 this text\n");
 }
