@@ -300,6 +300,96 @@ class FullDisk(Fixture):
                          "t/checkpoint.safetensors", "train", lines=2)
 
 
+class Parsers(Fixture):
+    """Ambiguous input read as Python's json (Hugging Face) reads it, or refused with
+    the real reason."""
+
+    def model_with(self, name, config_text=None):
+        d = os.path.join(self.root, name)
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(self.model, d)
+        if config_text is not None:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                f.write(config_text)
+        return d
+
+    def probe(self, model, prompts=None):
+        out = os.path.join(self.root, "parse.h5")
+        return subprocess.run([TOOL["probe"], "--model", model, "--prompts", prompts or self.small, "--out", out,
+                               "--force", "--quiet", "--threads", "1"], capture_output=True, text=True), out
+
+    def config(self):
+        with open(os.path.join(self.model, "config.json")) as f:
+            return json.load(f)
+
+    def test_config_duplicate_keys_last_wins(self):
+        cfg = self.config()
+        layers = cfg.pop("num_hidden_layers")
+        text = json.dumps(cfg)[:-1] + ', "num_hidden_layers": 7, "num_hidden_layers": %d}' % layers
+        self.assertEqual(json.loads(text)["num_hidden_layers"], layers)   # the reference
+        r, out = self.probe(self.model_with("dup", text))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import h5py
+        with h5py.File(out) as f:
+            self.assertEqual(f.attrs["num_layers"], json.loads(text)["num_hidden_layers"])
+
+    def test_config_refusals(self):
+        cfg = self.config()
+        text = json.dumps(cfg)
+        cases = [(text + "\n{}", "text after the JSON document"),
+                 (json.dumps(dict(cfg, model_type=5)), '"model_type" must be a string'),
+                 (json.dumps(dict(cfg, rope_scaling={"type": "linear"})), 'needs "factor"'),
+                 (json.dumps(dict(cfg, rope_scaling={"rope_type": "llama3", "low_freq_factor": 1})), 'needs "factor"')]
+        for i, (t, needle) in enumerate(cases):
+            r, out = self.probe(self.model_with("bad%d" % i, t))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            one_line(self, r.stderr, "config.json", needle)
+            with self.assertRaises(ValueError if i == 0 else AssertionError):
+                json.loads(t)
+                if i:
+                    raise AssertionError   # valid JSON: the refusal is about content
+
+    def test_weights_not_a_file(self):
+        d = self.model_with("fifo")
+        os.remove(os.path.join(d, "model.safetensors"))
+        os.mkfifo(os.path.join(d, "model.safetensors"))
+        r = subprocess.run([TOOL["probe"], "--model", d, "--prompts", self.small, "--out",
+                            os.path.join(self.root, "f.h5"), "--quiet"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        one_line(self, r.stderr, "model.safetensors: not a regular file")
+        d = self.model_with("loop")
+        os.remove(os.path.join(d, "model.safetensors"))
+        os.symlink("model.safetensors", os.path.join(d, "model.safetensors"))
+        r, _ = self.probe(d)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        one_line(self, r.stderr, "model.safetensors: " + os.strerror(40))   # ELOOP
+
+    def test_prompts(self):
+        path = os.path.join(self.root, "u8.jsonl")
+        bad = b'{"tokens": [0, 5], "text": ["a", "\xff"]}'
+        with open(path, "wb") as f:
+            f.write(b'{"tokens": [0, 5]}\n' + bad + b'\n')
+        r, _ = self.probe(self.model, path)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        one_line(self, r.stderr, "u8.jsonl:2: invalid UTF-8 at byte %d" % (bad.index(b"\xff") + 1))
+        line = '{"tokens": [0, 5], "id": "first", "id": "second", "tokens": [0, 6, 7]}'
+        with open(path, "w") as f:
+            f.write(line + "\n")
+        r, out = self.probe(self.model, path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ref = json.loads(line)
+        import h5py
+        with h5py.File(out) as f:
+            self.assertEqual(list(f["samples/000000/tokens"][:]), ref["tokens"])
+            self.assertEqual(f["samples/000000"].attrs["id"], ref["id"])
+
+    def test_attnmap_quotes_what_was_typed(self):
+        r = subprocess.run([TOOL["attnmap"], self.dump, "-o", os.path.join(self.root, "c.png"), "--cols", "70:80",
+                            "--force"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        one_line(self, r.stderr, "--cols 70:80 selects no keys")
+
+
 class DumpSize(Fixture):
     def test_per_sample_overhead(self):
         # 100 and 300 two-token prompts: the difference is 200 samples' worth
