@@ -390,6 +390,49 @@ class Parsers(Fixture):
         one_line(self, r.stderr, "--cols 70:80 selects no keys")
 
 
+class TrainResume(Fixture):
+    def train(self, *args):
+        e = dict(os.environ, OMP_NUM_THREADS="2")
+        # args after the tiny defaults: a later flag wins
+        return subprocess.run([TOOL["train"]] + TRAIN_TINY + ["--threads", "2", *args], capture_output=True, text=True,
+                              env=e)
+
+    @staticmethod
+    def csv_numbers(path):
+        """step, lr, loss, eval_loss, eval_acc of every row (the timing columns differ)."""
+        with open(path) as f:
+            return [line.split(",")[:5] for line in f.read().splitlines()]
+
+    def test_csv_continues_exactly(self):
+        base = ["--type", "diff_transformer", "--steps", "12", "--eval-every", "5", "--ckpt-every", "0"]
+        a, b = os.path.join(self.root, "tra"), os.path.join(self.root, "trb")
+        r = self.train("--out", a, *base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.train("--out", b, "--stop-at", "7", *base)   # stops inside the window 6..10
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.train("--out", b, "--resume", *base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.csv_numbers(os.path.join(b, "train.csv")), self.csv_numbers(os.path.join(a, "train.csv")))
+
+    def test_schedule_and_failed_resume(self):
+        base = ["--type", "llama", "--eval-every", "0", "--ckpt-every", "0"]
+        d = os.path.join(self.root, "trs")
+        r = self.train("--out", d, "--steps", "10", "--stop-at", "3", *base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for other in (["--steps", "20"], ["--steps", "10", "--lr", "1e-3"], ["--steps", "10", "--warmup", "5"]):
+            r = self.train("--out", d, "--resume", "--stop-at", "4", *(base + other))
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--force-schedule", r.stderr)
+        r = self.train("--out", d, "--resume", "--force-schedule", "--steps", "20", "--stop-at", "4", *base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # a --resume into a folder that does not exist fails and makes none
+        missing = os.path.join(self.root, "nothing", "here")
+        r = self.train("--out", missing, "--resume", "--steps", "10", *base)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("no checkpoint", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "nothing")))
+
+
 class DumpSize(Fixture):
     def test_per_sample_overhead(self):
         # 100 and 300 two-token prompts: the difference is 200 samples' worth

@@ -73,6 +73,8 @@ static void usage(FILE *out)
             "  --ckpt-every N      checkpoint every N steps, 0 = only at the end (default: %lld)\n"
             "  --stop-at N         stop with a checkpoint after N steps (for --resume; default: off)\n"
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
+            "  --force-schedule    with --resume: accept another --steps, --lr, --min-lr or --warmup\n"
+            "                      (the learning rates from the checkpoint on follow the new schedule)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --quiet             no progress bar and no log lines\n"
@@ -133,12 +135,16 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
         if (!st->quiet) fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)res.steps_done, p->out);
         return 0;
     }
+    /* the eval quoted is the last one made, which need not be at the last step */
+    char evaltxt[48];
+    if (res.eval_step > 0) snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)res.eval_step);
+    else snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
     if (!st->quiet || res.interrupted)
         fprintf(stderr,
                 "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
-                "final loss %.4f, eval_loss %.4f, eval_acc %.3f%s\n",
+                "final loss %.4f, eval_loss %.4f, eval_acc %.3f (%s)%s\n",
                 name, (long long)res.steps_done, (long long)p->steps, p->out, (long long)(res.steps_done - res.start_step),
-                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc,
+                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc, evaltxt,
                 res.interrupted ? " (stopped; continue with --resume)" : "");
     if (res.interrupted && g_stop) return 128 + g_stop;
     return 0;
@@ -148,7 +154,8 @@ int main(int argc, char **argv)
 {
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
-           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP };
+           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
+           O_FSCHED };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -166,6 +173,7 @@ int main(int argc, char **argv)
         {"eval-every", required_argument, 0, O_EVERY}, {"eval-samples", required_argument, 0, O_ESAMPLES},
         {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
+        {"force-schedule", no_argument, 0, O_FSCHED},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
@@ -225,6 +233,7 @@ int main(int argc, char **argv)
         case O_CKPT: INT("--ckpt-every", 0, (int64_t)1 << 40, p.ckpt_every); break;
         case O_STOPAT: INT("--stop-at", 1, (int64_t)1 << 40, p.stop_at); break;
         case O_RESUME: p.resume = 1; break;
+        case O_FSCHED: p.force_schedule = 1; break;
         case O_FORCE: p.overwrite = 1; break;
         case O_THREADS: INT("--threads", 1, 1024, threads); break;
         case O_QUIET: quiet = 1; break;
@@ -241,6 +250,7 @@ int main(int argc, char **argv)
         s = dfl__fail(&err, DFL_ERR_USAGE, "output path too long");
     if (!s && !pair == !p.out) s = dfl__fail(&err, DFL_ERR_USAGE, "give exactly one of --out DIR and --pair OUTDIR");
     if (!s && p.resume && p.overwrite) s = dfl__fail(&err, DFL_ERR_USAGE, "--resume and --force exclude each other");
+    if (!s && p.force_schedule && !p.resume) s = dfl__fail(&err, DFL_ERR_USAGE, "--force-schedule goes with --resume");
     if (!s && p.min_lr > p.lr) s = dfl__fail(&err, DFL_ERR_USAGE, "--min-lr %g exceeds --lr %g", p.min_lr, p.lr);
     dfl_train_params pl, pd;
     char out_l[4096], out_d[4096];
