@@ -472,23 +472,6 @@ dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl
     return s;
 }
 
-/* A compact dataset keeps its data in its object header; HDF5 1.10 copies the shape's
- * worth of bytes out of it without checking that the header holds that many (a
- * corrupt file overflows its buffer: found by fuzz_dump_read). Checked here first. */
-static dfl_status check_compact(const dfl_dump_reader *r, const char *path, hid_t ds, size_t n, dfl_error *err)
-{
-    hid_t dcpl = H5Dget_create_plist(ds), ft = H5Dget_type(ds);
-    int compact = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_COMPACT;
-    size_t elem = ft >= 0 ? H5Tget_size(ft) : 0, need;
-    hsize_t have = compact ? H5Dget_storage_size(ds) : 0;
-    if (dcpl >= 0) H5Pclose(dcpl);
-    if (ft >= 0) H5Tclose(ft);
-    if (compact && (!dfl__mul_ok(n, elem, &need) || have < need))
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: compact storage of %llu bytes for a shape of %zu elements",
-                         r->path, rel(path), (unsigned long long)have, n);
-    return DFL_OK;
-}
-
 dfl_status dfl_dump_read(const dfl_dump_reader *r, const char *path, dfl_h5_type type, void *out, size_t n,
                          dfl_error *err)
 {
@@ -507,7 +490,7 @@ dfl_status dfl_dump_read(const dfl_dump_reader *r, const char *path, dfl_h5_type
         shape_text(&info, shape, sizeof shape);
         s = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: shape %s has %zu elements, expected %zu", r->path, rel(path),
                       shape, overflow ? (size_t)-1 : count, n);
-    } else if (!s && n > 0 && (s = check_compact(r, path, ds, n, err)) == DFL_OK) {
+    } else if (!s && n > 0) {
         if (info.type == DFL_H5_F16 && (type == DFL_H5_F32 || type == DFL_H5_F64)) {
             /* raw halves, converted here (HDF5's half conversion is a slow soft path) */
             uint16_t *h = dfl__alloc_array(n, sizeof *h);
