@@ -61,7 +61,7 @@ cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *a
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root) {
-        *why = "invalid JSON";
+        *why = "syntax error";
         *at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
     } else {
         const char *q = end ? end : buf + len;

@@ -114,7 +114,8 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     const char *why;
     size_t at;
     cJSON *root = dfl__json_parse(json, len, &why, &at);
-    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s at byte %zu", label, why, at + 1);
+    if (!root)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON: %s at byte %zu", label, why, at + 1);
     dfl_config c;
     memset(&c, 0, sizeof c);
     dfl_status s = DFL_OK;
