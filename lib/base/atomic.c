@@ -27,7 +27,8 @@ static struct {
 static void release(int i)
 {
     g_tmp[i].used = 0;
-    close(g_tmp[i].fd);
+    if (g_tmp[i].fd >= 0) close(g_tmp[i].fd);
+    g_tmp[i].fd = -1;
 }
 
 /* Drop entries whose file a caller remove()d without dfl__discard_tmp. */
@@ -179,21 +180,25 @@ dfl_status dfl__make_tmp(const char *path, char **tmp, dfl_error *err)
         if (!g_tmp[i].used) slot = i;
     if (slot < 0) return dfl__fail(err, DFL_ERR_IO, "%s: too many temporary files open", path);
 
-    size_t n = strlen(path) + 40;
-    char *t = malloc(n);
-    if (!t) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(t, n, "%.*s.%s.tmp.%ld.XXXXXX", (int)dirlen, path, base, (long)getpid());
-    int fd = mkostemp(t, O_CLOEXEC);
+    /* The name is made in the table itself and the slot is taken before the file
+     * exists: a signal arriving just after its creation still finds it there. */
+    snprintf(g_tmp[slot].path, sizeof g_tmp[slot].path, "%.*s.%s.tmp.%ld.XXXXXX", (int)dirlen, path, base,
+             (long)getpid());
+    g_tmp[slot].fd = -1;
+    g_tmp[slot].used = 1;
+    int fd = mkostemp(g_tmp[slot].path, O_CLOEXEC);
     if (fd < 0) {
-        dfl__fail(err, DFL_ERR_IO, "%s: cannot create a file in its folder: %s", path, strerror(errno));
-        free(t);
-        return DFL_ERR_IO;
+        g_tmp[slot].used = 0;
+        return dfl__fail(err, DFL_ERR_IO, "%s: cannot create a file in its folder: %s", path, strerror(errno));
     }
+    g_tmp[slot].fd = fd;
     fchmod(fd, 0644);
     flock(fd, LOCK_EX | LOCK_NB);
-    snprintf(g_tmp[slot].path, sizeof g_tmp[slot].path, "%s", t);
-    g_tmp[slot].fd = fd;
-    g_tmp[slot].used = 1;
+    char *t = strdup(g_tmp[slot].path);
+    if (!t) {
+        dfl__discard_tmp(g_tmp[slot].path);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
+    }
     /* Two writers that started together both see the other now: both give up rather
      * than one silently replacing the other's output. */
     if ((other = sweep(dir, base, live_name, sizeof live_name)) != 0) {
