@@ -422,6 +422,21 @@ class TrainResume(Fixture):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.csv_numbers(os.path.join(b, "train.csv")), self.csv_numbers(os.path.join(a, "train.csv")))
 
+    def test_signals(self):
+        for sig, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+            d = os.path.join(self.root, "trsig%d" % code)
+            e = dict(os.environ, OMP_NUM_THREADS="1")
+            p = subprocess.Popen([TOOL["train"]] + TRAIN_TINY + ["--out", d, "--steps", "100000", "--eval-every", "0",
+                                                                  "--ckpt-every", "0", "--threads", "1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+            wait_for(lambda: os.path.isdir(d), p, "it made its folder")
+            p.send_signal(sig)
+            _, err = p.communicate()
+            self.assertEqual(p.returncode, code, err)
+            one_line(self, err, "stopped; continue with --resume")
+            self.assertTrue(os.path.exists(os.path.join(d, "checkpoint.safetensors")))
+            self.assertEqual(temps(d), [])
+
     def test_schedule_and_failed_resume(self):
         base = ["--type", "llama", "--eval-every", "0", "--ckpt-every", "0"]
         d = os.path.join(self.root, "trs")
