@@ -242,6 +242,92 @@ static void test_logsumexp_argmax_matches_naive(void **state)
     free(z);
 }
 
+/* ------------------------------------------------------- NaN and Inf inputs */
+
+/* Same finiteness, element by element, as the float64 twin, and within tol where finite:
+ * a kernel never turns a NaN or Inf into a finite number (nor the reverse). Run under
+ * `make asan` (-fsanitize=undefined) this also checks the kernels for undefined
+ * behaviour on non-finite inputs (fast_expf converted NaN to int and shifted it). */
+static void assert_same_finiteness(const float *a, const float *b, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(a[i]) != isfinite(b[i])) fail_msg("element %zu: %g vs the twin's %g", i, a[i], b[i]);
+        if (isfinite(a[i]) && fabs((double)a[i] - b[i]) > tol) fail_msg("element %zu: %g vs %g", i, a[i], b[i]);
+    }
+}
+
+static void poison(float *x, size_t row_len, int rows)
+{
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int r = 0; r < rows && r < 3; r++) x[(size_t)r * row_len + (size_t)r + 1] = bad[r];
+}
+
+static void test_kernels_on_nan_and_inf(void **state)
+{
+    (void)state;
+    const int64_t n = 6, d = 40, f = 40, V = 300;
+    /* matmul */
+    float *x = rand_array(n * d, 1), *w = rand_array(d * d, 1), *y = calloc(n * d, 4), *yr = calloc(n * d, 4);
+    poison(x, d, 3);
+    dfl_matmul_xwt(y, x, w, n, d, d);
+    dfl_matmul_xwt_naive(yr, x, w, n, d, d);
+    assert_same_finiteness(y, yr, n * d, 1e-4);
+    assert_false(isfinite(y[0]));   /* the NaN row */
+    /* rmsnorm */
+    float *g = rand_array(d, 1);
+    dfl_rmsnorm(y, x, g, n, d, 1e-5f, 1.0f);
+    dfl_rmsnorm_naive(yr, x, g, n, d, 1e-5f, 1.0f);
+    assert_same_finiteness(y, yr, n * d, 1e-4);
+    /* rope */
+    double inv[20];
+    float cs[6 * 20], sn[6 * 20];
+    dfl_rope_params rp = {.theta = 10000.0};
+    dfl_rope_inv_freq(inv, d, &rp);
+    dfl_rope_tables(cs, sn, inv, d, n);
+    memcpy(y, x, n * d * 4), memcpy(yr, x, n * d * 4);
+    dfl_rope_apply(y, n, d, 1, d, cs, sn, 0);
+    dfl_rope_apply_naive(yr, n, d, 1, d, cs, sn, 0);
+    assert_same_finiteness(y, yr, n * d, 1e-5);
+    /* softmax: rows with NaN or +Inf become NaN, -Inf is an ordinary (flushed) 0 */
+    int64_t lim[6];
+    for (int i = 0; i < n; i++) lim[i] = d - 1 - i;
+    memcpy(y, x, n * d * 4), memcpy(yr, x, n * d * 4);
+    dfl_softmax_causal(y, n, d, d, lim);
+    dfl_softmax_causal_naive(yr, n, d, d, lim);
+    assert_same_finiteness(y, yr, n * d, 1e-6);
+    assert_false(isfinite(y[1]));
+    assert_true(y[2 * d + 3] < 1e-30f && isfinite(y[2 * d]));
+    /* exp of huge and tiny logits still finite where they should be */
+    float big[4] = {80.0f, 88.0f, 200.0f, -300.0f};
+    int64_t lim1[1] = {3};
+    dfl_softmax_causal(big, 1, 4, 4, lim1);
+    assert_true(fabs(big[2] - 1.0) < 1e-6 && big[3] < 1e-30f);
+    /* swiglu */
+    float *gg = rand_array(n * f, 6), *u = rand_array(n * f, 2), *ggr = malloc(n * f * 4);
+    poison(gg, f, 3);
+    memcpy(ggr, gg, n * f * 4);
+    dfl_swiglu(gg, u, n, f);
+    dfl_swiglu_naive(ggr, u, n, f);
+    assert_same_finiteness(gg, ggr, n * f, 1e-4);
+    /* LM head */
+    float *z = rand_array(n * V, 10);
+    poison(z, V, 3);
+    double lse[6], lr[6];
+    int32_t am[6], ar[6];
+    dfl_logsumexp_argmax(z, n, V, lse, am);
+    dfl_logsumexp_argmax_naive(z, n, V, lr, ar);
+    for (int i = 0; i < n; i++) assert_int_equal(isfinite(lse[i]), isfinite(lr[i]));
+    assert_false(isfinite(lse[0]) || isfinite(lse[1]));
+    assert_true(isfinite(lse[2]));
+    /* fake quantization: NaN stays NaN, a NaN range leaves the data alone */
+    float q[3] = {NAN, 0.5f, -0.25f};
+    dfl_fake_quant(q, 3, 1.0f, 4);
+    assert_true(isnan(q[0]) && isfinite(q[1]));
+    dfl_fake_quant(q, 3, NAN, 4);
+    assert_true(isnan(q[0]) && isfinite(q[1]));
+    free(x), free(w), free(y), free(yr), free(g), free(gg), free(u), free(ggr), free(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_softmax_large_logits_stay_finite),
         cmocka_unit_test(test_swiglu_matches_naive),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),
+        cmocka_unit_test(test_kernels_on_nan_and_inf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,7 +228,8 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
             g->hacc[h].weight += 1.0;
             d->n_entries++;
             if (fabs(total) < d->min_abs_total) d->min_abs_total = fabs(total);
-            if (!(fabs(total) >= g->p->warn_total)) {
+            if (!isfinite(total)) d->n_nonfinite++;
+            else if (!(fabs(total) >= g->p->warn_total)) {
                 if (d->n_low++ == 0)
                     snprintf(d->low_example, sizeof d->low_example, "sample '%s' layer %lld head %lld (total %.3g)",
                              smp->id, (long long)l, (long long)h, total);
@@ -480,6 +481,12 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
     size_t n = 0;
     for (size_t i = 0; i < r->n_dumps && n < cap; i++) {
         const dfl_noise_dump *d = &r->dumps[i];
+        /* NaN is NaN under every normalisation: no mode is recommended for it */
+        if (d->n_nonfinite && n < cap)
+            dfl__noise_put(lines[n++], 256,
+                "%s: %zu of %zu (sample, layer, head) entries of %s are NaN or Inf (the forward pass produced "
+                "non-finite values: see the samples' nonfinite_layer attribute); every average over them is NaN",
+                d->path, d->n_nonfinite, d->n_entries, d->map);
         if (r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
             dfl__noise_put(lines[n++], 256,
                      "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "

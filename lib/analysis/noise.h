@@ -104,6 +104,7 @@ typedef struct dfl_noise_dump {
     dfl_noise_cell *by_head;          /* [heads] */
     size_t n_entries;                 /* (sample, layer, head) entries averaged */
     size_t n_low;                     /* entries with abs(row total) < warn_total */
+    size_t n_nonfinite;               /* entries whose row total is NaN or Inf (NaN under every norm) */
     double min_abs_total;             /* smallest abs(row total) seen */
     char low_example[160];            /* the first low entry: "sample 'd0-s1' layer 1 head 0 (total 0.012)" */
 } dfl_noise_dump;

@@ -87,6 +87,11 @@ static void report_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *e
                         err);
     for (size_t i = 0; i < r->n_dumps; i++) {
         const dfl_noise_dump *d = &r->dumps[i];
+        if (d->n_nonfinite)
+            dfl_report_add_note(rep, err,
+                                "warning: %s: %zu of %zu entries are NaN or Inf (non-finite values in the forward "
+                                "pass); the averages over them are NaN under every --norm",
+                                d->label, d->n_nonfinite, d->n_entries);
         if (d->n_low && r->norm == DFL_NOISE_NORM_TOTAL)
             dfl_report_add_note(rep, err,
                                 "warning: %s: %zu of %zu entries have a row total below %g in magnitude (e.g. %s); "

@@ -440,9 +440,22 @@ done:
     return DFL_OK;
 }
 
+int dfl_outliers_layer_nonfinite(const dfl_outlier_dump *d, int kind, int64_t l)
+{
+    /* Σx of the layer over all samples: NaN or ±Inf exactly when some value was (the
+     * histogram puts NaN in its top bin and the top lists skip it) */
+    if (l < 0) {
+        for (int64_t j = 0; j < d->L; j++)
+            if (dfl_outliers_layer_nonfinite(d, kind, j)) return 1;
+        return 0;
+    }
+    return l < d->L && !isfinite(d->kind[kind].moments[l * 6 + 1]);
+}
+
 double dfl_outliers_median(const dfl_outlier_dump *d, int kind, int64_t l)
 {
     const dfl_outlier_kind *o = &d->kind[kind];
+    if (dfl_outliers_layer_nonfinite(d, kind, l)) return NAN;   /* not a number made of NaNs */
     if (l >= 0) return l < d->L ? dfl_hist_quantile(o->hist + l * B, 0.5) : NAN;
     uint64_t *sum = calloc(B, sizeof *sum);
     if (!sum) return NAN;
@@ -461,7 +474,7 @@ static int desc_float(const void *a, const void *b)
 
 double dfl_outliers_top(const dfl_outlier_dump *d, int kind, int64_t l, int64_t n)
 {
-    if (n < 1 || n > d->K) return NAN;
+    if (n < 1 || n > d->K || dfl_outliers_layer_nonfinite(d, kind, l)) return NAN;
     const dfl_outlier_kind *o = &d->kind[kind];
     if (l >= 0) {
         if (l >= d->L) return NAN;

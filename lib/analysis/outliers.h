@@ -128,6 +128,10 @@ typedef struct dfl_outlier_dump {
 dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_outlier_dump **out, dfl_error *err);
 void dfl_outliers_free(dfl_outlier_dump *d);
 
+/* 1 when layer l (l < 0: any layer) of `kind` held a NaN or Inf in some sample; its
+ * median and top-n are then NaN. */
+int dfl_outliers_layer_nonfinite(const dfl_outlier_dump *d, int kind, int64_t l);
+
 /* Median (histogram rule) of layer l of a kind, or over all layers when l < 0. */
 double dfl_outliers_median(const dfl_outlier_dump *d, int kind, int64_t l);
 

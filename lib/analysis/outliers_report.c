@@ -46,8 +46,11 @@ static dfl_status table5(dfl_report *rep, const dfl_outliers_params *p, dfl_outl
             dfl_report_add_row(t, NULL);
             dfl_report_set_text(t, 0, kind_titles[k], NULL);
             dfl_report_set_text(t, 1, lab[i], NULL);
-            for (int j = 0; j < p->n_ranks; j++)
-                num_or_na(t, 2 + (size_t)j, dfl_outliers_top(d[i], k, -1, p->ranks[j]), "n/a");
+            for (int j = 0; j < p->n_ranks; j++) {
+                double v = dfl_outliers_top(d[i], k, -1, p->ranks[j]);
+                if (dfl_outliers_layer_nonfinite(d[i], k, -1)) dfl_report_set_num(t, 2 + (size_t)j, v, NULL);
+                else num_or_na(t, 2 + (size_t)j, v, "n/a");
+            }
             dfl_report_set_num(t, 2 + (size_t)p->n_ranks, dfl_outliers_median(d[i], k, -1), NULL);
         }
     return dfl_report_status(rep, err);
@@ -519,6 +522,15 @@ dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_
                                     (long long)d[i]->K, (long long)p->ranks[j]);
     dfl_report_add_note(rep, NULL, "table5: top-n is exact (merged top-K lists); the median of abs(x) is within 1%% "
                                    "(log histogram, 64 bins per octave)");
+    for (int i = 0; i < p->n_dumps; i++)
+        for (int k = 0; k < 2; k++)
+            if (dfl_outliers_layer_nonfinite(d[i], k, -1)) {
+                int64_t first = 0;
+                while (!dfl_outliers_layer_nonfinite(d[i], k, first)) first++;
+                dfl_report_add_note(rep, NULL, "warning: %s: the %s hold NaN or Inf from layer %lld on (see the "
+                                    "samples' nonfinite_layer attribute): their top-n and median are NaN", lab[i],
+                                    kind_titles[k], (long long)first);
+            }
     if (p->per_layer && (st = per_layer(rep, p, d, lab, err))) goto done;
     if (p->per_head && (st = per_head(rep, p, d, lab, err))) goto done;
     if ((p->quant || p->channels) && (st = quant_tables(rep, p, d, lab, err))) goto done;

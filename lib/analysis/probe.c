@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 #include "base/atomic.h"
@@ -91,6 +92,10 @@ typedef struct sample_run {
     dfl_dump_stream *logit_stream; /* [T, V] or NULL */
     float *nll;                  /* [T] */
     int32_t *argmax;             /* [T] */
+    /* non-finite values: the first one's layer (L = the LM head) and site, -1 / NULL if none */
+    uint8_t *bad_scores;         /* [threads] a non-finite attention logit in this layer */
+    int64_t bad_layer;
+    const char *bad_site;
     /* progress */
     size_t index;                /* file-order index: the dump's sample name */
     size_t ordinal, count;       /* position in this run, samples in this run */
@@ -200,6 +205,7 @@ static void on_scores(void *user, int thread, const dfl_score_block *b)
     for (int64_t i = 0; i < b->n; i++) {
         int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)(b->row0 + i), 0};
         acc_row(&r->tacc[thread], b->scores + i * b->ld, b->row0 + i + 1, idx, 3);
+        if (!dfl_all_finite(b->scores + i * b->ld, (size_t)(b->row0 + i + 1))) r->bad_scores[thread] = 1;
     }
 }
 
@@ -221,7 +227,8 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) {
                 r->raw[base + s] += raw[s];
                 r->shares[base + s] += raw[s] / total;
-                r->shares_abs[base + s] += abs_total > 0 ? absm[s] / abs_total : 0.0;
+                /* a NaN or Inf row stays NaN here too (a 0 would pass for a share) */
+                r->shares_abs[base + s] += !isfinite(abs_total) ? NAN : abs_total > 0 ? absm[s] / abs_total : 0.0;
             }
             if (mi < 2) r->entropy[((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h] +=
                 dfl_row_entropy(row, q + 1);
@@ -290,10 +297,29 @@ static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uin
 }
 
 /* Layer l's output x[T, D]: hidden-state outliers; also closes the layer's logits. */
+/* The first non-finite value of the sample (later ones add nothing a reader can use). */
+static void note_nonfinite(sample_run *r, int64_t layer, const char *site)
+{
+    if (r->bad_layer >= 0) return;
+    r->bad_layer = layer;
+    r->bad_site = site;
+}
+
+static dfl_status strict_fail(const sample_run *r, dfl_error *err)
+{
+    const char *id = r->pr->id && r->pr->id[0] ? r->pr->id : "(no id)";
+    return dfl__fail(err, DFL_ERR_RANGE, "sample %s: non-finite value (NaN or Inf) in the %s of layer %lld (--strict)",
+                     id, r->bad_site, (long long)r->bad_layer);
+}
+
 static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
 {
-    (void)err;
     sample_run *r = user;
+    if (r->p->cancel && *r->p->cancel) return dfl__fail(err, DFL_ERR_CANCELLED, "cancelled");
+    for (int th = 0; th < r->nthreads && r->bad_layer < 0; th++)
+        if (r->bad_scores[th]) note_nonfinite(r, l, "attention logits");
+    if (r->bad_layer < 0 && !dfl_all_finite(x, (size_t)T * (size_t)D)) note_nonfinite(r, l, "hidden states");
+    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     finish_layer(r, r->tacc, r->nthreads, &r->logits, l);
     acc_reset(r->hacc, r->tstore + (size_t)r->nthreads * (size_t)r->K, (int32_t)r->K);
     for (int64_t t = 0; t < T; t++) {
@@ -309,6 +335,8 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
 static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
 {
     sample_run *r = user;
+    if (r->bad_layer < 0 && !dfl_all_finite(logits, (size_t)n * (size_t)V)) note_nonfinite(r, r->L, "output logits");
+    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     double lse[64];
     for (int64_t i0 = 0; i0 < n; i0 += 64) {
         int64_t m = n - i0 < 64 ? n - i0 : 64;
@@ -334,7 +362,7 @@ static void run_free(sample_run *r)
     void *bufs[] = {r->seg, r->share_seg, r->arows, r->all_rows, r->layer_pos, r->head_pos, r->shares, r->raw, r->shares_abs,
                     r->entropy, r->negative, r->tacc, r->hacc, r->tstore, r->sorted, r->logits.top, r->logits.top_index,
                     r->logits.hist, r->logits.mom, r->hidden.top, r->hidden.top_index, r->hidden.hist,
-                    r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax};
+                    r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax, r->bad_scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 
@@ -368,12 +396,14 @@ static dfl_status run_alloc(sample_run *r, dfl_error *err)
     r->ch_count = dfl__calloc_array(L * (size_t)r->D, sizeof(uint32_t));
     r->nll = dfl__alloc_array(T, sizeof(float));
     r->argmax = dfl__alloc_array(T, sizeof(int32_t));
+    r->bad_scores = dfl__calloc_array(nth, 1);
+    r->bad_layer = -1;
     r->logits.nidx = 4;
     r->hidden.nidx = 2;
     if (!r->seg || !r->share_seg || !r->arows || !r->layer_pos || !r->head_pos || !r->shares || !r->raw ||
         !r->shares_abs || !r->entropy || !r->negative || !r->tacc || !r->hacc || !r->tstore || !r->sorted || !r->logits.top ||
         !r->logits.top_index || !r->logits.hist || !r->logits.mom || !r->hidden.top || !r->hidden.top_index ||
-        !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax)
+        !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax || !r->bad_scores)
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a sample of %lld tokens", (long long)r->T);
     return DFL_OK;
 }
@@ -508,9 +538,13 @@ static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const char *kind
 #define PUT(suffix, type, nd, dims, data)                                      \
     snprintf(name, sizeof name, "outliers/%s/%s", kind, suffix);               \
     if ((s = dfl_dump_put(d, name, type, nd, dims, data, err))) return s
-    PUT("top", DFL_H5_F32, 2, dk, o->top);
-    PUT("top_index", DFL_H5_I32, 3, di, o->top_index);
-    PUT("hist", DFL_H5_U64, 2, dh, o->hist);
+    /* NaN / -1 padded for short prompts: deflated (exact) */
+    snprintf(name, sizeof name, "outliers/%s/top", kind);
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_F32, 2, dk, o->top, err))) return s;
+    snprintf(name, sizeof name, "outliers/%s/top_index", kind);
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_I32, 3, di, o->top_index, err))) return s;
+    snprintf(name, sizeof name, "outliers/%s/hist", kind);   /* mostly zeros: deflated, exact */
+    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_U64, 2, dh, o->hist, err))) return s;
     if ((s = dfl_dump_attr_f64(d, name, "edges", edges, DFL_HIST_BINS + 1, err)) ||
         (s = dfl_dump_attr_i64(d, name, "min_exponent", DFL_HIST_MIN_EXP, err)) ||
         (s = dfl_dump_attr_i64(d, name, "max_exponent", DFL_HIST_MAX_EXP, err)) ||
@@ -626,6 +660,20 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = dfl_dump_put(d, "argmax", DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
+    if (r->bad_layer >= 0) {
+        if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_layer", r->bad_layer, err)) ||
+            (s = dfl_dump_attr_str(d, ".", "nonfinite_site", r->bad_site, err)))
+            return s;
+        if (rep->nonfinite_samples++ == 0 && p->warn) {
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "%s:%zu: sample %s: first non-finite value (NaN or Inf) in the %s of layer %lld; what "
+                     "depends on it is NaN (recorded in the dump; --strict makes this an error)",
+                     p->prompts_path, pr->line, pr->id && pr->id[0] ? pr->id : "(no id)", r->bad_site,
+                     (long long)r->bad_layer);
+            p->warn(p->user, msg);
+        }
+    }
     return dfl_dump_sample_end(d, err);
 }
 
@@ -683,6 +731,74 @@ static const char *granularity_name(const dfl_forward_opts *o)
     return o->quant_granularity == DFL_QUANT_HEAD ? "head" : o->quant_granularity == DFL_QUANT_ROW ? "row" : "tensor";
 }
 
+/* An upper bound of the dump's size: per sample a fixed ~10 KB (groups, headers,
+ * deflated histograms) plus the top lists, channel statistics and per-token data
+ * uncompressed, the selected maps and the logits uncompressed. */
+static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps)
+{
+    const dfl_config *c = &m->config;
+    double L = (double)c->num_layers, K = p->topk, D = (double)c->hidden_size, V = (double)c->vocab_size;
+    double Hs = (double)dfl_config_analysis_heads(c), M = c->type == DFL_MODEL_LLAMA ? 1 : 3;
+    const dfl_map_select *sel = &p->maps;
+    double Ls = sel->layers ? (double)sel->n_layers : L, Hm = sel->heads ? (double)sel->n_heads : Hs;
+    double total = 64.0 * 1024;
+    for (size_t i = 0; i < ps->count; i++) {
+        const dfl_prompt *pr = &ps->items[i];
+        double T = (double)pr->n_tokens;
+        double b = 10.0 * 1024 + L * (K * 32 + D * 8 + 96) + M * L * Hs * 7 * 4 * 3 + T * 13;
+        if (pr->text)
+            for (size_t t = 0; t < pr->n_tokens; t++) b += 16 + (pr->text[t] ? (double)strlen(pr->text[t]) : 0);
+        if (sel->enabled) {
+            double R = sel->rows == DFL_MAP_ROWS_ALL ? T : sel->rows == DFL_MAP_ROWS_LIST ? (double)sel->n_rows : T;
+            if (sel->rows == DFL_MAP_ROWS_ANALYSIS) {
+                int64_t *rows = dfl__alloc_array(pr->n_tokens, sizeof *rows);
+                if (rows) R = (double)dfl_analysis_rows(pr, p->rows, rows);
+                free(rows);
+            }
+            b += M * Ls * Hm * R * T * (p->map_f16 ? 2 : 4);
+        }
+        if (p->save_logits) b += T * V * 4;
+        total += b;
+    }
+    return total;
+}
+
+static void human_bytes(double b, char *buf, size_t cap)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (b >= 1000 && u < 5) b /= 1000, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+}
+
+/* Refuse (without --force) a run whose projected dump exceeds the free space of the
+ * file system that will hold it: better now than after the whole run. */
+static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps, dfl_error *err)
+{
+    const char *slash = strrchr(p->out_path, '/');
+    char dir[4096];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == p->out_path ? 1 : slash - p->out_path), p->out_path);
+    else snprintf(dir, sizeof dir, ".");
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0) return DFL_OK;   /* the create will say what is wrong */
+    double avail = (double)fs.f_bavail * (double)fs.f_frsize, need = projected_bytes(p, m, ps);
+    if (need <= avail) return DFL_OK;
+    char a[32], n[32], msg[400];
+    human_bytes(avail, a, sizeof a);
+    human_bytes(need, n, sizeof n);
+    if (!p->overwrite)
+        return dfl__fail(err, DFL_ERR_IO,
+                         "%s: the dump is projected to take up to %s, more than the %s free on its file system "
+                         "(fewer prompts or maps, or --force to try anyway)",
+                         p->out_path, n, a);
+    if (p->warn) {
+        snprintf(msg, sizeof msg, "%s: the dump is projected to take up to %s, more than the %s free (--force: trying)",
+                 p->out_path, n, a);
+        p->warn(p->user, msg);
+    }
+    return DFL_OK;
+}
+
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err)
 {
     dfl_model *m = NULL;
@@ -694,6 +810,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if (p->topk < 1 || p->topk > DFL_TOPK_MAX)
         s = dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, %d]", DFL_TOPK_MAX);
     /* Cheap checks first: an existing output or bad prompts fail before the load. */
+    const char *inputs[2] = {p->prompts_path, p->model_dir};
+    if (!s) s = dfl__check_not_input(p->out_path, inputs, 2, err);
     if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
     if (!s) s = dfl_probe_read_prompts(p, &ps, err);
     if (!s) s = dfl_model_load(p->model_dir, &m, err);
@@ -721,6 +839,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         p->warn(p->user, msg);
     }
 
+    if ((s = check_room(p, m, &ps, err))) goto done;
+
     dfl_dump_info info = {m, p->model_dir, p->forward.quant_bits, granularity_name(&p->forward),
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
@@ -737,8 +857,10 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         r.tokens_done = done_tokens;
         r.tokens_total = rep.tokens;
         r.start = start;
-        s = run_sample(p, m, d, &ps.items[i], &r, &rep, err);
+        s = p->cancel && *p->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
+                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, err);
         run_free(&r);
+        if (s == DFL_ERR_CANCELLED) goto done;
         if (s) {
             dfl__context(err, "%s:%zu", p->prompts_path, ps.items[i].line);
             goto done;
@@ -752,6 +874,13 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         p->progress(p->user, &pg);
     }
     rep.samples = n_run;
+    if (p->warn && rep.nonfinite_samples > 1) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%zu of %zu samples have non-finite values (attributes nonfinite_layer, nonfinite_site)",
+                 rep.nonfinite_samples, n_run);
+        p->warn(p->user, msg);
+    }
+    if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_samples", (int64_t)rep.nonfinite_samples, err))) goto done;
     s = dfl_dump_finish(d, err);
     d = NULL;
 done:

@@ -9,6 +9,7 @@
 #ifndef DFL_PROBE_H
 #define DFL_PROBE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,12 @@ typedef struct dfl_probe_params {
      * subsets join into the dump of the whole set (an MPI rank's share). */
     const size_t *subset;
     size_t n_subset;
+    int strict;                  /* a NaN or Inf in the forward pass is an error (DFL_ERR_RANGE);
+                                  * by default a warning, recorded in the dump */
+    /* Polled once per layer and per sample: non-zero stops the run with
+     * DFL_ERR_CANCELLED, nothing left at out_path (a tool's signal handler sets it).
+     * NULL = never. */
+    const volatile sig_atomic_t *cancel;
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);
@@ -101,6 +108,7 @@ typedef struct dfl_probe_report {
     double flops;                /* matrix FLOPs of those passes (dfl_forward_flops) */
     size_t targets, targets_correct; /* samples with a target span, and how many right */
     double join_seconds;         /* MPI runs: rank 0's time joining the ranks' parts (else 0) */
+    size_t nonfinite_samples;    /* samples with a NaN or Inf in their forward pass */
 } dfl_probe_report;
 
 /* Defaults as documented on each field. */
@@ -110,7 +118,7 @@ dfl_probe_params dfl_probe_params_default(void);
  * is untouched). report may be NULL. Statuses: those of model loading, prompt
  * reading (line numbers), DFL_ERR_RANGE for token ids outside the vocabulary,
  * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
- * DFL_ERR_HDF5, DFL_ERR_NOMEM. */
+ * DFL_ERR_HDF5, DFL_ERR_NOMEM, DFL_ERR_CANCELLED. */
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
 
 /* The prompts of p->prompts_path as probe runs them: text prompts ("input") tokenized

@@ -4,7 +4,18 @@
  * Every file the library writes goes through here: stdio writers (prompts, safetensors,
  * PNG, the trainer's JSON and CSV) use dfl__atomic_open / dfl__atomic_close (or
  * dfl__atomic_write for one buffer); writers that open the file themselves (HDF5) use
- * the three steps dfl__check_overwrite, dfl__make_tmp, dfl__commit_tmp. */
+ * the three steps dfl__check_overwrite, dfl__make_tmp, dfl__commit_tmp.
+ *
+ * Temporary names carry the writer's pid, "dir/.name.tmp.PID.Ab12Cd", and the writer
+ * holds an exclusive flock(2) on the file until it is renamed or removed. That gives:
+ *  - a lock: a second writer to the same destination fails at once (DFL_ERR_EXISTS
+ *    naming the other process) instead of after its run;
+ *  - clean-up after kill -9: a temporary of this naming in the destination's folder
+ *    that nobody holds locked and whose pid is gone is removed by the next writer;
+ *  - clean-up on signals: dfl__tmp_unlink_all() is async-signal-safe, so a tool's
+ *    handler can remove every temporary of the process before it _exit()s.
+ * The library itself never installs handlers.
+ */
 #ifndef DFL_ATOMIC_H
 #define DFL_ATOMIC_H
 
@@ -15,13 +26,22 @@
 /* DFL_ERR_EXISTS when path exists and !overwrite, else DFL_OK. */
 dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err);
 
-/* A unique temporary path in path's folder, e.g. "dir/.name.tmp.Ab12Cd", created
- * empty (mode 0644) so no one else takes it. Caller owns *tmp (free()) and must
- * either dfl__commit_tmp or remove() it. DFL_ERR_IO if the folder is not writable. */
+/* DFL_ERR_USAGE when the output `out` is the same file as one of inputs[n] (same
+ * device and inode, or the same path once links are resolved; NULL entries skipped).
+ * An input that is a directory (a model) stands for every file directly in it. Checked
+ * whatever --force says: an output never replaces an input. */
+dfl_status dfl__check_not_input(const char *out, const char *const *inputs, size_t n, dfl_error *err);
+
+/* A unique temporary path in path's folder, "dir/.name.tmp.PID.Ab12Cd", created empty
+ * (mode 0644) and locked. First removes stale temporaries of this naming in the folder
+ * (unlocked, writer pid gone). Caller owns *tmp (free()) and must either
+ * dfl__commit_tmp or dfl__discard_tmp it (a plain remove() also works; the lock is
+ * then released at the next dfl__make_tmp or at exit). DFL_ERR_EXISTS if another
+ * live process is writing the same path; DFL_ERR_IO if the folder is not writable. */
 dfl_status dfl__make_tmp(const char *path, char **tmp, dfl_error *err);
 
 /* fsync-free rename of tmp onto path (re-checking overwrite); on failure tmp is
- * removed. DFL_ERR_EXISTS / DFL_ERR_IO. */
+ * removed. The lock is released either way. DFL_ERR_EXISTS / DFL_ERR_IO. */
 dfl_status dfl__commit_tmp(const char *tmp, const char *path, int overwrite, dfl_error *err);
 
 /* An output being written: f writes to tmp, which becomes path at close. */
@@ -44,5 +64,12 @@ dfl_status dfl__atomic_close(dfl_atomic *a, dfl_status s, dfl_error *err);
 
 /* Write n bytes of data to path atomically (open, one fwrite, close). */
 dfl_status dfl__atomic_write(const char *path, const void *data, size_t n, int overwrite, dfl_error *err);
+
+/* Remove tmp and release its lock (NULL ok). */
+void dfl__discard_tmp(const char *tmp);
+
+/* Unlink every temporary this process holds. Async-signal-safe (only unlink(2) on
+ * paths stored beforehand): for a tool's signal handler. */
+void dfl__tmp_unlink_all(void);
 
 #endif

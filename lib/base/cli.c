@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -219,4 +220,14 @@ void dfl_progress_end(dfl_progress *p)
     if (!p->enabled) return;
     fprintf(p->out, "\r\033[K");
     fflush(p->out);
+}
+
+/* ---------------------------------------------------------------- signals */
+
+void dfl_cli_signal_note(const char *tool, int sig)
+{
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    const char *parts[4] = {tool, ": stopped by ", name, "; nothing half-written left behind\n"};
+    for (int i = 0; i < 4; i++)
+        if (write(STDERR_FILENO, parts[i], strlen(parts[i])) < 0) return;
 }

@@ -35,6 +35,11 @@ dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, do
  * a sorted, distinct, malloc'ed array (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
 dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
 
+/* For a tool's SIGINT/SIGTERM/SIGHUP handler: writes "TOOL: stopped by SIGINT;
+ * nothing half-written left behind" to stderr with write(2) only (async-signal-safe).
+ * The tool removes its temporaries (dfl__tmp_unlink_all) and exits (_exit(128 + sig)). */
+void dfl_cli_signal_note(const char *tool, int sig);
+
 /* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
  * `label [#####-----] done/total unit  rate/s  ETA`. */
 typedef struct dfl_progress {

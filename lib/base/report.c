@@ -4,7 +4,7 @@
 #include "base/report.h"
 
 #include <cJSON.h>
-
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -769,6 +769,6 @@ dfl_status dfl_report_write(const dfl_report *r, dfl_report_format f, FILE *out,
     if (s) return s;
     int bad = fwrite(text, 1, n, out) != n || fflush(out) != 0;
     free(text);
-    if (bad) return dfl__fail(err, DFL_ERR_IO, "report: write failed");
+    if (bad) return dfl__fail(err, DFL_ERR_IO, "report: write failed: %s", strerror(errno));
     return DFL_OK;
 }

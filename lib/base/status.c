@@ -20,8 +20,15 @@ const char *dfl_status_str(dfl_status s)
     case DFL_ERR_USAGE: return "usage error";
     case DFL_ERR_EXISTS: return "output exists";
     case DFL_ERR_HDF5: return "hdf5 error";
+    case DFL_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
+}
+
+const char *dfl__os_reason(void)
+{
+    int e = errno;
+    return e == ENOSPC || e == EIO || e == EFBIG || e == EDQUOT || e == EROFS ? strerror(e) : NULL;
 }
 
 int dfl_status_exit_code(dfl_status s)

@@ -20,7 +20,8 @@ typedef enum dfl_status {
     DFL_ERR_NOMEM,    /* allocation failed or a size overflowed */
     DFL_ERR_USAGE,    /* an invalid argument or option value */
     DFL_ERR_EXISTS,   /* an output exists and overwriting was not allowed */
-    DFL_ERR_HDF5      /* the HDF5 library reported an error */
+    DFL_ERR_HDF5,     /* the HDF5 library reported an error */
+    DFL_ERR_CANCELLED /* the caller raised its cancel flag (a tool: on a signal) */
 } dfl_status;
 
 /* The caller-owned error record: status plus a one-line message (no newline). */
@@ -44,6 +45,10 @@ dfl_status dfl__fail(dfl_error *err, dfl_status s, const char *fmt, ...)
 /* Prefix an already-filled error message with "context: ". Returns err->status. */
 dfl_status dfl__context(dfl_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* strerror(errno) when errno says the storage failed (ENOSPC, EIO, EFBIG, EDQUOT,
+ * EROFS), else NULL: for messages after a library (HDF5, libpng) hid the cause. */
+const char *dfl__os_reason(void);
 
 /* out = a*b; returns 0 on overflow (out untouched), 1 otherwise. */
 int dfl__mul_ok(size_t a, size_t b, size_t *out);

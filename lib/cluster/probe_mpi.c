@@ -231,13 +231,15 @@ static dfl_status wait_for_ranks(job_state *j, dfl_status local, dfl_error *err)
 /* Sums of every rank's report on rank 0 (forward time: the slowest rank's). */
 static void reduce_report(dfl_probe_report *rep)
 {
-    uint64_t counts[4] = {rep->samples, (uint64_t)rep->tokens, rep->targets, rep->targets_correct}, sums[4];
+    uint64_t counts[5] = {rep->samples, (uint64_t)rep->tokens, rep->targets, rep->targets_correct,
+                          rep->nonfinite_samples},
+             sums[5];
     double t = rep->forward_seconds, tmax, flops = rep->flops, fsum;
-    MPI_Reduce(counts, sums, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(counts, sums, 5, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&flops, &fsum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     rep->samples = (size_t)sums[0], rep->tokens = (int64_t)sums[1];
-    rep->targets = (size_t)sums[2], rep->targets_correct = (size_t)sums[3];
+    rep->targets = (size_t)sums[2], rep->targets_correct = (size_t)sums[3], rep->nonfinite_samples = (size_t)sums[4];
     rep->forward_seconds = tmax, rep->flops = fsum;
 }
 

@@ -45,7 +45,11 @@ struct dfl_dump_stream {
 
 static dfl_status h5fail(dfl_dump *d, dfl_error *err, const char *what, const char *name)
 {
-    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to %s '%s'", d ? d->path : "dump", what, name);
+    /* HDF5's messages do not reach the user; when its sec2 driver failed on a full
+     * disk or a device error, errno still says so. */
+    const char *why = dfl__os_reason();
+    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to %s '%s'%s%s", d ? d->path : "dump", what, name,
+                     why ? ": " : "", why ? why : "");
 }
 
 static hid_t file_type(const dfl_dump *d, dfl_h5_type t)
@@ -166,11 +170,11 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
                            dfl_error *err)
 {
     *out = NULL;
-    /* When a write was refused (full disk), closing the file fails too and leaves HDF5
-     * a half-closed file that its exit handler crashes on: no exit handler (this must
-     * come before HDF5 starts; later it is a no-op). The process's exit frees all. */
+    /* HDF5 prints its error stack by default; the library never prints. And no
+     * clean-up at exit: after a failed H5Fclose (full disk) HDF5's atexit handler
+     * closes the half-closed file again and crashes (HDF5 1.10). We close what we
+     * open; a file that failed is removed anyway. */
     H5dont_atexit();
-    /* HDF5 prints its error stack by default; the library never prints. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     dfl_status s = dfl__check_overwrite(path, overwrite, err);
     if (s) return s;
@@ -185,7 +189,25 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
         dump_free(d);
         return s;
     }
-    d->file = H5Fcreate(d->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    /* The temporary is already locked by atomic.c (flock); HDF5's own flock of it
+     * would conflict with ours. */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE);
+    if (fapl >= 0) H5Pset_file_locking(fapl, 0, 1);
+    /* The 1.10 file format: groups keep their links in their header and a one-chunk
+     * dataset needs no chunk index, which halves the fixed cost of a sample (any
+     * h5py or HDF5 >= 1.10 reads it). */
+    if (fapl >= 0) H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_LATEST);
+    /* Identical attributes of 64 bytes or more (the histograms' 3075 edges, 24 KB, on
+     * two datasets of every sample) are stored once and shared: readers see ordinary
+     * attributes. */
+    if (fcpl >= 0 && (H5Pset_shared_mesg_nindexes(fcpl, 1) < 0 ||
+                      H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_ATTR_FLAG, 64) < 0)) {
+        H5Pclose(fcpl);
+        fcpl = -1;
+    }
+    d->file = H5Fcreate(d->tmp, H5F_ACC_TRUNC, fcpl >= 0 ? fcpl : H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (fcpl >= 0) H5Pclose(fcpl);
     d->f16 = make_f16();
     if (d->file < 0 || d->f16 < 0) {
         s = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 cannot create the file", path);
@@ -226,9 +248,9 @@ dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err)
     if (d->file >= 0) ok &= H5Fclose(d->file) >= 0;
     d->file = -1;
     close_handles(d);
-    dfl_status s = ok ? DFL_OK : dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to close the file", d->path);
+    dfl_status s = ok ? DFL_OK : h5fail(d, err, "close", "the file");
     if (s == DFL_OK) s = dfl__commit_tmp(d->tmp, d->path, d->overwrite, err);
-    else remove(d->tmp);
+    else dfl__discard_tmp(d->tmp);
     dump_free(d);
     return s;
 }
@@ -237,7 +259,7 @@ void dfl_dump_abort(dfl_dump *d)
 {
     if (!d) return;
     close_handles(d);
-    if (d->tmp) remove(d->tmp);
+    dfl__discard_tmp(d->tmp);
     dump_free(d);
 }
 
@@ -303,6 +325,30 @@ dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndi
         s = h5fail(d, err, "write dataset", name);
     if (ds >= 0) H5Dclose(ds);
     free(half);
+    return s;
+}
+
+dfl_status dfl_dump_put_deflated(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                                 const void *data, dfl_error *err)
+{
+    if (ndim < 1 || ndim > 8 || type == DFL_H5_F16) return dfl__fail(err, DFL_ERR_USAGE, "dataset '%s': bad rank or type", name);
+    hsize_t chunk[8];
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (dims[i] < 1 || !dfl__mul_ok(n, (size_t)dims[i], &n))
+            return dfl_dump_put(d, name, type, ndim, dims, data, err);   /* empty: nothing to compress */
+        /* chunks of up to 8 rows of the first axis: a reader of one layer inflates little */
+        chunk[i] = (hsize_t)(i == 0 && dims[0] > 8 ? 8 : dims[i]);
+    }
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), ds = -1;
+    dfl_status s = dcpl >= 0 && H5Pset_chunk(dcpl, ndim, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
+                           H5Pset_deflate(dcpl, 4) >= 0
+                       ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, H5P_DEFAULT, &ds, err)
+                       : h5fail(d, err, "set up", name);
+    if (!s && H5Dwrite(ds, mem_type(d, type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        s = h5fail(d, err, "write dataset", name);
+    if (ds >= 0) H5Dclose(ds);
+    if (dcpl >= 0) H5Pclose(dcpl);
     return s;
 }
 
@@ -465,7 +511,7 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
              H5Dwrite(s->dset, mem_type(s->d, s->type), msp, fsp, H5P_DEFAULT, buf) >= 0;
     if (msp >= 0) H5Sclose(msp);
     if (fsp >= 0) H5Sclose(fsp);
-    return ok ? DFL_OK : dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write a hyperslab", s->d->path);
+    return ok ? DFL_OK : h5fail(s->d, err, "write a hyperslab of", "map");
 }
 
 /* --------------------------------------------------------- direct streams */

@@ -71,6 +71,11 @@ dfl_status dfl_dump_sample_end(dfl_dump *d, dfl_error *err);
 dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
                         const void *data, dfl_error *err);
 
+/* The same, stored chunked (rows of the first axis) with shuffle + deflate: exact, and
+ * small for sparse data such as histograms. ndim >= 1. */
+dfl_status dfl_dump_put_deflated(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                                 const void *data, dfl_error *err);
+
 /* A dataset of n variable-length UTF-8 strings. */
 dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const *s, size_t n, dfl_error *err);
 

@@ -131,6 +131,26 @@ static herr_t copy_sample(hid_t samples, const char *name, const H5L_info_t *inf
     return 0;
 }
 
+/* Root counts over samples describe the whole dump: nonfinite_samples, the samples
+ * with a nonfinite_layer attribute, is counted again over the joined samples. */
+static herr_t count_nonfinite(hid_t samples, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)info;
+    if (H5Aexists_by_name(samples, name, "nonfinite_layer", H5P_DEFAULT) > 0) ++*(int64_t *)data;
+    return 0;
+}
+
+static int recount_root(hid_t f, hid_t samples)
+{
+    if (H5Aexists(f, "nonfinite_samples") <= 0) return 1;
+    int64_t n = 0;
+    if (H5Literate(samples, H5_INDEX_NAME, H5_ITER_INC, NULL, count_nonfinite, &n) < 0) return 0;
+    hid_t a = H5Aopen(f, "nonfinite_samples", H5P_DEFAULT);
+    int ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &n) >= 0;
+    if (a >= 0) H5Aclose(a);
+    return ok;
+}
+
 dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, dfl_error *err)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -156,6 +176,8 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
         }
         H5Fclose(c.part);
     }
+    if (!c.status && !recount_root(f, samples))
+        c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to update nonfinite_samples", into);
     if (samples >= 0) H5Gclose(samples);
     if (H5Fclose(f) < 0 && !c.status) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to close the dump", into);
     return c.status;

@@ -156,7 +156,9 @@ void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d
  * result flushes to exp(−87) ≈ 1.6e-38, which no softmax can tell from 0. */
 static inline float fast_expf(float x)
 {
-    x = x < -87.0f ? -87.0f : x;
+    /* Clamp into the range where 2^n is a float exponent (n <= 128 gives +Inf, as
+     * exp(+Inf) should); NaN fails both tests and stays NaN. */
+    x = x < -87.0f ? -87.0f : x > 88.5f ? 88.5f : x;
     float t = x * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;           /* round to nearest: 1.5·2^23 trick */
     float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln 2 = 0.693359375 − 2.12194440e-4 */
@@ -167,7 +169,9 @@ static inline float fast_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* NaN: converting n to an integer is undefined (and its shift was); p carries it */
+    int32_t ni = n == n ? (int32_t)n : 0;
+    uint32_t bits = (uint32_t)(ni + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
@@ -264,6 +268,14 @@ void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *ls
         lse[i] = r[best] + log(sum);
         argmax[i] = (int32_t)best;
     }
+}
+
+DFL_CLONES int dfl_all_finite(const float *x, size_t n)
+{
+    float z = 0.0f;
+#pragma omp simd reduction(+ : z)
+    for (size_t i = 0; i < n; i++) z += x[i] * 0.0f;
+    return z == 0.0f;
 }
 
 void dfl_add_inplace(float *y, const float *x, size_t n)

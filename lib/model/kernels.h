@@ -65,6 +65,10 @@ void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f);
 void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
 void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
 
+/* 1 when every x[0..n) is finite (no NaN, no ±Inf), else 0. Vectorised: one pass,
+ * no branch (x·0 is NaN exactly for NaN and ±Inf). */
+int dfl_all_finite(const float *x, size_t n);
+
 /* y += x, elementwise over n values. */
 void dfl_add_inplace(float *y, const float *x, size_t n);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsondoc.h"
 #include "model/safetensors.h"
 
 /* Upper bound on any single dimension: keeps every product below 2^62. */
@@ -81,6 +82,9 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
     const char *k = cJSON_IsString(kind) ? kind->valuestring : "default";
     dfl_status s;
     if (!strcmp(k, "default")) return DFL_OK;
+    /* as Hugging Face's rope validation: factor is required for every scaling */
+    if (!cJSON_GetObjectItemCaseSensitive(rs, "factor"))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling \"%s\" needs \"factor\"", label, k);
     if ((s = get_num(rs, "factor", 1.0, label, &c->rope_factor, err))) return s;
     if (!(c->rope_factor > 0)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling factor must be > 0", label);
     if (!strcmp(k, "linear")) {
@@ -105,8 +109,13 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
 
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl_config *cfg, dfl_error *err)
 {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON", label);
+    /* as Python's json (Hugging Face): the last of duplicate keys wins; nothing may
+     * follow the object */
+    const char *why;
+    size_t at;
+    cJSON *root = dfl__json_parse(json, len, &why, &at);
+    if (!root)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON: %s at byte %zu", label, why, at + 1);
     dfl_config c;
     memset(&c, 0, sizeof c);
     dfl_status s = DFL_OK;
@@ -117,7 +126,8 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
 
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (!cJSON_IsString(mt)) {
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"model_type\"", label);
+        s = mt && !cJSON_IsNull(mt) ? dfl__fail(err, DFL_ERR_CONFIG, "%s: \"model_type\" must be a string", label)
+                                    : dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"model_type\"", label);
         goto done;
     }
     if (!strcmp(mt->valuestring, "llama")) c.type = DFL_MODEL_LLAMA;

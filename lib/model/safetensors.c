@@ -407,7 +407,8 @@ dfl_status dfl_st_open(const char *path, dfl_st_file **out, dfl_error *err)
 {
     if (!path || !out) return dfl__fail(err, DFL_ERR_USAGE, "dfl_st_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in a weights file's place is refused at once, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -633,10 +634,13 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
+/* 1 when p exists, 0 when it does not (ENOENT, ENOTDIR), else -errno (a symlink loop,
+ * no permission): that is reported as such, not as a missing file. */
 static int path_exists(const char *p)
 {
     struct stat st;
-    return stat(p, &st) == 0;
+    if (stat(p, &st) == 0) return 1;
+    return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
 }
 
 typedef struct {
@@ -785,9 +789,12 @@ dfl_status dfl_st_set_open(const char *dir, dfl_st_set **out, dfl_error *err)
     char *single = path_join(dir, "model.safetensors");
     char *index = path_join(dir, "model.safetensors.index.json");
     dfl_status st = DFL_OK;
+    int e1 = single ? path_exists(single) : 0, e2 = index ? path_exists(index) : 0;
     if (!s || !single || !index) {
         st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", dir);
-    } else if (path_exists(single)) {
+    } else if (e1 < 0 || (e1 == 0 && e2 < 0)) {
+        st = dfl__fail(err, DFL_ERR_IO, "%s: %s", e1 < 0 ? single : index, strerror(e1 < 0 ? -e1 : -e2));
+    } else if (e1) {
         s->files = calloc(1, sizeof *s->files);
         if (!s->files) st = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", dir);
         if (st == DFL_OK) st = dfl_st_open(single, &s->files[0], err);
@@ -795,7 +802,7 @@ dfl_status dfl_st_set_open(const char *dir, dfl_st_set **out, dfl_error *err)
             s->nfiles = 1;
             st = set_index(s, single, err);
         }
-    } else if (path_exists(index)) {
+    } else if (e2) {
         st = set_open_index(s, dir, index, err);
     } else {
         st = dfl__fail(err, DFL_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);

@@ -440,9 +440,15 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
     int64_t c0 = p->has_cols && p->cols[0] >= 0 ? p->cols[0] : 0;
     int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->T;
     if (c1 > a->T) c1 = a->T;
-    if (c0 >= c1)
-        return dfl__fail(err, DFL_ERR_RANGE, "--cols %lld:%lld selects no keys (the sample has %lld tokens, keys 0:%lld)",
-                         (long long)c0, (long long)c1, (long long)a->T, (long long)a->T);
+    if (c0 >= c1) {
+        /* quote the range as typed, not as clipped to the sample */
+        char typed[64] = "", hi_txt[24] = "";
+        if (p->cols[1] >= 0) snprintf(hi_txt, sizeof hi_txt, "%lld", (long long)p->cols[1]);
+        if (p->cols[0] >= 0) snprintf(typed, sizeof typed, "%lld:%s", (long long)p->cols[0], hi_txt);
+        else snprintf(typed, sizeof typed, ":%s", hi_txt);
+        return dfl__fail(err, DFL_ERR_RANGE, "--cols %s selects no keys (the sample has %lld tokens, keys 0:%lld)", typed,
+                         (long long)a->T, (long long)a->T);
+    }
     pl->c0 = c0;
     pl->nc = c1 - c0;
     pl->rpos = dfl__alloc_array((size_t)a->R, sizeof *pl->rpos);
@@ -1005,10 +1011,12 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
-    /* the cheap checks first: a bad extension or an existing output fails before any
-     * reading */
+    /* the cheap checks first: an output that is an input, a bad extension or an
+     * existing output fails before any reading */
     dfl_format fmt;
-    dfl_status s = dfl_format_of_path(p->out_path, &fmt, err);
+    const char *inputs[2] = {p->dump_path, p->vs_path};
+    dfl_status s = dfl__check_not_input(p->out_path, inputs, 2, err);
+    if (!s) s = dfl_format_of_path(p->out_path, &fmt, err);
     if (s) return s;
     if (!(p->width_in >= 0 && p->width_in <= 100) || !(p->dpi >= 0 && p->dpi <= 10000) ||
         !(p->px_scale >= 0 && p->px_scale <= 64))

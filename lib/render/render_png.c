@@ -195,7 +195,8 @@ dfl_status dfl__png_encode(const dfl__raster *c, const char *path, int overwrite
         if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: libpng cannot start", path);
         else if (!compress_image(j, c)) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory compressing the image", path);
         else if (!write_file(j, c, text_keys, text_values, n_text))
-            s = dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
+            s = dfl__os_reason() ? dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, dfl__os_reason())
+                                 : dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
         if (j->png) png_destroy_write_struct(&j->png, j->info ? &j->info : NULL);
         s = dfl__atomic_close(&a, s, err); /* a full disk shows up at close time */
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/jsondoc.h"
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
@@ -321,6 +322,10 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     if (esc >= 0)
         return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
 
+    /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */
+    size_t bad = dfl__utf8_invalid_at(json, len);
+    if (bad != SIZE_MAX) return fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", bad + 1);
+
     /* cJSON gets its own NUL-terminated copy: the caller's bytes need not be
      * terminated, and the system cJSON is not sanitizer-instrumented, so any
      * read past `len` inside it would go unnoticed. */
@@ -347,8 +352,10 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
         if (q < buf + len)
             s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu (text after the object)",
                         (size_t)(q - buf) + 1);
-        else
+        else {
+            dfl__json_last_key_wins(root);   /* duplicate keys: the last wins, as in Python */
             s = parse_object(root, &w, p, err);
+        }
     }
     cJSON_Delete(root);
     free(buf);

@@ -163,6 +163,7 @@ typedef struct dfl_train_params {
     int ablate_lambda;         /* Diff models: λ held at 0 (one softmax map + subln), the paper's ablation */
     const char *out;           /* output directory (created; its parent must exist) */
     int resume, overwrite;
+    int force_schedule;        /* resume even if steps, lr, min_lr or warmup differ from the checkpoint's */
 } dfl_train_params;
 
 dfl_train_params dfl_train_params_default(void);
@@ -194,6 +195,7 @@ typedef struct dfl_train_result {
     int interrupted;           /* stopped by hooks->stop or stop_at before `steps` */
     size_t n_params;
     double loss, eval_loss, eval_acc;     /* last values (NaN when none) */
+    int64_t eval_step;         /* the step of eval_loss/eval_acc (0: none in this run) */
     double tokens_per_s;       /* over this run's steps */
     double steady_tokens_per_s;/* training steps only (no evaluation or checkpoints), after the first */
     double seconds;
@@ -202,7 +204,8 @@ typedef struct dfl_train_result {
 /* Train one model into p->out. A fresh run refuses a directory that already holds
  * training files unless p->overwrite (DFL_ERR_EXISTS); p->resume continues from
  * out/checkpoint.safetensors, which must have been made with the same flags (except
- * steps, eval/checkpoint intervals and stop_at; DFL_ERR_USAGE otherwise) and gives
+ * eval/checkpoint intervals and stop_at; the schedule — steps, lr, min_lr, warmup — may
+ * differ only with force_schedule; DFL_ERR_USAGE otherwise) and gives
  * bit-identical results to an uninterrupted run with the same thread count.
  * hooks may be NULL. DFL_ERR_USAGE, DFL_ERR_CONFIG, DFL_ERR_IO, DFL_ERR_NOMEM, ... */
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,

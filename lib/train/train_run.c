@@ -97,23 +97,39 @@ static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *tas
     return DFL_OK;
 }
 
-/* The flags that fix the result (all but steps, intervals and stop_at), as text kept
- * in the checkpoint: a resume with different ones is refused. */
+/* The flags that fix the result (all but the schedule, intervals and stop_at), as text
+ * kept in the checkpoint: a resume with different ones is refused. */
 static void args_text(const dfl_train_params *p, char *buf, size_t cap)
 {
     snprintf(buf, cap,
              "type=%s layers=%lld hidden=%lld heads=%lld ffn=%lld vocab=%lld tie=%d seq=%lld needles=%d "
-             "queries=%d digits=%d depth=%.17g batch=%lld warmup=%lld lr=%.17g min_lr=%.17g weight_decay=%.17g "
+             "queries=%d digits=%d depth=%.17g batch=%lld weight_decay=%.17g "
              "beta1=%.17g beta2=%.17g eps=%.17g clip=%.17g init_std=%.17g seed=%llu loss=%s eval_samples=%lld",
              dfl_model_type_name(p->type), (long long)p->layers, (long long)p->hidden, (long long)p->heads,
              (long long)p->ffn, (long long)p->vocab, p->tie, (long long)p->task.seq_len, p->task.needles,
-             p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, (long long)p->warmup, p->lr,
-             p->min_lr, p->weight_decay, p->beta1, p->beta2, p->eps, p->clip, p->init_std,
-             (unsigned long long)p->seed, p->loss == DFL_LOSS_ALL ? "all" : "target", (long long)p->eval_samples);
+             p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, p->weight_decay, p->beta1,
+             p->beta2, p->eps, p->clip, p->init_std, (unsigned long long)p->seed,
+             p->loss == DFL_LOSS_ALL ? "all" : "target", (long long)p->eval_samples);
     /* appended only when set, so checkpoints made before the flag existed still resume */
     size_t n = strlen(buf);
     if (p->ablate_lambda && n < cap) snprintf(buf + n, cap - n, " lambda=0");
 }
+
+/* The learning-rate schedule (warm-up + cosine to min_lr over `steps`): a resume with
+ * another one changes every later step, so it is refused unless force_schedule. */
+static void sched_text(const dfl_train_params *p, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "steps=%lld warmup=%lld lr=%.17g min_lr=%.17g", (long long)p->steps, (long long)p->warmup,
+             p->lr, p->min_lr);
+}
+
+/* What a checkpoint holds besides the model and moments: the CSV window in progress
+ * (so that the first row after a resume averages the same steps as an uninterrupted
+ * run) and the texts that a resume must match. */
+typedef struct ckpt_meta {
+    const char *args, *sched;
+    double win[2];       /* loss sum and step count of the CSV window in progress */
+} ckpt_meta;
 
 /* --------------------------------------------------------------- files */
 
@@ -168,9 +184,10 @@ static const char *const OUT_FILES[] = {"config.json", "model.safetensors", "che
 /* ---------------------------------------------------------- checkpoint */
 
 static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int64_t step, double elapsed,
-                                  const char *args, dfl_error *err)
+                                  const ckpt_meta *meta, dfl_error *err)
 {
-    const size_t n = m->n_tensors, total = 3 * n + 3;
+    const char *args = meta->args;
+    const size_t n = m->n_tensors, total = 3 * n + 5;
     dfl_tensor *ts = dfl__calloc_array(total, sizeof *ts);
     char (*names)[128] = dfl__calloc_array(2 * n, sizeof *names);
     dfl_status s = DFL_OK;
@@ -200,6 +217,9 @@ static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int
     st[0] = (dfl_tensor){"train.step", DFL_DTYPE_I64, 1, {1}, &step_v, 8};
     st[1] = (dfl_tensor){"train.elapsed_s", DFL_DTYPE_F64, 1, {1}, &elapsed, 8};
     st[2] = (dfl_tensor){"train.args", DFL_DTYPE_U8, 1, {(int64_t)strlen(args)}, args, strlen(args)};
+    st[3] = (dfl_tensor){"train.schedule", DFL_DTYPE_U8, 1, {(int64_t)strlen(meta->sched)}, meta->sched,
+                         strlen(meta->sched)};
+    st[4] = (dfl_tensor){"train.window", DFL_DTYPE_F64, 1, {2}, meta->win, 16};
     char path[4096];
     join(path, sizeof path, dir, "checkpoint.safetensors");
     s = dfl_st_write(path, ts, total, 1, err);
@@ -209,11 +229,12 @@ done:
     return s;
 }
 
-/* Load dir/checkpoint.safetensors into m; *step and *elapsed from it. The stored args
- * must equal `args`. */
-static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, const char *args, int64_t *step,
-                                  double *elapsed, dfl_error *err)
+/* Load dir/checkpoint.safetensors into m; *step, *elapsed and meta->win from it. The
+ * stored args must equal meta->args, and the schedule meta->sched unless force_schedule. */
+static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta *meta, int force_schedule,
+                                  int64_t *step, double *elapsed, dfl_error *err)
 {
+    const char *args = meta->args;
     char path[4096], name[160];
     join(path, sizeof path, dir, "checkpoint.safetensors");
     if (!exists(path)) return dfl__fail(err, DFL_ERR_IO, "%s: no checkpoint to resume from", path);
@@ -232,6 +253,17 @@ static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, const cha
                       (int)(ta->nbytes < 300 ? ta->nbytes : 300), (const char *)ta->data);
         goto done;
     }
+    const dfl_tensor *tsc = dfl_st_find(f, "train.schedule"), *tw = dfl_st_find(f, "train.window");
+    if (tsc && tsc->dtype == DFL_DTYPE_U8 && !force_schedule &&
+        (tsc->nbytes != strlen(meta->sched) || memcmp(tsc->data, meta->sched, tsc->nbytes))) {
+        s = dfl__fail(err, DFL_ERR_USAGE,
+                      "%s: made for the schedule %.*s; this run's %s would change every later learning rate "
+                      "(--force-schedule to accept)",
+                      path, (int)(tsc->nbytes < 200 ? tsc->nbytes : 200), (const char *)tsc->data, meta->sched);
+        goto done;
+    }
+    meta->win[0] = meta->win[1] = 0.0;
+    if (tw && tw->dtype == DFL_DTYPE_F64 && tw->nbytes == 16) memcpy(meta->win, tw->data, 16);
     memcpy(step, tst->data, 8);
     memcpy(elapsed, tel->data, 8);
     float *base[3] = {m->params, m->m, m->v};
@@ -389,8 +421,10 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     if (!s) s = dfl_train_params_config(p, &cfg, err);
     if (s) return s;
 
-    char args[1024], path[4096];
+    char args[1024], sched[256], path[4096];
     args_text(p, args, sizeof args);
+    sched_text(p, sched, sizeof sched);
+    ckpt_meta meta = {args, sched, {0.0, 0.0}};
     dfl_train_model *m = NULL;
     dfl_train_ws *ws = NULL;
     int32_t *tokens = NULL, *targets = NULL;
@@ -398,7 +432,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     const int64_t T = task.seq_len, B = p->batch;
 
     /* the directory: fresh (refusing or clearing old training files) or resumed */
-    if ((s = make_dirs(p->out, err))) return s;
+    /* a resume makes nothing: a wrong DIR fails without leaving a new folder */
+    if (!p->resume && (s = make_dirs(p->out, err))) return s;
     if (!p->resume) {
         for (size_t i = 0; i < sizeof OUT_FILES / sizeof OUT_FILES[0]; i++) {
             join(path, sizeof path, p->out, OUT_FILES[i]);
@@ -412,7 +447,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     r.n_params = m->n_params;
     int64_t step = 0;
     double elapsed0 = 0.0;
-    if (p->resume) s = load_checkpoint(m, p->out, args, &step, &elapsed0, err);
+    if (p->resume) s = load_checkpoint(m, p->out, &meta, p->force_schedule, &step, &elapsed0, err);
     else {
         dfl_train_init(m, p->seed, p->init_std);
         if (p->ablate_lambda) dfl_train_lambda_zero(m);
@@ -426,8 +461,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
 
     r.start_step = step;
     const double t_start = now_s();
-    double t_win = t_start, loss_sum = 0.0, steady_s = 0.0;   /* steady: step times after the first */
-    int64_t win_steps = 0;
+    double t_win = t_start, loss_sum = meta.win[0], steady_s = 0.0;   /* steady: step times after the first */
+    int64_t win_steps = (int64_t)meta.win[1];
     /* a resume at or past --stop-at trains nothing (a rerun of the same command is a no-op) */
     int stopped = p->stop_at > 0 && step >= p->stop_at && step < p->steps, plot_warned = 0;
     while (step < p->steps && !stopped) {
@@ -460,6 +495,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
 
         if ((p->eval_every > 0 && step % p->eval_every == 0) || step == p->steps) {
             if ((s = evaluate(m, ws, &task, p, tokens, targets, &r.eval_loss, &r.eval_acc, err))) goto done;
+            r.eval_step = step;
             double t2 = now_s();
             char row[256];
             snprintf(row, sizeof row, "%lld,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", (long long)step, lr, loss_sum / (double)win_steps,
@@ -489,7 +525,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         }
         if (stopped || step == p->steps || (p->ckpt_every > 0 && step % p->ckpt_every == 0)) {
             double el = elapsed0 + (now_s() - t_start);
-            if ((s = save_checkpoint(m, p->out, step, el, args, err))) goto done;
+            meta.win[0] = loss_sum, meta.win[1] = (double)win_steps;
+            if ((s = save_checkpoint(m, p->out, step, el, &meta, err))) goto done;
             if ((s = dfl_train_save_model(m, p->out, 1, err))) goto done;
         }
         if (p->keep_every > 0 && step % p->keep_every == 0 && (s = keep_model(m, p->out, step, err))) goto done;

@@ -1,11 +1,34 @@
 /* attnmap — attention heatmaps from a dump as PNG, SVG or PDF (docs/attnmap.md). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "render/attnmap.h"
+#include "base/atomic.h"
 #include "base/cli.h"
+
+
+/* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
+static void on_signal(int sig)
+{
+    dfl__tmp_unlink_all();
+    dfl_cli_signal_note("attnmap", sig);
+    _exit(128 + sig);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
 
 static void usage(FILE *out)
 {
@@ -82,6 +105,7 @@ static int parse_index(const char *flag, const char *text, int allow_mean, int64
 
 int main(int argc, char **argv)
 {
+    catch_signals();
     enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL,
            O_CMAP, O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE,
            O_FONT };

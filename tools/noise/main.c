@@ -1,16 +1,39 @@
 /* noise — attention to the answer vs attention noise from dumps, and the needle
  * prompts that feed it (docs/noise.md). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "analysis/noise.h"
 #include "text/noise_prompts.h"
 #include "text/tokenizer.h"
 #include "base/report.h"
 #include "render/render.h"
+
+
+/* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
+static void on_signal(int sig)
+{
+    dfl__tmp_unlink_all();
+    dfl_cli_signal_note("noise", sig);
+    _exit(128 + sig);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
 
 static void usage(FILE *out)
 {
@@ -189,7 +212,9 @@ static int run_prompts(int argc, char **argv)
     dfl_prompt_set set = {NULL, 0};
     dfl_status s = DFL_OK;
     dfl_tokenizer *tok = NULL;
-    if (tok_path) s = dfl_tokenizer_open_path(tok_path, &tok, &err);
+    const char *inputs[2] = {tmpl_path, tok_path};
+    s = dfl__check_not_input(out, inputs, 2, &err);
+    if (!s && tok_path) s = dfl_tokenizer_open_path(tok_path, &tok, &err);
     if (!s && tmpl_path) {
         if (!vocab_given) p.vocab_size = 0;
         s = tok ? dfl_noise_template_read_text(tmpl_path, tok, &tmpl, &err) : dfl_noise_template_read(tmpl_path, &tmpl, &err);
@@ -301,7 +326,9 @@ static int run_analysis(int argc, char **argv)
         p.dumps = (const char *const *)(argv + optind);
         p.n_dumps = n_dumps;
         p.labels = (const char *const *)labels;
-        s = dfl_noise_analyze(&p, &res, &err);
+        s = dfl__check_not_input(plot, p.dumps, p.n_dumps, &err);
+        if (!s) s = dfl__check_not_input(plot_depth, p.dumps, p.n_dumps, &err);
+        if (!s) s = dfl_noise_analyze(&p, &res, &err);
         if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
         /* the plots before the tables, so that a failed plot leaves no output at all */
         if (!s && plot) s = dfl_noise_plot_shares(res, plot, force, &err);
@@ -326,6 +353,7 @@ static int run_analysis(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    catch_signals();
     if (argc > 1 && !strcmp(argv[1], "prompts")) return run_prompts(argc - 1, argv + 1);
     return run_analysis(argc, argv);
 }

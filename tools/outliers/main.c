@@ -1,13 +1,36 @@
 /* outliers — activation-outlier statistics from dumps, Table-5 style (docs/outliers.md). */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "analysis/outliers.h"
 #include "base/report.h"
 #include "render/render.h"
+
+
+/* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
+static void on_signal(int sig)
+{
+    dfl__tmp_unlink_all();
+    dfl_cli_signal_note("outliers", sig);
+    _exit(128 + sig);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
 
 static void usage(FILE *out)
 {
@@ -53,6 +76,7 @@ static int bad(const dfl_error *err)
 
 int main(int argc, char **argv)
 {
+    catch_signals();
     enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
            O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP };
     static const struct option opts[] = {
@@ -156,7 +180,8 @@ int main(int argc, char **argv)
     }
 
     dfl_report *rep = NULL;
-    dfl_status s = dfl_outliers_run(&p, &rep, &err);
+    dfl_status s = dfl__check_not_input(p.plot_path, p.dumps, (size_t)p.n_dumps, &err);
+    if (!s) s = dfl_outliers_run(&p, &rep, &err);
     if (!s) s = dfl_report_write(rep, fmt, stdout, &err);
     dfl_report_destroy(rep);
     free(labels);

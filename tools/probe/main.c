@@ -1,9 +1,12 @@
 /* probe — instrumented forward pass: model + prompts → HDF5 dump. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/cli.h"
 #include "model/kernels.h"
 #include "analysis/probe.h"
@@ -42,7 +45,10 @@ static void usage(FILE *out)
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
             "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
             "                         under MPI: per rank)\n"
-            "  --force                overwrite an existing --out\n"
+            "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
+            "                         recorded in the dump)\n"
+            "  --force                overwrite an existing --out; run even when the projected dump\n"
+            "                         exceeds the free space of its file system\n"
             "  --quiet                no progress bar and no summary\n"
             "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
             "  --help                 this text\n"
@@ -50,6 +56,25 @@ static void usage(FILE *out)
             "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
             "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
             "alone prints progress and errors (docs/cluster.md).\n");
+}
+
+/* SIGINT/SIGTERM/SIGHUP: the first raises the flag the library polls per layer (it
+ * then stops and removes its temporary file); a second one, if the run is stuck
+ * elsewhere (loading a model), removes the temporaries at once and exits. */
+static volatile sig_atomic_t g_signal = 0;
+
+static void on_signal(int sig)
+{
+    if (g_signal) {
+        dfl__tmp_unlink_all();
+        _exit(128 + sig);
+    }
+    g_signal = sig;
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 /* Under MPI stderr reaches the user through the launcher (a pipe, a Slurm log), so
@@ -141,7 +166,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {"log-every", required_argument, 0, 'E'},
-        {"tokenizer", required_argument, 0, 'T'},
+        {"tokenizer", required_argument, 0, 'T'}, {"strict", no_argument, 0, 'S'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -175,6 +200,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'L': p.save_logits = 1; break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
+        case 'S': p.strict = 1; break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
@@ -192,13 +218,24 @@ static int run(int argc, char **argv, int mpi, int rank)
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    p.cancel = &g_signal;
     p.user = &st;
     p.warn = on_warn;
     p.progress = on_progress;
     dfl_probe_report rep;
     s = mpi ? dfl_probe_mpi_run(&p, &rep, &err) : dfl_probe_run(&p, &rep, &err);
     dfl_progress_end(&st.bar);
-    if (s) {
+    if (s == DFL_ERR_CANCELLED) {
+        if (speak) fprintf(stderr, "probe: stopped by %s; %s not written\n", signal_name(g_signal), p.out_path);
+        rc = 128 + g_signal;
+    } else if (s) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         rc = dfl_status_exit_code(s);
     } else if (!quiet) {
@@ -207,6 +244,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        if (rep.nonfinite_samples) fprintf(stderr, " (%zu with NaN/Inf: see above)", rep.nonfinite_samples);
         if (mpi) fprintf(stderr, ", parts joined in %.3f s", rep.join_seconds);
         fprintf(stderr, "\n");
     }

@@ -17,10 +17,11 @@
 
 static volatile sig_atomic_t g_stop = 0;
 
+/* SIGINT/SIGTERM/SIGHUP: the loop stops at the end of its step, saves a checkpoint
+ * (continue with --resume) and the tool exits 128 + sig. */
 static void on_sigint(int sig)
 {
-    (void)sig;
-    g_stop = 1;
+    g_stop = sig;
 }
 
 static void usage(FILE *out)
@@ -86,6 +87,8 @@ static void usage(FILE *out)
             "  --keep-every N      also keep the model of every N-th step in DIR/steps/step-NNNNNN\n"
             "                      (0 = off; default: 0)\n"
             "  --resume            continue from DIR/checkpoint.safetensors (same flags needed)\n"
+            "  --force-schedule    with --resume: accept another --steps, --lr, --min-lr or --warmup\n"
+            "                      (the learning rates from the checkpoint on follow the new schedule)\n"
             "  --force             start over in a DIR that holds an earlier run\n"
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --plot FILE         also draw the curves (both models' with --pair) to FILE, .png, .svg\n"
@@ -132,7 +135,7 @@ static void on_warn(void *user, const char *msg)
     fprintf(stderr, "train: warning: %s\n", msg);
 }
 
-/* Train one model; prints the summary. Returns the exit code (0, 1, 2, 130). */
+/* Train one model; prints the summary. Returns the exit code (0, 1, 2, 128 + signal). */
 /* The curves of n runs (their train.csv) to plot; 0, or the exit code after a message. */
 static int write_plot(const char *plot, const char *const *csvs, const char *const *labels, int n, const char *title,
                       int quiet)
@@ -163,14 +166,18 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
         if (!st->quiet) fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)res.steps_done, p->out);
         return 0;
     }
+    /* the eval quoted is the last one made, which need not be at the last step */
+    char evaltxt[48];
+    if (res.eval_step > 0) snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)res.eval_step);
+    else snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
     if (!st->quiet || res.interrupted)
         fprintf(stderr,
                 "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
-                "final loss %.4f, eval_loss %.4f, eval_acc %.3f%s\n",
+                "final loss %.4f, eval_loss %.4f, eval_acc %.3f (%s)%s\n",
                 name, (long long)res.steps_done, (long long)p->steps, p->out, (long long)(res.steps_done - res.start_step),
-                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc,
+                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc, evaltxt,
                 res.interrupted ? " (stopped; continue with --resume)" : "");
-    if (res.interrupted && g_stop) return 130;
+    if (res.interrupted && g_stop) return 128 + g_stop;
     return 0;
 }
 
@@ -253,7 +260,7 @@ int main(int argc, char **argv)
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
            O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
-           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE };
+           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE, O_FSCHED };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -271,6 +278,7 @@ int main(int argc, char **argv)
         {"eval-every", required_argument, 0, O_EVERY}, {"eval-samples", required_argument, 0, O_ESAMPLES},
         {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
         {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
+        {"force-schedule", no_argument, 0, O_FSCHED},
         {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
         {"plot-only", no_argument, 0, O_PLOTONLY},    {"keep-every", required_argument, 0, O_KEEP},
@@ -343,6 +351,7 @@ int main(int argc, char **argv)
         case O_SUMMARIZE: summarize = 1; break;
         case O_STOPAT: INT("--stop-at", 1, (int64_t)1 << 40, p.stop_at); break;
         case O_RESUME: p.resume = 1; break;
+        case O_FSCHED: p.force_schedule = 1; break;
         case O_FORCE: p.overwrite = 1; break;
         case O_THREADS: INT("--threads", 1, 1024, threads); break;
         case O_QUIET: quiet = 1; break;
@@ -369,6 +378,7 @@ int main(int argc, char **argv)
         s = dfl__fail(&err, DFL_ERR_USAGE, "--plot and --plot-only go with --out or --pair, not --seeds (the summary has its own figure)");
     if (!s && summarize && !seeds) s = dfl__fail(&err, DFL_ERR_USAGE, "--summarize needs --pair OUTDIR and --seeds LIST");
     if (!s && n_seeds > 64) s = dfl__fail(&err, DFL_ERR_USAGE, "--seeds: at most 64 seeds, got %zu", n_seeds);
+    if (!s && p.force_schedule && !p.resume) s = dfl__fail(&err, DFL_ERR_USAGE, "--force-schedule goes with --resume");
     if (!s && p.min_lr > p.lr) s = dfl__fail(&err, DFL_ERR_USAGE, "--min-lr %g exceeds --lr %g", p.min_lr, p.lr);
     dfl_train_params pl, pd;
     char out_l[4096], out_d[4096];
@@ -399,6 +409,7 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     tool_state st;
     memset(&st, 0, sizeof st);

@@ -1,0 +1,26 @@
+/* jsondoc.h — reading JSON documents the way Python's json module (and so Hugging
+ * Face) reads them, for config.json, prompts and tokenizer files alike:
+ *  - duplicate keys in an object: the last one wins (Python's dict semantics);
+ *  - text after the document (other than whitespace) is an error;
+ *  - the bytes must be UTF-8 (RFC 8259): invalid bytes are an error naming their offset.
+ * cJSON itself keeps the first duplicate and accepts any bytes in strings. */
+#ifndef DFL_JSONDOC_H
+#define DFL_JSONDOC_H
+
+#include <cJSON.h>
+#include <stddef.h>
+
+/* Offset of the first byte of s[0..len) that is not well-formed UTF-8 (overlong forms,
+ * surrogates and code points above U+10FFFF included), or SIZE_MAX when all is. */
+size_t dfl__utf8_invalid_at(const char *s, size_t len);
+
+/* Remove, in every object under node, each member that a later member of the same
+ * object repeats: what remains is what Python's json.loads returns. */
+void dfl__json_last_key_wins(cJSON *node);
+
+/* Parse text[len] (need not be NUL-terminated) as one JSON document under the rules
+ * above. Returns the tree (caller frees with cJSON_Delete) or NULL with *why (static
+ * text) and *at (0-based byte offset of the problem). */
+cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *at);
+
+#endif
