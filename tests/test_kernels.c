@@ -12,6 +12,7 @@
 
 #include "model/kernels.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 
 /* xorshift, fixed seed: reproducible inputs in [-1, 1) */
 static uint64_t rng = 88172645463325252ull;
@@ -49,6 +50,43 @@ static void test_matmul_matches_naive(void **state)
     for (int k = 0; k < in; k++) acc += (double)x[3 * in + k] * w[5 * in + k];
     assert_true(fabs(acc - yr[3 * out + 5]) < 1e-6);
     free(x), free(w), free(y), free(yr);
+}
+
+/* W in bf16, f16 and unaligned f32, against the naive twin (which converts each element
+ * with the scalar routines of safetensors.c), over more rows than one panel holds. */
+static void test_matmul_wmat_dtypes(void **state)
+{
+    (void)state;
+    const int64_t n = 5, in = (int64_t)(DFL_PANEL_BYTES / 4 / 40) + 3, out = 97; /* 40-row panels: 3 panels */
+    float *x = rand_array((size_t)(n * in), 1), *w = rand_array((size_t)(out * in), 1);
+    float *y = calloc((size_t)(n * out), 4), *yr = calloc((size_t)(n * out), 4);
+    float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float));
+    unsigned char *raw = malloc((size_t)(out * in) * 4 + 1);
+    assert_true(dfl_matmul_scratch(in) / (size_t)in < (size_t)out);   /* more than one panel */
+    for (int dt = 0; dt < 3; dt++) {
+        dfl_wmat m = {raw, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in};
+        for (int64_t i = 0; i < out * in; i++) {
+            if (dt == 2) {
+                memcpy(raw + 1 + i * 4, &w[i], 4);
+                continue;
+            }
+            uint16_t h = dt == 0 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
+            raw[2 * i] = (unsigned char)(h & 0xff), raw[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        if (dt == 2) m.data = raw + 1;                       /* unaligned F32: the panel path */
+        dfl_matmul_wmat(y, x, &m, n, scratch);
+        dfl_matmul_wmat_naive(yr, x, &m, n);
+        assert_true(max_abs_diff(y, yr, (size_t)(n * out)) < 1e-3);
+        /* the twin by hand for one element: bf16 values are the top halves of f32 */
+        double acc = 0;
+        for (int64_t k = 0; k < in; k++) {
+            float v = dt == 0 ? dfl_bf16_to_f32(dfl_f32_to_bf16(w[60 * in + k]))
+                    : dt == 1 ? dfl_f16_to_f32(dfl_f32_to_f16(w[60 * in + k])) : w[60 * in + k];
+            acc += (double)x[2 * in + k] * v;
+        }
+        assert_true(fabs(acc - yr[2 * out + 60]) < 1e-6);
+    }
+    free(x), free(w), free(y), free(yr), free(scratch), free(raw);
 }
 
 static void test_rmsnorm_matches_naive(void **state)
@@ -162,6 +200,28 @@ static void test_softmax_causal_matches_naive(void **state)
     free(s), free(sr);
 }
 
+static void test_softmax_window_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 9, ncols = 20, ld = 24;
+    int64_t lim[9], lo[9];
+    for (int i = 0; i < n; i++) lim[i] = 11 + i, lo[i] = i < 3 ? 0 : lim[i] - 4;   /* window 5 */
+    float *s = rand_array(n * ld, 20), *sr = malloc(n * ld * 4);
+    memcpy(sr, s, n * ld * 4);
+    dfl_softmax_window(s, n, ncols, ld, lo, lim);
+    dfl_softmax_window_naive(sr, n, ncols, ld, lo, lim);
+    assert_true(max_abs_diff(s, sr, n * ld) < 1e-6);
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int j = 0; j < ncols; j++) {
+            if (j > lim[i] || j < lo[i]) assert_true(s[i * ld + j] == 0.0f);
+            sum += s[i * ld + j];
+        }
+        assert_true(fabs(sum - 1) < 1e-5);
+    }
+    free(s), free(sr);
+}
+
 static void test_softmax_large_logits_stay_finite(void **state)
 {
     (void)state;
@@ -207,12 +267,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_matches_naive),
+        cmocka_unit_test(test_matmul_wmat_dtypes),
         cmocka_unit_test(test_rmsnorm_matches_naive),
         cmocka_unit_test(test_rope_interleaved_matches_naive),
         cmocka_unit_test(test_rope_half_matches_naive),
         cmocka_unit_test(test_rope_rotation_by_hand),
         cmocka_unit_test(test_rope_scaling_rules),
         cmocka_unit_test(test_softmax_causal_matches_naive),
+        cmocka_unit_test(test_softmax_window_matches_naive),
         cmocka_unit_test(test_softmax_large_logits_stay_finite),
         cmocka_unit_test(test_swiglu_matches_naive),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),

@@ -77,6 +77,8 @@ typedef struct dfl_probe_params {
     double alpha;                /* hidden channel outlier threshold (default 6) */
     dfl_forward_opts forward;    /* interventions (default none) */
     int overwrite;               /* replace an existing output */
+    int allow_unused;            /* run a model whose checkpoint holds tensors it does not
+                                  * use (warned about); default: refused */
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);

@@ -27,7 +27,8 @@ import sys
 
 import numpy as np
 
-TYPES = ("llama", "diff_transformer", "diffllama")
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral")
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
 
@@ -66,9 +67,11 @@ def encode(arr, dtype):
     raise ValueError("unknown dtype %r" % dtype)
 
 
-def write_safetensors(path, tensors, dtype, metadata=None):
+def write_safetensors(path, tensors, dtype, metadata=None, pack=False):
     """Write tensors (list of (name, float array)) to path in dtype. Data offsets
-    are 8-byte aligned; the header is padded with spaces to a multiple of 8."""
+    are 8-byte aligned (pack: contiguous, as the safetensors library writes them, so a
+    tensor after one of odd size starts unaligned); the header is padded with spaces to
+    a multiple of 8."""
     header = {}
     if metadata is not None:
         header["__metadata__"] = metadata
@@ -78,7 +81,7 @@ def write_safetensors(path, tensors, dtype, metadata=None):
         st_dtype, raw = encode(arr, dtype)
         header[name] = {"dtype": st_dtype, "shape": [int(s) for s in np.shape(arr)],
                         "data_offsets": [off, off + len(raw)]}
-        pad = (-len(raw)) % 8
+        pad = 0 if pack else (-len(raw)) % 8
         blobs.append(raw + b"\0" * pad)
         off += len(raw) + pad
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -106,7 +109,7 @@ def default_head_dim(mtype, hidden, heads):
 def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=None,
                 vocab=97, tied=False, kv_pairing=None, lambda_init=None,
                 rope_theta=10000.0, max_pos=256, rope_scaling="none", rms_norm_eps=1e-6,
-                rope_interleaved=None):
+                rope_interleaved=None, sliding_window=None, max_window_layers=None):
     """config.json dict with Hugging Face Llama key names (DESIGN.md)."""
     if mtype not in TYPES:
         raise ValueError("model type must be one of %s" % (TYPES,))
@@ -121,7 +124,9 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     cfg = {
         "model_type": mtype,
         "architectures": {"llama": ["LlamaForCausalLM"], "diffllama": ["DiffLlamaForCausalLM"],
-                          "diff_transformer": ["DiffTransformerForCausalLM"]}[mtype],
+                          "diff_transformer": ["DiffTransformerForCausalLM"],
+                          "qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"],
+                          "mistral": ["MistralForCausalLM"]}[mtype],
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": ffn if ffn is not None else 4 * hidden,
@@ -142,6 +147,21 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     }
     if rope_interleaved is not None:
         cfg["rope_interleaved"] = bool(rope_interleaved)
+    if mtype in ("qwen2", "mistral"):
+        del cfg["attention_bias"]       # Qwen2 has fixed q/k/v biases; neither has the key
+        del cfg["mlp_bias"]
+    if mtype == "qwen3":
+        del cfg["mlp_bias"]
+    if mtype == "mistral":
+        cfg["sliding_window"] = sliding_window
+    elif mtype in ("qwen2", "qwen3"):
+        # Qwen2Config: the window applies only with use_sliding_window, from layer
+        # max_window_layers on
+        cfg["use_sliding_window"] = sliding_window is not None
+        cfg["sliding_window"] = sliding_window if sliding_window is not None else 4096
+        cfg["max_window_layers"] = max_window_layers if max_window_layers is not None else layers
+    elif sliding_window is not None:
+        raise ValueError("sliding windows are for mistral, qwen2 and qwen3")
     if rope_scaling == "linear":
         # the older key name ("type"), as in checkpoints written before rope_type
         cfg["rope_scaling"] = {"type": "linear", "factor": 2.5}
@@ -150,8 +170,10 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
         # in all three regimes (kept, smoothed, divided by factor)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    elif rope_scaling == "dynamic":
+        cfg["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     elif rope_scaling not in (None, "none"):
-        raise ValueError("rope scaling must be none, linear or llama3")
+        raise ValueError("rope scaling must be none, linear, llama3 or dynamic")
     else:
         cfg["rope_scaling"] = None
     if mtype != "llama":
@@ -202,6 +224,14 @@ def make_weights(cfg, seed=0, subln=True):
             t.append((a + "q_proj.weight", lin(H * hd, D)))
             t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
             t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            if mtype == "qwen2":
+                # biases large enough that dropping them moves the logits visibly
+                t.append((a + "q_proj.bias", 0.5 * rng.standard_normal(H * hd).astype(np.float32)))
+                t.append((a + "k_proj.bias", 0.5 * rng.standard_normal(Hkv * hd).astype(np.float32)))
+                t.append((a + "v_proj.bias", 0.5 * rng.standard_normal(Hkv * hd).astype(np.float32)))
+            if mtype == "qwen3":
+                t.append((a + "q_norm.weight", gain(hd)))
+                t.append((a + "k_norm.weight", gain(hd)))
             t.append((a + "o_proj.weight", lin(D, H * hd)))
             if mtype == "diffllama":
                 for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
@@ -216,37 +246,56 @@ def make_weights(cfg, seed=0, subln=True):
     return t
 
 
-def write_model(outdir, cfg, tensors, dtype="f32", shards=1):
+def write_model(outdir, cfg, tensors, dtype="f32", shards=1, hub=False):
     """Write config.json and the weights (one file, or `shards` files plus
-    model.safetensors.index.json) into outdir (created if needed)."""
+    model.safetensors.index.json) into outdir (created if needed). hub: as
+    save_pretrained does it: config written as given (torch_dtype included), tensors
+    sorted by name and packed without padding, shards cut by bytes in that order."""
     os.makedirs(outdir, exist_ok=True)
     cfg = dict(cfg)
-    cfg["torch_dtype"] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
+    if not hub:
+        cfg["torch_dtype"] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
     with open(os.path.join(outdir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+        json.dump(cfg, f, indent=2, sort_keys=hub)
         f.write("\n")
     meta = {"format": "pt"}
+    if hub:
+        tensors = sorted(tensors, key=lambda nt: nt[0])
     if shards <= 1:
-        write_safetensors(os.path.join(outdir, "model.safetensors"), tensors, dtype, meta)
+        write_safetensors(os.path.join(outdir, "model.safetensors"), tensors, dtype, meta, pack=hub)
         return
-    groups = np.array_split(np.arange(len(tensors)), shards)
+    if hub:
+        # cut where the running byte count passes each 1/shards of the total
+        size = [len(encode(a, dtype)[1]) for _, a in tensors]
+        total = sum(size)
+        cuts, run = [], 0
+        for i, n in enumerate(size):
+            run += n
+            cuts.append(min(shards - 1, (run - 1) * shards // total))
+        groups = [[i for i, c in enumerate(cuts) if c == g] for g in range(shards)]
+        groups = [g for g in groups if g]
+        shards = len(groups)
+    else:
+        groups = np.array_split(np.arange(len(tensors)), shards)
     weight_map = {}
     total = 0
     for i, g in enumerate(groups):
         fname = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
         part = [tensors[j] for j in g]
-        total += write_safetensors(os.path.join(outdir, fname), part, dtype, meta)
+        total += write_safetensors(os.path.join(outdir, fname), part, dtype, meta, pack=hub)
         for name, _ in part:
             weight_map[name] = fname
     with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2,
+                  sort_keys=hub)
         f.write("\n")
 
 
 def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_dim=None,
                ffn=None, vocab=97, dtype="f32", seed=0, tied=False, shards=1,
                kv_pairing=None, lambda_init=None, rope_theta=10000.0, max_pos=256,
-               rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None):
+               rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None,
+               sliding_window=None, max_window_layers=None):
     """Create a model directory; returns its config dict."""
     if dtype not in DTYPES:
         raise ValueError("dtype must be one of %s" % (DTYPES,))
@@ -254,7 +303,8 @@ def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_
                       ffn=ffn, vocab=vocab, tied=tied, kv_pairing=kv_pairing,
                       lambda_init=lambda_init, rope_theta=rope_theta, max_pos=max_pos,
                       rope_scaling=rope_scaling, rms_norm_eps=rms_norm_eps,
-                      rope_interleaved=rope_interleaved)
+                      rope_interleaved=rope_interleaved, sliding_window=sliding_window,
+                      max_window_layers=max_window_layers)
     write_model(outdir, cfg, make_weights(cfg, seed, subln), dtype, shards)
     return cfg
 
@@ -281,7 +331,11 @@ def main(argv=None):
     ap.add_argument("--lambda-init", type=float, default=None)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--max-pos", type=int, default=256)
-    ap.add_argument("--rope-scaling", choices=("none", "linear", "llama3"), default="none")
+    ap.add_argument("--rope-scaling", choices=("none", "linear", "llama3", "dynamic"), default="none")
+    ap.add_argument("--sliding-window", type=int, default=None,
+                    help="mistral: sliding_window; qwen2/qwen3: use_sliding_window with this W")
+    ap.add_argument("--max-window-layers", type=int, default=None,
+                    help="qwen2/qwen3: first windowed layer [all layers full]")
     ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
     ap.add_argument("--rope-interleaved", choices=("true", "false"), default=None,
                     help="write rope_interleaved (default: key absent)")
@@ -293,7 +347,8 @@ def main(argv=None):
                    a.ffn, a.vocab, a.dtype, a.seed, a.tied, a.shards, a.kv_pairing,
                    a.lambda_init, a.rope_theta, a.max_pos, a.rope_scaling, not a.no_subln,
                    a.rms_norm_eps,
-                   None if a.rope_interleaved is None else a.rope_interleaved == "true")
+                   None if a.rope_interleaved is None else a.rope_interleaved == "true",
+                   a.sliding_window, a.max_window_layers)
     except ValueError as e:
         print("make_model.py: %s" % e, file=sys.stderr)
         return 2

@@ -14,8 +14,9 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
             "\n"
-            "Runs a llama, diff_transformer or diffllama model over every prompt and writes\n"
-            "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
+            "Runs a llama (or qwen2, qwen3, mistral), diff_transformer or diffllama model over\n"
+            "every prompt and writes what happens inside to an HDF5 dump (see docs/format.md\n"
+            "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\")\n"
@@ -30,6 +31,8 @@ static void usage(FILE *out)
             "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
             "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+            "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
+            "                         use, with a warning listing them (default: refused)\n"
             "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores)\n"
             "  --force                overwrite an existing --out\n"
             "  --quiet                no progress bar and no summary\n"
@@ -88,6 +91,7 @@ int main(int argc, char **argv)
         {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
         {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
+        {"allow-unused", no_argument, 0, 'U'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -117,6 +121,7 @@ int main(int argc, char **argv)
         case 'L': p.save_logits = 1; break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
+        case 'U': p.allow_unused = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); dfl_map_select_free(&p.maps); return 0;
         default: usage(stderr); dfl_map_select_free(&p.maps); return 2;
