@@ -187,6 +187,9 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 if r.return
     done
 } | tee -a "$OUT/table.txt"
 
+# the full-size Llama-3.2-1B shape in bf16 against PyTorch (bench/real_size.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/real_size.sh | tee -a "$OUT/table.txt"
+
 # training throughput against PyTorch (bench/train_bench.sh)
 if [ -f bench/train_bench.sh ]; then
     BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/train_bench.sh | tee -a "$OUT/table.txt"

@@ -8,7 +8,7 @@ set -eu
 BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev"
 TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf"
 FUZZ="clang libclang-rt-14-dev"
-BENCH="python3-torch python3-matplotlib"
+BENCH="python3-torch python3-matplotlib time"
 
 mode=${1:-install}
 want="$BUILD $TEST"

@@ -81,6 +81,19 @@ CASES = [
     ("qwen3-qknorm-hd24-bf16", "qwen3", dict(heads=4, kv_heads=2, head_dim=24), "bf16", 1, (21, 13)),
     ("llama-dynamic-within-f32", "llama", dict(heads=4, rope_scaling="dynamic", max_pos=64), "f32", 1,
      (40, 16)),
+    # published configs (tests/ref/make_model.py PUBLISHED), shrunk, in their torch_dtype
+    ("pub-Llama-3.2-1B", "published", dict(name="Llama-3.2-1B", sizes=dict(heads=8, head_dim=8)),
+     "bf16", 2, (40, 17)),
+    ("pub-TinyLlama", "published", dict(name="TinyLlama-1.1B-Chat-v1.0", sizes=dict(heads=8)),
+     "bf16", 1, (21, 13)),
+    ("pub-SmolLM2-135M", "published", dict(name="SmolLM2-135M", sizes=dict(heads=6, head_dim=8)),
+     "bf16", 1, (19, 14)),
+    ("pub-Qwen2.5-0.5B", "published", dict(name="Qwen2.5-0.5B", sizes=dict(heads=7, head_dim=8)),
+     "bf16", 1, (22, 13)),
+    ("pub-Mistral-7B-window", "published",
+     dict(name="Mistral-7B-v0.1", sizes=dict(heads=8, head_dim=8, window=6)), "bf16", 1, (33, 15)),
+    ("pub-DiffLlama", "published", dict(name="DiffLlama", sizes=dict(heads=8, head_dim=8)), "f32", 1,
+     (20, 13)),
 ]
 
 SUMMARY = []
@@ -382,8 +395,17 @@ class ProbeAgainstReference(unittest.TestCase):
         d = os.path.join(self.tmp, name)
         os.makedirs(d)
         mdir = os.path.join(d, "model")
-        make_model.make_model(mdir, mtype, layers=LAYERS, hidden=HIDDEN, ffn=FFN, vocab=VOCAB,
-                              dtype=dtype, shards=shards, seed=100 + idx, **kw)
+        if mtype == "published":
+            # a published config, every key as the hub has it, shrunk; sharded as the hub
+            # shards it, tensors sorted and packed as save_pretrained writes them
+            cfg, hub_shards = make_model.published_config(kw["name"], layers=LAYERS, vocab=VOCAB,
+                                                          **kw.get("sizes", {}))
+            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx), dtype,
+                                   max(shards, hub_shards), hub=True)
+            mtype = cfg["model_type"]
+        else:
+            make_model.make_model(mdir, mtype, layers=LAYERS, hidden=HIDDEN, ffn=FFN, vocab=VOCAB,
+                                  dtype=dtype, shards=shards, seed=100 + idx, **kw)
         pfile = os.path.join(d, "prompts.jsonl")
         prompts = write_prompts(pfile, lengths, seed=200 + idx, bos_second=idx % 2 == 0)
         out = os.path.join(d, "dump.h5")

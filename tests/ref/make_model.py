@@ -97,6 +97,110 @@ def write_safetensors(path, tensors, dtype, metadata=None, pack=False):
 
 
 # ---------------------------------------------------------------------------
+# published configs
+# ---------------------------------------------------------------------------
+
+# config.json of published checkpoints, key for key as the Hugging Face hub carries
+# them, with how the hub shards their weights (files; 1 = model.safetensors).
+PUBLISHED = {
+    "Llama-3.2-1B": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+        "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256}),
+    "Meta-Llama-3-8B": (4, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+        "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+        "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.0.dev0", "use_cache": True, "vocab_size": 128256}),
+    "TinyLlama-1.1B-Chat-v1.0": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1,
+        "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+        "intermediate_size": 5632, "max_position_embeddings": 2048, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.35.0",
+        "use_cache": True, "vocab_size": 32000}),
+    "SmolLM2-135M": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+        "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+        "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+        "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_interleaved": False, "rope_scaling": None, "rope_theta": 100000,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.42.3",
+        "use_cache": True, "vocab_size": 49152}),
+    "Qwen2.5-0.5B": (1, {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+        "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+        "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+        "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.1", "use_cache": True, "use_mrope": False,
+        "use_sliding_window": False, "vocab_size": 151936}),
+    "Mistral-7B-v0.1": (2, {
+        "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+        "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 32000}),
+    # DiffLlamaConfig() as transformers' save_pretrained writes it
+    "DiffLlama": (1, {
+        "architectures": ["DiffLlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 1, "eos_token_id": 2, "head_dim": 64, "hidden_act": "silu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+        "lambda_std_dev": 0.1, "max_position_embeddings": 2048, "model_type": "diffllama",
+        "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 32,
+        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.48.0",
+        "use_cache": True, "vocab_size": 32000}),
+}
+
+
+def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, head_dim=None,
+                     ffn=None, vocab=97, window=None):
+    """The published config of `name`, every key kept, with sizes shrunk for a test:
+    the head counts keep their ratio (H/Hkv), hidden = heads·head_dim unless given, ids
+    that would fall outside the shrunk vocabulary moved inside it, the sliding window
+    set to `window` when given. Returns (config, hub shard count)."""
+    shards, cfg = PUBLISHED[name]
+    cfg = json.loads(json.dumps(cfg))
+    H0, Hkv0 = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    heads = heads or 4
+    kv_heads = kv_heads or max(1, heads * Hkv0 // H0)
+    hd = head_dim or 8
+    cfg.update({"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+                "hidden_size": hidden or heads * hd, "intermediate_size": ffn or 3 * (hidden or heads * hd),
+                "vocab_size": vocab})
+    if "head_dim" in cfg or head_dim is not None:
+        cfg["head_dim"] = hd
+    for k in ("bos_token_id", "eos_token_id"):
+        if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
+            cfg[k] = cfg[k] % vocab
+    if cfg.get("max_window_layers") is not None:
+        cfg["max_window_layers"] = min(cfg["max_window_layers"], layers)
+    if window is not None:
+        cfg["sliding_window"] = window
+    rs = cfg.get("rope_scaling")
+    if isinstance(rs, dict) and "original_max_position_embeddings" in rs:
+        rs["original_max_position_embeddings"] = 64   # frequencies in all three llama3 bands
+    return cfg, shards
+
+
+# ---------------------------------------------------------------------------
 # config and weights
 # ---------------------------------------------------------------------------
 
@@ -193,8 +297,8 @@ def make_weights(cfg, seed=0, subln=True):
     V = cfg["vocab_size"]
     L = cfg["num_hidden_layers"]
     H = cfg["num_attention_heads"]
-    Hkv = cfg["num_key_value_heads"]
-    hd = cfg["head_dim"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or default_head_dim(mtype, D, H)
 
     def lin(out_f, in_f):
         return (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
@@ -241,7 +345,7 @@ def make_weights(cfg, seed=0, subln=True):
         t.append((p + "mlp.up_proj.weight", lin(F, D)))
         t.append((p + "mlp.down_proj.weight", lin(D, F)))
     t.append(("model.norm.weight", gain(D)))
-    if not cfg["tie_word_embeddings"]:
+    if not cfg.get("tie_word_embeddings", False):
         t.append(("lm_head.weight", lin(V, D)))
     return t
 
