@@ -253,6 +253,28 @@ class ReferenceSelfTest(unittest.TestCase):
         self.assertEqual(t["model.layers.0.mlp.down_proj.weight"].shape, (D, FFN))
         self.assertNotIn("lm_head.weight", t)
 
+    def test_published_configs_keep_every_key(self):
+        sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+                 "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
+                 "max_window_layers", "rope_scaling"}
+        for name, (shards, pub) in make_model.PUBLISHED.items():
+            cfg, n = make_model.published_config(name)
+            self.assertEqual(n, shards)
+            self.assertEqual(set(cfg), set(pub), name)
+            for k in set(pub) - sizes:
+                self.assertEqual(cfg[k], pub[k], "%s: %s" % (name, k))
+        # hub layout: sorted names, packed data, shards listed in the index
+        cfg, _ = make_model.published_config("Qwen2.5-0.5B")
+        d = os.path.join(self.tmp, "hub")
+        make_model.write_model(d, cfg, make_model.make_weights(cfg), "bf16", 3, hub=True)
+        with open(os.path.join(d, "model.safetensors.index.json")) as f:
+            wmap = json.load(f)["weight_map"]
+        self.assertEqual(sorted(set(wmap.values())), ["model-%05d-of-00003.safetensors" % i
+                                                      for i in (1, 2, 3)])
+        self.assertIn("model.layers.0.self_attn.q_proj.bias", wmap)
+        with open(os.path.join(d, "config.json")) as f:
+            self.assertEqual(json.load(f), cfg)
+
     def test_map_rows(self):
         rng = np.random.default_rng(0)
         toks = rng.integers(0, VOCAB, 21)

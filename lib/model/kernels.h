@@ -30,8 +30,8 @@ typedef struct dfl_wmat {
 } dfl_wmat;
 
 /* Floats of scratch that dfl_matmul_wmat needs for a weight of `in` columns (a bounded
- * panel: at most DFL_PANEL_BYTES of f32, never less than 16 rows). */
-#define DFL_PANEL_BYTES ((size_t)16 << 20)
+ * panel: at most DFL_PANEL_BYTES (32 MB) of f32, never less than 16 rows). */
+#define DFL_PANEL_BYTES ((size_t)32 << 20)
 size_t dfl_matmul_scratch(int64_t in);
 
 /* y[n, w->rows] = x[n, w->cols] · Wᵀ with f32 maths. Aligned F32 weights go straight to
