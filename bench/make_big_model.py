@@ -1,15 +1,17 @@
 #!/usr/bin/python3
 """make_big_model.py — write a full-size random-weight checkpoint of a published shape
 (tests/ref/make_model.py PUBLISHED: Llama-3.2-1B, Meta-Llama-3-8B, ...) for the
-benchmarks, streaming: one tensor at a time, in row chunks of at most 64 MB, so memory
-stays small whatever the model size (an 8B bf16 model is 16 GB on disk).
+benchmarks, streaming: one tensor at a time, in chunks cut from pools of random values drawn once,
+so memory stays small and the time is the disk's whatever the model size (an 8B bf16
+model is 16 GB on disk).
 
     make_big_model.py OUTDIR --shape Llama-3.2-1B [--dtype bf16] [--seed 1]
 
 Writes OUTDIR/config.json (the published config, key for key) and the weights as the
 hub shards them (model.safetensors, or model-0000i-of-0000n.safetensors plus
 model.safetensors.index.json), tensors sorted by name and packed. Weights: linear
-layers N(0, 1/in), embeddings N(0, 1), norm gains 1 + 0.1·N(0, 1). Every file is
+layers N(0, 1/in), embeddings N(0, 1), norm gains 1 + 0.1·N(0, 1) (values repeat
+between tensors: this is a benchmark model, not a test fixture). Every file is
 written under a temporary name and renamed; config.json comes last, so a directory
 with a config.json is complete.
 """
@@ -24,7 +26,6 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
 import make_model  # noqa: E402
 
-CHUNK_BYTES = 64 << 20
 MAX_SHARD = 5 * 10 ** 9       # transformers' default max_shard_size, "5GB"
 
 
@@ -54,24 +55,42 @@ def tensor_list(cfg):
     return sorted(out)
 
 
-def chunks(rng, shape, kind, dtype):
-    """Encoded bytes of one tensor, row chunk by row chunk."""
-    rows = shape[0]
+POOL = 1 << 24   # values per pool of encoded random numbers
+
+
+class Pools:
+    """Encoded random values, drawn once per (kind, fan-in) and then cut at random
+    offsets: writing 16 GB costs disk time, not 8 billion normal draws."""
+
+    def __init__(self, rng, dtype):
+        self.rng, self.dtype, self.pools = rng, dtype, {}
+
+    def get(self, kind, cols):
+        key = (kind, cols if kind == "lin" else 0)
+        if key not in self.pools:
+            a = self.rng.standard_normal(2 * POOL, dtype=np.float32)
+            if kind == "lin":
+                a *= np.float32(1.0 / np.sqrt(cols))
+            elif kind == "gain":
+                a = np.float32(1.0) + np.float32(0.1) * a
+            self.pools[key] = make_model.encode(a, self.dtype)[1]
+        return self.pools[key]
+
+
+def chunks(pools, shape, kind):
+    """Encoded bytes of one tensor, chunk by chunk (at most POOL values each)."""
     cols = shape[1] if len(shape) > 1 else 1
-    step = max(1, CHUNK_BYTES // 4 // cols)
-    for r0 in range(0, rows, step):
-        n = min(step, rows - r0)
-        a = rng.standard_normal((n, cols), dtype=np.float32)
-        if kind == "lin":
-            a *= np.float32(1.0 / np.sqrt(cols))
-        elif kind == "gain":
-            a = np.float32(1.0) + np.float32(0.1) * a
-        if len(shape) == 1:
-            a = a.reshape(-1)
-        yield make_model.encode(a, dtype)[1]
+    pool = pools.get(kind, cols)
+    esz = len(pool) // (2 * POOL)
+    left = int(np.prod(shape))
+    while left:
+        n = min(left, POOL)
+        off = int(pools.rng.integers(0, POOL)) * esz
+        yield pool[off:off + n * esz]
+        left -= n
 
 
-def write_file(path, tensors, dtype, rng):
+def write_file(path, tensors, dtype, pools):
     esz = {"f32": 4, "f16": 2, "bf16": 2}[dtype]
     name = {"f32": "F32", "f16": "F16", "bf16": "BF16"}[dtype]
     header, off = {"__metadata__": {"format": "pt"}}, 0
@@ -85,7 +104,7 @@ def write_file(path, tensors, dtype, rng):
         f.write(struct.pack("<Q", len(hjson)))
         f.write(hjson)
         for n, shape, kind in tensors:
-            for raw in chunks(rng, shape, kind, dtype):
+            for raw in chunks(pools, shape, kind):
                 f.write(raw)
     os.replace(path + ".tmp", path)
     return off
@@ -103,11 +122,11 @@ def main(argv=None):
         print("make_big_model.py: %s is not a llama-family shape" % a.shape, file=sys.stderr)
         return 2
     os.makedirs(a.outdir, exist_ok=True)
-    rng = np.random.default_rng(a.seed)
+    pools = Pools(np.random.default_rng(a.seed), a.dtype)
     ts = tensor_list(cfg)
     esz = {"f32": 4, "f16": 2, "bf16": 2}[a.dtype]
     if shards <= 1:   # the hub ships this shape as one file
-        write_file(os.path.join(a.outdir, "model.safetensors"), ts, a.dtype, rng)
+        write_file(os.path.join(a.outdir, "model.safetensors"), ts, a.dtype, pools)
     else:
         # save_pretrained's rule: a new file when the next tensor would pass 5 GB
         groups, run = [[]], 0
@@ -122,7 +141,7 @@ def main(argv=None):
         wmap, size = {}, 0
         for i, g in enumerate(groups):
             fname = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
-            size += write_file(os.path.join(a.outdir, fname), g, a.dtype, rng)
+            size += write_file(os.path.join(a.outdir, fname), g, a.dtype, pools)
             wmap.update({n: fname for n, _, _ in g})
             print("make_big_model.py: wrote %s" % fname, file=sys.stderr)
         with open(os.path.join(a.outdir, "model.safetensors.index.json.tmp"), "w") as f:

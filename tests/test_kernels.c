@@ -63,17 +63,20 @@ static void test_matmul_wmat_dtypes(void **state)
     float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float));
     unsigned char *raw = malloc((size_t)(out * in) * 4 + 1);
     assert_true(dfl_matmul_scratch(in) / (size_t)in < (size_t)out);   /* more than one panel */
-    for (int dt = 0; dt < 3; dt++) {
-        dfl_wmat m = {raw, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in};
+    /* cases: bf16, f16 (vector paths), bf16 and f16 at an odd address (the byte-wise
+     * path), f32 at an odd address (copied panel by panel) */
+    for (int c = 0; c < 5; c++) {
+        int dt = c < 4 ? c % 2 : 2, odd = c >= 2;
+        dfl_wmat m = {raw + odd, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in};
+        unsigned char *dst = raw + odd;
         for (int64_t i = 0; i < out * in; i++) {
             if (dt == 2) {
-                memcpy(raw + 1 + i * 4, &w[i], 4);
+                memcpy(dst + i * 4, &w[i], 4);
                 continue;
             }
             uint16_t h = dt == 0 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
-            raw[2 * i] = (unsigned char)(h & 0xff), raw[2 * i + 1] = (unsigned char)(h >> 8);
+            dst[2 * i] = (unsigned char)(h & 0xff), dst[2 * i + 1] = (unsigned char)(h >> 8);
         }
-        if (dt == 2) m.data = raw + 1;                       /* unaligned F32: the panel path */
         dfl_matmul_wmat(y, x, &m, n, scratch);
         dfl_matmul_wmat_naive(yr, x, &m, n);
         /* sums of ~2e5 products of size ~1: f32 accumulation error well below 1e-3 */
