@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/kernels.h"
+#include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
  * ATTN_ROWS_TOTAL rows of T floats each, between ATTN_MIN_ROWS and ATTN_TASK_ROWS rows
@@ -19,6 +20,9 @@
 #define ATTN_TASK_ROWS 128
 #define LM_HEAD_ROWS 512
 #define MLP_ROWS 512   /* the MLP runs in row blocks: [T, F] is never held */
+/* Weights converted panel by panel (bf16, f16) are converted once per block: larger
+ * blocks convert them fewer times, for 2·MLP_ROWS_CONVERTED·F more floats. */
+#define MLP_ROWS_CONVERTED 2048
 
 /* ------------------------------------------------------------- head plan */
 
@@ -138,7 +142,7 @@ typedef struct fwd_ws {
     float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
     float *att;             /* [T, att_ld] heads' outputs before o_proj */
     float *tmp;             /* [T, D] */
-    float *gate, *up;       /* [MLP_ROWS, F] */
+    float *gate, *up;       /* [mlp_rows, F] */
     float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
     double *inv_freq;       /* [dq/2] */
@@ -161,7 +165,7 @@ static void ws_free(fwd_ws *w)
 
 /* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
 static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
-                           int need_logits, dfl_error *err)
+                           int64_t mlp_rows, int need_logits, dfl_error *err)
 {
     size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t maps_n;
@@ -175,8 +179,8 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
         w->k = dfl__alloc_array(t, (size_t)g->k_ld * sizeof(float));
         w->v = dfl__alloc_array(t, (size_t)g->v_ld * sizeof(float));
         w->att = dfl__alloc_array(t, (size_t)g->att_ld * sizeof(float));
-        w->gate = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
-        w->up = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
+        w->gate = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
+        w->up = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
         w->maps = dfl__alloc_array(maps_n, sizeof(float));
         w->cos_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
         w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
@@ -404,8 +408,11 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
+    const dfl_wmat *wg = &m->layers[0].w_gate;
+    int64_t mlp_rows = wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS
+                                                                                                : MLP_ROWS_CONVERTED;
     fwd_ws w;
-    dfl_status s = ws_alloc(&w, c, &g, T, rows, cap && cap->logits_rows, err);
+    dfl_status s = ws_alloc(&w, c, &g, T, rows, mlp_rows, cap && cap->logits_rows, err);
     if (s) return s;
 
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
@@ -437,8 +444,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        for (int64_t r0 = 0; r0 < T; r0 += MLP_ROWS) {
-            int64_t n = T - r0 < MLP_ROWS ? T - r0 : MLP_ROWS;
+        for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+            int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
             dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
             dfl_swiglu(w.gate, w.up, n, F);
