@@ -93,6 +93,27 @@ static void test_matmul_wmat_dtypes(void **state)
     free(x), free(w), free(y), free(yr), free(scratch), free(raw);
 }
 
+/* One scratch for all the weights of a model: sized for the widest, used by narrower
+ * ones whose panel rows do not divide it evenly (the 8B shape: 14336 and 4096 columns).
+ * A guard after the scratch must survive. */
+static void test_matmul_scratch_serves_narrower(void **state)
+{
+    (void)state;
+    const int64_t wide = 14336, in = 4096, n = 2;
+    const int64_t out = (int64_t)(DFL_PANEL_BYTES / 4 / (size_t)in) + 5;  /* two panels */
+    size_t sn = dfl_matmul_scratch(wide), guard = 4096;
+    assert_true(sn >= dfl_matmul_scratch(in));
+    float *scratch = malloc((sn + guard) * sizeof(float));
+    for (size_t i = 0; i < guard; i++) scratch[sn + i] = 12345.0f;
+    uint16_t *raw = malloc((size_t)(out * in) * 2);
+    for (int64_t i = 0; i < out * in; i++) raw[i] = dfl_f32_to_bf16(0.001f * (float)(i % 7));
+    float *x = rand_array((size_t)(n * in), 1), *y = malloc((size_t)(n * out) * 4);
+    dfl_wmat m = {raw, DFL_DTYPE_BF16, out, in};
+    dfl_matmul_wmat(y, x, &m, n, scratch);
+    for (size_t i = 0; i < guard; i++) assert_true(scratch[sn + i] == 12345.0f);
+    free(scratch), free(raw), free(x), free(y);
+}
+
 static void test_rmsnorm_matches_naive(void **state)
 {
     (void)state;
@@ -272,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_matches_naive),
         cmocka_unit_test(test_matmul_wmat_dtypes),
+        cmocka_unit_test(test_matmul_scratch_serves_narrower),
         cmocka_unit_test(test_rmsnorm_matches_naive),
         cmocka_unit_test(test_rope_interleaved_matches_naive),
         cmocka_unit_test(test_rope_half_matches_naive),

@@ -110,10 +110,19 @@ void dfl_wmat_rows(const dfl_wmat *w, int64_t r0, int64_t n, float *dst)
     }
 }
 
+/* Rows of W per panel for `in` columns: DFL_PANEL_BYTES of f32, at least 16 rows. */
+static int64_t panel_rows(int64_t in)
+{
+    int64_t rows = (int64_t)(DFL_PANEL_BYTES / sizeof(float)) / (in > 0 ? in : 1);
+    return rows < 16 ? 16 : rows;
+}
+
+/* A panel of in' <= in columns holds panel_rows(in')·in' <= max(PANEL/4, 16·in')
+ * floats: this bound serves every narrower weight too. */
 size_t dfl_matmul_scratch(int64_t in)
 {
-    size_t rows = DFL_PANEL_BYTES / sizeof(float) / (size_t)(in > 0 ? in : 1);
-    return (rows < 16 ? 16 : rows) * (size_t)(in > 0 ? in : 1);
+    size_t panel = DFL_PANEL_BYTES / sizeof(float), narrow = 16 * (size_t)(in > 0 ? in : 1);
+    return panel > narrow ? panel : narrow;
 }
 
 void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, float *scratch)
@@ -125,7 +134,7 @@ void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, flo
         return;
     }
     /* Panels of rows of W: converted once per call, multiplied by all n rows of x. */
-    int64_t prow = (int64_t)(dfl_matmul_scratch(in) / (size_t)in);
+    int64_t prow = panel_rows(in);
     for (int64_t o0 = 0; o0 < out; o0 += prow) {
         int64_t p = out - o0 < prow ? out - o0 : prow;
         dfl_wmat_rows(w, o0, p, scratch);

@@ -29,8 +29,8 @@ typedef struct dfl_wmat {
     int64_t rows, cols;
 } dfl_wmat;
 
-/* Floats of scratch that dfl_matmul_wmat needs for a weight of `in` columns (a bounded
- * panel: at most DFL_PANEL_BYTES (32 MB) of f32, never less than 16 rows). */
+/* Floats of scratch that dfl_matmul_wmat needs for any weight of at most `in` columns
+ * (a bounded panel: DFL_PANEL_BYTES (32 MB) of f32, or 16 rows when wider). */
 #define DFL_PANEL_BYTES ((size_t)32 << 20)
 size_t dfl_matmul_scratch(int64_t in);
 
