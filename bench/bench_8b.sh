@@ -35,8 +35,10 @@ free -m >&2
     --threads "$THREADS" --maps none 2>"$DIR/probe.log" || { cat "$DIR/probe.log" >&2; exit 1; }
 line=$(grep 'probe: wrote' "$DIR/probe.log" | tail -n 1)
 rss=$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$DIR/probe.log")
-wall=$(sed -n 's/.*Elapsed (wall clock) time[^:]*: \(.*\)$/\1/p' "$DIR/probe.log")
+wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$DIR/probe.log")
+cpu=$(sed -n 's/.*User time (seconds): //p' "$DIR/probe.log")
 echo
 echo "Llama-3-8B shape, bf16 ($(du -cm "$MODEL"/*.safetensors | tail -n 1 | cut -f1) MB), T=$T, $THREADS threads, --maps none"
 echo "$line"
-echo "peak RSS: $((rss / 1024)) MB; wall clock (load + forward + dump): $wall"
+echo "peak RSS: $((rss / 1024)) MB; wall clock (load + forward + dump): $wall; user CPU: $cpu s"
+echo "(the model stays in $MODEL for another run: delete it when done)"
