@@ -40,5 +40,5 @@ cpu=$(sed -n 's/.*User time (seconds): //p' "$DIR/probe.log")
 echo
 echo "Llama-3-8B shape, bf16 ($(du -cm "$MODEL"/*.safetensors | tail -n 1 | cut -f1) MB), T=$T, $THREADS threads, --maps none"
 echo "$line"
-echo "peak RSS: $((rss / 1024)) MB; wall clock (load + forward + dump): $wall; user CPU: $cpu s"
+echo "peak RSS: $((rss / 1024)) MiB; wall clock (load + forward + dump): $wall; user CPU: $cpu s"
 echo "(the model stays in $MODEL for another run: delete it when done)"

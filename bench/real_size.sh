@@ -42,7 +42,7 @@ with open(path, "w") as f:
 PYEOF
 done
 
-# peak RSS in MB from a /usr/bin/time -v log
+# peak RSS in MiB from a /usr/bin/time -v log
 rss_mb() { sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\).*/\1/p' "$1" | awk '{ printf "%.0f", $1 / 1024 }'; }
 
 # the two sides compute the same thing: logits on a short prompt
@@ -60,7 +60,7 @@ while [ "$i" -lt "$REPEATS" ]; do
     set -- $(sed -n 's/.*forward \([0-9.]*\) s ([0-9.]* tok\/s, \([0-9.]*\) GFLOP\/s).*/\1 \2/p' "$OUT/big_probe.log")
     [ $# -eq 2 ] || die "no forward time in $OUT/big_probe.log"
     rss=$(rss_mb "$OUT/big_probe.log")
-    echo "real_size: probe T=$T forward $1 s, $2 GFLOP/s, peak RSS $rss MB" >&2
+    echo "real_size: probe T=$T forward $1 s, $2 GFLOP/s, peak RSS $rss MiB" >&2
     if [ -z "$best_s" ] || awk "BEGIN{exit !($1 < $best_s)}"; then best_s=$1 best_g=$2; fi
     if [ -z "$best_rss" ] || [ "$rss" -gt "$best_rss" ]; then best_rss=$rss; fi
     i=$((i + 1))
@@ -74,7 +74,7 @@ torch_rss=$(rss_mb "$OUT/big_torch.log")
 
 echo
 echo "full-size Llama-3.2-1B shape, bf16 file $(du -m "$MODEL/model.safetensors" | cut -f1) MB, T=$T, $THREADS threads, best of $REPEATS"
-printf '%-14s %10s %10s %14s\n' side "forward s" "GFLOP/s" "peak RSS MB"
+printf '%-14s %10s %10s %14s\n' side "forward s" "GFLOP/s" "peak RSS MiB"
 printf '%-14s %10.2f %10.1f %14s\n' difflens "$best_s" "$best_g" "$best_rss"
 awk -v s="$best_s" -v g="$best_g" -v t="$torch_s" -v r="$torch_rss" \
     'BEGIN { printf "%-14s %10.2f %10.1f %14s\n", "torch eager", t, g * s / t, r;
