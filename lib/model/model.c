@@ -119,7 +119,7 @@ static const char *const harmless_keys[] = {
     "torch_dtype", "dtype", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
     "pretraining_tp", "_name_or_path", "lambda_std_dev", "auto_map", "tokenizer_class", "return_dict",
     "output_attentions", "output_hidden_states", "torchscript", "id2label", "label2id", "problem_type",
-    "is_llama_config", "use_mrope", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
+    "is_llama_config", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
     "repetition_penalty", "length_penalty", "is_decoder", "is_encoder_decoder", "max_position_embeddings",
     "bos_token_id", "model_type", NULL};
 
