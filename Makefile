@@ -28,7 +28,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test asan lint fuzz bench demo demo-models format clean deps
+.PHONY: all test asan lint fuzz bench bench-8b demo demo-models format clean deps
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -106,6 +106,13 @@ $(BUILD)/bench/%: bench/%.c $(LIB_A) | $(DEPS_OK)
 bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write $(BUILD)/bench/tokenize_speed
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) BUILD=$(BUILD) sh bench/run.sh
+
+# An 8B Llama-3-shaped bf16 model (16 GB, written once into DIR) through probe on a
+# 1024-token prompt: peak RSS, time, GFLOP/s. A benchmark, not a test.
+bench-8b: all
+	@[ -n "$(DIR)" ] || { echo "usage: make bench-8b DIR=folder-for-the-16-GB-model" >&2; exit 2; }
+	@scripts/deps.sh --bench
+	@BIN=$(BIN) DIR=$(DIR) sh bench/bench_8b.sh
 
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh

@@ -192,6 +192,8 @@ if [ -f bench/maps.sh ]; then
     BIN=$BIN BUILD=$BUILD OUT=$OUT MODEL=$MODEL THREADS=$THREADS REPEATS=$REPEATS sh bench/maps.sh |
         tee -a "$OUT/table.txt"
 fi
+# the full-size Llama-3.2-1B shape in bf16 against PyTorch (bench/real_size.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/real_size.sh | tee -a "$OUT/table.txt"
 
 # training throughput against PyTorch (bench/train_bench.sh)
 if [ -f bench/train_bench.sh ]; then

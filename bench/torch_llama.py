@@ -17,11 +17,12 @@ f32 throughout, batch 1, under torch.inference_mode(), torch.set_num_threads(THR
         compares our logits with /samples/000000/logits of a `probe --save-logits` dump;
         prints  "agreement: max |Δlogit|/max|logit| = <r> (T=<T>, max|logit| = <m>)"
         and exits 1 when r > --tol (default 1e-4).
-Only llama models (model_type "llama", no rope scaling) are handled; anything else is
-refused. Exit 2 on a usage error, 1 on a runtime error.
+Only llama models (model_type "llama", no rope scaling or llama3's) are handled;
+anything else is refused. Exit 2 on a usage error, 1 on a runtime error.
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -44,7 +45,7 @@ def load_model(model_dir):
     if cfg.get("model_type") != "llama":
         raise ValueError("model_type %r: this benchmark implements llama only" % cfg.get("model_type"))
     rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
-    if rs and (rs.get("rope_type") or rs.get("type")) not in (None, "default"):
+    if rs and (rs.get("rope_type") or rs.get("type")) not in (None, "default", "llama3"):
         raise ValueError("rope scaling %r is not implemented here" % rs)
     # the test suite's safetensors reader (single file or shards), as f32
     tensors = {name: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
@@ -73,6 +74,8 @@ class Llama:
         self.L = cfg["num_hidden_layers"]
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.theta = float(cfg.get("rope_theta", 10000.0))
+        rs = cfg.get("rope_scaling") or {}
+        self.llama3 = rs if (rs.get("rope_type") or rs.get("type")) == "llama3" else None
         self.embed = w["model.embed_tokens.weight"]                       # [V, D]
         self.lm_head = w.get("lm_head.weight", self.embed)                # [V, D]
         self.norm = w["model.norm.weight"]
@@ -102,6 +105,16 @@ class Llama:
         x = Fn.embedding(tokens, self.embed).unsqueeze(0)                # [1, T, D]
         # LlamaRotaryEmbedding: inv_freq = 1/theta^(2i/d); emb = cat(freqs, freqs)
         inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
+        if self.llama3:   # _compute_llama3_parameters
+            r = self.llama3
+            factor, low, high = float(r["factor"]), float(r["low_freq_factor"]), float(r["high_freq_factor"])
+            old = float(r["original_max_position_embeddings"])
+            wavelen = 2 * math.pi / inv_freq
+            scaled = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+            smooth = (old / wavelen - low) / (high - low)
+            smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+            medium = ~(wavelen < old / high) * ~(wavelen > old / low)
+            inv_freq = torch.where(medium, smoothed, scaled)
         pos = torch.arange(T, dtype=torch.float32)
         freqs = torch.outer(pos, inv_freq)                                # [T, hd/2]
         emb = torch.cat((freqs, freqs), dim=-1)

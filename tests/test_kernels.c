@@ -13,6 +13,7 @@
 
 #include "model/kernels.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 
 /* xorshift, fixed seed: reproducible inputs in [-1, 1) */
 static uint64_t rng = 88172645463325252ull;
@@ -55,6 +56,68 @@ static void test_matmul_matches_naive(void **state)
         assert_true(ys[i] == want[i]);
         assert_true(yn[i] == want[i]);
     }
+}
+
+/* W in bf16, f16 and unaligned f32, against the naive twin (which converts each element
+ * with the scalar routines of safetensors.c), over more rows than one panel holds. */
+static void test_matmul_wmat_dtypes(void **state)
+{
+    (void)state;
+    const int64_t n = 5, in = (int64_t)(DFL_PANEL_BYTES / 4 / 40) + 3, out = 97; /* 40-row panels: 3 panels */
+    float *x = rand_array((size_t)(n * in), 1), *w = rand_array((size_t)(out * in), 1);
+    float *y = calloc((size_t)(n * out), 4), *yr = calloc((size_t)(n * out), 4);
+    float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float));
+    unsigned char *raw = malloc((size_t)(out * in) * 4 + 1);
+    assert_true(dfl_matmul_scratch(in) / (size_t)in < (size_t)out);   /* more than one panel */
+    /* cases: bf16, f16 (vector paths), bf16 and f16 at an odd address (the byte-wise
+     * path), f32 at an odd address (copied panel by panel) */
+    for (int c = 0; c < 5; c++) {
+        int dt = c < 4 ? c % 2 : 2, odd = c >= 2;
+        dfl_wmat m = {raw + odd, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in};
+        unsigned char *dst = raw + odd;
+        for (int64_t i = 0; i < out * in; i++) {
+            if (dt == 2) {
+                memcpy(dst + i * 4, &w[i], 4);
+                continue;
+            }
+            uint16_t h = dt == 0 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
+            dst[2 * i] = (unsigned char)(h & 0xff), dst[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+        dfl_matmul_wmat(y, x, &m, n, scratch);
+        dfl_matmul_wmat_naive(yr, x, &m, n);
+        /* sums of ~2e5 products of size ~1: f32 accumulation error well below 1e-3 */
+        assert_true(max_abs_diff(y, yr, (size_t)(n * out)) < 1e-3);
+        /* the twin by hand for one element: bf16 values are the top halves of f32 */
+        double acc = 0;
+        for (int64_t k = 0; k < in; k++) {
+            float v = dt == 0 ? dfl_bf16_to_f32(dfl_f32_to_bf16(w[60 * in + k]))
+                    : dt == 1 ? dfl_f16_to_f32(dfl_f32_to_f16(w[60 * in + k])) : w[60 * in + k];
+            acc += (double)x[2 * in + k] * v;
+        }
+        assert_true(fabs(acc - yr[2 * out + 60]) <= 1e-6 * fmax(1.0, fabs(acc)));
+    }
+    free(x), free(w), free(y), free(yr), free(scratch), free(raw);
+}
+
+/* One scratch for all the weights of a model: sized for the widest, used by narrower
+ * ones whose panel rows do not divide it evenly (the 8B shape: 14336 and 4096 columns).
+ * A guard after the scratch must survive. */
+static void test_matmul_scratch_serves_narrower(void **state)
+{
+    (void)state;
+    const int64_t wide = 14336, in = 4096, n = 2;
+    const int64_t out = (int64_t)(DFL_PANEL_BYTES / 4 / (size_t)in) + 5;  /* two panels */
+    size_t sn = dfl_matmul_scratch(wide), guard = 4096;
+    assert_true(sn >= dfl_matmul_scratch(in));
+    float *scratch = malloc((sn + guard) * sizeof(float));
+    for (size_t i = 0; i < guard; i++) scratch[sn + i] = 12345.0f;
+    uint16_t *raw = malloc((size_t)(out * in) * 2);
+    for (int64_t i = 0; i < out * in; i++) raw[i] = dfl_f32_to_bf16(0.001f * (float)(i % 7));
+    float *x = rand_array((size_t)(n * in), 1), *y = malloc((size_t)(n * out) * 4);
+    dfl_wmat m = {raw, DFL_DTYPE_BF16, out, in};
+    dfl_matmul_wmat(y, x, &m, n, scratch);
+    for (size_t i = 0; i < guard; i++) assert_true(scratch[sn + i] == 12345.0f);
+    free(scratch), free(raw), free(x), free(y);
 }
 
 static void test_rmsnorm_matches_naive(void **state)
@@ -201,6 +264,28 @@ static void test_softmax_causal_matches_naive(void **state)
     free(s), free(sr);
 }
 
+static void test_softmax_window_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 9, ncols = 20, ld = 24;
+    int64_t lim[9], lo[9];
+    for (int i = 0; i < n; i++) lim[i] = 11 + i, lo[i] = i < 3 ? 0 : lim[i] - 4;   /* window 5 */
+    float *s = rand_array(n * ld, 20), *sr = malloc(n * ld * 4);
+    memcpy(sr, s, n * ld * 4);
+    dfl_softmax_window(s, n, ncols, ld, lo, lim);
+    dfl_softmax_window_naive(sr, n, ncols, ld, lo, lim);
+    assert_true(max_abs_diff(s, sr, n * ld) < 1e-6);
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int j = 0; j < ncols; j++) {
+            if (j > lim[i] || j < lo[i]) assert_true(s[i * ld + j] == 0.0f);
+            sum += s[i * ld + j];
+        }
+        assert_true(fabs(sum - 1) < 1e-5);
+    }
+    free(s), free(sr);
+}
+
 static void test_softmax_large_logits_stay_finite(void **state)
 {
     (void)state;
@@ -332,6 +417,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_matches_naive),
+        cmocka_unit_test(test_matmul_wmat_dtypes),
+        cmocka_unit_test(test_matmul_scratch_serves_narrower),
         cmocka_unit_test(test_rmsnorm_matches_naive),
         cmocka_unit_test(test_rope_interleaved_matches_naive),
         cmocka_unit_test(test_rope_half_matches_naive),
@@ -339,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_rope_relative_position),
         cmocka_unit_test(test_rope_scaling_rules),
         cmocka_unit_test(test_softmax_causal_matches_naive),
+        cmocka_unit_test(test_softmax_window_matches_naive),
         cmocka_unit_test(test_softmax_large_logits_stay_finite),
         cmocka_unit_test(test_swiglu_matches_naive),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),

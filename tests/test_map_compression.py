@@ -50,8 +50,9 @@ class MapCompression(unittest.TestCase):
         cls.prompts = os.path.join(cls.root, "p.jsonl")
         with open(cls.prompts, "w") as f:
             # 600 tokens: tiles 32 x 512 end partial in rows (600 = 18·32 + 24) and keys
-            for i, T in enumerate((600, 45)):
-                f.write('{"id": "s%d", "tokens": [%s]}\n' % (i, ", ".join(str(int(t)) for t in rng.integers(0, 61, T))))
+            for i, T in enumerate((600, 45)):  # BOS (token 0) first, as the model expects
+                toks = [0] + [int(t) for t in rng.integers(0, 61, T - 1)]
+                f.write('{"id": "s%d", "tokens": [%s]}\n' % (i, ", ".join(str(t) for t in toks)))
         cls.base = os.path.join(cls.root, "base.h5")
         r = probe(cls.model, cls.prompts, cls.base, "--map-dtype", "f32", "--map-compression", "none")
         assert r.returncode == 0, r.stderr

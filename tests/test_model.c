@@ -65,6 +65,49 @@ static void test_config_defaults(void **state)
     assert_true(c.rope_theta == 500);
 }
 
+/* Llama-family checkpoints: windows as Mistral and Qwen2 define them, biases, q/k norms. */
+static void test_config_families(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.type, DFL_MODEL_LLAMA);
+    assert_string_equal(c.model_type, "mistral");
+    assert_int_equal(dfl_config_window(&c, 0), 5);
+    assert_int_equal(dfl_config_window(&c, 1), 5);
+    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": null}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    /* Qwen2: the window needs use_sliding_window and starts at max_window_layers */
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5, "
+                           "\"max_window_layers\": 1, \"use_sliding_window\": false, \"use_mrope\": false}", &c, &e), DFL_OK);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5, "
+                           "\"max_window_layers\": 1, \"use_sliding_window\": true}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 0), 0);
+    assert_int_equal(dfl_config_window(&c, 1), 5);
+    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                           "\"sliding_window\": 3, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e),
+                     DFL_OK);
+    assert_int_equal(c.qk_norm, 1);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_int_equal(c.head_dim, 128);   /* Qwen3Config's default */
+    assert_int_equal(dfl_config_window(&c, 0), 0);
+    assert_int_equal(dfl_config_window(&c, 1), 3);
+    /* dynamic rope: accepted, limited to the original context */
+    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"max_position_embeddings\": 64, "
+                           "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", &c, &e), DFL_OK);
+    assert_int_equal(c.rope_kind, DFL_ROPE_DYNAMIC);
+    assert_int_equal(c.rope_original_max_pos, 64);
+    /* harmless keys are ignored */
+    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"use_cache\": true, "
+                           "\"initializer_range\": 0.02, \"transformers_version\": \"4.45.0\", \"torch_dtype\": \"bfloat16\", "
+                           "\"is_llama_config\": true, \"pretraining_tp\": 1}", &c, &e), DFL_OK);
+}
+
 static void expect_refused(const char *json, dfl_status want, const char *needle)
 {
     dfl_config c;
@@ -110,6 +153,15 @@ static void test_config_refusals(void **state)
                    "\"diff_kv_pairing\": \"other\"}", DFL_ERR_CONFIG, "diff_kv_pairing");
     expect_refused("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2, "
                    "\"diff_lambda_init\": \"x\"}", DFL_ERR_CONFIG, "diff_lambda_init");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 4}",
+                   DFL_ERR_CONFIG, "sliding_window");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"attn_logit_softcapping\": 50}",
+                   DFL_ERR_CONFIG, "attn_logit_softcapping");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 3, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
+                   "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", DFL_ERR_CONFIG, "dynamic");
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -186,12 +238,12 @@ static void test_load_ok_and_lambda(void **state)
     assert_true(fabs(m->layers[0].lambda - (exp(0.5) - exp(0.2) + 0.25)) < 1e-6);
     assert_true(m->layers[0].lambda_init == 0.25f);
     assert_null(m->layers[0].subln); /* absent = ones */
-    assert_true(m->lm_head != m->embed);
+    assert_true(m->lm_head.data != m->embed.data);
     dfl_model_free(m);
 
     write_model(tmpdir, (spec){"llama", NULL, NULL, NULL, 1});
     assert_int_equal(dfl_model_load(tmpdir, &m, &e), DFL_OK);
-    assert_ptr_equal(m->lm_head, m->embed);
+    assert_ptr_equal(m->lm_head.data, m->embed.data);
     dfl_model_free(m);
     dfl_model_free(NULL);
 }
@@ -250,6 +302,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_config_families),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

@@ -67,6 +67,33 @@ CASES = [
     ("diffllama-multiblock-bf16", "diffllama", dict(heads=8, kv_heads=4), "bf16", 1, (141, 30)),
     # longer than one MLP row block (512 rows) and one LM-head block (512 rows)
     ("llama-long-f32", "llama", dict(heads=4, kv_heads=2, max_pos=1024), "f32", 1, (600, 20)),
+    # Llama-family checkpoints: Qwen2 q/k/v biases, Qwen3 per-head q/k norms, sliding
+    # windows (Mistral: every layer; Qwen2: from max_window_layers on), dynamic RoPE
+    # within its original context
+    ("qwen2-bias-tied-bf16-sharded", "qwen2", dict(heads=4, kv_heads=2, tied=True), "bf16", 2,
+     (23, 14)),
+    ("qwen2-window-from-layer1-f32", "qwen2",
+     dict(heads=4, kv_heads=2, sliding_window=6, max_window_layers=1), "f32", 1, (25, 13)),
+    ("mistral-window-f16", "mistral", dict(heads=4, kv_heads=2, sliding_window=7), "f16", 1,
+     (30, 9)),
+    ("mistral-window-multiblock-f32", "mistral", dict(heads=8, kv_heads=2, sliding_window=37),
+     "f32", 1, (150, 40)),
+    ("qwen3-qknorm-hd24-bf16", "qwen3", dict(heads=4, kv_heads=2, head_dim=24), "bf16", 1, (21, 13)),
+    ("llama-dynamic-within-f32", "llama", dict(heads=4, rope_scaling="dynamic", max_pos=64), "f32", 1,
+     (40, 16)),
+    # published configs (tests/ref/make_model.py PUBLISHED), shrunk, in their torch_dtype
+    ("pub-Llama-3.2-1B", "published", dict(name="Llama-3.2-1B", sizes=dict(heads=8, head_dim=8)),
+     "bf16", 2, (40, 17)),
+    ("pub-TinyLlama", "published", dict(name="TinyLlama-1.1B-Chat-v1.0", sizes=dict(heads=8)),
+     "bf16", 1, (21, 13)),
+    ("pub-SmolLM2-135M", "published", dict(name="SmolLM2-135M", sizes=dict(heads=6, head_dim=8)),
+     "bf16", 1, (19, 14)),
+    ("pub-Qwen2.5-0.5B", "published", dict(name="Qwen2.5-0.5B", sizes=dict(heads=7, head_dim=8)),
+     "bf16", 1, (22, 13)),
+    ("pub-Mistral-7B-window", "published",
+     dict(name="Mistral-7B-v0.1", sizes=dict(heads=8, head_dim=8, window=6)), "bf16", 1, (33, 15)),
+    ("pub-DiffLlama", "published", dict(name="DiffLlama", sizes=dict(heads=8, head_dim=8)), "f32", 1,
+     (20, 13)),
 ]
 
 SUMMARY = []
@@ -226,6 +253,28 @@ class ReferenceSelfTest(unittest.TestCase):
         self.assertEqual(t["model.layers.0.mlp.down_proj.weight"].shape, (D, FFN))
         self.assertNotIn("lm_head.weight", t)
 
+    def test_published_configs_keep_every_key(self):
+        sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
+                 "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
+                 "max_window_layers", "rope_scaling"}
+        for name, (shards, pub) in make_model.PUBLISHED.items():
+            cfg, n = make_model.published_config(name)
+            self.assertEqual(n, shards)
+            self.assertEqual(set(cfg), set(pub), name)
+            for k in set(pub) - sizes:
+                self.assertEqual(cfg[k], pub[k], "%s: %s" % (name, k))
+        # hub layout: sorted names, packed data, shards listed in the index
+        cfg, _ = make_model.published_config("Qwen2.5-0.5B")
+        d = os.path.join(self.tmp, "hub")
+        make_model.write_model(d, cfg, make_model.make_weights(cfg), "bf16", 3, hub=True)
+        with open(os.path.join(d, "model.safetensors.index.json")) as f:
+            wmap = json.load(f)["weight_map"]
+        self.assertEqual(sorted(set(wmap.values())), ["model-%05d-of-00003.safetensors" % i
+                                                      for i in (1, 2, 3)])
+        self.assertIn("model.layers.0.self_attn.q_proj.bias", wmap)
+        with open(os.path.join(d, "config.json")) as f:
+            self.assertEqual(json.load(f), cfg)
+
     def test_map_rows(self):
         rng = np.random.default_rng(0)
         toks = rng.integers(0, VOCAB, 21)
@@ -368,15 +417,24 @@ class ProbeAgainstReference(unittest.TestCase):
         d = os.path.join(self.tmp, name)
         os.makedirs(d)
         mdir = os.path.join(d, "model")
-        make_model.make_model(mdir, mtype, layers=LAYERS, hidden=HIDDEN, ffn=FFN, vocab=VOCAB,
-                              dtype=dtype, shards=shards, seed=100 + idx, **kw)
+        if mtype == "published":
+            # a published config, every key as the hub has it, shrunk; sharded as the hub
+            # shards it, tensors sorted and packed as save_pretrained writes them
+            cfg, hub_shards = make_model.published_config(kw["name"], layers=LAYERS, vocab=VOCAB,
+                                                          **kw.get("sizes", {}))
+            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx), dtype,
+                                   max(shards, hub_shards), hub=True)
+            mtype = cfg["model_type"]
+        else:
+            make_model.make_model(mdir, mtype, layers=LAYERS, hidden=HIDDEN, ffn=FFN, vocab=VOCAB,
+                                  dtype=dtype, shards=shards, seed=100 + idx, **kw)
         pfile = os.path.join(d, "prompts.jsonl")
         prompts = write_prompts(pfile, lengths, seed=200 + idx, bos_second=idx % 2 == 0)
         out = os.path.join(d, "dump.h5")
         run_probe(mdir, pfile, out, "--maps", "all", "--map-dtype", "f32", "--save-logits",
                   "--quiet")
         m = reference.load_model(mdir)
-        diff = mtype != "llama"
+        diff = mtype not in make_model.LLAMA_FAMILY
         err = {"logits": 0.0, "maps": 0.0, "lambda": 0.0, "nll": 0.0}
         problems = []
         extras = {}
@@ -523,7 +581,16 @@ class ProbeRefusesUnsupported(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="dfl-ref-refuse-")
         try:
             cases = (("yarn", "llama", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}),
-                     ("dynamic", "llama", {"rope_scaling": {"type": "dynamic", "factor": 2.0}}),
+                     # dynamic NTK past the original context (prompts of 13 > 8 tokens)
+                     ("dynamic", "llama", {"rope_scaling": {"type": "dynamic", "factor": 2.0},
+                                           "max_position_embeddings": 8}),
+                     # a renamed Mistral: its window would be silently ignored by llama
+                     ("sliding_window", "llama", {"sliding_window": 4}),
+                     # keys that change the maths and are not implemented
+                     ("final_logit_softcapping", "llama", {"final_logit_softcapping": 30.0}),
+                     ("quantization_config", "mistral", {"quantization_config": {"bits": 4}}),
+                     ("layer_types", "qwen2", {"use_sliding_window": True, "sliding_window": 4,
+                                               "layer_types": ["sliding_attention", "full_attention"]}),
                      ("yarn", "llama", {"rope_parameters": {"rope_type": "yarn", "factor": 4.0,
                                                             "rope_theta": 10000.0}}),
                      ("attention_bias", "llama", {"attention_bias": True}),
@@ -531,7 +598,8 @@ class ProbeRefusesUnsupported(unittest.TestCase):
                      ("hidden_act", "diff_transformer", {"hidden_act": "gelu"}))
             for i, (word, mtype, edit) in enumerate(cases):
                 d = os.path.join(tmp, str(i))
-                cfg = make_model.make_config(mtype, 1, 32, 2, ffn=48, vocab=VOCAB)
+                cfg = make_model.make_config(mtype, 2 if mtype == "qwen2" else 1, 32, 2, ffn=48,
+                                             vocab=VOCAB)
                 w = make_model.make_weights(cfg)
                 cfg.update(edit)
                 make_model.write_model(os.path.join(d, "m"), cfg, w)
@@ -546,6 +614,97 @@ class ProbeRefusesUnsupported(unittest.TestCase):
                 self.assertEqual(sorted(os.listdir(d)), ["m", "p.jsonl"], "%s: output left" % edit)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class ProbeNoSilentDrops(unittest.TestCase):
+    """Every checkpoint tensor is used or named (refused; --allow-unused warns), and a
+    prompt without the config's bos_token_id first is warned about once."""
+
+    def setUp(self):
+        if not os.access(PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % PROBE)
+        self.tmp = tempfile.mkdtemp(prefix="dfl-ref-drops-")
+        self.prompts = os.path.join(self.tmp, "p.jsonl")
+        write_prompts(self.prompts, (13, 11), 3)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def probe(self, mdir, *extra):
+        out = os.path.join(self.tmp, "o.h5")
+        if os.path.exists(out):
+            os.remove(out)
+        r = subprocess.run([PROBE, "--model", mdir, "--prompts", self.prompts, "--out", out,
+                            "--quiet", "--save-logits"] + list(extra),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return r.returncode, r.stderr.decode(errors="replace"), out
+
+    def write(self, name, cfg, tensors, **kw):
+        d = os.path.join(self.tmp, name)
+        make_model.write_model(d, cfg, tensors, **kw)
+        return d
+
+    def test_renamed_qwen2_is_refused_then_warned(self):
+        cfg = make_model.make_config("qwen2", 1, 32, 2, ffn=48, vocab=VOCAB)
+        w = make_model.make_weights(cfg, seed=5)
+        renamed = dict(cfg, model_type="llama")
+        for k in ("use_sliding_window", "sliding_window", "max_window_layers"):
+            del renamed[k]
+        d = self.write("renamed", renamed, w)
+        code, err, out = self.probe(d)
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        for word in ("q_proj.bias", "k_proj.bias", "v_proj.bias", "--allow-unused"):
+            self.assertIn(word, err)
+        self.assertFalse(os.path.exists(out))
+        code, err, out = self.probe(d, "--allow-unused")
+        self.assertEqual(code, 0, err)
+        self.assertIn("warning", err)
+        self.assertIn("3 checkpoint tensors are not used", err)
+        self.assertIn("model.layers.0.self_attn.v_proj.bias", err)
+        # the biases matter: without them the logits are far from the qwen2 reference
+        with open(self.prompts) as f:
+            first = json.loads(f.readline())["tokens"]
+        right = reference.forward(reference.Model(cfg, {n: a.astype(np.float64) for n, a in w}), first)
+        with h5py.File(out, "r") as f:
+            got = f["samples/000000/logits"][()]
+        self.assertGreater(float(np.abs(got - right["logits"]).max() / np.abs(right["logits"]).max()), 1e-2)
+
+    def test_extra_and_tied_head_tensors(self):
+        cfg = make_model.make_config("llama", 1, 32, 2, ffn=48, vocab=VOCAB, tied=True)
+        w = make_model.make_weights(cfg, seed=6)
+        emb = dict(w)["model.embed_tokens.weight"]
+        # a tied model shipping lm_head.weight equal to the embedding: that is tying
+        code, err, _ = self.probe(self.write("tied-same", cfg, w + [("lm_head.weight", emb)]))
+        self.assertEqual(code, 0, err)
+        code, err, _ = self.probe(self.write("tied-other", cfg, w + [("lm_head.weight", emb + 1)]))
+        self.assertEqual(code, 1, err)
+        self.assertIn("'lm_head.weight'", err)
+        code, err, _ = self.probe(self.write("extra", cfg, w + [("model.extra.scale", np.ones(3))]))
+        self.assertEqual(code, 1, err)
+        self.assertIn("1 checkpoint tensor is not used by a llama model: 'model.extra.scale'", err)
+        # RoPE frequency buffers of older exports are derived from the config: accepted
+        code, err, _ = self.probe(self.write("invfreq", cfg, w + [
+            ("model.layers.0.self_attn.rotary_emb.inv_freq", np.ones(8))]))
+        self.assertEqual(code, 0, err)
+
+    def test_bos_warning(self):
+        cfg = make_model.make_config("llama", 1, 32, 2, ffn=48, vocab=VOCAB)   # bos_token_id 0
+        d = self.write("bos", cfg, make_model.make_weights(cfg))
+        code, err, _ = self.probe(d)    # the second prompt starts with a random token
+        self.assertEqual(code, 0, err)
+        with open(self.prompts) as f:
+            toks = [json.loads(line)["tokens"] for line in f]
+        missing = sum(t[0] != 0 for t in toks)
+        self.assertTrue(missing >= 1)
+        self.assertEqual(err.count("bos_token_id 0"), 1, err)
+        self.assertIn("%d of 2 prompts do not start with bos_token_id 0" % missing, err)
+        with open(self.prompts, "w") as f:
+            for t in toks:
+                f.write(json.dumps({"tokens": [0] + t[1:]}) + "\n")
+        code, err, _ = self.probe(d)
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("bos_token_id", err)
 
 
 def _add_case(idx, case):

@@ -203,9 +203,11 @@ static void on_scores(void *user, int thread, const dfl_score_block *b)
 {
     sample_run *r = user;
     for (int64_t i = 0; i < b->n; i++) {
-        int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)(b->row0 + i), 0};
-        acc_row(&r->tacc[thread], b->scores + i * b->ld, b->row0 + i + 1, idx, 3);
-        if (!dfl_all_finite(b->scores + i * b->ld, (size_t)(b->row0 + i + 1))) r->bad_scores[thread] = 1;
+        /* keys outside a sliding window are masked like the future: not counted */
+        int64_t q = b->row0 + i, k0 = b->window && q - b->window + 1 > 0 ? q - b->window + 1 : 0;
+        int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)q, (int32_t)k0};
+        acc_row(&r->tacc[thread], b->scores + i * b->ld + k0, q + 1 - k0, idx, 3);
+        if (!dfl_all_finite(b->scores + i * b->ld + k0, (size_t)(q + 1 - k0))) r->bad_scores[thread] = 1;
     }
 }
 
@@ -814,16 +816,30 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if (!s) s = dfl__check_not_input(p->out_path, inputs, 2, err);
     if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
     if (!s) s = dfl_probe_read_prompts(p, &ps, err);
-    if (!s) s = dfl_model_load(p->model_dir, &m, err);
+    dfl_load_opts lo = {p->allow_unused};
+    if (!s) s = dfl_model_load_opts(p->model_dir, &lo, &m, err);
     if (s) goto done;
 
     const dfl_config *c = &m->config;
-    size_t too_long = 0, first_long = 0, longest = 0;
+    if (p->warn && m->n_unused) {
+        char msg[480];
+        int n = snprintf(msg, sizeof msg, "%s: %zu checkpoint tensor%s not used:", p->model_dir, m->n_unused,
+                         m->n_unused == 1 ? " is" : "s are");
+        for (size_t i = 0; i < m->n_unused && n > 0 && (size_t)n < sizeof msg - 80; i++)
+            n += snprintf(msg + n, sizeof msg - (size_t)n, "%s '%s'", i ? "," : "", m->unused[i]);
+        if (n > 0 && (size_t)n >= sizeof msg - 80) snprintf(msg + sizeof msg - 80, 80, ", ... (%zu in all)", m->n_unused);
+        p->warn(p->user, msg);
+    }
+    size_t too_long = 0, first_long = 0, longest = 0, no_bos = 0, first_no_bos = 0;
     if ((s = check_subset(p, ps.count, err))) goto done;
     size_t n_run = p->subset ? p->n_subset : ps.count;
     /* every prompt is checked, not only this run's, so that MPI ranks fail and warn alike */
     for (size_t i = 0; i < ps.count; i++) {
         if ((s = dfl_prompt_check_vocab(&ps.items[i], c->vocab_size, p->prompts_path, err))) goto done;
+        /* Models are trained with BOS first; probe never adds it (the prompt file is
+         * the exact input), it says so once. */
+        if (c->bos_token_id >= 0 && ps.items[i].tokens[0] != c->bos_token_id && no_bos++ == 0)
+            first_no_bos = ps.items[i].line;
         if (c->max_position_embeddings > 0 && (int64_t)ps.items[i].n_tokens > c->max_position_embeddings) {
             if (too_long++ == 0) first_long = ps.items[i].line;
             if (ps.items[i].n_tokens > longest) longest = ps.items[i].n_tokens;
@@ -836,6 +852,14 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         snprintf(msg, sizeof msg,
                  "%s:%zu: %zu of %zu prompts exceed max_position_embeddings (%lld), the longest with %zu tokens",
                  p->prompts_path, first_long, too_long, ps.count, (long long)c->max_position_embeddings, longest);
+        p->warn(p->user, msg);
+    }
+    if (p->warn && no_bos) {
+        char msg[320];
+        snprintf(msg, sizeof msg,
+                 "%s:%zu: %zu of %zu prompts do not start with bos_token_id %lld; the model was trained with it "
+                 "first (probe runs the tokens as given)",
+                 p->prompts_path, first_no_bos, no_bos, ps.count, (long long)c->bos_token_id);
         p->warn(p->user, msg);
     }
 

@@ -94,6 +94,8 @@ typedef struct dfl_probe_params {
      * DFL_ERR_CANCELLED, nothing left at out_path (a tool's signal handler sets it).
      * NULL = never. */
     const volatile sig_atomic_t *cancel;
+    int allow_unused;            /* run a model whose checkpoint holds tensors it does not
+                                  * use (warned about); default: refused */
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);

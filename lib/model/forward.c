@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/kernels.h"
+#include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
  * ATTN_ROWS_TOTAL rows of T floats each, between ATTN_MIN_ROWS and ATTN_TASK_ROWS rows
@@ -19,6 +20,9 @@
 #define ATTN_TASK_ROWS 128
 #define LM_HEAD_ROWS 512
 #define MLP_ROWS 512   /* the MLP runs in row blocks: [T, F] is never held */
+/* Weights converted panel by panel (bf16, f16) are converted once per block: larger
+ * blocks convert them fewer times, for 2·MLP_ROWS_CONVERTED·F more floats. */
+#define MLP_ROWS_CONVERTED 2048
 
 /* ------------------------------------------------------------- head plan */
 
@@ -119,9 +123,15 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
     double mlp = 3.0 * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
-    double keys = (t + 1.0) / 2.0;
-    double att = (double)g.heads * keys * ((double)g.nmaps * (double)g.dq + (double)(g.att_ld / g.heads));
-    double per_token = 2.0 * ((double)c->num_layers * (proj + mlp + att) + D * (double)c->vocab_size);
+    double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        /* a window of W keys: rows past W see W keys each */
+        double W = (double)dfl_config_window(c, l), keys = keys_full;
+        if (W > 0 && W < t) keys = (W * (W + 1.0) / 2.0 + (t - W) * W) / t;
+        att_layers += keys;
+    }
+    double att = (double)g.heads * ((double)g.nmaps * (double)g.dq + (double)(g.att_ld / g.heads));
+    double per_token = 2.0 * ((double)c->num_layers * (proj + mlp) + att * att_layers + D * (double)c->vocab_size);
     return per_token * t;
 }
 
@@ -132,11 +142,13 @@ typedef struct fwd_ws {
     float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
     float *att;             /* [T, att_ld] heads' outputs before o_proj */
     float *tmp;             /* [T, D] */
-    float *gate, *up;       /* [MLP_ROWS, F] */
+    float *gate, *up;       /* [mlp_rows, F] */
     float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
     double *inv_freq;       /* [dq/2] */
     int64_t *lim;           /* [rows] last visible key of each block row */
+    int64_t *lo;            /* [rows] first visible key of each block row (sliding window) */
+    float *scratch;         /* [dfl_matmul_scratch(max(D, F, att_ld))] weight panel in f32 */
     head_plan *plan;        /* [heads] */
     float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
     float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
@@ -147,13 +159,13 @@ static void ws_free(fwd_ws *w)
 {
     free(w->x), free(w->xn), free(w->q), free(w->k), free(w->v), free(w->att), free(w->tmp);
     free(w->gate), free(w->up), free(w->maps), free(w->cos_t), free(w->sin_t), free(w->inv_freq);
-    free(w->lim), free(w->plan), free(w->qmax), free(w->tmax), free(w->logits);
+    free(w->lim), free(w->plan), free(w->qmax), free(w->tmax), free(w->logits), free(w->lo), free(w->scratch);
     memset(w, 0, sizeof *w);
 }
 
 /* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
 static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
-                           int need_logits, dfl_error *err)
+                           int64_t mlp_rows, int need_logits, dfl_error *err)
 {
     size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
     size_t maps_n;
@@ -167,20 +179,24 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
         w->k = dfl__alloc_array(t, (size_t)g->k_ld * sizeof(float));
         w->v = dfl__alloc_array(t, (size_t)g->v_ld * sizeof(float));
         w->att = dfl__alloc_array(t, (size_t)g->att_ld * sizeof(float));
-        w->gate = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
-        w->up = dfl__alloc_array(t < MLP_ROWS ? t : MLP_ROWS, F * sizeof(float));
+        w->gate = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
+        w->up = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
         w->maps = dfl__alloc_array(maps_n, sizeof(float));
         w->cos_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
         w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
         w->inv_freq = dfl__alloc_array((size_t)g->dq / 2, sizeof(double));
         w->lim = dfl__alloc_array((size_t)rows, sizeof(int64_t));
+        w->lo = dfl__alloc_array((size_t)rows, sizeof(int64_t));
+        int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
+        if (g->att_ld > wide) wide = g->att_ld;
+        w->scratch = dfl__alloc_array(dfl_matmul_scratch(wide), sizeof(float));
         w->plan = dfl__alloc_array((size_t)g->heads, sizeof(head_plan));
         w->qmax = dfl__alloc_array((size_t)g->heads * 2, sizeof(float));
         w->tmax = dfl__alloc_array((size_t)dfl_forward_max_threads() * (size_t)g->heads * 2, sizeof(float));
         if (need_logits) w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
     }
     if (!ok || !w->x || !w->xn || !w->tmp || !w->q || !w->k || !w->v || !w->att || !w->gate || !w->up ||
-        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->plan || !w->qmax || !w->tmax || (need_logits && !w->logits)) {
+        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->lo || !w->scratch || !w->plan || !w->qmax || !w->tmax || (need_logits && !w->logits)) {
         ws_free(w);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a forward pass over %lld tokens", (long long)T);
     }
@@ -201,6 +217,7 @@ typedef struct attn_ctx {
     dfl_quant_granularity quant_gran;
     const float *qmax;            /* [heads, 2] absmax for tensor/head quantization */
     int64_t layer, T, rows;
+    int64_t window;               /* sliding window W of this layer, 0 = none */
     int64_t r0, bend;             /* current block: rows [r0, bend) */
 } attn_ctx;
 
@@ -234,22 +251,22 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     const attn_geom *g = x->g;
     const head_plan *p = &x->plan[h];
     const int64_t T = x->T, ncols = a + n;       /* keys 0..a+n-1 are visible to some row */
-    const int64_t *lim = w->lim + (a - x->r0);
+    const int64_t *lim = w->lim + (a - x->r0), *lo = w->lo + (a - x->r0);
     float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
     for (int t = 0; t < g->nmaps; t++) {
         m[t] = task_scores(x, h, t, a, n);
         if (x->cap && x->cap->scores_rows) {
-            dfl_score_block sb = {x->layer, h, t, a, n, T, m[t]};
+            dfl_score_block sb = {x->layer, h, t, a, n, T, m[t], x->window};
             x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
         }
         for (int64_t i = 0; x->quant_bits && i < n; i++) {
             float *r = m[t] + i * T;
-            float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r, lim[i] + 1) : x->qmax[h * 2 + t];
-            dfl_fake_quant(r, lim[i] + 1, mx, x->quant_bits);
+            float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r + lo[i], lim[i] + 1 - lo[i]) : x->qmax[h * 2 + t];
+            dfl_fake_quant(r + lo[i], lim[i] + 1 - lo[i], mx, x->quant_bits);
         }
         /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
          * leaves no stale values from an earlier block in what the task cannot see. */
-        dfl_softmax_causal(m[t], n, x->bend, T, lim);
+        dfl_softmax_window(m[t], n, x->bend, T, lo, lim);
     }
     const float *A = m[0];
     if (g->nmaps == 2) {
@@ -285,7 +302,10 @@ static int64_t begin_block(attn_ctx *x, int64_t r0)
     int64_t nb = x->T - r0 < x->rows ? x->T - r0 : x->rows;
     x->r0 = r0;
     x->bend = r0 + nb;
-    for (int64_t i = 0; i < nb; i++) x->w->lim[i] = r0 + i;
+    for (int64_t i = 0; i < nb; i++) {
+        x->w->lim[i] = r0 + i;
+        x->w->lo[i] = x->window && r0 + i - x->window + 1 > 0 ? r0 + i - x->window + 1 : 0;
+    }
     return nb;
 }
 
@@ -308,7 +328,8 @@ static void scores_absmax(attn_ctx *x, float *qmax)
             for (int t = 0; t < g->nmaps; t++) {
                 const float *s = task_scores(x, h, t, a, n);
                 for (int64_t i = 0; i < n; i++) {
-                    float mx = row_absmax(s + i * x->T, a + i + 1);
+                    int64_t k0 = x->w->lo[a - r0 + i];
+                    float mx = row_absmax(s + i * x->T + k0, a + i + 1 - k0);
                     if (mx > mine[t]) mine[t] = mx;
                 }
             }
@@ -331,7 +352,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++) w->plan[h] = make_plan(c, h);
     attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
-                  l, T, rows, 0, 0};
+                  l, T, rows, dfl_config_window(c, l), 0, 0};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -378,13 +399,20 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return dfl__fail(err, DFL_ERR_RANGE, "token %lld at position %lld is outside the vocabulary [0, %lld)",
                              (long long)tokens[t], (long long)t, (long long)c->vocab_size);
+    if (c->rope_kind == DFL_ROPE_DYNAMIC && T > c->rope_original_max_pos)
+        return dfl__fail(err, DFL_ERR_CONFIG, "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
+                         "original context (%lld); dynamic NTK scaling past it is not implemented",
+                         (long long)T, (long long)c->rope_original_max_pos);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
+    const dfl_wmat *wg = &m->layers[0].w_gate;
+    int64_t mlp_rows = wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS
+                                                                                                : MLP_ROWS_CONVERTED;
     fwd_ws w;
-    dfl_status s = ws_alloc(&w, c, &g, T, rows, cap && cap->logits_rows, err);
+    dfl_status s = ws_alloc(&w, c, &g, T, rows, mlp_rows, cap && cap->logits_rows, err);
     if (s) return s;
 
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
@@ -393,29 +421,35 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     dfl_rope_inv_freq(w.inv_freq, g.dq, &rp);
     dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, g.dq, T);
 
-    for (int64_t t = 0; t < T; t++) memcpy(w.x + t * D, m->embed + (size_t)tokens[t] * (size_t)D, (size_t)D * sizeof(float));
+    for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
 
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        dfl_matmul_xwt(w.q, w.xn, lw->wq, T, D, g.q_ld);
-        dfl_matmul_xwt(w.k, w.xn, lw->wk, T, D, g.k_ld);
-        dfl_matmul_xwt(w.v, w.xn, lw->wv, T, D, g.v_ld);
+        dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
+        dfl_matmul_wmat(w.k, w.xn, &lw->wk, T, w.scratch);
+        dfl_matmul_wmat(w.v, w.xn, &lw->wv, T, w.scratch);
+        if (lw->bq) dfl_add_bias(w.q, lw->bq, T, g.q_ld);
+        if (lw->bk) dfl_add_bias(w.k, lw->bk, T, g.k_ld);
+        if (lw->bv) dfl_add_bias(w.v, lw->bv, T, g.v_ld);
+        /* Qwen3: each head of q and k RMS-normalised over its hd values, before RoPE */
+        if (lw->q_norm) dfl_rmsnorm(w.q, w.q, lw->q_norm, T * g.n_qheads, g.dq, (float)c->rms_norm_eps, 1.0f);
+        if (lw->k_norm) dfl_rmsnorm(w.k, w.k, lw->k_norm, T * g.n_kheads, g.dq, (float)c->rms_norm_eps, 1.0f);
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
-        dfl_matmul_xwt(w.tmp, w.att, lw->wo, T, g.att_ld, D);
+        dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        for (int64_t r0 = 0; r0 < T; r0 += MLP_ROWS) {
-            int64_t n = T - r0 < MLP_ROWS ? T - r0 : MLP_ROWS;
-            dfl_matmul_xwt(w.gate, w.xn + r0 * D, lw->w_gate, n, D, F);
-            dfl_matmul_xwt(w.up, w.xn + r0 * D, lw->w_up, n, D, F);
+        for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+            int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
+            dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
+            dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
             dfl_swiglu(w.gate, w.up, n, F);
-            dfl_matmul_xwt(w.tmp + r0 * D, w.gate, lw->w_down, n, F, D);
+            dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
@@ -425,7 +459,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     if (s == DFL_OK) dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
-        dfl_matmul_xwt(w.logits, w.xn + r0 * D, m->lm_head, n, D, V);
+        dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
         s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
     }
     ws_free(&w);

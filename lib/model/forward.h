@@ -16,7 +16,7 @@
 
 /* One block of attention rows of one analysis head: rows [row0, row0 + n) of the
  * T×T map, each row given over keys [0, ncols) with stride ld (keys ≥ ncols are
- * masked, hence 0). map1 is the softmax map (map 1 of a Diff head); map2 and diff
+ * masked, hence 0; so are keys before a sliding window, dfl_config_window). map1 is the softmax map (map 1 of a Diff head); map2 and diff
  * (= map1 − λ·map2) are NULL for llama. */
 typedef struct dfl_attn_block {
     int64_t layer, head;
@@ -25,12 +25,14 @@ typedef struct dfl_attn_block {
 } dfl_attn_block;
 
 /* Raw attention logits of one map of one analysis head: q·k/√d after RoPE and
- * scaling, before quantization and the mask. Row i (query row0 + i) is meaningful
- * over keys [0, row0 + i]; stride ld. map is 0 or 1 (map 2 of a Diff head). */
+ * scaling, before quantization and the mask. Row i (query q = row0 + i) is meaningful
+ * over keys [0, q], or [q − window + 1, q] under a sliding window (window > 0); stride
+ * ld. map is 0 or 1 (map 2 of a Diff head). */
 typedef struct dfl_score_block {
     int64_t layer, head, map;
     int64_t row0, n, ld;
     const float *scores;
+    int64_t window;
 } dfl_score_block;
 
 typedef struct dfl_capture {

@@ -2,11 +2,13 @@
 #include "model/kernels.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "model/safetensors.h"
 
 /* ------------------------------------------------------------------ matmul */
 
@@ -32,6 +34,139 @@ void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, i
             for (int64_t k = 0; k < in; k++) acc += (double)x[i * in + k] * w[o * in + k];
             y[i * out + o] = (float)acc;
         }
+}
+
+/* The row loops are cloned for AVX-512, AVX2 and the baseline, picked at run time. */
+#define DFL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* bf16 is the top half of an f32: a widening shift, which the clones vectorize. src
+ * is 2-byte aligned (the caller checks). */
+DFL_CLONES static void bf16_span(float *dst, const uint16_t *src, size_t n)
+{
+    uint32_t *d = (uint32_t *)(void *)dst;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] = (uint32_t)src[i] << 16;
+}
+
+/* bf16 with AVX2: 16 values widened and shifted per step. */
+__attribute__((target("avx2"))) static void bf16_span_avx2(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
+        __m256i lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16);
+        __m256i hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), lo);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i + 8), hi);
+    }
+    bf16_span(dst + i, src + i, n - i);
+}
+
+/* f16 with the F16C instruction (vcvtph2ps), 8 at a time; the caller checks the CPU. */
+__attribute__((target("avx,f16c"))) static void f16_span_f16c(float *dst, const uint16_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h;
+        memcpy(&h, src + i, sizeof h);
+        __m256 f = _mm256_cvtph_ps(h);
+        memcpy(dst + i, &f, sizeof f);
+    }
+    for (; i < n; i++) dst[i] = dfl_f16_to_f32(src[i]);
+}
+
+/* n values of dtype at src (any alignment) into f32 (exact). */
+static void convert_span(float *dst, const unsigned char *src, int dtype, size_t n)
+{
+    if (dtype == DFL_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+    } else if ((uintptr_t)src % 2) {   /* odd address: byte by byte */
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            dst[i] = dtype == DFL_DTYPE_BF16 ? dfl_bf16_to_f32(h) : dfl_f16_to_f32(h);
+        }
+    } else if (dtype == DFL_DTYPE_BF16) {
+        if (__builtin_cpu_supports("avx2")) bf16_span_avx2(dst, (const uint16_t *)(const void *)src, n);
+        else bf16_span(dst, (const uint16_t *)(const void *)src, n);
+    } else if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+        f16_span_f16c(dst, (const uint16_t *)(const void *)src, n);
+    } else {
+        const uint16_t *h = (const uint16_t *)(const void *)src;
+        for (size_t i = 0; i < n; i++) dst[i] = dfl_f16_to_f32(h[i]);
+    }
+}
+
+#define CONVERT_GRAIN ((size_t)1 << 16)  /* values per parallel piece of a conversion */
+
+void dfl_wmat_rows(const dfl_wmat *w, int64_t r0, int64_t n, float *dst)
+{
+    size_t esz = dfl_dtype_size((dfl_dtype)w->dtype), total = (size_t)n * (size_t)w->cols;
+    const unsigned char *src = (const unsigned char *)w->data + (size_t)r0 * (size_t)w->cols * esz;
+    int64_t pieces = (int64_t)((total + CONVERT_GRAIN - 1) / CONVERT_GRAIN);
+#pragma omp parallel for schedule(static) if (pieces > 1 && !omp_in_parallel())
+    for (int64_t p = 0; p < pieces; p++) {
+        size_t a = (size_t)p * CONVERT_GRAIN, len = total - a < CONVERT_GRAIN ? total - a : CONVERT_GRAIN;
+        convert_span(dst + a, src + a * esz, w->dtype, len);
+    }
+}
+
+/* Rows of W per panel for `in` columns: DFL_PANEL_BYTES of f32, at least 16 rows. */
+static int64_t panel_rows(int64_t in)
+{
+    int64_t rows = (int64_t)(DFL_PANEL_BYTES / sizeof(float)) / (in > 0 ? in : 1);
+    return rows < 16 ? 16 : rows;
+}
+
+/* A panel of in' <= in columns holds panel_rows(in')·in' <= max(PANEL/4, 16·in')
+ * floats: this bound serves every narrower weight too. */
+size_t dfl_matmul_scratch(int64_t in)
+{
+    size_t panel = DFL_PANEL_BYTES / sizeof(float), narrow = 16 * (size_t)(in > 0 ? in : 1);
+    return panel > narrow ? panel : narrow;
+}
+
+void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, float *scratch)
+{
+    int64_t in = w->cols, out = w->rows;
+    if (n <= 0 || out <= 0) return;
+    if (w->dtype == DFL_DTYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0) {
+        dfl_matmul_xwt(y, x, w->data, n, in, out);
+        return;
+    }
+    /* Panels of rows of W: converted once per call, multiplied by all n rows of x. */
+    int64_t prow = panel_rows(in);
+    for (int64_t o0 = 0; o0 < out; o0 += prow) {
+        int64_t p = out - o0 < prow ? out - o0 : prow;
+        dfl_wmat_rows(w, o0, p, scratch);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)p, (int)in, 1.0f, x, (int)in, scratch,
+                    (int)in, 0.0f, y + o0, (int)out);
+    }
+}
+
+void dfl_matmul_wmat_naive(float *y, const float *x, const dfl_wmat *w, int64_t n)
+{
+    size_t esz = dfl_dtype_size((dfl_dtype)w->dtype);
+    const unsigned char *src = w->data;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < w->rows; o++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < w->cols; k++) {
+                const unsigned char *e = src + ((size_t)o * (size_t)w->cols + (size_t)k) * esz;
+                float v;
+                if (w->dtype == DFL_DTYPE_BF16) v = dfl_bf16_to_f32((uint16_t)(e[0] | e[1] << 8));
+                else if (w->dtype == DFL_DTYPE_F16) v = dfl_f16_to_f32((uint16_t)(e[0] | e[1] << 8));
+                else memcpy(&v, e, sizeof v);
+                acc += (double)x[i * w->cols + k] * v;
+            }
+            y[i * w->rows + o] = (float)acc;
+        }
+}
+
+void dfl_add_bias(float *y, const float *b, int64_t n, int64_t d)
+{
+#pragma omp parallel for schedule(static) if (n * d > 65536)
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < d; j++) y[i * d + j] += b[j];
 }
 
 /* ----------------------------------------------------------------- rmsnorm */
@@ -177,41 +312,53 @@ static inline float fast_expf(float x)
     return p * scale;
 }
 
-/* The row loops are cloned for AVX-512, AVX2 and the baseline, picked at run time. */
-#define DFL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lim)
+/* Columns lo..lim of r normalised; the rest of [0, ncols) zero. */
+DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lo, int64_t lim)
 {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j <= lim; j++) mx = r[j] > mx ? r[j] : mx;
+    for (int64_t j = lo; j <= lim; j++) mx = r[j] > mx ? r[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j <= lim; j++) {
+    for (int64_t j = lo; j <= lim; j++) {
         r[j] = fast_expf(r[j] - mx);
         sum += r[j];
     }
     float inv = 1.0f / sum;
 #pragma omp simd
-    for (int64_t j = 0; j <= lim; j++) r[j] *= inv;
+    for (int64_t j = lo; j <= lim; j++) r[j] *= inv;
+    for (int64_t j = 0; j < lo; j++) r[j] = 0.0f;
     for (int64_t j = lim + 1; j < ncols; j++) r[j] = 0.0f;
+}
+
+void dfl_softmax_window(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim)
+{
+#pragma omp parallel for schedule(static) if (n * ncols > 65536)
+    for (int64_t i = 0; i < n; i++) softmax_row(s + i * ld, ncols, lo ? lo[i] : 0, lim[i]);
 }
 
 void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim)
 {
-#pragma omp parallel for schedule(static) if (n * ncols > 65536)
-    for (int64_t i = 0; i < n; i++) softmax_row(s + i * ld, ncols, lim[i]);
+    dfl_softmax_window(s, n, ncols, ld, NULL, lim);
+}
+
+void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo,
+                              const int64_t *lim)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *r = s + i * ld;
+        int64_t a = lo ? lo[i] : 0;
+        double mx = -INFINITY, sum = 0.0;
+        for (int64_t j = a; j <= lim[i]; j++) mx = r[j] > mx ? r[j] : mx;
+        for (int64_t j = a; j <= lim[i]; j++) sum += exp((double)r[j] - mx);
+        for (int64_t j = 0; j < ncols; j++)
+            r[j] = j >= a && j <= lim[i] ? (float)(exp((double)r[j] - mx) / sum) : 0.0f;
+    }
 }
 
 void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim)
 {
-    for (int64_t i = 0; i < n; i++) {
-        float *r = s + i * ld;
-        double mx = -INFINITY, sum = 0.0;
-        for (int64_t j = 0; j <= lim[i]; j++) mx = r[j] > mx ? r[j] : mx;
-        for (int64_t j = 0; j <= lim[i]; j++) sum += exp((double)r[j] - mx);
-        for (int64_t j = 0; j < ncols; j++) r[j] = j <= lim[i] ? (float)(exp((double)r[j] - mx) / sum) : 0.0f;
-    }
+    dfl_softmax_window_naive(s, n, ncols, ld, NULL, lim);
 }
 
 /* ------------------------------------------------------------------ swiglu */

@@ -20,6 +20,34 @@ void dfl_set_threads(int n);
 void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
 void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
 
+/* A weight matrix [rows, cols] in the dtype the checkpoint stores it in (a dfl_dtype:
+ * F32, F16 or BF16), little-endian, possibly unaligned: usually a view into the
+ * memory-mapped file, which stays the only copy of the weights. */
+typedef struct dfl_wmat {
+    const void *data;
+    int dtype;
+    int64_t rows, cols;
+} dfl_wmat;
+
+/* Floats of scratch that dfl_matmul_wmat needs for any weight of at most `in` columns
+ * (a bounded panel: DFL_PANEL_BYTES (32 MB) of f32, or 16 rows when wider). */
+#define DFL_PANEL_BYTES ((size_t)32 << 20)
+size_t dfl_matmul_scratch(int64_t in);
+
+/* y[n, w->rows] = x[n, w->cols] · Wᵀ with f32 maths. Aligned F32 weights go straight to
+ * sgemm; F16, BF16 and unaligned F32 weights are converted panel by panel (rows of W)
+ * into scratch (dfl_matmul_scratch(w->cols) floats) and each panel multiplied in turn.
+ * The naive twin converts element by element and accumulates in double. */
+void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, float *scratch);
+void dfl_matmul_wmat_naive(float *y, const float *x, const dfl_wmat *w, int64_t n);
+
+/* Rows [r0, r0 + n) of w as f32 into dst[n, w->cols] (exact: every f16/bf16 value is
+ * an f32). Runs in parallel when called outside a parallel region. */
+void dfl_wmat_rows(const dfl_wmat *w, int64_t r0, int64_t n, float *dst);
+
+/* y[n, d] += b[d] on every row. */
+void dfl_add_bias(float *y, const float *b, int64_t n, int64_t d);
+
 /* y[n, d] = x / sqrt(mean(x²) + eps) · gain (gain may be NULL = ones) · scale, per row.
  * y may equal x. */
 void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale);
@@ -55,6 +83,11 @@ void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *
  * only in the fast twin when called outside a parallel region. */
 void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim);
 void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim);
+/* The same with a sliding window: row i keeps columns lo[i]..lim[i] and sets the
+ * others in [0, ncols) to 0 (lo NULL = all zeros, i.e. dfl_softmax_causal). */
+void dfl_softmax_window(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim);
+void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo,
+                              const int64_t *lim);
 
 /* g[n, f] = silu(g) · u (SwiGLU gate), in place in g. */
 void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f);

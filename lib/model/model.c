@@ -91,6 +91,16 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
         c->rope_kind = DFL_ROPE_LINEAR;
         return DFL_OK;
     }
+    if (!strcmp(k, "dynamic")) {
+        /* Unchanged frequencies up to the original context (Hugging Face recomputes them
+         * only past it); the forward pass refuses longer sequences. */
+        c->rope_kind = DFL_ROPE_DYNAMIC;
+        if ((s = get_int(rs, "original_max_position_embeddings", c->max_position_embeddings, DIM_MAX, label,
+                         &c->rope_original_max_pos, err))) return s;
+        if (c->rope_original_max_pos <= 0)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: dynamic rope_scaling needs max_position_embeddings", label);
+        return DFL_OK;
+    }
     if (!strcmp(k, "llama3")) {
         c->rope_kind = DFL_ROPE_LLAMA3;
         if ((s = get_num(rs, "low_freq_factor", 1.0, label, &c->rope_low_freq_factor, err))) return s;
@@ -103,8 +113,94 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
                              "%s: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor", label);
         return DFL_OK;
     }
-    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3)",
+    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3, dynamic)",
                      label, k);
+}
+
+/* Keys that do not change the computation of a forward pass: ignored (docs/format.md). */
+static const char *const harmless_keys[] = {
+    "architectures", "attention_dropout", "initializer_range", "use_cache", "transformers_version",
+    "torch_dtype", "dtype", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "pretraining_tp", "_name_or_path", "lambda_std_dev", "auto_map", "tokenizer_class", "return_dict",
+    "output_attentions", "output_hidden_states", "torchscript", "id2label", "label2id", "problem_type",
+    "is_llama_config", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
+    "repetition_penalty", "length_penalty", "is_decoder", "is_encoder_decoder", "max_position_embeddings",
+    "bos_token_id", "model_type", NULL};
+
+/* Keys this parser reads (for some model type). */
+static const char *const read_keys[] = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_interleaved", "rope_scaling",
+    "rope_parameters", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", NULL};
+
+static int in_list(const char *const *list, const char *k)
+{
+    for (; *list; list++)
+        if (!strcmp(*list, k)) return 1;
+    return 0;
+}
+
+/* Refuse any key that is neither read nor known to be harmless: an unknown key may
+ * change the maths (softcapping, multipliers, quantization, experts...), and a model
+ * computed without it would be silently wrong. */
+static dfl_status check_keys(const cJSON *root, const dfl_config *c, const char *label, dfl_error *err)
+{
+    const char *mt = c->model_type;
+    int qwen = !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3");
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const char *k = it->string;
+        if (in_list(harmless_keys, k) || in_list(read_keys, k)) continue;
+        /* difflens's own Diff keys: read for Diff models, meaningless (ignored) for the rest */
+        if (!strcmp(k, "diff_lambda_init") || !strcmp(k, "diff_kv_pairing")) continue;
+        if (!strcmp(k, "sliding_window") && (qwen || !strcmp(mt, "mistral"))) continue;
+        if ((!strcmp(k, "use_sliding_window") || !strcmp(k, "max_window_layers") || !strcmp(k, "layer_types")) &&
+            qwen)
+            continue;
+        /* A null or false value of a key another family uses is its default: nothing to do. */
+        if (cJSON_IsNull(it) || cJSON_IsFalse(it)) continue;
+        if (!strcmp(k, "sliding_window"))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window\" is not a %s key (a Mistral or Qwen "
+                             "checkpoint renamed? set model_type to mistral or qwen2)", label, mt);
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: key \"%s\" is not supported for model_type %s (it may change "
+                         "the computation; docs/format.md lists the keys difflens reads and ignores)", label, k, mt);
+    }
+    return DFL_OK;
+}
+
+/* Sliding window: Mistral windows every layer; Qwen2/Qwen3 only when use_sliding_window,
+ * from layer max_window_layers on (or as layer_types says: full layers, then sliding). */
+static dfl_status parse_window(const cJSON *root, const char *label, dfl_config *c, dfl_error *err)
+{
+    dfl_status s;
+    int mistral = !strcmp(c->model_type, "mistral"), qwen = !strcmp(c->model_type, "qwen2") ||
+                                                           !strcmp(c->model_type, "qwen3");
+    c->sliding_window = 0;
+    c->window_from = 0;
+    if (!mistral && !qwen) return DFL_OK;
+    int use = mistral;
+    if (qwen && (s = get_bool(root, "use_sliding_window", 0, label, &use, err))) return s;
+    if (!use) return DFL_OK;
+    if ((s = get_int(root, "sliding_window", 0, (int64_t)1 << 40, label, &c->sliding_window, err))) return s;
+    if (!c->sliding_window) return DFL_OK; /* null: full attention */
+    if (mistral) return DFL_OK;
+    if ((s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err))) return s;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (!lt || cJSON_IsNull(lt)) return DFL_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_layers)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"layer_types\" must list one type per layer", label);
+    int64_t first = c->num_layers, l = 0;
+    for (const cJSON *e = lt->child; e; e = e->next, l++) {
+        int sliding = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+        if (!sliding && !(cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] must be \"full_attention\" or "
+                             "\"sliding_attention\"", label, (long long)l);
+        if (sliding && first == c->num_layers) first = l;
+        if (!sliding && first < l)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types with a full layer after a sliding one are not "
+                             "supported", label);
+    }
+    c->window_from = first;
+    return DFL_OK;
 }
 
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl_config *cfg, dfl_error *err)
@@ -130,15 +226,19 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                                     : dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"model_type\"", label);
         goto done;
     }
-    if (!strcmp(mt->valuestring, "llama")) c.type = DFL_MODEL_LLAMA;
-    else if (!strcmp(mt->valuestring, "diff_transformer")) c.type = DFL_MODEL_DIFF_TRANSFORMER;
-    else if (!strcmp(mt->valuestring, "diffllama")) c.type = DFL_MODEL_DIFFLLAMA;
+    const char *mts = mt->valuestring;
+    if (!strcmp(mts, "llama") || !strcmp(mts, "qwen2") || !strcmp(mts, "qwen3") || !strcmp(mts, "mistral"))
+        c.type = DFL_MODEL_LLAMA;
+    else if (!strcmp(mts, "diff_transformer")) c.type = DFL_MODEL_DIFF_TRANSFORMER;
+    else if (!strcmp(mts, "diffllama")) c.type = DFL_MODEL_DIFFLLAMA;
     else {
         s = dfl__fail(err, DFL_ERR_CONFIG,
-                      "%s: model_type \"%s\" is not supported (llama, diff_transformer, diffllama)",
-                      label, mt->valuestring);
+                      "%s: model_type \"%s\" is not supported (llama, qwen2, qwen3, mistral, diff_transformer, "
+                      "diffllama)", label, mts);
         goto done;
     }
+    snprintf(c.model_type, sizeof c.model_type, "%s", mts);
+    if ((s = check_keys(root, &c, label, err))) goto done;
 
     if ((s = get_int(root, "vocab_size", -1, DIM_MAX, label, &c.vocab_size, err))) goto done;
     if ((s = get_int(root, "hidden_size", -1, DIM_MAX, label, &c.hidden_size, err))) goto done;
@@ -166,6 +266,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
      * halves it (D / H / 2) so a differential head's value is 2d wide. */
     int64_t div = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 2 * c.num_heads : c.num_heads;
     int64_t def_hd = c.hidden_size % div == 0 ? c.hidden_size / div : 0;
+    if (!strcmp(c.model_type, "qwen3")) def_hd = 128; /* Qwen3Config's default */
     const cJSON *hdv = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
     if (!def_hd && (!hdv || cJSON_IsNull(hdv))) {
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_size %lld is not divisible by %lld and no head_dim is given",
@@ -187,6 +288,9 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
     c.bos_token_id = cJSON_IsNumber(bos) ? (int64_t)bos->valuedouble : -1;
     if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
+    if ((s = parse_window(root, label, &c, err))) goto done;
+    c.qkv_bias = !strcmp(c.model_type, "qwen2");
+    c.qk_norm = !strcmp(c.model_type, "qwen3");
     if (!(c.rope_theta > 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_theta must be > 0", label); goto done; }
 
     /* Refuse what we would otherwise compute wrongly. */
@@ -245,6 +349,11 @@ int64_t dfl_config_analysis_heads(const dfl_config *c)
 
 int dfl_config_maps_per_head(const dfl_config *c) { return c->type == DFL_MODEL_LLAMA ? 1 : 2; }
 
+int64_t dfl_config_window(const dfl_config *c, int64_t layer)
+{
+    return c->sliding_window > 0 && layer >= c->window_from ? c->sliding_window : 0;
+}
+
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer)
 {
     return c->has_lambda_init ? c->lambda_init : 0.8 - 0.6 * exp(-0.3 * (double)layer);
@@ -256,12 +365,29 @@ typedef struct binder {
     dfl_model *m;
     dfl_st_set *set;
     size_t cap;
+    const dfl_tensor **used;   /* [n_used] tensors bound so far */
+    size_t n_used, cap_used;
 } binder;
 
-/* Find `name`, check dtype and shape [d0] or [d0, d1] (d1 = 0 for 1-D), convert to a
- * fresh f32 buffer that the model owns. optional: absent gives *out = NULL, DFL_OK. */
-static dfl_status bind(binder *b, const char *name, int64_t d0, int64_t d1, int optional,
-                       float **out, dfl_error *err)
+static dfl_status mark_used(binder *b, const dfl_tensor *t, dfl_error *err)
+{
+    if (b->n_used == b->cap_used) {
+        size_t nc = b->cap_used ? b->cap_used * 2 : 256;
+        const dfl_tensor **nu = dfl__alloc_array(nc, sizeof *nu);
+        if (!nu) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory binding '%s'", t->name);
+        if (b->n_used) memcpy(nu, b->used, b->n_used * sizeof *nu);
+        free(b->used);
+        b->used = nu;
+        b->cap_used = nc;
+    }
+    b->used[b->n_used++] = t;
+    return DFL_OK;
+}
+
+/* Find `name`, check dtype and shape [d0] or [d0, d1] (d1 = 0 for 1-D) and mark it
+ * used. optional: absent gives *out = NULL, DFL_OK. */
+static dfl_status find(binder *b, const char *name, int64_t d0, int64_t d1, int optional,
+                       const dfl_tensor **out, dfl_error *err)
 {
     *out = NULL;
     const dfl_tensor *t = dfl_st_set_find(b->set, name);
@@ -283,7 +409,18 @@ static dfl_status bind(binder *b, const char *name, int64_t d0, int64_t d1, int 
         else snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, config needs %s", file, name, got, want);
     }
-    /* Aligned F32 data is used in place: the mapped file is the only copy in memory. */
+    *out = t;
+    return mark_used(b, t, err);
+}
+
+/* A vector as f32: aligned F32 data in place, anything else converted into a buffer
+ * the model owns (vectors are small: D floats at most). */
+static dfl_status bind(binder *b, const char *name, int64_t d0, int optional, float **out, dfl_error *err)
+{
+    const dfl_tensor *t;
+    *out = NULL;
+    dfl_status s = find(b, name, d0, 0, optional, &t, err);
+    if (s || !t) return s;
     if (t->dtype == DFL_DTYPE_F32 && (uintptr_t)t->data % sizeof(float) == 0) {
         *out = (float *)(uintptr_t)t->data;
         return DFL_OK;
@@ -298,9 +435,22 @@ static dfl_status bind(binder *b, const char *name, int64_t d0, int64_t d1, int 
     float *buf = dfl__alloc_array(dfl_tensor_numel(t), sizeof(float));
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for tensor '%s'", name);
     b->m->owned[b->m->n_owned++] = buf;
-    dfl_status s = dfl_tensor_to_f32(t, buf, err);
-    if (s) return dfl__context(err, "%s", file);
+    s = dfl_tensor_to_f32(t, buf, err);
+    if (s) return dfl__context(err, "%s", dfl_st_set_file_of(b->set, name));
     *out = buf;
+    return DFL_OK;
+}
+
+/* A matrix [d0, d1]: a view into the mapping, in the checkpoint's dtype. */
+static dfl_status bind_mat(binder *b, const char *name, int64_t d0, int64_t d1, dfl_wmat *out, dfl_error *err)
+{
+    const dfl_tensor *t;
+    dfl_status s = find(b, name, d0, d1, 0, &t, err);
+    if (s) return s;
+    out->data = t->data;
+    out->dtype = (int)t->dtype;
+    out->rows = d0;
+    out->cols = d1;
     return DFL_OK;
 }
 
@@ -326,32 +476,47 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     char p[128], n[192];
     snprintf(p, sizeof p, "model.layers.%lld.", (long long)l);
     dfl_status s;
-#define BIND(field, suffix, d0, d1, opt)                                 \
+#define BIND(field, suffix, d0, opt)                                     \
     do {                                                                 \
         snprintf(n, sizeof n, "%s%s", p, suffix);                        \
-        if ((s = bind(b, n, d0, d1, opt, &w->field, err))) return s;     \
+        if ((s = bind(b, n, d0, opt, &w->field, err))) return s;         \
     } while (0)
-    BIND(attn_norm, "input_layernorm.weight", D, 0, 0);
-    BIND(mlp_norm, "post_attention_layernorm.weight", D, 0, 0);
-    BIND(wq, "self_attn.q_proj.weight", q_rows, D, 0);
-    BIND(wk, "self_attn.k_proj.weight", k_rows, D, 0);
-    BIND(wv, "self_attn.v_proj.weight", v_rows, D, 0);
-    if (diff) BIND(wo, "self_attn.out_proj.weight", D, o_cols, 0);
-    else BIND(wo, "self_attn.o_proj.weight", D, o_cols, 0);
-    BIND(w_gate, "mlp.gate_proj.weight", F, D, 0);
-    BIND(w_up, "mlp.up_proj.weight", F, D, 0);
-    BIND(w_down, "mlp.down_proj.weight", D, F, 0);
+#define BIND_MAT(field, suffix, d0, d1)                                  \
+    do {                                                                 \
+        snprintf(n, sizeof n, "%s%s", p, suffix);                        \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;      \
+    } while (0)
+    BIND(attn_norm, "input_layernorm.weight", D, 0);
+    BIND(mlp_norm, "post_attention_layernorm.weight", D, 0);
+    BIND_MAT(wq, "self_attn.q_proj.weight", q_rows, D);
+    BIND_MAT(wk, "self_attn.k_proj.weight", k_rows, D);
+    BIND_MAT(wv, "self_attn.v_proj.weight", v_rows, D);
+    if (diff) BIND_MAT(wo, "self_attn.out_proj.weight", D, o_cols);
+    else BIND_MAT(wo, "self_attn.o_proj.weight", D, o_cols);
+    BIND_MAT(w_gate, "mlp.gate_proj.weight", F, D);
+    BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
+    BIND_MAT(w_down, "mlp.down_proj.weight", D, F);
+    if (c->qkv_bias) {
+        BIND(bq, "self_attn.q_proj.bias", q_rows, 0);
+        BIND(bk, "self_attn.k_proj.bias", k_rows, 0);
+        BIND(bv, "self_attn.v_proj.bias", v_rows, 0);
+    }
+    if (c->qk_norm) {
+        BIND(q_norm, "self_attn.q_norm.weight", hd, 0);
+        BIND(k_norm, "self_attn.k_norm.weight", hd, 0);
+    }
     if (c->type != DFL_MODEL_LLAMA) {
-        BIND(lambda_q1, "self_attn.lambda_q1", hd, 0, 0);
-        BIND(lambda_k1, "self_attn.lambda_k1", hd, 0, 0);
-        BIND(lambda_q2, "self_attn.lambda_q2", hd, 0, 0);
-        BIND(lambda_k2, "self_attn.lambda_k2", hd, 0, 0);
-        if (diff) BIND(subln, "self_attn.subln.weight", 2 * hd, 0, 1);
+        BIND(lambda_q1, "self_attn.lambda_q1", hd, 0);
+        BIND(lambda_k1, "self_attn.lambda_k1", hd, 0);
+        BIND(lambda_q2, "self_attn.lambda_q2", hd, 0);
+        BIND(lambda_k2, "self_attn.lambda_k2", hd, 0);
+        if (diff) BIND(subln, "self_attn.subln.weight", 2 * hd, 1);
         w->lambda_init = (float)dfl_config_lambda_init(c, l);
         w->lambda = (float)(exp((double)dot(w->lambda_q1, w->lambda_k1, hd)) -
                             exp((double)dot(w->lambda_q2, w->lambda_k2, hd)) + w->lambda_init);
     }
 #undef BIND
+#undef BIND_MAT
     return DFL_OK;
 }
 
@@ -363,12 +528,56 @@ static char *join_path(const char *dir, const char *file)
     return p;
 }
 
+/* Tensors a checkpoint may carry that are derived from the config, not weights:
+ * RoPE frequencies that older exports saved as buffers. */
+static int derived_buffer(const char *name)
+{
+    const char *suffix = "rotary_emb.inv_freq";
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && !strcmp(name + n - k, suffix);
+}
+
+/* Every tensor of the set that no binding used: refused (one line naming them), or,
+ * with allow_unused, listed in m->unused for the caller's warning. */
+static dfl_status check_unused(binder *b, int allow, dfl_error *err)
+{
+    size_t n = dfl_st_set_count(b->set), bad = 0;
+    char names[400] = "";
+    for (size_t i = 0; i < n; i++) {
+        const dfl_tensor *t = dfl_st_set_at(b->set, i);
+        int used = derived_buffer(t->name);
+        for (size_t j = 0; j < b->n_used && !used; j++) used = b->used[j] == t;
+        if (used) continue;
+        if (allow) {
+            char **nu = realloc(b->m->unused, (b->m->n_unused + 1) * sizeof *nu);
+            if (!nu) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+            b->m->unused = nu;
+            if (!(nu[b->m->n_unused] = strdup(t->name))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+            b->m->n_unused++;
+        }
+        if (strlen(names) + strlen(t->name) + 8 < 300)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", bad ? ", " : "", t->name);
+        else if (!strstr(names, "..."))
+            strcat(names, ", ...");
+        bad++;
+    }
+    if (!bad || allow) return DFL_OK;
+    return dfl__fail(err, DFL_ERR_TENSOR, "%s: %zu checkpoint tensor%s not used by a %s model: %s "
+                     "(--allow-unused runs without %s)", b->m->path, bad, bad == 1 ? " is" : "s are",
+                     b->m->config.model_type, names, bad == 1 ? "it" : "them");
+}
+
 dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
+{
+    return dfl_model_load_opts(dir, NULL, out, err);
+}
+
+dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_model **out, dfl_error *err)
 {
     *out = NULL;
     dfl_model *m = calloc(1, sizeof *m);
     char *cfg_path = join_path(dir, "config.json");
-    binder b = {m, NULL, 0};
+    binder b = {m, NULL, 0, NULL, 0, 0};
     dfl_status s = DFL_OK;
     size_t len = 0;
     if (!m || !cfg_path || !(m->path = strdup(dir))) {
@@ -380,20 +589,32 @@ dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
     if ((s = dfl_st_set_open(dir, &b.set, err))) goto fail;
 
     const dfl_config *c = &m->config;
-    if ((s = bind(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, 0, &m->embed, err))) goto fail;
-    if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, 0, &m->final_norm, err))) goto fail;
-    /* Tied models may still ship lm_head.weight; prefer what config says. */
-    if (c->tie_word_embeddings) m->lm_head = m->embed;
-    else if ((s = bind(&b, "lm_head.weight", c->vocab_size, c->hidden_size, 0, &m->lm_head, err))) goto fail;
+    if ((s = bind_mat(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
+    if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
+    /* Tied models may still ship lm_head.weight: used only when it is a byte-for-byte
+     * copy of the embedding (what tying means); anything else is reported unused. */
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+        const dfl_tensor *e = dfl_st_set_find(b.set, "model.embed_tokens.weight");
+        const dfl_tensor *h = dfl_st_set_find(b.set, "lm_head.weight");
+        if (h && h->dtype == e->dtype && h->nbytes == e->nbytes && !memcmp(h->data, e->data, e->nbytes) &&
+            (s = mark_used(&b, h, err)))
+            goto fail;
+    } else if ((s = bind_mat(&b, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err))) {
+        goto fail;
+    }
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
     for (int64_t l = 0; l < c->num_layers; l++)
         if ((s = bind_layer(&b, l, err))) goto fail;
-    m->tensors = b.set;   /* kept open: F32 weights point into the mapping */
+    if ((s = check_unused(&b, opts && opts->allow_unused, err))) goto fail;
+    m->tensors = b.set;   /* kept open: the weights point into the mapping */
+    free(b.used);
     free(cfg_path);
     *out = m;
     return DFL_OK;
 fail:
+    free(b.used);
     dfl_st_set_close(b.set);
     free(cfg_path);
     dfl_model_free(m);
@@ -405,6 +626,8 @@ void dfl_model_free(dfl_model *m)
     if (!m) return;
     for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
+    for (size_t i = 0; i < m->n_unused; i++) free(m->unused[i]);
+    free(m->unused);
     dfl_st_set_close(m->tensors);
     free(m->layers);
     free(m->config_text);

@@ -1,10 +1,13 @@
 /* model.h — config.json parsing and weight binding for the three model types
- * (docs/format.md "Model directory"): `llama`, `diff_transformer` (official unilm
+ * (docs/format.md "Model directory"): `llama` (with the Llama-family checkpoints
+ * `qwen2`, `qwen3` and `mistral`), `diff_transformer` (official unilm
  * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama).
  *
  * A model is a directory: config.json plus model.safetensors or index-listed shards.
- * All weights are converted to f32 at load (F32/F16/BF16 accepted); every tensor's
- * presence, dtype and shape is checked against the config before use.
+ * Weight matrices stay in the mapped file in their own dtype (F32/F16/BF16); the
+ * matmuls convert them panel by panel. Every tensor's presence, dtype and shape is
+ * checked against the config before use, and every tensor of the checkpoint must be
+ * used (or the load is refused, unless allow_unused).
  */
 #ifndef DFL_MODEL_H
 #define DFL_MODEL_H
@@ -13,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "model/kernels.h"
 
 typedef enum dfl_model_type {
     DFL_MODEL_LLAMA = 0,
@@ -20,11 +24,14 @@ typedef enum dfl_model_type {
     DFL_MODEL_DIFFLLAMA
 } dfl_model_type;
 
-typedef enum dfl_rope_kind { DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3 } dfl_rope_kind;
+/* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
+ * longer sequences are refused by the forward pass. */
+typedef enum dfl_rope_kind { DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC } dfl_rope_kind;
 typedef enum dfl_kv_pairing { DFL_KV_FLASH = 0, DFL_KV_NAIVE } dfl_kv_pairing;
 
 typedef struct dfl_config {
-    dfl_model_type type;
+    dfl_model_type type;        /* qwen2, qwen3 and mistral run as DFL_MODEL_LLAMA */
+    char model_type[24];        /* as config.json names it */
     int64_t vocab_size;
     int64_t hidden_size;        /* D */
     int64_t intermediate_size;  /* F */
@@ -44,6 +51,10 @@ typedef struct dfl_config {
     int has_lambda_init;               /* diff_lambda_init given (else per-layer rule) */
     double lambda_init;
     dfl_kv_pairing kv_pairing;
+    int qkv_bias;                      /* qwen2: q/k/v projections carry biases */
+    int qk_norm;                       /* qwen3: RMSNorm over each head of q and k before RoPE */
+    int64_t sliding_window;            /* W > 0: layers >= window_from see keys i − W < j <= i */
+    int64_t window_from;               /* first windowed layer (Qwen2's max_window_layers) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -61,23 +72,28 @@ int64_t dfl_config_analysis_heads(const dfl_config *c);
 int dfl_config_maps_per_head(const dfl_config *c);
 /* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·l). */
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer);
+/* Sliding window W of layer l (query i sees keys i − W < j <= i), 0 = full causal. */
+int64_t dfl_config_window(const dfl_config *c, int64_t layer);
 
-/* ---- weights (f32, row-major, PyTorch Linear layout [out, in]) ----
- * Aligned F32 tensors are used straight from the memory-mapped file; F16, BF16 and
- * unaligned F32 tensors are converted into buffers the model owns. */
+/* ---- weights (row-major, PyTorch Linear layout [out, in]) ----
+ * Matrices are dfl_wmat views into the memory-mapped file, in the checkpoint's dtype.
+ * Vectors (norm gains, biases, λ) are f32: aligned F32 ones point into the mapping,
+ * the others are converted into small buffers the model owns. */
 
 typedef struct dfl_layer_weights {
     float *attn_norm;    /* [D] input_layernorm */
-    float *wq;           /* [Hq*dq, D]  (llama/diffllama: H*hd; diff: 2H*d) */
-    float *wk;           /* [Hk*dq, D]  (llama/diffllama: Hkv*hd; diff: 2Hkv*d) */
-    float *wv;           /* [Hkv*dv, D] (diff: Hkv*2d) */
-    float *wo;           /* [D, H*hd] (diff: [D, H*2d]) */
+    dfl_wmat wq;         /* [Hq*dq, D]  (llama/diffllama: H*hd; diff: 2H*d) */
+    dfl_wmat wk;         /* [Hk*dq, D]  (llama/diffllama: Hkv*hd; diff: 2Hkv*d) */
+    dfl_wmat wv;         /* [Hkv*dv, D] (diff: Hkv*2d) */
+    dfl_wmat wo;         /* [D, H*hd] (diff: [D, H*2d]) */
+    float *bq, *bk, *bv; /* [H*hd], [Hkv*hd], [Hkv*hd] qwen2 biases (NULL when absent) */
+    float *q_norm, *k_norm; /* [hd] qwen3 per-head RMSNorm gains (NULL when absent) */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* [dq] Diff only */
     float *subln;        /* [2d] diff_transformer only (ones when absent) */
     float *mlp_norm;     /* [D] post_attention_layernorm */
-    float *w_gate;       /* [F, D] */
-    float *w_up;         /* [F, D] */
-    float *w_down;       /* [D, F] */
+    dfl_wmat w_gate;     /* [F, D] */
+    dfl_wmat w_up;       /* [F, D] */
+    dfl_wmat w_down;     /* [D, F] */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;
@@ -86,20 +102,30 @@ typedef struct dfl_model {
     dfl_config config;
     char *config_text;          /* config.json as read; owned */
     char *path;                 /* directory as given; owned */
-    float *embed;               /* [V, D] */
+    dfl_wmat embed;             /* [V, D] */
     float *final_norm;          /* [D] */
-    float *lm_head;             /* [V, D]; == embed when tied */
+    dfl_wmat lm_head;           /* [V, D]; the same view as embed when tied */
     dfl_layer_weights *layers;  /* [L] */
-    float **owned;              /* converted (F16/BF16/unaligned) buffers, for freeing */
+    float **owned;              /* converted small vectors, for freeing */
     size_t n_owned;
-    struct dfl_st_set *tensors; /* the mapped weight files; aligned F32 weights point into them
+    char **unused;              /* [n_unused] checkpoint tensors the model does not use
+                                 * (only with allow_unused) */
+    size_t n_unused;
+    struct dfl_st_set *tensors; /* the mapped weight files; the weights point into them
                                  * (read-only: never write through these pointers) */
 } dfl_model;
 
+typedef struct dfl_load_opts {
+    int allow_unused;   /* load even when the checkpoint holds tensors the model does not
+                         * use (listed in m->unused); else DFL_ERR_TENSOR naming them */
+} dfl_load_opts;
+
 /* Load DIR/config.json and its weights. Caller owns *out (dfl_model_free).
  * Errors name the file and tensor: DFL_ERR_IO, DFL_ERR_FORMAT, DFL_ERR_CONFIG,
- * DFL_ERR_TENSOR (missing, wrong dtype, wrong shape), DFL_ERR_NOMEM. */
+ * DFL_ERR_TENSOR (missing, unused, wrong dtype, wrong shape), DFL_ERR_NOMEM.
+ * dfl_model_load is dfl_model_load_opts with opts NULL (every tensor must be used). */
 dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err);
+dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_model **out, dfl_error *err);
 
 /* Free a model; accepts NULL. */
 void dfl_model_free(dfl_model *m);

@@ -27,7 +27,8 @@ import sys
 
 import numpy as np
 
-TYPES = ("llama", "diff_transformer", "diffllama")
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral")
+LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
 
@@ -66,9 +67,11 @@ def encode(arr, dtype):
     raise ValueError("unknown dtype %r" % dtype)
 
 
-def write_safetensors(path, tensors, dtype, metadata=None):
+def write_safetensors(path, tensors, dtype, metadata=None, pack=False):
     """Write tensors (list of (name, float array)) to path in dtype. Data offsets
-    are 8-byte aligned; the header is padded with spaces to a multiple of 8."""
+    are 8-byte aligned (pack: contiguous, as the safetensors library writes them, so a
+    tensor after one of odd size starts unaligned); the header is padded with spaces to
+    a multiple of 8."""
     header = {}
     if metadata is not None:
         header["__metadata__"] = metadata
@@ -78,7 +81,7 @@ def write_safetensors(path, tensors, dtype, metadata=None):
         st_dtype, raw = encode(arr, dtype)
         header[name] = {"dtype": st_dtype, "shape": [int(s) for s in np.shape(arr)],
                         "data_offsets": [off, off + len(raw)]}
-        pad = (-len(raw)) % 8
+        pad = 0 if pack else (-len(raw)) % 8
         blobs.append(raw + b"\0" * pad)
         off += len(raw) + pad
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -94,6 +97,110 @@ def write_safetensors(path, tensors, dtype, metadata=None):
 
 
 # ---------------------------------------------------------------------------
+# published configs
+# ---------------------------------------------------------------------------
+
+# config.json of published checkpoints, key for key as the Hugging Face hub carries
+# them, with how the hub shards their weights (files; 1 = model.safetensors).
+PUBLISHED = {
+    "Llama-3.2-1B": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+        "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256}),
+    "Meta-Llama-3-8B": (4, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+        "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+        "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+        "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+        "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.0.dev0", "use_cache": True, "vocab_size": 128256}),
+    "TinyLlama-1.1B-Chat-v1.0": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "bos_token_id": 1,
+        "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+        "intermediate_size": 5632, "max_position_embeddings": 2048, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 22, "num_key_value_heads": 4,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.35.0",
+        "use_cache": True, "vocab_size": 32000}),
+    "SmolLM2-135M": (1, {
+        "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+        "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+        "is_llama_config": True, "max_position_embeddings": 8192, "mlp_bias": False,
+        "model_type": "llama", "num_attention_heads": 9, "num_hidden_layers": 30,
+        "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_interleaved": False, "rope_scaling": None, "rope_theta": 100000,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.42.3",
+        "use_cache": True, "vocab_size": 49152}),
+    "Qwen2.5-0.5B": (1, {
+        "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+        "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+        "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+        "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.1", "use_cache": True, "use_mrope": False,
+        "use_sliding_window": False, "vocab_size": 151936}),
+    "Mistral-7B-v0.1": (2, {
+        "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2,
+        "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 14336, "max_position_embeddings": 32768, "model_type": "mistral",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 32000}),
+    # DiffLlamaConfig() as transformers' save_pretrained writes it
+    "DiffLlama": (1, {
+        "architectures": ["DiffLlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 1, "eos_token_id": 2, "head_dim": 64, "hidden_act": "silu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+        "lambda_std_dev": 0.1, "max_position_embeddings": 2048, "model_type": "diffllama",
+        "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 32,
+        "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.48.0",
+        "use_cache": True, "vocab_size": 32000}),
+}
+
+
+def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, head_dim=None,
+                     ffn=None, vocab=97, window=None):
+    """The published config of `name`, every key kept, with sizes shrunk for a test:
+    the head counts keep their ratio (H/Hkv), hidden = heads·head_dim unless given, ids
+    that would fall outside the shrunk vocabulary moved inside it, the sliding window
+    set to `window` when given. Returns (config, hub shard count)."""
+    shards, cfg = PUBLISHED[name]
+    cfg = json.loads(json.dumps(cfg))
+    H0, Hkv0 = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    heads = heads or 4
+    kv_heads = kv_heads or max(1, heads * Hkv0 // H0)
+    hd = head_dim or 8
+    cfg.update({"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+                "hidden_size": hidden or heads * hd, "intermediate_size": ffn or 3 * (hidden or heads * hd),
+                "vocab_size": vocab})
+    if "head_dim" in cfg or head_dim is not None:
+        cfg["head_dim"] = hd
+    for k in ("bos_token_id", "eos_token_id"):
+        if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
+            cfg[k] = cfg[k] % vocab
+    if cfg.get("max_window_layers") is not None:
+        cfg["max_window_layers"] = min(cfg["max_window_layers"], layers)
+    if window is not None:
+        cfg["sliding_window"] = window
+    rs = cfg.get("rope_scaling")
+    if isinstance(rs, dict) and "original_max_position_embeddings" in rs:
+        rs["original_max_position_embeddings"] = 64   # frequencies in all three llama3 bands
+    return cfg, shards
+
+
+# ---------------------------------------------------------------------------
 # config and weights
 # ---------------------------------------------------------------------------
 
@@ -106,7 +213,7 @@ def default_head_dim(mtype, hidden, heads):
 def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=None,
                 vocab=97, tied=False, kv_pairing=None, lambda_init=None,
                 rope_theta=10000.0, max_pos=256, rope_scaling="none", rms_norm_eps=1e-6,
-                rope_interleaved=None):
+                rope_interleaved=None, sliding_window=None, max_window_layers=None):
     """config.json dict with Hugging Face Llama key names (docs/format.md "config.json")."""
     if mtype not in TYPES:
         raise ValueError("model type must be one of %s" % (TYPES,))
@@ -121,7 +228,9 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     cfg = {
         "model_type": mtype,
         "architectures": {"llama": ["LlamaForCausalLM"], "diffllama": ["DiffLlamaForCausalLM"],
-                          "diff_transformer": ["DiffTransformerForCausalLM"]}[mtype],
+                          "diff_transformer": ["DiffTransformerForCausalLM"],
+                          "qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"],
+                          "mistral": ["MistralForCausalLM"]}[mtype],
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": ffn if ffn is not None else 4 * hidden,
@@ -142,6 +251,21 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     }
     if rope_interleaved is not None:
         cfg["rope_interleaved"] = bool(rope_interleaved)
+    if mtype in ("qwen2", "mistral"):
+        del cfg["attention_bias"]       # Qwen2 has fixed q/k/v biases; neither has the key
+        del cfg["mlp_bias"]
+    if mtype == "qwen3":
+        del cfg["mlp_bias"]
+    if mtype == "mistral":
+        cfg["sliding_window"] = sliding_window
+    elif mtype in ("qwen2", "qwen3"):
+        # Qwen2Config: the window applies only with use_sliding_window, from layer
+        # max_window_layers on
+        cfg["use_sliding_window"] = sliding_window is not None
+        cfg["sliding_window"] = sliding_window if sliding_window is not None else 4096
+        cfg["max_window_layers"] = max_window_layers if max_window_layers is not None else layers
+    elif sliding_window is not None:
+        raise ValueError("sliding windows are for mistral, qwen2 and qwen3")
     if rope_scaling == "linear":
         # the older key name ("type"), as in checkpoints written before rope_type
         cfg["rope_scaling"] = {"type": "linear", "factor": 2.5}
@@ -150,8 +274,10 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
         # in all three regimes (kept, smoothed, divided by factor)
         cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    elif rope_scaling == "dynamic":
+        cfg["rope_scaling"] = {"type": "dynamic", "factor": 2.0}
     elif rope_scaling not in (None, "none"):
-        raise ValueError("rope scaling must be none, linear or llama3")
+        raise ValueError("rope scaling must be none, linear, llama3 or dynamic")
     else:
         cfg["rope_scaling"] = None
     if mtype != "llama":
@@ -171,8 +297,8 @@ def make_weights(cfg, seed=0, subln=True):
     V = cfg["vocab_size"]
     L = cfg["num_hidden_layers"]
     H = cfg["num_attention_heads"]
-    Hkv = cfg["num_key_value_heads"]
-    hd = cfg["head_dim"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or default_head_dim(mtype, D, H)
 
     def lin(out_f, in_f):
         return (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
@@ -202,6 +328,14 @@ def make_weights(cfg, seed=0, subln=True):
             t.append((a + "q_proj.weight", lin(H * hd, D)))
             t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
             t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            if mtype == "qwen2":
+                # biases large enough that dropping them moves the logits visibly
+                t.append((a + "q_proj.bias", 0.5 * rng.standard_normal(H * hd).astype(np.float32)))
+                t.append((a + "k_proj.bias", 0.5 * rng.standard_normal(Hkv * hd).astype(np.float32)))
+                t.append((a + "v_proj.bias", 0.5 * rng.standard_normal(Hkv * hd).astype(np.float32)))
+            if mtype == "qwen3":
+                t.append((a + "q_norm.weight", gain(hd)))
+                t.append((a + "k_norm.weight", gain(hd)))
             t.append((a + "o_proj.weight", lin(D, H * hd)))
             if mtype == "diffllama":
                 for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
@@ -211,42 +345,61 @@ def make_weights(cfg, seed=0, subln=True):
         t.append((p + "mlp.up_proj.weight", lin(F, D)))
         t.append((p + "mlp.down_proj.weight", lin(D, F)))
     t.append(("model.norm.weight", gain(D)))
-    if not cfg["tie_word_embeddings"]:
+    if not cfg.get("tie_word_embeddings", False):
         t.append(("lm_head.weight", lin(V, D)))
     return t
 
 
-def write_model(outdir, cfg, tensors, dtype="f32", shards=1):
+def write_model(outdir, cfg, tensors, dtype="f32", shards=1, hub=False):
     """Write config.json and the weights (one file, or `shards` files plus
-    model.safetensors.index.json) into outdir (created if needed)."""
+    model.safetensors.index.json) into outdir (created if needed). hub: as
+    save_pretrained does it: config written as given (torch_dtype included), tensors
+    sorted by name and packed without padding, shards cut by bytes in that order."""
     os.makedirs(outdir, exist_ok=True)
     cfg = dict(cfg)
-    cfg["torch_dtype"] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
+    if not hub:
+        cfg["torch_dtype"] = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[dtype]
     with open(os.path.join(outdir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
+        json.dump(cfg, f, indent=2, sort_keys=hub)
         f.write("\n")
     meta = {"format": "pt"}
+    if hub:
+        tensors = sorted(tensors, key=lambda nt: nt[0])
     if shards <= 1:
-        write_safetensors(os.path.join(outdir, "model.safetensors"), tensors, dtype, meta)
+        write_safetensors(os.path.join(outdir, "model.safetensors"), tensors, dtype, meta, pack=hub)
         return
-    groups = np.array_split(np.arange(len(tensors)), shards)
+    if hub:
+        # cut where the running byte count passes each 1/shards of the total
+        size = [len(encode(a, dtype)[1]) for _, a in tensors]
+        total = sum(size)
+        cuts, run = [], 0
+        for i, n in enumerate(size):
+            run += n
+            cuts.append(min(shards - 1, (run - 1) * shards // total))
+        groups = [[i for i, c in enumerate(cuts) if c == g] for g in range(shards)]
+        groups = [g for g in groups if g]
+        shards = len(groups)
+    else:
+        groups = np.array_split(np.arange(len(tensors)), shards)
     weight_map = {}
     total = 0
     for i, g in enumerate(groups):
         fname = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
         part = [tensors[j] for j in g]
-        total += write_safetensors(os.path.join(outdir, fname), part, dtype, meta)
+        total += write_safetensors(os.path.join(outdir, fname), part, dtype, meta, pack=hub)
         for name, _ in part:
             weight_map[name] = fname
     with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2,
+                  sort_keys=hub)
         f.write("\n")
 
 
 def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_dim=None,
                ffn=None, vocab=97, dtype="f32", seed=0, tied=False, shards=1,
                kv_pairing=None, lambda_init=None, rope_theta=10000.0, max_pos=256,
-               rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None):
+               rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None,
+               sliding_window=None, max_window_layers=None):
     """Create a model directory; returns its config dict."""
     if dtype not in DTYPES:
         raise ValueError("dtype must be one of %s" % (DTYPES,))
@@ -254,7 +407,8 @@ def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_
                       ffn=ffn, vocab=vocab, tied=tied, kv_pairing=kv_pairing,
                       lambda_init=lambda_init, rope_theta=rope_theta, max_pos=max_pos,
                       rope_scaling=rope_scaling, rms_norm_eps=rms_norm_eps,
-                      rope_interleaved=rope_interleaved)
+                      rope_interleaved=rope_interleaved, sliding_window=sliding_window,
+                      max_window_layers=max_window_layers)
     write_model(outdir, cfg, make_weights(cfg, seed, subln), dtype, shards)
     return cfg
 
@@ -281,7 +435,11 @@ def main(argv=None):
     ap.add_argument("--lambda-init", type=float, default=None)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--max-pos", type=int, default=256)
-    ap.add_argument("--rope-scaling", choices=("none", "linear", "llama3"), default="none")
+    ap.add_argument("--rope-scaling", choices=("none", "linear", "llama3", "dynamic"), default="none")
+    ap.add_argument("--sliding-window", type=int, default=None,
+                    help="mistral: sliding_window; qwen2/qwen3: use_sliding_window with this W")
+    ap.add_argument("--max-window-layers", type=int, default=None,
+                    help="qwen2/qwen3: first windowed layer [all layers full]")
     ap.add_argument("--rms-norm-eps", type=float, default=1e-6)
     ap.add_argument("--rope-interleaved", choices=("true", "false"), default=None,
                     help="write rope_interleaved (default: key absent)")
@@ -293,7 +451,8 @@ def main(argv=None):
                    a.ffn, a.vocab, a.dtype, a.seed, a.tied, a.shards, a.kv_pairing,
                    a.lambda_init, a.rope_theta, a.max_pos, a.rope_scaling, not a.no_subln,
                    a.rms_norm_eps,
-                   None if a.rope_interleaved is None else a.rope_interleaved == "true")
+                   None if a.rope_interleaved is None else a.rope_interleaved == "true",
+                   a.sliding_window, a.max_window_layers)
     except ValueError as e:
         print("make_model.py: %s" % e, file=sys.stderr)
         return 2

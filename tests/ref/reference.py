@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""reference.py — an independent numpy (float64) forward pass of the three difflens
-model types, written from docs/format.md "Model directory" (not from the C code), to check
-bin/probe against.
+"""reference.py — an independent numpy (float64) forward pass of the difflens model
+types, written from docs/format.md and the Hugging Face model definitions (not from
+the C code), to check bin/probe against. qwen2 (q/k/v biases), qwen3 (per-head q/k
+RMSNorm) and mistral are Llama-family: softmax heads, with a sliding window where the
+config asks for one (query i sees keys j with i − W < j <= i).
 
     import reference
     m = reference.load_model("model_dir")          # config + float64 tensors
@@ -95,9 +97,12 @@ class Model:
     def __init__(self, cfg, tensors):
         self.raw = cfg
         self.t = tensors
-        self.type = cfg["model_type"]
-        if self.type not in ("llama", "diff_transformer", "diffllama"):
-            raise ValueError("unknown model_type %r" % self.type)
+        self.arch = cfg["model_type"]
+        if self.arch not in ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral"):
+            raise ValueError("unknown model_type %r" % self.arch)
+        self.type = "llama" if self.arch in ("qwen2", "qwen3", "mistral") else self.arch
+        self.qkv_bias = self.arch == "qwen2"        # Qwen2Attention: q/k/v Linear(bias=True)
+        self.qk_norm = self.arch == "qwen3"         # Qwen3Attention: q_norm, k_norm over head_dim
         if cfg.get("attention_bias") or cfg.get("mlp_bias"):
             raise ValueError("attention_bias / mlp_bias are not supported")
         if cfg.get("hidden_act", "silu") != "silu":
@@ -109,6 +114,8 @@ class Model:
         self.H = cfg["num_attention_heads"]
         self.Hkv = cfg.get("num_key_value_heads") or self.H
         hd = cfg.get("head_dim")
+        if hd is None and self.arch == "qwen3":
+            hd = 128                                # Qwen3Config default
         if hd is None:
             hd = self.D // self.H // 2 if self.type == "diff_transformer" else self.D // self.H
         self.hd = hd
@@ -132,10 +139,25 @@ class Model:
             kind = scaling.get("rope_type", scaling.get("type", "default"))
             if kind == "default":
                 kind = "none"
-        if kind not in ("none", "linear", "llama3"):
+        if kind not in ("none", "linear", "llama3", "dynamic"):
             raise ValueError("rope scaling %r is not supported" % kind)
         self.rope_kind = kind
         self.rope = scaling or {}
+        # dynamic NTK: the frequencies change only past the original context
+        self.rope_limit = None
+        if kind == "dynamic":
+            self.rope_limit = int(self.rope.get("original_max_position_embeddings")
+                                  or cfg["max_position_embeddings"])
+        # sliding window per layer (Hugging Face MistralConfig / Qwen2Config)
+        self.windows = [0] * self.L
+        if self.arch == "mistral" and cfg.get("sliding_window"):
+            self.windows = [int(cfg["sliding_window"])] * self.L
+        if self.arch in ("qwen2", "qwen3") and cfg.get("use_sliding_window") and cfg.get("sliding_window"):
+            types = cfg.get("layer_types")
+            if types is None:
+                first = cfg.get("max_window_layers", 28)
+                types = ["sliding_attention" if l >= first else "full_attention" for l in range(self.L)]
+            self.windows = [int(cfg["sliding_window"]) if t == "sliding_attention" else 0 for t in types]
         if self.H % self.Hkv:
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if self.type == "diffllama" and self.H % 2:
@@ -223,14 +245,25 @@ def fake_quant(x, maxabs, bits):
     return np.sign(x) * np.floor(np.abs(x) / scale + 0.5) * scale
 
 
-def causal_softmax(q, k, scale, quant=None):
-    """Softmax map [T, T] of q [T, d] against k [T, d] with a causal mask; masked
-    entries exactly 0. Also returns the raw scaled scores (before quantization).
+def visible(T, window=0):
+    """[T, T] bool: key j visible to query i (j <= i, and i − W < j under window W)."""
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    v = j <= i
+    if window:
+        v &= j > i - window
+    return v
+
+
+def causal_softmax(q, k, scale, quant=None, window=0):
+    """Softmax map [T, T] of q [T, d] against k [T, d] with a causal mask (and a sliding
+    window of W keys when window = W > 0); masked entries exactly 0. Also returns the
+    raw scaled scores (before quantization), 0 where masked.
     quant: None, or (bits, "row" | "head" | a number = the layer's absmax) applies
     fake quantization to the causal logits before the softmax."""
     T = q.shape[0]
     s = (q @ k.T) * scale
-    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    mask = ~visible(T, window)
     sq = s
     if quant is not None:
         bits, gran = quant
@@ -263,15 +296,24 @@ def attn_llama(m, l, h, quant=None):
     H, Hkv, hd = m.H, m.Hkv, m.hd
     n_rep = H // Hkv
     fr = inv_freq(m, hd)
-    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, H, hd), fr, m.interleaved)
-    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, hd), fr, m.interleaved)
-    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, hd)
+
+    def proj(name, heads):
+        y = h @ m.t[a + name + ".weight"].T
+        if m.qkv_bias:
+            y = y + m.t[a + name + ".bias"]
+        return y.reshape(T, heads, hd)
+
+    q, k, v = proj("q_proj", H), proj("k_proj", Hkv), proj("v_proj", Hkv)
+    if m.qk_norm:
+        q = rmsnorm(q, m.t[a + "q_norm.weight"], m.eps)
+        k = rmsnorm(k, m.t[a + "k_norm.weight"], m.eps)
+    q, k = rope(q, fr, m.interleaved), rope(k, fr, m.interleaved)
     maps = np.zeros((H, T, T))
     scores = np.zeros((H, T, T))
     out = np.zeros((T, H, hd))
     for i in range(H):
         kv = i // n_rep
-        maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5, quant)
+        maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5, quant, m.windows[l])
         out[:, i] = maps[i] @ v[:, kv]
     y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps, "scores": scores}
@@ -349,6 +391,8 @@ def forward(m, tokens, quant=None):
     "tensor" | "head" | "row") fake-quantizes the attention logits (probe
     --quantize-logits)."""
     tokens = np.asarray(tokens, dtype=np.int64)
+    if m.rope_limit is not None and len(tokens) > m.rope_limit:
+        raise ValueError("dynamic rope scaling past the original context is not implemented")
     t = m.t
     x = t["model.embed_tokens.weight"][tokens].copy()            # [T, D]
     per = {}
@@ -372,7 +416,8 @@ def forward(m, tokens, quant=None):
             per.setdefault(key, []).append(val)
     x = rmsnorm(x, t["model.norm.weight"], m.eps)
     head = t["model.embed_tokens.weight"] if m.tied else t["lm_head.weight"]
-    r = {"logits": x @ head.T, "hidden": np.stack(hidden)}
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden),
+         "visible": np.stack([visible(len(tokens), w) for w in m.windows])}
     for key, vals in per.items():
         r[key] = np.array(vals, dtype=np.float64)
     return r
@@ -445,11 +490,10 @@ def top_abs(values, k):
 
 
 def qk_top(r, layer, k):
-    """K largest abs(q·k/√d) of one layer over all maps, causal entries only."""
+    """K largest abs(q·k/√d) of one layer over all maps, visible entries only (causal,
+    and inside the sliding window)."""
     S = r["scores"][layer]                                        # [M, T, T]
-    T = S.shape[-1]
-    causal = np.tril(np.ones((T, T), bool))
-    return top_abs(S[:, causal], k)
+    return top_abs(S[:, r["visible"][layer]], k)
 
 
 def main(argv):

@@ -19,8 +19,9 @@ static void usage(FILE *out)
             "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
             "       mpirun -np N probe … (the same flags: prompts split over N ranks, one dump)\n"
             "\n"
-            "Runs a llama, diff_transformer or diffllama model over every prompt and writes\n"
-            "what happens inside to an HDF5 dump (see docs/format.md and docs/probe.md).\n"
+            "Runs a llama (or qwen2, qwen3, mistral), diff_transformer or diffllama model over\n"
+            "every prompt and writes what happens inside to an HDF5 dump (see docs/format.md\n"
+            "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
@@ -43,6 +44,8 @@ static void usage(FILE *out)
             "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
             "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
             "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+            "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
+            "                         use, with a warning listing them (default: refused)\n"
             "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
             "                         under MPI: per rank)\n"
             "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
@@ -167,6 +170,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
         {"log-every", required_argument, 0, 'E'},
         {"tokenizer", required_argument, 0, 'T'}, {"strict", no_argument, 0, 'S'},
+        {"allow-unused", no_argument, 0, 'U'},
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -201,6 +205,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
+        case 'U': p.allow_unused = 1; break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
