@@ -4,7 +4,7 @@
 # (mpirun), whole processes timed (start-up, model load, join included), best of
 # REPEATS. Prints the parallel efficiency of each against 1 x 1, the ratio of 2 ranks x 1
 # thread to 1 rank x 2 threads (target: within 10%), and rank 0's join of the parts
-# as a share of the 2-rank run (target: < 5%).
+# as a share of the 2-rank run (target: < 5%), with all maps and without maps.
 #
 #   BIN=bin OUT=build/bench sh bench/mpi.sh     (make bench runs it; the model is the
 #                                                 one bench/run.sh writes)
@@ -50,6 +50,8 @@ COMMON="--model $MODEL --prompts $P --maps all --force"
 set -- $(run 1x1 "$BIN/probe" $COMMON --out "$OUT/mpi_1x1.h5" --threads 1); t11=$1
 set -- $(run 1x2 "$BIN/probe" $COMMON --out "$OUT/mpi_1x2.h5" --threads 2); t12=$1
 set -- $(run 2x1 mpirun -np 2 $ROOT --bind-to none "$BIN/probe" $COMMON --out "$OUT/mpi_2x1.h5" --threads 1); t21=$1 join=$2
+set -- $(run 2x1-none mpirun -np 2 $ROOT --bind-to none "$BIN/probe" --model "$MODEL" --prompts "$P" --maps none --force \
+    --out "$OUT/mpi_2x1_none.h5" --threads 1); t21n=$1 joinn=$2
 echo
 echo "probe under MPI: 8 prompts x $T tokens, --maps all, bench model, best of $REPEATS (whole processes)"
 printf '%-22s %9s %11s\n' layout seconds efficiency
@@ -59,3 +61,5 @@ awk -v a="$t11" -v b="$t21" 'BEGIN { printf "%-22s %9.3f %11.2f\n", "2 ranks x 1
 awk -v b="$t12" -v c="$t21" -v j="$join" 'BEGIN {
     printf "2 ranks x 1 thread / 1 rank x 2 threads: %.3f (target <= 1.10)\n", c / b
     printf "join of the parts on rank 0: %.3f s = %.1f%% of the 2-rank run (target < 5%%)\n", j, 100 * j / c }'
+awk -v c="$t21n" -v j="$joinn" 'BEGIN {
+    printf "the same without maps (--maps none): join %.4f s = %.2f%% of a %.3f s run\n", j, 100 * j / c, c }'
