@@ -5,7 +5,8 @@ pdftotext: title, axis labels and a Unicode token label are text; pdffonts: ever
 embedded), an XML parser and librsvg's rsvg-convert for SVG, matplotlib's colormap for
 the PNG's heatmap cells, and the PNG against the PDF rasterised by pdftoppm (the map and
 the colour bar land in the same place). Also noise, outliers and train plots in SVG and
-PDF.
+PDF, and their --width (the PDF page is that wide, a PNG 300 dpi) and --font (pdffonts
+names the family).
 
 Run from the repo root:  /usr/bin/python3 tests/test_figures.py   (BIN=bin by default)
 """
@@ -127,7 +128,7 @@ class Figures(unittest.TestCase):
         pfile = os.path.join(cls.root, "p.jsonl")
         with open(pfile, "w") as f:
             f.write(json.dumps({"id": "s0", "tokens": toks, "text": text, "answer": [[5, 7]],
-                                "query": [[T - 6, T - 3]], "target": [[T - 3, T]]}, ensure_ascii=False) + "\n")
+                                "query": [[T - 6, T - 3]], "target": [[T - 3, T]], "depth": 0.25}, ensure_ascii=False) + "\n")
         cls.dump = os.path.join(cls.root, "tr.h5")
         tool(PROBE, "--model", os.path.join(cls.root, "tr"), "--prompts", pfile, "--out", cls.dump,
              "--maps", "all", "--quiet")
@@ -253,6 +254,57 @@ class Figures(unittest.TestCase):
         text = tool("pdftotext", self.out("train.pdf"), "-").decode()
         for needle in ("retrieval accuracy", "step", "loss (nats)"):
             self.assertIn(needle, text)
+
+    # ------------------------------------------- --width and --font of the charts
+    def page_width_pt(self, pdf):
+        info = tool("pdfinfo", pdf).decode()
+        return float(re.search(r"Page size:\s+([\d.]+) x ([\d.]+) pts", info).group(1))
+
+    def font_names(self, pdf):
+        # name type [type] encoding emb sub uni object ID: the name is the first field,
+        # a subset's "ABCDEF+" prefix dropped
+        lines = tool("pdffonts", pdf).decode().splitlines()[2:]
+        return {line.split()[0].split("+")[-1] for line in lines}
+
+    def check_paper(self, pdf):
+        """pdf was written with --width 3.3 --font "DejaVu Serif"."""
+        self.assertAlmostEqual(self.page_width_pt(pdf), 3.3 * 72, delta=0.05)   # 237.6 pt
+        names = self.font_names(pdf)
+        self.assertTrue(any(n.startswith("DejaVuSerif") for n in names), names)
+        self.assertFalse(any(n.startswith("DejaVuSans") for n in names), names)
+
+    def test_width_and_font_of_noise_outliers_train(self):
+        paper = ("--width", "3.3", "--font", "DejaVu Serif")
+        # the defaults first: 150 units per inch (1500 units: six segments), DejaVu Sans
+        tool(NOISE, self.dump, "--plot", self.out("shares0.pdf"), "--force", "--quiet")
+        self.assertAlmostEqual(self.page_width_pt(self.out("shares0.pdf")), 1500 / 150 * 72, delta=0.05)
+        self.assertTrue(any(n.startswith("DejaVuSans") for n in self.font_names(self.out("shares0.pdf"))))
+        tool(NOISE, self.dump, "--plot", self.out("shares1.pdf"), "--plot-depth", self.out("depth1.pdf"),
+             "--force", "--quiet", *paper)
+        self.check_paper(self.out("shares1.pdf"))
+        self.check_paper(self.out("depth1.pdf"))
+        # a PNG at that width is 300 dpi: 3.3 in = 990 pixels
+        tool(NOISE, self.dump, "--plot", self.out("shares1.png"), "--force", "--quiet", "--width", "3.3")
+        self.assertEqual(png_size(self.out("shares1.png"))[0], 990)
+        tool(OUTLIERS, self.dump, "--plot", self.out("outliers1.pdf"), "--force", *paper)
+        self.check_paper(self.out("outliers1.pdf"))
+        run = self.out("run_paper")
+        tool(TRAIN, "--out", run, "--layers", "1", "--hidden", "16", "--heads", "2", "--ffn", "32", "--seq", "16",
+             "--needles", "1", "--queries", "1", "--digits", "1", "--steps", "2", "--eval-every", "2",
+             "--batch", "2", "--threads", "1", "--quiet", "--plot", self.out("train1.pdf"), *paper)
+        self.check_paper(self.out("train1.pdf"))
+
+    def test_bad_width(self):
+        for args in ([NOISE, self.dump, "--plot", self.out("bad.pdf")],
+                     [OUTLIERS, self.dump, "--plot", self.out("bad.pdf")],
+                     [TRAIN, "--out", self.out("bad_run"), "--plot", self.out("bad.pdf"), "--plot-only"]):
+            for w in ("0", "abc", "-1", "101", ""):
+                r = subprocess.run(args + ["--width", w], capture_output=True, text=True, env=ENV)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--width", r.stderr.splitlines()[0])
+                # one line (train adds its usual "(see train --help)")
+                self.assertLessEqual(len(r.stderr.splitlines()), 2 if args[0] == TRAIN else 1, r.stderr)
+                self.assertFalse(os.path.exists(self.out("bad.pdf")))
 
     def test_bad_extension(self):
         r = subprocess.run([ATTNMAP, self.dump, "-o", self.out("map.gif"), "--quiet"], capture_output=True, text=True,

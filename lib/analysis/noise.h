@@ -24,6 +24,7 @@
 #include "base/report.h"
 #include "analysis/stats.h"
 #include "base/status.h"
+#include "render/plot.h"
 
 typedef enum dfl_noise_map {
     DFL_NOISE_MAP_AUTO = 0, /* diff for Diff dumps (M = 3), map1 (the softmax map) otherwise */
@@ -147,6 +148,12 @@ dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, in
 /* Answer and noise against depth, one line per dump (two panels), as a PNG.
  * DFL_ERR_FORMAT when no dump has depths; else as above. */
 dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err);
+
+/* The same two figures in pp's font and at pp's width (--font, --width; NULL = as above). */
+dfl_status dfl_noise_plot_shares_paper(const dfl_noise_result *r, const char *path, int overwrite,
+                                       const dfl_plot_paper *pp, dfl_error *err);
+dfl_status dfl_noise_plot_depth_paper(const dfl_noise_result *r, const char *path, int overwrite,
+                                      const dfl_plot_paper *pp, dfl_error *err);
 
 /* ---- shared by noise.c (compute) and noise_report.c (tables, charts) ---- */
 

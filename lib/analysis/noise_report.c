@@ -294,6 +294,12 @@ static void plot_subtitle(const dfl_noise_result *r, char *buf, size_t cap)
 
 dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err)
 {
+    return dfl_noise_plot_shares_paper(r, path, overwrite, NULL, err);
+}
+
+dfl_status dfl_noise_plot_shares_paper(const dfl_noise_result *r, const char *path, int overwrite,
+                                       const dfl_plot_paper *pp, dfl_error *err)
+{
     int present[DFL_SHARE_SEGMENTS] = {0}, seg[DFL_SHARE_SEGMENTS], ng = 0;
     for (size_t i = 0; i < r->n_dumps; i++)
         for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) present[k] |= r->dumps[i].segment_present[k];
@@ -336,10 +342,21 @@ dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, in
     /* room for "context before" under its bars, so no group label has to turn */
     ch.width = ng > 5 ? 1500 : 1200;
     ch.note = note;
-    return dfl_plot_bar_png(&ch, path, overwrite, err);
+    ch.font = pp ? pp->font : NULL;
+    dfl_canvas *c = NULL;
+    dfl_status s = dfl_plot_bar_canvas(&ch, &c, err);
+    if (!s) s = dfl_plot_write(c, path, overwrite, pp, NULL, err);
+    dfl_canvas_destroy(c);
+    return s;
 }
 
 dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err)
+{
+    return dfl_noise_plot_depth_paper(r, path, overwrite, NULL, err);
+}
+
+dfl_status dfl_noise_plot_depth_paper(const dfl_noise_result *r, const char *path, int overwrite,
+                                      const dfl_plot_paper *pp, dfl_error *err)
 {
     size_t any = 0;
     for (size_t i = 0; i < r->n_dumps; i++) any += r->dumps[i].n_depths;
@@ -377,9 +394,10 @@ dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int
     dfl_rgb white = {255, 255, 255}, black = {0, 0, 0}, grey = {80, 80, 80};
     dfl_status s = dfl_canvas_create(W, H, white, &c, err);
     if (!s) {
+        dfl_canvas_set_font(c, pp ? pp->font : NULL);
         dfl_canvas_text(c, W / 2, 12, "Attention to the answer and attention noise by answer depth", 3, black,
                         DFL_ALIGN_CENTER);
-        dfl_canvas_text(c, W / 2, 12 + 3 * DFL_FONT_H + 6, sub, dfl_text_width(sub, 2) < W - 20 ? 2 : 1, grey,
+        dfl_canvas_text(c, W / 2, 12 + 3 * DFL_FONT_H + 6, sub, dfl_canvas_text_width(c, sub, 2) < W - 20 ? 2 : 1, grey,
                         DFL_ALIGN_CENTER);
     }
     /* every dump at the same depths (one prompt file): label the ticks with exactly
@@ -416,12 +434,10 @@ dfl_status dfl_noise_plot_depth(const dfl_noise_result *r, const char *path, int
         ch.series = ser[k];
         ch.n_series = (int)r->n_dumps;
         ch.font_scale = 2;
+        ch.font = pp ? pp->font : NULL;
         s = dfl_plot_line_draw(c, k * (W / 2), top, W / 2, H - top, &ch, err);
     }
-    if (!s) {
-        const char *keys[1] = {"Software"}, *vals[1] = {"difflens noise"};
-        s = dfl_png_write(c, path, overwrite, keys, vals, 1, err);
-    }
+    if (!s) s = dfl_plot_write(c, path, overwrite, pp, "difflens noise", err);
     dfl_canvas_destroy(c);
     free(ys);
     return s;

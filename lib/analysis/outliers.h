@@ -45,6 +45,7 @@
 #include "base/report.h"
 #include "analysis/stats.h"
 #include "base/status.h"
+#include "render/plot.h"
 
 #define DFL_OUTLIERS_MAX_DUMPS 16
 #define DFL_OUTLIERS_MAX_RANKS 16
@@ -162,6 +163,8 @@ typedef struct dfl_outliers_params {
     double massive_ratio;     /* ... and >= this x the layer median (default 1000) */
     const char *plot_path;    /* PNG of per-layer top-1 and median (log y), or NULL */
     int overwrite;            /* replace an existing plot */
+    dfl_plot_paper paper;     /* the plot's font and width (--font, --width; default zeroed:
+                               * DejaVu Sans, 12 in) */
 } dfl_outliers_params;
 
 dfl_outliers_params dfl_outliers_params_default(void);

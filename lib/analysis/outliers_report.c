@@ -412,6 +412,7 @@ static dfl_status plot(const dfl_outliers_params *p, dfl_outlier_dump **d, const
     dfl_canvas *c = NULL;
     dfl_status st = dfl_canvas_create(W, H, (dfl_rgb){255, 255, 255}, &c, err);
     if (st) return st;
+    dfl_canvas_set_font(c, p->paper.font);
     int n = p->n_dumps;
     double *ys = NULL, *xs = NULL;
     char(*names)[96] = calloc((size_t)(2 * n), sizeof *names);
@@ -453,12 +454,10 @@ static dfl_status plot(const dfl_outliers_params *p, dfl_outlier_dump **d, const
         ch.n_series = 2 * n;
         ch.font_scale = 2;
         ch.legend = n > 2 ? DFL_LEGEND_BELOW : DFL_LEGEND_AUTO;
+        ch.font = p->paper.font;
         st = dfl_plot_line_draw(c, k * W / 2, 0, W / 2, H, &ch, err);
     }
-    if (!st) {
-        const char *keys[1] = {"Software"}, *vals[1] = {"difflens outliers"};
-        st = dfl_png_write(c, p->plot_path, p->overwrite, keys, vals, 1, err);
-    }
+    if (!st) st = dfl_plot_write(c, p->plot_path, p->overwrite, &p->paper, "difflens outliers", err);
 done:
     free(names);
     free(ser);

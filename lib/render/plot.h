@@ -143,4 +143,22 @@ dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_err
 dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err);
 dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err);
 
+/* Paper options a chart tool takes from --font and --width. Zeroed = the chart as
+ * before: DejaVu Sans, canvas units at DFL_UNITS_PER_INCH. */
+typedef struct dfl_plot_paper {
+    const char *font; /* font family (fontconfig name), NULL = DejaVu Sans */
+    double width_in;  /* physical width of an SVG / PDF in inches, 0 = canvas width / 150; a
+                       * PNG is then drawn at 300 dpi */
+} dfl_plot_paper;
+
+/* Parse a tool's --width IN: a number in (0, 100]; DFL_ERR_USAGE naming the flag
+ * otherwise. */
+dfl_status dfl_plot_width_parse(const char *text, double *out, dfl_error *err);
+
+/* Write a chart canvas as dfl_canvas_write does, at pp's width (pp may be NULL),
+ * "Software" = software (NULL = "difflens"). DFL_ERR_USAGE for a width outside
+ * [0, 100], and dfl_canvas_write's statuses. */
+dfl_status dfl_plot_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_plot_paper *pp,
+                          const char *software, dfl_error *err);
+
 #endif

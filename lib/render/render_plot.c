@@ -990,3 +990,29 @@ dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwr
     dfl_status s = dfl_plot_bar_canvas(p, &c, err);
     return s ? s : write_png(c, path, overwrite, err);
 }
+
+dfl_status dfl_plot_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_plot_paper *pp,
+                          const char *software, dfl_error *err)
+{
+    dfl_output o = dfl_output_default();
+    o.software = software;
+    if (pp && pp->width_in != 0) {
+        if (!(pp->width_in > 0 && pp->width_in <= 100))
+            return dfl__fail(err, DFL_ERR_USAGE, "%s: width %g in is outside (0, 100]", path, pp->width_in);
+        o.width_in = pp->width_in;
+        /* a paper-width PNG at print resolution, as attnmap --width */
+        o.dpi = 300;
+    }
+    return dfl_canvas_write(c, path, overwrite, &o, err);
+}
+
+dfl_status dfl_plot_width_parse(const char *text, double *out, dfl_error *err)
+{
+    char *end = NULL;
+    double v = text && *text ? strtod(text, &end) : NAN;
+    if (!end || *end || !(v > 0 && v <= 100))
+        return dfl__fail(err, DFL_ERR_USAGE, "--width: expected inches in (0, 100] (3.3 = one column, 7 = two), got '%s'",
+                         text ? text : "");
+    *out = v;
+    return DFL_OK;
+}

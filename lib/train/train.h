@@ -31,6 +31,7 @@
 #include "text/needle.h"
 #include "base/report.h"
 #include "base/status.h"
+#include "render/plot.h"
 
 /* ------------------------------------------------------------ the model */
 
@@ -224,6 +225,9 @@ dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *ll
  * PNG), DFL_ERR_USAGE (no rows), and plot.h's statuses. */
 dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const char *const *labels, int n,
                           const char *title, dfl_error *err);
+/* The same in pp's font and at pp's width (--font, --width; NULL = as above). */
+dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, const char *const *labels, int n,
+                                const char *title, const dfl_plot_paper *pp, dfl_error *err);
 
 /* ---------------------------------------------------------- over seeds */
 /* Seeds as an axis (train_seeds.c): a protocol trained once per seed S keeps its
@@ -247,4 +251,9 @@ int64_t dfl_train_steps_to(const double *step, const double *acc, int n, double 
 dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n_seeds, const char *const *models,
                                    const char *const *labels, int n_models, const char *png, dfl_report **curves,
                                    dfl_report **steps_to, dfl_error *err);
+/* The same with the figure in pp's font and at pp's width (NULL = as above). */
+dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds,
+                                         const char *const *models, const char *const *labels, int n_models,
+                                         const char *png, const dfl_plot_paper *pp, dfl_report **curves,
+                                         dfl_report **steps_to, dfl_error *err);
 #endif

@@ -60,6 +60,12 @@ dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_erro
 dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const char *const *labels, int n,
                           const char *title, dfl_error *err)
 {
+    return dfl_train_plot_paper(png, csv_paths, labels, n, title, NULL, err);
+}
+
+dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, const char *const *labels, int n,
+                                const char *title, const dfl_plot_paper *pp, dfl_error *err)
+{
     if (n < 1 || n > 8) return dfl__fail(err, DFL_ERR_USAGE, "plot: 1 to 8 runs, got %d", n);
     dfl__train_curve cv[8];
     memset(cv, 0, sizeof cv);
@@ -98,6 +104,7 @@ dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const c
         a.series = loss_s;
         a.n_series = ns;
         a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
+        a.font = pp ? pp->font : NULL;
         s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &a, err);
         if (!s) {
             dfl_line_chart b = a;
@@ -111,10 +118,7 @@ dfl_status dfl_train_plot(const char *png, const char *const *csv_paths, const c
             s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &b, err);
         }
     }
-    if (!s) {
-        const char *k[] = {"Software"}, *v[] = {"difflens train"};
-        s = dfl_png_write(canvas, png, 1, k, v, 1, err);
-    }
+    if (!s) s = dfl_plot_write(canvas, png, 1, pp, "difflens train", err);
     dfl_canvas_destroy(canvas);
     for (int i = 0; i < n; i++) dfl__train_curve_free(&cv[i]);
     return s;

@@ -134,6 +134,15 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
                                    const char *const *labels, int n_models, const char *png, dfl_report **curves,
                                    dfl_report **steps_to, dfl_error *err)
 {
+    return dfl_train_seeds_summary_paper(dir, seeds, n_seeds, models, labels, n_models, png, NULL, curves, steps_to,
+                                         err);
+}
+
+dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds,
+                                         const char *const *models, const char *const *labels, int n_models,
+                                         const char *png, const dfl_plot_paper *pp, dfl_report **curves,
+                                         dfl_report **steps_to, dfl_error *err)
+{
     *curves = *steps_to = NULL;
     if (n_seeds < 1 || n_models < 1 || n_models > 8)
         return dfl__fail(err, DFL_ERR_USAGE, "seeds summary: 1+ seeds and 1 to 8 models, got %d and %d", n_seeds,
@@ -226,6 +235,7 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
             a.series = ls;
             a.n_series = nl;
             a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
+            a.font = pp ? pp->font : NULL;
             s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &a, err);
             if (!s) {
                 dfl_line_chart b = a;
@@ -240,10 +250,7 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
                 s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &b, err);
             }
         }
-        if (!s) {
-            const char *k[] = {"Software"}, *v[] = {"difflens train"};
-            s = dfl_png_write(canvas, png, 1, k, v, 1, err);
-        }
+        if (!s) s = dfl_plot_write(canvas, png, 1, pp, "difflens train", err);
     }
     dfl_canvas_destroy(canvas);
     free(buf);

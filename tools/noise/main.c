@@ -63,6 +63,11 @@ static void usage(FILE *out)
             "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf) (default: none)\n"
             "  --plot-depth FILE     answer and noise against depth, a line per dump (.png, .svg, .pdf)\n"
             "                        (default: none)\n"
+            "  --width IN            figure width in inches, 0 < IN <= 100 (3.3 = one column, 7 =\n"
+            "                        two): SVG/PDF get that size, PNG is 300 dpi (default: 8 in for\n"
+            "                        --plot, 10 in for more than 5 segments; 10.7 in for --plot-depth;\n"
+            "                        PNG 1 pixel per unit)\n"
+            "  --font FAMILY         font family of the figures (default: DejaVu Sans)\n"
             "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
             "                        noise/raw) is below X in magnitude (default: 0.05)\n"
             "  --force               overwrite existing plots\n"
@@ -242,7 +247,7 @@ static int run_prompts(int argc, char **argv)
 static int run_analysis(int argc, char **argv)
 {
     enum { O_MAP = 256, O_NORM, O_BY, O_LAYERS, O_HEADS, O_LABELS, O_FORMAT, O_PLOT, O_PLOTD, O_WARN, O_FORCE,
-           O_QUIET, O_HELP };
+           O_QUIET, O_HELP, O_WIDTH, O_FONT };
     static const struct option opts[] = {
         {"map", required_argument, 0, O_MAP},         {"norm", required_argument, 0, O_NORM},
         {"by", required_argument, 0, O_BY},           {"layers", required_argument, 0, O_LAYERS},
@@ -250,7 +255,9 @@ static int run_analysis(int argc, char **argv)
         {"format", required_argument, 0, O_FORMAT},   {"plot", required_argument, 0, O_PLOT},
         {"plot-depth", required_argument, 0, O_PLOTD}, {"warn-total", required_argument, 0, O_WARN},
         {"force", no_argument, 0, O_FORCE},           {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},             {"width", required_argument, 0, O_WIDTH},
+        {"font", required_argument, 0, O_FONT},       {0, 0, 0, 0}};
+    dfl_plot_paper paper = {NULL, 0.0};
     dfl_noise_params p = dfl_noise_params_default();
     dfl_error err = {DFL_OK, ""};
     dfl_report_format fmt = DFL_REPORT_TABLE;
@@ -291,6 +298,10 @@ static int run_analysis(int argc, char **argv)
             break;
         case O_PLOT: plot = optarg; break;
         case O_PLOTD: plot_depth = optarg; break;
+        case O_WIDTH:
+            if (dfl_plot_width_parse(optarg, &paper.width_in, &err)) rc = bad(&err);
+            break;
+        case O_FONT: paper.font = optarg; break;
         case O_WARN:
             if (dfl_cli_double("--warn-total", optarg, 0.0, 1e30, &p.warn_total, &err)) rc = bad(&err);
             break;
@@ -331,8 +342,8 @@ static int run_analysis(int argc, char **argv)
         if (!s) s = dfl_noise_analyze(&p, &res, &err);
         if (!s) s = dfl_noise_report(res, p.by, &rep, &err);
         /* the plots before the tables, so that a failed plot leaves no output at all */
-        if (!s && plot) s = dfl_noise_plot_shares(res, plot, force, &err);
-        if (!s && plot_depth) s = dfl_noise_plot_depth(res, plot_depth, force, &err);
+        if (!s && plot) s = dfl_noise_plot_shares_paper(res, plot, force, &paper, &err);
+        if (!s && plot_depth) s = dfl_noise_plot_depth_paper(res, plot_depth, force, &paper, &err);
         if (!s) {
             char lines[2 * DFL_NOISE_MAX_DUMPS][256];
             size_t nw = dfl_noise_warnings(res, p.by, lines, 2 * DFL_NOISE_MAX_DUMPS);

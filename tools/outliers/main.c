@@ -62,6 +62,9 @@ static void usage(FILE *out)
             "  --plot FILE           per-layer top-1 and median on a log axis, one panel per activation;\n"
             "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf)\n"
             "                        (default: no plot)\n"
+            "  --width IN            plot width in inches, 0 < IN <= 100 (3.3 = one column, 7 = two):\n"
+            "                        SVG/PDF get that size, PNG is 300 dpi (default: 12 in; PNG 1800 pixels)\n"
+            "  --font FAMILY         font family of the plot (default: DejaVu Sans)\n"
             "  --force               overwrite an existing plot\n"
             "  --help                this text\n"
             "\n"
@@ -78,7 +81,7 @@ int main(int argc, char **argv)
 {
     catch_signals();
     enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
-           O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP };
+           O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP, O_WIDTH, O_FONT };
     static const struct option opts[] = {
         {"labels", required_argument, 0, O_LABELS},
         {"top", required_argument, 0, O_TOP},
@@ -95,6 +98,8 @@ int main(int argc, char **argv)
         {"plot", required_argument, 0, O_PLOT},
         {"force", no_argument, 0, O_FORCE},
         {"help", no_argument, 0, O_HELP},
+        {"width", required_argument, 0, O_WIDTH},
+        {"font", required_argument, 0, O_FONT},
         {0, 0, 0, 0}};
     dfl_outliers_params p = dfl_outliers_params_default();
     dfl_report_format fmt = DFL_REPORT_TABLE;
@@ -154,6 +159,10 @@ int main(int argc, char **argv)
             p.plot_path = optarg;
             break;
         }
+        case O_WIDTH:
+            if (dfl_plot_width_parse(optarg, &p.paper.width_in, &err)) goto usage_error;
+            break;
+        case O_FONT: p.paper.font = optarg; break;
         case O_FORCE: p.overwrite = 1; break;
         case O_HELP: usage(stdout); free(labels); return 0;
         default: usage(stderr); free(labels); return 2;

@@ -17,6 +17,9 @@
 
 static volatile sig_atomic_t g_stop = 0;
 
+/* --font and --width of every figure the tool writes (zeroed: the figures' defaults) */
+static dfl_plot_paper g_paper;
+
 /* SIGINT/SIGTERM/SIGHUP: the loop stops at the end of its step, saves a checkpoint
  * (continue with --resume) and the tool exits 128 + sig. */
 static void on_sigint(int sig)
@@ -93,6 +96,11 @@ static void usage(FILE *out)
             "  --threads N         threads (default: OMP_NUM_THREADS or all cores)\n"
             "  --plot FILE         also draw the curves (both models' with --pair) to FILE, .png, .svg\n"
             "                      or .pdf by its extension, replacing it (default: none)\n"
+            "  --width IN          width in inches of --plot, DIR/train.png with --pair and the\n"
+            "                      summary's seeds.png, 0 < IN <= 100 (3.3 = one column, 7 =\n"
+            "                      two): SVG/PDF get that size, PNG is 300 dpi (default: 13.3 in;\n"
+            "                      PNG 2000 pixels)\n"
+            "  --font FAMILY       font family of those figures (default: DejaVu Sans)\n"
             "  --plot-only         with --plot: no training, only the curves of the train.csv\n"
             "                      already in DIR (or OUTDIR/transformer and OUTDIR/diff)\n"
             "  --quiet             no progress bar and no log lines\n"
@@ -141,7 +149,7 @@ static int write_plot(const char *plot, const char *const *csvs, const char *con
                       int quiet)
 {
     dfl_error err = {DFL_OK, ""};
-    if (dfl_train_plot(plot, csvs, labels, n, title, &err)) {
+    if (dfl_train_plot_paper(plot, csvs, labels, n, title, &g_paper, &err)) {
         fprintf(stderr, "train: %s\n", err.msg);
         return dfl_status_exit_code(err.status);
     }
@@ -206,7 +214,7 @@ static int run_pair(const dfl_train_params *pl, const dfl_train_params *pd0, con
         snprintf(png, sizeof png, "%s/train.png", dir);
         snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
         if (!plot_only) {
-            if (dfl_train_plot(png, csvs, labels, 2, title, &err)) on_warn(NULL, err.msg);
+            if (dfl_train_plot_paper(png, csvs, labels, 2, title, &g_paper, &err)) on_warn(NULL, err.msg);
             else if (!st->quiet) fprintf(stderr, "train: wrote %s\n", png);
         }
         if (plot) rc = write_plot(plot, csvs, labels, 2, title, st->quiet);
@@ -236,7 +244,8 @@ static int write_summary(const char *dir, const int64_t *seeds, size_t n_seeds, 
     dfl_report *rc = NULL, *rs = NULL;
     dfl_error err = {DFL_OK, ""};
     char *csv_c = NULL, *csv_s = NULL, *md = NULL;
-    dfl_status s = dfl_train_seeds_summary(dir, us, (int)n_seeds, models, labels, 3, png, &rc, &rs, &err);
+    dfl_status s = dfl_train_seeds_summary_paper(dir, us, (int)n_seeds, models, labels, 3, png, &g_paper, &rc, &rs,
+                                                 &err);
     if (!s) s = dfl_report_render(rc, DFL_REPORT_CSV, &csv_c, NULL, &err);
     if (!s) s = dfl_report_render(rs, DFL_REPORT_CSV, &csv_s, NULL, &err);
     if (!s) s = dfl_report_render(rs, DFL_REPORT_MARKDOWN, &md, NULL, &err);
@@ -260,7 +269,8 @@ int main(int argc, char **argv)
     enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
            O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
            O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
-           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE, O_FSCHED };
+           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE, O_FSCHED, O_WIDTH,
+           O_FONT };
     static const struct option opts[] = {
         {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
         {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
@@ -283,7 +293,8 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
         {"plot-only", no_argument, 0, O_PLOTONLY},    {"keep-every", required_argument, 0, O_KEEP},
         {"ablate-lambda", no_argument, 0, O_ABLATE},  {"seeds", required_argument, 0, O_SEEDS},
-        {"summarize", no_argument, 0, O_SUMMARIZE},   {0, 0, 0, 0}};
+        {"summarize", no_argument, 0, O_SUMMARIZE},   {"width", required_argument, 0, O_WIDTH},
+        {"font", required_argument, 0, O_FONT},       {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
     const char *pair = NULL, *plot = NULL;
@@ -356,6 +367,8 @@ int main(int argc, char **argv)
         case O_THREADS: INT("--threads", 1, 1024, threads); break;
         case O_QUIET: quiet = 1; break;
         case O_PLOT: plot = optarg; break;
+        case O_WIDTH: s = dfl_plot_width_parse(optarg, &g_paper.width_in, &err); break;
+        case O_FONT: g_paper.font = optarg; break;
         case O_PLOTONLY: plot_only = 1; break;
         case O_HELP: usage(stdout); return 0;
         default:
