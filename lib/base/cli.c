@@ -231,3 +231,14 @@ void dfl_cli_signal_note(const char *tool, int sig)
     for (int i = 0; i < 4; i++)
         if (write(STDERR_FILENO, parts[i], strlen(parts[i])) < 0) return;
 }
+
+void dfl_cli_catch_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}

@@ -40,6 +40,10 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
  * The tool removes its temporaries (dfl__tmp_unlink_all) and exits (_exit(128 + sig)). */
 void dfl_cli_signal_note(const char *tool, int sig);
 
+/* Install handler for SIGINT, SIGTERM and SIGHUP (the signals that stop a tool), with no
+ * other signal blocked while it runs. For a tool's main; the library never calls it. */
+void dfl_cli_catch_signals(void (*handler)(int));
+
 /* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
  * `label [#####-----] done/total unit  rate/s  ETA`. */
 typedef struct dfl_progress {

@@ -19,17 +19,6 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
-static void catch_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -105,7 +94,7 @@ static int parse_index(const char *flag, const char *text, int allow_mean, int64
 
 int main(int argc, char **argv)
 {
-    catch_signals();
+    dfl_cli_catch_signals(on_signal);
     enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL,
            O_CMAP, O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE,
            O_FONT };

@@ -24,17 +24,6 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
-static void catch_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -364,7 +353,7 @@ static int run_analysis(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    catch_signals();
+    dfl_cli_catch_signals(on_signal);
     if (argc > 1 && !strcmp(argv[1], "prompts")) return run_prompts(argc - 1, argv + 1);
     return run_analysis(argc, argv);
 }

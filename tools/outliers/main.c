@@ -21,17 +21,6 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
-static void catch_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-}
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -79,7 +68,7 @@ static int bad(const dfl_error *err)
 
 int main(int argc, char **argv)
 {
-    catch_signals();
+    dfl_cli_catch_signals(on_signal);
     enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
            O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP, O_WIDTH, O_FONT };
     static const struct option opts[] = {

@@ -223,13 +223,7 @@ static int run(int argc, char **argv, int mpi, int rank)
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    dfl_cli_catch_signals(on_signal);
     p.cancel = &g_signal;
     p.user = &st;
     p.warn = on_warn;

@@ -416,13 +416,7 @@ int main(int argc, char **argv)
         return dfl_status_exit_code(s);
     }
     dfl_set_threads((int)threads);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    dfl_cli_catch_signals(on_sigint);
 
     tool_state st;
     memset(&st, 0, sizeof st);
