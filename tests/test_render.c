@@ -799,10 +799,43 @@ static void test_write_formats(void **state)
     dfl_canvas_destroy(c);
 }
 
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quickselect against the sorted array: the value of rank round(q·(n−1)), for sizes with
+ * many repeats, sorted and reversed inputs. */
+static void test_quantile_select(void **state)
+{
+    (void)state;
+    uint32_t seed = 12345;
+    for (int trial = 0; trial < 200; trial++) {
+        size_t n = 1 + (size_t)(trial * 37 % 500);
+        float *v = malloc(n * sizeof *v), *sorted = malloc(n * sizeof *sorted);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            v[i] = trial % 3 == 0 ? (float)(seed >> 28) : trial % 3 == 1 ? (float)i : (float)(n - i);
+        }
+        memcpy(sorted, v, n * sizeof *v);
+        qsort(sorted, n, sizeof *sorted, cmp_float);
+        double qs[4] = {0.0, 0.5, 0.995, 1.0};
+        for (int k = 0; k < 4; k++) {
+            float *w = malloc(n * sizeof *w);
+            memcpy(w, v, n * sizeof *v);
+            size_t rank = (size_t)floor(qs[k] * (double)(n - 1) + 0.5);
+            assert_true(dfl_quantile_select(w, n, qs[k]) == sorted[rank]);
+            free(w);
+        }
+        free(v), free(sorted);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_viridis_published), cmocka_unit_test(test_magma_published),
+        cmocka_unit_test(test_quantile_select),   cmocka_unit_test(test_viridis_published), cmocka_unit_test(test_magma_published),
         cmocka_unit_test(test_rdbu_diverging),    cmocka_unit_test(test_cmap_parse),
         cmocka_unit_test(test_norms),             cmocka_unit_test(test_ticks),
         cmocka_unit_test(test_pool_vs_naive),     cmocka_unit_test(test_pool_values),

@@ -622,36 +622,6 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
 
 /* ---------------------------------------------------------------- limits */
 
-/* The q-quantile (0..1) of v[n], by quickselect (reorders v; O(n)). */
-static float quantile(float *v, size_t n, double q)
-{
-    size_t k = (size_t)floor(q * (double)(n - 1) + 0.5), lo = 0, hi = n - 1;
-    if (k >= n) k = n - 1;
-    while (lo < hi) {
-        /* median of three as the pivot, Hoare partition */
-        size_t mid = lo + (hi - lo) / 2;
-        float a = v[lo], b = v[mid], c = v[hi];
-        float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        size_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
-            if (i <= j) {
-                float t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                if (j == 0) break;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else break;
-    }
-    return v[k];
-}
-
 /* Robust limits over all tiles: the 99.5th percentile of the values (of |v| when
  * diverging), leaving out pooled columns that hold a bos key, whose sink would
  * otherwise wash the rest of the map out. */
@@ -694,7 +664,7 @@ static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error
                 float v = pl->tiles[t].v[i];
                 if (!isnan(v)) vals[n++] = diverging ? fabsf(v) : v;
             }
-    double q = n ? quantile(vals, n, 0.995) : 1.0;
+    double q = n ? dfl_quantile_select(vals, n, 0.995) : 1.0;
     free(vals);
     free(bos_col);
     if (nall == 0) lo = hi = 0;

@@ -236,6 +236,10 @@ void dfl_pool_destroy(dfl_pool *p);
 void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_rows, int64_t out_cols,
                     dfl_pool_mode mode, float *out);
 
+/* The q-quantile (0..1) of v[n] (n >= 1), the value of rank round(q·(n−1)), by
+ * quickselect: reorders v, O(n) on average. Robust colour limits use it. */
+float dfl_quantile_select(float *v, size_t n, double q);
+
 /* ------------------------------------------------------------------ charts */
 
 /* Paint a grid v[rows][cols] at (x, y), each value as a cell_w x cell_h block coloured

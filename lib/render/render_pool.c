@@ -659,3 +659,36 @@ void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_row
             out[y * out_cols + x] = mode == DFL_POOL_MAX ? best : (w > 0 ? (float)(s / w) : NAN);
         }
 }
+
+/* ------------------------------------------------------------- quantiles */
+
+/* Quickselect with a median-of-three pivot and Hoare partition: a sort of the 4M values
+ * of a large map took most of a viewer preview's time. */
+float dfl_quantile_select(float *v, size_t n, double q)
+{
+    size_t k = (size_t)floor(q * (double)(n - 1) + 0.5), lo = 0, hi = n - 1;
+    if (k >= n) k = n - 1;
+    while (lo < hi) {
+        /* median of three as the pivot, Hoare partition */
+        size_t mid = lo + (hi - lo) / 2;
+        float a = v[lo], b = v[mid], c = v[hi];
+        float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < pivot) i++;
+            while (v[j] > pivot) j--;
+            if (i <= j) {
+                float t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+                i++;
+                if (j == 0) break;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+    return v[k];
+}
