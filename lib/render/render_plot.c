@@ -931,42 +931,42 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
 
 /* ------------------------------------------------------------ whole images */
 
-static void size_of(int w, int h, int *W, int *H)
+typedef dfl_status (*chart_draw)(dfl_canvas *c, int w, int h, const void *chart, dfl_error *err);
+
+static dfl_status draw_line(dfl_canvas *c, int w, int h, const void *chart, dfl_error *err)
 {
-    *W = w > 0 ? w : DFL_PLOT_DEFAULT_W;
-    *H = h > 0 ? h : DFL_PLOT_DEFAULT_H;
+    return dfl_plot_line_draw(c, 0, 0, w, h, chart, err);
+}
+
+static dfl_status draw_bar(dfl_canvas *c, int w, int h, const void *chart, dfl_error *err)
+{
+    return dfl_plot_bar_draw(c, 0, 0, w, h, chart, err);
+}
+
+/* A white canvas of w x h (0: the default size) with one chart drawn over all of it. */
+static dfl_status chart_canvas(int w, int h, chart_draw draw, const void *chart, dfl_canvas **out, dfl_error *err)
+{
+    *out = NULL;
+    int W = w > 0 ? w : DFL_PLOT_DEFAULT_W, H = h > 0 ? h : DFL_PLOT_DEFAULT_H;
+    dfl_canvas *c;
+    dfl_status s = dfl_canvas_create(W, H, WHITE, &c, err);
+    if (s) return s;
+    if ((s = draw(c, W, H, chart, err))) {
+        dfl_canvas_destroy(c);
+        return s;
+    }
+    *out = c;
+    return DFL_OK;
 }
 
 dfl_status dfl_plot_line_canvas(const dfl_line_chart *p, dfl_canvas **out, dfl_error *err)
 {
-    *out = NULL;
-    int W, H;
-    size_of(p->width, p->height, &W, &H);
-    dfl_canvas *c;
-    dfl_status s = dfl_canvas_create(W, H, WHITE, &c, err);
-    if (s) return s;
-    if ((s = dfl_plot_line_draw(c, 0, 0, W, H, p, err))) {
-        dfl_canvas_destroy(c);
-        return s;
-    }
-    *out = c;
-    return DFL_OK;
+    return chart_canvas(p->width, p->height, draw_line, p, out, err);
 }
 
 dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_error *err)
 {
-    *out = NULL;
-    int W, H;
-    size_of(p->width, p->height, &W, &H);
-    dfl_canvas *c;
-    dfl_status s = dfl_canvas_create(W, H, WHITE, &c, err);
-    if (s) return s;
-    if ((s = dfl_plot_bar_draw(c, 0, 0, W, H, p, err))) {
-        dfl_canvas_destroy(c);
-        return s;
-    }
-    *out = c;
-    return DFL_OK;
+    return chart_canvas(p->width, p->height, draw_bar, p, out, err);
 }
 
 static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
