@@ -2,7 +2,9 @@
 # mpi.sh — probe under MPI on this machine: 8 prompts of T tokens on the bench model
 # with --maps all, as 1 rank x 1 thread, 1 rank x 2 threads and 2 ranks x 1 thread
 # (mpirun), whole processes timed (start-up, model load, join included), best of
-# REPEATS. Prints the parallel efficiency of each against 1 x 1, the ratio of 2 ranks x 1
+# REPEATS. The output of the previous repeat is removed before each run (untimed): a
+# run that replaces a dump of 560 MB pays the file system for freeing it (about 0.3 s
+# here, one process or many), which is not the cost of any layout. Prints the parallel efficiency of each against 1 x 1, the ratio of 2 ranks x 1
 # thread to 1 rank x 2 threads (target: within 10%), and rank 0's join of the parts
 # as a share of the 2-rank run (target: < 5%), with all maps and without maps.
 #
@@ -32,9 +34,12 @@ PYEOF
 run() {
     label=$1; shift
     $PY - "$REPEATS" "$@" <<'PYEOF'
-import re, subprocess, sys, time
+import os, re, subprocess, sys, time
 best, join = None, 0.0
+out = sys.argv[sys.argv.index("--out") + 1]
 for _ in range(int(sys.argv[1])):
+    if os.path.exists(out):
+        os.remove(out)
     t = time.perf_counter()
     r = subprocess.run(sys.argv[2:], capture_output=True, text=True)
     t = time.perf_counter() - t

@@ -2,6 +2,7 @@
 """probe under MPI: `mpirun -np 2 bin/probe` writes the dump a single process writes
 (every dataset, attribute and dimension scale, bit for bit) for the three model types
 with maps and statistics; outliers and noise read both alike; a rank with no prompt;
+the other ranks' warnings printed by rank 0, each once;
 a failing rank and a killed rank end the job with no dump and no parts left behind
 (or left for the next run to clean); the usage text names mpirun."""
 import json
@@ -156,6 +157,40 @@ class MpiProbe(unittest.TestCase):
         self.assertRegex(progress[-1], r"^probe: 5/5 samples, 178/178 tokens, [0-9]+ tok/s")
         done = [int(l.split()[1].split("/")[0]) for l in progress]
         self.assertEqual(done, sorted(done))  # one stream of totals: rank 0 alone prints
+
+    def test_warnings_of_every_rank_reach_rank_0_once(self):
+        model = self.path("nan_row")
+        make_model.make_model(model, "llama", layers=2, hidden=32, heads=4, kv_heads=2, vocab=97, seed=3)
+        # token 96's embedding is NaN: only the prompt holding it (p1, rank 1's share) turns non-finite
+        st = os.path.join(model, "model.safetensors")
+        with open(st, "rb") as f:
+            raw = bytearray(f.read())
+        n = int.from_bytes(raw[:8], "little")
+        emb = json.loads(raw[8:8 + n])["model.embed_tokens.weight"]
+        self.assertEqual(emb["dtype"], "F32")
+        at = 8 + n + emb["data_offsets"][0] + 96 * 32 * 4
+        raw[at:at + 4] = np.float32(np.nan).tobytes()
+        with open(st, "wb") as f:
+            f.write(raw)
+        prompts = self.path("nan_row.jsonl")
+        with open(prompts, "w") as f:  # no BOS first: a file-wide warning every rank finds
+            f.write(json.dumps({"id": "long", "tokens": [5 + i % 90 for i in range(30)]}) + "\n")
+            f.write(json.dumps({"id": "bad", "tokens": [7, 8, 96, 9, 10]}) + "\n")
+        one, two = self.path("nan_1.h5"), self.path("nan_2.h5")
+        flags = ["--model", model, "--prompts", prompts, "--threads", "1", "--force"]
+        r1 = plain(*flags, "--out", one)
+        r2 = mpirun(2, *flags, "--out", two)
+        self.assertEqual(r2.returncode, 0, r2.stderr)
+        warn = [l for l in r2.stderr.splitlines() if l.startswith("probe: warning:")]
+        self.assertEqual(len([l for l in warn if "bos_token_id" in l]), 1, r2.stderr)
+        nan = [l for l in warn if "first non-finite" in l]
+        self.assertEqual(len(nan), 1, r2.stderr)
+        self.assertRegex(nan[0], r"^probe: warning: rank 1: .*nan_row\.jsonl:2: sample bad: first non-finite")
+        self.assertIn("(1 with NaN/Inf: see above)", r2.stderr)
+        # the same warnings as one process gives, the rank named
+        self.assertEqual(sorted(l.replace("rank 1: ", "") for l in warn),
+                         sorted(l for l in r1.stderr.splitlines() if l.startswith("probe: warning:")))
+        assert_same_dump(self, one, two)
 
     def test_failing_rank_names_itself_and_leaves_nothing(self):
         out = self.path("fail.h5")

@@ -13,6 +13,7 @@
 #include "dump/dump_join.h"
 
 #define TAG_PROGRESS 1
+#define TAG_WARNING 2
 #define PROGRESS_EVERY 0.5   /* seconds between a rank's progress messages */
 
 int dfl_mpi_launched(void)
@@ -156,19 +157,51 @@ typedef struct job_state {
     int64_t total_tokens;
     double start, last_sent;
     int64_t layer, layers;
+    char **said;            /* rank 0: the warnings printed so far */
+    size_t n_said;
 } job_state;
 
-/* Rank 0: take in every progress message that has arrived. */
+/* Rank 0: print a warning unless the same text was printed already (every rank checks
+ * every prompt, so the file-wide warnings arrive once from each rank). */
+static void say_once(job_state *j, const char *msg, int from)
+{
+    for (size_t i = 0; i < j->n_said; i++)
+        if (!strcmp(j->said[i], msg)) return;
+    char **grown = realloc(j->said, (j->n_said + 1) * sizeof *grown);
+    char *copy = strdup(msg);
+    if (grown) j->said = grown;
+    if (grown && copy) j->said[j->n_said++] = copy;
+    else free(copy); /* out of memory: printed, not remembered */
+    if (!j->p->warn) return;
+    if (from == 0) {
+        j->p->warn(j->p->user, msg);
+        return;
+    }
+    char line[1024];
+    snprintf(line, sizeof line, "rank %d: %s", from, msg);
+    j->p->warn(j->p->user, line);
+}
+
+/* Rank 0: take in every progress message and warning that has arrived. */
 static void drain(job_state *j)
 {
-    int flag = 1;
-    while (flag) {
+    for (;;) {
+        int flag = 0, len = 0;
         MPI_Status st;
-        MPI_Iprobe(MPI_ANY_SOURCE, TAG_PROGRESS, MPI_COMM_WORLD, &flag, &st);
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
         if (!flag) break;
-        int64_t msg[2];
-        MPI_Recv(msg, 2, MPI_INT64_T, st.MPI_SOURCE, TAG_PROGRESS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        j->samples_done[st.MPI_SOURCE] = msg[0], j->tokens_done[st.MPI_SOURCE] = msg[1];
+        if (st.MPI_TAG == TAG_WARNING) {
+            char msg[1024];
+            MPI_Get_count(&st, MPI_CHAR, &len);
+            if (len < 1) len = 1; /* senders cap theirs at sizeof msg */
+            MPI_Recv(msg, len, MPI_CHAR, st.MPI_SOURCE, TAG_WARNING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            msg[len - 1] = '\0';
+            say_once(j, msg, st.MPI_SOURCE);
+            continue;
+        }
+        int64_t pg[2];
+        MPI_Recv(pg, 2, MPI_INT64_T, st.MPI_SOURCE, TAG_PROGRESS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        j->samples_done[st.MPI_SOURCE] = pg[0], j->tokens_done[st.MPI_SOURCE] = pg[1];
     }
 }
 
@@ -197,10 +230,18 @@ static void on_progress(void *user, const dfl_probe_progress *pg)
     MPI_Send(msg, 2, MPI_INT64_T, 0, TAG_PROGRESS, MPI_COMM_WORLD);
 }
 
+/* Rank 0 prints its own warnings; the others send theirs to rank 0 (a sample's
+ * non-finite values, for one, are found by the rank that runs it). */
 static void on_warn(void *user, const char *msg)
 {
     job_state *j = user;
-    if (j->rank == 0 && j->p->warn) j->p->warn(j->p->user, msg);
+    if (j->rank == 0) {
+        say_once(j, msg, 0);
+        return;
+    }
+    size_t len = strlen(msg) + 1;
+    if (len > 1024) len = 1024; /* rank 0's buffer; rank 0 ends the text */
+    MPI_Send(msg, (int)len, MPI_CHAR, 0, TAG_WARNING, MPI_COMM_WORLD);
 }
 
 /* Every rank, its own share done, waits for the others (rank 0 keeps the totals moving),
@@ -243,10 +284,15 @@ static void reduce_report(dfl_probe_report *rep)
     rep->forward_seconds = tmax, rep->flops = fsum;
 }
 
-/* Rank 0: the other parts into its own, then its own to the output. */
-static dfl_status join_parts(const dfl_probe_params *p, char *const *parts, int size, dfl_error *err)
+/* Rank 0: the other parts into its own (the gathering step, timed), then its own to
+ * the output — the rename every probe run ends with, timed apart because replacing an
+ * existing dump costs the file system the freeing of the old one. */
+static dfl_status join_parts(const dfl_probe_params *p, char *const *parts, int size, double *seconds,
+                             dfl_error *err)
 {
+    double t0 = now_seconds();
     dfl_status s = dfl_dump_join(parts[0], (const char *const *)parts + 1, (size_t)size - 1, err);
+    *seconds = now_seconds() - t0;
     if (!s) s = dfl__commit_tmp(parts[0], p->out_path, p->overwrite, err);
     return s;
 }
@@ -277,7 +323,7 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
         s = agree(s, err, rank, size);
     }
     if (!s) {
-        job_state j = {p, rank, size, done, done + size, total, total_tokens, now_seconds(), 0, 0, 0};
+        job_state j = {p, rank, size, done, done + size, total, total_tokens, now_seconds(), 0, 0, 0, NULL, 0};
         dfl_probe_params mine = *p;
         mine.subset = subset, mine.n_subset = n;
         mine.out_path = parts[rank];
@@ -285,12 +331,12 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
         mine.user = &j, mine.warn = on_warn, mine.progress = on_progress;
         s = dfl_probe_run(&mine, &rep, err);
         s = wait_for_ranks(&j, s, err);
+        for (size_t i = 0; i < j.n_said; i++) free(j.said[i]);
+        free(j.said);
     }
     if (!s) {
         reduce_report(&rep);
-        double t0 = now_seconds();
-        if (rank == 0) s = join_parts(p, parts, size, err);
-        rep.join_seconds = now_seconds() - t0;
+        if (rank == 0) s = join_parts(p, parts, size, &rep.join_seconds, err);
         s = agree(s, err, rank, size);
     }
     for (int r = 0; parts && r < size; r++) {
