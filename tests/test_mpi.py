@@ -221,10 +221,7 @@ class MpiProbe(unittest.TestCase):
             self.assertEqual(f.read(), "not a dump")
 
     def test_killed_rank_ends_the_job_and_a_rerun_cleans_up(self):
-        model = self.path("slow")
-        make_model.make_model(model, "llama", layers=4, hidden=128, heads=4, vocab=97, seed=1)
-        slow = self.path("slow.jsonl")
-        write_prompts(slow, [1200] * 6)
+        model, slow = self.slow_model(), self.slow_prompts()
         out = self.path("killed.h5")
         cmd = [MPIRUN, "-np", "2", "--oversubscribe", *ROOT_FLAGS, PROBE, "--model", model, "--prompts", slow,
                "--out", out, "--maps", "all", "--threads", "1", "--quiet"]
@@ -246,6 +243,61 @@ class MpiProbe(unittest.TestCase):
                    "--quiet")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(self.leftovers(out), [])
+
+    def test_ctrl_c_stops_every_rank(self):
+        out = self.path("interrupted.h5")
+        job = subprocess.Popen([MPIRUN, "-np", "2", "--oversubscribe", *ROOT_FLAGS, PROBE, "--model", self.slow_model(),
+                                "--prompts", self.slow_prompts(40), "--out", out, "--maps", "all", "--threads", "1",
+                                "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        for _ in range(600):  # until both ranks have begun writing their parts
+            if len(self.leftovers(out)) == 2 and self.rank_pid(out, 1):
+                break
+            time.sleep(0.05)
+        self.assertEqual(len(self.leftovers(out)), 2, "the ranks never started")
+        job.send_signal(signal.SIGINT)  # what Ctrl-C sends to mpirun
+        _, err = job.communicate(timeout=600)
+        self.assertNotEqual(job.returncode, 0)
+        self.assertIn("not written", err, "exit %d" % job.returncode)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(self.leftovers(out), [])
+        self.assertIsNone(self.rank_pid(out, 0))
+        self.assertIsNone(self.rank_pid(out, 1))
+
+    def test_full_disk_names_the_rank_and_leaves_nothing(self):
+        if os.geteuid() != 0:
+            raise AssertionError("this test mounts a small tmpfs: run make test as root (CI does)")
+        src = self.path("disk_src.h5")
+        flags = ["--model", self.models["llama"], "--prompts", self.prompts, "--maps", "all", "--threads", "1",
+                 "--quiet", "--force"]
+        self.assertEqual(plain(*flags, "--out", src).returncode, 0)
+        size = os.path.getsize(src) // 1024
+        # full while the ranks write (a quarter of the dump), and while rank 0 joins (the
+        # parts fit; the joined copy does not)
+        for kib in (size // 4, size + size // 4):
+            with self.subTest(kib=kib):
+                mnt = tempfile.mkdtemp(dir=self.tmp)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % kib, "tmpfs", mnt], check=True)
+                try:
+                    out = os.path.join(mnt, "o.h5")
+                    r = mpirun(2, *flags, "--out", out)
+                    self.assertNotEqual(r.returncode, 0, r.stderr)
+                    ours = [l for l in r.stderr.splitlines() if l.startswith("probe:") and "warning:" not in l]
+                    self.assertEqual(len(ours), 1, r.stderr)
+                    self.assertRegex(ours[0], r"^probe: rank [01]: .*No space left on device")
+                    self.assertEqual(os.listdir(mnt), [])
+                finally:
+                    subprocess.run(["umount", mnt], check=True)
+
+    def slow_model(self):
+        model = self.path("slow")
+        if not os.path.exists(model):
+            make_model.make_model(model, "llama", layers=4, hidden=128, heads=4, vocab=97, seed=1)
+        return model
+
+    def slow_prompts(self, n=6):
+        slow = self.path("slow%d.jsonl" % n)
+        write_prompts(slow, [1200] * n)
+        return slow
 
     @staticmethod
     def rank_pid(out, rank):

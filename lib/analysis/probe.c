@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 
 #include "base/atomic.h"
@@ -765,29 +764,15 @@ static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, con
     return total;
 }
 
-static void human_bytes(double b, char *buf, size_t cap)
-{
-    const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-    int u = 0;
-    while (b >= 1000 && u < 5) b /= 1000, u++;
-    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
-}
-
 /* Refuse (without --force) a run whose projected dump exceeds the free space of the
  * file system that will hold it: better now than after the whole run. */
 static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps, dfl_error *err)
 {
-    const char *slash = strrchr(p->out_path, '/');
-    char dir[4096];
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == p->out_path ? 1 : slash - p->out_path), p->out_path);
-    else snprintf(dir, sizeof dir, ".");
-    struct statvfs fs;
-    if (statvfs(dir, &fs) != 0) return DFL_OK;   /* the create will say what is wrong */
-    double avail = (double)fs.f_bavail * (double)fs.f_frsize, need = projected_bytes(p, m, ps);
-    if (need <= avail) return DFL_OK;
+    double avail = dfl__free_bytes(p->out_path), need = projected_bytes(p, m, ps);
+    if (avail < 0 || need <= avail) return DFL_OK; /* unknown: the create will say what is wrong */
     char a[32], n[32], msg[400];
-    human_bytes(avail, a, sizeof a);
-    human_bytes(need, n, sizeof n);
+    dfl__human_bytes(avail, a, sizeof a);
+    dfl__human_bytes(need, n, sizeof n);
     if (!p->overwrite)
         return dfl__fail(err, DFL_ERR_IO,
                          "%s: the dump is projected to take up to %s, more than the %s free on its file system "

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ------------------------------------------------- the process's temporaries */
@@ -103,6 +104,17 @@ static long sweep(const char *dir, const char *base, char *live_name, size_t liv
 }
 
 /* ------------------------------------------------------------------ API */
+
+double dfl__free_bytes(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0) return -1;
+    return (double)fs.f_bavail * (double)fs.f_frsize;
+}
 
 dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err)
 {

@@ -23,6 +23,10 @@
 
 #include "base/status.h"
 
+/* Bytes free to an unprivileged writer on the file system that holds (or will hold)
+ * the file `path`; -1 when that cannot be told (the write itself will then say why). */
+double dfl__free_bytes(const char *path);
+
 /* DFL_ERR_EXISTS when path exists and !overwrite, else DFL_OK. */
 dfl_status dfl__check_overwrite(const char *path, int overwrite, dfl_error *err);
 

@@ -31,6 +31,14 @@ const char *dfl__os_reason(void)
     return e == ENOSPC || e == EIO || e == EFBIG || e == EDQUOT || e == EROFS ? strerror(e) : NULL;
 }
 
+void dfl__human_bytes(double bytes, char *buf, size_t cap)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+}
+
 int dfl_status_exit_code(dfl_status s)
 {
     if (s == DFL_OK) return 0;

@@ -50,6 +50,9 @@ dfl_status dfl__context(dfl_error *err, const char *fmt, ...)
  * EROFS), else NULL: for messages after a library (HDF5, libpng) hid the cause. */
 const char *dfl__os_reason(void);
 
+/* A byte count for messages: "512 B", "61.4 KB", "1.2 GB" (powers of 1000). */
+void dfl__human_bytes(double bytes, char *buf, size_t cap);
+
 /* out = a*b; returns 0 on overflow (out untouched), 1 otherwise. */
 int dfl__mul_ok(size_t a, size_t b, size_t *out);
 

@@ -830,8 +830,9 @@ static dfl_status store_chunk(dfl_dump_stream *s, const staged_row *r, int64_t i
         used += snprintf(at + used, sizeof at - (size_t)used, "%s%llu", i ? ", " : "", (unsigned long long)off[i]);
     x->failed = 1;
     s->d->failed = 1; /* the file can only be discarded now */
-    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write the chunk at [%s] (disk full or file too large?)",
-                     s->d->path, at);
+    const char *why = dfl__os_reason();
+    return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to write the chunk at [%s]: %s", s->d->path, at,
+                     why ? why : "disk full or file too large?");
 }
 
 /* Queue the touched chunks of a complete row (raw chunks are stored at once). */

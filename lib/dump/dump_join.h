@@ -17,7 +17,9 @@
  * in place; the caller renames it into place afterwards). Chunks are copied as stored,
  * compressed, with no decoding; the dimension scales inside each copied group are
  * attached anew, since HDF5 does not carry object references between files; root
- * counts over samples (nonfinite_samples) are counted again. The parts are only read. DFL_ERR_HDF5 (with the file and group), DFL_ERR_FORMAT (a
+ * counts over samples (nonfinite_samples) are counted again. The parts are only read.
+ * DFL_ERR_IO when the file system of `into` has less room than the parts take (checked
+ * before any copy), DFL_ERR_HDF5 (with the file and group), DFL_ERR_FORMAT (a
  * sample present twice, or a part that is not a dump). On error `into` is left
  * partly joined: remove it. */
 dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, dfl_error *err);
