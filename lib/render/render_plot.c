@@ -398,7 +398,19 @@ static int count_lines(const char *s)
     return n;
 }
 
-static int auto_font_scale(int fs, int w) { return fs > 0 ? fs : (w >= 900 ? 2 : 1); }
+/* A frame over the region (x, y, w, h) with the chart's texts; font_scale 0 picks 2 for
+ * regions 900 px wide or more, else 1. */
+static frame frame_start(int x, int y, int w, int h, int font_scale, const char *title, const char *subtitle,
+                         const char *note, const char *x_label, const char *y_label)
+{
+    frame f;
+    memset(&f, 0, sizeof f);
+    f.fs = font_scale > 0 ? font_scale : (w >= 900 ? 2 : 1);
+    f.x = x, f.y = y, f.w = w, f.h = h;
+    f.title = title, f.subtitle = subtitle, f.note = note;
+    f.x_label = x_label, f.y_label = y_label;
+    return f;
+}
 
 /* Place the plot area inside the region given the y tick label width and x band. */
 static void frame_layout(frame *f, int ylab_w, int xband_h, int right_overhang, const entry *e, int n)
@@ -597,13 +609,8 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
 {
     dfl_status st = line_check(p, err);
     if (st) return st;
-    frame f;
-    memset(&f, 0, sizeof f);
-    f.fs = auto_font_scale(p->font_scale, w);
+    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x.label, p->y.label);
     const char *font = p->font ? p->font : c->impl->font;
-    f.x = x, f.y = y, f.w = w, f.h = h;
-    f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
-    f.x_label = p->x.label, f.y_label = p->y.label;
     int fs = f.fs, fh = DFL_FONT_H * fs;
 
     entry ents[DFL_PLOT_MAX_SERIES];
@@ -760,13 +767,8 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
 {
     dfl_status st = bar_check(p, err);
     if (st) return st;
-    frame f;
-    memset(&f, 0, sizeof f);
-    f.fs = auto_font_scale(p->font_scale, w);
+    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x_label, p->y.label);
     const char *font = p->font ? p->font : c->impl->font;
-    f.x = x, f.y = y, f.w = w, f.h = h;
-    f.title = p->title, f.subtitle = p->subtitle, f.note = p->note;
-    f.x_label = p->x_label, f.y_label = p->y.label;
     int fs = f.fs, fh = DFL_FONT_H * fs;
     int G = p->n_groups, S = p->n_series;
     int ylog = p->y.scale == DFL_SCALE_LOG;

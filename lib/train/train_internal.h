@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "model/model.h"
+#include "render/plot.h"
 
 /* How one analysis head reads q/k/v columns and writes its output columns
  * (the head plan of forward.c, restricted to num_kv_heads == num_heads):
@@ -45,6 +46,12 @@ typedef struct dfl__train_curve {
  * DFL_ERR_IO, DFL_ERR_NOMEM. */
 dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_error *err);
 void dfl__train_curve_free(dfl__train_curve *c);
+
+/* Every training figure (train_plot.c): loss on the left, retrieval accuracy (0 to 1)
+ * on the right, side by side, written to path (format by extension). The caller sets
+ * titles, series and legends; the shared axes, sizes and font are set here. */
+dfl_status dfl__train_panels_write(const char *path, dfl_line_chart loss, dfl_line_chart acc, const dfl_plot_paper *pp,
+                                   dfl_error *err);
 
 /* Attention block size of a workspace (default 64; tests use small ones so that tiny
  * sequences cross blocks). <= 0 restores the default. */

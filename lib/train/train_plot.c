@@ -71,7 +71,6 @@ dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, c
     memset(cv, 0, sizeof cv);
     dfl_plot_series loss_s[16], acc_s[8];
     char names[24][96];
-    dfl_canvas *canvas = NULL;
     dfl_status s = DFL_OK;
     int ns = 0, na = 0;
     for (int i = 0; i < n && !s; i++) s = dfl__train_curve_read(csv_paths[i], &cv[i], err);
@@ -93,33 +92,39 @@ dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, c
         acc_s[na] = base, acc_s[na].y = cv[i].eval_acc, acc_s[na++].label = names[3 * i + 2];
     }
     if (!s && na == 0) s = dfl__fail(err, DFL_ERR_USAGE, "plot: no rows in %s", csv_paths[0]);
-    if (!s) s = dfl_canvas_create(2 * PANEL_W, PANEL_H, (dfl_rgb){255, 255, 255}, &canvas, err);
     if (!s) {
-        dfl_line_chart a = dfl_line_chart_default();
-        a.title = title;
-        a.subtitle = "dashed: training loss, solid: held-out loss of the answer digits";
-        a.x.label = "step";
-        a.x.integer_ticks = 1;
-        a.y.label = "loss (nats)";
-        a.series = loss_s;
-        a.n_series = ns;
-        a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
-        a.font = pp ? pp->font : NULL;
-        s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &a, err);
-        if (!s) {
-            dfl_line_chart b = a;
-            b.title = "retrieval accuracy";
-            b.subtitle = "held-out: all answer digits right under argmax (teacher-forced)";
-            b.y.label = "accuracy";
-            b.y.has_min = b.y.has_max = 1;
-            b.y.min = 0.0, b.y.max = 1.0;
-            b.series = acc_s;
-            b.n_series = na;
-            s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &b, err);
-        }
+        dfl_line_chart loss = dfl_line_chart_default(), acc = dfl_line_chart_default();
+        loss.title = title;
+        loss.subtitle = "dashed: training loss, solid: held-out loss of the answer digits";
+        loss.series = loss_s, loss.n_series = ns;
+        acc.title = "retrieval accuracy";
+        acc.subtitle = "held-out: all answer digits right under argmax (teacher-forced)";
+        acc.series = acc_s, acc.n_series = na;
+        s = dfl__train_panels_write(png, loss, acc, pp, err);
     }
-    if (!s) s = dfl_plot_write(canvas, png, 1, pp, "difflens train", err);
-    dfl_canvas_destroy(canvas);
     for (int i = 0; i < n; i++) dfl__train_curve_free(&cv[i]);
+    return s;
+}
+
+dfl_status dfl__train_panels_write(const char *path, dfl_line_chart loss, dfl_line_chart acc, const dfl_plot_paper *pp,
+                                   dfl_error *err)
+{
+    dfl_line_chart *panel[2] = {&loss, &acc};
+    for (int i = 0; i < 2; i++) {
+        panel[i]->x.label = "step";
+        panel[i]->x.integer_ticks = 1;
+        panel[i]->width = PANEL_W, panel[i]->height = PANEL_H, panel[i]->font_scale = 2;
+        panel[i]->font = pp ? pp->font : NULL;
+    }
+    loss.y.label = "loss (nats)";
+    acc.y.label = "accuracy";
+    acc.y.has_min = acc.y.has_max = 1;
+    acc.y.min = 0.0, acc.y.max = 1.0;
+    dfl_canvas *canvas = NULL;
+    dfl_status s = dfl_canvas_create(2 * PANEL_W, PANEL_H, (dfl_rgb){255, 255, 255}, &canvas, err);
+    if (!s) s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &loss, err);
+    if (!s) s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &acc, err);
+    if (!s) s = dfl_plot_write(canvas, path, 1, pp, "difflens train", err);
+    dfl_canvas_destroy(canvas);
     return s;
 }

@@ -11,9 +11,6 @@
 #include "train/train.h"
 #include "train/train_internal.h"
 
-#define PANEL_W 1000
-#define PANEL_H 700
-
 const double DFL_SEEDS_LEVELS[DFL_SEEDS_N_LEVELS] = {0.25, 0.5, 0.9};
 
 /* The first evaluated step whose held-out accuracy reaches level, or -1. */
@@ -151,7 +148,6 @@ dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds,
     memset(mr, 0, sizeof mr);
     dfl_report *rc = NULL, *rs = NULL;
     double *buf = NULL;
-    dfl_canvas *canvas = NULL;
     dfl_status s = DFL_OK;
     int max_rows = 0, any = 0;
     char path[4200];
@@ -223,36 +219,17 @@ dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds,
                 as[na++].line_width = 1;
             }
         }
-        s = dfl_canvas_create(2 * PANEL_W, PANEL_H, (dfl_rgb){255, 255, 255}, &canvas, err);
-        if (!s) {
-            dfl_line_chart a = dfl_line_chart_default();
-            a.title = "held-out loss, mean over seeds";
-            a.subtitle = "cross-entropy of the answer digits (ln 10 = 2.30 is chance)";
-            a.x.label = "step";
-            a.x.integer_ticks = 1;
-            a.y.label = "loss (nats)";
-            a.y.has_min = 1, a.y.min = 0.0; /* cross-entropy: the axis need not go below 0 */
-            a.series = ls;
-            a.n_series = nl;
-            a.width = PANEL_W, a.height = PANEL_H, a.font_scale = 2;
-            a.font = pp ? pp->font : NULL;
-            s = dfl_plot_line_draw(canvas, 0, 0, PANEL_W, PANEL_H, &a, err);
-            if (!s) {
-                dfl_line_chart b = a;
-                b.title = "held-out retrieval accuracy over seeds";
-                b.subtitle = "solid: mean; dotted: lowest and highest seed";
-                b.y.label = "accuracy";
-                b.y.has_min = b.y.has_max = 1;
-                b.y.min = 0.0, b.y.max = 1.0;
-                b.series = as;
-                b.n_series = na;
-                b.legend = DFL_LEGEND_INSIDE_BR;
-                s = dfl_plot_line_draw(canvas, PANEL_W, 0, PANEL_W, PANEL_H, &b, err);
-            }
-        }
-        if (!s) s = dfl_plot_write(canvas, png, 1, pp, "difflens train", err);
+        dfl_line_chart loss = dfl_line_chart_default(), acc = dfl_line_chart_default();
+        loss.title = "held-out loss, mean over seeds";
+        loss.subtitle = "cross-entropy of the answer digits (ln 10 = 2.30 is chance)";
+        loss.y.has_min = 1, loss.y.min = 0.0; /* cross-entropy: the axis need not go below 0 */
+        loss.series = ls, loss.n_series = nl;
+        acc.title = "held-out retrieval accuracy over seeds";
+        acc.subtitle = "solid: mean; dotted: lowest and highest seed";
+        acc.series = as, acc.n_series = na;
+        acc.legend = DFL_LEGEND_INSIDE_BR;
+        s = dfl__train_panels_write(png, loss, acc, pp, err);
     }
-    dfl_canvas_destroy(canvas);
     free(buf);
     for (int j = 0; j < n_models; j++) {
         for (int i = 0; mr[j].c && i < n_seeds; i++)
