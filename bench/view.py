@@ -140,7 +140,7 @@ def main():
     print("view, %d-token map (1 layer, 1 head, f16, %d MB dump), best of %d; the machine may be loaded"
           % (T, os.path.getsize(dump) >> 20, REPEATS))
     print("  attnmap, the whole map to a PNG:      %.3f s" % best_alt)
-    print("  view, first screen in chromium:       %.3f s   (%.1fx sooner than attnmap; all runs: %s)"
+    print("  view, first screen in chromium:       %.3f s   (attnmap / view: %.2f; all runs: %s)"
           % (best_first, best_alt / best_first, " ".join("%.3f" % x for x in first)))
     print("  view server's CPU time until the first screen was up: %.3f s (best; the background pooling"
           " may have started)" % min(first_cpu))

@@ -353,6 +353,36 @@ static void test_many_chunks(void **state)
     close_two(&t);
 }
 
+/* More stored bytes than one batch holds (16 MB): the box is decoded in several. */
+static void test_batches_by_bytes(void **state)
+{
+    (void)state;
+    const char *path = path_of("large.h5");
+    hid_t f = file_with_root_attrs(path);
+    enum { ROWS = 2048, COLS = 2560 }; /* 21 MB of f32, stored raw in 32 chunks of 640 KB */
+    hsize_t dims[2] = {ROWS, COLS}, chunk[2] = {64, COLS};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sp = H5Screate_simple(2, dims, NULL);
+    assert_true(H5Pset_chunk(dcpl, 2, chunk) >= 0);
+    hid_t ds = H5Dcreate2(f, "m", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    float *v = malloc(sizeof(float) * ROWS * COLS), *got = malloc(sizeof(float) * ROWS * COLS);
+    assert_non_null(v);
+    assert_non_null(got);
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) v[i] = (float)uniform() - 0.5f;
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    H5Fclose(f);
+    dfl_error err;
+    int64_t start[2] = {0, 0}, count[2] = {ROWS, COLS};
+    two_slabs t = open_two(path, "m", 1);
+    assert_int_equal(dfl_dump_slab_read_f32(t.fast, start, count, got, &err), DFL_OK);
+    assert_memory_equal(got, v, sizeof(float) * ROWS * COLS);
+    close_two(&t);
+    free(v);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,7 +390,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_deflate_f32), cmocka_unit_test(test_shuffle_only_f32),
         cmocka_unit_test(test_no_filters_f16),      cmocka_unit_test(test_fill_value),
         cmocka_unit_test(test_left_to_hdf5),        cmocka_unit_test(test_raw_chunks),
-        cmocka_unit_test(test_many_chunks),
+        cmocka_unit_test(test_many_chunks), cmocka_unit_test(test_batches_by_bytes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -2,13 +2,13 @@
  * by decoding their stored chunks directly, on all cores.
  *
  * HDF5's own read path inflates one chunk at a time on one core and copies it twice.
- * Here HDF5 only locates the chunks a box touches (serially: it is not thread-safe);
- * their bytes are then read from the file (pread), inflated, unshuffled, converted to
- * f32 and scattered into the caller's buffer in parallel. Only the layouts probe and
- * h5py write by default are taken: little-endian f16/f32, chunked, filters drawn from
- * shuffle then deflate, a defined fill value, a file opened with HDF5's default (sec2)
- * driver. dfl__chunks_open reports anything else as "not eligible" and the caller
- * falls back to H5Dread; both paths give bit-identical results. A reader must not
+ * Here HDF5 only hands over the stored bytes of the chunks a box touches (serially, it
+ * is not thread-safe: H5Dread_chunk, one index probe each); they are then inflated,
+ * unshuffled, converted to f32 and scattered into the caller's buffer in parallel.
+ * Only the layouts probe and h5py write by default are taken: little-endian f16/f32,
+ * chunked, filters drawn from shuffle then deflate, a defined fill value.
+ * dfl__chunks_open reports anything else as "not eligible" and the caller falls back
+ * to H5Dread; both paths give bit-identical results. A reader must not
  * outlive the file it was opened on. */
 #ifndef DFL_DUMP_CHUNKS_H
 #define DFL_DUMP_CHUNKS_H
