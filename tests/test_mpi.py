@@ -288,6 +288,31 @@ class MpiProbe(unittest.TestCase):
                 finally:
                     subprocess.run(["umount", mnt], check=True)
 
+    def test_too_little_room_is_refused_before_work(self):
+        if os.geteuid() != 0:
+            raise AssertionError("this test mounts a small tmpfs: run make test as root (CI does)")
+        flags = ["--model", self.models["llama"], "--prompts", self.prompts, "--maps", "all", "--threads", "1"]
+        mnt = tempfile.mkdtemp(dir=self.tmp)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt], check=True)
+        try:
+            out = os.path.join(mnt, "o.h5")
+            r = mpirun(2, *flags, "--out", out)
+            self.assertNotEqual(r.returncode, 0)
+            ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
+            self.assertEqual(len(ours), 1, r.stderr)
+            self.assertRegex(ours[0], r"^probe: rank 0: .*o\.h5: the job is projected to take up to .* rank 0 joins "
+                                      r".* free on its file system .*--force")
+            self.assertEqual(os.listdir(mnt), [])
+            # --force: one warning, then the disk really fills
+            r = mpirun(2, *flags, "--out", out, "--force")
+            self.assertNotEqual(r.returncode, 0)
+            warn = [l for l in r.stderr.splitlines() if "projected" in l]
+            self.assertEqual(len(warn), 1, r.stderr)
+            self.assertIn("(--force: trying)", warn[0])
+            self.assertEqual(os.listdir(mnt), [])
+        finally:
+            subprocess.run(["umount", mnt], check=True)
+
     def slow_model(self):
         model = self.path("slow")
         if not os.path.exists(model):

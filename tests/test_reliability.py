@@ -300,6 +300,37 @@ class FullDisk(Fixture):
         self.assertEqual(r.returncode, 0, r.stderr)
 
 
+    def test_projection_bounds_the_dump(self):
+        # the projected size is an upper bound of what probe writes: on a disk that holds
+        # the dump exactly (rounded down to a page), the projection refuses the run
+        model = os.path.join(self.root, "llama_room")
+        if not os.path.exists(model):
+            make_model.make_model(model, "llama", layers=2, hidden=32, heads=4, kv_heads=2, vocab=30, max_pos=2048,
+                                  seed=4)
+        prompts = self.prompts("room.jsonl", 3, 1100)
+        with open(prompts, "a") as f:  # one more, not a whole number of tiles long
+            f.write(json.dumps({"id": "short", "tokens": [0] + [5 + j % 20 for j in range(700)], "answer": [[1, 3]]})
+                    + "\n")
+        cases = [(self.model, ["--maps", "all"]), (model, ["--maps", "all", "--map-dtype", "f32"]),
+                 (model, ["--maps", "rows=analysis", "--save-logits"]),
+                 (self.model, ["--maps", "layers=1;heads=0;rows=3,40,600,690"]), (model, ["--maps", "none"])]
+        for m, extra in cases:
+            with self.subTest(model=os.path.basename(m), flags=extra):
+                d = self.folder()
+                out = os.path.join(d, "full.h5")
+                r = subprocess.run([TOOL["probe"], "--model", m, "--prompts", prompts, "--out", out, "--quiet",
+                                    "--threads", "1", *extra], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                size = os.path.getsize(out)
+                small, _ = self.small_disk(size // 4096 * 4)
+                self.assertIsNotNone(self.mnt, "needs root for a tmpfs of the dump's size")
+                r = subprocess.run([TOOL["probe"], "--model", m, "--prompts", prompts, "--out",
+                                    os.path.join(small, "o.h5"), "--quiet", "--threads", "1", *extra],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 1, "not refused: the dump is %d bytes; %s" % (size, r.stderr))
+                self.assertIn("projected to take up to", r.stderr)
+                self.assertEqual(os.listdir(small), [])
+
     def test_png_and_jsonl_writers(self):
         self.expect_full([TOOL["attnmap"], self.dump, "-o", "@/a.png", "--quiet"], 4, "a.png", "attnmap")
         self.expect_full([TOOL["outliers"], self.dump, "--plot", "@/o.png"], 4, "o.png", "outliers")

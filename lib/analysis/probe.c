@@ -735,9 +735,23 @@ static const char *granularity_name(const dfl_forward_opts *o)
 /* An upper bound of the dump's size: per sample a fixed ~10 KB (groups, headers,
  * deflated histograms) plus the top lists, channel statistics and per-token data
  * uncompressed, the selected maps and the logits uncompressed. */
-static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps)
+/* The bytes of one head's map at most: every tile that holds a causal cell, uncompressed
+ * (tiles wholly in the future are never written). rows: the R stored query rows,
+ * ascending; NULL = rows 0..R-1. */
+static double map_tile_bytes(const int64_t *rows, int64_t R, int64_t T, double elem)
 {
-    const dfl_config *c = &m->config;
+    int64_t tr = R < MAP_TILE_ROWS ? R : MAP_TILE_ROWS, tk = T < MAP_TILE_KEYS ? T : MAP_TILE_KEYS;
+    int64_t all = (T + tk - 1) / tk, tiles = 0;
+    for (int64_t i = 0; i < R; i += tr) {
+        int64_t end = i + tr < R ? i + tr : R, last = rows ? rows[end - 1] : end - 1;
+        int64_t keys = last / tk + 1; /* key tiles holding keys 0..last */
+        tiles += keys < all ? keys : all;
+    }
+    return (double)tiles * (double)(tr * tk) * elem;
+}
+
+double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c, const dfl_prompt_set *ps)
+{
     double L = (double)c->num_layers, K = p->topk, D = (double)c->hidden_size, V = (double)c->vocab_size;
     double Hs = (double)dfl_config_analysis_heads(c), M = c->type == DFL_MODEL_LLAMA ? 1 : 3;
     const dfl_map_select *sel = &p->maps;
@@ -750,13 +764,15 @@ static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, con
         if (pr->text)
             for (size_t t = 0; t < pr->n_tokens; t++) b += 16 + (pr->text[t] ? (double)strlen(pr->text[t]) : 0);
         if (sel->enabled) {
-            double R = sel->rows == DFL_MAP_ROWS_ALL ? T : sel->rows == DFL_MAP_ROWS_LIST ? (double)sel->n_rows : T;
-            if (sel->rows == DFL_MAP_ROWS_ANALYSIS) {
-                int64_t *rows = dfl__alloc_array(pr->n_tokens, sizeof *rows);
-                if (rows) R = (double)dfl_analysis_rows(pr, p->rows, rows);
-                free(rows);
-            }
-            b += M * Ls * Hm * R * T * (p->map_f16 ? 2 : 4);
+            int64_t n = (int64_t)pr->n_tokens, R = n, *rows = NULL;
+            if (sel->rows == DFL_MAP_ROWS_LIST)
+                for (R = 0; R < (int64_t)sel->n_rows && sel->row_list[R] < n;) R++; /* sorted: rows past T go */
+            if (sel->rows == DFL_MAP_ROWS_ANALYSIS && (rows = dfl__alloc_array(pr->n_tokens, sizeof *rows)))
+                R = dfl_analysis_rows(pr, p->rows, rows);
+            const int64_t *which = sel->rows == DFL_MAP_ROWS_LIST ? sel->row_list : rows;
+            if (sel->rows == DFL_MAP_ROWS_ANALYSIS && !rows) which = NULL, R = n; /* no memory: all rows bound it */
+            b += M * Ls * Hm * map_tile_bytes(which, R, n, p->map_f16 ? 2 : 4);
+            free(rows);
         }
         if (p->save_logits) b += T * V * 4;
         total += b;
@@ -768,7 +784,8 @@ static double projected_bytes(const dfl_probe_params *p, const dfl_model *m, con
  * file system that will hold it: better now than after the whole run. */
 static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, const dfl_prompt_set *ps, dfl_error *err)
 {
-    double avail = dfl__free_bytes(p->out_path), need = projected_bytes(p, m, ps);
+    if (p->room_checked) return DFL_OK;
+    double avail = dfl__free_bytes(p->out_path), need = dfl_probe_projected_bytes(p, &m->config, ps);
     if (avail < 0 || need <= avail) return DFL_OK; /* unknown: the create will say what is wrong */
     char a[32], n[32], msg[400];
     dfl__human_bytes(avail, a, sizeof a);

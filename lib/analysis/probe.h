@@ -96,6 +96,10 @@ typedef struct dfl_probe_params {
     const volatile sig_atomic_t *cancel;
     int allow_unused;            /* run a model whose checkpoint holds tensors it does not
                                   * use (warned about); default: refused */
+    int room_checked;            /* the caller has checked the free space for the whole job
+                                  * (an MPI rank): no check of its own (default 0: a run
+                                  * projected to exceed the free space is refused unless
+                                  * overwrite, then warned about) */
     void *user;                  /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);
@@ -122,6 +126,10 @@ dfl_probe_params dfl_probe_params_default(void);
  * DFL_ERR_USAGE for a map selection outside the model, DFL_ERR_EXISTS,
  * DFL_ERR_HDF5, DFL_ERR_NOMEM, DFL_ERR_CANCELLED. */
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err);
+
+/* An upper bound of the bytes the dump of prompts ps takes (maps counted uncompressed),
+ * for the free-space check before a run. */
+double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c, const dfl_prompt_set *ps);
 
 /* The prompts of p->prompts_path as probe runs them: text prompts ("input") tokenized
  * with p->tokenizer_path (or the model folder's tokenizer.json), token prompts without

@@ -111,6 +111,27 @@ static void remove_stale_parts(const char *out)
     closedir(d);
 }
 
+/* Rank 0, before any work: room for the whole job. While rank 0 joins, the parts and
+ * the copies of every part but its own are on disk together: up to 2 − 1/R dumps. */
+static dfl_status check_job_room(const dfl_probe_params *p, const dfl_config *c, const dfl_prompt_set *ps, int size,
+                                 dfl_error *err)
+{
+    double avail = dfl__free_bytes(p->out_path);
+    double need = dfl_probe_projected_bytes(p, c, ps) * (2.0 - 1.0 / size);
+    if (avail < 0 || need <= avail) return DFL_OK;
+    char a[32], n[32], msg[640];
+    dfl__human_bytes(avail, a, sizeof a);
+    dfl__human_bytes(need, n, sizeof n);
+    const char *what = "the job is projected to take up to";
+    const char *why = "(the ranks' parts, and the dump rank 0 joins from them), more than the";
+    if (!p->overwrite)
+        return dfl__fail(err, DFL_ERR_IO, "%s: %s %s %s %s free on its file system (fewer prompts or maps, or --force "
+                         "to try anyway)", p->out_path, what, n, why, a);
+    snprintf(msg, sizeof msg, "%s: %s %s %s %s free (--force: trying)", p->out_path, what, n, why, a);
+    if (p->warn) p->warn(p->user, msg);
+    return DFL_OK;
+}
+
 /* This rank's prompts, in file order. */
 static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t **subset, size_t *n,
                            size_t *total, int64_t *total_tokens, dfl_error *err)
@@ -128,6 +149,7 @@ static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t
         s = dfl__read_file(cfg_path, &cfg_text, &len, err);
     }
     if (!s) s = dfl_config_parse(cfg_text, len, cfg_path, &cfg, err);
+    if (!s && rank == 0) s = check_job_room(p, &cfg, &ps, size, err);
     if (!s) {
         tokens = dfl__alloc_array(ps.count + 1, sizeof *tokens);
         owner = dfl__alloc_array(ps.count + 1, sizeof *owner);
@@ -327,7 +349,8 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
         dfl_probe_params mine = *p;
         mine.subset = subset, mine.n_subset = n;
         mine.out_path = parts[rank];
-        mine.overwrite = 1; /* our own part name; stale ones are gone */
+        mine.overwrite = 1;    /* our own part name; stale ones are gone */
+        mine.room_checked = 1; /* for the whole job, above */
         mine.user = &j, mine.warn = on_warn, mine.progress = on_progress;
         s = dfl_probe_run(&mine, &rep, err);
         s = wait_for_ranks(&j, s, err);
