@@ -210,6 +210,22 @@ class MpiProbe(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
         self.assertEqual(self.leftovers(out), [])
 
+    def test_bad_prompt_fails_every_rank_before_work(self):
+        bad = self.path("bad.jsonl")
+        with open(self.prompts) as f:
+            lines = f.read().splitlines()
+        lines[2] = '{"id": "broken", "tokens": [1, 2, 500]}'  # token 500 is outside the vocabulary of 97
+        with open(bad, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        out = self.path("bad.h5")
+        r = mpirun(2, "--model", self.models["llama"], "--prompts", bad, "--out", out, "--threads", "1", "--quiet")
+        self.assertNotEqual(r.returncode, 0)
+        ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
+        self.assertEqual(len(ours), 1, r.stderr)
+        self.assertRegex(ours[0], r"^probe: rank 0: .*bad\.jsonl:3: .*500")
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(self.leftovers(out), [])
+
     def test_existing_output_fails_before_work(self):
         out = self.path("exists.h5")
         with open(out, "w") as f:
