@@ -2,9 +2,11 @@
 """probe under MPI: `mpirun -np 2 bin/probe` writes the dump a single process writes
 (every dataset, attribute and dimension scale, bit for bit) for the three model types
 with maps and statistics; outliers and noise read both alike; a rank with no prompt;
-the other ranks' warnings printed by rank 0, each once;
-a failing rank and a killed rank end the job with no dump and no parts left behind
-(or left for the next run to clean); the usage text names mpirun."""
+the other ranks' warnings printed by rank 0, each once; a bad prompt, a failing rank, a
+killed rank, Ctrl-C and a full disk (while the ranks write, and while rank 0 joins) end
+the job with one line, no dump and no parts left behind (or left for the next run to
+clean); a disk too small for the job is refused before any work; the usage text names
+mpirun."""
 import json
 import os
 import shutil
@@ -161,7 +163,8 @@ class MpiProbe(unittest.TestCase):
     def test_warnings_of_every_rank_reach_rank_0_once(self):
         model = self.path("nan_row")
         make_model.make_model(model, "llama", layers=2, hidden=32, heads=4, kv_heads=2, vocab=97, seed=3)
-        # token 96's embedding is NaN: only the prompt holding it (p1, rank 1's share) turns non-finite
+        # token 96's embedding is NaN: only the prompt holding it (the second, rank 1's share) turns
+        # non-finite
         st = os.path.join(model, "model.safetensors")
         with open(st, "rb") as f:
             raw = bytearray(f.read())

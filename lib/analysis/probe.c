@@ -732,9 +732,6 @@ static const char *granularity_name(const dfl_forward_opts *o)
     return o->quant_granularity == DFL_QUANT_HEAD ? "head" : o->quant_granularity == DFL_QUANT_ROW ? "row" : "tensor";
 }
 
-/* An upper bound of the dump's size: per sample a fixed ~10 KB (groups, headers,
- * deflated histograms) plus the top lists, channel statistics and per-token data
- * uncompressed, the selected maps and the logits uncompressed. */
 /* The bytes of one head's map at most: every tile that holds a causal cell, uncompressed
  * (tiles wholly in the future are never written). rows: the R stored query rows,
  * ascending; NULL = rows 0..R-1. */
@@ -750,6 +747,9 @@ static double map_tile_bytes(const int64_t *rows, int64_t R, int64_t T, double e
     return (double)tiles * (double)(tr * tk) * elem;
 }
 
+/* Per sample a fixed ~10 KB (groups, headers, deflated histograms) plus the top lists,
+ * channel statistics and per-token data uncompressed, the selected maps' tiles and the
+ * logits uncompressed. */
 double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c, const dfl_prompt_set *ps)
 {
     double L = (double)c->num_layers, K = p->topk, D = (double)c->hidden_size, V = (double)c->vocab_size;

@@ -307,7 +307,7 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
             n = used = 0;
         }
         if (used + size > c->arena_cap) {
-            size_t cap = used + size > BATCH_BYTES ? used + size : BATCH_BYTES;
+            size_t cap = 2 * (used + size); /* grows with the boxes read: a tile needs little */
             unsigned char *grown = realloc(c->arena, cap);
             if (!grown) {
                 s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", where);
