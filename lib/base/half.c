@@ -3,6 +3,7 @@
  * compiler's rounding mode or on -ffast-math style flags. */
 #include "base/half.h"
 
+#include <cpuid.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------
@@ -79,4 +80,11 @@ uint16_t dfl_f32_to_bf16(float f)
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
     x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even; overflow gives inf */
     return (uint16_t)(x >> 16);
+}
+
+int dfl_cpu_has_f16c(void)
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }

@@ -17,4 +17,8 @@ float dfl_bf16_to_f32(uint16_t b);
 uint16_t dfl_f32_to_f16(float f);
 uint16_t dfl_f32_to_bf16(float f);
 
+/* 1 when the CPU converts f16 in hardware (F16C, with AVX enabled by the OS). Asked of
+ * CPUID, not __builtin_cpu_supports("f16c"), which clang 14 does not know. */
+int dfl_cpu_has_f16c(void);
+
 #endif

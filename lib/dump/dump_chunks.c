@@ -302,6 +302,11 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
         size_t size = 0;
         for (int i = 0; i < nd; i++) off[i] = (hsize_t)at[i];
         if ((s = stored_size(c, off, &size, where, err))) break;
+        if (size > c->chunk_bytes + c->chunk_bytes / 8 + 4096) { /* deflate never grows data that much */
+            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: a chunk's stored size (%zu bytes for %zu bytes of data) is corrupt",
+                          where, size, c->chunk_bytes);
+            break;
+        }
         if (n > 0 && (n == c->batch || used + size > BATCH_BYTES)) {
             if ((s = run_batch(c, c->jobs, n, start, count, out, where, err))) break;
             n = used = 0;

@@ -5,6 +5,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "base/half.h"
+
 /* ------------------------------------------------------------ kernels */
 
 /* 16 values per instruction; the tail with a masked load and store. */
@@ -51,7 +53,7 @@ dfl__f16_isa dfl__f16_best_isa(void)
     if (b < 0) {
         __builtin_cpu_init();
         b = __builtin_cpu_supports("avx512f")                                       ? DFL__F16_AVX512
-            : __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx") ? DFL__F16_F16C
+            : dfl_cpu_has_f16c()                                                    ? DFL__F16_F16C
                                                                                    : DFL__F16_SCALAR;
         __atomic_store_n(&best, b, __ATOMIC_RELAXED);
     }

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "base/half.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -88,7 +89,7 @@ static void convert_span(float *dst, const unsigned char *src, int dtype, size_t
     } else if (dtype == DFL_DTYPE_BF16) {
         if (__builtin_cpu_supports("avx2")) bf16_span_avx2(dst, (const uint16_t *)(const void *)src, n);
         else bf16_span(dst, (const uint16_t *)(const void *)src, n);
-    } else if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    } else if (dfl_cpu_has_f16c()) {
         f16_span_f16c(dst, (const uint16_t *)(const void *)src, n);
     } else {
         const uint16_t *h = (const uint16_t *)(const void *)src;
