@@ -324,6 +324,21 @@ static void test_raw_chunks(void **state)
     assert_memory_equal(got, vals, sizeof vals);
     dfl_dump_slab_close(fast);
     dfl_dump_close(r);
+
+    /* a chunk whose stored size no deflate stream of 48 bytes can have */
+    f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    ds = H5Dopen2(f, "m", H5P_DEFAULT);
+    static unsigned char huge[8192];
+    assert_true(H5Dwrite_chunk(ds, H5P_DEFAULT, 0, off1, sizeof huge, huge) >= 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+    assert_int_equal(dfl_dump_open(path, &r, &err), DFL_OK);
+    assert_int_equal(dfl_dump_slab_open(r, "m", &fast, &err), DFL_OK);
+    count[0] = 4;
+    assert_int_equal(dfl_dump_slab_read_f32(fast, start, count, got, &err), DFL_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "the chunk at [2, 0] is corrupt (its stored size, 8192 bytes for 48 bytes"));
+    dfl_dump_slab_close(fast);
+    dfl_dump_close(r);
 }
 
 /* 100 x 100 floats in 1 x 2 chunks: 5,000 chunks, more than one decoding batch. */

@@ -227,6 +227,15 @@ static void decode(dfl__chunks *c, worker *w, job *j, const int64_t *start, cons
 
 /* ------------------------------------------------------------------ reading */
 
+/* "2, 0": a chunk's first element, for messages. */
+static void chunk_coords(const dfl__chunks *c, const int64_t *coord, char *buf, size_t cap)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->nd && used + 24 < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)coord[i]);
+}
+
 /* Decode the batch's n jobs in parallel; the first failure is reported. */
 static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *start, const int64_t *count,
                             float *out, const char *where, dfl_error *err)
@@ -237,9 +246,7 @@ static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *
     for (size_t k = 0; k < n; k++)
         if (jobs[k].failed) {
             char at[128];
-            int used = 0;
-            for (int i = 0; i < c->nd && used < (int)sizeof at - 24; i++)
-                used += snprintf(at + used, sizeof at - (size_t)used, "%s%lld", i ? ", " : "", (long long)jobs[k].coord[i]);
+            chunk_coords(c, jobs[k].coord, at, sizeof at);
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (%s)", where, at,
                              jobs[k].failed == 1 ? "its deflate stream does not decode" : "it decodes to the wrong size");
         }
@@ -303,8 +310,10 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
         for (int i = 0; i < nd; i++) off[i] = (hsize_t)at[i];
         if ((s = stored_size(c, off, &size, where, err))) break;
         if (size > c->chunk_bytes + c->chunk_bytes / 8 + 4096) { /* deflate never grows data that much */
-            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: a chunk's stored size (%zu bytes for %zu bytes of data) is corrupt",
-                          where, size, c->chunk_bytes);
+            char where_at[128];
+            chunk_coords(c, at, where_at, sizeof where_at);
+            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (its stored size, %zu bytes for %zu "
+                          "bytes of data, cannot be)", where, where_at, size, c->chunk_bytes);
             break;
         }
         if (n > 0 && (n == c->batch || used + size > BATCH_BYTES)) {
