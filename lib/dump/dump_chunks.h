@@ -6,7 +6,8 @@
  * is not thread-safe: H5Dread_chunk, one index probe each); they are then inflated,
  * unshuffled, converted to f32 and scattered into the caller's buffer in parallel.
  * Only the layouts probe and h5py write by default are taken: little-endian f16/f32,
- * chunked, filters drawn from shuffle then deflate, a defined fill value.
+ * chunked, at least one filter, drawn from shuffle then deflate (without one the chunk
+ * index keeps no lengths to trust), a defined fill value.
  * dfl__chunks_open reports anything else as "not eligible" and the caller falls back
  * to H5Dread; both paths give bit-identical results. A reader must not
  * outlive the file it was opened on. */
