@@ -341,23 +341,32 @@ static void test_raw_chunks(void **state)
     dfl_dump_close(r);
 }
 
-/* 100 x 100 floats in 1 x 2 chunks: 5,000 chunks, more than one decoding batch. */
-static void test_many_chunks(void **state)
+/* Dataset "m" of path, rows x cols f32 in chunks of crows x ccols, shuffled (and
+ * deflated at level 1 when asked), holding v, written whole with H5Dwrite. */
+static void write_2d(const char *path, hsize_t rows, hsize_t cols, hsize_t crows, hsize_t ccols, int deflate,
+                     const float *v)
 {
-    (void)state;
-    const char *path = path_of("many.h5");
     hid_t f = file_with_root_attrs(path);
-    hsize_t dims[2] = {100, 100}, chunk[2] = {1, 2};
+    hsize_t dims[2] = {rows, cols}, chunk[2] = {crows, ccols};
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sp = H5Screate_simple(2, dims, NULL);
-    assert_true(H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 1) >= 0);
+    assert_true(H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0);
+    if (deflate) assert_true(H5Pset_deflate(dcpl, 1) >= 0);
     hid_t ds = H5Dcreate2(f, "m", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    static float v[100 * 100], got[100 * 100], ref[100 * 100];
-    for (int i = 0; i < 100 * 100; i++) v[i] = (float)uniform() - 0.5f;
     assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
     H5Dclose(ds);
     H5Sclose(sp);
     H5Pclose(dcpl);
     H5Fclose(f);
+}
+
+/* 100 x 100 floats in 1 x 2 chunks: 5,000 chunks, more than one decoding batch. */
+static void test_many_chunks(void **state)
+{
+    (void)state;
+    const char *path = path_of("many.h5");
+    static float v[100 * 100], got[100 * 100], ref[100 * 100];
+    for (int i = 0; i < 100 * 100; i++) v[i] = (float)uniform() - 0.5f;
+    write_2d(path, 100, 100, 1, 2, 1, v);
     dfl_error err;
     int64_t start[2] = {0, 0}, count[2] = {100, 100};
     two_slabs t = open_two(path, "m", 1);
@@ -373,21 +382,12 @@ static void test_batches_by_bytes(void **state)
 {
     (void)state;
     const char *path = path_of("large.h5");
-    hid_t f = file_with_root_attrs(path);
     enum { ROWS = 2048, COLS = 2560 }; /* 21 MB of f32, shuffled, not deflated: 32 chunks of 640 KB */
-    hsize_t dims[2] = {ROWS, COLS}, chunk[2] = {64, COLS};
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sp = H5Screate_simple(2, dims, NULL);
-    assert_true(H5Pset_chunk(dcpl, 2, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0);
-    hid_t ds = H5Dcreate2(f, "m", H5T_IEEE_F32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     float *v = malloc(sizeof(float) * ROWS * COLS), *got = malloc(sizeof(float) * ROWS * COLS);
     assert_non_null(v);
     assert_non_null(got);
     for (size_t i = 0; i < (size_t)ROWS * COLS; i++) v[i] = (float)uniform() - 0.5f;
-    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
-    H5Dclose(ds);
-    H5Sclose(sp);
-    H5Pclose(dcpl);
-    H5Fclose(f);
+    write_2d(path, ROWS, COLS, 64, COLS, 0, v);
     dfl_error err;
     int64_t start[2] = {0, 0}, count[2] = {ROWS, COLS};
     two_slabs t = open_two(path, "m", 1);

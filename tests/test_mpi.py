@@ -113,6 +113,14 @@ class MpiProbe(unittest.TestCase):
         base = os.path.basename(out)
         return [f for f in os.listdir(os.path.dirname(out)) if ".%s.part" % base in f]
 
+    def the_one_error(self, r):
+        """A failed job's error: it exited non-zero with exactly one line of its own
+        (warnings aside) on stderr."""
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        ours = [l for l in r.stderr.splitlines() if l.startswith("probe:") and "warning:" not in l]
+        self.assertEqual(len(ours), 1, r.stderr)
+        return ours[0]
+
     def test_two_ranks_write_the_one_process_dump(self):
         for t, model in self.models.items():
             with self.subTest(model=t):
@@ -206,10 +214,7 @@ class MpiProbe(unittest.TestCase):
                        "--threads", "1", "--quiet")
         finally:
             shutil.rmtree(blocker)
-        self.assertNotEqual(r.returncode, 0)
-        ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
-        self.assertEqual(len(ours), 1, r.stderr)
-        self.assertRegex(ours[0], r"^probe: rank 1: .*part1of2\.h5.*Is a directory")
+        self.assertRegex(self.the_one_error(r), r"^probe: rank 1: .*part1of2\.h5.*Is a directory")
         self.assertFalse(os.path.exists(out))
         self.assertEqual(self.leftovers(out), [])
 
@@ -222,10 +227,7 @@ class MpiProbe(unittest.TestCase):
             f.write("\n".join(lines) + "\n")
         out = self.path("bad.h5")
         r = mpirun(2, "--model", self.models["llama"], "--prompts", bad, "--out", out, "--threads", "1", "--quiet")
-        self.assertNotEqual(r.returncode, 0)
-        ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
-        self.assertEqual(len(ours), 1, r.stderr)
-        self.assertRegex(ours[0], r"^probe: rank 0: .*bad\.jsonl:3: .*500")
+        self.assertRegex(self.the_one_error(r), r"^probe: rank 0: .*bad\.jsonl:3: .*500")
         self.assertFalse(os.path.exists(out))
         self.assertEqual(self.leftovers(out), [])
 
@@ -299,10 +301,7 @@ class MpiProbe(unittest.TestCase):
                 try:
                     out = os.path.join(mnt, "o.h5")
                     r = mpirun(2, *flags, "--out", out)
-                    self.assertNotEqual(r.returncode, 0, r.stderr)
-                    ours = [l for l in r.stderr.splitlines() if l.startswith("probe:") and "warning:" not in l]
-                    self.assertEqual(len(ours), 1, r.stderr)
-                    self.assertRegex(ours[0], r"^probe: rank [01]: .*No space left on device")
+                    self.assertRegex(self.the_one_error(r), r"^probe: rank [01]: .*No space left on device")
                     self.assertEqual(os.listdir(mnt), [])
                 finally:
                     subprocess.run(["umount", mnt], check=True)
@@ -316,11 +315,8 @@ class MpiProbe(unittest.TestCase):
         try:
             out = os.path.join(mnt, "o.h5")
             r = mpirun(2, *flags, "--out", out)
-            self.assertNotEqual(r.returncode, 0)
-            ours = [l for l in r.stderr.splitlines() if l.startswith("probe:")]
-            self.assertEqual(len(ours), 1, r.stderr)
-            self.assertRegex(ours[0], r"^probe: rank 0: .*o\.h5: the job is projected to take up to .* rank 0 joins "
-                                      r".* free on its file system .*--force")
+            self.assertRegex(self.the_one_error(r), r"^probe: rank 0: .*o\.h5: the job is projected to take up to "
+                                                    r".* rank 0 joins .* free on its file system .*--force")
             self.assertEqual(os.listdir(mnt), [])
             # --force: one warning, then the disk really fills
             r = mpirun(2, *flags, "--out", out, "--force")
