@@ -104,7 +104,8 @@ fuzz:
 	        /usr/bin/python3 fuzz/triage.py build-fuzz/fuzz/$$n build-fuzz/findings/* || exit 1; \
 	    else \
 	        build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
-	            -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$n 2>&1 | tail -n 12 || exit 1; \
+	            -artifact_prefix=build-fuzz/ build-fuzz/corpus/$$n > build-fuzz/$$n.log 2>&1; rc=$$?; \
+	        tail -n 12 build-fuzz/$$n.log; [ $$rc -eq 0 ] || { echo "make fuzz: $$n failed (build-fuzz/$$n.log)"; exit 1; }; \
 	    fi; \
 	done
 

@@ -237,6 +237,12 @@ static void test_bad_vocab_and_merges(void **state)
                       "merge 0 is neither");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}", DFL_ERR_FORMAT,
                       "id must be an integer");
+    /* ids index arrays: one stray large id is refused, not allocated for (found by the fuzzer: 30e7) */
+    expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":300000000},\"merges\":[]}}",
+                      DFL_ERR_FORMAT, "id 300000000 is far beyond the 2 tokens");
+    expect_load_error("{\"added_tokens\":[{\"id\":5000,\"content\":\"<x>\"}],"
+                      "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}",
+                      DFL_ERR_FORMAT, "id 5000 is far beyond the 2 tokens");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0.5},\"merges\":[]}}", DFL_ERR_FORMAT,
                       "id must be an integer");
     expect_load_error("{\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"vocab\":{\"a\":0},\"merges\":[]}}",

@@ -640,6 +640,12 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
         if (id + 1 > max_id) max_id = (size_t)id + 1;
         pool += c->n + 1;
     }
+    /* ids index arrays: a stray large id (a typo, a corrupt file) would cost gigabytes */
+    size_t entries = (size_t)vocab->n + n_added;
+    if (max_id > 2 * entries + 1024)
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "tokenizer.json: id %zu is far beyond the %zu tokens the file defines (ids must run from 0 "
+                         "with few gaps)", max_id - 1, entries);
     dfl_status st = dfl__vocab_init(&t->vocab, max_id, pool, err);
     if (st) return st;
     for (uint32_t i = 0; i < vocab->n; i++) {
