@@ -299,7 +299,6 @@ class FullDisk(Fixture):
                            capture_output=True, text=True, preexec_fn=pre)
         self.assertEqual(r.returncode, 0, r.stderr)
 
-
     def test_projection_bounds_the_dump(self):
         # the projected size is an upper bound of what probe writes: on a disk that holds
         # the dump exactly (rounded down to a page), the projection refuses the run
