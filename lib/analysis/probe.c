@@ -1,4 +1,5 @@
 /* probe.c — one pass over a prompt set: forward with capture, statistics, dump. */
+#include "base/clock.h"
 #include "analysis/probe.h"
 
 #include <math.h>
@@ -31,13 +32,6 @@ dfl_probe_params dfl_probe_params_default(void)
     p.alpha = 6.0;
     p.forward = dfl_forward_opts_default();
     return p;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------ one sample */
@@ -192,7 +186,7 @@ static void on_layer(void *user, int64_t layer)
         acc_reset(&r->tacc[th], r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
     if (r->p->progress) {
         dfl_probe_progress pg = {r->ordinal, r->count, layer, r->L, r->tokens_done, r->tokens_total,
-                                 now_seconds() - r->start};
+                                 dfl_clock_seconds() - r->start};
         r->p->progress(r->p->user, &pg);
     }
 }
@@ -651,11 +645,11 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
 
     dfl_capture cap = {.user = r, .want_maps = want_maps, .attn_rows = on_attn, .scores_rows = on_scores,
                        .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
-    double t0 = now_seconds();
+    double t0 = dfl_clock_seconds();
     s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
-    rep->forward_seconds += now_seconds() - t0;
+    rep->forward_seconds += dfl_clock_seconds() - t0;
     if (s) return s;
     if ((s = dfl_dump_put(d, "nll", DFL_H5_F32, 1, &T, r->nll, err)) ||
         (s = dfl_dump_put(d, "argmax", DFL_H5_I32, 1, &T, r->argmax, err)) ||
@@ -871,7 +865,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
     if ((s = dfl_dump_attr_i64(d, ".", "topk", p->topk, err))) goto done;
-    double start = now_seconds();
+    double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
         size_t i = p->subset ? p->subset[k] : k;
@@ -896,7 +890,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     }
     if (p->progress) {
         dfl_probe_progress pg = {n_run, n_run, c->num_layers, c->num_layers, done_tokens, rep.tokens,
-                                 now_seconds() - start};
+                                 dfl_clock_seconds() - start};
         p->progress(p->user, &pg);
     }
     rep.samples = n_run;

@@ -1,4 +1,5 @@
 /* probe_mpi.c — probe's prompts split over MPI ranks, one dump joined by rank 0. */
+#include "base/clock.h"
 #include "cluster/probe_mpi.h"
 
 #include <dirent.h>
@@ -33,13 +34,6 @@ dfl_status dfl_mpi_start(int *argc, char ***argv, int *rank, int *size, dfl_erro
 void dfl_mpi_stop(void)
 {
     MPI_Finalize();
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Wait for a non-blocking collective without spinning a core that a rank still
@@ -229,7 +223,7 @@ static void drain(job_state *j)
 
 static void report_progress(job_state *j)
 {
-    dfl_probe_progress pg = {0, j->total, j->layer, j->layers, 0, j->total_tokens, now_seconds() - j->start};
+    dfl_probe_progress pg = {0, j->total, j->layer, j->layers, 0, j->total_tokens, dfl_clock_seconds() - j->start};
     for (int r = 0; r < j->size; r++) pg.sample += (size_t)j->samples_done[r], pg.tokens_done += j->tokens_done[r];
     j->p->progress(j->p->user, &pg);
 }
@@ -245,7 +239,7 @@ static void on_progress(void *user, const dfl_probe_progress *pg)
         if (j->p->progress) report_progress(j);
         return;
     }
-    double t = now_seconds();
+    double t = dfl_clock_seconds();
     if (t - j->last_sent < PROGRESS_EVERY && pg->sample < pg->samples) return;
     j->last_sent = t;
     int64_t msg[2] = {(int64_t)pg->sample, pg->tokens_done};
@@ -312,9 +306,9 @@ static void reduce_report(dfl_probe_report *rep)
 static dfl_status join_parts(const dfl_probe_params *p, char *const *parts, int size, double *seconds,
                              dfl_error *err)
 {
-    double t0 = now_seconds();
+    double t0 = dfl_clock_seconds();
     dfl_status s = dfl_dump_join(parts[0], (const char *const *)parts + 1, (size_t)size - 1, err);
-    *seconds = now_seconds() - t0;
+    *seconds = dfl_clock_seconds() - t0;
     if (!s) s = dfl__commit_tmp(parts[0], p->out_path, p->overwrite, err);
     return s;
 }
@@ -345,7 +339,7 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
         s = agree(s, err, rank, size);
     }
     if (!s) {
-        job_state j = {p, rank, size, done, done + size, total, total_tokens, now_seconds(), 0, 0, 0, NULL, 0};
+        job_state j = {p, rank, size, done, done + size, total, total_tokens, dfl_clock_seconds(), 0, 0, 0, NULL, 0};
         dfl_probe_params mine = *p;
         mine.subset = subset, mine.n_subset = n;
         mine.out_path = parts[rank];

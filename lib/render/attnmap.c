@@ -1,6 +1,7 @@
 /* attnmap.c — the attnmap tool's logic: resolve what to draw in one or two dumps,
  * read and pool each map by hyperslabs, choose one colour scale for all tiles, lay out
  * the figure and write the PNG. */
+#include "base/clock.h"
 #include "render/attnmap.h"
 
 #include <errno.h>
@@ -14,13 +15,6 @@
 #include "dump/dump_read.h"
 
 #define MAX_TILES 256
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------- parameters */
 
@@ -977,7 +971,7 @@ static void scale_note(const plan *pl, const dfl_attnmap_params *p, char *buf, s
 
 dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep, dfl_error *err)
 {
-    double t0 = now_seconds();
+    double t0 = dfl_clock_seconds();
     if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
@@ -1040,10 +1034,10 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (size < 16) size = 16;
     choose_size(pl, size);
 
-    double tr = now_seconds();
+    double tr = dfl_clock_seconds();
     for (int i = 0; i < pl->ntiles; i++)
         if ((s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err))) goto done;
-    double read_seconds = now_seconds() - tr;
+    double read_seconds = dfl_clock_seconds() - tr;
     if ((s = choose_limits(pl, p, err))) goto done;
 
     /* subtitle: what the pixels are */
@@ -1129,7 +1123,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
         rep->vmax = pl->norm.vmax;
         rep->robust = pl->robust;
         rep->read_seconds = read_seconds;
-        rep->total_seconds = now_seconds() - t0;
+        rep->total_seconds = dfl_clock_seconds() - t0;
     }
 done:
     reader_set_free(&rs);

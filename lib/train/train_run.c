@@ -13,6 +13,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "base/clock.h"
 #include "base/atomic.h"
 #include "base/strbuf.h"
 #include "model/safetensors.h"
@@ -132,13 +133,6 @@ typedef struct ckpt_meta {
 } ckpt_meta;
 
 /* --------------------------------------------------------------- files */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int exists(const char *path)
 {
@@ -460,14 +454,14 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     if (s) goto done;
 
     r.start_step = step;
-    const double t_start = now_s();
+    const double t_start = dfl_clock_seconds();
     double t_win = t_start, loss_sum = meta.win[0], steady_s = 0.0;   /* steady: step times after the first */
     int64_t win_steps = (int64_t)meta.win[1];
     /* a resume at or past --stop-at trains nothing (a rerun of the same command is a no-op) */
     int stopped = p->stop_at > 0 && step >= p->stop_at && step < p->steps, plot_warned = 0;
     while (step < p->steps && !stopped) {
         /* one step: batch `step` of stream 0, forward, backward, clip, AdamW */
-        double t_step = now_s();
+        double t_step = dfl_clock_seconds();
         double lr = dfl_train_lr(step, p->steps, p->warmup, p->lr, p->min_lr);
         make_batch(&task, p->seed, STREAM_TRAIN, (uint64_t)step * (uint64_t)B, B, p->loss == DFL_LOSS_ALL, 0, tokens,
                    targets);
@@ -479,7 +473,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         dfl_adamw o = {lr, p->beta1, p->beta2, p->eps, p->weight_decay};
         dfl_train_adamw(m, &o, step + 1);
         step++;
-        double t = now_s();
+        double t = dfl_clock_seconds();
         if (step > r.start_step + 1) steady_s += t - t_step;
         loss_sum += loss, win_steps++;
         r.loss = loss;
@@ -496,7 +490,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         if ((p->eval_every > 0 && step % p->eval_every == 0) || step == p->steps) {
             if ((s = evaluate(m, ws, &task, p, tokens, targets, &r.eval_loss, &r.eval_acc, err))) goto done;
             r.eval_step = step;
-            double t2 = now_s();
+            double t2 = dfl_clock_seconds();
             char row[256];
             snprintf(row, sizeof row, "%lld,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", (long long)step, lr, loss_sum / (double)win_steps,
                      r.eval_loss, r.eval_acc, (double)win_steps * (double)bt / (t - t_win), elapsed0 + (t2 - t_start));
@@ -504,7 +498,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             rep.eval_loss = r.eval_loss, rep.eval_acc = r.eval_acc, rep.train_loss_avg = loss_sum / (double)win_steps;
             if (hooks && hooks->report) hooks->report(hooks->user, &rep);
             loss_sum = 0.0, win_steps = 0;
-            t_win = now_s();
+            t_win = dfl_clock_seconds();
             dfl_strbuf_puts(&csv, row);
             if (csv.oom) {
                 s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
@@ -524,14 +518,14 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             }
         }
         if (stopped || step == p->steps || (p->ckpt_every > 0 && step % p->ckpt_every == 0)) {
-            double el = elapsed0 + (now_s() - t_start);
+            double el = elapsed0 + (dfl_clock_seconds() - t_start);
             meta.win[0] = loss_sum, meta.win[1] = (double)win_steps;
             if ((s = save_checkpoint(m, p->out, step, el, &meta, err))) goto done;
             if ((s = dfl_train_save_model(m, p->out, 1, err))) goto done;
         }
         if (p->keep_every > 0 && step % p->keep_every == 0 && (s = keep_model(m, p->out, step, err))) goto done;
     }
-    double t_end = now_s();
+    double t_end = dfl_clock_seconds();
     r.seconds = t_end - t_start;
     int64_t done_steps = step - r.start_step;
     r.tokens_per_s = done_steps > 0 ? (double)done_steps * (double)bt / r.seconds : 0.0;
