@@ -25,9 +25,8 @@ S="--sample d50-s0"
     --force --quiet
 "$A" "$T" --vs "$D" $L $S --layers all --head mean --width 7 -o "$IMG/attnmap_vs.svg" --force --quiet
 "$A" "$T" --vs "$D" $L $S --layer 1 --head mean --delta --width 3.3 -o "$IMG/attnmap_delta.svg" --force --quiet
-# the README's: the retrieval rows (last query) of both layers, Transformer vs Diff
-"$A" "$T" --vs "$D" $L $S --layers all --head mean --rows 56: --width 7 -o "$IMG/demo_retrieval_rows.svg" \
-    --force --quiet
+# demo/README.md's: the retrieval rows (last query) of both layers, Transformer vs Diff
+"$A" "$T" --vs "$D" $L $S --layers all --head mean --rows 56: -o "$IMG/demo_retrieval_rows.png" --force --quiet
 
 # token labels: the last query rows of one sample, each token's text on the axes; the
 # prompt's text is swapped for Unicode strings (same token ids) to show real glyphs and
@@ -63,7 +62,7 @@ PYEOF
 "$BIN/train" --pair demo/models --plot "$IMG/demo_train.svg" --plot-only --quiet
 
 for f in attnmap_single attnmap_maps_all attnmap_heads attnmap_vs attnmap_delta attnmap_tokens attnmap_strips \
-         demo_retrieval_rows noise_shares noise_depth outliers_layers demo_train; do
+         noise_shares noise_depth outliers_layers demo_train; do
     rsvg-convert "$IMG/$f.svg" -o "$TOK/$f.png" || { echo "doc_figures: rsvg-convert failed on $f.svg" >&2; exit 1; }
     echo "$IMG/$f.svg: $(wc -c < "$IMG/$f.svg") bytes"
 done
