@@ -164,6 +164,95 @@ static void test_config_refusals(void **state)
                    "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", DFL_ERR_CONFIG, "dynamic");
 }
 
+/* Every key is read, ignored or refused by name (issue 24): refusals Hugging Face makes,
+ * and values that would otherwise run as something else. */
+static void test_config_key_rule(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define L3 "{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+    /* llama3 rope_scaling: HF's _validate_llama3_parameters requires all four keys */
+    expect_refused(L3 "\"factor\": 8}}", DFL_ERR_CONFIG, "needs \"low_freq_factor\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1}}", DFL_ERR_CONFIG, "needs \"high_freq_factor\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}", DFL_ERR_CONFIG,
+                   "needs \"original_max_position_embeddings\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                   "\"original_max_position_embeddings\": null}}", DFL_ERR_CONFIG,
+                   "needs \"original_max_position_embeddings\"");
+    assert_int_equal(parse(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                           "\"original_max_position_embeddings\": 64}}", &c, &e), DFL_OK);
+    assert_int_equal(c.rope_original_max_pos, 64);
+#undef L3
+    /* sliding_window 0 is no window: refused where the family would use it, not run as full attention */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 0}",
+                   DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    /* unused when use_sliding_window is false (Qwen2Config sets it to None) */
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"sliding_window\": 0}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    /* qwen2 layer_types must agree with use_sliding_window / max_window_layers, also when sliding is off */
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": false, "
+                   "\"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types[1] is \"sliding_attention\" but sliding is off");
+    expect_refused("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": null, \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types[0] is \"sliding_attention\" but sliding is off");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 4, \"max_window_layers\": 1, "
+                   "\"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types starts sliding at layer 0 but max_window_layers is 1");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 4, \"max_window_layers\": 2, "
+                   "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types starts sliding at layer 1 but max_window_layers is 2");
+    /* agreeing ones load: all full with sliding off, and full then sliding from max_window_layers */
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"sliding_window\": 4, \"max_window_layers\": 1, "
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "true, \"sliding_window\": 4, \"max_window_layers\": 1, "
+                           "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 0), 0);
+    assert_int_equal(dfl_config_window(&c, 1), 4);
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "true, \"sliding_window\": 4, \"max_window_layers\": 9, "
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    /* numbers beyond the doubles parse as infinity (as Python's json): named as out of range */
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rms_norm_eps\": 1e309}",
+                   DFL_ERR_CONFIG, "\"rms_norm_eps\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_theta\": -1e309}",
+                   DFL_ERR_CONFIG, "\"rope_theta\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 1E+400, \"hidden_size\": 8, \"intermediate_size\": 12, "
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 2}", DFL_ERR_CONFIG,
+                   "\"vocab_size\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
+                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e309}}", DFL_ERR_CONFIG,
+                   "\"factor\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"bos_token_id\": 1e309}",
+                   DFL_ERR_CONFIG, "\"bos_token_id\" is out of range");
+    /* keys of other architectures that change the maths: refused by name, with what they are */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"num_local_experts\": 8}",
+                   DFL_ERR_CONFIG, "\"num_local_experts\": mixture-of-experts");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"final_logit_softcapping\": 30}",
+                   DFL_ERR_CONFIG, "soft-capping");
+    expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 4}",
+                   DFL_ERR_CONFIG, "\"sliding_window\" is not a diffllama key");
+    /* a key of another family: its default (null, false) is accepted, anything else refused */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true}",
+                   DFL_ERR_CONFIG, "key \"use_sliding_window\" is not supported for model_type mistral");
+    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"num_local_experts\": null}", &c, &e), DFL_OK);
+    /* difflens's Diff keys mean nothing to softmax families: ignored there */
+    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": 0.5}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.has_lambda_init, 0);
+}
+
 /* ------------------------------------------------------------ tiny model */
 
 /* A 1-layer llama (D 8, H 2, F 12, V 11) or diff_transformer written to dir; `drop`
@@ -303,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_config_families),
+        cmocka_unit_test(test_config_key_rule),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

@@ -17,6 +17,14 @@
 
 /* ------------------------------------------------------------ config keys */
 
+/* JSON numbers beyond the doubles (1e309) parse as ±Inf, as in Python: named as out of
+ * range rather than as not being numbers. */
+static dfl_status out_of_range(const char *label, const char *key, dfl_error *err)
+{
+    return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" is out of range (beyond the largest double, about 1.8e308)",
+                     label, key);
+}
+
 /* Read an integer key; absent or null gives def (or an error when def < 0 means
  * "required"). Non-integral, negative or huge values are refused. */
 static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64_t max,
@@ -30,6 +38,7 @@ static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64
     }
     if (!cJSON_IsNumber(v))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be an integer", label, key);
+    if (isinf(v->valuedouble)) return out_of_range(label, key, err);
     double d = v->valuedouble;
     if (d != floor(d) || d < 0 || d > (double)max)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" = %g is not an integer in [0, %lld]",
@@ -46,6 +55,7 @@ static dfl_status get_num(const cJSON *obj, const char *key, double def, const c
         *out = def;
         return DFL_OK;
     }
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return out_of_range(label, key, err);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be a number", label, key);
     *out = v->valuedouble;
@@ -103,6 +113,15 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
         return DFL_OK;
     }
     if (!strcmp(k, "llama3")) {
+        /* as Hugging Face's _validate_llama3_parameters: no defaults for these */
+        static const char *const need[] = {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, need[i]);
+            if (!v || cJSON_IsNull(v))
+                return dfl__fail(err, DFL_ERR_CONFIG, "%s: llama3 rope_scaling needs \"%s\" (factor, low_freq_factor, "
+                                 "high_freq_factor and original_max_position_embeddings are all required)", label,
+                                 need[i]);
+        }
         c->rope_kind = DFL_ROPE_LLAMA3;
         if ((s = get_num(rs, "low_freq_factor", 1.0, label, &c->rope_low_freq_factor, err))) return s;
         if ((s = get_num(rs, "high_freq_factor", 4.0, label, &c->rope_high_freq_factor, err))) return s;
@@ -290,7 +309,13 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_bool(root, "tie_word_embeddings", 0, label, &c.tie_word_embeddings, err))) goto done;
     if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err))) goto done;
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
-    c.bos_token_id = cJSON_IsNumber(bos) ? (int64_t)bos->valuedouble : -1;
+    if (cJSON_IsNumber(bos) && isinf(bos->valuedouble)) {
+        s = out_of_range(label, "bos_token_id", err);
+        goto done;
+    }
+    /* only for a warning: anything but a token id in range is "none" (and never cast out of range) */
+    c.bos_token_id = cJSON_IsNumber(bos) && fabs(bos->valuedouble) < (double)((int64_t)1 << 62)
+                         ? (int64_t)bos->valuedouble : -1;
     if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
     if ((s = parse_window(root, label, f, &c, err))) goto done;
     c.qkv_bias = f->qkv_bias;
