@@ -155,10 +155,12 @@ const dfl__family *dfl__family_of(const dfl_config *c)
 
 const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama"; }
 
-const dfl__attn_variant *dfl__attn_of(const dfl_config *c)
+const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {
-    return (unsigned)c->type < N_VARIANTS ? &variants[c->type] : NULL;
+    return (unsigned)t < N_VARIANTS ? &variants[t] : NULL;
 }
+
+const dfl__attn_variant *dfl__attn_of(const dfl_config *c) { return dfl__attn_variant_of_type(c->type); }
 
 dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
 {

@@ -93,6 +93,8 @@ dfl__key_kind dfl__family_key(const dfl__family *f, const char *key, const char 
 /* The supported model_types, comma-separated (for messages). */
 const char *dfl__family_names(void);
 
+/* The attention variant t, or NULL outside the enum. */
+const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t);
 /* The attention variant of c (by c->type). Never NULL for a valid c->type. */
 const dfl__attn_variant *dfl__attn_of(const dfl_config *c);
 

@@ -363,8 +363,7 @@ done:
 
 const char *dfl_model_type_name(dfl_model_type t)
 {
-    dfl_config c = {.type = t};
-    const dfl__attn_variant *a = dfl__attn_of(&c);
+    const dfl__attn_variant *a = dfl__attn_variant_of_type(t);
     return a ? a->name : "unknown";
 }
 
