@@ -3,13 +3,15 @@
  * One entry per config.json `model_type` says everything that differs between
  * families: which config keys it reads, ignores as harmless or refuses by name; the
  * defaults that differ (head_dim, rope_interleaved); biases, q/k norms, the sliding-
- * window rule; and its attention variant. The attention variant (dfl_model_type) is
- * the block structure shared by several families — softmax heads (llama, qwen2,
- * qwen3, mistral), unilm's differential heads (diff_transformer), Hugging Face
- * DiffLlama's (diffllama) — and says how a head reads q, k and v (the head plan),
- * the projections' shapes and names, λ and the sub-layer norm. Every family has RMS
- * norms, a SwiGLU MLP and RoPE (interleaved or rotate-half); a family that differs
- * there gets a new field here and its kernel in kernels.c.
+ * window rule; its norm, MLP and RoPE style; and its attention variant.
+ *
+ * The attention variant (dfl_model_type) is the block structure shared by several
+ * families — softmax heads (llama, qwen2, qwen3, mistral), unilm's differential heads
+ * (diff_transformer), Hugging Face DiffLlama's (diffllama) — and says how a head reads
+ * q, k and v (the head plan), the projections' shapes and names, λ and the sub-layer
+ * norm. Every family here has RMS norms, a SwiGLU MLP and RoPE (interleaved or
+ * rotate-half); one that differs names its kind in the entry and gets its kernel in
+ * kernels.c.
  *
  * Adding a family: one entry in family.c's table (and, for a new attention variant,
  * one entry in its variant table plus the forward and backward code of the variant).
@@ -29,6 +31,12 @@ typedef enum dfl__window_rule {
     DFL__WINDOW_QWEN          /* Qwen2/Qwen3: only with use_sliding_window, from layer
                                * max_window_layers on (or as layer_types says) */
 } dfl__window_rule;
+
+/* The norm and MLP of a family's blocks. Zero is what every family here has; a family
+ * with another (GPT-2's LayerNorm and GELU MLP, Gemma's GeGLU...) names it here, and
+ * model.c refuses it until forward.c and the trainer implement it. */
+typedef enum dfl__norm_kind { DFL__NORM_RMS = 0 } dfl__norm_kind;
+typedef enum dfl__mlp_kind { DFL__MLP_SWIGLU = 0 } dfl__mlp_kind;
 
 /* A config key refused by name when its value is anything but null or false. `why`
  * is a format with one %s, the model_type. */
@@ -72,7 +80,10 @@ typedef struct dfl__family {
     const char *const *harmless;      /* keys ignored beyond the common harmless ones */
     const dfl__refused_key *refused;  /* keys refused by name (terminated by key NULL) */
     int64_t head_dim;                 /* default head_dim; 0 = D / (H · sub_heads) */
-    int rope_interleaved;             /* default: 1 unilm's adjacent pairs, 0 rotate-half */
+    dfl__norm_kind norm;              /* every norm of the block and the final one */
+    dfl__mlp_kind mlp;
+    int rope_interleaved;             /* RoPE style by default: 1 unilm's adjacent pairs,
+                                       * 0 rotate-half (config key rope_interleaved) */
     int qkv_bias;                     /* q/k/v projections carry biases (qwen2) */
     int qk_norm;                      /* per-head RMSNorm of q and k before RoPE (qwen3) */
     dfl__window_rule window;

@@ -257,6 +257,11 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       dfl__family_names());
         goto done;
     }
+    if (f->norm != DFL__NORM_RMS || f->mlp != DFL__MLP_SWIGLU) {   /* an entry ahead of its kernels */
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
+                      f->model_type);
+        goto done;
+    }
     c.type = f->attn;
     snprintf(c.model_type, sizeof c.model_type, "%s", f->model_type);
     const dfl__attn_variant *av = dfl__attn_of(&c);
