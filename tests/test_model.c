@@ -235,6 +235,8 @@ static void test_config_key_rule(void **state)
                    "\"factor\" is out of range");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"bos_token_id\": 1e309}",
                    DFL_ERR_CONFIG, "\"bos_token_id\" is out of range");
+    expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": -1e309}",
+                   DFL_ERR_CONFIG, "\"diff_lambda_init\" is out of range");
     /* keys of other architectures that change the maths: refused by name, with what they are */
     expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"num_local_experts\": 8}",
                    DFL_ERR_CONFIG, "\"num_local_experts\": mixture-of-experts");

@@ -343,6 +343,10 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if (av->lambda) {
         const cJSON *li = cJSON_GetObjectItemCaseSensitive(root, "diff_lambda_init");
         if (li && !cJSON_IsNull(li)) {
+            if (cJSON_IsNumber(li) && isinf(li->valuedouble)) {
+                s = out_of_range(label, "diff_lambda_init", err);
+                goto done;
+            }
             if (!cJSON_IsNumber(li) || !isfinite(li->valuedouble)) {
                 s = dfl__fail(err, DFL_ERR_CONFIG, "%s: \"diff_lambda_init\" must be a number or null", label);
                 goto done;
