@@ -123,6 +123,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     /* field: a·b elements of type */
 #define BUF(field, a, b, type)                                                         \
     do {                                                                               \
+        if (n == WS_MAX_BUFS) return 0; /* a buffer added without growing the table */ \
         ws_buf *e = &w->bufs[n++];                                                     \
         e->ptr = (void **)&w->field;                                                   \
         e->size = sizeof(type);                                                        \
