@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/family.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -255,6 +256,55 @@ static void test_config_key_rule(void **state)
     assert_int_equal(c.has_lambda_init, 0);
 }
 
+/* The family table: every model_type it names parses, and each one's head plan reads
+ * every q head of width head_dim exactly once, stays inside k and v, and writes every
+ * output column exactly once (what a new entry must keep true), under GQA. */
+static void test_family_table(void **state)
+{
+    (void)state;
+    char names[256];
+    snprintf(names, sizeof names, "%s", dfl__family_names());
+    int families = 0;
+    for (char *save = NULL, *mt = strtok_r(names, ", ", &save); mt; mt = strtok_r(NULL, ", ", &save), families++) {
+        char json[512];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
+                 "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25}", mt);
+        dfl_config c;
+        dfl_error e;
+        if (parse(json, &c, &e)) fail_msg("%s: %s", mt, e.msg);
+        assert_string_equal(c.model_type, mt);
+        assert_ptr_equal(dfl__family_of(&c), dfl__family_find(mt));
+        dfl__attn_shape sh = dfl__attn_shape_of(&c);
+        int64_t hd = c.head_dim, maps = dfl_config_maps_per_head(&c);
+        assert_int_equal(sh.heads, dfl_config_analysis_heads(&c));
+        int q_reads[64] = {0}, out_writes[128] = {0};
+        assert_true(sh.q_ld / hd <= 64 && sh.att_ld <= 128);
+        for (int64_t h = 0; h < sh.heads; h++) {
+            dfl__head_plan p = dfl__head_plan_make(&c, h);
+            int64_t vw = 0;
+            for (int t = 0; t < maps; t++) {
+                assert_true(p.q_col[t] % hd == 0 && p.q_col[t] + hd <= sh.q_ld);
+                assert_true(p.k_col[t] % hd == 0 && p.k_col[t] + hd <= sh.k_ld);
+                q_reads[p.q_col[t] / hd]++;
+            }
+            for (int v = 0; v < p.n_vparts; v++) {
+                assert_true(p.v_col[v] >= 0 && p.v_col[v] + p.v_width[v] <= sh.v_ld);
+                vw += p.v_width[v];
+            }
+            assert_int_equal(vw, p.out_width);
+            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++) out_writes[j]++;
+        }
+        for (int64_t i = 0; i < sh.q_ld / hd; i++) assert_int_equal(q_reads[i], 1);
+        for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(out_writes[j], 1);
+        /* the Diff heads' sub-layer norm: unilm's fixed 1e-5, DiffLlama's rms_norm_eps */
+        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
+        assert_true(dfl__subnorm_eps(&c) == want);
+    }
+    assert_int_equal(families, 6);
+    assert_null(dfl__family_find("gpt2"));
+}
+
 /* ------------------------------------------------------------ tiny model */
 
 /* A 1-layer llama (D 8, H 2, F 12, V 11) or diff_transformer written to dir; `drop`
@@ -395,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_config_families),
         cmocka_unit_test(test_config_key_rule),
+        cmocka_unit_test(test_family_table),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };
