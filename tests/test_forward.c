@@ -248,17 +248,162 @@ static void test_bad_tokens_and_failing_callback(void **st)
     dfl_model_free(m);
 }
 
-static void test_flops_formula(void **st)
+/* ------------------------------------------------------------------ FLOPs */
+
+/* What the pass computed, seen through its capture: per (layer, analysis head) the
+ * visible keys of each query row, counted as the nonzero entries of map 1 (masked
+ * entries are exactly 0; random weights never underflow a softmax entry to 0). */
+typedef struct key_count {
+    double keys;          /* Σ over layers, heads, rows of the visible keys */
+    int64_t rows;
+} key_count;
+
+static dfl_status count_keys(void *u, const dfl_attn_block *b, dfl_error *e)
+{
+    (void)e;
+    key_count *k = u;
+    for (int64_t i = 0; i < b->n; i++) {
+        for (int64_t j = 0; j < b->ncols; j++) k->keys += b->map1[i * b->ld + j] != 0.0f;
+        k->rows++;
+    }
+    return DFL_OK;
+}
+
+static dfl_status no_logits(void *u, int64_t r0, int64_t n, int64_t V, const float *z, dfl_error *e)
+{
+    (void)u, (void)r0, (void)n, (void)V, (void)z, (void)e;
+    return DFL_OK;
+}
+
+/* Multiply-adds of a pass over T tokens, counted independently of dfl_forward_flops:
+ * every matrix product from the shape of the tensor the model bound (rows · cols per
+ * token: q, k, v, o, gate, up, down, lm_head), and attention by walking every (layer,
+ * analysis head, query, key) that the mask lets through — the window rule written out
+ * here from Mistral's and Qwen2's definitions (query i sees key j when j <= i and
+ * i − j < W, on every layer for Mistral, on layers >= max_window_layers for Qwen2) — with
+ * the widths of docs/format.md: per visible key, each of the M softmax maps takes a
+ * q·k product of the score width and the combined map one product with the head's
+ * value (llama: 1 map of hd, value hd; diff_transformer: 2 maps of d, value 2d;
+ * diffllama: 2 maps of hd, value 2hd). *captured gets the same attention count from
+ * the keys the pass itself left visible. */
+static double brute_force_macs(const dfl_model *m, int64_t T, int64_t window, int64_t from, double *captured)
+{
+    const dfl_config *c = &m->config;
+    int diff = c->type == DFL_MODEL_DIFF_TRANSFORMER, dl = c->type == DFL_MODEL_DIFFLLAMA;
+    int64_t Ha = dl ? c->num_heads / 2 : c->num_heads, maps = diff || dl ? 2 : 1;
+    double macs = 0, att = 0;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        const dfl_layer_weights *w = &m->layers[l];
+        const dfl_wmat *mats[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
+        for (int i = 0; i < 7; i++) macs += (double)T * (double)mats[i]->rows * (double)mats[i]->cols;
+        int64_t score_w = w->wq.rows / (Ha * maps), value_w = w->wo.cols / Ha;
+        for (int64_t h = 0; h < Ha; h++)
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t j = 0; j < T; j++)
+                    if (j <= i && (window == 0 || l < from || i - j < window))
+                        att += (double)(maps * score_w + value_w);
+    }
+    macs += (double)T * (double)m->lm_head.rows * (double)m->lm_head.cols;
+
+    key_count k = {0, 0};
+    dfl_capture cap = {.user = &k, .want_maps = want, .attn_rows = count_keys, .logits_rows = no_logits};
+    int32_t *tok = tokens_for(T, (int)c->vocab_size);
+    dfl_error e;
+    assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
+    free(tok);
+    assert_int_equal(k.rows, c->num_layers * Ha * T);
+    const dfl_layer_weights *w = &m->layers[0];
+    *captured = macs + k.keys * (double)(maps * (w->wq.rows / (Ha * maps)) + w->wo.cols / Ha);
+    return macs + att;
+}
+
+/* Add zero q/k/v biases to the tiny model in tmpdir (what a qwen2 checkpoint carries). */
+static void add_qkv_biases(int L)
+{
+    char path[600], name[12][64];
+    assert_true(L * 3 <= 12);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    dfl_st_file *f = NULL;
+    dfl_error e;
+    assert_int_equal(dfl_st_open(path, &f, &e), DFL_OK);
+    size_t n = dfl_st_count(f), k = 0;
+    dfl_tensor *ts = calloc(n + (size_t)L * 3, sizeof *ts);
+    float *zeros = calloc(4096, sizeof *zeros);
+    for (size_t i = 0; i < n; i++) {
+        ts[i] = *dfl_st_at(f, i);
+        const char *proj = strstr(ts[i].name, "_proj.weight");
+        if (!proj || !strstr(ts[i].name, "self_attn.") || proj[-1] == 'o') continue;
+        snprintf(name[k], sizeof name[k], "%.*s_proj.bias", (int)(proj - ts[i].name), ts[i].name);
+        dfl_tensor *b = &ts[n + k];
+        b->name = name[k];
+        b->dtype = DFL_DTYPE_F32;
+        b->ndim = 1;
+        b->shape[0] = ts[i].shape[0];
+        b->data = zeros;
+        b->nbytes = (size_t)ts[i].shape[0] * sizeof(float);
+        k++;
+    }
+    assert_int_equal(k, (size_t)L * 3);
+    assert_int_equal(dfl_st_write(path, ts, n + k, 1, &e), DFL_OK);
+    dfl_st_close(f);
+    free(ts);
+    free(zeros);
+}
+
+/* A tiny model of spec s, run as family `type` with the config keys `extra` (NULL: as
+ * written). */
+static dfl_model *load_as(tiny_spec s, const char *type, const char *extra)
+{
+    assert_int_equal(tiny_model_write(tmpdir, s), 0);
+    if (extra) {
+        char path[600], text[1024], out[1400];
+        snprintf(path, sizeof path, "%s/config.json", tmpdir);
+        FILE *f = fopen(path, "r");
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        const char *rest = strstr(text, "\"vocab_size\"");
+        assert_non_null(rest);
+        snprintf(out, sizeof out, "{\"model_type\": \"%s\", %s, %s", type, extra, rest);
+        f = fopen(path, "w");
+        fputs(out, f);
+        fclose(f);
+        if (!strcmp(type, "qwen2")) add_qkv_biases(s.L);
+    }
+    dfl_model *m = NULL;
+    dfl_error e;
+    if (dfl_model_load(tmpdir, &m, &e)) fail_msg("load: %s", e.msg);
+    return m;
+}
+
+static void test_flops_counted(void **st)
 {
     (void)st;
-    dfl_config c;
-    memset(&c, 0, sizeof c);
-    c.type = DFL_MODEL_LLAMA;
-    c.vocab_size = 100, c.hidden_size = 8, c.intermediate_size = 16, c.num_layers = 2;
-    c.num_heads = 2, c.num_kv_heads = 1, c.head_dim = 4;
-    /* per token: 2·(L·(D·(q 8 + k 4 + v 4 + o 8) + 3·D·F + H·(T+1)/2·(4 + 4)) + D·V) */
-    double T = 10, want = 2 * (2 * (8.0 * 24 + 3 * 8 * 16 + 2 * 5.5 * 8) + 8 * 100) * T;
-    assert_true(fabs(dfl_forward_flops(&c, 10) - want) < 1e-9);
+    struct {
+        tiny_spec s;
+        const char *type, *extra;
+        int64_t window, from;   /* layers >= from see a window of W keys (W = 0: none) */
+    } cases[] = {
+        {{"llama", 2, 32, 8, 2, 48, 50, 1}, "llama", NULL, 0, 0},              /* GQA: 4 q heads per kv head */
+        {{"diff_transformer", 2, 32, 4, 2, 48, 50, 2}, "diff_transformer", NULL, 0, 0}, /* GQA, d = D/H/2 */
+        {{"diffllama", 2, 32, 8, 4, 48, 50, 3}, "diffllama", NULL, 0, 0},      /* GQA, H/2 differential heads */
+        {{"llama", 2, 32, 4, 1, 40, 30, 4}, "mistral", "\"sliding_window\": 7", 7, 0},
+        {{"llama", 1, 16, 2, 2, 24, 20, 5}, "mistral", "\"sliding_window\": 64", 64, 0}, /* W > T: full */
+        /* Qwen2: full attention below max_window_layers, the window from there on */
+        {{"llama", 3, 16, 4, 2, 24, 20, 6}, "qwen2",
+         "\"use_sliding_window\": true, \"sliding_window\": 5, \"max_window_layers\": 1", 5, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int64_t T = 1; T <= 37; T += 12) {
+            dfl_model *m = load_as(cases[i].s, cases[i].type, cases[i].extra);
+            double captured, want = 2 * brute_force_macs(m, T, cases[i].window, cases[i].from, &captured);
+            double got = dfl_forward_flops(&m->config, T);
+            if (fabs(got - want) > 1e-9 * want || fabs(2 * captured - want) > 1e-9 * want)
+                fail_msg("%s window %lld T %lld: dfl_forward_flops %.17g, brute force %.17g, captured keys %.17g",
+                         cases[i].type, (long long)cases[i].window, (long long)T, got, want, 2 * captured);
+            dfl_model_free(m);
+        }
+    }
 }
 
 static int setup(void **st) { (void)st; return mkdtemp(tmpdir) ? 0 : -1; }
@@ -278,7 +423,7 @@ int main(void)
         cmocka_unit_test(test_maps_diffllama_gqa),
         cmocka_unit_test(test_threads_and_capture_do_not_change_logits),
         cmocka_unit_test(test_bad_tokens_and_failing_callback),
-        cmocka_unit_test(test_flops_formula),
+        cmocka_unit_test(test_flops_counted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/family.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -164,6 +165,146 @@ static void test_config_refusals(void **state)
                    "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", DFL_ERR_CONFIG, "dynamic");
 }
 
+/* Every key is read, ignored or refused by name (issue 24): refusals Hugging Face makes,
+ * and values that would otherwise run as something else. */
+static void test_config_key_rule(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define L3 "{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+    /* llama3 rope_scaling: HF's _validate_llama3_parameters requires all four keys */
+    expect_refused(L3 "\"factor\": 8}}", DFL_ERR_CONFIG, "needs \"low_freq_factor\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1}}", DFL_ERR_CONFIG, "needs \"high_freq_factor\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}", DFL_ERR_CONFIG,
+                   "needs \"original_max_position_embeddings\"");
+    expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                   "\"original_max_position_embeddings\": null}}", DFL_ERR_CONFIG,
+                   "needs \"original_max_position_embeddings\"");
+    assert_int_equal(parse(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
+                           "\"original_max_position_embeddings\": 64}}", &c, &e), DFL_OK);
+    assert_int_equal(c.rope_original_max_pos, 64);
+#undef L3
+    /* sliding_window 0 is no window: refused where the family would use it, not run as full attention */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 0}",
+                   DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    /* unused when use_sliding_window is false (Qwen2Config sets it to None) */
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"sliding_window\": 0}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    /* qwen2 layer_types must agree with use_sliding_window / max_window_layers, also when sliding is off */
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": false, "
+                   "\"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types[1] is \"sliding_attention\" but sliding is off");
+    expect_refused("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": null, \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types[0] is \"sliding_attention\" but sliding is off");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 4, \"max_window_layers\": 1, "
+                   "\"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types starts sliding at layer 0 but max_window_layers is 1");
+    expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                   "\"sliding_window\": 4, \"max_window_layers\": 2, "
+                   "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types starts sliding at layer 1 but max_window_layers is 2");
+    /* agreeing ones load: all full with sliding off, and full then sliding from max_window_layers */
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"sliding_window\": 4, \"max_window_layers\": 1, "
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "true, \"sliding_window\": 4, \"max_window_layers\": 1, "
+                           "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 0), 0);
+    assert_int_equal(dfl_config_window(&c, 1), 4);
+    assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "true, \"sliding_window\": 4, \"max_window_layers\": 9, "
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+    assert_int_equal(dfl_config_window(&c, 1), 0);
+    /* numbers beyond the doubles parse as infinity (as Python's json): named as out of range */
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rms_norm_eps\": 1e309}",
+                   DFL_ERR_CONFIG, "\"rms_norm_eps\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_theta\": -1e309}",
+                   DFL_ERR_CONFIG, "\"rope_theta\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 1E+400, \"hidden_size\": 8, \"intermediate_size\": 12, "
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 2}", DFL_ERR_CONFIG,
+                   "\"vocab_size\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
+                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e309}}", DFL_ERR_CONFIG,
+                   "\"factor\" is out of range");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"bos_token_id\": 1e309}",
+                   DFL_ERR_CONFIG, "\"bos_token_id\" is out of range");
+    expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": -1e309}",
+                   DFL_ERR_CONFIG, "\"diff_lambda_init\" is out of range");
+    /* keys of other architectures that change the maths: refused by name, with what they are */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"num_local_experts\": 8}",
+                   DFL_ERR_CONFIG, "\"num_local_experts\": mixture-of-experts");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"final_logit_softcapping\": 30}",
+                   DFL_ERR_CONFIG, "soft-capping");
+    expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 4}",
+                   DFL_ERR_CONFIG, "\"sliding_window\" is not a diffllama key");
+    /* a key of another family: its default (null, false) is accepted, anything else refused */
+    expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true}",
+                   DFL_ERR_CONFIG, "key \"use_sliding_window\" is not supported for model_type mistral");
+    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
+                           "false, \"num_local_experts\": null}", &c, &e), DFL_OK);
+    /* difflens's Diff keys mean nothing to softmax families: ignored there */
+    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": 0.5}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.has_lambda_init, 0);
+}
+
+/* The family table: every model_type it names parses, and each one's head plan reads
+ * every q head of width head_dim exactly once, stays inside k and v, and writes every
+ * output column exactly once (what a new entry must keep true), under GQA. */
+static void test_family_table(void **state)
+{
+    (void)state;
+    char names[256];
+    snprintf(names, sizeof names, "%s", dfl__family_names());
+    int families = 0;
+    for (char *save = NULL, *mt = strtok_r(names, ", ", &save); mt; mt = strtok_r(NULL, ", ", &save), families++) {
+        char json[512];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
+                 "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25}", mt);
+        dfl_config c;
+        dfl_error e;
+        if (parse(json, &c, &e)) fail_msg("%s: %s", mt, e.msg);
+        assert_string_equal(c.model_type, mt);
+        assert_ptr_equal(dfl__family_of(&c), dfl__family_find(mt));
+        dfl__attn_shape sh = dfl__attn_shape_of(&c);
+        int64_t hd = c.head_dim, maps = dfl_config_maps_per_head(&c);
+        assert_int_equal(sh.heads, dfl_config_analysis_heads(&c));
+        int q_reads[64] = {0}, out_writes[128] = {0};
+        assert_true(sh.q_ld / hd <= 64 && sh.att_ld <= 128);
+        for (int64_t h = 0; h < sh.heads; h++) {
+            dfl__head_plan p = dfl__head_plan_make(&c, h);
+            int64_t vw = 0;
+            for (int t = 0; t < maps; t++) {
+                assert_true(p.q_col[t] % hd == 0 && p.q_col[t] + hd <= sh.q_ld);
+                assert_true(p.k_col[t] % hd == 0 && p.k_col[t] + hd <= sh.k_ld);
+                q_reads[p.q_col[t] / hd]++;
+            }
+            for (int v = 0; v < p.n_vparts; v++) {
+                assert_true(p.v_col[v] >= 0 && p.v_col[v] + p.v_width[v] <= sh.v_ld);
+                vw += p.v_width[v];
+            }
+            assert_int_equal(vw, p.out_width);
+            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++) out_writes[j]++;
+        }
+        for (int64_t i = 0; i < sh.q_ld / hd; i++) assert_int_equal(q_reads[i], 1);
+        for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(out_writes[j], 1);
+        /* the Diff heads' sub-layer norm: unilm's fixed 1e-5, DiffLlama's rms_norm_eps */
+        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
+        assert_true(dfl__subnorm_eps(&c) == want);
+    }
+    assert_int_equal(families, 6);
+    assert_null(dfl__family_find("gpt2"));
+}
+
 /* ------------------------------------------------------------ tiny model */
 
 /* A 1-layer llama (D 8, H 2, F 12, V 11) or diff_transformer written to dir; `drop`
@@ -303,6 +444,8 @@ int main(void)
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_config_families),
+        cmocka_unit_test(test_config_key_rule),
+        cmocka_unit_test(test_family_table),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

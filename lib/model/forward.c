@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family.h"
 #include "model/kernels.h"
 #include "model/safetensors.h"
 
@@ -24,16 +25,11 @@
  * blocks convert them fewer times, for 2·MLP_ROWS_CONVERTED·F more floats. */
 #define MLP_ROWS_CONVERTED 2048
 
-/* ------------------------------------------------------------- head plan */
+/* ------------------------------------------------------------- geometry */
 
-/* Where one analysis head reads its queries, keys and values and writes its output.
- * Columns index the q [T, q_ld], k [T, k_ld], v [T, v_ld] and att [T, att_ld] buffers. */
-typedef struct head_plan {
-    int64_t q_col[2], k_col[2];      /* per map (map 2 only for Diff models) */
-    int64_t v_col[2], v_width[2];    /* value parts, concatenated in order */
-    int n_vparts;
-    int64_t out_col, out_width;
-} head_plan;
+/* The head plan (where each analysis head reads q, k, v and writes its output) is
+ * family.c's dfl__head_plan_make, shared with the trainer. */
+typedef dfl__head_plan head_plan;
 
 typedef struct attn_geom {
     int nmaps;              /* 1 llama, 2 Diff */
@@ -48,72 +44,19 @@ typedef struct attn_geom {
 static attn_geom make_geom(const dfl_config *c)
 {
     attn_geom g;
-    int64_t H = c->num_heads, Hkv = c->num_kv_heads, hd = c->head_dim;
-    g.dq = hd;
-    g.scale = (float)(1.0 / sqrt((double)hd));
-    g.heads = dfl_config_analysis_heads(c);
+    dfl__attn_shape sh = dfl__attn_shape_of(c);
+    g.dq = c->head_dim;
+    g.scale = (float)(1.0 / sqrt((double)c->head_dim));
+    g.heads = sh.heads;
     g.nmaps = dfl_config_maps_per_head(c);
     g.nstore = g.nmaps == 2 ? 3 : 1;
-    if (c->type == DFL_MODEL_DIFF_TRANSFORMER) {
-        g.n_qheads = 2 * H;
-        g.n_kheads = 2 * Hkv;
-        g.v_ld = Hkv * 2 * hd;
-        g.att_ld = H * 2 * hd;
-    } else {
-        g.n_qheads = H;
-        g.n_kheads = Hkv;
-        g.v_ld = Hkv * hd;
-        g.att_ld = H * hd;
-    }
-    g.q_ld = g.n_qheads * hd;
-    g.k_ld = g.n_kheads * hd;
+    g.n_qheads = sh.n_qheads;
+    g.n_kheads = sh.n_kheads;
+    g.q_ld = sh.q_ld;
+    g.k_ld = sh.k_ld;
+    g.v_ld = sh.v_ld;
+    g.att_ld = sh.att_ld;
     return g;
-}
-
-static head_plan make_plan(const dfl_config *c, int64_t h)
-{
-    head_plan p;
-    memset(&p, 0, sizeof p);
-    int64_t H = c->num_heads, hd = c->head_dim, n_rep = c->num_heads / c->num_kv_heads;
-    switch (c->type) {
-    case DFL_MODEL_LLAMA:
-        p.q_col[0] = h * hd;
-        p.k_col[0] = (h / n_rep) * hd;
-        p.v_col[0] = (h / n_rep) * hd;
-        p.v_width[0] = hd;
-        p.n_vparts = 1;
-        p.out_col = h * hd;
-        p.out_width = hd;
-        break;
-    case DFL_MODEL_DIFF_TRANSFORMER:
-        /* Map t of head h is q sub-head 2h+t; its key sub-head depends on how the
-         * implementation repeats kv heads under GQA (docs/format.md, config key diff_kv_pairing). */
-        for (int t = 0; t < 2; t++) {
-            int64_t ks = c->kv_pairing == DFL_KV_FLASH ? 2 * (h / n_rep) + t : (2 * h + t) / n_rep;
-            p.q_col[t] = (2 * h + t) * hd;
-            p.k_col[t] = ks * hd;
-        }
-        p.v_col[0] = (h / n_rep) * 2 * hd;
-        p.v_width[0] = 2 * hd;
-        p.n_vparts = 1;
-        p.out_col = h * 2 * hd;
-        p.out_width = 2 * hd;
-        break;
-    case DFL_MODEL_DIFFLLAMA:
-        /* Head h pairs maps h and h + H/2; its value concatenates their values. */
-        for (int t = 0; t < 2; t++) {
-            int64_t qh = h + t * (H / 2);
-            p.q_col[t] = qh * hd;
-            p.k_col[t] = (qh / n_rep) * hd;
-            p.v_col[t] = (qh / n_rep) * hd;
-            p.v_width[t] = hd;
-        }
-        p.n_vparts = 2;
-        p.out_col = h * 2 * hd;
-        p.out_width = 2 * hd;
-        break;
-    }
-    return p;
 }
 
 double dfl_forward_flops(const dfl_config *c, int64_t T)
@@ -137,6 +80,14 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
 
 /* ------------------------------------------------------------ workspace */
 
+/* One workspace buffer: where its pointer lives, and n elements of `size` bytes. */
+typedef struct ws_buf {
+    void **ptr;
+    size_t n, size;
+} ws_buf;
+
+#define WS_MAX_BUFS 24
+
 typedef struct fwd_ws {
     float *x, *xn;          /* [T, D] residual stream, normed copy */
     float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
@@ -153,13 +104,59 @@ typedef struct fwd_ws {
     float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
     float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
     float *logits;          /* [LM_HEAD_ROWS, V] */
+    ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
+    size_t nbufs;
 } fwd_ws;
+
+/* The buffers of w for one pass, in one table (w->bufs): allocated and freed by one
+ * loop each. A count of 0 marks a buffer this pass does not need (logits without a
+ * logits callback). Returns 0 when a count overflows. */
+static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows, int64_t mlp_rows,
+                    int need_logits)
+{
+    size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, hq = (size_t)g->dq / 2;
+    size_t mr = t < (size_t)mlp_rows ? t : (size_t)mlp_rows, H = (size_t)g->heads;
+    int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
+    if (g->att_ld > wide) wide = g->att_ld;
+    size_t n = 0;
+    int ok = 1;
+    /* field: a·b elements of type */
+#define BUF(field, a, b, type)                                                         \
+    do {                                                                               \
+        if (n == WS_MAX_BUFS) return 0; /* a buffer added without growing the table */ \
+        ws_buf *e = &w->bufs[n++];                                                     \
+        e->ptr = (void **)&w->field;                                                   \
+        e->size = sizeof(type);                                                        \
+        ok = ok && dfl__mul_ok(a, b, &e->n);                                           \
+    } while (0)
+    BUF(x, t, D, float);
+    BUF(xn, t, D, float);
+    BUF(tmp, t, D, float);
+    BUF(q, t, (size_t)g->q_ld, float);
+    BUF(k, t, (size_t)g->k_ld, float);
+    BUF(v, t, (size_t)g->v_ld, float);
+    BUF(att, t, (size_t)g->att_ld, float);
+    BUF(gate, mr, F, float);
+    BUF(up, mr, F, float);
+    BUF(maps, H * (size_t)g->nstore * (size_t)rows, t, float);
+    BUF(cos_t, t, hq, float);
+    BUF(sin_t, t, hq, float);
+    BUF(inv_freq, hq, 1, double);
+    BUF(lim, (size_t)rows, 1, int64_t);
+    BUF(lo, (size_t)rows, 1, int64_t);
+    BUF(scratch, dfl_matmul_scratch(wide), 1, float);
+    BUF(plan, H, 1, head_plan);
+    BUF(qmax, H, 2, float);
+    BUF(tmax, (size_t)dfl_forward_max_threads(), H * 2, float);
+    BUF(logits, need_logits ? (size_t)LM_HEAD_ROWS : 0, (size_t)c->vocab_size, float);
+#undef BUF
+    w->nbufs = n;
+    return ok;
+}
 
 static void ws_free(fwd_ws *w)
 {
-    free(w->x), free(w->xn), free(w->q), free(w->k), free(w->v), free(w->att), free(w->tmp);
-    free(w->gate), free(w->up), free(w->maps), free(w->cos_t), free(w->sin_t), free(w->inv_freq);
-    free(w->lim), free(w->plan), free(w->qmax), free(w->tmax), free(w->logits), free(w->lo), free(w->scratch);
+    for (size_t i = 0; i < w->nbufs; i++) free(*w->bufs[i].ptr);
     memset(w, 0, sizeof *w);
 }
 
@@ -167,36 +164,13 @@ static void ws_free(fwd_ws *w)
 static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
                            int64_t mlp_rows, int need_logits, dfl_error *err)
 {
-    size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size;
-    size_t maps_n;
     memset(w, 0, sizeof *w);
-    int ok = dfl__mul_ok((size_t)g->heads * (size_t)g->nstore * (size_t)rows, t, &maps_n);
-    if (ok) {
-        w->x = dfl__alloc_array(t, D * sizeof(float));
-        w->xn = dfl__alloc_array(t, D * sizeof(float));
-        w->tmp = dfl__alloc_array(t, D * sizeof(float));
-        w->q = dfl__alloc_array(t, (size_t)g->q_ld * sizeof(float));
-        w->k = dfl__alloc_array(t, (size_t)g->k_ld * sizeof(float));
-        w->v = dfl__alloc_array(t, (size_t)g->v_ld * sizeof(float));
-        w->att = dfl__alloc_array(t, (size_t)g->att_ld * sizeof(float));
-        w->gate = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
-        w->up = dfl__alloc_array(t < (size_t)mlp_rows ? t : (size_t)mlp_rows, F * sizeof(float));
-        w->maps = dfl__alloc_array(maps_n, sizeof(float));
-        w->cos_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
-        w->sin_t = dfl__alloc_array(t, (size_t)g->dq / 2 * sizeof(float));
-        w->inv_freq = dfl__alloc_array((size_t)g->dq / 2, sizeof(double));
-        w->lim = dfl__alloc_array((size_t)rows, sizeof(int64_t));
-        w->lo = dfl__alloc_array((size_t)rows, sizeof(int64_t));
-        int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
-        if (g->att_ld > wide) wide = g->att_ld;
-        w->scratch = dfl__alloc_array(dfl_matmul_scratch(wide), sizeof(float));
-        w->plan = dfl__alloc_array((size_t)g->heads, sizeof(head_plan));
-        w->qmax = dfl__alloc_array((size_t)g->heads * 2, sizeof(float));
-        w->tmax = dfl__alloc_array((size_t)dfl_forward_max_threads() * (size_t)g->heads * 2, sizeof(float));
-        if (need_logits) w->logits = dfl__alloc_array(LM_HEAD_ROWS, (size_t)c->vocab_size * sizeof(float));
+    int ok = ws_table(w, c, g, T, rows, mlp_rows, need_logits);
+    for (size_t i = 0; ok && i < w->nbufs; i++) {
+        ws_buf *e = &w->bufs[i];
+        if (e->n && !(*e->ptr = dfl__alloc_array(e->n, e->size))) ok = 0;
     }
-    if (!ok || !w->x || !w->xn || !w->tmp || !w->q || !w->k || !w->v || !w->att || !w->gate || !w->up ||
-        !w->maps || !w->cos_t || !w->sin_t || !w->inv_freq || !w->lim || !w->lo || !w->scratch || !w->plan || !w->qmax || !w->tmax || (need_logits && !w->logits)) {
+    if (!ok) {
         ws_free(w);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a forward pass over %lld tokens", (long long)T);
     }
@@ -283,9 +257,9 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
                     A, (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
         off += p->v_width[part];
     }
-    if (x->c->type == DFL_MODEL_LLAMA) return;
+    if (dfl__attn_of(x->c)->subnorm_eps < 0) return;   /* softmax heads: no sub-layer norm */
     /* unilm: RMSNorm(2d, eps 1e-5, gain subln); DiffLlama: RMSNorm(2hd, eps, no gain). */
-    float eps = x->c->type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : (float)x->c->rms_norm_eps;
+    float eps = dfl__subnorm_eps(x->c);
     const float *gain = x->lw->subln;
     for (int64_t i = 0; i < n; i++) {
         float *row = out + i * g->att_ld;
@@ -350,7 +324,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 {
     const dfl_config *c = &m->config;
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
-    for (int64_t h = 0; h < g->heads; h++) w->plan[h] = make_plan(c, h);
+    for (int64_t h = 0; h < g->heads; h++) w->plan[h] = dfl__head_plan_make(c, h);
     attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
                   l, T, rows, dfl_config_window(c, l), 0, 0};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);

@@ -83,8 +83,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
 dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T,
                               float *out, dfl_error *err);
 
-/* FLOPs of one forward pass over T tokens (matrix products and attention, causal),
- * for throughput reports. */
+/* FLOPs of one forward pass over T tokens, for throughput reports and shard balancing:
+ * 2 × the multiply-adds of the projections, the MLP and the LM head, and of attention
+ * over the keys each query sees (causal, within the layer's sliding window): per key,
+ * each softmax map's q·k and one product with the head's value. */
 double dfl_forward_flops(const dfl_config *c, int64_t T);
 
 #endif

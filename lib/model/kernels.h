@@ -105,10 +105,10 @@ int dfl_all_finite(const float *x, size_t n);
 /* y += x, elementwise over n values. */
 void dfl_add_inplace(float *y, const float *x, size_t n);
 
-/* Attention-logit fake quantization (--logit-quant-bits). */
-/* Symmetric absmax fake quantization with `bits` (2..16): scale = maxabs / (2^(bits−1) − 1),
- * x → round(x/scale)·scale (round half away from zero), in place over x[n]. maxabs 0
- * leaves x unchanged. */
+/* Attention-logit fake quantization (probe --quantize-logits; dumps record the bits in
+ * the root attribute logit_quant_bits). Symmetric absmax with `bits` (2..16): scale =
+ * maxabs / (2^(bits−1) − 1), x → round(x/scale)·scale (round half away from zero), in
+ * place over x[n]. maxabs 0 leaves x unchanged. */
 void dfl_fake_quant(float *x, int64_t n, float maxabs, int bits);
 
 #endif

@@ -9,12 +9,21 @@
 #include <string.h>
 
 #include "base/jsondoc.h"
+#include "model/family.h"
 #include "model/safetensors.h"
 
 /* Upper bound on any single dimension: keeps every product below 2^62. */
 #define DIM_MAX ((int64_t)1 << 24)
 
 /* ------------------------------------------------------------ config keys */
+
+/* JSON numbers beyond the doubles (1e309) parse as ±Inf, as in Python: named as out of
+ * range rather than as not being numbers. */
+static dfl_status out_of_range(const char *label, const char *key, dfl_error *err)
+{
+    return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" is out of range (beyond the largest double, about 1.8e308)",
+                     label, key);
+}
 
 /* Read an integer key; absent or null gives def (or an error when def < 0 means
  * "required"). Non-integral, negative or huge values are refused. */
@@ -29,6 +38,7 @@ static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64
     }
     if (!cJSON_IsNumber(v))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be an integer", label, key);
+    if (isinf(v->valuedouble)) return out_of_range(label, key, err);
     double d = v->valuedouble;
     if (d != floor(d) || d < 0 || d > (double)max)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" = %g is not an integer in [0, %lld]",
@@ -45,6 +55,7 @@ static dfl_status get_num(const cJSON *obj, const char *key, double def, const c
         *out = def;
         return DFL_OK;
     }
+    if (cJSON_IsNumber(v) && isinf(v->valuedouble)) return out_of_range(label, key, err);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be a number", label, key);
     *out = v->valuedouble;
@@ -102,6 +113,15 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
         return DFL_OK;
     }
     if (!strcmp(k, "llama3")) {
+        /* as Hugging Face's _validate_llama3_parameters: no defaults for these */
+        static const char *const need[] = {"low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, need[i]);
+            if (!v || cJSON_IsNull(v))
+                return dfl__fail(err, DFL_ERR_CONFIG, "%s: llama3 rope_scaling needs \"%s\" (factor, low_freq_factor, "
+                                 "high_freq_factor and original_max_position_embeddings are all required)", label,
+                                 need[i]);
+        }
         c->rope_kind = DFL_ROPE_LLAMA3;
         if ((s = get_num(rs, "low_freq_factor", 1.0, label, &c->rope_low_freq_factor, err))) return s;
         if ((s = get_num(rs, "high_freq_factor", 4.0, label, &c->rope_high_freq_factor, err))) return s;
@@ -117,89 +137,94 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
                      label, k);
 }
 
-/* Keys that do not change the computation of a forward pass: ignored (docs/format.md). */
-static const char *const harmless_keys[] = {
-    "architectures", "attention_dropout", "initializer_range", "use_cache", "transformers_version",
-    "torch_dtype", "dtype", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "pretraining_tp", "_name_or_path", "lambda_std_dev", "auto_map", "tokenizer_class", "return_dict",
-    "output_attentions", "output_hidden_states", "torchscript", "id2label", "label2id", "problem_type",
-    "is_llama_config", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
-    "repetition_penalty", "length_penalty", "is_decoder", "is_encoder_decoder", "max_position_embeddings",
-    "bos_token_id", "model_type", NULL};
-
-/* Keys this parser reads (for some model type). */
-static const char *const read_keys[] = {
-    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_interleaved", "rope_scaling",
-    "rope_parameters", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", NULL};
-
-static int in_list(const char *const *list, const char *k)
+/* Every key is read, ignored as harmless or refused (family.c lists them per family):
+ * an unknown key may change the maths (softcapping, multipliers, quantization,
+ * experts...), and a model computed without it would be silently wrong. A null or
+ * false value of a key another family uses is its default: nothing to do. */
+static dfl_status check_keys(const cJSON *root, const dfl__family *f, const char *label, dfl_error *err)
 {
-    for (; *list; list++)
-        if (!strcmp(*list, k)) return 1;
-    return 0;
-}
-
-/* Refuse any key that is neither read nor known to be harmless: an unknown key may
- * change the maths (softcapping, multipliers, quantization, experts...), and a model
- * computed without it would be silently wrong. */
-static dfl_status check_keys(const cJSON *root, const dfl_config *c, const char *label, dfl_error *err)
-{
-    const char *mt = c->model_type;
-    int qwen = !strcmp(mt, "qwen2") || !strcmp(mt, "qwen3");
     for (const cJSON *it = root->child; it; it = it->next) {
-        const char *k = it->string;
-        if (in_list(harmless_keys, k) || in_list(read_keys, k)) continue;
-        /* difflens's own Diff keys: read for Diff models, meaningless (ignored) for the rest */
-        if (!strcmp(k, "diff_lambda_init") || !strcmp(k, "diff_kv_pairing")) continue;
-        if (!strcmp(k, "sliding_window") && (qwen || !strcmp(mt, "mistral"))) continue;
-        if ((!strcmp(k, "use_sliding_window") || !strcmp(k, "max_window_layers") || !strcmp(k, "layer_types")) &&
-            qwen)
-            continue;
-        /* A null or false value of a key another family uses is its default: nothing to do. */
+        const char *k = it->string, *why;
+        dfl__key_kind kind = dfl__family_key(f, k, &why);
+        if (kind == DFL__KEY_READ || kind == DFL__KEY_HARMLESS) continue;
         if (cJSON_IsNull(it) || cJSON_IsFalse(it)) continue;
-        if (!strcmp(k, "sliding_window"))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window\" is not a %s key (a Mistral or Qwen "
-                             "checkpoint renamed? set model_type to mistral or qwen2)", label, mt);
+        if (kind == DFL__KEY_REFUSED) {
+            char msg[400];
+            snprintf(msg, sizeof msg, why, f->model_type);
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: %s", label, msg);
+        }
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: key \"%s\" is not supported for model_type %s (it may change "
-                         "the computation; docs/format.md lists the keys difflens reads and ignores)", label, k, mt);
+                         "the computation; docs/format.md lists the keys difflens reads and ignores)", label, k,
+                         f->model_type);
     }
     return DFL_OK;
 }
 
-/* Sliding window: Mistral windows every layer; Qwen2/Qwen3 only when use_sliding_window,
- * from layer max_window_layers on (or as layer_types says: full layers, then sliding). */
-static dfl_status parse_window(const cJSON *root, const char *label, dfl_config *c, dfl_error *err)
+/* Qwen2/Qwen3 layer_types: full layers, then sliding ones (what Hugging Face derives
+ * from use_sliding_window and max_window_layers). Given, it must agree with them: a
+ * sliding layer when sliding is off, or a first sliding layer other than an explicit
+ * max_window_layers, is refused rather than one of the two silently ignored.
+ * *first gets the first sliding layer (num_layers: none). */
+static dfl_status check_layer_types(const cJSON *root, const char *label, const dfl_config *c, int sliding,
+                                    int64_t *first, dfl_error *err)
 {
-    dfl_status s;
-    int mistral = !strcmp(c->model_type, "mistral"), qwen = !strcmp(c->model_type, "qwen2") ||
-                                                           !strcmp(c->model_type, "qwen3");
-    c->sliding_window = 0;
-    c->window_from = 0;
-    if (!mistral && !qwen) return DFL_OK;
-    int use = mistral;
-    if (qwen && (s = get_bool(root, "use_sliding_window", 0, label, &use, err))) return s;
-    if (!use) return DFL_OK;
-    if ((s = get_int(root, "sliding_window", 0, (int64_t)1 << 40, label, &c->sliding_window, err))) return s;
-    if (!c->sliding_window) return DFL_OK; /* null: full attention */
-    if (mistral) return DFL_OK;
-    if ((s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err))) return s;
+    *first = c->num_layers;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     if (!lt || cJSON_IsNull(lt)) return DFL_OK;
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_layers)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"layer_types\" must list one type per layer", label);
-    int64_t first = c->num_layers, l = 0;
+    int64_t l = 0;
     for (const cJSON *e = lt->child; e; e = e->next, l++) {
-        int sliding = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
-        if (!sliding && !(cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")))
+        int sl = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+        if (!sl && !(cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")))
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] must be \"full_attention\" or "
                              "\"sliding_attention\"", label, (long long)l);
-        if (sliding && first == c->num_layers) first = l;
-        if (!sliding && first < l)
+        if (sl && !sliding)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] is \"sliding_attention\" but sliding is off "
+                             "(use_sliding_window false or sliding_window null): the two disagree", label,
+                             (long long)l);
+        if (sl && *first == c->num_layers) *first = l;
+        if (!sl && *first < l)
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types with a full layer after a sliding one are not "
                              "supported", label);
     }
-    c->window_from = first;
+    const cJSON *mw = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
+    if (sliding && mw && !cJSON_IsNull(mw)) {
+        int64_t from = c->window_from < c->num_layers ? c->window_from : c->num_layers;
+        if (from != *first)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types starts sliding at layer %lld but max_window_layers "
+                             "is %lld: the two disagree", label, (long long)*first, (long long)c->window_from);
+    }
+    return DFL_OK;
+}
+
+/* Sliding window, by the family's rule: Mistral windows every layer; Qwen2/Qwen3 only
+ * when use_sliding_window, from layer max_window_layers on (or as layer_types says). A
+ * window of 0 is refused: null is how a config says "full attention". */
+static dfl_status parse_window(const cJSON *root, const char *label, const dfl__family *f, dfl_config *c,
+                               dfl_error *err)
+{
+    dfl_status s;
+    c->sliding_window = 0;
+    c->window_from = 0;
+    if (f->window == DFL__WINDOW_NONE) return DFL_OK;
+    int use = 1;
+    if (f->window == DFL__WINDOW_QWEN && (s = get_bool(root, "use_sliding_window", 0, label, &use, err))) return s;
+    if (use) {
+        const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+        if (cJSON_IsNumber(sw) && sw->valuedouble == 0)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window\" = 0 is not a window (null means full "
+                             "attention)", label);
+        if ((s = get_int(root, "sliding_window", 0, (int64_t)1 << 40, label, &c->sliding_window, err))) return s;
+    }
+    if (f->window == DFL__WINDOW_EVERY_LAYER) return DFL_OK;
+    if (c->sliding_window && (s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err)))
+        return s;
+    int64_t first;
+    if ((s = check_layer_types(root, label, c, c->sliding_window > 0, &first, err))) return s;
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (c->sliding_window && lt && !cJSON_IsNull(lt)) c->window_from = first;
+    if (!c->sliding_window) c->window_from = 0;
     return DFL_OK;
 }
 
@@ -226,19 +251,21 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                                     : dfl__fail(err, DFL_ERR_CONFIG, "%s: missing key \"model_type\"", label);
         goto done;
     }
-    const char *mts = mt->valuestring;
-    if (!strcmp(mts, "llama") || !strcmp(mts, "qwen2") || !strcmp(mts, "qwen3") || !strcmp(mts, "mistral"))
-        c.type = DFL_MODEL_LLAMA;
-    else if (!strcmp(mts, "diff_transformer")) c.type = DFL_MODEL_DIFF_TRANSFORMER;
-    else if (!strcmp(mts, "diffllama")) c.type = DFL_MODEL_DIFFLLAMA;
-    else {
-        s = dfl__fail(err, DFL_ERR_CONFIG,
-                      "%s: model_type \"%s\" is not supported (llama, qwen2, qwen3, mistral, diff_transformer, "
-                      "diffllama)", label, mts);
+    const dfl__family *f = dfl__family_find(mt->valuestring);
+    if (!f) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type \"%s\" is not supported (%s)", label, mt->valuestring,
+                      dfl__family_names());
         goto done;
     }
-    snprintf(c.model_type, sizeof c.model_type, "%s", mts);
-    if ((s = check_keys(root, &c, label, err))) goto done;
+    if (f->norm != DFL__NORM_RMS || f->mlp != DFL__MLP_SWIGLU) {   /* an entry ahead of its kernels */
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
+                      f->model_type);
+        goto done;
+    }
+    c.type = f->attn;
+    snprintf(c.model_type, sizeof c.model_type, "%s", f->model_type);
+    const dfl__attn_variant *av = dfl__attn_of(&c);
+    if ((s = check_keys(root, f, label, err))) goto done;
 
     if ((s = get_int(root, "vocab_size", -1, DIM_MAX, label, &c.vocab_size, err))) goto done;
     if ((s = get_int(root, "hidden_size", -1, DIM_MAX, label, &c.hidden_size, err))) goto done;
@@ -256,17 +283,18 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       label, (long long)c.num_heads, (long long)c.num_kv_heads);
         goto done;
     }
-    if (c.type == DFL_MODEL_DIFFLLAMA && c.num_heads % 2) {
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: diffllama needs an even num_attention_heads (got %lld)",
-                      label, (long long)c.num_heads);
+    if (c.num_heads % av->heads_per_analysis) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: %s needs an even num_attention_heads (got %lld)",
+                      label, f->model_type, (long long)c.num_heads);
         goto done;
     }
 
     /* head_dim: per softmax map, except diff_transformer where the unilm code
-     * halves it (D / H / 2) so a differential head's value is 2d wide. */
-    int64_t div = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 2 * c.num_heads : c.num_heads;
+     * halves it (D / H / 2) so a differential head's value is 2d wide; some families
+     * default to a fixed one. */
+    int64_t div = av->sub_heads * c.num_heads;
     int64_t def_hd = c.hidden_size % div == 0 ? c.hidden_size / div : 0;
-    if (!strcmp(c.model_type, "qwen3")) def_hd = 128; /* Qwen3Config's default */
+    if (f->head_dim) def_hd = f->head_dim;
     const cJSON *hdv = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
     if (!def_hd && (!hdv || cJSON_IsNull(hdv))) {
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_size %lld is not divisible by %lld and no head_dim is given",
@@ -282,15 +310,21 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_num(root, "rms_norm_eps", 1e-6, label, &c.rms_norm_eps, err))) goto done;
     if ((s = get_num(root, "rope_theta", 10000.0, label, &c.rope_theta, err))) goto done;
     if (!(c.rms_norm_eps >= 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label); goto done; }
-    if ((s = get_bool(root, "rope_interleaved", c.type == DFL_MODEL_DIFF_TRANSFORMER, label, &c.rope_interleaved, err))) goto done;
+    if ((s = get_bool(root, "rope_interleaved", f->rope_interleaved, label, &c.rope_interleaved, err))) goto done;
     if ((s = get_bool(root, "tie_word_embeddings", 0, label, &c.tie_word_embeddings, err))) goto done;
     if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err))) goto done;
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
-    c.bos_token_id = cJSON_IsNumber(bos) ? (int64_t)bos->valuedouble : -1;
+    if (cJSON_IsNumber(bos) && isinf(bos->valuedouble)) {
+        s = out_of_range(label, "bos_token_id", err);
+        goto done;
+    }
+    /* only for a warning: anything but a token id in range is "none" (and never cast out of range) */
+    c.bos_token_id = cJSON_IsNumber(bos) && fabs(bos->valuedouble) < (double)((int64_t)1 << 62)
+                         ? (int64_t)bos->valuedouble : -1;
     if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
-    if ((s = parse_window(root, label, &c, err))) goto done;
-    c.qkv_bias = !strcmp(c.model_type, "qwen2");
-    c.qk_norm = !strcmp(c.model_type, "qwen3");
+    if ((s = parse_window(root, label, f, &c, err))) goto done;
+    c.qkv_bias = f->qkv_bias;
+    c.qk_norm = f->qk_norm;
     if (!(c.rope_theta > 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_theta must be > 0", label); goto done; }
 
     /* Refuse what we would otherwise compute wrongly. */
@@ -306,9 +340,13 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
         goto done;
     }
 
-    if (c.type != DFL_MODEL_LLAMA) {
+    if (av->lambda) {
         const cJSON *li = cJSON_GetObjectItemCaseSensitive(root, "diff_lambda_init");
         if (li && !cJSON_IsNull(li)) {
+            if (cJSON_IsNumber(li) && isinf(li->valuedouble)) {
+                s = out_of_range(label, "diff_lambda_init", err);
+                goto done;
+            }
             if (!cJSON_IsNumber(li) || !isfinite(li->valuedouble)) {
                 s = dfl__fail(err, DFL_ERR_CONFIG, "%s: \"diff_lambda_init\" must be a number or null", label);
                 goto done;
@@ -334,20 +372,13 @@ done:
 
 const char *dfl_model_type_name(dfl_model_type t)
 {
-    switch (t) {
-    case DFL_MODEL_LLAMA: return "llama";
-    case DFL_MODEL_DIFF_TRANSFORMER: return "diff_transformer";
-    case DFL_MODEL_DIFFLLAMA: return "diffllama";
-    }
-    return "unknown";
+    const dfl__attn_variant *a = dfl__attn_variant_of_type(t);
+    return a ? a->name : "unknown";
 }
 
-int64_t dfl_config_analysis_heads(const dfl_config *c)
-{
-    return c->type == DFL_MODEL_DIFFLLAMA ? c->num_heads / 2 : c->num_heads;
-}
+int64_t dfl_config_analysis_heads(const dfl_config *c) { return dfl__attn_shape_of(c).heads; }
 
-int dfl_config_maps_per_head(const dfl_config *c) { return c->type == DFL_MODEL_LLAMA ? 1 : 2; }
+int dfl_config_maps_per_head(const dfl_config *c) { return dfl__attn_of(c)->maps; }
 
 int64_t dfl_config_window(const dfl_config *c, int64_t layer)
 {
@@ -465,15 +496,12 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
 {
     const dfl_config *c = &b->m->config;
     dfl_layer_weights *w = &b->m->layers[l];
-    int64_t D = c->hidden_size, F = c->intermediate_size, H = c->num_heads, Hkv = c->num_kv_heads;
-    int64_t hd = c->head_dim;
-    int diff = c->type == DFL_MODEL_DIFF_TRANSFORMER;
+    int64_t D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
+    const dfl__attn_variant *av = dfl__attn_of(c);
     /* diff_transformer: q/k carry 2 sub-heads of d per head; v and out are 2d wide. */
-    int64_t q_rows = diff ? 2 * H * hd : H * hd;
-    int64_t k_rows = diff ? 2 * Hkv * hd : Hkv * hd;
-    int64_t v_rows = diff ? Hkv * 2 * hd : Hkv * hd;
-    int64_t o_cols = diff ? H * 2 * hd : H * hd;
-    char p[128], n[192];
+    dfl__attn_shape sh = dfl__attn_shape_of(c);
+    int64_t q_rows = sh.q_ld, k_rows = sh.k_ld, v_rows = sh.v_ld, o_cols = sh.att_ld;
+    char p[128], n[192], o_proj[64];
     snprintf(p, sizeof p, "model.layers.%lld.", (long long)l);
     dfl_status s;
 #define BIND(field, suffix, d0, opt)                                     \
@@ -491,8 +519,8 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     BIND_MAT(wq, "self_attn.q_proj.weight", q_rows, D);
     BIND_MAT(wk, "self_attn.k_proj.weight", k_rows, D);
     BIND_MAT(wv, "self_attn.v_proj.weight", v_rows, D);
-    if (diff) BIND_MAT(wo, "self_attn.out_proj.weight", D, o_cols);
-    else BIND_MAT(wo, "self_attn.o_proj.weight", D, o_cols);
+    snprintf(o_proj, sizeof o_proj, "self_attn.%s.weight", av->o_proj);
+    BIND_MAT(wo, o_proj, D, o_cols);
     BIND_MAT(w_gate, "mlp.gate_proj.weight", F, D);
     BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
     BIND_MAT(w_down, "mlp.down_proj.weight", D, F);
@@ -505,12 +533,12 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         BIND(q_norm, "self_attn.q_norm.weight", hd, 0);
         BIND(k_norm, "self_attn.k_norm.weight", hd, 0);
     }
-    if (c->type != DFL_MODEL_LLAMA) {
+    if (av->lambda) {
         BIND(lambda_q1, "self_attn.lambda_q1", hd, 0);
         BIND(lambda_k1, "self_attn.lambda_k1", hd, 0);
         BIND(lambda_q2, "self_attn.lambda_q2", hd, 0);
         BIND(lambda_k2, "self_attn.lambda_k2", hd, 0);
-        if (diff) BIND(subln, "self_attn.subln.weight", 2 * hd, 1);
+        if (av->subln) BIND(subln, "self_attn.subln.weight", 2 * hd, 1);
         w->lambda_init = (float)dfl_config_lambda_init(c, l);
         w->lambda = (float)(exp((double)dot(w->lambda_q1, w->lambda_k1, hd)) -
                             exp((double)dot(w->lambda_q2, w->lambda_k2, hd)) + w->lambda_init);

@@ -1,7 +1,8 @@
-/* model.h — config.json parsing and weight binding for the three model types
+/* model.h — config.json parsing and weight binding for the three attention variants
  * (docs/format.md "Model directory"): `llama` (with the Llama-family checkpoints
  * `qwen2`, `qwen3` and `mistral`), `diff_transformer` (official unilm
- * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama).
+ * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama). What differs by
+ * model_type (keys, defaults, biases, windows) is one entry of model/family.h's table.
  *
  * A model is a directory: config.json plus model.safetensors or index-listed shards.
  * Weight matrices stay in the mapped file in their own dtype (F32/F16/BF16); the
@@ -59,7 +60,8 @@ typedef struct dfl_config {
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
  * DFL_ERR_FORMAT (not JSON / wrong types), DFL_ERR_CONFIG (missing keys, inconsistent
- * head counts, unsupported rope_scaling / attention_bias / mlp_bias / hidden_act). */
+ * head counts or window keys, unsupported rope_scaling / attention_bias / mlp_bias /
+ * hidden_act, a key the family neither reads nor ignores, a number out of range). */
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label,
                             dfl_config *cfg, dfl_error *err);
 

@@ -232,10 +232,12 @@ static dfl_status parse_entry(const cJSON *e, const char *label, const unsigned 
 #undef BAD
 }
 
-/* Parse the image buf[0, len); on success *out takes ownership of nothing but
- * itself (the caller attaches any mapping). */
-static dfl_status parse_image(const unsigned char *buf, size_t len, const char *label, dfl_st_file **out,
-                              dfl_error *err)
+/* The 8-byte little-endian header length and the header bytes: checked against the
+ * file's size and the limit, refused if they hold a NUL, and copied NUL-terminated into
+ * *hdr (caller frees) for cJSON, which then never reads past it. *data[*data_len] is
+ * what follows the header. */
+static dfl_status read_header(const unsigned char *buf, size_t len, const char *label, char **hdr, size_t *hdr_len,
+                              const unsigned char **data, size_t *data_len, dfl_error *err)
 {
     if (len < 8)
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", label,
@@ -249,73 +251,122 @@ static dfl_status parse_image(const unsigned char *buf, size_t len, const char *
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: header length %llu above the %llu-byte limit", label,
                          (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
     size_t n = (size_t)hlen;
-    const unsigned char *data = buf + 8 + n; /* [data_len] */
-    size_t data_len = len - 8 - n;
-
-    /* cJSON is handed a NUL-terminated copy: it never reads past it, and a NUL
-     * inside the header (which would silently cut names short) is refused here. */
+    /* a NUL inside the header would silently cut names short */
     const void *nul = memchr(buf + 8, 0, n);
     if (nul)
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: header has a NUL byte at offset %zu", label,
                          (size_t)((const unsigned char *)nul - buf));
-    char *hdr = malloc(n + 1);
-    if (!hdr) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for the header", label);
-    memcpy(hdr, buf + 8, n);
-    hdr[n] = '\0';
+    if (!(*hdr = malloc(n + 1))) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for the header", label);
+    memcpy(*hdr, buf + 8, n);
+    (*hdr)[n] = '\0';
+    *hdr_len = n;
+    *data = buf + 8 + n;
+    *data_len = len - 8 - n;
+    return DFL_OK;
+}
 
-    dfl_status s = DFL_OK;
-    dfl_st_file *f = NULL;
+/* The header text hdr[n] as one JSON object, padded only with whitespace. Caller frees
+ * *root (cJSON_Delete). Offsets in messages are file offsets. */
+static dfl_status parse_header_json(const char *hdr, size_t n, const char *label, cJSON **root, dfl_error *err)
+{
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
-    if (!root) {
+    *root = cJSON_ParseWithLengthOpts(hdr, n, &end, 0);
+    if (!*root) {
         size_t pos = end && end >= hdr && end <= hdr + n ? (size_t)(end - hdr) : 0;
-        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: header is not valid JSON (near offset %zu)", label, 8 + pos);
-        goto done;
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: header is not valid JSON (near offset %zu)", label, 8 + pos);
     }
-    /* The header may be padded, but only with whitespace. */
     for (const char *p = end; p < hdr + n; p++)
-        if (!is_json_space(*p)) {
-            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: trailing bytes after the header JSON at offset %zu", label,
-                          8 + (size_t)(p - hdr));
-            goto done;
-        }
-    if (!cJSON_IsObject(root)) {
-        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: header is not a JSON object", label);
-        goto done;
-    }
+        if (!is_json_space(*p))
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: trailing bytes after the header JSON at offset %zu", label,
+                             8 + (size_t)(p - hdr));
+    if (!cJSON_IsObject(*root)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: header is not a JSON object", label);
+    return DFL_OK;
+}
 
-    /* Count the tensors and the bytes their names need; check __metadata__. */
-    size_t count = 0, names_len = 0;
+/* Count the tensor entries of the header and the bytes their names take; check that
+ * __metadata__ maps strings to strings. */
+static dfl_status count_entries(const cJSON *root, const char *label, size_t *count, size_t *names_len,
+                                dfl_error *err)
+{
+    *count = *names_len = 0;
     for (const cJSON *e = root->child; e; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0) {
-            if (!cJSON_IsObject(e)) {
-                s = dfl__fail(err, DFL_ERR_FORMAT, "%s: __metadata__ is not an object", label);
-                goto done;
-            }
+            if (!cJSON_IsObject(e)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: __metadata__ is not an object", label);
             for (const cJSON *m = e->child; m; m = m->next)
-                if (!cJSON_IsString(m)) {
-                    s = dfl__fail(err, DFL_ERR_FORMAT, "%s: __metadata__ value '" NAME_FMT "' is not a string",
-                                  label, m->string);
-                    goto done;
-                }
+                if (!cJSON_IsString(m))
+                    return dfl__fail(err, DFL_ERR_FORMAT, "%s: __metadata__ value '" NAME_FMT "' is not a string",
+                                     label, m->string);
             continue;
         }
-        count++;
-        names_len += strlen(e->string) + 1; /* bounded by the header length: no overflow */
+        (*count)++;
+        *names_len += strlen(e->string) + 1; /* bounded by the header length: no overflow */
     }
+    return DFL_OK;
+}
+
+/* Duplicate names would make lookups ambiguous; sorting brings them together. Fills
+ * f->by_name (nr[count] is sorted in place). */
+static dfl_status check_names(dfl_st_file *f, name_ref *nr, size_t count, const char *label, dfl_error *err)
+{
+    qsort(nr, count, sizeof *nr, cmp_name_ref);
+    for (size_t k = 0; k < count; k++) f->by_name[k] = nr[k].idx;
+    for (size_t k = 1; k < count; k++)
+        if (strcmp(f->tensors[nr[k].idx].name, f->tensors[nr[k - 1].idx].name) == 0)
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "' appears twice", label,
+                             f->tensors[nr[k].idx].name);
+    return DFL_OK;
+}
+
+/* Overlapping ranges would alias two tensors. Empty tensors own no bytes and may sit
+ * anywhere in [0, data_len]. rr[count] is sorted in place. */
+static dfl_status check_ranges(const dfl_st_file *f, range_ref *rr, size_t count, const char *label, dfl_error *err)
+{
+    qsort(rr, count, sizeof *rr, cmp_range);
+    const range_ref *prev = NULL;
+    for (size_t k = 0; k < count; k++) {
+        if (rr[k].begin == rr[k].end) continue;
+        if (prev && rr[k].begin < prev->end)
+            return dfl__fail(err, DFL_ERR_FORMAT,
+                             "%s: tensor '" NAME_FMT "': data_offsets [%llu, %llu] overlap tensor '" NAME_FMT
+                             "' [%llu, %llu]",
+                             label, f->tensors[rr[k].idx].name, (unsigned long long)rr[k].begin,
+                             (unsigned long long)rr[k].end, f->tensors[prev->idx].name,
+                             (unsigned long long)prev->begin, (unsigned long long)prev->end);
+        prev = &rr[k];
+    }
+    return DFL_OK;
+}
+
+/* Parse the image buf[0, len): header length, header JSON, each entry (parse_entry),
+ * then unique names and disjoint ranges. On success *out takes ownership of nothing
+ * but itself (the caller attaches any mapping). */
+static dfl_status parse_image(const unsigned char *buf, size_t len, const char *label, dfl_st_file **out,
+                              dfl_error *err)
+{
+    char *hdr = NULL;
+    size_t n = 0, data_len = 0, count = 0, names_len = 0;
+    const unsigned char *data = NULL;   /* [data_len] */
+    dfl_status s = read_header(buf, len, label, &hdr, &n, &data, &data_len, err);
+    if (s) return s;
+    dfl_st_file *f = NULL;
+    cJSON *root = NULL;
+    name_ref *nr = NULL;
+    range_ref *rr = NULL;
+    if ((s = parse_header_json(hdr, n, label, &root, err))) goto done;
+    if ((s = count_entries(root, label, &count, &names_len, err))) goto done;
 
     f = calloc(1, sizeof *f);
-    if (!f) goto nomem;
-    f->label = strdup(label);
-    f->tensors = dfl__calloc_array(count, sizeof *f->tensors);
-    f->by_name = dfl__alloc_array(count, sizeof *f->by_name);
-    f->names = malloc(names_len ? names_len : 1);
-    name_ref *nr = dfl__alloc_array(count, sizeof *nr);
-    range_ref *rr = dfl__alloc_array(count, sizeof *rr);
-    if (!f->label || !f->tensors || !f->by_name || !f->names || !nr || !rr) {
-        free(nr);
-        free(rr);
-        goto nomem;
+    if (f) {
+        f->label = strdup(label);
+        f->tensors = dfl__calloc_array(count, sizeof *f->tensors);
+        f->by_name = dfl__alloc_array(count, sizeof *f->by_name);
+        f->names = malloc(names_len ? names_len : 1);
+    }
+    nr = dfl__alloc_array(count, sizeof *nr);
+    rr = dfl__alloc_array(count, sizeof *rr);
+    if (!f || !f->label || !f->tensors || !f->by_name || !f->names || !nr || !rr) {
+        s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+        goto done;
     }
 
     size_t i = 0, npos = 0;
@@ -343,40 +394,12 @@ static dfl_status parse_image(const unsigned char *buf, size_t len, const char *
         i++;
     }
     f->n = count;
+    if (s == DFL_OK) s = check_names(f, nr, count, label, err);
+    if (s == DFL_OK) s = check_ranges(f, rr, count, label, err);
 
-    if (s == DFL_OK) {
-        /* Duplicate names would make lookups ambiguous; sorting brings them together. */
-        qsort(nr, count, sizeof *nr, cmp_name_ref);
-        for (size_t k = 0; k < count; k++) f->by_name[k] = nr[k].idx;
-        for (size_t k = 1; k < count && s == DFL_OK; k++)
-            if (strcmp(f->tensors[nr[k].idx].name, f->tensors[nr[k - 1].idx].name) == 0)
-                s = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "' appears twice", label,
-                              f->tensors[nr[k].idx].name);
-    }
-    if (s == DFL_OK) {
-        /* Overlapping ranges would alias two tensors. Empty tensors own no bytes and
-         * may sit anywhere in [0, data_len]. */
-        qsort(rr, count, sizeof *rr, cmp_range);
-        const range_ref *prev = NULL;
-        for (size_t k = 0; k < count && s == DFL_OK; k++) {
-            if (rr[k].begin == rr[k].end) continue;
-            if (prev && rr[k].begin < prev->end)
-                s = dfl__fail(err, DFL_ERR_FORMAT,
-                              "%s: tensor '" NAME_FMT "': data_offsets [%llu, %llu] overlap tensor '" NAME_FMT
-                              "' [%llu, %llu]",
-                              label, f->tensors[rr[k].idx].name, (unsigned long long)rr[k].begin,
-                              (unsigned long long)rr[k].end, f->tensors[prev->idx].name,
-                              (unsigned long long)prev->begin, (unsigned long long)prev->end);
-            prev = &rr[k];
-        }
-    }
+done:
     free(nr);
     free(rr);
-    goto done;
-
-nomem:
-    s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
-done:
     cJSON_Delete(root);
     free(hdr);
     if (s != DFL_OK) {

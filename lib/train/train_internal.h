@@ -5,24 +5,19 @@
 
 #include <stdint.h>
 
+#include "model/family.h"
 #include "model/model.h"
 #include "render/plot.h"
 
-/* How one analysis head reads q/k/v columns and writes its output columns
- * (the head plan of forward.c, restricted to num_kv_heads == num_heads):
+/* The head plan (dfl__head_plan, model/family.h) is the forward pass's, here always
+ * with num_kv_heads == num_heads:
  *   llama             H heads; map of head h = q/k columns h·hd; value h·hd (hd wide)
  *   diff_transformer  H heads; map t of head h = q/k sub-head 2h+t (d wide);
  *                     value = v columns h·2d (2d wide); RMSNorm(2d, eps 1e-5, subln)
  *   diffllama         H/2 heads; map t of head h = q/k head h + t·H/2; value =
  *                     concat(v head h, v head h + H/2); RMSNorm(2hd, eps, no gain)
- * Diff heads: A = softmax1 − λ·softmax2, out = RMSNorm(A·v)·(1 − λ_init). */
-typedef struct dfl__head_plan {
-    int64_t q_col[2], k_col[2];
-    int64_t v_col[2], v_width[2];
-    int n_vparts;
-    int64_t out_col;
-} dfl__head_plan;
-
+ * Diff heads: A = softmax1 − λ·softmax2, out = RMSNorm(A·v)·(1 − λ_init), the norm's
+ * eps dfl__subnorm_eps. */
 typedef struct dfl__train_geom {
     int nmaps;                    /* 1 llama, 2 Diff */
     int64_t heads;                /* analysis heads */
@@ -34,7 +29,6 @@ typedef struct dfl__train_geom {
 } dfl__train_geom;
 
 dfl__train_geom dfl__train_geom_make(const dfl_config *c);
-dfl__head_plan dfl__train_plan(const dfl_config *c, int64_t h);
 
 /* The columns of a train.csv that plots and summaries use (train_plot.c): one entry
  * per row, rows that do not parse skipped. */

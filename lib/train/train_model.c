@@ -35,34 +35,6 @@ dfl__train_geom dfl__train_geom_make(const dfl_config *c)
     return g;
 }
 
-dfl__head_plan dfl__train_plan(const dfl_config *c, int64_t h)
-{
-    dfl__head_plan p;
-    memset(&p, 0, sizeof p);
-    int64_t H = c->num_heads, hd = c->head_dim;
-    switch (c->type) {
-    case DFL_MODEL_LLAMA:
-        p.q_col[0] = p.k_col[0] = h * hd;
-        p.v_col[0] = h * hd, p.v_width[0] = hd, p.n_vparts = 1;
-        p.out_col = h * hd;
-        break;
-    case DFL_MODEL_DIFF_TRANSFORMER:
-        for (int t = 0; t < 2; t++) p.q_col[t] = p.k_col[t] = (2 * h + t) * hd;
-        p.v_col[0] = h * 2 * hd, p.v_width[0] = 2 * hd, p.n_vparts = 1;
-        p.out_col = h * 2 * hd;
-        break;
-    case DFL_MODEL_DIFFLLAMA:
-        for (int t = 0; t < 2; t++) {
-            p.q_col[t] = p.k_col[t] = (h + t * (H / 2)) * hd;
-            p.v_col[t] = (h + t * (H / 2)) * hd, p.v_width[t] = hd;
-        }
-        p.n_vparts = 2;
-        p.out_col = h * 2 * hd;
-        break;
-    }
-    return p;
-}
-
 /* ---------------------------------------------------------------- layout */
 
 dfl_status dfl_train_config_check(const dfl_config *c, dfl_error *err)

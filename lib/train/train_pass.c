@@ -179,7 +179,7 @@ dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int6
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for training on %lld x %lld tokens",
                          (long long)max_batch, (long long)T);
     }
-    for (size_t h = 0; h < H; h++) w->plan[h] = dfl__train_plan(c, (int64_t)h);
+    for (size_t h = 0; h < H; h++) w->plan[h] = dfl__head_plan_make(c, (int64_t)h);
     dfl_rope_params rp = {c->rope_theta, DFL_ROPE_NONE, 1.0, 1.0, 4.0, 8192};
     dfl_rope_inv_freq(inv_freq, g->dq, &rp);
     dfl_rope_tables(w->cos_t, w->sin_t, inv_freq, g->dq, T);
@@ -462,7 +462,7 @@ static attn_args make_attn_args(const dfl_train_model *m, const dfl_train_ws *w,
 {
     const dfl_config *c = &m->config;
     attn_args x = {w, &w->acts[l], c, m->w.layers[l].subln, w->lambda[l], m->lambda_init[l],
-                   c->type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : (float)c->rms_norm_eps, w->T};
+                   dfl__subnorm_eps(c), w->T};
     return x;
 }
 

@@ -1,0 +1,209 @@
+/* family.c — the table of model families and attention variants (family.h), the head
+ * plan of each variant and the key rules config.json parsing applies. */
+#include "model/family.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------ head plans */
+
+/* Softmax heads: head h reads q head h, and k and v head h / n_rep (GQA repeats kv heads). */
+static dfl__head_plan plan_softmax(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t hd = c->head_dim, n_rep = c->num_heads / c->num_kv_heads;
+    p.q_col[0] = h * hd;
+    p.k_col[0] = (h / n_rep) * hd;
+    p.v_col[0] = (h / n_rep) * hd;
+    p.v_width[0] = hd;
+    p.n_vparts = 1;
+    p.out_col = h * hd;
+    p.out_width = hd;
+    return p;
+}
+
+/* unilm MultiheadDiffAttn: map t of head h is q sub-head 2h+t; its key sub-head depends
+ * on how the implementation repeats kv heads under GQA (docs/format.md, config key
+ * diff_kv_pairing); the value is kv head h / n_rep, 2d wide. */
+static dfl__head_plan plan_diff_unilm(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t hd = c->head_dim, n_rep = c->num_heads / c->num_kv_heads;
+    for (int t = 0; t < 2; t++) {
+        int64_t ks = c->kv_pairing == DFL_KV_FLASH ? 2 * (h / n_rep) + t : (2 * h + t) / n_rep;
+        p.q_col[t] = (2 * h + t) * hd;
+        p.k_col[t] = ks * hd;
+    }
+    p.v_col[0] = (h / n_rep) * 2 * hd;
+    p.v_width[0] = 2 * hd;
+    p.n_vparts = 1;
+    p.out_col = h * 2 * hd;
+    p.out_width = 2 * hd;
+    return p;
+}
+
+/* Hugging Face DiffLlama: head h pairs maps h and h + H/2; its value concatenates theirs. */
+static dfl__head_plan plan_diffllama(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t H = c->num_heads, hd = c->head_dim, n_rep = c->num_heads / c->num_kv_heads;
+    for (int t = 0; t < 2; t++) {
+        int64_t qh = h + t * (H / 2);
+        p.q_col[t] = qh * hd;
+        p.k_col[t] = (qh / n_rep) * hd;
+        p.v_col[t] = (qh / n_rep) * hd;
+        p.v_width[t] = hd;
+    }
+    p.n_vparts = 2;
+    p.out_col = h * 2 * hd;
+    p.out_width = 2 * hd;
+    return p;
+}
+
+/* ------------------------------------------------------ attention variants */
+
+/* Indexed by dfl_model_type. */
+static const dfl__attn_variant variants[] = {
+    [DFL_MODEL_LLAMA] = {.type = DFL_MODEL_LLAMA, .name = "llama", .maps = 1, .heads_per_analysis = 1,
+                         .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .subnorm_eps = -1.0f,
+                         .plan = plan_softmax},
+    /* unilm: RMSNorm(2d, eps 1e-5, gain subln) */
+    [DFL_MODEL_DIFF_TRANSFORMER] = {.type = DFL_MODEL_DIFF_TRANSFORMER, .name = "diff_transformer", .maps = 2,
+                                    .heads_per_analysis = 1, .sub_heads = 2, .v_per_kv = 2, .o_proj = "out_proj",
+                                    .lambda = 1, .subln = 1, .subnorm_eps = 1e-5f, .plan = plan_diff_unilm},
+    /* DiffLlama: RMSNorm(2hd, eps rms_norm_eps, no gain) */
+    [DFL_MODEL_DIFFLLAMA] = {.type = DFL_MODEL_DIFFLLAMA, .name = "diffllama", .maps = 2, .heads_per_analysis = 2,
+                             .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subnorm_eps = 0.0f,
+                             .plan = plan_diffllama},
+};
+#define N_VARIANTS (sizeof variants / sizeof variants[0])
+
+/* ---------------------------------------------------------------- families */
+
+/* Keys every family reads (model.c). */
+static const char *const common_keys[] = {
+    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_interleaved", "rope_scaling",
+    "rope_parameters", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", "max_position_embeddings",
+    "bos_token_id", NULL};
+
+/* Keys that do not change the computation of a forward pass: ignored (docs/format.md). */
+static const char *const common_harmless[] = {
+    "architectures", "attention_dropout", "initializer_range", "use_cache", "transformers_version",
+    "torch_dtype", "dtype", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "pretraining_tp", "_name_or_path", "lambda_std_dev", "auto_map", "tokenizer_class", "return_dict",
+    "output_attentions", "output_hidden_states", "torchscript", "id2label", "label2id", "problem_type",
+    "is_llama_config", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
+    "repetition_penalty", "length_penalty", "is_decoder", "is_encoder_decoder", NULL};
+
+/* Keys of other architectures that change the maths: refused with what they mean. */
+static const dfl__refused_key common_refused[] = {
+    {"attn_logit_softcapping", "\"attn_logit_softcapping\" (Gemma 2's attention-logit soft-capping) is not "
+                               "implemented for model_type %s"},
+    {"final_logit_softcapping", "\"final_logit_softcapping\" (Gemma 2's output-logit soft-capping) is not "
+                                "implemented for model_type %s"},
+    {"num_local_experts", "\"num_local_experts\": mixture-of-experts layers are not implemented (model_type %s)"},
+    {"num_experts", "\"num_experts\": mixture-of-experts layers are not implemented (model_type %s)"},
+    {"quantization_config", "\"quantization_config\": quantized checkpoints are not supported for model_type %s "
+                            "(dequantize to F32, F16 or BF16 first)"},
+    {NULL, NULL}};
+
+/* difflens's own Diff keys: read by the Diff families, meaningless for the rest. */
+static const char *const diff_keys[] = {"diff_lambda_init", "diff_kv_pairing", NULL};
+static const char *const qwen_keys[] = {"sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+                                        NULL};
+static const char *const mistral_keys[] = {"sliding_window", NULL};
+
+/* A window key on a family without windows would otherwise run as full attention. */
+static const dfl__refused_key no_window[] = {
+    {"sliding_window", "\"sliding_window\" is not a %s key (a Mistral or Qwen checkpoint renamed? set model_type "
+                       "to mistral or qwen2)"},
+    {NULL, NULL}};
+
+static const dfl__family families[] = {
+    {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
+    {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
+     .window = DFL__WINDOW_QWEN},
+    /* Qwen3Config's head_dim default is 128, whatever D / H */
+    {.model_type = "qwen3", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .head_dim = 128,
+     .qk_norm = 1, .window = DFL__WINDOW_QWEN},
+    {.model_type = "mistral", .attn = DFL_MODEL_LLAMA, .keys = mistral_keys, .harmless = diff_keys,
+     .window = DFL__WINDOW_EVERY_LAYER},
+    {.model_type = "diff_transformer", .attn = DFL_MODEL_DIFF_TRANSFORMER, .keys = diff_keys, .refused = no_window,
+     .rope_interleaved = 1},
+    {.model_type = "diffllama", .attn = DFL_MODEL_DIFFLLAMA, .keys = diff_keys, .refused = no_window},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+const dfl__family *dfl__family_find(const char *model_type)
+{
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(families[i].model_type, model_type)) return &families[i];
+    return NULL;
+}
+
+const dfl__family *dfl__family_of(const dfl_config *c)
+{
+    const dfl__family *f = dfl__family_find(c->model_type);
+    if (f && f->attn == c->type) return f;
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (families[i].attn == c->type) return &families[i];
+    return NULL;
+}
+
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama"; }
+
+const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
+{
+    return (unsigned)t < N_VARIANTS ? &variants[t] : NULL;
+}
+
+const dfl__attn_variant *dfl__attn_of(const dfl_config *c) { return dfl__attn_variant_of_type(c->type); }
+
+dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
+{
+    const dfl__attn_variant *a = dfl__attn_of(c);
+    int64_t hd = c->head_dim;
+    dfl__attn_shape s;
+    s.n_qheads = a->sub_heads * c->num_heads;
+    s.n_kheads = a->sub_heads * c->num_kv_heads;
+    s.q_ld = s.n_qheads * hd;
+    s.k_ld = s.n_kheads * hd;
+    s.v_ld = c->num_kv_heads * a->v_per_kv * hd;
+    s.att_ld = c->num_heads * a->v_per_kv * hd;
+    s.heads = c->num_heads / a->heads_per_analysis;
+    return s;
+}
+
+dfl__head_plan dfl__head_plan_make(const dfl_config *c, int64_t h) { return dfl__attn_of(c)->plan(c, h); }
+
+float dfl__subnorm_eps(const dfl_config *c)
+{
+    float e = dfl__attn_of(c)->subnorm_eps;
+    return e > 0 ? e : e == 0 ? (float)c->rms_norm_eps : 0.0f;
+}
+
+static int in_list(const char *const *list, const char *k)
+{
+    for (; list && *list; list++)
+        if (!strcmp(*list, k)) return 1;
+    return 0;
+}
+
+static const char *refusal(const dfl__refused_key *list, const char *k)
+{
+    for (; list && list->key; list++)
+        if (!strcmp(list->key, k)) return list->why;
+    return NULL;
+}
+
+dfl__key_kind dfl__family_key(const dfl__family *f, const char *key, const char **why)
+{
+    *why = NULL;
+    if (in_list(common_keys, key) || in_list(f->keys, key)) return DFL__KEY_READ;
+    if (in_list(common_harmless, key) || in_list(f->harmless, key)) return DFL__KEY_HARMLESS;
+    if ((*why = refusal(f->refused, key)) || (*why = refusal(common_refused, key))) return DFL__KEY_REFUSED;
+    return DFL__KEY_UNKNOWN;
+}
