@@ -530,20 +530,28 @@ static void restore_subnormals(unsigned before)
 static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                             dfl_error *err);
 
+/* What a run that stopped on a non-finite value leaves on disk. */
+static void kept_text(char *buf, size_t cap, int64_t last_ckpt)
+{
+    if (last_ckpt >= 0)
+        snprintf(buf, cap, "checkpoint.safetensors and model.safetensors are those of step %lld", (long long)last_ckpt);
+    else snprintf(buf, cap, "no checkpoint had been written yet");
+}
+
 /* A run that turned non-finite: the message names the step and the quantity and says
  * what is left on disk (nothing of this step is written). DFL_ERR_RANGE. */
 static dfl_status diverged(dfl_error *err, const char *out, int64_t step, const char *what, double x,
                            int64_t last_ckpt)
 {
     char kept[160];
-    if (last_ckpt >= 0)
-        snprintf(kept, sizeof kept, "checkpoint.safetensors and model.safetensors are those of step %lld",
-                 (long long)last_ckpt);
-    else snprintf(kept, sizeof kept, "no checkpoint had been written yet");
+    kept_text(kept, sizeof kept, last_ckpt);
+    char val[32];
+    if (isnan(x)) snprintf(val, sizeof val, "NaN");
+    else snprintf(val, sizeof val, "%g", x);
     return dfl__fail(err, DFL_ERR_RANGE,
-                     "%s: step %lld: %s is %g: training diverged (try a smaller --lr or --init-std, or --clip); "
+                     "%s: step %lld: %s is %s: training diverged (try a smaller --lr or --init-std, or --clip); "
                      "stopped without writing this step: %s",
-                     out, (long long)step, what, x, kept);
+                     out, (long long)step, what, val, kept);
 }
 
 /* Before a checkpoint or a kept model is written: weights and moments must be finite. */
@@ -556,7 +564,10 @@ static dfl_status check_finite(const dfl_train_model *m, const char *out, int64_
     if (!s) return DFL_OK;
     char why[sizeof err->msg];
     snprintf(why, sizeof why, "%s", err->msg);
-    return diverged(err, out, step, why, NAN, last_ckpt);
+    char kept[160];
+    kept_text(kept, sizeof kept, last_ckpt);
+    return dfl__fail(err, DFL_ERR_RANGE, "%s: step %lld: training diverged (%s); stopped without writing this step: %s",
+                     out, (long long)step, why, kept);
 }
 
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
