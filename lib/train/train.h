@@ -18,8 +18,10 @@
  *
  * A training directory holds config.json + model.safetensors (a model that
  * dfl_model_load / probe read), checkpoint.safetensors (model + AdamW moments +
- * "train.step" + "train.args"), train.csv, train.png (the curves) and nothing
- * half-written: each file is written to a temporary name and renamed.
+ * "train.step" + "train.args" + ... + "train.checksum", a CRC-32 over the rest:
+ * docs/train.md "Checkpoints"), train.csv, train.png (the curves) and nothing
+ * half-written: each file is written to a temporary name and renamed. One run writes a
+ * directory at a time (a lock of base/atomic.h); nothing non-finite is ever written.
  */
 #ifndef DFL_TRAIN_H
 #define DFL_TRAIN_H
@@ -207,9 +209,14 @@ typedef struct dfl_train_result {
  * training files unless p->overwrite (DFL_ERR_EXISTS); p->resume continues from
  * out/checkpoint.safetensors, which must have been made with the same flags (except
  * eval/checkpoint intervals and stop_at; the schedule — steps, lr, min_lr, warmup — may
- * differ only with force_schedule; DFL_ERR_USAGE otherwise) and gives
- * bit-identical results to an uninterrupted run with the same thread count.
- * hooks may be NULL. DFL_ERR_USAGE, DFL_ERR_CONFIG, DFL_ERR_IO, DFL_ERR_NOMEM, ... */
+ * differ only with force_schedule; DFL_ERR_USAGE otherwise), match its checksum
+ * (DFL_ERR_FORMAT), hold finite weights and moments, second moments >= 0 and a step in
+ * [0, steps] (DFL_ERR_RANGE); it gives bit-identical results to an uninterrupted run
+ * with the same thread count. Refused before anything is touched: a directory another
+ * run holds (DFL_ERR_EXISTS naming its pid) and sizes whose memory exceeds MemAvailable
+ * (DFL_ERR_NOMEM). A non-finite loss, gradient norm, held-out loss or state stops the
+ * run with DFL_ERR_RANGE naming the step, writing nothing of that step. hooks may be
+ * NULL. DFL_ERR_USAGE, DFL_ERR_CONFIG, DFL_ERR_IO, DFL_ERR_NOMEM, ... */
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                          dfl_error *err);
 

@@ -106,8 +106,10 @@ static void usage(FILE *out)
             "  --quiet             no progress bar and no log lines\n"
             "  --help              this text\n"
             "\n"
-            "Exit status: 0 done, 1 runtime error, 2 usage error, 130 stopped by Ctrl-C (a\n"
-            "checkpoint and the model of the last step are written first).\n",
+            "Exit status: 0 done, 1 runtime error (also: a damaged checkpoint, a DIR another\n"
+            "train is writing, a run that diverged, sizes over the memory available), 2 usage\n"
+            "error, 130 stopped by Ctrl-C (a checkpoint and the model of the last step are\n"
+            "written first).\n",
             (long long)d.layers, (long long)d.hidden, (long long)d.heads, (long long)d.ffn, (long long)d.vocab,
             d.init_std, (long long)d.task.seq_len, d.task.needles, d.task.queries, d.task.digits, (long long)d.batch,
             (long long)d.steps, d.lr, d.min_lr, (long long)d.warmup, d.weight_decay, d.beta1, d.beta2, d.clip,
