@@ -25,7 +25,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))   # an absolute BUILD stays as it is
 
 failures = 0
 

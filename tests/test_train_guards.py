@@ -126,22 +126,26 @@ def test_checksum(tmp):
 
 
 def test_diverged(tmp):
-    # a planted weight (checksum recomputed: a valid checkpoint) makes step 5 non-finite
-    d = trained(tmp, "div")
-    edit(os.path.join(d, "checkpoint.safetensors"), "model.norm.weight", 0, 1e38)
-    before = snapshot(d)
-    r = run(["--out", d, "--resume"] + TINY)
-    err = r.stderr.strip().splitlines()
-    check(r.returncode == 1, "diverged: exit 1 (got %d)" % r.returncode)
-    msg = [l for l in err if "diverged" in l]
-    check(msg and "step 5" in msg[0] and "gradient norm is NaN" in msg[0] and "those of step 4" in msg[0],
-          "diverged: the message names the step, the quantity and what is kept (%s)" % (msg[:1] or err[-1:]))
-    after = snapshot(d)
-    check(after == before, "diverged: checkpoint, model, config and train.csv untouched (bytes and mtime)")
-    csv = open(os.path.join(d, "train.csv")).read().lower()
-    check("nan" not in csv and "inf" not in csv, "diverged: no NaN or Inf row in train.csv")
-    check(all_finite(os.path.join(d, "model.safetensors")), "diverged: model.safetensors is finite")
-    check(not leftovers(d), "diverged: no temporary files left (%s)" % leftovers(d))
+    # a planted weight (checksum recomputed: a valid checkpoint) makes step 5 non-finite:
+    # in the final norm the gradient first, in a layer's norm already the loss
+    for name, tensor, what in (("div", "model.norm.weight", "the gradient norm is NaN"),
+                               ("divloss", "model.layers.0.post_attention_layernorm.weight",
+                                "the training loss is NaN")):
+        d = trained(tmp, name)
+        edit(os.path.join(d, "checkpoint.safetensors"), tensor, 0, 1e38 if name == "div" else 1e37)
+        before = snapshot(d)
+        r = run(["--out", d, "--resume"] + TINY)
+        err = r.stderr.strip().splitlines()
+        check(r.returncode == 1, "diverged (%s): exit 1 (got %d)" % (what, r.returncode))
+        msg = [l for l in err if "diverged" in l]
+        check(msg and "step 5" in msg[0] and what in msg[0] and "those of step 4" in msg[0],
+              "diverged: the message names the step, the quantity and what is kept (%s)" % (msg[:1] or err[-1:]))
+        after = snapshot(d)
+        check(after == before, "diverged (%s): checkpoint, model, config and train.csv untouched (bytes, mtime)" % what)
+        csv = open(os.path.join(d, "train.csv")).read().lower()
+        check("nan" not in csv and "inf" not in csv, "diverged (%s): no NaN or Inf row in train.csv" % what)
+        check(all_finite(os.path.join(d, "model.safetensors")), "diverged (%s): model.safetensors is finite" % what)
+        check(not leftovers(d), "diverged (%s): no temporary files left (%s)" % (what, leftovers(d)))
     # from a fresh start: diverging before the first checkpoint writes no model at all
     d2 = os.path.join(tmp, "div0")
     r = run(["--out", d2, "--init-std", "10", "--lr", "10"] + TINY[:-2] + ["--ckpt-every", "0"])
