@@ -3,7 +3,8 @@
 non-finite stops with the step and the quantity named, exit 1, and leaves the last good
 checkpoint, model and train.csv as they were; a --resume from a checkpoint edited on
 disk (a byte flipped, a NaN weight, a negative second moment, a negative or too large
-step, other flags) is refused by name and rewrites nothing; the checksum is computed
+step, other flags) is refused by name and rewrites nothing (one without a checksum, from
+before checksums, resumes with a warning); the checksum is computed
 here from docs/train.md (zlib CRC-32) and must equal the stored one; a second train
 into a folder whose lock is held (by this script, and by a live train) is refused
 without touching the folder; sizes the machine cannot hold fail with one line before
@@ -191,6 +192,18 @@ def test_resume_refusals(tmp):
     r = run(["--out", d, "--resume"] + TINY + ["--ffn", "32"])
     check(r.returncode == 2 and "different flags" in r.stderr and snapshot(d) == before,
           "resume refuses other flags (exit %d) and rewrites nothing" % r.returncode)
+    # a checkpoint from before checksums (no train.checksum): resumes, with a warning
+    d = trained(tmp, "nocrc")
+    path = os.path.join(d, "checkpoint.safetensors")
+    b, n, h = read_st(path)
+    a, e = h.pop("train.checksum")["data_offsets"]
+    hdr = json.dumps(h).encode()
+    hdr += b" " * (-len(hdr) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(hdr)) + hdr + bytes(b[8 + n:8 + n + a]))
+    r = run(["--out", d, "--resume"] + TINY)
+    check(r.returncode == 0 and "warning" in r.stderr and "no checksum" in r.stderr,
+          "resume: a checkpoint without checksum resumes with a warning (exit %d: %s)" %
+          (r.returncode, r.stderr.strip()[-160:]))
     # an intact checkpoint still resumes to the end
     d = trained(tmp, "intact")
     r = run(["--out", d, "--resume"] + TINY)

@@ -69,7 +69,8 @@ int main(int argc, char **argv)
     fclose(in);
     FILE *out = fopen(argv[5], "wb");
     if (!out) return fail("cannot open OUT");
-    int ok = fwrite(lr, 8, (size_t)steps, out) == (size_t)steps && fwrite(norm, 8, (size_t)steps, out) == (size_t)steps &&
+    int ok = fwrite(lr, 8, (size_t)steps, out) == (size_t)steps &&
+             fwrite(norm, 8, (size_t)steps, out) == (size_t)steps &&
              fwrite(m->params, sizeof(float), n, out) == n && fwrite(m->m, sizeof(float), n, out) == n &&
              fwrite(m->v, sizeof(float), n, out) == n;
     if (fclose(out) != 0 || !ok) return fail("cannot write OUT");

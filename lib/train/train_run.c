@@ -627,7 +627,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             join(path, sizeof path, p->out, OUT_FILES[i]);
             if (!exists(path)) continue;
             if (!p->overwrite) {
-                s = dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to start over or --resume to continue)", path);
+                s = dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to start over or --resume to continue)",
+                              path);
                 goto done;
             }
             if (remove(path) != 0) {

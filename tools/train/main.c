@@ -175,7 +175,8 @@ static void on_end(void *user, const char *name, const dfl_train_params *p, cons
     dfl_progress_end(&st->bar);
     if (!r) return;
     if (r->steps_done == r->start_step && !r->interrupted) {
-        if (!st->quiet) fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)r->steps_done, p->out);
+        if (!st->quiet)
+            fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)r->steps_done, p->out);
         return;
     }
     /* the eval quoted is the last one made, which need not be at the last step */
