@@ -10,6 +10,7 @@
 
 #include "base/atomic.h"
 #include "dump/dump.h"
+#include "dump/dump_schema.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "text/prompts.h"
@@ -162,13 +163,13 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     const dfl_map_select *sel = &r->p->maps;
     int64_t Ls = sel->layers ? (int64_t)sel->n_layers : r->L, Hsel = sel->heads ? (int64_t)sel->n_heads : r->Hs;
     dfl_status s;
-    if ((s = put_i64_as_i32(d, "attn/layers", sel->layers, Ls, err)) ||
-        (s = put_i64_as_i32(d, "attn/heads", sel->heads, Hsel, err)) ||
-        (s = put_i64_as_i32(d, "attn/rows", r->rows, r->R, err)) ||
-        (s = put_i64_as_i32(d, "attn/keys", NULL, r->T, err)))
+    if ((s = put_i64_as_i32(d, DFL_DS_ATTN_LAYERS, sel->layers, Ls, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_HEADS, sel->heads, Hsel, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_ROWS, r->rows, r->R, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_KEYS, NULL, r->T, err)))
         return s;
-    static const char *names[3] = {"attn/map1", "attn/map2", "attn/diff"};
-    static const char *scales[4] = {"attn/layers", "attn/heads", "attn/rows", "attn/keys"};
+    static const char *names[3] = {DFL_DS_ATTN_MAP1, DFL_DS_ATTN_MAP2, DFL_DS_ATTN_DIFF};
+    static const char *scales[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_HEADS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
     static const char *labels[4] = {"layer", "head", "query", "key"};
     /* Tiles of MAP_TILE_ROWS x MAP_TILE_KEYS: tiles wholly in the masked future are never
      * written, so they take no space and cost readers nothing to decompress. */
@@ -201,17 +202,17 @@ static dfl_status write_noise(sample_run *r, dfl_dump *d, dfl_error *err)
     int64_t d4[4] = {r->M, r->L, r->Hs, DFL_SHARE_SEGMENTS}, d3[3] = {r->M == 3 ? 2 : 1, r->L, r->Hs},
             d2[2] = {r->L, r->Hs};
     const double *src[3] = {r->shares, r->raw, r->shares_abs};
-    static const char *names[3] = {"noise/shares", "noise/raw", "noise/shares_abs"};
+    static const char *names[3] = {DFL_DS_NOISE_SHARES, DFL_DS_NOISE_RAW, DFL_DS_NOISE_SHARES_ABS};
     dfl_status s = DFL_OK;
     for (int k = 0; k < 3 && !s; k++) {
         for (size_t i = 0; i < n4; i++) buf[i] = (float)(src[k][i] * inv);
         s = dfl_dump_put(d, names[k], DFL_H5_F32, 4, d4, buf, err);
     }
     for (size_t i = 0; i < ne && !s; i++) buf[i] = (float)(r->entropy[i] * inv);
-    if (!s) s = dfl_dump_put(d, "noise/entropy", DFL_H5_F32, 3, d3, buf, err);
+    if (!s) s = dfl_dump_put(d, DFL_DS_NOISE_ENTROPY, DFL_H5_F32, 3, d3, buf, err);
     if (!s && r->M == 3) {
         for (size_t i = 0; i < nn; i++) buf[i] = (float)(r->negative[i] * inv);
-        s = dfl_dump_put(d, "noise/negative_mass", DFL_H5_F32, 2, d2, buf, err);
+        s = dfl_dump_put(d, DFL_DS_NOISE_NEGATIVE_MASS, DFL_H5_F32, 2, d2, buf, err);
     }
     free(buf);
     if (s) return s;
@@ -219,62 +220,63 @@ static dfl_status write_noise(sample_run *r, dfl_dump *d, dfl_error *err)
     char segs[160] = "";
     for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%s", k ? "," : "", dfl_share_name(k));
-    if ((s = put_i64_as_i32(d, "noise/rows", r->arows, n, err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "segments", segs, err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "maps", r->M == 3 ? "map1,map2,diff" : "map1", err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "rows_rule", dfl_rows_rule_name(r->p->rows), err)))
+    if ((s = put_i64_as_i32(d, DFL_DS_NOISE_ROWS, r->arows, n, err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_SEGMENTS, segs, err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_MAPS, r->M == 3 ? "map1,map2,diff" : "map1", err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_ROWS_RULE, dfl_rows_rule_name(r->p->rows), err)))
         return s;
     return DFL_OK;
 }
 
-static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const char *kind, const outlier_out *o,
+/* The dataset paths of one kind of outlier statistics. */
+typedef struct outlier_paths {
+    const char *top, *top_index, *hist, *moments;
+} outlier_paths;
+
+static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const outlier_paths *name, const outlier_out *o,
                                     dfl_error *err)
 {
     static double edges[DFL_HIST_BINS + 1];
     dfl_hist_edges(edges);
-    char name[64];
     int64_t dk[2] = {r->L, r->K}, di[3] = {r->L, r->K, o->nidx}, dh[2] = {r->L, DFL_HIST_BINS}, dm[2] = {r->L, 6};
     dfl_status s;
-#define PUT(suffix, type, nd, dims, data)                                      \
-    snprintf(name, sizeof name, "outliers/%s/%s", kind, suffix);               \
-    if ((s = dfl_dump_put(d, name, type, nd, dims, data, err))) return s
     /* NaN / -1 padded for short prompts: deflated (exact) */
-    snprintf(name, sizeof name, "outliers/%s/top", kind);
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_F32, 2, dk, o->top, err))) return s;
-    snprintf(name, sizeof name, "outliers/%s/top_index", kind);
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_I32, 3, di, o->top_index, err))) return s;
-    snprintf(name, sizeof name, "outliers/%s/hist", kind);   /* mostly zeros: deflated, exact */
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_U64, 2, dh, o->hist, err))) return s;
-    if ((s = dfl_dump_attr_f64(d, name, "edges", edges, DFL_HIST_BINS + 1, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "min_exponent", DFL_HIST_MIN_EXP, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "max_exponent", DFL_HIST_MAX_EXP, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "sub_bins", DFL_HIST_SUB, err)) ||
-        (s = dfl_dump_attr_str(d, name, "bins",
+    if ((s = dfl_dump_put_deflated(d, name->top, DFL_H5_F32, 2, dk, o->top, err))) return s;
+    if ((s = dfl_dump_put_deflated(d, name->top_index, DFL_H5_I32, 3, di, o->top_index, err))) return s;
+    /* mostly zeros: deflated, exact */
+    if ((s = dfl_dump_put_deflated(d, name->hist, DFL_H5_U64, 2, dh, o->hist, err))) return s;
+    if ((s = dfl_dump_attr_f64(d, name->hist, DFL_ATTR_EDGES, edges, DFL_HIST_BINS + 1, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_MIN_EXPONENT, DFL_HIST_MIN_EXP, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_MAX_EXPONENT, DFL_HIST_MAX_EXP, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_SUB_BINS, DFL_HIST_SUB, err)) ||
+        (s = dfl_dump_attr_str(d, name->hist, DFL_ATTR_BINS,
                                "bin 0: |x| < 2^min_exponent (zeros); bin 1 + (e - min_exponent)*sub_bins + k: "
                                "[2^e (1 + k/sub_bins), 2^e (1 + (k+1)/sub_bins)); last bin: |x| >= 2^max_exponent "
                                "or NaN; edges[i] is the lower edge of bin i",
                                err)))
         return s;
-    PUT("moments", DFL_H5_F64, 2, dm, o->mom);
-    if ((s = dfl_dump_attr_str(d, name, "columns", "count,sum_x,sum_x2,sum_x3,sum_x4,max_abs", err))) return s;
-#undef PUT
-    return DFL_OK;
+    if ((s = dfl_dump_put(d, name->moments, DFL_H5_F64, 2, dm, o->mom, err))) return s;
+    return dfl_dump_attr_str(d, name->moments, DFL_ATTR_COLUMNS, "count,sum_x,sum_x2,sum_x3,sum_x4,max_abs", err);
 }
 
 static dfl_status write_outliers(sample_run *r, dfl_dump *d, dfl_error *err)
 {
+    static const outlier_paths logits = {DFL_DS_LOGITS_TOP, DFL_DS_LOGITS_TOP_INDEX, DFL_DS_LOGITS_HIST,
+                                         DFL_DS_LOGITS_MOMENTS};
+    static const outlier_paths hidden = {DFL_DS_HIDDEN_TOP, DFL_DS_HIDDEN_TOP_INDEX, DFL_DS_HIDDEN_HIST,
+                                         DFL_DS_HIDDEN_MOMENTS};
     dfl_status s;
-    if ((s = write_outlier_set(r, d, "logits", &r->logits, err)) ||
-        (s = write_outlier_set(r, d, "hidden", &r->hidden, err)))
+    if ((s = write_outlier_set(r, d, &logits, &r->logits, err)) ||
+        (s = write_outlier_set(r, d, &hidden, &r->hidden, err)))
         return s;
-    if ((s = dfl_dump_attr_str(d, "outliers/logits/top_index", "columns", "head,map,query,key", err)) ||
-        (s = dfl_dump_attr_str(d, "outliers/hidden/top_index", "columns", "token,channel", err)))
+    if ((s = dfl_dump_attr_str(d, DFL_DS_LOGITS_TOP_INDEX, DFL_ATTR_COLUMNS, "head,map,query,key", err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "token,channel", err)))
         return s;
     int64_t dd[2] = {r->L, r->D};
-    if ((s = dfl_dump_put(d, "outliers/hidden/channel_absmax", DFL_H5_F32, 2, dd, r->ch_absmax, err)) ||
-        (s = dfl_dump_put(d, "outliers/hidden/channel_count", DFL_H5_U32, 2, dd, r->ch_count, err)))
+    if ((s = dfl_dump_put(d, DFL_DS_HIDDEN_CHANNEL_ABSMAX, DFL_H5_F32, 2, dd, r->ch_absmax, err)) ||
+        (s = dfl_dump_put(d, DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_H5_U32, 2, dd, r->ch_count, err)))
         return s;
-    return dfl_dump_attr_f64(d, "outliers/hidden/channel_count", "alpha", &r->p->alpha, 1, err);
+    return dfl_dump_attr_f64(d, DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, &r->p->alpha, 1, err);
 }
 
 /* target_correct / target_nll when the sample has target tokens after position 0:
@@ -297,8 +299,8 @@ static dfl_status write_targets(sample_run *r, dfl_dump *d, dfl_probe_report *re
     float mean = (float)(nll / (double)n);
     rep->targets++;
     rep->targets_correct += c;
-    dfl_status s = dfl_dump_put(d, "target_correct", DFL_H5_U8, 0, NULL, &c, err);
-    return s ? s : dfl_dump_put(d, "target_nll", DFL_H5_F32, 0, NULL, &mean, err);
+    dfl_status s = dfl_dump_put(d, DFL_DS_TARGET_CORRECT, DFL_H5_U8, 0, NULL, &c, err);
+    return s ? s : dfl_dump_put(d, DFL_DS_TARGET_NLL, DFL_H5_F32, 0, NULL, &mean, err);
 }
 
 /* A text prompt's character offsets per token and its input text. */
@@ -307,9 +309,9 @@ static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *
     dfl_status s = DFL_OK;
     if (pr->offsets) {
         int64_t dims[2] = {(int64_t)pr->n_tokens, 2};
-        s = dfl_dump_put(d, "token_offsets", DFL_H5_I32, 2, dims, pr->offsets, err);
+        s = dfl_dump_put(d, DFL_DS_TOKEN_OFFSETS, DFL_H5_I32, 2, dims, pr->offsets, err);
     }
-    if (!s && pr->input) s = dfl_dump_put_strings(d, "input", (const char *const *)&pr->input, 1, err);
+    if (!s && pr->input) s = dfl_dump_put_strings(d, DFL_DS_INPUT, (const char *const *)&pr->input, 1, err);
     return s;
 }
 
@@ -336,15 +338,15 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if ((s = resolve_selection(r, err))) return s;
 
     if ((s = dfl_dump_sample_begin(d, r->index, pr->id, pr->has_depth ? pr->depth : NAN, err))) return s;
-    if ((s = dfl_dump_put(d, "tokens", DFL_H5_I32, 1, &T, pr->tokens, err))) return s;
-    if ((s = dfl_dump_put(d, "segments", DFL_H5_U8, 1, &T, r->seg, err))) return s;
-    if (pr->text && (s = dfl_dump_put_strings(d, "token_text", (const char *const *)pr->text, pr->n_tokens, err)))
+    if ((s = dfl_dump_put(d, DFL_DS_TOKENS, DFL_H5_I32, 1, &T, pr->tokens, err))) return s;
+    if ((s = dfl_dump_put(d, DFL_DS_SEGMENTS, DFL_H5_U8, 1, &T, r->seg, err))) return s;
+    if (pr->text && (s = dfl_dump_put_strings(d, DFL_DS_TOKEN_TEXT, (const char *const *)pr->text, pr->n_tokens, err)))
         return s;
     if ((s = put_text_extras(d, pr, err))) return s;
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
-        if ((s = dfl_dump_stream_create(d, "logits", DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
+        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
             return s;
     }
 
@@ -355,13 +357,13 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;
     if (s) return s;
-    if ((s = dfl_dump_put(d, "nll", DFL_H5_F32, 1, &T, r->nll, err)) ||
-        (s = dfl_dump_put(d, "argmax", DFL_H5_I32, 1, &T, r->argmax, err)) ||
+    if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
+        (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
     if (r->bad_layer >= 0) {
-        if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_layer", r->bad_layer, err)) ||
-            (s = dfl_dump_attr_str(d, ".", "nonfinite_site", r->bad_site, err)))
+        if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_LAYER, r->bad_layer, err)) ||
+            (s = dfl_dump_attr_str(d, ".", DFL_ATTR_NONFINITE_SITE, r->bad_site, err)))
             return s;
         if (rep->nonfinite_samples++ == 0 && p->warn) {
             char msg[512];
@@ -568,7 +570,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_dump_info info = {m, p->model_dir, p->forward.quant_bits, granularity_name(&p->forward),
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
-    if ((s = dfl_dump_attr_i64(d, ".", "topk", p->topk, err))) goto done;
+    if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
@@ -604,7 +606,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                  rep.nonfinite_samples, n_run);
         p->warn(p->user, msg);
     }
-    if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_samples", (int64_t)rep.nonfinite_samples, err))) goto done;
+    if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_SAMPLES, (int64_t)rep.nonfinite_samples, err))) goto done;
     s = dfl_dump_finish(d, err);
     d = NULL;
 done:

@@ -12,6 +12,7 @@
 
 #include "base/atomic.h"
 #include "base/half.h"
+#include "dump/dump_schema.h"
 #include "dump/dump_writer.h"
 #include "model/model.h"
 
@@ -119,8 +120,8 @@ static dfl_status write_model_group(dfl_dump *d, const dfl_model *m, dfl_error *
         buf[c->num_layers + l] = m->layers[l].lambda_init;
     }
     int64_t dims[1] = {c->num_layers};
-    dfl_status s = dfl_dump_put(d, "model/lambda", DFL_H5_F32, 1, dims, buf, err);
-    if (!s) s = dfl_dump_put(d, "model/lambda_init", DFL_H5_F32, 1, dims, buf + c->num_layers, err);
+    dfl_status s = dfl_dump_put(d, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, 1, dims, buf, err);
+    if (!s) s = dfl_dump_put(d, DFL_DS_MODEL_LAMBDA_INIT, DFL_H5_F32, 1, dims, buf + c->num_layers, err);
     free(buf);
     return s;
 }
@@ -192,18 +193,18 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
     const dfl_model *m = info->model;
     const dfl_config *c = &m->config;
     int32_t version = DFL_DUMP_FORMAT_VERSION;
-    int ok = set_attr_str(d->file, "format", DFL_DUMP_FORMAT) &&
-             set_attr_num(d->file, "format_version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version) &&
-             set_attr_str(d->file, "model_type", dfl_model_type_name(c->type)) &&
-             set_attr_str(d->file, "config", m->config_text) &&
-             set_attr_str(d->file, "model", info->model_path ? info->model_path : m->path) &&
-             set_attr_i64(d->file, "num_layers", c->num_layers) &&
-             set_attr_i64(d->file, "num_heads", dfl_config_analysis_heads(c)) &&
-             set_attr_i64(d->file, "head_dim", c->head_dim) &&
-             set_attr_i64(d->file, "logit_quant_bits", info->logit_quant_bits) &&
-             set_attr_str(d->file, "logit_quant_granularity",
+    int ok = set_attr_str(d->file, DFL_ATTR_FORMAT, DFL_DUMP_FORMAT) &&
+             set_attr_num(d->file, DFL_ATTR_FORMAT_VERSION, H5T_STD_I32LE, H5T_NATIVE_INT32, &version) &&
+             set_attr_str(d->file, DFL_ATTR_MODEL_TYPE, dfl_model_type_name(c->type)) &&
+             set_attr_str(d->file, DFL_ATTR_CONFIG, m->config_text) &&
+             set_attr_str(d->file, DFL_ATTR_MODEL, info->model_path ? info->model_path : m->path) &&
+             set_attr_i64(d->file, DFL_ATTR_NUM_LAYERS, c->num_layers) &&
+             set_attr_i64(d->file, DFL_ATTR_NUM_HEADS, dfl_config_analysis_heads(c)) &&
+             set_attr_i64(d->file, DFL_ATTR_HEAD_DIM, c->head_dim) &&
+             set_attr_i64(d->file, DFL_ATTR_LOGIT_QUANT_BITS, info->logit_quant_bits) &&
+             set_attr_str(d->file, DFL_ATTR_LOGIT_QUANT_GRANULARITY,
                           info->logit_quant_granularity ? info->logit_quant_granularity : "none") &&
-             set_attr_str(d->file, "rows", info->rows ? info->rows : "last");
+             set_attr_str(d->file, DFL_ATTR_ROWS, info->rows ? info->rows : "last");
     if (!ok) s = h5fail(d, err, "write", "root attributes");
     if (!s) s = write_model_group(d, m, err);
     if (s) {
@@ -242,14 +243,14 @@ void dfl_dump_abort(dfl_dump *d)
 dfl_status dfl_dump_sample_begin(dfl_dump *d, size_t index, const char *id, double depth, dfl_error *err)
 {
     char name[64];
-    snprintf(name, sizeof name, "samples/%06zu", index);
+    snprintf(name, sizeof name, DFL_DS_SAMPLE_FMT, index);
     if (d->sample >= 0) H5Gclose(d->sample);
     hid_t lcpl = lcpl_parents();
     d->sample = H5Gcreate2(d->file, name, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     H5Pclose(lcpl);
     if (d->sample < 0) return h5fail(d, err, "create group", name);
-    if (!set_attr_str(d->sample, "id", id ? id : "") ||
-        !set_attr_num(d->sample, "depth", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &depth))
+    if (!set_attr_str(d->sample, DFL_ATTR_ID, id ? id : "") ||
+        !set_attr_num(d->sample, DFL_ATTR_DEPTH, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &depth))
         return h5fail(d, err, "write attributes of", name);
     return DFL_OK;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/atomic.h"
+#include "dump/dump_schema.h"
 
 #define PATH_MAX_LEN 256
 
@@ -140,16 +141,16 @@ static herr_t copy_sample(hid_t samples, const char *name, const H5L_info_t *inf
 static herr_t count_nonfinite(hid_t samples, const char *name, const H5L_info_t *info, void *data)
 {
     (void)info;
-    if (H5Aexists_by_name(samples, name, "nonfinite_layer", H5P_DEFAULT) > 0) ++*(int64_t *)data;
+    if (H5Aexists_by_name(samples, name, DFL_ATTR_NONFINITE_LAYER, H5P_DEFAULT) > 0) ++*(int64_t *)data;
     return 0;
 }
 
 static int recount_root(hid_t f, hid_t samples)
 {
-    if (H5Aexists(f, "nonfinite_samples") <= 0) return 1;
+    if (H5Aexists(f, DFL_ATTR_NONFINITE_SAMPLES) <= 0) return 1;
     int64_t n = 0;
     if (H5Literate(samples, H5_INDEX_NAME, H5_ITER_INC, NULL, count_nonfinite, &n) < 0) return 0;
-    hid_t a = H5Aopen(f, "nonfinite_samples", H5P_DEFAULT);
+    hid_t a = H5Aopen(f, DFL_ATTR_NONFINITE_SAMPLES, H5P_DEFAULT);
     int ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &n) >= 0;
     if (a >= 0) H5Aclose(a);
     return ok;
@@ -182,8 +183,8 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(into, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to open the dump for joining", into);
-    hid_t samples = H5Lexists(f, "samples", H5P_DEFAULT) > 0 ? H5Gopen2(f, "samples", H5P_DEFAULT)
-                                                            : H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t samples = H5Lexists(f, DFL_DS_SAMPLES, H5P_DEFAULT) > 0 ? H5Gopen2(f, DFL_DS_SAMPLES, H5P_DEFAULT)
+                                                            : H5Gcreate2(f, DFL_DS_SAMPLES, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     join_ctx c = {-1, samples, NULL, into, DFL_OK, err};
     if (samples < 0) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to open /samples", into);
     for (size_t i = 0; i < n && !c.status; i++) {
@@ -194,8 +195,8 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
             break;
         }
         /* a part whose rank ran no prompt has no /samples */
-        if (H5Lexists(c.part, "samples", H5P_DEFAULT) > 0) {
-            hid_t ps = H5Gopen2(c.part, "samples", H5P_DEFAULT);
+        if (H5Lexists(c.part, DFL_DS_SAMPLES, H5P_DEFAULT) > 0) {
+            hid_t ps = H5Gopen2(c.part, DFL_DS_SAMPLES, H5P_DEFAULT);
             if (ps < 0 || H5Literate(ps, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_sample, &c) < 0)
                 if (!c.status) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to list /samples", parts[i]);
             if (ps >= 0) H5Gclose(ps);
