@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/atomic.h"
@@ -503,6 +504,24 @@ static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, cons
     return DFL_OK;
 }
 
+dfl_status dfl_probe_check_out(const dfl_probe_params *p, dfl_error *err)
+{
+    struct stat st;
+    if (stat(p->out_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: is a directory; --out names the dump file to write", p->out_path);
+    const char *inputs[3] = {p->prompts_path, p->model_dir, p->tokenizer_path};
+    dfl_status s = dfl__check_not_input(p->out_path, inputs, 3, err);
+    if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* a file can be created beside it (the folder exists, is writable, is not on a
+     * read-only file system, no other process is writing the same dump): the dump's
+     * own temporary, made and removed at once */
+    char *tmp = NULL;
+    if (!s) s = dfl__make_tmp(p->out_path, &tmp, err);
+    if (tmp) dfl__discard_tmp(tmp);
+    free(tmp);
+    return s;
+}
+
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err)
 {
     dfl_model *m = NULL;
@@ -513,10 +532,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_status s = DFL_OK;
     if (p->topk < 1 || p->topk > DFL_TOPK_MAX)
         s = dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, %d]", DFL_TOPK_MAX);
-    /* Cheap checks first: an existing output or bad prompts fail before the load. */
-    const char *inputs[2] = {p->prompts_path, p->model_dir};
-    if (!s) s = dfl__check_not_input(p->out_path, inputs, 2, err);
-    if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* Cheap checks first: a bad output or bad prompts fail before the load. */
+    if (!s) s = dfl_probe_check_out(p, err);
     if (!s) s = dfl_probe_read_prompts(p, &ps, err);
     dfl_load_opts lo = {p->allow_unused};
     if (!s) s = dfl_model_load_opts(p->model_dir, &lo, &m, err);
