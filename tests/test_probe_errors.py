@@ -265,11 +265,11 @@ class ProbeErrors(unittest.TestCase):
         Path(outdir, "keep.txt").write_text("mine")
         for force in ((), ("--force",)):
             r = self.run_probe("--model", self.broken_model(), "--prompts", self.prompts, "--out", outdir, *force)
-            self.one_line_error(r, 2, [outdir, "is a directory"])
+            self.one_line_error(r, 2, [outdir, "Is a directory"])
             self.assertEqual(os.listdir(outdir), ["keep.txt"])
         # with a good model too: refused at once, not after the run
         r = self.run_probe("--model", self.good, "--prompts", self.prompts, "--out", outdir, "--force")
-        self.one_line_error(r, 2, ["is a directory"])
+        self.one_line_error(r, 2, ["Is a directory"])
         self.assertEqual(os.listdir(outdir), ["keep.txt"])
 
     def test_out_folder_missing(self):

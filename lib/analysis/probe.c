@@ -2,6 +2,7 @@
 #include "base/clock.h"
 #include "analysis/probe.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -508,7 +509,8 @@ dfl_status dfl_probe_check_out(const dfl_probe_params *p, dfl_error *err)
 {
     struct stat st;
     if (stat(p->out_path, &st) == 0 && S_ISDIR(st.st_mode))
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: is a directory; --out names the dump file to write", p->out_path);
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: %s; --out names the dump file to write", p->out_path,
+                         strerror(EISDIR));
     const char *inputs[3] = {p->prompts_path, p->model_dir, p->tokenizer_path};
     dfl_status s = dfl__check_not_input(p->out_path, inputs, 3, err);
     if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);

@@ -12,6 +12,11 @@
  * tables and against real dumps of every model type, so a name added here and not
  * there (or written by probe and not named here) fails a test.
  *
+ * Adding a dataset: its macro and its table row here, its row in docs/format.md's
+ * Datasets table, the write in lib/analysis/probe.c (what it sums, in probe_capture.c,
+ * with its buffer in probe.c's buffer table), and the reader that shows it through the
+ * macro; tests/test_dump_schema.py then checks it in every real dump without an edit.
+ *
  * Dimension symbols: L layers, H heads as analysed (num_heads), T tokens, V vocabulary,
  * D hidden size, K topk, B histogram bins (3074), M maps in the noise statistics (1, or
  * 3 for Diff: map1, map2, diff), M' softmax maps (1, or 2 for Diff), 7 share segments,
