@@ -173,10 +173,19 @@ def doc_schema(path=FORMAT_MD):
             prev = paths[-1]
         typ = prev_type if typ == "same" else typ
         prev_type = typ
-        m = re.fullmatch(r"(f16 or f32|[a-z0-9]+) \[([^\]]*)\]", typ)
-        dtype = (m.group(1).replace(" or ", "|") if m else None)
-        dims = m.group(2).replace(" ", "") if m else None
-        for p in paths:
+        # "f32 [L, K]" (every path), "i32 [Ls], [Hs], [R], [T]" (one shape per path),
+        # "u8, f32 scalars" (one type per path); other cells state no single type
+        types, shapes = [None] * len(paths), [None] * len(paths)
+        m = re.fullmatch(r"(f16 or f32|[a-z0-9]+) ((?:\[[^\]]*\](?:, )?)+)", typ)
+        s = re.fullmatch(r"([a-z0-9]+(?:, [a-z0-9]+)*) scalars?", typ)
+        if m:
+            dims = [d.replace(" ", "") for d in re.findall(r"\[([^\]]*)\]", m.group(2))]
+            if len(dims) in (1, len(paths)):
+                types = [m.group(1).replace(" or ", "|")] * len(paths)
+                shapes = dims * len(paths) if len(dims) == 1 else dims
+        elif s and len(s.group(1).split(", ")) == len(paths):
+            types, shapes = s.group(1).split(", "), [""] * len(paths)
+        for p, dtype, dims in zip(paths, types, shapes):
             add(("dataset", p, None), dict(dtype=dtype, dims=dims, diff=diff))
             group_attrs = "group attrs" in meaning
             for n in attr_names(meaning):
