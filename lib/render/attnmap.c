@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "base/atomic.h"
-#include "dump/dump_read.h"
+#include "dump/dump_sample.h"
 
 #define MAX_TILES 256
 
@@ -81,30 +81,19 @@ typedef struct side {
     char *model_type;
     int is_diff;             /* has map2 and diff */
     const char *label;       /* model type or --labels */
-    char attn[96];           /* "samples/NNNNNN/attn" */
-    int64_t T;
-    int32_t *tokens;         /* [T] */
-    uint8_t *segments;       /* [T] */
-    char **text;             /* [T] or NULL */
-    size_t ntext;
+    dfl_dump_tokens tk;      /* tokens, segments, token text [T] */
+    dfl_dump_attn at;        /* the maps [Ls, Hs, R, T] and their scales */
     float *lambda;           /* [L] or NULL */
     size_t nlambda;
-    int32_t *layers, *heads, *rows; /* scales [Ls], [Hs], [R] */
-    int64_t Ls, Hs, R;
-    int map_f16;
 } side;
 
 static void side_free(side *d)
 {
     dfl_dump_close(d->r);
     free(d->model_type);
-    free(d->tokens);
-    free(d->segments);
-    dfl_dump_strings_free(d->text, d->ntext);
+    dfl_dump_tokens_free(&d->tk);
+    dfl_dump_attn_free(&d->at);
     free(d->lambda);
-    free(d->layers);
-    free(d->heads);
-    free(d->rows);
     memset(d, 0, sizeof *d);
 }
 
@@ -123,25 +112,6 @@ static void ranges_text(const int32_t *v, int64_t n, char *buf, size_t cap)
     if (n == 0) snprintf(buf, cap, "none");
 }
 
-/* Read a scale dataset [n], or 0..n-1 when the dump has none. */
-static dfl_status read_scale(side *d, const char *name, int64_t n, int32_t **out, dfl_error *err)
-{
-    char path[160];
-    snprintf(path, sizeof path, "%s/%s", d->attn, name);
-    *out = dfl__alloc_array((size_t)(n > 0 ? n : 1), sizeof **out);
-    if (!*out) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (!dfl_dump_exists(d->r, path)) {
-        for (int64_t i = 0; i < n; i++) (*out)[i] = (int32_t)i;
-        return DFL_OK;
-    }
-    dfl_status s = dfl_dump_read(d->r, path, DFL_H5_I32, *out, (size_t)n, err);
-    if (s) return dfl__context(err, "scale of the maps");
-    for (int64_t i = 1; i < n; i++)
-        if ((*out)[i] <= (*out)[i - 1])
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not strictly ascending", dfl_dump_path(d->r), path);
-    return DFL_OK;
-}
-
 static dfl_status side_open(side *d, const char *path, const char *sample, const char *label, dfl_error *err)
 {
     dfl_status s = dfl_dump_open(path, &d->r, err);
@@ -155,54 +125,16 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
     if ((s = dfl_dump_get_attr_str(d->r, "", "model_type", &d->model_type, err))) return s;
     d->is_diff = strcmp(d->model_type, "llama") != 0;
     d->label = label ? label : d->model_type;
-    snprintf(d->attn, sizeof d->attn, "%s/attn", d->s->group);
-
-    char p[160];
-    size_t n = 0;
-    snprintf(p, sizeof p, "%s/tokens", d->s->group);
-    if ((s = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&d->tokens, &n, err))) return s;
-    d->T = (int64_t)n;
-    if (d->T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is empty", path, p);
-    snprintf(p, sizeof p, "%s/segments", d->s->group);
-    d->segments = calloc((size_t)d->T, 1);
-    if (!d->segments) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (dfl_dump_exists(d->r, p) && (s = dfl_dump_read(d->r, p, DFL_H5_U8, d->segments, (size_t)d->T, err)))
-        return s;
-    snprintf(p, sizeof p, "%s/token_text", d->s->group);
-    if (dfl_dump_exists(d->r, p)) {
-        if ((s = dfl_dump_read_strings(d->r, p, &d->text, &d->ntext, err))) return s;
-        if ((int64_t)d->ntext != d->T) {
-            dfl_dump_strings_free(d->text, d->ntext);
-            d->text = NULL;
-            d->ntext = 0;
-        }
-    }
+    if ((s = dfl_dump_tokens_read(d->r, d->s, &d->tk, err))) return s;
+    if (d->tk.T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/tokens is empty", path, d->s->group);
     if (d->is_diff && dfl_dump_exists(d->r, "model/lambda") &&
         (s = dfl_dump_read_alloc(d->r, "model/lambda", DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
         return s;
-
-    /* the maps: [Ls, Hs, R, T] and their scales */
-    snprintf(p, sizeof p, "%s/map1", d->attn);
-    if (!dfl_dump_exists(d->r, p))
+    if ((s = dfl_dump_attn_open(d->r, d->s, d->tk.T, &d->at, err))) return s;
+    if (!(d->at.maps & 1u << DFL_DUMP_MAP1))
         return dfl__fail(err, DFL_ERR_TENSOR,
-                         "%s: sample '%s' (#%zu) has no attention maps (%s missing; run probe with --maps)", path,
-                         d->s->id, d->s->index, p);
-    dfl_dump_dset_info info;
-    if ((s = dfl_dump_dataset_info(d->r, p, &info, err))) return s;
-    if (info.ndim != 4 || info.dims[3] != d->T)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s must be [layers, heads, rows, %lld tokens], has rank %d", path, p,
-                         (long long)d->T, info.ndim);
-    d->Ls = info.dims[0];
-    d->Hs = info.dims[1];
-    d->R = info.dims[2];
-    d->map_f16 = info.type == DFL_H5_F16;
-    if ((s = read_scale(d, "layers", d->Ls, &d->layers, err)) || (s = read_scale(d, "heads", d->Hs, &d->heads, err)) ||
-        (s = read_scale(d, "rows", d->R, &d->rows, err)))
-        return s;
-    for (int64_t i = 0; i < d->R; i++)
-        if (d->rows[i] < 0 || d->rows[i] >= d->T)
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/rows lists row %d outside the %lld tokens", path, d->attn,
-                             d->rows[i], (long long)d->T);
+                         "%s: sample '%s' (#%zu) has no attention maps (%s/map1 missing; run probe with --maps)", path,
+                         d->s->id, d->s->index, d->at.group);
     return DFL_OK;
 }
 
@@ -294,7 +226,7 @@ static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, 
                          dfl_dump_path(d->r), d->model_type,
                          m == DFL_ATTN_ALL ? "--maps all" : m == DFL_ATTN_MAP2 ? "--map map2" : "--map diff");
     char p[160];
-    snprintf(p, sizeof p, "%s/%s", d->attn, map_dataset(m));
+    snprintf(p, sizeof p, "%s/%s", d->at.group, map_dataset(m));
     if (m != DFL_ATTN_ALL && !dfl_dump_exists(d->r, p))
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: no such dataset", dfl_dump_path(d->r), p);
     *out = m;
@@ -304,7 +236,7 @@ static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, 
 static void lambda_text(const side *d, int64_t li, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    int32_t layer = d->layers[li];
+    int32_t layer = d->at.layers[li];
     if (d->lambda && layer >= 0 && (size_t)layer < d->nlambda)
         snprintf(buf, cap, "\xce\xbb = %.3f", (double)d->lambda[layer]);
 }
@@ -320,7 +252,7 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
 
     const side *a = &pl->sd[0];
     /* items along the grid: the layers, heads or maps listed */
-    int64_t nitems = all_l ? a->Ls : all_h ? a->Hs : all_m ? 3 : 1;
+    int64_t nitems = all_l ? a->at.Ls : all_h ? a->at.Hs : all_m ? 3 : 1;
     dfl_attn_map maps[2];
     for (int k = 0; k < pl->nsides; k++) {
         dfl_status s = resolve_map(&pl->sd[k], p->map, &maps[k], err);
@@ -331,14 +263,14 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
     int64_t li[2] = {0, 0}, hi[2] = {0, 0};
     for (int k = 0; k < pl->nsides; k++) {
         const side *d = &pl->sd[k];
-        int64_t lv = p->layer == DFL_ATTNMAP_FIRST || all_l ? d->layers[0] : p->layer;
-        int64_t hv = p->head == DFL_ATTNMAP_FIRST || all_h ? d->heads[0] : p->head;
+        int64_t lv = p->layer == DFL_ATTNMAP_FIRST || all_l ? d->at.layers[0] : p->layer;
+        int64_t hv = p->head == DFL_ATTNMAP_FIRST || all_h ? d->at.heads[0] : p->head;
         dfl_status s;
-        if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].layers[li[0]];
-        if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].heads[hi[0]];
-        if ((s = find_index(d, "layer", d->layers, d->Ls, lv, &li[k], err))) return s;
+        if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].at.layers[li[0]];
+        if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].at.heads[hi[0]];
+        if ((s = find_index(d, "layer", d->at.layers, d->at.Ls, lv, &li[k], err))) return s;
         if (p->head == DFL_ATTNMAP_MEAN) hi[k] = -1;
-        else if ((s = find_index(d, "head", d->heads, d->Hs, hv, &hi[k], err))) return s;
+        else if ((s = find_index(d, "head", d->at.heads, d->at.Hs, hv, &hi[k], err))) return s;
     }
 
     int rows_of_sides = pl->nsides == 2 && !p->delta ? 2 : 1;
@@ -359,9 +291,9 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
                 tm->hi = hi[k];
                 tm->coef = q == 0 ? 1.0 : -1.0;
                 dfl_status s;
-                if (all_l && (s = find_index(d, "layer", d->layers, d->Ls, pl->sd[0].layers[it], &tm->li, err)))
+                if (all_l && (s = find_index(d, "layer", d->at.layers, d->at.Ls, pl->sd[0].at.layers[it], &tm->li, err)))
                     return s;
-                if (all_h && (s = find_index(d, "head", d->heads, d->Hs, pl->sd[0].heads[it], &tm->hi, err)))
+                if (all_h && (s = find_index(d, "head", d->at.heads, d->at.Hs, pl->sd[0].at.heads[it], &tm->hi, err)))
                     return s;
                 if (all_m && !d->is_diff)
                     return dfl__fail(err, DFL_ERR_USAGE, "%s: --maps all needs a Diff dump (a %s dump has only map1)",
@@ -373,9 +305,9 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
             const side *d0 = &pl->sd[t.t[0].side];
             if (all_l) {
                 lambda_text(d0, t.t[0].li, lam, sizeof lam);
-                snprintf(item, sizeof item, "layer %d%s%s", d0->layers[t.t[0].li], lam[0] ? " \xc2\xb7 " : "", lam);
+                snprintf(item, sizeof item, "layer %d%s%s", d0->at.layers[t.t[0].li], lam[0] ? " \xc2\xb7 " : "", lam);
             } else if (all_h) {
-                snprintf(item, sizeof item, "head %d", d0->heads[t.t[0].hi]);
+                snprintf(item, sizeof item, "head %d", d0->at.heads[t.t[0].hi]);
             } else if (all_m) {
                 snprintf(item, sizeof item, "%s", it == 0 ? "map1" : it == 1 ? "map2" : "diff = map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2");
             }
@@ -406,10 +338,10 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
     else if (pl->nsides == 2) snprintf(who, sizeof who, "%s vs %s", pl->sd[0].label, pl->sd[1].label);
     else snprintf(who, sizeof who, "%s", d->label);
     if (all_l) snprintf(lay, sizeof lay, "all layers");
-    else snprintf(lay, sizeof lay, "layer %d", d->layers[li[0]]);
+    else snprintf(lay, sizeof lay, "layer %d", d->at.layers[li[0]]);
     if (all_h) snprintf(hd, sizeof hd, "all heads");
-    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->Hs);
-    else snprintf(hd, sizeof hd, "head %d", d->heads[hi[0]]);
+    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->at.Hs);
+    else snprintf(hd, sizeof hd, "head %d", d->at.heads[hi[0]]);
     if (all_m) snprintf(mp, sizeof mp, "map1 | map2 | diff");
     else if (maps[0] == DFL_ATTN_DIFF) snprintf(mp, sizeof mp, "diff map");
     else if (maps[0] == DFL_ATTN_MAP1 && !d->is_diff) snprintf(mp, sizeof mp, "softmax map");
@@ -430,10 +362,10 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
 {
     const side *a = &pl->sd[0];
     int64_t lo = p->has_rows && p->rows[0] >= 0 ? p->rows[0] : 0;
-    int64_t hi = p->has_rows && p->rows[1] >= 0 ? p->rows[1] : a->T;
+    int64_t hi = p->has_rows && p->rows[1] >= 0 ? p->rows[1] : a->tk.T;
     int64_t c0 = p->has_cols && p->cols[0] >= 0 ? p->cols[0] : 0;
-    int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->T;
-    if (c1 > a->T) c1 = a->T;
+    int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->tk.T;
+    if (c1 > a->tk.T) c1 = a->tk.T;
     if (c0 >= c1) {
         /* quote the range as typed, not as clipped to the sample */
         char typed[64] = "", hi_txt[24] = "";
@@ -441,39 +373,39 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
         if (p->cols[0] >= 0) snprintf(typed, sizeof typed, "%lld:%s", (long long)p->cols[0], hi_txt);
         else snprintf(typed, sizeof typed, ":%s", hi_txt);
         return dfl__fail(err, DFL_ERR_RANGE, "--cols %s selects no keys (the sample has %lld tokens, keys 0:%lld)", typed,
-                         (long long)a->T, (long long)a->T);
+                         (long long)a->tk.T, (long long)a->tk.T);
     }
     pl->c0 = c0;
     pl->nc = c1 - c0;
-    pl->rpos = dfl__alloc_array((size_t)a->R, sizeof *pl->rpos);
-    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->R, sizeof *pl->ridx[k]);
+    pl->rpos = dfl__alloc_array((size_t)a->at.R, sizeof *pl->rpos);
+    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->at.R, sizeof *pl->ridx[k]);
     if (!pl->rpos || !pl->ridx[0] || (pl->nsides == 2 && !pl->ridx[1]))
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pl->nr = 0;
-    for (int64_t i = 0; i < a->R; i++) {
-        if (a->rows[i] < lo || a->rows[i] >= hi) continue;
-        pl->rpos[pl->nr] = a->rows[i];
+    for (int64_t i = 0; i < a->at.R; i++) {
+        if (a->at.rows[i] < lo || a->at.rows[i] >= hi) continue;
+        pl->rpos[pl->nr] = a->at.rows[i];
         pl->ridx[0][pl->nr] = i;
         if (pl->nsides == 2) {
             const side *b = &pl->sd[1];
             int64_t j = -1;
-            for (int64_t q = 0; q < b->R; q++)
-                if (b->rows[q] == a->rows[i]) j = q;
+            for (int64_t q = 0; q < b->at.R; q++)
+                if (b->at.rows[q] == a->at.rows[i]) j = q;
             if (j < 0)
                 return dfl__fail(err, DFL_ERR_RANGE, "%s: query row %d is captured in %s but not here",
-                                 dfl_dump_path(b->r), a->rows[i], dfl_dump_path(a->r));
+                                 dfl_dump_path(b->r), a->at.rows[i], dfl_dump_path(a->r));
             pl->ridx[1][pl->nr] = j;
         }
         pl->nr++;
     }
     if (pl->nr == 0) {
         char have[200];
-        ranges_text(a->rows, a->R, have, sizeof have);
+        ranges_text(a->at.rows, a->at.R, have, sizeof have);
         return dfl__fail(err, DFL_ERR_RANGE, "%s: --rows %lld:%lld selects none of the captured query rows (%s)",
                          dfl_dump_path(a->r), (long long)lo, (long long)hi, have);
     }
     /* a dump that captured only some rows draws them as strips */
-    pl->strips = a->R < a->T || (pl->nsides == 2 && pl->sd[1].R < pl->sd[1].T);
+    pl->strips = a->at.R < a->tk.T || (pl->nsides == 2 && pl->sd[1].at.R < pl->sd[1].tk.T);
     return DFL_OK;
 }
 
@@ -533,15 +465,15 @@ static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_
 {
     if (!rs->slab[k][m]) {
         char path[160];
-        snprintf(path, sizeof path, "%s/%s", pl->sd[k].attn, map_dataset(m));
+        snprintf(path, sizeof path, "%s/%s", pl->sd[k].at.group, map_dataset(m));
         dfl_status s = dfl_dump_slab_open(pl->sd[k].r, path, &rs->slab[k][m], err);
         if (s) return s;
         const dfl_dump_dset_info *in = dfl_dump_slab_info(rs->slab[k][m]);
         const side *d = &pl->sd[k];
-        if (in->ndim != 4 || in->dims[0] != d->Ls || in->dims[1] != d->Hs || in->dims[2] != d->R || in->dims[3] != d->T)
+        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != d->at.Hs || in->dims[2] != d->at.R || in->dims[3] != d->tk.T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from map1's [%lld, %lld, %lld, %lld]",
-                             dfl_dump_path(d->r), path, (long long)d->Ls, (long long)d->Hs, (long long)d->R,
-                             (long long)d->T);
+                             dfl_dump_path(d->r), path, (long long)d->at.Ls, (long long)d->at.Hs, (long long)d->at.R,
+                             (long long)d->tk.T);
     }
     *out = rs->slab[k][m];
     return DFL_OK;
@@ -600,7 +532,7 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
                 s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, w, acc, err);
                 break;
             }
-            int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->Hs;
+            int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->at.Hs;
             float c = (float)(tm->coef / (double)(h1 - h0));
             for (int64_t h = h0; !s && h < h1; h++) {
                 if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, w, rs->buf, err))) break;
@@ -635,7 +567,7 @@ static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error
     }
     const side *a = &pl->sd[0];
     for (int64_t j = 0; j < pl->nc; j++) {
-        if (a->segments[pl->c0 + j] != 1) continue;
+        if (a->tk.segments[pl->c0 + j] != 1) continue;
         int64_t x = j * pl->pw / pl->nc;
         bos_col[x] = 1;
         if (x + 1 < pl->pw && (j + 1) * pl->pw > (x + 1) * pl->nc) bos_col[x + 1] = 1;
@@ -763,7 +695,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
         if (px < L->mw) {
             int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
             if (k1 <= k0) k1 = k0 + 1;
-            s = band_segment(a->segments + pl->c0, k0, k1);
+            s = band_segment(a->tk.segments + pl->c0, k0, k1);
         }
         if (s != run_s) {
             if (run_s >= 0) dfl_canvas_fill(c, mx + run, my - BGAP - BAND, (int)px - run, BAND, SEG_COLOR[run_s]);
@@ -779,7 +711,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
             if (r1 <= r0) r1 = r0 + 1;
             best = 0;
             for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
-                int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
+                int s = a->tk.segments[pl->rpos[r]] < 6 ? a->tk.segments[pl->rpos[r]] : 0;
                 if (SEG_RANK[s] > SEG_RANK[best]) best = s;
             }
         }
@@ -799,7 +731,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     if (L->token_x) {
         for (int64_t k = 0; k < pl->nc; k++) {
             int px = mx + key_px(pl, L, (double)k);
-            dfl_text_clip(buf, sizeof buf, a->text[pl->c0 + k], LABEL_CHARS);
+            dfl_text_clip(buf, sizeof buf, a->tk.text[pl->c0 + k], LABEL_CHARS);
             dfl_canvas_text_up(c, px - DFL_FONT_H / 2, by + 4, buf, 1, INK, DFL_ALIGN_RIGHT);
         }
     } else {
@@ -820,7 +752,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     if (L->token_y) {
         for (int64_t r = 0; r < pl->nr; r++) {
             int py = my + row_px(pl, L, (double)r);
-            dfl_text_clip(buf, sizeof buf, a->text[pl->rpos[r]], LABEL_CHARS);
+            dfl_text_clip(buf, sizeof buf, a->tk.text[pl->rpos[r]], LABEL_CHARS);
             dfl_canvas_text(c, lx - 2, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
         }
     } else if (pl->strips) {
@@ -855,7 +787,7 @@ static int max_label_width(const plan *pl, const char *font, int y_axis)
     char buf[64];
     int64_t n = y_axis ? pl->nr : pl->nc;
     for (int64_t i = 0; i < n; i++) {
-        dfl_text_clip(buf, sizeof buf, a->text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
+        dfl_text_clip(buf, sizeof buf, a->tk.text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
         int tw = dfl_font_text_width(font, buf, 1);
         if (tw > w) w = tw;
     }
@@ -877,11 +809,11 @@ static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_c
         if (L->mh < 1) L->mh = 1;
         L->mw = pl->fit_mw;
     }
-    int has_text = a->text && p->token_labels;
+    int has_text = a->tk.text && p->token_labels;
     L->token_x = has_text && pl->pw == pl->nc && (double)L->mw / (double)pl->pw >= DFL_FONT_H;
     L->token_y = has_text && pl->ph == pl->nr && (double)L->mh / (double)pl->ph >= DFL_FONT_H;
     char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
+    snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].tk.T));
     int digits_w = dfl_font_text_width(p->font, buf, 1);
     L->left_w = (L->token_y ? max_label_width(pl, p->font, 1) : digits_w) + 8;
     L->bottom_h = L->token_x ? max_label_width(pl, p->font, 0) + 8 : DFL_FONT_H + 8;
@@ -998,16 +930,16 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (p->vs_path) {
         if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->labels[1], err))) goto done;
         const side *a = &pl->sd[0], *b = &pl->sd[1];
-        if (a->T != b->T) {
+        if (a->tk.T != b->tk.T) {
             s = dfl__fail(err, DFL_ERR_TENSOR, "--vs: the samples' tokens differ: %s sample '%s' has %lld tokens, %s sample '%s' has %lld",
-                          p->dump_path, a->s->id, (long long)a->T, p->vs_path, b->s->id, (long long)b->T);
+                          p->dump_path, a->s->id, (long long)a->tk.T, p->vs_path, b->s->id, (long long)b->tk.T);
             goto done;
         }
-        for (int64_t i = 0; i < a->T; i++)
-            if (a->tokens[i] != b->tokens[i]) {
+        for (int64_t i = 0; i < a->tk.T; i++)
+            if (a->tk.tokens[i] != b->tk.tokens[i]) {
                 s = dfl__fail(err, DFL_ERR_TENSOR,
                               "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
-                              (long long)i, a->tokens[i], p->dump_path, b->tokens[i], p->vs_path);
+                              (long long)i, a->tk.tokens[i], p->dump_path, b->tk.tokens[i], p->vs_path);
                 goto done;
             }
     }
@@ -1043,7 +975,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     /* subtitle: what the pixels are */
     const side *a = &pl->sd[0];
     snprintf(subtitle, sizeof subtitle, "%s%s%s \xc2\xb7 %lld tokens \xc2\xb7 %s %d:%d \xc2\xb7 keys %lld:%lld \xc2\xb7 %lld rows x %lld keys %s %lld x %lld px",
-             p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "", (long long)a->T,
+             p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "", (long long)a->tk.T,
              pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
              (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
              pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
@@ -1066,7 +998,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     dfl_legend_item items[8];
     int nitems = 0;
     int present[6] = {0};
-    for (int64_t i = 0; i < a->T; i++) present[a->segments[i] < 6 ? a->segments[i] : 0] = 1;
+    for (int64_t i = 0; i < a->tk.T; i++) present[a->tk.segments[i] < 6 ? a->tk.segments[i] : 0] = 1;
     for (int sg = 1; sg <= 6; sg++) {
         int code = sg % 6; /* bos, answer, query, distractor, target, then context */
         if (!present[code]) continue;

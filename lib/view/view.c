@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dump/dump_read.h"
+#include "dump/dump_sample.h"
 #include "view/view.h"
 
 /* Masked pixels: attnmap's no-data grey, without its hatch, which would scale with
@@ -180,7 +180,7 @@ static void cache_release(cache *c, entry *e)
 
 typedef struct vsample {
     dfl_view_sample_info info;
-    int32_t *layers, *heads, *rows; /* [Ls], [Hs], [R] */
+    dfl_dump_attn at; /* the maps' geometry and scales [Ls], [Hs], [R] */
     char group[32];
     const char *id;
 } vsample;
@@ -249,21 +249,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* A scale attn/NAME [n], or 0 .. n-1 when the dump has none. */
-static dfl_status read_scale(const vdump *d, const vsample *s, const char *name, int64_t n, int32_t **out,
-                             dfl_error *err)
-{
-    char p[96];
-    snprintf(p, sizeof p, "%s/attn/%s", s->group, name);
-    *out = dfl__alloc_array(n ? (size_t)n : 1, sizeof **out);
-    if (!*out) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (!dfl_dump_exists(d->r, p)) {
-        for (int64_t i = 0; i < n; i++) (*out)[i] = (int32_t)i;
-        return DFL_OK;
-    }
-    return dfl_dump_read(d->r, p, DFL_H5_I32, *out, (size_t)n, err);
-}
-
 static dfl_status open_sample(vdump *d, vsample *s, const dfl_dump_sample *ds, dfl_error *err)
 {
     snprintf(s->group, sizeof s->group, "%s", ds->group);
@@ -280,39 +265,15 @@ static dfl_status open_sample(vdump *d, vsample *s, const dfl_dump_sample *ds, d
     if ((st = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&tok, &nt, err))) return st;
     uint64_t h = fnv(1469598103934665603ull, tok, nt * sizeof *tok);
     free(tok);
-    dfl_dump_dset_info mi = {0};
-    int have = 0;
-    for (int m = 0; m < DFL_VIEW_NMAPS; m++) {
-        snprintf(p, sizeof p, "%s/attn/%s", s->group, dfl_view_map_name((dfl_view_map)m));
-        if (!dfl_dump_exists(d->r, p)) continue;
-        dfl_dump_dset_info x;
-        if ((st = dfl_dump_dataset_info(d->r, p, &x, err))) return st;
-        if (x.ndim != 4 || x.dims[3] != in->T)
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: expected [layers, heads, rows, %lld]", dfl_dump_path(d->r),
-                             p, (long long)in->T);
-        if (have && memcmp(x.dims, mi.dims, sizeof x.dims))
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from the other maps", dfl_dump_path(d->r), p);
-        mi = x;
-        have = 1;
-        in->maps |= 1u << m;
-    }
-    if (have) {
-        in->Ls = mi.dims[0];
-        in->Hs = mi.dims[1];
-        in->R = mi.dims[2];
-        if ((st = read_scale(d, s, "layers", in->Ls, &s->layers, err)) ||
-            (st = read_scale(d, s, "heads", in->Hs, &s->heads, err)) ||
-            (st = read_scale(d, s, "rows", in->R, &s->rows, err)))
-            return st;
-        for (int64_t i = 0; i < in->R; i++)
-            if (s->rows[i] < 0 || s->rows[i] >= in->T || (i && s->rows[i] <= s->rows[i - 1]))
-                return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/attn/rows: not ascending positions below %lld",
-                                 dfl_dump_path(d->r), s->group, (long long)in->T);
-        h = fnv(h, s->rows, (size_t)in->R * sizeof *s->rows);
-    }
-    in->layers = s->layers;
-    in->heads = s->heads;
-    in->rows = s->rows;
+    if ((st = dfl_dump_attn_open(d->r, ds, in->T, &s->at, err))) return st;
+    in->maps = s->at.maps;
+    in->Ls = s->at.Ls;
+    in->Hs = s->at.Hs;
+    in->R = s->at.R;
+    if (in->maps) h = fnv(h, s->at.rows, (size_t)in->R * sizeof *s->at.rows);
+    in->layers = s->at.layers;
+    in->heads = s->at.heads;
+    in->rows = s->at.rows;
     in->sig = h;
     return DFL_OK;
 }
@@ -354,11 +315,7 @@ void dfl_view_close(dfl_view *v)
     }
     for (size_t i = 0; i < v->nd; i++) {
         vdump *d = &v->d[i];
-        for (size_t k = 0; d->samples && k < d->n; k++) {
-            free(d->samples[k].layers);
-            free(d->samples[k].heads);
-            free(d->samples[k].rows);
-        }
+        for (size_t k = 0; d->samples && k < d->n; k++) dfl_dump_attn_free(&d->samples[k].at);
         free(d->samples);
         free(d->lambda);
         free(d->model_type);
@@ -431,21 +388,12 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
 /* ------------------------------------------------------------ sample text */
 
 /* Per sample, loaded on first use: tokens, segments, token text. */
-typedef struct stext {
-    int64_t T;
-    int32_t *tokens;   /* [T] */
-    uint8_t *segments; /* [T] (0 when the dump has none) */
-    char **text;       /* [T] or NULL */
-} stext;
+typedef dfl_dump_tokens stext;
 
 static void stext_drop(void *o)
 {
-    stext *t = o;
-    if (!t) return;
-    free(t->tokens);
-    free(t->segments);
-    if (t->text) dfl_dump_strings_free(t->text, (size_t)t->T);
-    free(t);
+    dfl_dump_tokens_free(o);
+    free(o);
 }
 
 static dfl_status stext_get(dfl_view *v, int64_t di, int64_t si, entry **out, dfl_error *err)
@@ -454,36 +402,17 @@ static dfl_status stext_get(dfl_view *v, int64_t di, int64_t si, entry **out, df
     snprintf(key, sizeof key, "text %lld %lld", (long long)di, (long long)si);
     if ((*out = cache_ref(&v->c, key))) return DFL_OK;
     const vdump *d = &v->d[di];
-    const vsample *s = &d->samples[si];
     stext *t = calloc(1, sizeof *t);
     if (!t) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    t->T = s->info.T;
-    size_t T = (size_t)t->T, bytes = T * 5 + sizeof *t;
-    char p[96];
-    dfl_status st = DFL_OK;
-    t->tokens = dfl__calloc_array(T ? T : 1, sizeof *t->tokens);
-    t->segments = dfl__calloc_array(T ? T : 1, 1);
-    if (!t->tokens || !t->segments) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&v->dump_lock);
-    snprintf(p, sizeof p, "%s/tokens", s->group);
-    if (!st) st = dfl_dump_read(d->r, p, DFL_H5_I32, t->tokens, T, err);
-    snprintf(p, sizeof p, "%s/segments", s->group);
-    if (!st && dfl_dump_exists(d->r, p)) st = dfl_dump_read(d->r, p, DFL_H5_U8, t->segments, T, err);
-    snprintf(p, sizeof p, "%s/token_text", s->group);
-    size_t n = 0;
-    if (!st && dfl_dump_exists(d->r, p)) {
-        st = dfl_dump_read_strings(d->r, p, &t->text, &n, err);
-        if (!st && n != T) {
-            dfl_dump_strings_free(t->text, n);
-            t->text = NULL;
-        }
-        for (size_t i = 0; !st && t->text && i < T; i++) bytes += strlen(t->text[i]) + 16;
-    }
+    dfl_status st = dfl_dump_tokens_read(d->r, dfl_dump_sample_at(d->r, (size_t)si), t, err);
     pthread_mutex_unlock(&v->dump_lock);
     if (st) {
-        stext_drop(t);
+        free(t);
         return st;
     }
+    size_t bytes = (size_t)t->T * 5 + sizeof *t;
+    for (int64_t i = 0; t->text && i < t->T; i++) bytes += strlen(t->text[i]) + 16;
     if (!(*out = cache_put_obj(&v->c, key, t, bytes, stext_drop))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     return DFL_OK;
 }
@@ -531,9 +460,9 @@ static dfl_status read_box(dfl_view *v, const dfl_view_request *q, int64_t r0, i
         const vsample *so = &o->samples[q->sample];
         int64_t li = -1, hi = -1;
         for (int64_t i = 0; i < so->info.Ls; i++)
-            if (so->layers[i] == q->layer) li = i;
+            if (so->at.layers[i] == q->layer) li = i;
         for (int64_t i = 0; i < so->info.Hs; i++)
-            if (so->heads[i] == q->head) hi = i;
+            if (so->at.heads[i] == q->head) hi = i;
         int64_t st2[4] = {li, hi, r0, c0};
         snprintf(p, sizeof p, "%s/attn/%s", so->group, dfl_view_map_name(q->map));
         st = dfl_dump_read_slab_f32(o->r, p, st2, count, tmp, err);
@@ -595,9 +524,9 @@ static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mo
     if (!st) st = dfl_pool_create(g->gr << g->b, g->gc << g->b, g->gr, g->gc, mode, &pool, err);
     for (int64_t r0 = 0; !st && r0 < R; r0 += block) {
         int64_t n = R - r0 < block ? R - r0 : block;
-        int64_t c1 = s->rows[r0 + n - 1] + 1; /* keys any row of the block sees */
+        int64_t c1 = s->at.rows[r0 + n - 1] + 1; /* keys any row of the block sees */
         if ((st = read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
-        for (int64_t i = 0; i < n; i++) valid[i] = s->rows[r0 + i] + 1;
+        for (int64_t i = 0; i < n; i++) valid[i] = s->at.rows[r0 + i] + 1;
         dfl_pool_rows_valid(pool, r0, n, buf, c1, valid);
     }
     if (!st) dfl_pool_result(pool, g->v);
@@ -635,9 +564,9 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
     for (int64_t a = 0; !st && a < R; a += stride) {
         int64_t e = a + stride < R ? a + stride : R;
         int64_t r0 = e - 32 > a ? (e - 32) / 32 * 32 : a, n = e - r0;
-        int64_t c1 = s->rows[e - 1] + 1;
+        int64_t c1 = s->at.rows[e - 1] + 1;
         if ((st = read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
-        for (int64_t i = 0; i < n; i++) valid[i] = s->rows[r0 + i] + 1;
+        for (int64_t i = 0; i < n; i++) valid[i] = s->at.rows[r0 + i] + 1;
         dfl_pool *pool = NULL;
         if ((st = dfl_pool_create(n, g->gc << g->b, 1, g->gc, mode, &pool, err))) break;
         dfl_pool_rows_valid(pool, 0, n, buf, c1, valid);
@@ -645,7 +574,7 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
         dfl_pool_destroy(pool);
         for (int64_t y = a >> g->b; y <= (e - 1) >> g->b && y < g->gr; y++) {
             int64_t last = ((y + 1) << g->b) < R ? ((y + 1) << g->b) - 1 : R - 1;
-            int64_t seen = s->rows[last] + 1; /* keys this base row sees */
+            int64_t seen = s->at.rows[last] + 1; /* keys this base row sees */
             for (int64_t x = 0; x < g->gc; x++) g->v[y * g->gc + x] = (x << g->b) < seen ? line[x] : NAN;
         }
     }
@@ -787,7 +716,7 @@ static dfl_status grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_mode
     if ((*out = cache_ref(&v->c, key))) return DFL_OK;
     const vsample *s = &v->d[q->dump].samples[q->sample];
     int64_t lower = 0; /* causal cells of the map */
-    for (int64_t r = 0; r < s->info.R; r++) lower += s->rows[r] + 1;
+    for (int64_t r = 0; r < s->info.R; r++) lower += s->at.rows[r] + 1;
     int big = lower > 2 * PREVIEW_CELLS;
     grid_key(pkey, sizeof pkey, q, mode, 0);
     if (big) {
@@ -919,7 +848,7 @@ static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned c
         int64_t f = (int64_t)1 << q->z, span = T2 * f;
         int64_t r0 = q->y * span, r1 = r0 + span < R ? r0 + span : R;
         int64_t c0 = q->x * span, c1 = c0 + span < T ? c0 + span : T;
-        int64_t kend = s->rows[r1 - 1] + 1 < c1 ? s->rows[r1 - 1] + 1 : c1; /* keys the tile's rows see */
+        int64_t kend = s->at.rows[r1 - 1] + 1 < c1 ? s->at.rows[r1 - 1] + 1 : c1; /* keys the tile's rows see */
         oh = (r1 - r0 + f - 1) / f;
         ow = (c1 - c0 + f - 1) / f;
         if (kend <= c0) {
@@ -942,7 +871,7 @@ static dfl_status render_tile(dfl_view *v, const dfl_view_request *q, unsigned c
                 int64_t n = r1 - a0 < block ? r1 - a0 : block;
                 if ((st = read_box(v, q, a0, n, c0, kend, buf, tmp, err))) break;
                 for (int64_t i = 0; i < n; i++)
-                    valid[i] = (s->rows[a0 + i] + 1 < kend ? s->rows[a0 + i] + 1 : kend) - c0;
+                    valid[i] = (s->at.rows[a0 + i] + 1 < kend ? s->at.rows[a0 + i] + 1 : kend) - c0;
                 dfl_pool_rows_valid(pool, a0 - r0, n, buf, w, valid);
             }
             if (!st) dfl_pool_result(pool, out);
@@ -1033,8 +962,8 @@ static cJSON *dumps_json(const dfl_view *v)
             cJSON_AddNumberToObject(so, "T", (double)s->info.T);
             cJSON_AddNumberToObject(so, "R", (double)s->info.R);
             cJSON_AddStringToObject(so, "sig", sig);
-            cJSON_AddItemToObject(so, "layers", int_array(s->layers, s->info.Ls));
-            cJSON_AddItemToObject(so, "heads", int_array(s->heads, s->info.Hs));
+            cJSON_AddItemToObject(so, "layers", int_array(s->at.layers, s->info.Ls));
+            cJSON_AddItemToObject(so, "heads", int_array(s->at.heads, s->info.Hs));
             cJSON *maps = cJSON_AddArrayToObject(so, "maps");
             for (int m = 0; m < DFL_VIEW_NMAPS; m++)
                 if (s->info.maps & (1u << m))
@@ -1081,7 +1010,7 @@ static dfl_status sample_json(dfl_view *v, const dfl_view_request *q, cJSON **ou
     for (int64_t i = 0; i < t->T; i++) cJSON_AddItemToArray(seg, cJSON_CreateNumber(t->segments[i]));
     if (t->text) cJSON_AddItemToObject(o, "text", cJSON_CreateStringArray((const char *const *)t->text, (int)t->T));
     else cJSON_AddNullToObject(o, "text");
-    cJSON_AddItemToObject(o, "rows", int_array(s->rows, s->info.R));
+    cJSON_AddItemToObject(o, "rows", int_array(s->at.rows, s->info.R));
     cJSON_AddItemToObject(o, "lambda", d->lambda ? float_array(d->lambda, (size_t)d->L) : cJSON_CreateNull());
     static const char *const stats[] = {"noise/shares", "noise/shares_abs", "noise/entropy", "noise/negative_mass",
                                         "outliers/logits/top", "outliers/hidden/top"};
