@@ -236,8 +236,8 @@ static void test_png(void **state)
     dfl_line_chart p = dfl_line_chart_default();
     p.series = &s, p.n_series = 1;
     dfl_error err;
-    assert_int_equal(dfl_plot_line_png(&p, path, 0, &err), DFL_ERR_EXISTS);
-    assert_int_equal(dfl_plot_line_png(&p, path, 1, &err), DFL_OK);
+    assert_int_equal(dfl_plot_line_write(&p, path, 0, &err), DFL_ERR_EXISTS);
+    assert_int_equal(dfl_plot_line_write(&p, path, 1, &err), DFL_OK);
     FILE *f = fopen(path, "rb");
     unsigned char sig[8];
     assert_int_equal(fread(sig, 1, 8, f), 8);
@@ -246,11 +246,11 @@ static void test_png(void **state)
     const char *g[1] = {"g"}, *sr[1] = {"s"};
     dfl_bar_chart b = dfl_bar_chart_default();
     b.groups = g, b.n_groups = 1, b.series = sr, b.n_series = 1, b.values = y;
-    assert_int_equal(dfl_plot_bar_png(&b, path, 0, &err), DFL_ERR_EXISTS);
-    assert_int_equal(dfl_plot_bar_png(&b, path, 1, &err), DFL_OK);
+    assert_int_equal(dfl_plot_bar_write(&b, path, 0, &err), DFL_ERR_EXISTS);
+    assert_int_equal(dfl_plot_bar_write(&b, path, 1, &err), DFL_OK);
     unlink(path);
     /* the format comes from the extension: unknown ones are refused, naming the file */
-    assert_int_equal(dfl_plot_bar_png(&b, "/tmp/dfl_plot_figure.gif", 1, &err), DFL_ERR_USAGE);
+    assert_int_equal(dfl_plot_bar_write(&b, "/tmp/dfl_plot_figure.gif", 1, &err), DFL_ERR_USAGE);
     assert_non_null(strstr(err.msg, "figure.gif"));
     assert_int_equal(access("/tmp/dfl_plot_figure.gif", F_OK), -1);
 }

@@ -1027,7 +1027,7 @@ dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_err
     return chart_canvas(p->width, p->height, draw_bar, p, out, err);
 }
 
-static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
+static dfl_status write_and_destroy(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
 {
     const char *keys[1] = {"Software"}, *vals[1] = {"difflens"};
     dfl_status s = dfl_png_write(c, path, overwrite, keys, vals, 1, err);
@@ -1035,18 +1035,18 @@ static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_
     return s;
 }
 
-dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err)
+dfl_status dfl_plot_line_write(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err)
 {
     dfl_canvas *c;
     dfl_status s = dfl_plot_line_canvas(p, &c, err);
-    return s ? s : write_png(c, path, overwrite, err);
+    return s ? s : write_and_destroy(c, path, overwrite, err);
 }
 
-dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err)
+dfl_status dfl_plot_bar_write(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err)
 {
     dfl_canvas *c;
     dfl_status s = dfl_plot_bar_canvas(p, &c, err);
-    return s ? s : write_png(c, path, overwrite, err);
+    return s ? s : write_and_destroy(c, path, overwrite, err);
 }
 
 dfl_status dfl_plot_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_plot_paper *pp,
