@@ -2,7 +2,6 @@
  * tokens on demand, and the one entry point that answers a request (view_json.c,
  * view_tile.c). The cache is view_cache.c, base grids view_grid.c; the HTTP side is
  * view_server.c; what they share and which lock guards what, view_internal.h. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,12 +5,13 @@
  *
  * Threads: requests arrive on the server's worker threads and run dfl_view_handle
  * concurrently; one background thread (dfl__view_builder) builds the full grids of
- * large maps. Locks, never held together except dump_lock inside build_lock:
- *   c.lock     the cache's list and counters (short critical sections);
- *   dump_lock  every HDF5 call (HDF5 is not thread-safe; chunks still decode on every core);
+ * large maps. The locks:
  *   build_lock one base grid built at a time by request threads (no duplicate work);
- *   job_lock   the builder's queue (job_cv wakes it).
- * Rendering, pooling and PNG encoding run outside every lock. */
+ *              the only lock held while another is taken (dump_lock, c.lock);
+ *   dump_lock  every HDF5 call (HDF5 is not thread-safe; chunks still decode on every core);
+ *   c.lock     the cache's list and counters (short critical sections);
+ *   job_lock   the builder's queue (job_cv wakes it), held alone.
+ * Pooling, colouring and PNG encoding run outside dump_lock and c.lock. */
 #ifndef DFL_VIEW_INTERNAL_H
 #define DFL_VIEW_INTERNAL_H
 
