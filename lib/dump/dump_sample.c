@@ -1,6 +1,7 @@
 /* dump_sample.c — a sample's tokens and the geometry of its maps, validated once for
  * every figure that draws them (dump_sample.h). */
 #include "dump/dump_sample.h"
+#include "dump/dump_schema.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,15 +63,15 @@ dfl_status dfl_dump_tokens_read(const dfl_dump_reader *r, const dfl_dump_sample 
     memset(out, 0, sizeof *out);
     char p[160];
     size_t n = 0;
-    snprintf(p, sizeof p, "%s/tokens", s->group);
+    snprintf(p, sizeof p, "%s/" DFL_DS_TOKENS, s->group);
     dfl_status st = dfl_dump_read_alloc(r, p, DFL_H5_I32, (void **)&out->tokens, &n, err);
     if (st) return st;
     out->T = (int64_t)n;
     out->segments = calloc(n ? n : 1, 1);
     if (!out->segments) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    snprintf(p, sizeof p, "%s/segments", s->group);
+    snprintf(p, sizeof p, "%s/" DFL_DS_SEGMENTS, s->group);
     if (!st && dfl_dump_exists(r, p)) st = dfl_dump_read(r, p, DFL_H5_U8, out->segments, n, err);
-    snprintf(p, sizeof p, "%s/token_text", s->group);
+    snprintf(p, sizeof p, "%s/" DFL_DS_TOKEN_TEXT, s->group);
     if (!st && dfl_dump_exists(r, p)) {
         size_t nt = 0;
         st = dfl_dump_read_strings(r, p, &out->text, &nt, err);
@@ -98,7 +99,7 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
                               dfl_error *err)
 {
     memset(out, 0, sizeof *out);
-    snprintf(out->group, sizeof out->group, "%s/attn", s->group);
+    snprintf(out->group, sizeof out->group, "%s/" DFL_DS_ATTN, s->group);
     out->T = T;
     dfl_dump_dset_info first = {0};
     for (int m = 0; m < DFL_DUMP_NMAPS; m++) {

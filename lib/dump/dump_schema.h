@@ -68,6 +68,7 @@
 #define DFL_DS_TOKEN_TEXT "token_text"
 #define DFL_DS_TOKEN_OFFSETS "token_offsets"
 #define DFL_DS_INPUT "input"
+#define DFL_DS_ATTN "attn" /* the group of stored maps; its datasets are named below */
 #define DFL_DS_ATTN_MAP1 "attn/map1"
 #define DFL_DS_ATTN_MAP2 "attn/map2"
 #define DFL_DS_ATTN_DIFF "attn/diff"

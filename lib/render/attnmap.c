@@ -11,6 +11,7 @@
 #include "base/atomic.h"
 #include "base/clock.h"
 #include "render/attnmap_internal.h"
+#include "dump/dump_schema.h"
 
 /* ------------------------------------------------------------- parameters */
 
@@ -111,8 +112,8 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
     d->label = label ? label : d->model_type;
     if ((s = dfl_dump_tokens_read(d->r, d->s, &d->tk, err))) return s;
     if (d->tk.T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/tokens is empty", path, d->s->group);
-    if (d->is_diff && dfl_dump_exists(d->r, "model/lambda") &&
-        (s = dfl_dump_read_alloc(d->r, "model/lambda", DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
+    if (d->is_diff && dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA) &&
+        (s = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
         return s;
     if ((s = dfl_dump_attn_open(d->r, d->s, d->tk.T, &d->at, err))) return s;
     if (!(d->at.maps & 1u << DFL_DUMP_MAP1))

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "view/view_internal.h"
+#include "dump/dump_schema.h"
 
 dfl_view_params dfl_view_params_default(void)
 {
@@ -32,7 +33,7 @@ static dfl_status open_sample(dfl__view_dump *d, dfl__view_sample *s, const dfl_
     s->id = ds->id;
     dfl_view_sample_info *in = &s->info;
     char p[96];
-    snprintf(p, sizeof p, "%s/tokens", s->group);
+    snprintf(p, sizeof p, "%s/" DFL_DS_TOKENS, s->group);
     dfl_dump_dset_info ti;
     dfl_status st = dfl_dump_dataset_info(d->r, p, &ti, err);
     if (st) return st;
@@ -61,12 +62,12 @@ static dfl_status open_dump(dfl__view_dump *d, const char *path, dfl_error *err)
     if (st) return st;
     const char *base = strrchr(path, '/');
     snprintf(d->name, sizeof d->name, "%s", base ? base + 1 : path);
-    if (dfl_dump_get_attr_str(d->r, "/", "model_type", &d->model_type, err)) d->model_type = strdup("?");
-    if (dfl_dump_get_attr_i64(d->r, "/", "num_layers", &d->L, err)) d->L = 0;
-    if (dfl_dump_get_attr_i64(d->r, "/", "num_heads", &d->H, err)) d->H = 0;
-    if (dfl_dump_exists(d->r, "model/lambda")) {
+    if (dfl_dump_get_attr_str(d->r, "/", DFL_ATTR_MODEL_TYPE, &d->model_type, err)) d->model_type = strdup("?");
+    if (dfl_dump_get_attr_i64(d->r, "/", DFL_ATTR_NUM_LAYERS, &d->L, err)) d->L = 0;
+    if (dfl_dump_get_attr_i64(d->r, "/", DFL_ATTR_NUM_HEADS, &d->H, err)) d->H = 0;
+    if (dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA)) {
         size_t n = 0;
-        if ((st = dfl_dump_read_alloc(d->r, "model/lambda", DFL_H5_F32, (void **)&d->lambda, &n, err))) return st;
+        if ((st = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &n, err))) return st;
         if ((int64_t)n != d->L) {
             free(d->lambda);
             d->lambda = NULL;

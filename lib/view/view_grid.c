@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "view/view_internal.h"
+#include "dump/dump_schema.h"
 
 static void grid_drop(void *o)
 {
@@ -32,7 +33,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
     dfl_status st;
     pthread_mutex_lock(&v->dump_lock);
     const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
-    snprintf(p, sizeof p, "%s/attn/%s", s->group, dfl_view_map_name(q->map));
+    snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", s->group, dfl_view_map_name(q->map));
     st = dfl_dump_read_slab_f32(v->d[q->dump].r, p, start, count, out, err);
     if (!st && q->minus >= 0) {
         const dfl__view_dump *o = &v->d[q->minus];
@@ -43,7 +44,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
         for (int64_t i = 0; i < so->info.Hs; i++)
             if (so->at.heads[i] == q->head) hi = i;
         int64_t st2[4] = {li, hi, r0, c0};
-        snprintf(p, sizeof p, "%s/attn/%s", so->group, dfl_view_map_name(q->map));
+        snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", so->group, dfl_view_map_name(q->map));
         st = dfl_dump_read_slab_f32(o->r, p, st2, count, tmp, err);
         size_t cnt = (size_t)n * (size_t)(c1 - c0);
         for (size_t i = 0; !st && i < cnt; i++) out[i] -= tmp[i];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "view/view_internal.h"
+#include "dump/dump_schema.h"
 
 static cJSON *int_array(const int32_t *a, int64_t n)
 {
@@ -102,8 +103,8 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
     else cJSON_AddNullToObject(o, "text");
     cJSON_AddItemToObject(o, "rows", int_array(s->at.rows, s->info.R));
     cJSON_AddItemToObject(o, "lambda", d->lambda ? float_array(d->lambda, (size_t)d->L) : cJSON_CreateNull());
-    static const char *const stats[] = {"noise/shares", "noise/shares_abs", "noise/entropy", "noise/negative_mass",
-                                        "outliers/logits/top", "outliers/hidden/top"};
+    static const char *const stats[] = {DFL_DS_NOISE_SHARES, DFL_DS_NOISE_SHARES_ABS, DFL_DS_NOISE_ENTROPY,
+                                        DFL_DS_NOISE_NEGATIVE_MASS, DFL_DS_LOGITS_TOP, DFL_DS_HIDDEN_TOP};
     cJSON *sj = cJSON_AddObjectToObject(o, "stats");
     pthread_mutex_lock(&v->dump_lock);
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
@@ -114,9 +115,9 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
         if (x) cJSON_AddItemToObject(sj, stats[i], x);
     }
     char p[96], *names = NULL;
-    snprintf(p, sizeof p, "%s/noise", s->group);
+    snprintf(p, sizeof p, "%s/" DFL_DS_NOISE, s->group);
     dfl_error e2;
-    if (dfl_dump_exists(d->r, p) && !dfl_dump_get_attr_str(d->r, p, "segments", &names, &e2)) {
+    if (dfl_dump_exists(d->r, p) && !dfl_dump_get_attr_str(d->r, p, DFL_ATTR_SEGMENTS, &names, &e2)) {
         cJSON_AddStringToObject(sj, "segment_names", names);
         free(names);
     }
