@@ -119,7 +119,8 @@ class HostileDumps(unittest.TestCase):
         args = {"attnmap": [dump, "--sample", "0", "--layer", "0", "--head", "0", "-o", out, "--quiet"],
                 "outliers": [dump], "noise": [dump, "--quiet"], "view": [dump, "--port", "0", "--quiet"]}
         for t in tools:
-            r = subprocess.run([TOOL[t]] + args[t], capture_output=True, text=True, timeout=120)
+            r = self.view(args[t]) if t == "view" else subprocess.run([TOOL[t]] + args[t], capture_output=True,
+                                                                         text=True, timeout=120)
             with self.subTest(tool=t, kind=kind):
                 self.assertEqual(r.returncode, 1, "%s: %s%s" % (t, r.stdout[:300], r.stderr))
                 lines = r.stderr.strip().splitlines()
@@ -130,6 +131,24 @@ class HostileDumps(unittest.TestCase):
                                 "%s names none of %s" % (lines[0], objects))
                 self.assertNotIn(str(MAGIC_TOKEN), r.stdout)
                 self.assertFalse(os.path.exists(out), "%s wrote %s" % (t, out))
+
+    @staticmethod
+    def view(args):
+        """bin/view args: when it starts serving instead of refusing, what it serves for
+        sample 0 becomes its stdout (and its exit status 0), and it is stopped."""
+        p = subprocess.Popen([TOOL["view"]] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        url = p.stdout.readline().strip()
+        served = ""
+        if url.startswith("http://"):
+            port = int(url.rsplit(":", 1)[1].strip("/"))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            for q in ("/api/dumps", "/api/sample?d=0&s=0"):
+                c.request("GET", q)
+                served += c.getresponse().read().decode() + "\n"
+            c.close()
+            p.terminate()
+        out, err = p.communicate(timeout=120)
+        return subprocess.CompletedProcess(p.args, 0 if served else p.returncode, url + out + served, err)
 
     # ------------------------------------------------------------------ links
 
