@@ -355,12 +355,14 @@ static herr_t check_link(hid_t g, const char *name, const H5L_info_t *li, void *
     return 1;
 }
 
-/* The links of group (a path, "" for the root): DFL_OK when all are hard links. */
-static dfl_status check_links(const dfl_dump_reader *r, const char *group, dfl_error *err)
+/* The links of group `name` under loc (group: its path from the root, "" for the
+ * root, for messages): DFL_OK when all are hard links. */
+static dfl_status check_links(const dfl_dump_reader *r, hid_t loc, const char *name, const char *group,
+                              dfl_error *err)
 {
     links_ctx c = {r, group, err, DFL_OK};
     hsize_t at = 0;
-    herr_t h = H5Literate_by_name(r->file, rel(group), H5_INDEX_NAME, H5_ITER_NATIVE, &at, check_link, &c, r->lapl);
+    herr_t h = H5Literate_by_name(loc, name, H5_INDEX_NAME, H5_ITER_NATIVE, &at, check_link, &c, r->lapl);
     if (c.s) return c.s;
     return h < 0 ? h5fail(r, err, "list the links", group) : DFL_OK;
 }
@@ -443,7 +445,7 @@ static herr_t list_sample(hid_t g, const char *name, const H5L_info_t *li, void 
         return -1;
     }
     snprintf(group, glen, "samples/%s", name);
-    if ((c->s = check_links(r, group, c->err))) {
+    if ((c->s = check_links(r, g, name, group, c->err))) {
         free(group);
         return -1;
     }
@@ -510,8 +512,8 @@ dfl_status dfl_dump_open(const char *path, dfl_dump_reader **out, dfl_error *err
     free(fmt);
     /* links, in the groups every reader goes through; what lies deeper is checked on
      * every lookup by name (find), and a dataset's storage when it is opened */
-    if (!s) s = check_links(r, "", err);
-    if (!s && dfl_dump_exists(r, "model")) s = check_links(r, "model", err);
+    if (!s) s = check_links(r, r->file, ".", "", err);
+    if (!s && dfl_dump_exists(r, "model")) s = check_links(r, r->file, "model", "model", err);
     if (!s && dfl_dump_exists(r, "samples")) {
         list_ctx c = {r, 0, 0, err, DFL_OK};
         hsize_t at = 0;
