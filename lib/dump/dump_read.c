@@ -1,9 +1,11 @@
 /* dump_read.c — the reading side of the dump module (with dump.c, the only files that
  * include hdf5.h). Everything is validated against the file before it is trusted:
  * shapes are compared with what the caller expects, boxes with the dataset's extent,
- * and a dump must hold its data itself: dfl_dump_open refuses links, external storage,
- * virtual datasets and filters HDF5 does not ship (a dump is untrusted input: one of
- * those would make a tool read another file, or load a plugin from disk). */
+ * and a dump must hold its data itself (a dump is untrusted input): a link other than a
+ * hard one is refused, at open in the groups every reader goes through and on every
+ * lookup by name elsewhere, and so are external storage, virtual datasets and filters
+ * HDF5 does not ship when a dataset is opened — each would make a tool read another
+ * file, or load a plugin from disk. */
 #include "dump/dump_read.h"
 
 #include <errno.h>
@@ -59,7 +61,10 @@ static void file_text(const char *s, char *buf, size_t cap)
     int cut = len > cap - 1;
     size_t keep = cut ? cap - 4 : len;
     for (; n < keep; n++) buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
-    if (cut) memcpy(buf + n, "...", 3), n += 3;
+    if (cut) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
     buf[n] = '\0';
 }
 
@@ -260,8 +265,8 @@ static void outside_data(hid_t dcpl, char *why, size_t cap)
     }
 }
 
-/* H5Pset_elink_cb: refuses to follow any external link, a second line behind the walk
- * at open (which refuses a dump that has one). */
+/* H5Pset_elink_cb: refuses to follow any external link, a second line behind the link
+ * checks (which refuse a dump that has one before HDF5 is asked to follow it). */
 static herr_t elink_refuse(const char *parent_file, const char *parent_group, const char *child_file,
                            const char *child_object, unsigned *acc_flags, hid_t fapl, void *user)
 {
