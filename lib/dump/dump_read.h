@@ -13,6 +13,14 @@
  * which is slow) and converted with dfl_f16_to_f32.
  *
  * Errors name the dump and the path: "run.h5: samples/000007/attn/map2: no such dataset".
+ *
+ * A dump is untrusted input and must hold all its data itself. Refused (DFL_ERR_FORMAT,
+ * naming the object and the kind): a soft, external or user-defined link — by
+ * dfl_dump_open in the root, /model, /samples and every sample group, elsewhere by any
+ * function given a path through one — and, by every function that opens a dataset,
+ * external storage, a virtual dataset, or a filter other than those HDF5 ships
+ * (deflate, shuffle, fletcher32, szip, nbit, scaleoffset). External links are never
+ * followed. HDF5's error printing is turned off in each thread that calls in.
  */
 #ifndef DFL_DUMP_READ_H
 #define DFL_DUMP_READ_H
@@ -49,9 +57,10 @@ typedef struct dfl_dump_dset_info {
 /* ---------------------------------------------------------------- open/close */
 
 /* Open a dump read-only. Checks the root attributes format == "difflens-dump" and
- * format_version <= DFL_DUMP_FORMAT_VERSION and lists the samples.
- * DFL_ERR_IO (cannot open), DFL_ERR_FORMAT ("not a difflens dump ..." or a newer
- * format_version), DFL_ERR_NOMEM. The caller owns *out: dfl_dump_close. */
+ * format_version <= DFL_DUMP_FORMAT_VERSION, the links of the groups above, and lists
+ * the samples. DFL_ERR_IO (cannot open), DFL_ERR_FORMAT ("not a difflens dump ...", a
+ * newer format_version, a link refused), DFL_ERR_NOMEM. The caller owns *out:
+ * dfl_dump_close. */
 dfl_status dfl_dump_open(const char *path, dfl_dump_reader **out, dfl_error *err);
 
 /* Close and free; accepts NULL. */
@@ -87,11 +96,12 @@ dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const
 
 /* ------------------------------------------------------------------ datasets */
 
-/* 1 when a dataset (or group) exists at path, else 0. */
+/* 1 when a dataset (or group) exists at path, else 0; 1 also when a link refused lies on
+ * the way (the read that follows says so). */
 int dfl_dump_exists(const dfl_dump_reader *r, const char *path);
 
 /* Shape and type of the dataset at path. DFL_ERR_TENSOR when missing ("no such
- * dataset"), DFL_ERR_FORMAT when of an unsupported type, DFL_ERR_HDF5. */
+ * dataset"), DFL_ERR_FORMAT when of an unsupported type or refused (above), DFL_ERR_HDF5. */
 dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info,
                                  dfl_error *err);
 
