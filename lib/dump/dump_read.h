@@ -1,5 +1,5 @@
 /* dump_read.h — reads difflens HDF5 dumps (docs/format.md "Dump", format_version 1).
- * With dump.c, the only file that includes hdf5.h.
+ * Only lib/dump includes hdf5.h; a reader of this header does not need it.
  *
  * What a reader sees (docs/format.md has the whole schema):
  *   /                         attrs format = "difflens-dump", format_version, model_type, ...
