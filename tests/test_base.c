@@ -17,6 +17,7 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 #include "base/strbuf.h"
+#include "base/utf8.h"
 
 #define TMPDIR_PREFIX "dfl_base"
 #include "tmpdir.h"
@@ -108,14 +109,15 @@ static void test_index_list(void **state)
         assert_int_equal(dfl_cli_index_list("--layers", empty_items[i], &v, &n, &err), DFL_ERR_USAGE);
 }
 
-/* Files in g_dir other than "." and "..". */
+/* Files of test_atomic's own in g_dir: "out.txt" and its temporaries ".out.txt.tmp.*".
+ * Only those: other tests of this binary write beside them, in any order. */
 static int count_files(void)
 {
     DIR *d = opendir(g_dir);
     int k = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) k++;
+        if (!strcmp(e->d_name, "out.txt") || !strncmp(e->d_name, ".out.txt.tmp.", 13)) k++;
     closedir(d);
     return k;
 }
@@ -202,11 +204,79 @@ static void test_strbuf(void **state)
     assert_false(b.oom);
 }
 
+/* RFC 3629 section 4's table of well-formed sequences, byte by byte (the reference):
+ * the length of the sequence s[0..n) starts with, 0 when it is ill-formed there. */
+static size_t rfc3629_len(const unsigned char *s, size_t n)
+{
+    static const struct { unsigned char lo[4], hi[4]; size_t len; } rows[] = {
+        {{0x00}, {0x7F}, 1},
+        {{0xC2, 0x80}, {0xDF, 0xBF}, 2},
+        {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
+        {{0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}, 3},
+        {{0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}, 3},
+        {{0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}, 3},
+        {{0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}, 4},
+        {{0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}, 4},
+        {{0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}, 4},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        size_t k = 0;
+        while (k < rows[r].len && k < n && s[k] >= rows[r].lo[k] && s[k] <= rows[r].hi[k]) k++;
+        if (k == rows[r].len) return k;
+    }
+    return 0;
+}
+
+static size_t ref_check(const unsigned char *s, size_t n)
+{
+    size_t i = 0, k;
+    while (i < n && (k = rfc3629_len(s + i, n - i))) i += k;
+    return i;
+}
+
+/* The validator against the table on every sequence of up to three bytes, every
+ * four-byte one whose last two bytes are among the boundary values, each behind ASCII
+ * runs of 0..9 bytes (the fast path reads eight at a time) and before a tail. */
+static void test_utf8(void **state)
+{
+    (void)state;
+    static const unsigned char edge[] = {0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF4, 0xFF};
+    unsigned char buf[32];
+    size_t checked = 0;
+    for (uint32_t v = 0; v < (1u << 24); v++) {
+        size_t pre = v % 10, n = pre;
+        memset(buf, 'a', pre);
+        buf[n++] = (unsigned char)(v >> 16);
+        if (v >> 16 >= 0x80) buf[n++] = (unsigned char)(v >> 8);
+        if (v >> 16 >= 0xE0) buf[n++] = (unsigned char)v;
+        else if ((v & 0xFF) != 0) continue; /* shorter sequences: once each */
+        if (v >> 16 < 0x80 && ((v >> 8) & 0xFF) != 0) continue;
+        size_t got = dfl__utf8_check((const char *)buf, n), want = ref_check(buf, n);
+        if (got != want) fail_msg("bytes %06x after %zu ASCII: %zu, the table says %zu", (unsigned)v, pre, got, want);
+        checked++;
+        if (v >> 16 >= 0xF0) /* four bytes: every boundary value in the last place */
+            for (size_t e = 0; e < sizeof edge; e++) {
+                buf[n] = edge[e];
+                buf[n + 1] = 'z';
+                got = dfl__utf8_check((const char *)buf, n + 2);
+                want = ref_check(buf, n + 2);
+                if (got != want) fail_msg("bytes %06x%02x: %zu, the table says %zu", (unsigned)v, edge[e], got, want);
+                checked++;
+            }
+    }
+    assert_true(checked > 1000000);
+    /* offsets as Python's bytes.decode("utf-8") reports them (UnicodeDecodeError.start) */
+    assert_int_equal(dfl__utf8_check("ab\xed\xa0\x80", 5), 2);                /* surrogate U+D800 */
+    assert_int_equal(dfl__utf8_check("\xc3\xa9 \xf0\x9f\x98\x80", 7), 7);     /* é 😀 */
+    assert_int_equal(dfl__utf8_check("abcdefghij\xf4\x90\x80\x80", 14), 10); /* above U+10FFFF */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
         cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
+        cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

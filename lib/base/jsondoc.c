@@ -1,33 +1,11 @@
 /* jsondoc.c — JSON documents as Python's json reads them (see jsondoc.h). */
 #include "base/jsondoc.h"
 
+#include "base/utf8.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-size_t dfl__utf8_invalid_at(const char *s, size_t len)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = u[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        unsigned lo = 0x80, hi = 0xBF;   /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) n = 2;
-        else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else return i;
-        if (i + n > len || u[i + 1] < lo || u[i + 1] > hi) return i;
-        for (size_t k = 2; k < n; k++)
-            if (u[i + k] < 0x80 || u[i + k] > 0xBF) return i;
-        i += n;
-    }
-    return SIZE_MAX;
-}
 
 void dfl__json_last_key_wins(cJSON *node)
 {
@@ -46,8 +24,8 @@ cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *a
 {
     *why = NULL;
     *at = 0;
-    size_t bad = dfl__utf8_invalid_at(text, len);
-    if (bad != SIZE_MAX) {
+    size_t bad = dfl__utf8_check(text, len);
+    if (bad != len) {
         *why = "invalid UTF-8";
         *at = bad;
         return NULL;

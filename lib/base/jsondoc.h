@@ -2,17 +2,14 @@
  * Face) reads them, for config.json, prompts and tokenizer files alike:
  *  - duplicate keys in an object: the last one wins (Python's dict semantics);
  *  - text after the document (other than whitespace) is an error;
- *  - the bytes must be UTF-8 (RFC 8259): invalid bytes are an error naming their offset.
+ *  - the bytes must be UTF-8 (RFC 8259, checked by base/utf8.h): invalid bytes are an
+ *    error naming their offset.
  * cJSON itself keeps the first duplicate and accepts any bytes in strings. */
 #ifndef DFL_JSONDOC_H
 #define DFL_JSONDOC_H
 
 #include <cJSON.h>
 #include <stddef.h>
-
-/* Offset of the first byte of s[0..len) that is not well-formed UTF-8 (overlong forms,
- * surrogates and code points above U+10FFFF included), or SIZE_MAX when all is. */
-size_t dfl__utf8_invalid_at(const char *s, size_t len);
 
 /* Remove, in every object under node, each member that a later member of the same
  * object repeats: what remains is what Python's json.loads returns. */

@@ -12,6 +12,7 @@
 
 #include "base/atomic.h"
 #include "base/jsondoc.h"
+#include "base/utf8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
@@ -323,8 +324,8 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
         return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
 
     /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */
-    size_t bad = dfl__utf8_invalid_at(json, len);
-    if (bad != SIZE_MAX) return fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", bad + 1);
+    size_t bad = dfl__utf8_check(json, len);
+    if (bad != len) return fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", bad + 1);
 
     /* cJSON gets its own NUL-terminated copy: the caller's bytes need not be
      * terminated, and the system cJSON is not sanitizer-instrumented, so any

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/utf8.h" /* re-export: dfl__utf8_next, _put, _check for every tokenizer file */
 #include "text/tokenizer.h"
 
 /* ---- JSON (tokenizer_json.c) ---- */
@@ -241,13 +242,6 @@ struct dfl_tokenizer {
 uint32_t dfl__bytelevel_char(uint8_t b);
 /* Inverse: code point → byte, or -1. */
 int dfl__bytelevel_byte(uint32_t cp);
-
-/* Decode one UTF-8 char at s[i] (valid input assumed); returns its length. */
-size_t dfl__utf8_next(const char *s, size_t n, size_t i, uint32_t *cp);
-/* Encode cp into out[4]; returns its length. */
-size_t dfl__utf8_put(uint32_t cp, char *out);
-/* Offset of the first invalid byte, or n when s[n] is valid UTF-8. */
-size_t dfl__utf8_check(const char *s, size_t n);
 
 /* Normalize the split in place (new bytes appended to the store). */
 dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);
