@@ -43,11 +43,13 @@ typedef struct dfl__jdoc dfl__jdoc;
 
 /* Parse buf[len] (modified in place: strings are unescaped where they stand; buf
  * must stay alive while the document is used and have buf[len] == '\0'). Caller
- * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. */
+ * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. An
+ * object that repeats a key keeps only its last member (base/jsondoc.h's rule). */
 dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root, dfl_error *err);
 void dfl__jdoc_free(dfl__jdoc *d);
 
-/* Member `key` of object o, or NULL (also when o is not an object). */
+/* Member `key` of object o, or NULL (also when o is not an object). Keys are unique:
+ * the parser keeps only the last member of a repeated key. */
 const dfl__jv *dfl__jget(const dfl__jv *o, const char *key);
 
 /* ---- the working string (tokenizer_norm.c) ---- */
