@@ -207,5 +207,32 @@ class TextPrompts(unittest.TestCase):
         self.assertIn("--tokenizer", r.stderr)
 
 
+    def test_tokenize_never_overwrites_inputs(self):
+        """tokenize -o with --force refuses an output that is one of its inputs: the
+        prompts file, the tokenizer.json (given as a file or as its folder), through a
+        link too; the victim is left byte for byte."""
+        d = tempfile.mkdtemp(dir=self.root)
+        model = os.path.join(d, "model")
+        os.mkdir(model)
+        tj = os.path.join(model, "tokenizer.json")
+        shutil.copy(TOK, tj)
+        prompts = os.path.join(d, "text.jsonl")
+        shutil.copy(self.prompts, prompts)
+        link = os.path.join(d, "link.jsonl")
+        os.symlink(prompts, link)
+        for tok, out, victim in [(tj, prompts, prompts), (tj, link, prompts), (model, tj, tj), (tj, tj, tj),
+                                 (model, os.path.join(d, "model", "..", "model", "tokenizer.json"), tj)]:
+            with open(victim, "rb") as f:
+                before = f.read()
+            r = run(os.path.join(BIN, "tokenize"), "--tokenizer", tok, "--prompts", prompts, "-o", out, "--force")
+            self.assertEqual(r.returncode, 2, (out, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("an output never replaces an input", r.stderr)
+            with open(victim, "rb") as f:
+                self.assertEqual(f.read(), before, out)
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", model, "--prompts", prompts, "-o",
+                os.path.join(model, "new.jsonl"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

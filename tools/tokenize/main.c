@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atomic.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -28,7 +29,8 @@ static void usage(FILE *out)
                  "                        may hold newlines (default: each line is a text)\n"
                  "  --whole               each FILE is one text, newlines included (default: off)\n"
                  "  --prompts FILE        text prompts to convert (JSON Lines, docs/tokenize.md)\n"
-                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
+                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force;\n"
+                 "                        never one of the inputs, even with --force)\n"
                  "  --force               overwrite an existing output\n"
                  "  --help                this text\n"
                  "\n"
@@ -198,6 +200,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "tokenize: --json and --whole exclude each other\n");
         return 2;
     }
+
+    /* an output never replaces an input, --force or not (the other tools' rule) */
+    const char *inputs[] = {prompts, tok_path};
+    if (out && dfl__check_not_input(out, inputs, 2, &err)) return fail(&err);
 
     dfl_tokenizer *t = NULL;
     if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
