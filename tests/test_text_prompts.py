@@ -234,5 +234,73 @@ class TextPrompts(unittest.TestCase):
                 os.path.join(model, "new.jsonl"))
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def probe_lines(self, lines, name):
+        path = os.path.join(self.root, name + ".jsonl")
+        with open(path, "w") as f:
+            f.write("".join(l + "\n" for l in lines))
+        out = os.path.join(self.root, name + ".h5")
+        if os.path.exists(out):
+            os.remove(out)
+        return run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", path, "--out", out, "--quiet"), out
+
+    def test_python_json_nonfinite(self):
+        """Lines as Python's json.dumps writes them (allow_nan, its default): NaN depth is
+        read as no depth (the dump's NaN), NaN in the text prompt too; Infinity depth and
+        NaN tokens are refused naming the key; 1e309 is named out of range."""
+        lines = [json.dumps({"id": "nan", "tokens": [128000, 791, 6864], "depth": float("nan"), "answer": [[1, 2]]}),
+                 json.dumps({"id": "t", "input": "The capital", "depth": float("nan")}),
+                 json.dumps({"id": "d", "tokens": [128000, 791], "depth": 0.5})]
+        self.assertIn("NaN", lines[0])
+        r, out = self.probe_lines(lines, "nan")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(out) as f:
+            depths = [f["samples/%06d" % i].attrs["depth"] for i in range(3)]
+        self.assertTrue(depths[0] != depths[0] and depths[1] != depths[1], depths)   # NaN: no depth
+        self.assertEqual(depths[2], 0.5)
+        for row, needle in [({"tokens": [128000, 791], "depth": float("inf")}, 'nf.jsonl:1: "depth" is Infinity'),
+                            ({"tokens": [128000, float("nan")]}, "nf.jsonl:1: tokens[1] = NaN is not an integer"),
+                            ({"tokens": [128000, 791], "depth": -float("inf")}, '"depth" is -Infinity')]:
+            r, out = self.probe_lines([json.dumps(row)], "nf")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(out))
+        r, out = self.probe_lines(['{"tokens": [128000, 791], "depth": 1e309}'], "big")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("big.jsonl:1: number 1e309 at byte 36 is out of range", r.stderr)
+        self.assertEqual(json.loads('{"depth": 1e309}')["depth"], float("inf"))   # what Python would do
+
+    def test_prompt_keys(self):
+        """A misspelt key is an error naming it with the nearest known key; notes and
+        "_" keys are ignored; what noise prompts and tokenize write is read back."""
+        r, out = self.probe_lines([json.dumps({"tokens": [128000, 791, 6864], "anwser": [[1, 2]]})], "keys")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn('keys.jsonl:1: unknown key "anwser" (did you mean "answer"?)', r.stderr)
+        self.assertFalse(os.path.exists(out))
+        r, out = self.probe_lines([json.dumps({"input": "The capital", "querry": ["capital"]})], "keys")
+        self.assertIn('unknown key "querry" (did you mean "query"?)', r.stderr)
+        r, out = self.probe_lines([json.dumps({"tokens": [128000, 791, 6864], "answer": [[1, 2]], "_seed": 3,
+                                               "comment": "kept aside", "source": "hand"})], "keys")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # every key the writers use is read: noise prompts (synthetic task) and tokenize --prompts
+        synth = os.path.join(self.root, "synth.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "-o", synth, "--length", "64", "--samples", "1", "--quiet",
+                "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = os.path.join(self.root, "keys_tok.jsonl")
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", TOK, "--prompts", self.prompts, "-o", tok, "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        written = set()
+        for path in (synth, tok):
+            with open(path) as f:
+                for l in f:
+                    written |= set(json.loads(l))
+        self.assertTrue({"tokens", "text", "answer", "query", "target", "depth", "input", "offsets"} <= written,
+                        written)
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", tok, "--out",
+                os.path.join(self.root, "keys_tok.h5"), "--quiet", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -20,4 +20,17 @@ void dfl__json_last_key_wins(cJSON *node);
  * text) and *at (0-based byte offset of the problem). */
 cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *at);
 
+/* Options of dfl__json_parse_opts. */
+enum {
+    /* NaN, Infinity and -Infinity are numbers (Python's json.dumps writes them for
+     * non-finite floats and json.loads reads them; cJSON alone refuses them) */
+    DFL_JSON_NONFINITE = 1,
+    /* a number literal beyond the double range (1e309: json.loads reads inf) is an
+     * error, why = "number out of range", *at = its first byte */
+    DFL_JSON_RANGE = 2
+};
+
+/* dfl__json_parse with options (DFL_JSON_* bits or'ed): the same rules, plus those. */
+cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const char **why, size_t *at);
+
 #endif

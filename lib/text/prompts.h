@@ -151,6 +151,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
 /* Parse the optional "input" and "offsets" of a token prompt. */
 dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
                                    dfl_error *err);
+/* Parse the optional "depth" (NaN = absent; Infinity refused). */
+dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Add "input" and "offsets" to a prompt's JSON object; 0 on allocation failure. */
 int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p);
 /* dfl_prompt_set_read with text prompts allowed (left untokenized) or refused. */
