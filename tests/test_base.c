@@ -271,12 +271,39 @@ static void test_utf8(void **state)
     assert_int_equal(dfl__utf8_check("abcdefghij\xf4\x90\x80\x80", 14), 10); /* above U+10FFFF */
 }
 
+/* Suggestions: distances worked out by hand (a swap of neighbours counts one). */
+static void test_nearest_name(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"tokens", "id", "text", "answer", "query", "distractor", "target", "bos",
+                                       "depth", NULL};
+    assert_string_equal(dfl__nearest_name("anwser", keys), "answer");     /* one swap */
+    assert_string_equal(dfl__nearest_name("answers", keys), "answer");    /* one insertion */
+    assert_string_equal(dfl__nearest_name("ansr", keys), "answer");       /* two deletions */
+    assert_string_equal(dfl__nearest_name("tokns", keys), "tokens");
+    assert_string_equal(dfl__nearest_name("distracter", keys), "distractor");
+    assert_string_equal(dfl__nearest_name("tex", keys), "text");
+    assert_string_equal(dfl__nearest_name("ix", keys), "id");             /* 1 < length 2 */
+    assert_null(dfl__nearest_name("x", keys));                            /* 2 edits of a 1-letter word: no hint */
+    assert_string_equal(dfl__nearest_name("awsner", keys), "answer");    /* two substitutions */
+    assert_null(dfl__nearest_name("axyzer", keys));                       /* three */
+    assert_null(dfl__nearest_name("extra", keys));
+    assert_null(dfl__nearest_name("", keys));
+    assert_null(dfl__nearest_name("ca", (const char *const[]){"abc", NULL})); /* 3 under this distance */
+    assert_string_equal(dfl__nearest_name("bas", keys), "bos");           /* ties: the earlier name */
+    char longw[100];
+    memset(longw, 'a', 99);
+    longw[99] = '\0';
+    assert_null(dfl__nearest_name(longw, keys));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
         cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
         cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_nearest_name),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -302,5 +302,33 @@ class TextPrompts(unittest.TestCase):
                 os.path.join(self.root, "keys_tok.h5"), "--quiet", "--force")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_one_json_rule(self):
+        """noise templates and tokenize --json lines follow the rule of every JSON reader
+        (json.loads's): the last of a repeated key wins; text after the document and
+        invalid UTF-8 are refused."""
+        tmpl = os.path.join(self.root, "dup.json")
+        text = '{"haystack": [5, 6, 7], "needle": [1], "query": [10], "target": [9], "needle": [8, 9]}'
+        self.assertEqual(json.loads(text)["needle"], [8, 9])
+        with open(tmpl, "w") as f:
+            f.write(text)
+        out = os.path.join(self.root, "dup.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "--template", tmpl, "-o", out, "--length", "16",
+                "--samples", "1", "--depths", "0.5", "--quiet", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            row = json.loads(f.readline())
+        s, e = row["answer"][0]
+        self.assertEqual(row["tokens"][s:e], [8, 9])
+        for bad, needle in [(text + " {}", "text after the JSON document"), (text[:-1] + ', "x": "\xff"}', "UTF-8")]:
+            with open(tmpl, "wb") as f:
+                f.write(bad.encode("latin-1"))
+            r = run(os.path.join(BIN, "noise"), "prompts", "--template", tmpl, "-o", out, "--quiet", "--force")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", TOK, "--json", "--no-special",
+                input='{"input": "first", "input": "Hello"}\n')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["ids"], ref.run_ref(TOK, [("Hello", False)])[0]["ids"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

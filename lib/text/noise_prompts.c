@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsondoc.h"
 #include "base/rng.h"
 #include "text/needle.h"
 #include "text/tokenizer.h"
@@ -163,19 +164,29 @@ static dfl_status parse_template(const cJSON *root, const char *label, dfl_noise
     return DFL_OK;
 }
 
+/* A template file by the rules of every JSON reader (base/jsondoc.h: the last of a
+ * repeated key wins, nothing after the document, UTF-8 only). */
+static dfl_status parse_json(const char *json, size_t len, const char *label, cJSON **root, dfl_error *err)
+{
+    const char *why;
+    size_t at;
+    *root = dfl__json_parse(json, len, &why, &at);
+    if (*root) return DFL_OK;
+    if (!strcmp(why, "syntax error")) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
+    if (!strcmp(why, "out of memory")) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON: %s at byte %zu", label, why, at);
+}
+
 dfl_status dfl_noise_template_parse(const char *json, size_t len, const char *label, dfl_noise_template *out,
                                     dfl_error *err)
 {
     memset(out, 0, sizeof *out);
     if (memchr(json, '\0', len))
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: a NUL byte in the file (not JSON text)", label);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= json ? (size_t)(end - json) : 0;
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
-    }
-    dfl_status s = parse_template(root, label, out, err);
+    cJSON *root = NULL;
+    dfl_status s = parse_json(json, len, label, &root, err);
+    if (s) return s;
+    s = parse_template(root, label, out, err);
     cJSON_Delete(root);
     if (s) dfl_noise_template_free(out);
     return s;
@@ -574,9 +585,10 @@ dfl_status dfl_noise_template_parse_text(const char *json, size_t len, const cha
                                          dfl_tokenizer *t, dfl_noise_template *out, dfl_error *err)
 {
     memset(out, 0, sizeof *out);
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON", label);
-    dfl_status s = parse_text_template(root, label, dir, t, out, err);
+    cJSON *root = NULL;
+    dfl_status s = parse_json(json, len, label, &root, err);
+    if (s) return s;
+    s = parse_text_template(root, label, dir, t, out, err);
     cJSON_Delete(root);
     if (s) dfl_noise_template_free(out);
     return s;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/jsondoc.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -87,7 +88,9 @@ static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int
 static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out, size_t *out_len,
                             dfl_error *err)
 {
-    cJSON *j = cJSON_ParseWithLength(line, n);
+    const char *why;
+    size_t at;
+    cJSON *j = dfl__json_parse(line, n, &why, &at); /* the rules of every JSON reader: the last "input" wins */
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
     if (!cJSON_IsString(s)) {
         cJSON_Delete(j);
