@@ -271,6 +271,62 @@ static void test_utf8(void **state)
     assert_int_equal(dfl__utf8_check("abcdefghij\xf4\x90\x80\x80", 14), 10); /* above U+10FFFF */
 }
 
+/* Whole-file reads: a bound, regular files only (in g_dir, beside test_atomic's files:
+ * it runs first on purpose, and test_atomic counts only its own). */
+static void test_read_file(void **state)
+{
+    (void)state;
+    dfl_error err;
+    char *buf = NULL;
+    size_t len = 0;
+    const char *path = path_of("ten.txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("0123456789", f);
+    fclose(f);
+    assert_int_equal(dfl__read_file_max(path, 10, "a test file", &buf, &len, &err), DFL_OK); /* exactly the bound */
+    assert_int_equal(len, 10);
+    assert_string_equal(buf, "0123456789");
+    free(buf);
+    assert_int_equal(dfl__read_file_max(path, 9, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "ten.txt: more than 9 bytes, the bound for a test file"));
+    assert_int_equal(dfl__read_file_max(path, 0, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_int_equal(dfl__read_file(path, &buf, &len, &err), DFL_OK);
+    assert_int_equal(len, 10);
+    free(buf);
+    /* a file that the size does not tell (/proc): read to its end all the same */
+    assert_int_equal(dfl__read_file_max("/proc/self/status", 1 << 20, "a test file", &buf, &len, &err), DFL_OK);
+    assert_true(len > 0 && strstr(buf, "Name:"));
+    free(buf);
+    assert_int_equal(dfl__read_file_max("/proc/self/status", 5, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "more than 5 bytes"));
+    /* not regular files: at once, naming what they are (a FIFO without a writer too) */
+    const char *fifo = path_of("fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(dfl__read_file(fifo, &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "fifo: not a regular file (a FIFO), cannot be read as an input file"));
+    assert_int_equal(dfl__read_file("/dev/zero", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file (a character device)"));
+    assert_int_equal(dfl__read_file(g_dir, &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "not a regular file (a folder)"));
+    assert_int_equal(dfl__read_file(path_of("missing.txt"), &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "missing.txt: No such file or directory"));
+    assert_int_equal(dfl__read_file_max(path, (size_t)3 << 30, "a test file", &buf, &len, &err), DFL_OK);
+    free(buf);
+    /* streams: the bound, not the end, stops /dev/zero */
+    f = fopen("/dev/zero", "rb");
+    assert_non_null(f);
+    assert_int_equal(dfl__read_stream(f, "zeros", 100000, "one text", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "zeros: more than 100000 bytes, the bound for one text"));
+    fclose(f);
+    f = fopen(path, "rb");
+    assert_int_equal(dfl__read_stream(f, "ten", 10, "one text", &buf, &len, &err), DFL_OK);
+    assert_int_equal(len, 10);
+    assert_string_equal(buf, "0123456789");
+    free(buf);
+    fclose(f);
+}
+
 /* Suggestions: distances worked out by hand (a swap of neighbours counts one). */
 static void test_nearest_name(void **state)
 {
@@ -301,7 +357,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
-        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
+        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_read_file),    cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_nearest_name),
     };

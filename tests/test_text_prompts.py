@@ -330,5 +330,73 @@ class TextPrompts(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["ids"], ref.run_ref(TOK, [("Hello", False)])[0]["ids"])
 
+    def test_bounded_reads(self):
+        """Every input read is a regular file within a bound, or a stream read with one:
+        /dev/zero and a FIFO as config.json, prompts, tokenizer.json (a file, or the
+        model folder's) and noise template fail at once with one line (they used to
+        read until memory ran out, or wait for a writer forever); a sparse file beyond
+        the bound is refused before it is read; tokenize's texts stop at 256 MiB."""
+        d = tempfile.mkdtemp(dir=self.root)
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        tok = os.path.join(BIN, "tokenize")
+        probe = os.path.join(BIN, "probe")
+        out = os.path.join(d, "out.h5")
+        token_prompts = os.path.join(d, "tok.jsonl")
+        with open(token_prompts, "w") as f:
+            f.write(json.dumps({"tokens": [128000, 791]}) + "\n")
+
+        def refused(args, needle):
+            r = run(*args)
+            self.assertEqual(r.returncode, 1, (args, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+        for bad, kind in [("/dev/zero", "a character device"), (fifo, "a FIFO")]:
+            # config.json
+            model = os.path.join(d, "model")
+            shutil.rmtree(model, ignore_errors=True)
+            shutil.copytree(self.model, model)
+            os.remove(os.path.join(model, "config.json"))
+            os.symlink(bad, os.path.join(model, "config.json"))
+            refused([probe, "--model", model, "--prompts", token_prompts, "--out", out, "--quiet"],
+                    "config.json: not a regular file (%s)" % kind)
+            # the model folder's tokenizer.json, read for text prompts
+            shutil.rmtree(model)
+            shutil.copytree(self.model, model)
+            os.remove(os.path.join(model, "tokenizer.json"))
+            os.symlink(bad, os.path.join(model, "tokenizer.json"))
+            refused([probe, "--model", model, "--prompts", self.prompts, "--out", out, "--quiet"],
+                    "tokenizer.json: not a regular file (%s), cannot be read as a tokenizer.json" % kind)
+            refused([tok, "--tokenizer", model, "--prompts", self.prompts, "-o", os.path.join(d, "o.jsonl")],
+                    "not a regular file (%s)" % kind)
+            # prompts
+            refused([probe, "--model", self.model, "--prompts", bad, "--out", out, "--quiet"],
+                    "%s: not a regular file (%s), cannot be read as a prompt file" % (bad, kind))
+            refused([tok, "--tokenizer", TOK, "--prompts", bad, "-o", os.path.join(d, "o.jsonl")],
+                    "not a regular file (%s), cannot be read as a prompt file" % kind)
+            # tokenizer.json given as a path
+            refused([tok, "--tokenizer", bad], "%s: not a regular file (%s)" % (bad, kind))
+            refused([probe, "--model", self.model, "--prompts", self.prompts, "--tokenizer", bad, "--out", out,
+                     "--quiet"], "not a regular file (%s), cannot be read as a tokenizer.json" % kind)
+            # a noise template
+            refused([os.path.join(BIN, "noise"), "prompts", "--template", bad, "-o", os.path.join(d, "n.jsonl"),
+                     "--quiet"], "not a regular file (%s), cannot be read as a noise template" % kind)
+        # a regular file beyond the bound (sparse: no disk used) is refused before it is read
+        huge = os.path.join(d, "huge.jsonl")
+        with open(huge, "wb") as f:
+            f.truncate((1 << 30) + 1)
+        refused([probe, "--model", self.model, "--prompts", huge, "--out", out, "--quiet"],
+                "huge.jsonl: more than 1 GiB, the bound for a prompt file")
+        os.remove(huge)
+        # tokenize's own texts are streams (a FIFO or standard input is fine) with a bound
+        refused([tok, "--tokenizer", TOK, "/dev/zero"], "/dev/zero:1: a line longer than 256 MiB, the bound for one text")
+        refused([tok, "--tokenizer", TOK, "--whole", "/dev/zero"], "/dev/zero: more than 256 MiB, the bound for one text")
+        r = subprocess.run("printf 'Hello\\n' > %s & %s --tokenizer %s --no-special %s; wait" % (fifo, tok, TOK, fifo),
+                           shell=True, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["ids"], ref.run_ref(TOK, [("Hello", False)])[0]["ids"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

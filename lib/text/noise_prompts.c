@@ -16,6 +16,8 @@
 /* ---------------------------------------------------------------- template */
 
 static const double default_depths[] = {0.0, 0.25, 0.5, 0.75, 1.0};
+/* Bound of a template file's size: ids of a haystack of some 10^7 tokens */
+#define TEMPLATE_MAX ((size_t)256 << 20)
 static const int64_t default_lengths[] = {256};
 
 void dfl_noise_template_free(dfl_noise_template *t)
@@ -197,7 +199,7 @@ dfl_status dfl_noise_template_read(const char *path, dfl_noise_template *out, df
     memset(out, 0, sizeof *out);
     char *buf = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    dfl_status s = dfl__read_file_max(path, TEMPLATE_MAX, "a noise template", &buf, &len, err);
     if (s) return s;
     s = dfl_noise_template_parse(buf, len, path, out, err);
     free(buf);
@@ -514,7 +516,8 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
         if (f[0] == '/' || !dir) snprintf(path, sizeof path, "%s", f);
         else snprintf(path, sizeof path, "%s/%s", dir, f);
         size_t hl;
-        if ((s = dfl__read_file(path, &hay, &hl, err))) return dfl__context(err, "%s: haystack", label);
+        if ((s = dfl__read_file_max(path, (size_t)1 << 30, "a haystack", &hay, &hl, err)))
+            return dfl__context(err, "%s: haystack", label);
         if (strlen(hay) != hl) {
             free(hay);
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: haystack file %s holds a NUL byte", label, path);
@@ -599,7 +602,7 @@ dfl_status dfl_noise_template_read_text(const char *path, dfl_tokenizer *t, dfl_
     memset(out, 0, sizeof *out);
     char *buf = NULL, *dir = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    dfl_status s = dfl__read_file_max(path, TEMPLATE_MAX, "a noise template", &buf, &len, err);
     if (s) return s;
     const char *slash = strrchr(path, '/');
     if (slash) dir = strndup(path, (size_t)(slash - path) + (slash == path));

@@ -474,7 +474,9 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
     if (!path) return dfl__fail(err, DFL_ERR_USAGE, "no prompt file given");
     char *buf = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    /* a bound, so that /dev/zero or an endless stream fails at once instead of taking
+     * all memory: 1 GiB is some 10^8 tokens of prompts */
+    dfl_status s = dfl__read_file_max(path, (size_t)1 << 30, "a prompt file", &buf, &len, err);
     if (s != DFL_OK) return s;
 
     const char *nul = memchr(buf, '\0', len);
