@@ -125,7 +125,9 @@ typedef struct dfl_outlier_dump {
  * DFL_ERR_FORMAT "no outlier statistics" (no topk attribute or outliers/ datasets),
  * "has no samples", a histogram of another bin rule; DFL_ERR_TENSOR for shapes that
  * disagree with the root attributes (e.g. a top list of K' != topk: "mismatched K");
- * DFL_ERR_USAGE for bad bits; DFL_ERR_NOMEM. Caller owns *out: dfl_outliers_free. */
+ * DFL_ERR_USAGE for bad bits; DFL_ERR_NOMEM. Caller owns *out: dfl_outliers_free.
+ * Costs about what reading the datasets does: samples are read through their open
+ * groups (outliers_read.h), each tensor's SQNR bins are prepared once for all widths. */
 dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_outlier_dump **out, dfl_error *err);
 void dfl_outliers_free(dfl_outlier_dump *d);
 
