@@ -269,6 +269,47 @@ class HostileDumps(unittest.TestCase):
 
     # ------------------------------------------------------------------ view
 
+    def test_later_samples_are_checked_too(self):
+        """outliers reads samples after the first through their open groups (a faster
+        path than the path-based reads): the same refusals hold there, for storage and
+        links deep in a later sample."""
+        model = os.path.join(self.root, "m")
+        prompts = os.path.join(self.root, "p3.jsonl")
+        r = subprocess.run([os.path.join(BIN, "noise"), "prompts", "-o", prompts, "--length", "64", "--samples", "3",
+                            "--quiet"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        base = os.path.join(self.root, "three.h5")
+        r = subprocess.run([TOOL["probe"], "--model", model, "--prompts", prompts, "--out", base, "--quiet"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        last = "samples/%06d" % (len(h5py.File(base, "r")["samples"]) - 1)
+        def storage(f, folder, name):
+            def make(g, leaf, data):
+                raw = os.path.join(folder, "raw.bin")
+                np.full(data.shape, MAGIC_SHARE if data.dtype.kind == "f" else MAGIC_TOKEN, data.dtype).tofile(raw)
+                g.create_dataset(leaf, shape=data.shape, dtype=data.dtype, external=[(raw, 0, max(data.nbytes, 1))])
+            self.replace(f, name, make)
+
+        def soft(f, folder, name):
+            del f[name]
+            f[name] = h5py.SoftLink("/samples/000000/" + name.split("/", 2)[2])
+
+        def external(f, folder, name):
+            del f[name]
+            f[name] = h5py.ExternalLink("outside.h5", "/" + name)
+
+        cases = {"external storage": storage, "soft link": soft, "external link": external}
+        for kind, edit in cases.items():
+            for leaf in ("outliers/hidden/top", "outliers/logits/moments", "tokens"):
+                name = "%s/%s" % (last, leaf)
+                folder = tempfile.mkdtemp(dir=self.root)
+                shutil.copy(self.outside, os.path.join(folder, "outside.h5"))
+                dump = os.path.join(folder, "hostile.h5")
+                shutil.copy(base, dump)
+                with h5py.File(dump, "r+") as f:
+                    edit(f, folder, name)
+                self.refuses(dump, [name], kind, tools=("outliers",))
+
     def test_view_serves_nothing_from_outside(self):
         """The viewer reads a sample's noise shares only when /api/sample asks, and leaves
         out a statistic it cannot read: it starts, and the answer has no shares, none of

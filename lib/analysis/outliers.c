@@ -524,7 +524,6 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
     dfl_dump_reader *r = NULL;
     dfl_status st = dfl_dump_open(path, &r, err);
     if (st) return st;
-    dfl__outliers_file *fast = NULL;
     load_scratch x;
     memset(&x, 0, sizeof x);
     dfl_outlier_dump *d = calloc(1, sizeof *d);
@@ -538,10 +537,9 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
 
     /* Sample 0 through the dump reader (it sets D and α); the others through their open
      * groups, each falling back to the dump reader when it is not as probe writes it. */
-    fast = dfl__outliers_file_open(path);
     for (size_t si = 0; si < (size_t)d->S; si++) {
         const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
-        if (!(si > 0 && fast && dfl__outliers_read_sample(fast, smp->group, d->L, d->K, B, d->D, &x.smp)) &&
+        if (!(si > 0 && dfl__outliers_read_sample(r, smp->group, d->L, d->K, B, d->D, &x.smp)) &&
             (st = read_sample_checked(d, &x, r, si, path, err)))
             goto done;
         pool_sample(d, &x, si);
@@ -549,7 +547,6 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
     if ((st = sort_layer_tops(d, &x, path, err))) goto done;
     dfl_outliers_count_massive(d, 100, 1000);
 done:
-    dfl__outliers_file_close(fast);
     scratch_free(&x);
     dfl_dump_close(r);
     if (st) {

@@ -397,6 +397,83 @@ static dfl_status open_dset(const dfl_dump_reader *r, const char *path, hid_t *o
     return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: %s", r->path, rel(path), why);
 }
 
+/* ------------------------------------------------------ group-relative reads */
+
+struct dfl_dump_group {
+    const dfl_dump_reader *r;
+    hid_t g;
+};
+
+dfl_status dfl_dump_group_open(const dfl_dump_reader *r, const char *path, dfl_dump_group **out, dfl_error *err)
+{
+    *out = NULL;
+    quiet_hdf5();
+    int where = find(r, path, err);
+    if (where < 0) return DFL_ERR_FORMAT;
+    if (where == 0) return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: no such group", r->path, rel(path));
+    dfl_dump_group *g = malloc(sizeof *g);
+    if (!g) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", r->path);
+    g->r = r;
+    if ((g->g = H5Gopen2(r->file, rel(path), r->lapl)) < 0) {
+        free(g);
+        return h5fail(r, err, "open the group", path);
+    }
+    *out = g;
+    return DFL_OK;
+}
+
+void dfl_dump_group_close(dfl_dump_group *g)
+{
+    if (!g) return;
+    H5Gclose(g->g);
+    free(g);
+}
+
+/* 1 when every link from g to `name` is a hard link (find's rule, relative to g). */
+static int hard_links_in(hid_t g, const char *name, hid_t lapl)
+{
+    char buf[256];
+    size_t n = strlen(name);
+    if (n == 0 || n >= sizeof buf) return 0;
+    memcpy(buf, name, n + 1);
+    for (size_t i = 0; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        H5L_info_t li;
+        char why[512];
+        int ok = H5Lget_info(g, buf, &li, lapl) >= 0 && (link_refusal(g, buf, &li, lapl, why, sizeof why), !why[0]);
+        buf[i] = c;
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+int dfl_dump_group_read_exact(dfl_dump_group *g, const char *name, dfl_h5_type type, int nd, int64_t *dims, void *out)
+{
+    quiet_hdf5();
+    hid_t mtype = native(type);
+    if (mtype < 0 || nd < 0 || nd > DFL_DUMP_MAX_RANK || !hard_links_in(g->g, name, g->r->lapl)) return 0;
+    hid_t ds = H5Dopen2(g->g, name, g->r->lapl);
+    if (ds < 0) return 0;
+    char why[512];
+    hid_t dcpl = H5Dget_create_plist(ds), sp = H5Dget_space(ds), t = H5Dget_type(ds);
+    outside_data(dcpl, why, sizeof why);
+    int ok = !why[0] && sp >= 0 && t >= 0 && H5Tequal(t, mtype) > 0 && H5Sget_simple_extent_ndims(sp) == nd;
+    hsize_t got[DFL_DUMP_MAX_RANK];
+    if (ok) ok = H5Sget_simple_extent_dims(sp, got, NULL) == nd;
+    for (int i = 0; ok && i < nd; i++) {
+        if (dims[i] >= 0) ok = (int64_t)got[i] == dims[i];
+        else dims[i] = (int64_t)got[i];
+    }
+    if (ok && out) ok = H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(ds);
+    return ok;
+}
+
 /* half [n] -> f32 [n] */
 static void half_to_f32(const uint16_t *h, float *out, size_t n)
 {

@@ -122,6 +122,30 @@ dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, cha
                                  dfl_error *err);
 void dfl_dump_strings_free(char **s, size_t n);
 
+/* ----------------------------------------------------- group-relative reads */
+
+/* An open group for many reads relative to it: a reader of many small datasets per
+ * sample (outliers) opens each sample's group once instead of walking every path from
+ * the root on each call. The same refusals hold as for every read: each link on the
+ * way is checked to be a hard link, and each dataset's storage to be inside the file. */
+typedef struct dfl_dump_group dfl_dump_group;
+
+/* Open group `path` (e.g. a sample's group, "samples/000003/outliers/hidden").
+ * DFL_ERR_TENSOR when missing, DFL_ERR_FORMAT when a link on the way is refused,
+ * DFL_ERR_HDF5, DFL_ERR_NOMEM. Close with dfl_dump_group_close (NULL ok); the reader
+ * must outlive the group. */
+dfl_status dfl_dump_group_open(const dfl_dump_reader *r, const char *path, dfl_dump_group **out, dfl_error *err);
+void dfl_dump_group_close(dfl_dump_group *g);
+
+/* Read dataset `name` of g (a relative path) into out when it is stored exactly as
+ * asked: element type `type` (no conversion; not F16), rank nd, and dims[i] for every
+ * i with dims[i] >= 0 (a negative entry takes any length and is set to the stored one;
+ * out == NULL reads only the shape). 1 when read; 0 when it is missing, stored
+ * otherwise, or refused (a link that is not hard, storage outside the file) — the
+ * caller then reads it through dfl_dump_read, which gives the same numbers or names the
+ * fault. Never fills an error record. */
+int dfl_dump_group_read_exact(dfl_dump_group *g, const char *name, dfl_h5_type type, int nd, int64_t *dims, void *out);
+
 /* ------------------------------------------------------------------ hyperslabs */
 
 /* An open float dataset for repeated hyperslab reads (keeps HDF5's chunk cache warm). */
