@@ -288,6 +288,25 @@ class AttnMap(unittest.TestCase):
         self.render(self.tr, "--vs", self.df, "--delta", "--map", "map1", "--heads", "all")
         self.render(self.df, "--vs", self.df, "--maps", "all")
 
+    def test_inf_in_the_data_is_named_not_the_flags(self):
+        """Limits taken from the data fail on a map holding Inf: the message says so and
+        does not blame --vmin/--vmax, which were not given; given limits still draw."""
+        bad = os.path.join(self.root, "inf.h5")
+        shutil.copy(self.df, bad)
+        with h5py.File(bad, "r+") as f:
+            for m in ("map1", "diff"):
+                d = f["samples/000000/attn/" + m]
+                a = d[...]
+                a[...] = np.inf
+                d[...] = a
+        for args in ([bad, "--vs", self.df, "--delta", "--map", "map1", "--sample", "0"],
+                     [bad, "--map", "diff", "--sample", "0"]):
+            self.expect_error(args, ["not finite", "--vmin and --vmax"], code=1)
+            outdir = tempfile.mkdtemp(dir=self.root)
+            r = self.run_tool(*args, "-o", os.path.join(outdir, "x.png"))
+            self.assertNotIn("--vmin/--vmax:", r.stderr)
+        self.render(bad, "--map", "diff", "--sample", "0", "--vmin", "-1", "--vmax", "1")
+
     def test_partial_dump(self):
         """Ls < L, Hs < H, R < T: numbers map through the scales; rows draw as strips."""
         _, w, h, px = self.render(self.partial, "--layer", "1", "--head", "1", "--sample", "s1", "--size", "400")

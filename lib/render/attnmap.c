@@ -566,7 +566,14 @@ static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error
         nm->vmax = vmax;
     }
     dfl_status s = dfl_norm_check(nm, err);
-    if (s) return dfl__context(err, "--vmin/--vmax");
+    /* limits the user gave are the user's to fix; limits taken from maps that hold
+     * ±Inf are the data's, and the flags are the way out */
+    if (s && (p->has_vmin || p->has_vmax)) return dfl__context(err, "--vmin/--vmax");
+    if (s)
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "the colour limits taken from the maps are not finite (values from %g to %g): the maps hold "
+                         "infinite values; give --vmin and --vmax to draw them",
+                         lo, hi);
     pl->extend_high = nall && hi > nm->vmax;
     pl->extend_low = nall && lo < nm->vmin;
     return DFL_OK;
