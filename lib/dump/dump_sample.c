@@ -38,9 +38,10 @@ dfl_status dfl_dump_read_scale(const dfl_dump_reader *r, const char *attn, const
      * drawing of rows as strips need them in order, each once */
     for (int64_t i = 1; i < n; i++)
         if (v[i] <= v[i - 1]) {
+            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not strictly ascending (%d after %d at index %lld)",
+                          dfl_dump_path(r), path, v[i], v[i - 1], (long long)i);
             free(v);
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not strictly ascending (%d after %d at index %lld)",
-                             dfl_dump_path(r), path, v[i], v[i - 1], (long long)i);
+            return s;
         }
     *out = v;
     return DFL_OK;
