@@ -326,7 +326,9 @@ static int find(const dfl_dump_reader *r, const char *path, dfl_error *err)
         buf[i] = '\0';
         H5L_info_t li;
         char why[512];
-        if (i > 0 && H5Lget_info(r->file, buf, &li, r->lapl) < 0) {
+        /* H5Lexists first: a failed H5Lget_info leaves records on the thread's HDF5
+         * error stack, which the thread-safe build does not free when a thread ends */
+        if (i > 0 && (H5Lexists(r->file, buf, r->lapl) <= 0 || H5Lget_info(r->file, buf, &li, r->lapl) < 0)) {
             where = 0;
         } else if (i > 0 && (link_refusal(r->file, buf, &li, r->lapl, why, sizeof why), why[0])) {
             char shown[128];
@@ -442,7 +444,8 @@ static int hard_links_in(hid_t g, const char *name, hid_t lapl)
         buf[i] = '\0';
         H5L_info_t li;
         char why[512];
-        int ok = H5Lget_info(g, buf, &li, lapl) >= 0 && (link_refusal(g, buf, &li, lapl, why, sizeof why), !why[0]);
+        int ok = H5Lexists(g, buf, lapl) > 0 && H5Lget_info(g, buf, &li, lapl) >= 0 &&
+                 (link_refusal(g, buf, &li, lapl, why, sizeof why), !why[0]);
         buf[i] = c;
         if (!ok) return 0;
     }
