@@ -123,7 +123,7 @@ static void test_config_refusals(void **state)
     (void)state;
     expect_refused("{", DFL_ERR_FORMAT, "not valid JSON");
     expect_refused("[1]", DFL_ERR_FORMAT, "not a JSON object");
-    expect_refused("{\"model_type\": \"gpt2\", " BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "gpt2");
+    expect_refused("{\"model_type\": \"bert\", " BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "bert");
     expect_refused("{" BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "model_type");
     expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 11}", DFL_ERR_CONFIG, "hidden_size");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2.5}", DFL_ERR_CONFIG,
@@ -301,8 +301,53 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 6);
-    assert_null(dfl__family_find("gpt2"));
+    assert_int_equal(families, 7);
+    assert_null(dfl__family_find("bert"));
+}
+
+/* GPT-2: GPT2Config's names of the common keys and its defaults (n_inner null = 4·n_embd,
+ * tied head, layer_norm_epsilon 1e-5, n_positions 1024, gelu_new); its scaling switches;
+ * what it refuses by name. */
+static void test_config_gpt2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define GPT2 "{\"model_type\": \"gpt2\", \"vocab_size\": 11, \"n_embd\": 16, \"n_layer\": 3, \"n_head\": 4, "
+    assert_int_equal(parse(GPT2 "\"n_inner\": null, \"n_ctx\": 1024, \"attn_pdrop\": 0.1, \"summary_type\": "
+                           "\"cls_index\", \"task_specific_params\": {}}", &c, &e), DFL_OK);
+    assert_int_equal(c.hidden_size, 16);
+    assert_int_equal(c.num_layers, 3);
+    assert_int_equal(c.num_heads, 4);
+    assert_int_equal(c.num_kv_heads, 4);
+    assert_int_equal(c.head_dim, 4);
+    assert_int_equal(c.intermediate_size, 64);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.max_position_embeddings, 1024);
+    assert_true(c.rms_norm_eps == 1e-5);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    assert_int_equal(c.attn_unscaled, 0);
+    assert_int_equal(c.attn_scale_by_layer, 0);
+    assert_int_equal(parse(GPT2 "\"n_inner\": 24, \"n_positions\": 32, \"layer_norm_epsilon\": 0.5, "
+                           "\"activation_function\": \"gelu\", \"scale_attn_weights\": false, "
+                           "\"scale_attn_by_inverse_layer_idx\": true, \"reorder_and_upcast_attn\": true, "
+                           "\"tie_word_embeddings\": false}", &c, &e), DFL_OK);
+    assert_int_equal(c.intermediate_size, 24);
+    assert_int_equal(c.max_position_embeddings, 32);
+    assert_true(c.rms_norm_eps == 0.5);
+    assert_int_equal(c.act, DFL_ACT_GELU);
+    assert_int_equal(c.attn_unscaled, 1);
+    assert_int_equal(c.attn_scale_by_layer, 1);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    expect_refused(GPT2 "\"hidden_size\": 16}", DFL_ERR_CONFIG, "both \"n_embd\" and \"hidden_size\"");
+    expect_refused(GPT2 "\"activation_function\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
+    expect_refused(GPT2 "\"add_cross_attention\": true}", DFL_ERR_CONFIG, "cross-attention");
+    expect_refused(GPT2 "\"n_positions\": 0}", DFL_ERR_CONFIG, "n_positions");
+    expect_refused(GPT2 "\"attn_logit_softcapping\": 50}", DFL_ERR_CONFIG, "soft-capping");
+    expect_refused(GPT2 "\"rotary_dim\": 4}", DFL_ERR_CONFIG, "key \"rotary_dim\" is not supported");
+    /* false is every switch's default elsewhere: add_cross_attention false is GPT-2's own */
+    assert_int_equal(parse(GPT2 "\"add_cross_attention\": false}", &c, &e), DFL_OK);
+#undef GPT2
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -446,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_config_families),
         cmocka_unit_test(test_config_key_rule),
         cmocka_unit_test(test_family_table),
+        cmocka_unit_test(test_config_gpt2),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

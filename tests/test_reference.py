@@ -20,6 +20,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "ref"))
+import families  # noqa: E402
 import make_model  # noqa: E402
 import reference  # noqa: E402
 
@@ -94,6 +95,18 @@ CASES = [
      dict(name="Mistral-7B-v0.1", sizes=dict(heads=8, head_dim=8, window=6)), "bf16", 1, (33, 15)),
     ("pub-DiffLlama", "published", dict(name="DiffLlama", sizes=dict(heads=8, head_dim=8)), "f32", 1,
      (20, 13)),
+    # GPT-2 (tests/ref/families.py, from modeling_gpt2.py): LayerNorm, Conv1D weights [in, out]
+    # with q|k|v fused in c_attn, learned positions, biases, tied head; as save_pretrained
+    # writes it ("transformer." prefix) with its switches, and as openai-community/gpt2 ships
+    # it (no prefix, the causal-mask buffers)
+    ("gpt2-bylayer-bf16-sharded", "gpt2",
+     dict(heads=4, family_keys={"scale_attn_by_inverse_layer_idx": True}), "bf16", 2, (23, 14)),
+    ("gpt2-untied-erf-unscaled-f16", "gpt2",
+     dict(heads=2, family_keys={"tie_word_embeddings": False, "activation_function": "gelu",
+                                "scale_attn_weights": False, "reorder_and_upcast_attn": True}),
+     "f16", 1, (19, 13)),
+    ("gpt2-multiblock-f32", "gpt2", dict(heads=8, max_pos=160), "f32", 1, (150, 40)),
+    ("pub-gpt2", "published", dict(name="gpt2", sizes=dict(heads=4, head_dim=16)), "f32", 1, (40, 17)),
 ]
 
 SUMMARY = []
@@ -256,7 +269,7 @@ class ReferenceSelfTest(unittest.TestCase):
     def test_published_configs_keep_every_key(self):
         sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                  "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
-                 "max_window_layers", "rope_scaling"}
+                 "max_window_layers", "rope_scaling", "n_layer", "n_head", "n_embd"}
         for name, (shards, pub) in make_model.PUBLISHED.items():
             cfg, n = make_model.published_config(name)
             self.assertEqual(n, shards)
@@ -422,7 +435,7 @@ class ProbeAgainstReference(unittest.TestCase):
             # shards it, tensors sorted and packed as save_pretrained writes them
             cfg, hub_shards = make_model.published_config(kw["name"], layers=LAYERS, vocab=VOCAB,
                                                           **kw.get("sizes", {}))
-            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx), dtype,
+            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx, hub=True), dtype,
                                    max(shards, hub_shards), hub=True)
             mtype = cfg["model_type"]
         else:
@@ -434,7 +447,7 @@ class ProbeAgainstReference(unittest.TestCase):
         run_probe(mdir, pfile, out, "--maps", "all", "--map-dtype", "f32", "--save-logits",
                   "--quiet")
         m = reference.load_model(mdir)
-        diff = mtype not in make_model.LLAMA_FAMILY
+        diff = m.type != "llama"
         err = {"logits": 0.0, "maps": 0.0, "lambda": 0.0, "nll": 0.0}
         problems = []
         extras = {}
@@ -705,6 +718,52 @@ class ProbeNoSilentDrops(unittest.TestCase):
         code, err, _ = self.probe(d)
         self.assertEqual(code, 0, err)
         self.assertNotIn("bos_token_id", err)
+
+
+class ProbeGpt2AsPublished(unittest.TestCase):
+    """GPT-2's own rules: sequences past n_positions refused; the causal-mask buffers
+    (h.{l}.attn.bias, attn.masked_bias) accepted unused, any other extra tensor named; a
+    Conv1D weight stored as a Linear ([out, in]) refused by shape, not run transposed."""
+
+    def setUp(self):
+        if not os.access(PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % PROBE)
+        self.tmp = tempfile.mkdtemp(prefix="dfl-ref-gpt2-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def probe(self, cfg, tensors, lengths=(13, 11)):
+        d = os.path.join(self.tmp, "m%d" % len(os.listdir(self.tmp)))
+        make_model.write_model(d, cfg, tensors)
+        prompts = os.path.join(d, "p.jsonl")
+        write_prompts(prompts, lengths, 3)
+        out = os.path.join(d, "o.h5")
+        r = subprocess.run([PROBE, "--model", d, "--prompts", prompts, "--out", out, "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return r.returncode, r.stderr.decode(errors="replace")
+
+    def test_gpt2_rules(self):
+        cfg = families.make_config("gpt2", 1, 32, 2, ffn=48, vocab=VOCAB, max_pos=12)
+        w = families.make_weights(cfg, seed=4)
+        code, err = self.probe(cfg, w)
+        self.assertEqual(code, 1, err)
+        self.assertIn("longer than the model's 12 learned positions (n_positions)", err)
+        cfg["n_positions"] = cfg["n_ctx"] = 16
+        hub = families.make_weights(cfg, seed=4, hub=True)
+        self.assertTrue(any(n.endswith(".attn.bias") for n, _ in hub))
+        code, err = self.probe(cfg, hub)
+        self.assertEqual(code, 0, err)
+        code, err = self.probe(cfg, hub + [("h.0.attn.extra", np.ones(3, np.float32))])
+        self.assertEqual(code, 1, err)
+        self.assertIn("'h.0.attn.extra'", err)
+        lin = [(n, a.T.copy() if n.endswith("c_fc.weight") else a) for n, a in hub]
+        code, err = self.probe(cfg, lin)
+        self.assertEqual(code, 1, err)
+        self.assertIn("h.0.mlp.c_fc.weight' has shape [48, 32], config needs [32, 48]", err)
+        code, err = self.probe(dict(cfg, add_cross_attention=True), hub)
+        self.assertEqual(code, 1, err)
+        self.assertIn("add_cross_attention", err)
 
 
 def _add_case(idx, case):

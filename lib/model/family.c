@@ -122,6 +122,27 @@ static const dfl__refused_key no_window[] = {
                        "to mistral or qwen2)"},
     {NULL, NULL}};
 
+/* GPT-2 (Hugging Face configuration_gpt2.py, modeling_gpt2.py): GPT2Config's own names
+ * of the common keys (its attribute_map), the attention-scaling switches it reads, and
+ * the keys of its heads for other tasks (summary_*: GPT2DoubleHeadsModel), dropouts and
+ * n_ctx (an old duplicate of n_positions that the modelling code never reads). */
+static const char *const gpt2_keys[] = {"n_embd", "n_layer", "n_head", "n_inner", "n_positions", "layer_norm_epsilon",
+                                        "activation_function", "scale_attn_weights",
+                                        "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", NULL};
+static const char *const gpt2_harmless[] = {
+    "n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout",
+    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "gradient_checkpointing",
+    NULL};
+static const dfl__key_alias gpt2_aliases[] = {
+    {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"}, {"n_head", "num_attention_heads"},
+    {"n_inner", "intermediate_size"}, {"n_positions", "max_position_embeddings"},
+    {"layer_norm_epsilon", "rms_norm_eps"}, {"activation_function", "hidden_act"}, {NULL, NULL}};
+static const dfl__refused_key gpt2_refused[] = {
+    {"add_cross_attention", "\"add_cross_attention\": GPT-2 blocks with cross-attention over an encoder are not "
+                            "implemented (model_type %s)"},
+    {"sliding_window", "\"sliding_window\" is not a %s key"},
+    {NULL, NULL}};
+
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
     {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
@@ -134,6 +155,10 @@ static const dfl__family families[] = {
     {.model_type = "diff_transformer", .attn = DFL_MODEL_DIFF_TRANSFORMER, .keys = diff_keys, .refused = no_window,
      .rope_interleaved = 1},
     {.model_type = "diffllama", .attn = DFL_MODEL_DIFFLLAMA, .keys = diff_keys, .refused = no_window},
+    /* GPT2Config: tie_word_embeddings true, n_inner null = 4·n_embd, gelu_new */
+    {.model_type = "gpt2", .attn = DFL_MODEL_LLAMA, .keys = gpt2_keys, .harmless = gpt2_harmless,
+     .refused = gpt2_refused, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_GPT2,
+     .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new"},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -153,7 +178,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

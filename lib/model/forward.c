@@ -10,6 +10,7 @@
 
 #include "model/family.h"
 #include "model/kernels.h"
+#include "model/kernels_norm.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -64,7 +65,7 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     attn_geom g = make_geom(c);
     double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
-    double mlp = 3.0 * D * F;
+    double mlp = (dfl__family_of(c)->mlp == DFL__MLP_GELU ? 2.0 : 3.0) * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
     double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
     for (int64_t l = 0; l < c->num_layers; l++) {
@@ -104,6 +105,8 @@ typedef struct fwd_ws {
     float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
     float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
     float *logits;          /* [LM_HEAD_ROWS, V] */
+    float *fused;           /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
+    size_t scratch_n;       /* floats of scratch */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
 } fwd_ws;
@@ -118,6 +121,10 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     size_t mr = t < (size_t)mlp_rows ? t : (size_t)mlp_rows, H = (size_t)g->heads;
     int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
     if (g->att_ld > wide) wide = g->att_ld;
+    int fused = dfl__family_of(c)->layout == DFL__LAYOUT_GPT2;
+    size_t qkv = (size_t)(g->q_ld + g->k_ld + g->v_ld);
+    if ((int64_t)qkv > wide) wide = (int64_t)qkv;
+    w->scratch_n = dfl_matmul_scratch(wide);
     size_t n = 0;
     int ok = 1;
     /* field: a·b elements of type */
@@ -149,6 +156,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(qmax, H, 2, float);
     BUF(tmax, (size_t)dfl_forward_max_threads(), H * 2, float);
     BUF(logits, need_logits ? (size_t)LM_HEAD_ROWS : 0, (size_t)c->vocab_size, float);
+    BUF(fused, fused ? t : 0, qkv, float);
 #undef BUF
     w->nbufs = n;
     return ok;
@@ -350,6 +358,50 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     return s;
 }
 
+/* ------------------------------------------------------------ GPT-2 block */
+
+/* One GPT-2 block (modeling_gpt2.py GPT2Block): x += c_proj(attn(ln_1(x))), then
+ * x += mlp.c_proj(gelu(mlp.c_fc(ln_2(x)))); Conv1D weights [in, out], all with biases;
+ * c_attn gives q | k | v in its columns. Scores are q·k / √d (scale_attn_weights) and
+ * / (l + 1) under scale_attn_by_inverse_layer_idx. */
+static dfl_status block_gpt2(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                             int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    const dfl_layer_weights *lw = &m->layers[l];
+    const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
+    const float eps = (float)c->rms_norm_eps;
+    dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
+    dfl_matmul_wmat_io(w->fused, w->xn, &lw->wqkv, T, w->scratch, w->scratch_n);
+    dfl_add_bias(w->fused, lw->bqkv, T, qkv);
+    for (int64_t t = 0; t < T; t++) {
+        const float *r = w->fused + t * qkv;
+        memcpy(w->q + t * g->q_ld, r, (size_t)g->q_ld * sizeof(float));
+        memcpy(w->k + t * g->k_ld, r + g->q_ld, (size_t)g->k_ld * sizeof(float));
+        memcpy(w->v + t * g->v_ld, r + g->q_ld + g->k_ld, (size_t)g->v_ld * sizeof(float));
+    }
+    attn_geom gl = *g;
+    if (c->attn_unscaled) gl.scale = 1.0f;
+    if (c->attn_scale_by_layer) gl.scale = (float)((double)gl.scale / (double)(l + 1));
+    dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (s) return s;
+    dfl_matmul_wmat_io(w->tmp, w->att, &lw->wo, T, w->scratch, w->scratch_n);
+    dfl_add_bias(w->tmp, lw->bo, T, D);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+        int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
+        dfl_matmul_wmat_io(w->gate, w->xn + r0 * D, &lw->w_up, n, w->scratch, w->scratch_n);
+        dfl_add_bias(w->gate, lw->b_up, n, F);
+        if (c->act == DFL_ACT_GELU) dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
+        else dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
+        dfl_matmul_wmat_io(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch, w->scratch_n);
+    }
+    dfl_add_bias(w->tmp, lw->b_down, T, D);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    return DFL_OK;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 dfl_forward_opts dfl_forward_opts_default(void)
@@ -377,12 +429,16 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         return dfl__fail(err, DFL_ERR_CONFIG, "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
                          "original context (%lld); dynamic NTK scaling past it is not implemented",
                          (long long)T, (long long)c->rope_original_max_pos);
+    const dfl__family *fam = dfl__family_of(c);
+    if (m->pos_embed.data && T > m->pos_embed.rows)
+        return dfl__fail(err, DFL_ERR_CONFIG, "a sequence of %lld tokens is longer than the model's %lld learned "
+                         "positions (n_positions)", (long long)T, (long long)m->pos_embed.rows);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
-    const dfl_wmat *wg = &m->layers[0].w_gate;
+    const dfl_wmat *wg = fam->mlp == DFL__MLP_SWIGLU ? &m->layers[0].w_gate : &m->layers[0].w_up;
     int64_t mlp_rows = wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS
                                                                                                 : MLP_ROWS_CONVERTED;
     fwd_ws w;
@@ -396,10 +452,19 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, g.dq, T);
 
     for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
+    if (m->pos_embed.data) {   /* learned positions (gpt2 wpe): x[t] += wpe[t] */
+        dfl_wmat_rows(&m->pos_embed, 0, T, w.tmp);
+        dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
+    }
 
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        if (fam->layout == DFL__LAYOUT_GPT2) {
+            if ((s = block_gpt2(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err))) break;
+            if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
+            continue;
+        }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
@@ -430,7 +495,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     }
 
     /* Final norm, then the LM head in row blocks: [T, V] is never held at once. */
-    if (s == DFL_OK) dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+    if (s == DFL_OK && fam->norm == DFL__NORM_LAYER)
+        dfl_layernorm(w.xn, w.x, m->final_norm, m->final_norm_b, T, D, (float)c->rms_norm_eps);
+    else if (s == DFL_OK)
+        dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);

@@ -228,6 +228,59 @@ static dfl_status parse_window(const cJSON *root, const char *label, const dfl__
     return DFL_OK;
 }
 
+/* A family's own names of common keys (GPT-2's n_embd...): added to root under the
+ * common name, so the rest of parsing reads one set of names. Both given is refused
+ * (which one would be meant?). */
+static dfl_status apply_aliases(cJSON *root, const dfl__family *f, const char *label, dfl_error *err)
+{
+    for (const dfl__key_alias *a = f->aliases; a && a->key; a++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, a->key);
+        if (!v) continue;
+        if (cJSON_GetObjectItemCaseSensitive(root, a->as))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: both \"%s\" and \"%s\" are given (for model_type %s they "
+                             "are one key)", label, a->key, a->as, f->model_type);
+        cJSON *dup = cJSON_Duplicate(v, 1);
+        if (!dup || !cJSON_AddItemToObject(root, a->as, dup)) {
+            cJSON_Delete(dup);
+            return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        }
+    }
+    return DFL_OK;
+}
+
+/* The keys of a family with a GELU MLP: its activation (the family's default when
+ * absent), and GPT-2's attention scaling (modeling_gpt2.py eager_attention_forward:
+ * scale_attn_weights divides by √d, scale_attn_by_inverse_layer_idx by layer + 1;
+ * reorder_and_upcast_attn only computes the same scores in f32, as difflens always does). */
+static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c,
+                                    dfl_error *err)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : f->act_default;
+    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) c->act = DFL_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu")) c->act = DFL_ACT_GELU;
+    else
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported for model_type %s (gelu, "
+                         "gelu_new, gelu_pytorch_tanh, gelu_fast)", label, a, f->model_type);
+    if (f->layout != DFL__LAYOUT_GPT2) return DFL_OK;
+    int scaled, by_layer, upcast;
+    dfl_status s;
+    if ((s = get_bool(root, "scale_attn_weights", 1, label, &scaled, err))) return s;
+    if ((s = get_bool(root, "scale_attn_by_inverse_layer_idx", 0, label, &by_layer, err))) return s;
+    if ((s = get_bool(root, "reorder_and_upcast_attn", 0, label, &upcast, err))) return s;
+    /* GPT2Config's defaults: layer_norm_epsilon 1e-5, n_positions 1024 */
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+    if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5;
+    (void)upcast;   /* read for its type; the same maths either way */
+    c->attn_unscaled = !scaled;
+    c->attn_scale_by_layer = by_layer;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings")) c->max_position_embeddings = 1024;
+    if (c->max_position_embeddings < 1)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s needs \"n_positions\" >= 1 (the rows of wpe)",
+                         label, f->model_type);
+    return DFL_OK;
+}
+
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl_config *cfg, dfl_error *err)
 {
     /* as Python's json (Hugging Face): the last of duplicate keys wins; nothing may
@@ -257,7 +310,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       dfl__family_names());
         goto done;
     }
-    if (f->norm != DFL__NORM_RMS || f->mlp != DFL__MLP_SWIGLU) {   /* an entry ahead of its kernels */
+    if (f->norm > DFL__NORM_LAYER || f->mlp > DFL__MLP_GELU) {   /* an entry ahead of its kernels */
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
                       f->model_type);
         goto done;
@@ -266,10 +319,12 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     snprintf(c.model_type, sizeof c.model_type, "%s", f->model_type);
     const dfl__attn_variant *av = dfl__attn_of(&c);
     if ((s = check_keys(root, f, label, err))) goto done;
+    if ((s = apply_aliases(root, f, label, err))) goto done;
 
     if ((s = get_int(root, "vocab_size", -1, DIM_MAX, label, &c.vocab_size, err))) goto done;
     if ((s = get_int(root, "hidden_size", -1, DIM_MAX, label, &c.hidden_size, err))) goto done;
-    if ((s = get_int(root, "intermediate_size", -1, DIM_MAX, label, &c.intermediate_size, err))) goto done;
+    int64_t def_ffn = f->ffn_mult && c.hidden_size <= DIM_MAX / f->ffn_mult ? f->ffn_mult * c.hidden_size : -1;
+    if ((s = get_int(root, "intermediate_size", def_ffn, DIM_MAX, label, &c.intermediate_size, err))) goto done;
     if ((s = get_int(root, "num_hidden_layers", -1, 4096, label, &c.num_layers, err))) goto done;
     if ((s = get_int(root, "num_attention_heads", -1, 4096, label, &c.num_heads, err))) goto done;
     if ((s = get_int(root, "num_key_value_heads", c.num_heads, 4096, label, &c.num_kv_heads, err))) goto done;
@@ -311,7 +366,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_num(root, "rope_theta", 10000.0, label, &c.rope_theta, err))) goto done;
     if (!(c.rms_norm_eps >= 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label); goto done; }
     if ((s = get_bool(root, "rope_interleaved", f->rope_interleaved, label, &c.rope_interleaved, err))) goto done;
-    if ((s = get_bool(root, "tie_word_embeddings", 0, label, &c.tie_word_embeddings, err))) goto done;
+    if ((s = get_bool(root, "tie_word_embeddings", f->tied_default, label, &c.tie_word_embeddings, err))) goto done;
     if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err))) goto done;
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
     if (cJSON_IsNumber(bos) && isinf(bos->valuedouble)) {
@@ -334,7 +389,9 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_bool(root, "mlp_bias", 0, label, &flag, err))) goto done;
     if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
+    if (f->mlp != DFL__MLP_SWIGLU) {
+        if ((s = parse_gelu_family(root, f, label, &c, err))) goto done;
+    } else if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported (only silu)", label,
                       cJSON_IsString(act) ? act->valuestring : "?");
         goto done;
@@ -548,6 +605,61 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     return DFL_OK;
 }
 
+/* GPT-2 (modeling_gpt2.py): the tensors as published — h.{l}.ln_1, attn.c_attn (q | k |
+ * v fused), attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj; wte, wpe, ln_f — at the top level
+ * (openai-community/gpt2) or under "transformer." (what save_pretrained writes for
+ * GPT2LMHeadModel). Conv1D weights are [in, out]; every one has a bias. */
+static dfl_status bind_gpt2(binder *b, const char *pre, dfl_error *err)
+{
+    dfl_model *m = b->m;
+    const dfl_config *c = &m->config;
+    int64_t D = c->hidden_size, F = c->intermediate_size, P = c->max_position_embeddings;
+    dfl__attn_shape sh = dfl__attn_shape_of(c);
+    int64_t qkv = sh.q_ld + sh.k_ld + sh.v_ld;
+    char n[192];
+    dfl_status s;
+#define NAME(...) snprintf(n, sizeof n, __VA_ARGS__)
+    NAME("%swte.weight", pre);
+    if ((s = bind_mat(b, n, c->vocab_size, D, &m->embed, err))) return s;
+    NAME("%swpe.weight", pre);
+    if ((s = bind_mat(b, n, P, D, &m->pos_embed, err))) return s;
+    NAME("%sln_f.weight", pre);
+    if ((s = bind(b, n, D, 0, &m->final_norm, err))) return s;
+    NAME("%sln_f.bias", pre);
+    if ((s = bind(b, n, D, 0, &m->final_norm_b, err))) return s;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        dfl_layer_weights *w = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, "%sh.%lld.", pre, (long long)l);
+#define VEC(field, suffix, d0)                                             \
+    do {                                                                   \
+        NAME("%s%s", p, suffix);                                           \
+        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;             \
+    } while (0)
+#define MAT(field, suffix, d0, d1)                                         \
+    do {                                                                   \
+        NAME("%s%s", p, suffix);                                           \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;        \
+    } while (0)
+        VEC(attn_norm, "ln_1.weight", D);
+        VEC(attn_norm_b, "ln_1.bias", D);
+        MAT(wqkv, "attn.c_attn.weight", D, qkv);
+        VEC(bqkv, "attn.c_attn.bias", qkv);
+        MAT(wo, "attn.c_proj.weight", sh.att_ld, D);
+        VEC(bo, "attn.c_proj.bias", D);
+        VEC(mlp_norm, "ln_2.weight", D);
+        VEC(mlp_norm_b, "ln_2.bias", D);
+        MAT(w_up, "mlp.c_fc.weight", D, F);
+        VEC(b_up, "mlp.c_fc.bias", F);
+        MAT(w_down, "mlp.c_proj.weight", F, D);
+        VEC(b_down, "mlp.c_proj.bias", D);
+#undef VEC
+#undef MAT
+    }
+#undef NAME
+    return DFL_OK;
+}
+
 static char *join_path(const char *dir, const char *file)
 {
     size_t n = strlen(dir) + strlen(file) + 2;
@@ -556,13 +668,21 @@ static char *join_path(const char *dir, const char *file)
     return p;
 }
 
-/* Tensors a checkpoint may carry that are derived from the config, not weights:
- * RoPE frequencies that older exports saved as buffers. */
-static int derived_buffer(const char *name)
+static int ends_with(const char *name, const char *suffix)
 {
-    const char *suffix = "rotary_emb.inv_freq";
     size_t n = strlen(name), k = strlen(suffix);
     return n >= k && !strcmp(name + n - k, suffix);
+}
+
+/* Tensors a checkpoint may carry that are derived from the config, not weights:
+ * RoPE frequencies that older exports saved as buffers; GPT-2's causal mask buffers
+ * (h.{l}.attn.bias, [1, 1, n_positions, n_positions], and attn.masked_bias, the fill
+ * value), which openai-community/gpt2 ships. */
+static int derived_buffer(const dfl__family *f, const char *name)
+{
+    if (f && f->layout == DFL__LAYOUT_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")))
+        return 1;
+    return ends_with(name, "rotary_emb.inv_freq");
 }
 
 /* Every tensor of the set that no binding used: refused (one line naming them), or,
@@ -573,7 +693,7 @@ static dfl_status check_unused(binder *b, int allow, dfl_error *err)
     char names[400] = "";
     for (size_t i = 0; i < n; i++) {
         const dfl_tensor *t = dfl_st_set_at(b->set, i);
-        int used = derived_buffer(t->name);
+        int used = derived_buffer(dfl__family_of(&b->m->config), t->name);
         for (size_t j = 0; j < b->n_used && !used; j++) used = b->used[j] == t;
         if (used) continue;
         if (allow) {
@@ -617,13 +737,22 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     if ((s = dfl_st_set_open(dir, &b.set, err))) goto fail;
 
     const dfl_config *c = &m->config;
-    if ((s = bind_mat(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
-    if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
+    const dfl__family *fam = dfl__family_of(c);
+    m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
+    if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
+    const char *embed_name = "model.embed_tokens.weight";
+    if (fam->layout == DFL__LAYOUT_GPT2) {
+        embed_name = dfl_st_set_find(b.set, "transformer.wte.weight") ? "transformer.wte.weight" : "wte.weight";
+        if ((s = bind_gpt2(&b, embed_name[0] == 't' ? "transformer." : "", err))) goto fail;
+    } else {
+        if ((s = bind_mat(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
+        if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
+    }
     /* Tied models may still ship lm_head.weight: used only when it is a byte-for-byte
      * copy of the embedding (what tying means); anything else is reported unused. */
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
-        const dfl_tensor *e = dfl_st_set_find(b.set, "model.embed_tokens.weight");
+        const dfl_tensor *e = dfl_st_set_find(b.set, embed_name);
         const dfl_tensor *h = dfl_st_set_find(b.set, "lm_head.weight");
         if (h && h->dtype == e->dtype && h->nbytes == e->nbytes && !memcmp(h->data, e->data, e->nbytes) &&
             (s = mark_used(&b, h, err)))
@@ -631,9 +760,7 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     } else if ((s = bind_mat(&b, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err))) {
         goto fail;
     }
-    m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
-    if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
-    for (int64_t l = 0; l < c->num_layers; l++)
+    for (int64_t l = 0; fam->layout == DFL__LAYOUT_LLAMA && l < c->num_layers; l++)
         if ((s = bind_layer(&b, l, err))) goto fail;
     if ((s = check_unused(&b, opts && opts->allow_unused, err))) goto fail;
     m->tensors = b.set;   /* kept open: the weights point into the mapping */

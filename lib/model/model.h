@@ -29,6 +29,9 @@ typedef enum dfl_model_type {
  * longer sequences are refused by the forward pass. */
 typedef enum dfl_rope_kind { DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC } dfl_rope_kind;
 typedef enum dfl_kv_pairing { DFL_KV_FLASH = 0, DFL_KV_NAIVE } dfl_kv_pairing;
+/* SiLU (SwiGLU families); GELU's tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast) or
+ * exact erf form (gelu). */
+typedef enum dfl_act { DFL_ACT_SILU = 0, DFL_ACT_GELU_TANH, DFL_ACT_GELU } dfl_act;
 
 typedef struct dfl_config {
     dfl_model_type type;        /* qwen2, qwen3 and mistral run as DFL_MODEL_LLAMA */
@@ -56,6 +59,9 @@ typedef struct dfl_config {
     int qk_norm;                       /* qwen3: RMSNorm over each head of q and k before RoPE */
     int64_t sliding_window;            /* W > 0: layers >= window_from see keys i − W < j <= i */
     int64_t window_from;               /* first windowed layer (Qwen2's max_window_layers) */
+    dfl_act act;                       /* the MLP's activation (hidden_act, GPT-2's activation_function) */
+    int attn_unscaled;                 /* gpt2 scale_attn_weights false: scores q·k, no 1/√d */
+    int attn_scale_by_layer;           /* gpt2 scale_attn_by_inverse_layer_idx: layer l's scores / (l + 1) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -96,6 +102,12 @@ typedef struct dfl_layer_weights {
     dfl_wmat w_gate;     /* [F, D] */
     dfl_wmat w_up;       /* [F, D] */
     dfl_wmat w_down;     /* [D, F] */
+    /* GPT-2 (model/family.h DFL__LAYOUT_GPT2): Conv1D weights stored [in, out] — wqkv
+     * [D, 3D] (c_attn: q | k | v columns), wo [D, D], w_up [D, F] (c_fc), w_down [F, D]
+     * (mlp.c_proj); w_gate unused; every projection and norm has a bias. */
+    dfl_wmat wqkv;
+    float *bqkv, *bo, *b_up, *b_down;  /* [3D], [D], [F], [D] */
+    float *attn_norm_b, *mlp_norm_b;   /* [D] LayerNorm biases */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;
@@ -107,6 +119,8 @@ typedef struct dfl_model {
     dfl_wmat embed;             /* [V, D] */
     float *final_norm;          /* [D] */
     dfl_wmat lm_head;           /* [V, D]; the same view as embed when tied */
+    dfl_wmat pos_embed;         /* [max_position_embeddings, D] learned positions (gpt2 wpe); data NULL otherwise */
+    float *final_norm_b;        /* [D] final LayerNorm bias (gpt2 ln_f); NULL otherwise */
     dfl_layer_weights *layers;  /* [L] */
     float **owned;              /* converted small vectors, for freeing */
     size_t n_owned;

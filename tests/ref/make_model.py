@@ -27,7 +27,9 @@ import sys
 
 import numpy as np
 
-TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral")
+import families  # noqa: E402  (gpt2...: configs and weights in their own layout)
+
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral") + families.TYPES
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -167,6 +169,18 @@ PUBLISHED = {
         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
         "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.48.0",
         "use_cache": True, "vocab_size": 32000}),
+    # openai-community/gpt2 (GPT-2 small): GPT2Config's own key names, no n_inner (4·n_embd),
+    # tied head; one F32 model.safetensors without the "transformer." prefix, with the
+    # h.{l}.attn.bias causal-mask buffers
+    "gpt2": (1, {
+        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+        "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+        "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
+        "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
+        "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
+        "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True,
+                                                                               "max_length": 50}},
+        "vocab_size": 50257}),
 }
 
 
@@ -178,14 +192,21 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
     set to `window` when given. Returns (config, hub shard count)."""
     shards, cfg = PUBLISHED[name]
     cfg = json.loads(json.dumps(cfg))
-    H0, Hkv0 = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    # the family's names of the common keys (GPT-2's n_head...); None: not in its config
+    names = families.KEY_NAMES.get(cfg["model_type"], {})
+    key = {k: names.get(k, k) for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                        "hidden_size", "intermediate_size", "head_dim")}
+    H0 = cfg[key["num_attention_heads"]]
+    Hkv0 = (key["num_key_value_heads"] and cfg.get(key["num_key_value_heads"])) or H0
     heads = heads or 4
     kv_heads = kv_heads or max(1, heads * Hkv0 // H0)
     hd = head_dim or 8
-    cfg.update({"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-                "hidden_size": hidden or heads * hd, "intermediate_size": ffn or 3 * (hidden or heads * hd),
-                "vocab_size": vocab})
-    if "head_dim" in cfg or head_dim is not None:
+    for k, v in (("num_hidden_layers", layers), ("num_attention_heads", heads), ("num_key_value_heads", kv_heads),
+                 ("hidden_size", hidden or heads * hd), ("intermediate_size", ffn or 3 * (hidden or heads * hd)),
+                 ("vocab_size", vocab)):
+        if key.get(k, k) and (k not in names or key[k] in cfg):
+            cfg[key.get(k, k)] = v
+    if key["head_dim"] and ("head_dim" in cfg or head_dim is not None):
         cfg["head_dim"] = hd
     for k in ("bos_token_id", "eos_token_id"):
         if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
@@ -288,10 +309,13 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     return cfg
 
 
-def make_weights(cfg, seed=0, subln=True):
-    """List of (name, float32 array) in a fixed order for config dict cfg."""
-    rng = np.random.default_rng(seed)
+def make_weights(cfg, seed=0, subln=True, hub=False):
+    """List of (name, float32 array) in a fixed order for config dict cfg. hub: for the
+    families of families.py, named as the published checkpoint (with its buffers)."""
     mtype = cfg["model_type"]
+    if mtype in families.TYPES:
+        return families.make_weights(cfg, seed, hub)
+    rng = np.random.default_rng(seed)
     D = cfg["hidden_size"]
     F = cfg["intermediate_size"]
     V = cfg["vocab_size"]
@@ -399,10 +423,16 @@ def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_
                ffn=None, vocab=97, dtype="f32", seed=0, tied=False, shards=1,
                kv_pairing=None, lambda_init=None, rope_theta=10000.0, max_pos=256,
                rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None,
-               sliding_window=None, max_window_layers=None):
-    """Create a model directory; returns its config dict."""
+               sliding_window=None, max_window_layers=None, family_keys=None):
+    """Create a model directory; returns its config dict. family_keys: config keys of a
+    families.py family (gpt2: scale_attn_by_inverse_layer_idx...) set as given."""
     if dtype not in DTYPES:
         raise ValueError("dtype must be one of %s" % (DTYPES,))
+    if mtype in families.TYPES:
+        cfg = families.make_config(mtype, layers, hidden, heads, ffn=ffn, vocab=vocab,
+                                   tied=tied or None, max_pos=max_pos, extra=family_keys)
+        write_model(outdir, cfg, make_weights(cfg, seed), dtype, shards)
+        return cfg
     cfg = make_config(mtype, layers, hidden, heads, kv_heads=kv_heads, head_dim=head_dim,
                       ffn=ffn, vocab=vocab, tied=tied, kv_pairing=kv_pairing,
                       lambda_init=lambda_init, rope_theta=rope_theta, max_pos=max_pos,

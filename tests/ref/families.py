@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""families.py — the published families beyond the Llama layout, for the reference
+(reference.py dispatches to these) and for make_model.py (configs and weights).
+
+Each family is written from the published Hugging Face modelling code, in float64:
+
+  gpt2   transformers src/transformers/models/gpt2/modeling_gpt2.py (GPT2Model,
+         GPT2Block, GPT2Attention, GPT2MLP, eager_attention_forward) and
+         configuration_gpt2.py (GPT2Config: n_embd, n_layer, n_head, n_inner = 4·n_embd
+         when null, n_positions, layer_norm_epsilon 1e-5, activation_function gelu_new,
+         scale_attn_weights, scale_attn_by_inverse_layer_idx, tie_word_embeddings true).
+         pytorch_utils.py Conv1D: y = x @ W + b with W stored [in, out].
+         activations.py NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+
+Not from difflens's C code.
+"""
+import math
+
+import numpy as np
+
+TYPES = ("gpt2",)
+
+# config.json names of the common keys, per family (GPT2Config.attribute_map); None:
+# the family's published config has no such key.
+KEY_NAMES = {
+    "gpt2": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd",
+             "intermediate_size": "n_inner", "num_key_value_heads": None, "head_dim": None},
+}
+
+
+# ---------------------------------------------------------------------------
+# kernels (float64)
+# ---------------------------------------------------------------------------
+
+def layernorm(x, w, b, eps):
+    """torch.nn.LayerNorm over the last axis: biased variance, gain w, bias b."""
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def gelu_tanh(x):
+    """NewGELUActivation (gelu_new) = GELUActivation(approximate="tanh")."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+    """GELUActivation (gelu): 0.5·x·(1 + erf(x/√2))."""
+    from math import erf
+    return 0.5 * x * (1.0 + np.vectorize(erf)(x / math.sqrt(2.0)))
+
+
+def activation(name):
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return gelu_tanh
+    if name == "gelu":
+        return gelu_erf
+    raise ValueError("activation %r is not supported" % name)
+
+
+# ---------------------------------------------------------------------------
+# config
+# ---------------------------------------------------------------------------
+
+def init(m, cfg):
+    """Fill reference.Model m from a config of one of TYPES."""
+    if m.arch == "gpt2":
+        m.type = "llama"                    # softmax heads (the dump's model_type)
+        if cfg.get("add_cross_attention"):
+            raise ValueError("add_cross_attention is not supported")
+        m.V = cfg["vocab_size"]
+        m.D = cfg["n_embd"]
+        m.F = cfg.get("n_inner") or 4 * m.D
+        m.L = cfg["n_layer"]
+        m.H = m.Hkv = cfg["n_head"]
+        m.hd = m.D // m.H
+        m.eps = cfg.get("layer_norm_epsilon", 1e-5)
+        m.act = activation(cfg.get("activation_function", "gelu_new"))
+        m.tied = bool(cfg.get("tie_word_embeddings", True))
+        m.P = cfg["n_positions"]
+        m.scale_weights = cfg.get("scale_attn_weights", True)
+        m.scale_by_layer = bool(cfg.get("scale_attn_by_inverse_layer_idx", False))
+        m.prefix = "transformer." if "transformer.wte.weight" in m.t else ""
+        m.windows = [0] * m.L
+        m.rope_limit = None
+        return
+    raise ValueError("unknown model_type %r" % m.arch)
+
+
+# ---------------------------------------------------------------------------
+# forward passes
+# ---------------------------------------------------------------------------
+
+def forward(m, tokens, quant=None):
+    """reference.forward for the families here (same result keys)."""
+    import reference
+    if m.arch == "gpt2":
+        return forward_gpt2(m, tokens, quant, reference)
+    raise ValueError("unknown model_type %r" % m.arch)
+
+
+def _quant_for_layer(quant, run_raw):
+    """quant as reference.causal_softmax takes it; "tensor" needs the layer's absmax
+    over every map's causal logits from an unquantized pass."""
+    if quant is not None and quant[1] == "tensor":
+        return (quant[0], float(np.abs(run_raw()).max()))
+    return quant
+
+
+def attn_gpt2(m, l, h, quant, ref):
+    """GPT2Attention: c_attn (Conv1D) → q | k | v split along the columns, heads of
+    hd = D/H; scores q·k · (1/√hd if scale_attn_weights) · (1/(l+1) if
+    scale_attn_by_inverse_layer_idx); causal softmax; c_proj (Conv1D)."""
+    p = m.prefix + "h.%d.attn." % l
+    T, D, H, hd = h.shape[0], m.D, m.H, m.hd
+    qkv = h @ m.t[p + "c_attn.weight"] + m.t[p + "c_attn.bias"]          # [T, 3D]
+    q, k, v = (qkv[:, i * D:(i + 1) * D].reshape(T, H, hd) for i in range(3))
+    scale = hd ** -0.5 if m.scale_weights else 1.0
+    if m.scale_by_layer:
+        scale /= float(l + 1)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i], scale, quant)
+        out[:, i] = maps[i] @ v[:, i]
+    y = out.reshape(T, D) @ m.t[p + "c_proj.weight"] + m.t[p + "c_proj.bias"]
+    return y, {"map1": maps, "scores": scores}
+
+
+def forward_gpt2(m, tokens, quant, ref):
+    """GPT2Model: x = wte[tokens] + wpe[0..T); per block x += attn(ln_1(x)),
+    x += mlp(ln_2(x)) with mlp = c_proj(act(c_fc(·))); ln_f; logits = x · wteᵀ (tied)."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = len(tokens)
+    if T > m.P:
+        raise ValueError("longer than n_positions")
+    t, pre = m.t, m.prefix
+    x = t[pre + "wte.weight"][tokens] + t[pre + "wpe.weight"][:T]
+    per, hidden = {}, []
+    for l in range(m.L):
+        p = pre + "h.%d." % l
+        hn = layernorm(x, t[p + "ln_1.weight"], t[p + "ln_1.bias"], m.eps)
+        q = _quant_for_layer(quant, lambda: attn_gpt2(m, l, hn, None, ref)[1]["scores"])
+        y, maps = attn_gpt2(m, l, hn, q, ref)
+        x = x + y
+        hh = layernorm(x, t[p + "ln_2.weight"], t[p + "ln_2.bias"], m.eps)
+        u = m.act(hh @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
+        x = x + u @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = layernorm(x, t[pre + "ln_f.weight"], t[pre + "ln_f.bias"], m.eps)
+    head = t[pre + "wte.weight"] if m.tied else t["lm_head.weight"]
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden),
+         "visible": np.stack([ref.visible(T, w) for w in m.windows])}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
+# ---------------------------------------------------------------------------
+# make_model.py: configs and weights
+# ---------------------------------------------------------------------------
+
+def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max_pos=256, extra=None):
+    """A config.json dict with the family's own key names (GPT2Config's)."""
+    if mtype == "gpt2":
+        cfg = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": vocab,
+               "n_embd": hidden, "n_layer": layers, "n_head": heads, "n_inner": ffn,
+               "n_positions": max_pos, "n_ctx": max_pos, "layer_norm_epsilon": 1e-5,
+               "activation_function": "gelu_new", "bos_token_id": 0, "eos_token_id": 1,
+               "attn_pdrop": 0.1, "embd_pdrop": 0.1, "resid_pdrop": 0.1,
+               "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
+               "reorder_and_upcast_attn": False, "torch_dtype": "float32"}
+        if tied is not None:
+            cfg["tie_word_embeddings"] = bool(tied)
+    else:
+        raise ValueError("unknown model_type %r" % mtype)
+    cfg.update(extra or {})
+    return cfg
+
+
+def make_weights(cfg, seed=0, hub=False):
+    """List of (name, float32 array) for a config of one of TYPES. hub: named and with
+    the buffers as the published checkpoint ships them (gpt2: no prefix, the causal-mask
+    buffers h.{l}.attn.bias); else as save_pretrained writes GPT2LMHeadModel
+    ("transformer." prefix)."""
+    rng = np.random.default_rng(seed)
+
+    def lin(n_in, n_out):      # Conv1D: [in, out]
+        return (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+
+    def gain(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    def bias(n, s=0.2):        # large enough that dropping one moves the logits
+        return (s * rng.standard_normal(n)).astype(np.float32)
+
+    mtype = cfg["model_type"]
+    if mtype != "gpt2":
+        raise ValueError("unknown model_type %r" % mtype)
+    V, D, L, P = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["n_positions"]
+    F = cfg.get("n_inner") or 4 * D
+    pre = "" if hub else "transformer."
+    t = [(pre + "wte.weight", rng.standard_normal((V, D)).astype(np.float32)),
+         (pre + "wpe.weight", (0.5 * rng.standard_normal((P, D))).astype(np.float32))]
+    for l in range(L):
+        p = pre + "h.%d." % l
+        t += [(p + "ln_1.weight", gain(D)), (p + "ln_1.bias", bias(D)),
+              (p + "attn.c_attn.weight", lin(D, 3 * D)), (p + "attn.c_attn.bias", bias(3 * D)),
+              (p + "attn.c_proj.weight", lin(D, D)), (p + "attn.c_proj.bias", bias(D)),
+              (p + "ln_2.weight", gain(D)), (p + "ln_2.bias", bias(D)),
+              (p + "mlp.c_fc.weight", lin(D, F)), (p + "mlp.c_fc.bias", bias(F)),
+              (p + "mlp.c_proj.weight", lin(F, D)), (p + "mlp.c_proj.bias", bias(D))]
+        if hub:   # the causal mask GPT2Attention registered as a buffer
+            t.append((p + "attn.bias", np.tril(np.ones((P, P), np.float32))[None, None]))
+        else:
+            t.append((p + "attn.masked_bias", np.array(-1e4, np.float32)))
+    t += [(pre + "ln_f.weight", gain(D)), (pre + "ln_f.bias", bias(D))]
+    if not cfg.get("tie_word_embeddings", True):
+        t.append(("lm_head.weight", (rng.standard_normal((V, D)) / np.sqrt(D)).astype(np.float32)))
+    return t
