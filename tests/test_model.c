@@ -269,7 +269,9 @@ static void test_family_table(void **state)
         char json[512];
         snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
                  "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25}", mt);
+                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25%s}", mt,
+                 /* GPT-NeoX rotates int(head_dim · rotary_pct [0.25]) values: 1 is refused */
+                 strcmp(mt, "gpt_neox") ? "" : ", \"rotary_pct\": 0.5");
         dfl_config c;
         dfl_error e;
         if (parse(json, &c, &e)) fail_msg("%s: %s", mt, e.msg);
@@ -301,7 +303,7 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 7);
+    assert_int_equal(families, 8);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -348,6 +350,44 @@ static void test_config_gpt2(void **state)
     /* false is every switch's default elsewhere: add_cross_attention false is GPT-2's own */
     assert_int_equal(parse(GPT2 "\"add_cross_attention\": false}", &c, &e), DFL_OK);
 #undef GPT2
+}
+
+/* GPT-NeoX: GPTNeoXConfig's defaults (rotary_pct 0.25 of head_dim, rotary_emb_base
+ * 10000, parallel residual, biases, untied, layer_norm_eps 1e-5, gelu) and its names. */
+static void test_config_neox(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define NEOX "{\"model_type\": \"gpt_neox\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, " \
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+    assert_int_equal(parse(NEOX "\"classifier_dropout\": 0.1, \"hidden_dropout\": 0.0}", &c, &e), DFL_OK);
+    assert_int_equal(c.head_dim, 16);
+    assert_int_equal(c.rotary_dim, 4);
+    assert_true(c.rope_theta == 10000.0);
+    assert_int_equal(c.parallel_residual, 1);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_true(c.rms_norm_eps == 1e-5);
+    assert_int_equal(c.act, DFL_ACT_GELU);
+    assert_int_equal(parse(NEOX "\"rotary_pct\": 1.0, \"rotary_emb_base\": 500, \"use_parallel_residual\": false, "
+                           "\"attention_bias\": false, \"layer_norm_eps\": 0.5, \"hidden_act\": \"gelu_fast\"}", &c, &e),
+                     DFL_OK);
+    assert_int_equal(c.rotary_dim, 0);   /* all of each head */
+    assert_true(c.rope_theta == 500.0);
+    assert_int_equal(c.parallel_residual, 0);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_true(c.rms_norm_eps == 0.5);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    assert_int_equal(parse(NEOX "\"partial_rotary_factor\": 0.5}", &c, &e), DFL_OK);
+    assert_int_equal(c.rotary_dim, 8);
+    expect_refused(NEOX "\"rotary_pct\": 0.1}", DFL_ERR_CONFIG, "gives 1 rotary dimensions");
+    expect_refused(NEOX "\"rotary_pct\": 0}", DFL_ERR_CONFIG, "\"rotary_pct\" must be in (0, 1]");
+    expect_refused(NEOX "\"rotary_pct\": 0.5, \"partial_rotary_factor\": 0.5}", DFL_ERR_CONFIG, "both");
+    expect_refused(NEOX "\"rotary_emb_base\": 5, \"rope_theta\": 5}", DFL_ERR_CONFIG, "both");
+    expect_refused(NEOX "\"sliding_window\": 4}", DFL_ERR_CONFIG, "\"sliding_window\" is not a gpt_neox key");
+    expect_refused(NEOX "\"hidden_act\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
+#undef NEOX
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -492,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_config_key_rule),
         cmocka_unit_test(test_family_table),
         cmocka_unit_test(test_config_gpt2),
+        cmocka_unit_test(test_config_neox),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

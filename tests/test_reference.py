@@ -107,6 +107,15 @@ CASES = [
      "f16", 1, (19, 13)),
     ("gpt2-multiblock-f32", "gpt2", dict(heads=8, max_pos=160), "f32", 1, (150, 40)),
     ("pub-gpt2", "published", dict(name="gpt2", sizes=dict(heads=4, head_dim=16)), "f32", 1, (40, 17)),
+    # GPT-NeoX (Pythia; families.py from modeling_gpt_neox.py): per-head interleaved
+    # query_key_value, rotary on the first rotary_pct of each head, parallel residual or not
+    ("neox-parallel-bf16-sharded", "gpt_neox", dict(heads=4), "bf16", 2, (23, 14)),
+    ("neox-sequential-half-rotary-nobias-f16", "gpt_neox",
+     dict(heads=2, family_keys={"use_parallel_residual": False, "rotary_pct": 0.5, "attention_bias": False,
+                                "hidden_act": "gelu_new"}), "f16", 1, (19, 13)),
+    ("neox-tied-multiblock-f32", "gpt_neox", dict(heads=8, tied=True), "f32", 1, (150, 40)),
+    ("pub-pythia-1b", "published", dict(name="pythia-1b", sizes=dict(heads=4, head_dim=16)), "f16", 1,
+     (40, 17)),
 ]
 
 SUMMARY = []

@@ -143,6 +143,15 @@ static const dfl__refused_key gpt2_refused[] = {
     {"sliding_window", "\"sliding_window\" is not a %s key"},
     {NULL, NULL}};
 
+/* GPT-NeoX (configuration_gpt_neox.py, modeling_gpt_neox.py; EleutherAI's Pythia). */
+static const char *const neox_keys[] = {"layer_norm_eps", "rotary_pct", "partial_rotary_factor", "rotary_emb_base",
+                                        "use_parallel_residual", NULL};
+static const char *const neox_harmless[] = {"classifier_dropout", "hidden_dropout", "attention_probs_dropout_prob",
+                                            "hidden_dropout_prob", NULL};
+static const dfl__key_alias neox_aliases[] = {
+    {"layer_norm_eps", "rms_norm_eps"}, {"rotary_emb_base", "rope_theta"}, {"partial_rotary_factor", "rotary_pct"},
+    {NULL, NULL}};
+
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
     {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
@@ -159,6 +168,10 @@ static const dfl__family families[] = {
     {.model_type = "gpt2", .attn = DFL_MODEL_LLAMA, .keys = gpt2_keys, .harmless = gpt2_harmless,
      .refused = gpt2_refused, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_GPT2,
      .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new"},
+    /* GPTNeoXConfig: untied embed_out, gelu, biases unless attention_bias false */
+    {.model_type = "gpt_neox", .attn = DFL_MODEL_LLAMA, .keys = neox_keys, .harmless = neox_harmless,
+     .refused = no_window, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_NEOX,
+     .aliases = neox_aliases, .act_default = "gelu"},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -178,7 +191,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

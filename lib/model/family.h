@@ -49,9 +49,12 @@ typedef enum dfl__mlp_kind {
  * Llama's: model.layers.{l}.self_attn.q_proj... as PyTorch Linear [out, in], RoPE. */
 typedef enum dfl__layout {
     DFL__LAYOUT_LLAMA = 0,
-    DFL__LAYOUT_GPT2           /* h.{l}.attn.c_attn... (optionally under "transformer."):
+    DFL__LAYOUT_GPT2,          /* h.{l}.attn.c_attn... (optionally under "transformer."):
                                 * Conv1D weights stored [in, out], q|k|v fused in c_attn,
                                 * biases everywhere, learned positions wpe, no RoPE */
+    DFL__LAYOUT_NEOX           /* gpt_neox.layers.{l}.attention.query_key_value... as
+                                * Linear [out, in], q|k|v interleaved per head, biases,
+                                * partial rotate-half RoPE, embed_in / embed_out */
 } dfl__layout;
 
 /* A config key of the family that names a common key (GPT-2's n_embd is hidden_size):

@@ -121,7 +121,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     size_t mr = t < (size_t)mlp_rows ? t : (size_t)mlp_rows, H = (size_t)g->heads;
     int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
     if (g->att_ld > wide) wide = g->att_ld;
-    int fused = dfl__family_of(c)->layout == DFL__LAYOUT_GPT2;
+    int fused = dfl__family_of(c)->layout != DFL__LAYOUT_LLAMA;
     size_t qkv = (size_t)(g->q_ld + g->k_ld + g->v_ld);
     if ((int64_t)qkv > wide) wide = (int64_t)qkv;
     w->scratch_n = dfl_matmul_scratch(wide);
@@ -358,46 +358,96 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     return s;
 }
 
-/* ------------------------------------------------------------ GPT-2 block */
+/* ------------------------------------------- GPT-2 and GPT-NeoX blocks */
 
-/* One GPT-2 block (modeling_gpt2.py GPT2Block): x += c_proj(attn(ln_1(x))), then
- * x += mlp.c_proj(gelu(mlp.c_fc(ln_2(x)))); Conv1D weights [in, out], all with biases;
- * c_attn gives q | k | v in its columns. Scores are q·k / √d (scale_attn_weights) and
- * / (l + 1) under scale_attn_by_inverse_layer_idx. */
-static dfl_status block_gpt2(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
-                             int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+/* A projection of either storage: [in, out] (GPT-2's Conv1D) or [out, in] (Linear). */
+static void project(const fwd_ws *w, int io, float *y, const float *x, const dfl_wmat *wm, int64_t n)
+{
+    if (io) dfl_matmul_wmat_io(y, x, wm, n, w->scratch, w->scratch_n);
+    else dfl_matmul_wmat(y, x, wm, n, w->scratch);
+}
+
+static void add_bias(float *y, const float *b, int64_t n, int64_t d)
+{
+    if (b) dfl_add_bias(y, b, n, d);
+}
+
+/* The fused projection's row t into q, k, v: GPT-2's c_attn holds q | k | v in its
+ * columns; GPT-NeoX's query_key_value holds, per head h, q, k, v of hd each at h·3hd
+ * (modeling_gpt_neox.py: view(..., H, 3·hd), then chunk(3)). */
+static void split_qkv(fwd_ws *w, const attn_geom *g, int neox, int64_t T)
+{
+    const int64_t qkv = g->q_ld + g->k_ld + g->v_ld, hd = g->dq;
+    for (int64_t t = 0; t < T; t++) {
+        const float *r = w->fused + t * qkv;
+        if (!neox) {
+            memcpy(w->q + t * g->q_ld, r, (size_t)g->q_ld * sizeof(float));
+            memcpy(w->k + t * g->k_ld, r + g->q_ld, (size_t)g->k_ld * sizeof(float));
+            memcpy(w->v + t * g->v_ld, r + g->q_ld + g->k_ld, (size_t)g->v_ld * sizeof(float));
+            continue;
+        }
+        for (int64_t h = 0; h < g->n_qheads; h++) {
+            memcpy(w->q + t * g->q_ld + h * hd, r + h * 3 * hd, (size_t)hd * sizeof(float));
+            memcpy(w->k + t * g->k_ld + h * hd, r + h * 3 * hd + hd, (size_t)hd * sizeof(float));
+            memcpy(w->v + t * g->v_ld + h * hd, r + h * 3 * hd + 2 * hd, (size_t)hd * sizeof(float));
+        }
+    }
+}
+
+/* Rotate-half RoPE on the first rd values of each head of x[T, ld] (GPT-NeoX's partial
+ * rotary: the rest of the head passes through); tables of rd/2 angles per position. */
+static void rope_partial(float *x, int64_t T, int64_t ld, int64_t nh, int64_t hd, int64_t rd, const float *cos_t,
+                         const float *sin_t)
+{
+#pragma omp parallel for schedule(static) if (T > 16)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < nh; h++)
+            dfl_rope_row(x + t * ld + h * hd, 1, rd, cos_t + t * (rd / 2), sin_t + t * (rd / 2), 0);
+}
+
+/* One block of a LayerNorm / GELU-MLP family: GPT-2 (modeling_gpt2.py GPT2Block) or
+ * GPT-NeoX (modeling_gpt_neox.py GPTNeoXLayer). a = o(attn(ln_1(x))) with a fused q|k|v
+ * projection, m = down(act(up(ln_2(·)))), all with biases; x += a, then x += m(x), or
+ * x += a + m(x) under GPT-NeoX's use_parallel_residual (both norms of the same x).
+ * GPT-2's weights are Conv1D [in, out] and it has no RoPE; GPT-NeoX rotates the first
+ * rotary_dim values of each head. Scores are q·k / √d, and for GPT-2 1 without
+ * scale_attn_weights and / (l + 1) under scale_attn_by_inverse_layer_idx. */
+static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                           int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
 {
     const dfl_config *c = &m->config;
     const dfl_layer_weights *lw = &m->layers[l];
+    const int neox = dfl__family_of(c)->layout == DFL__LAYOUT_NEOX, io = !neox;
     const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
     const float eps = (float)c->rms_norm_eps;
     dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
-    dfl_matmul_wmat_io(w->fused, w->xn, &lw->wqkv, T, w->scratch, w->scratch_n);
-    dfl_add_bias(w->fused, lw->bqkv, T, qkv);
-    for (int64_t t = 0; t < T; t++) {
-        const float *r = w->fused + t * qkv;
-        memcpy(w->q + t * g->q_ld, r, (size_t)g->q_ld * sizeof(float));
-        memcpy(w->k + t * g->k_ld, r + g->q_ld, (size_t)g->k_ld * sizeof(float));
-        memcpy(w->v + t * g->v_ld, r + g->q_ld + g->k_ld, (size_t)g->v_ld * sizeof(float));
+    project(w, io, w->fused, w->xn, &lw->wqkv, T);
+    add_bias(w->fused, lw->bqkv, T, qkv);
+    split_qkv(w, g, neox, T);
+    if (neox) {
+        int64_t rd = c->rotary_dim ? c->rotary_dim : g->dq;
+        rope_partial(w->q, T, g->q_ld, g->n_qheads, g->dq, rd, w->cos_t, w->sin_t);
+        rope_partial(w->k, T, g->k_ld, g->n_kheads, g->dq, rd, w->cos_t, w->sin_t);
     }
     attn_geom gl = *g;
     if (c->attn_unscaled) gl.scale = 1.0f;
     if (c->attn_scale_by_layer) gl.scale = (float)((double)gl.scale / (double)(l + 1));
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
     if (s) return s;
-    dfl_matmul_wmat_io(w->tmp, w->att, &lw->wo, T, w->scratch, w->scratch_n);
-    dfl_add_bias(w->tmp, lw->bo, T, D);
+    project(w, io, w->tmp, w->att, &lw->wo, T);
+    add_bias(w->tmp, lw->bo, T, D);
+    if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
-    dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
-        dfl_matmul_wmat_io(w->gate, w->xn + r0 * D, &lw->w_up, n, w->scratch, w->scratch_n);
-        dfl_add_bias(w->gate, lw->b_up, n, F);
+        project(w, io, w->gate, w->xn + r0 * D, &lw->w_up, n);
+        add_bias(w->gate, lw->b_up, n, F);
         if (c->act == DFL_ACT_GELU) dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
         else dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
-        dfl_matmul_wmat_io(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch, w->scratch_n);
+        project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
-    dfl_add_bias(w->tmp, lw->b_down, T, D);
+    add_bias(w->tmp, lw->b_down, T, D);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
 }
@@ -448,8 +498,9 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     dfl_rope_params rp = {c->rope_theta, c->rope_kind, c->rope_factor, c->rope_low_freq_factor,
                           c->rope_high_freq_factor, c->rope_original_max_pos};
-    dfl_rope_inv_freq(w.inv_freq, g.dq, &rp);
-    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, g.dq, T);
+    int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq;   /* GPT-NeoX: the rotated part of a head */
+    dfl_rope_inv_freq(w.inv_freq, rd, &rp);
+    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
 
     for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
     if (m->pos_embed.data) {   /* learned positions (gpt2 wpe): x[t] += wpe[t] */
@@ -460,8 +511,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
-        if (fam->layout == DFL__LAYOUT_GPT2) {
-            if ((s = block_gpt2(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err))) break;
+        if (fam->layout != DFL__LAYOUT_LLAMA) {
+            if ((s = block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err))) break;
             if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
             continue;
         }

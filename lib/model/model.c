@@ -248,6 +248,26 @@ static dfl_status apply_aliases(cJSON *root, const dfl__family *f, const char *l
     return DFL_OK;
 }
 
+/* GPT-NeoX (GPTNeoXConfig, GPTNeoXAttention): rotary_pct [0.25] of each head rotated
+ * (rotary_ndims = int(head_size · rotary_pct), rotate-half), rotary_emb_base (read as
+ * rope_theta) [10000], use_parallel_residual [true], attention_bias [true]: biases of
+ * query_key_value and dense. */
+static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c, dfl_error *err)
+{
+    double pct;
+    dfl_status s;
+    if ((s = get_num(root, "rotary_pct", 0.25, label, &pct, err))) return s;
+    if (!(pct > 0 && pct <= 1))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rotary_pct\" must be in (0, 1] (got %g)", label, pct);
+    c->rotary_dim = (int64_t)((double)c->head_dim * pct);
+    if (c->rotary_dim < 2 || c->rotary_dim % 2)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: rotary_pct %g of head_dim %lld gives %lld rotary dimensions (an "
+                         "even number >= 2 is needed)", label, pct, (long long)c->head_dim, (long long)c->rotary_dim);
+    if (c->rotary_dim == c->head_dim) c->rotary_dim = 0;
+    if ((s = get_bool(root, "use_parallel_residual", 1, label, &c->parallel_residual, err))) return s;
+    return get_bool(root, "attention_bias", 1, label, &c->qkv_bias, err);
+}
+
 /* The keys of a family with a GELU MLP: its activation (the family's default when
  * absent), and GPT-2's attention scaling (modeling_gpt2.py eager_attention_forward:
  * scale_attn_weights divides by √d, scale_attn_by_inverse_layer_idx by layer + 1;
@@ -262,15 +282,16 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
     else
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported for model_type %s (gelu, "
                          "gelu_new, gelu_pytorch_tanh, gelu_fast)", label, a, f->model_type);
+    dfl_status s;
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
+    if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5;   /* GPT2Config's, GPTNeoXConfig's */
+    if (f->layout == DFL__LAYOUT_NEOX) return parse_neox(root, label, c, err);
     if (f->layout != DFL__LAYOUT_GPT2) return DFL_OK;
     int scaled, by_layer, upcast;
-    dfl_status s;
     if ((s = get_bool(root, "scale_attn_weights", 1, label, &scaled, err))) return s;
     if ((s = get_bool(root, "scale_attn_by_inverse_layer_idx", 0, label, &by_layer, err))) return s;
     if ((s = get_bool(root, "reorder_and_upcast_attn", 0, label, &upcast, err))) return s;
-    /* GPT2Config's defaults: layer_norm_epsilon 1e-5, n_positions 1024 */
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
-    if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5;
+    /* GPT2Config's default n_positions 1024 */
     (void)upcast;   /* read for its type; the same maths either way */
     c->attn_unscaled = !scaled;
     c->attn_scale_by_layer = by_layer;
@@ -385,7 +406,10 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     /* Refuse what we would otherwise compute wrongly. */
     int flag;
     if ((s = get_bool(root, "attention_bias", 0, label, &flag, err))) goto done;
-    if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: attention_bias = true is not supported", label); goto done; }
+    if (flag && f->layout == DFL__LAYOUT_LLAMA) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: attention_bias = true is not supported", label);
+        goto done;
+    }
     if ((s = get_bool(root, "mlp_bias", 0, label, &flag, err))) goto done;
     if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
@@ -660,6 +684,54 @@ static dfl_status bind_gpt2(binder *b, const char *pre, dfl_error *err)
     return DFL_OK;
 }
 
+/* GPT-NeoX (modeling_gpt_neox.py) as Pythia ships it: gpt_neox.embed_in,
+ * gpt_neox.layers.{l}.{input_layernorm, post_attention_layernorm, attention.
+ * query_key_value, attention.dense, mlp.dense_h_to_4h, mlp.dense_4h_to_h},
+ * gpt_neox.final_layer_norm; Linear weights [out, in] with biases. */
+static dfl_status bind_neox(binder *b, dfl_error *err)
+{
+    dfl_model *m = b->m;
+    const dfl_config *c = &m->config;
+    int64_t D = c->hidden_size, F = c->intermediate_size;
+    dfl__attn_shape sh = dfl__attn_shape_of(c);
+    int64_t qkv = sh.q_ld + sh.k_ld + sh.v_ld;
+    char n[192];
+    dfl_status s;
+    if ((s = bind_mat(b, "gpt_neox.embed_in.weight", c->vocab_size, D, &m->embed, err))) return s;
+    if ((s = bind(b, "gpt_neox.final_layer_norm.weight", D, 0, &m->final_norm, err))) return s;
+    if ((s = bind(b, "gpt_neox.final_layer_norm.bias", D, 0, &m->final_norm_b, err))) return s;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        dfl_layer_weights *w = &m->layers[l];
+#define VEC(field, suffix, d0)                                                                   \
+    do {                                                                                         \
+        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                  \
+        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;                                   \
+    } while (0)
+#define MAT(field, suffix, d0, d1)                                                               \
+    do {                                                                                         \
+        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                  \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;                              \
+    } while (0)
+        VEC(attn_norm, "input_layernorm.weight", D);
+        VEC(attn_norm_b, "input_layernorm.bias", D);
+        VEC(mlp_norm, "post_attention_layernorm.weight", D);
+        VEC(mlp_norm_b, "post_attention_layernorm.bias", D);
+        MAT(wqkv, "attention.query_key_value.weight", qkv, D);
+        MAT(wo, "attention.dense.weight", D, sh.att_ld);
+        if (c->qkv_bias) {
+            VEC(bqkv, "attention.query_key_value.bias", qkv);
+            VEC(bo, "attention.dense.bias", D);
+        }
+        MAT(w_up, "mlp.dense_h_to_4h.weight", F, D);
+        VEC(b_up, "mlp.dense_h_to_4h.bias", F);
+        MAT(w_down, "mlp.dense_4h_to_h.weight", D, F);
+        VEC(b_down, "mlp.dense_4h_to_h.bias", D);
+#undef VEC
+#undef MAT
+    }
+    return DFL_OK;
+}
+
 static char *join_path(const char *dir, const char *file)
 {
     size_t n = strlen(dir) + strlen(file) + 2;
@@ -681,6 +753,10 @@ static int ends_with(const char *name, const char *suffix)
 static int derived_buffer(const dfl__family *f, const char *name)
 {
     if (f && f->layout == DFL__LAYOUT_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")))
+        return 1;
+    /* GPT-NeoX's older exports: the same buffers under attention. */
+    if (f && f->layout == DFL__LAYOUT_NEOX &&
+        (ends_with(name, ".attention.bias") || ends_with(name, ".attention.masked_bias")))
         return 1;
     return ends_with(name, "rotary_emb.inv_freq");
 }
@@ -740,8 +816,12 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     const dfl__family *fam = dfl__family_of(c);
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
-    const char *embed_name = "model.embed_tokens.weight";
-    if (fam->layout == DFL__LAYOUT_GPT2) {
+    const char *embed_name = "model.embed_tokens.weight", *head_name = "lm_head.weight";
+    if (fam->layout == DFL__LAYOUT_NEOX) {
+        embed_name = "gpt_neox.embed_in.weight";
+        head_name = "embed_out.weight";
+        if ((s = bind_neox(&b, err))) goto fail;
+    } else if (fam->layout == DFL__LAYOUT_GPT2) {
         embed_name = dfl_st_set_find(b.set, "transformer.wte.weight") ? "transformer.wte.weight" : "wte.weight";
         if ((s = bind_gpt2(&b, embed_name[0] == 't' ? "transformer." : "", err))) goto fail;
     } else {
@@ -753,11 +833,11 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
         const dfl_tensor *e = dfl_st_set_find(b.set, embed_name);
-        const dfl_tensor *h = dfl_st_set_find(b.set, "lm_head.weight");
+        const dfl_tensor *h = dfl_st_set_find(b.set, head_name);
         if (h && h->dtype == e->dtype && h->nbytes == e->nbytes && !memcmp(h->data, e->data, e->nbytes) &&
             (s = mark_used(&b, h, err)))
             goto fail;
-    } else if ((s = bind_mat(&b, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err))) {
+    } else if ((s = bind_mat(&b, head_name, c->vocab_size, c->hidden_size, &m->lm_head, err))) {
         goto fail;
     }
     for (int64_t l = 0; fam->layout == DFL__LAYOUT_LLAMA && l < c->num_layers; l++)

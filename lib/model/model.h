@@ -62,6 +62,9 @@ typedef struct dfl_config {
     dfl_act act;                       /* the MLP's activation (hidden_act, GPT-2's activation_function) */
     int attn_unscaled;                 /* gpt2 scale_attn_weights false: scores q·k, no 1/√d */
     int attn_scale_by_layer;           /* gpt2 scale_attn_by_inverse_layer_idx: layer l's scores / (l + 1) */
+    int64_t rotary_dim;                /* RoPE on the first rotary_dim values of each head (gpt_neox
+                                        * rotary_pct); 0 = all head_dim */
+    int parallel_residual;             /* gpt_neox use_parallel_residual: x += attn(ln1(x)) + mlp(ln2(x)) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -107,6 +110,9 @@ typedef struct dfl_layer_weights {
      * (mlp.c_proj); w_gate unused; every projection and norm has a bias. */
     dfl_wmat wqkv;
     float *bqkv, *bo, *b_up, *b_down;  /* [3D], [D], [F], [D] */
+    /* GPT-NeoX: wqkv [3D, D] Linear, rows per head h: q, k, v of hd each at h·3hd
+     * (query_key_value), wo [D, D] (dense), w_up [F, D], w_down [D, F]; biases (NULL
+     * under attention_bias false for bqkv and bo). */
     float *attn_norm_b, *mlp_norm_b;   /* [D] LayerNorm biases */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;

@@ -12,13 +12,20 @@ Each family is written from the published Hugging Face modelling code, in float6
          pytorch_utils.py Conv1D: y = x @ W + b with W stored [in, out].
          activations.py NewGELUActivation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 
+  gpt_neox  transformers src/transformers/models/gpt_neox/modeling_gpt_neox.py
+         (GPTNeoXLayer, GPTNeoXAttention, GPTNeoXMLP, apply_rotary_pos_emb with
+         rotary_ndims = int(head_size · rotary_pct)) and configuration_gpt_neox.py
+         (rotary_pct 0.25, rotary_emb_base 10000, use_parallel_residual true,
+         layer_norm_eps 1e-5, attention_bias true, tie_word_embeddings false, gelu).
+         query_key_value's output viewed [T, H, 3·hd] and chunked into q, k, v.
+
 Not from difflens's C code.
 """
 import math
 
 import numpy as np
 
-TYPES = ("gpt2",)
+TYPES = ("gpt2", "gpt_neox")
 
 # config.json names of the common keys, per family (GPT2Config.attribute_map); None:
 # the family's published config has no such key.
@@ -84,6 +91,26 @@ def init(m, cfg):
         m.windows = [0] * m.L
         m.rope_limit = None
         return
+    if m.arch == "gpt_neox":
+        m.type = "llama"
+        m.V, m.D, m.F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+        m.L, m.H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        m.Hkv = m.H
+        m.hd = m.D // m.H
+        m.eps = cfg.get("layer_norm_eps", 1e-5)
+        m.act = activation(cfg.get("hidden_act", "gelu"))
+        m.tied = bool(cfg.get("tie_word_embeddings", False))
+        pct = cfg.get("rotary_pct", cfg.get("partial_rotary_factor", 0.25))
+        m.rd = int(m.hd * pct)
+        m.theta = float(cfg.get("rotary_emb_base", cfg.get("rope_theta", 10000)))
+        m.rope_kind, m.rope = "none", {}
+        if cfg.get("rope_scaling"):
+            raise ValueError("gpt_neox rope_scaling is not in this reference")
+        m.parallel = cfg.get("use_parallel_residual", True)
+        m.bias = cfg.get("attention_bias", True)
+        m.windows = [0] * m.L
+        m.rope_limit = None
+        return
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -96,6 +123,8 @@ def forward(m, tokens, quant=None):
     import reference
     if m.arch == "gpt2":
         return forward_gpt2(m, tokens, quant, reference)
+    if m.arch == "gpt_neox":
+        return forward_neox(m, tokens, quant, reference)
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -159,6 +188,70 @@ def forward_gpt2(m, tokens, quant, ref):
     return r
 
 
+def attn_neox(m, l, h, quant, ref):
+    """GPTNeoXAttention: query_key_value → [T, H, 3·hd] → q, k, v; rotate-half RoPE on
+    the first rotary_ndims of each head (frequencies base^(−2j/rotary_ndims)), the
+    rest passed through; softmax(q·k/√hd) causal; dense."""
+    p = "gpt_neox.layers.%d.attention." % l
+    T, D, H, hd, rd = h.shape[0], m.D, m.H, m.hd, m.rd
+    qkv = h @ m.t[p + "query_key_value.weight"].T
+    if m.bias:
+        qkv = qkv + m.t[p + "query_key_value.bias"]
+    qkv = qkv.reshape(T, H, 3 * hd)
+    q, k, v = qkv[..., :hd].copy(), qkv[..., hd:2 * hd].copy(), qkv[..., 2 * hd:]
+    fr = 1.0 / (m.theta ** (np.arange(0, rd, 2, dtype=np.float64) / rd))
+    q[..., :rd] = ref.rope(q[..., :rd], fr, False)
+    k[..., :rd] = ref.rope(k[..., :rd], fr, False)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i], hd ** -0.5, quant)
+        out[:, i] = maps[i] @ v[:, i]
+    y = out.reshape(T, D) @ m.t[p + "dense.weight"].T
+    if m.bias:
+        y = y + m.t[p + "dense.bias"]
+    return y, {"map1": maps, "scores": scores}
+
+
+def forward_neox(m, tokens, quant, ref):
+    """GPTNeoXModel: x = embed_in[tokens]; per layer a = attn(input_layernorm(x)),
+    f = mlp(post_attention_layernorm(·)) with mlp = dense_4h_to_h(act(dense_h_to_4h(·)));
+    use_parallel_residual: x = x + a + f(x); else x = x + a, x = x + f(x).
+    final_layer_norm; logits = x · embed_outᵀ."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = len(tokens)
+    t = m.t
+    x = t["gpt_neox.embed_in.weight"][tokens].copy()
+    per, hidden = {}, []
+
+    def mlp(p, y):
+        u = m.act(y @ t[p + "mlp.dense_h_to_4h.weight"].T + t[p + "mlp.dense_h_to_4h.bias"])
+        return u @ t[p + "mlp.dense_4h_to_h.weight"].T + t[p + "mlp.dense_4h_to_h.bias"]
+
+    for l in range(m.L):
+        p = "gpt_neox.layers.%d." % l
+        hn = layernorm(x, t[p + "input_layernorm.weight"], t[p + "input_layernorm.bias"], m.eps)
+        q = _quant_for_layer(quant, lambda: attn_neox(m, l, hn, None, ref)[1]["scores"])
+        a, maps = attn_neox(m, l, hn, q, ref)
+        ln2 = (t[p + "post_attention_layernorm.weight"], t[p + "post_attention_layernorm.bias"], m.eps)
+        if m.parallel:
+            x = x + a + mlp(p, layernorm(x, *ln2))
+        else:
+            x = x + a
+            x = x + mlp(p, layernorm(x, *ln2))
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = layernorm(x, t["gpt_neox.final_layer_norm.weight"], t["gpt_neox.final_layer_norm.bias"], m.eps)
+    head = t["gpt_neox.embed_in.weight"] if m.tied else t["embed_out.weight"]
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden),
+         "visible": np.stack([ref.visible(T, w) for w in m.windows])}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
 # ---------------------------------------------------------------------------
 # make_model.py: configs and weights
 # ---------------------------------------------------------------------------
@@ -175,6 +268,13 @@ def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max
                "reorder_and_upcast_attn": False, "torch_dtype": "float32"}
         if tied is not None:
             cfg["tie_word_embeddings"] = bool(tied)
+    elif mtype == "gpt_neox":
+        cfg = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "vocab_size": vocab,
+               "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+               "intermediate_size": ffn or 4 * hidden, "max_position_embeddings": max_pos,
+               "layer_norm_eps": 1e-5, "hidden_act": "gelu", "rotary_pct": 0.25, "rotary_emb_base": 10000,
+               "use_parallel_residual": True, "tie_word_embeddings": bool(tied), "bos_token_id": 0,
+               "eos_token_id": 0, "torch_dtype": "float32"}
     else:
         raise ValueError("unknown model_type %r" % mtype)
     cfg.update(extra or {})
@@ -198,6 +298,8 @@ def make_weights(cfg, seed=0, hub=False):
         return (s * rng.standard_normal(n)).astype(np.float32)
 
     mtype = cfg["model_type"]
+    if mtype == "gpt_neox":
+        return _neox_weights(cfg, rng, lin, gain, bias)
     if mtype != "gpt2":
         raise ValueError("unknown model_type %r" % mtype)
     V, D, L, P = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["n_positions"]
@@ -220,4 +322,28 @@ def make_weights(cfg, seed=0, hub=False):
     t += [(pre + "ln_f.weight", gain(D)), (pre + "ln_f.bias", bias(D))]
     if not cfg.get("tie_word_embeddings", True):
         t.append(("lm_head.weight", (rng.standard_normal((V, D)) / np.sqrt(D)).astype(np.float32)))
+    return t
+
+
+def _neox_weights(cfg, rng, lin, gain, bias):
+    """Pythia's tensors (Linear [out, in]: lin(in, out).T). query_key_value rows are
+    per head [q, k, v] of hd each."""
+    V, D, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    has_bias = cfg.get("attention_bias", True)
+    t = [("gpt_neox.embed_in.weight", rng.standard_normal((V, D)).astype(np.float32))]
+    for l in range(L):
+        p = "gpt_neox.layers.%d." % l
+        t += [(p + "input_layernorm.weight", gain(D)), (p + "input_layernorm.bias", bias(D)),
+              (p + "post_attention_layernorm.weight", gain(D)), (p + "post_attention_layernorm.bias", bias(D)),
+              (p + "attention.query_key_value.weight", lin(D, 3 * D).T.copy())]
+        if has_bias:
+            t.append((p + "attention.query_key_value.bias", bias(3 * D)))
+        t.append((p + "attention.dense.weight", lin(D, D).T.copy()))
+        if has_bias:
+            t.append((p + "attention.dense.bias", bias(D)))
+        t += [(p + "mlp.dense_h_to_4h.weight", lin(D, F).T.copy()), (p + "mlp.dense_h_to_4h.bias", bias(F)),
+              (p + "mlp.dense_4h_to_h.weight", lin(F, D).T.copy()), (p + "mlp.dense_4h_to_h.bias", bias(D))]
+    t += [("gpt_neox.final_layer_norm.weight", gain(D)), ("gpt_neox.final_layer_norm.bias", bias(D))]
+    if not cfg.get("tie_word_embeddings", False):
+        t.append(("embed_out.weight", (rng.standard_normal((V, D)) / np.sqrt(D)).astype(np.float32)))
     return t

@@ -181,6 +181,15 @@ PUBLISHED = {
         "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True,
                                                                                "max_length": 50}},
         "vocab_size": 50257}),
+    # EleutherAI/pythia-1b: GPTNeoXConfig keys, partial rotary (a quarter of each head),
+    # parallel residual, untied embed_out; one model.safetensors
+    "pythia-1b": (1, {
+        "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "layer_norm_eps": 1e-05,
+        "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 8,
+        "num_hidden_layers": 16, "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": False,
+        "torch_dtype": "float16", "transformers_version": "4.24.0", "use_cache": True,
+        "use_parallel_residual": True, "vocab_size": 50304}),
 }
 
 
