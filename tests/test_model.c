@@ -303,7 +303,7 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 8);
+    assert_int_equal(families, 9);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -388,6 +388,40 @@ static void test_config_neox(void **state)
     expect_refused(NEOX "\"sliding_window\": 4}", DFL_ERR_CONFIG, "\"sliding_window\" is not a gpt_neox key");
     expect_refused(NEOX "\"hidden_act\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
 #undef NEOX
+}
+
+/* Gemma 2: Gemma2Config's defaults (head_dim 256, caps 50 and 30, window 4096 on even
+ * layers, tied, query_pre_attn_scalar 256, √D), nulls, and what must agree. */
+static void test_config_gemma2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define GEMMA "{\"model_type\": \"gemma2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
+              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, "
+    assert_int_equal(parse(GEMMA "\"cache_implementation\": \"hybrid\", \"hidden_act\": \"gelu_pytorch_tanh\"}", &c,
+                           &e), DFL_OK);
+    assert_int_equal(c.head_dim, 256);
+    assert_true(c.attn_softcap == 50.0 && c.final_softcap == 30.0);
+    assert_true(c.attn_scale == 1.0 / 16.0);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_true(c.embed_scale == 4.0f);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    for (int l = 0; l < 4; l++) assert_int_equal(dfl_config_window(&c, l), l % 2 ? 0 : 4096);
+    assert_int_equal(parse(GEMMA "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
+                           "\"sliding_window\": 8, \"query_pre_attn_scalar\": 64, \"head_dim\": 8, "
+                           "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+                           "\"full_attention\"]}", &c, &e), DFL_OK);
+    assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
+    assert_true(c.attn_scale == 1.0 / 8.0);
+    assert_int_equal(dfl_config_window(&c, 2), 8);
+    assert_int_equal(dfl_config_window(&c, 3), 0);
+    expect_refused(GEMMA "\"layer_types\": [\"full_attention\", \"full_attention\", \"sliding_attention\", "
+                   "\"full_attention\"]}", DFL_ERR_CONFIG, "layer_types[0] is not \"sliding_attention\"");
+    expect_refused(GEMMA "\"hidden_activation\": \"silu\"}", DFL_ERR_CONFIG, "hidden_activation \"silu\"");
+    expect_refused(GEMMA "\"attn_logit_softcapping\": -1}", DFL_ERR_CONFIG, "soft-capping");
+    expect_refused(GEMMA "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+#undef GEMMA
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -533,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_family_table),
         cmocka_unit_test(test_config_gpt2),
         cmocka_unit_test(test_config_neox),
+        cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

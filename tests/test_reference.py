@@ -116,6 +116,17 @@ CASES = [
     ("neox-tied-multiblock-f32", "gpt_neox", dict(heads=8, tied=True), "f32", 1, (150, 40)),
     ("pub-pythia-1b", "published", dict(name="pythia-1b", sizes=dict(heads=4, head_dim=16)), "f16", 1,
      (40, 17)),
+    # Gemma 2 (families.py from modeling_gemma2.py): GeGLU, (1 + w) norms before and after
+    # attention and MLP, embeddings × √D, soft-caps small enough to bite, alternating
+    # sliding windows, query_pre_attn_scalar apart from head_dim
+    ("gemma2-caps-window-gqa-bf16-sharded", "gemma2",
+     dict(heads=4, family_keys={"num_key_value_heads": 2, "attn_logit_softcapping": 4.0,
+                                "final_logit_softcapping": 3.0, "sliding_window": 5,
+                                "query_pre_attn_scalar": 8}), "bf16", 2, (23, 14)),
+    ("gemma2-window-multiblock-f32", "gemma2",
+     dict(heads=8, family_keys={"sliding_window": 37, "attn_logit_softcapping": 2.0}), "f32", 1, (150, 40)),
+    ("pub-gemma-2-2b-window", "published",
+     dict(name="gemma-2-2b", sizes=dict(heads=8, head_dim=8, window=6)), "f32", 3, (33, 15)),
 ]
 
 SUMMARY = []
@@ -773,6 +784,45 @@ class ProbeGpt2AsPublished(unittest.TestCase):
         code, err = self.probe(dict(cfg, add_cross_attention=True), hub)
         self.assertEqual(code, 1, err)
         self.assertIn("add_cross_attention", err)
+
+
+class ProbeGemma2Softcap(unittest.TestCase):
+    """The dump says where soft-capping sits: root attributes attn_logit_softcapping,
+    final_logit_softcapping and logit_stats_softcap "before" (absent for a model without
+    soft-capping); outliers/logits/top holds raw scores beyond the cap."""
+
+    def test_softcap_attributes(self):
+        if not os.access(PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % PROBE)
+        tmp = tempfile.mkdtemp(prefix="dfl-ref-softcap-")
+        try:
+            for mtype, caps in (("gemma2", (1.5, 3.0)), ("llama", None)):
+                d = os.path.join(tmp, mtype)
+                kw = dict(family_keys={"attn_logit_softcapping": caps[0], "final_logit_softcapping": caps[1]}) \
+                    if caps else {}
+                make_model.make_model(d, mtype, layers=2, hidden=32, heads=2, ffn=48, vocab=VOCAB, seed=9, **kw)
+                write_prompts(os.path.join(tmp, "p.jsonl"), (20, 13), 5)
+                out = os.path.join(tmp, mtype + ".h5")
+                run_probe(d, os.path.join(tmp, "p.jsonl"), out, "--quiet")
+                with h5py.File(out, "r") as f:
+                    a = f.attrs
+                    if not caps:
+                        for k in ("attn_logit_softcapping", "final_logit_softcapping", "logit_stats_softcap"):
+                            self.assertNotIn(k, a)
+                        continue
+                    self.assertEqual(float(a["attn_logit_softcapping"]), caps[0])
+                    self.assertEqual(float(a["final_logit_softcapping"]), caps[1])
+                    stats = a["logit_stats_softcap"]
+                    self.assertEqual(stats.decode() if isinstance(stats, bytes) else stats, "before")
+                    top = f["samples/000000/outliers/logits/top"][()]
+                    self.assertGreater(float(top.max()), caps[0])   # raw, not capped
+                    self.assertEqual(as_str(a["model_type"]), "llama")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def as_str(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _add_case(idx, case):

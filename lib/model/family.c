@@ -152,6 +152,14 @@ static const dfl__key_alias neox_aliases[] = {
     {"layer_norm_eps", "rms_norm_eps"}, {"rotary_emb_base", "rope_theta"}, {"partial_rotary_factor", "rotary_pct"},
     {NULL, NULL}};
 
+/* Gemma 2 (configuration_gemma2.py, modeling_gemma2.py). hidden_act is a leftover the
+ * modelling code never reads (it uses hidden_activation); cache_implementation is a
+ * generation setting. */
+static const char *const gemma2_keys[] = {"sliding_window", "layer_types", "query_pre_attn_scalar",
+                                          "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
+                                          NULL};
+static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambda_init", "diff_kv_pairing", NULL};
+
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
     {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
@@ -172,6 +180,10 @@ static const dfl__family families[] = {
     {.model_type = "gpt_neox", .attn = DFL_MODEL_LLAMA, .keys = neox_keys, .harmless = neox_harmless,
      .refused = no_window, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_NEOX,
      .aliases = neox_aliases, .act_default = "gelu"},
+    /* Gemma2Config: head_dim 256, tied, even layers slide over sliding_window [4096] */
+    {.model_type = "gemma2", .attn = DFL_MODEL_LLAMA, .keys = gemma2_keys, .harmless = gemma_harmless,
+     .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .window = DFL__WINDOW_PATTERN,
+     .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 2, .window_default = 4096, .embed_scale = 1},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -191,7 +203,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

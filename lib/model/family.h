@@ -29,8 +29,10 @@
 typedef enum dfl__window_rule {
     DFL__WINDOW_NONE = 0,     /* full causal attention; sliding_window is refused */
     DFL__WINDOW_EVERY_LAYER,  /* Mistral: sliding_window W on every layer */
-    DFL__WINDOW_QWEN          /* Qwen2/Qwen3: only with use_sliding_window, from layer
+    DFL__WINDOW_QWEN,         /* Qwen2/Qwen3: only with use_sliding_window, from layer
                                * max_window_layers on (or as layer_types says) */
+    DFL__WINDOW_PATTERN       /* Gemma: layer l slides unless (l + 1) % pattern == 0, pattern =
+                               * sliding_window_pattern [the entry's]; layer_types must agree */
 } dfl__window_rule;
 
 /* The norm and MLP of a family's blocks. Zero is what every family here has; a family
@@ -38,12 +40,19 @@ typedef enum dfl__window_rule {
  * model.c refuses a kind its forward pass does not implement. */
 typedef enum dfl__norm_kind {
     DFL__NORM_RMS = 0,
-    DFL__NORM_LAYER            /* torch LayerNorm with gain and bias (GPT-2, GPT-NeoX) */
+    DFL__NORM_LAYER,           /* torch LayerNorm with gain and bias (GPT-2, GPT-NeoX) */
+    DFL__NORM_RMS_1P           /* RMSNorm with gain 1 + w (Gemma; the gains are stored as w) */
 } dfl__norm_kind;
 typedef enum dfl__mlp_kind {
     DFL__MLP_SWIGLU = 0,
-    DFL__MLP_GELU              /* up (+bias) → GELU (hidden_act) → down (+bias) */
+    DFL__MLP_GELU,             /* up (+bias) → GELU (hidden_act) → down (+bias) */
+    DFL__MLP_GEGLU             /* down(gelu(gate) · up), Gemma's hidden_activation */
 } dfl__mlp_kind;
+
+/* Where a block's norms sit. PRE (Llama): x += attn(n1(x)); x += mlp(n2(x)).
+ * SANDWICH (Gemma 2 and 3): x += n2(attn(n1(x))); x += n4(mlp(n3(x))).
+ * POST (OLMo 2): x += n1(attn(x)); x += n2(mlp(x)). */
+typedef enum dfl__block_kind { DFL__BLOCK_PRE = 0, DFL__BLOCK_SANDWICH, DFL__BLOCK_POST } dfl__block_kind;
 
 /* How a family names and stores its tensors, and where positions come from. Zero is
  * Llama's: model.layers.{l}.self_attn.q_proj... as PyTorch Linear [out, in], RoPE. */
@@ -117,6 +126,10 @@ typedef struct dfl__family {
     int tied_default;                 /* tie_word_embeddings when absent (GPT-2: true) */
     int64_t ffn_mult;                 /* intermediate_size absent or null: ffn_mult · D (0 = required) */
     const char *act_default;          /* hidden_act when absent, for a GELU MLP */
+    dfl__block_kind block;            /* where the norms sit */
+    int64_t window_pattern;           /* DFL__WINDOW_PATTERN: sliding_window_pattern when absent */
+    int64_t window_default;           /* sliding_window when absent (0 = none) */
+    int embed_scale;                  /* embeddings × √D (Gemma) */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

@@ -97,6 +97,7 @@ typedef struct fwd_ws {
     float *gate, *up;       /* [mlp_rows, F] */
     float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
+    float *cos_l, *sin_l;   /* [T, dq/2] the sliding layers' own RoPE (Gemma 3 rope_local_base_freq) */
     double *inv_freq;       /* [dq/2] */
     int64_t *lim;           /* [rows] last visible key of each block row */
     int64_t *lo;            /* [rows] first visible key of each block row (sliding window) */
@@ -157,6 +158,8 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(tmax, (size_t)dfl_forward_max_threads(), H * 2, float);
     BUF(logits, need_logits ? (size_t)LM_HEAD_ROWS : 0, (size_t)c->vocab_size, float);
     BUF(fused, fused ? t : 0, qkv, float);
+    BUF(cos_l, c->rope_local_theta > 0 ? t : 0, hq, float);
+    BUF(sin_l, c->rope_local_theta > 0 ? t : 0, hq, float);
 #undef BUF
     w->nbufs = n;
     return ok;
@@ -201,6 +204,7 @@ typedef struct attn_ctx {
     int64_t layer, T, rows;
     int64_t window;               /* sliding window W of this layer, 0 = none */
     int64_t r0, bend;             /* current block: rows [r0, bend) */
+    float softcap;                /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -241,9 +245,14 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
             dfl_score_block sb = {x->layer, h, t, a, n, T, m[t], x->window};
             x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
         }
+        /* soft-capping after the capture: the outlier statistics are of the raw scores */
+        for (int64_t i = 0; x->softcap > 0 && i < n; i++)
+            dfl_softcap(m[t] + i * T + lo[i], (size_t)(lim[i] + 1 - lo[i]), x->softcap);
         for (int64_t i = 0; x->quant_bits && i < n; i++) {
             float *r = m[t] + i * T;
             float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r + lo[i], lim[i] + 1 - lo[i]) : x->qmax[h * 2 + t];
+            /* capping is monotone in |s|: the capped absmax is the cap of the raw one */
+            if (x->softcap > 0 && x->quant_gran != DFL_QUANT_ROW) dfl_softcap(&mx, 1, x->softcap);
             dfl_fake_quant(r + lo[i], lim[i] + 1 - lo[i], mx, x->quant_bits);
         }
         /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
@@ -334,7 +343,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++) w->plan[h] = dfl__head_plan_make(c, h);
     attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
-                  l, T, rows, dfl_config_window(c, l), 0, 0};
+                  l, T, rows, dfl_config_window(c, l), 0, 0, (float)c->attn_softcap};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -452,6 +461,70 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     return DFL_OK;
 }
 
+/* --------------------------------------------- Gemma and OLMo 2 blocks */
+
+/* One block with its norms around the sub-layers rather than (only) before them:
+ * Gemma 2 and 3 (modeling_gemma2.py / modeling_gemma3.py Gemma2DecoderLayer:
+ * x += post_attention_layernorm(attn(input_layernorm(x))), x +=
+ * post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))), GeGLU, gains 1 + w held
+ * as such) or OLMo 2 (modeling_olmo2.py Olmo2DecoderLayer: x += post_attention_layernorm(
+ * attn(x)), x += post_feedforward_layernorm(mlp(x)), SwiGLU). q/k norms per head (Gemma 3)
+ * or over the whole projection (OLMo 2); the sliding layers' own RoPE base (Gemma 3);
+ * the scores' scale and soft-cap from the config. */
+static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                            int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    const dfl_layer_weights *lw = &m->layers[l];
+    const int64_t D = c->hidden_size, F = c->intermediate_size;
+    const float eps = (float)c->rms_norm_eps;
+    const float *in = w->x;
+    if (lw->attn_norm) {
+        dfl_rmsnorm(w->xn, w->x, lw->attn_norm, T, D, eps, 1.0f);
+        in = w->xn;
+    }
+    dfl_matmul_wmat(w->q, in, &lw->wq, T, w->scratch);
+    dfl_matmul_wmat(w->k, in, &lw->wk, T, w->scratch);
+    dfl_matmul_wmat(w->v, in, &lw->wv, T, w->scratch);
+    if (lw->bq) dfl_add_bias(w->q, lw->bq, T, g->q_ld);
+    if (lw->bk) dfl_add_bias(w->k, lw->bk, T, g->k_ld);
+    if (lw->bv) dfl_add_bias(w->v, lw->bv, T, g->v_ld);
+    /* per head (qk_norm 1: rows of hd) or over the whole projection (qk_norm 2) */
+    int whole = c->qk_norm == 2;
+    if (lw->q_norm)
+        dfl_rmsnorm(w->q, w->q, lw->q_norm, whole ? T : T * g->n_qheads, whole ? g->q_ld : g->dq, eps, 1.0f);
+    if (lw->k_norm)
+        dfl_rmsnorm(w->k, w->k, lw->k_norm, whole ? T : T * g->n_kheads, whole ? g->k_ld : g->dq, eps, 1.0f);
+    int local = c->rope_local_theta > 0 && dfl_config_window(c, l) > 0;
+    const float *ct = local ? w->cos_l : w->cos_t, *st = local ? w->sin_l : w->sin_t;
+    dfl_rope_apply(w->q, T, g->q_ld, g->n_qheads, g->dq, ct, st, c->rope_interleaved);
+    dfl_rope_apply(w->k, T, g->k_ld, g->n_kheads, g->dq, ct, st, c->rope_interleaved);
+    attn_geom gl = *g;
+    if (c->attn_scale > 0) gl.scale = (float)c->attn_scale;
+    dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (s) return s;
+    dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
+    if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    in = w->x;
+    if (lw->mlp_norm) {
+        dfl_rmsnorm(w->xn, w->x, lw->mlp_norm, T, D, eps, 1.0f);
+        in = w->xn;
+    }
+    int geglu = dfl__family_of(c)->mlp == DFL__MLP_GEGLU;
+    for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+        int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
+        dfl_matmul_wmat(w->gate, in + r0 * D, &lw->w_gate, n, w->scratch);
+        dfl_matmul_wmat(w->up, in + r0 * D, &lw->w_up, n, w->scratch);
+        if (geglu) dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
+        else dfl_swiglu(w->gate, w->up, n, F);
+        dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
+    }
+    if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    return DFL_OK;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 dfl_forward_opts dfl_forward_opts_default(void)
@@ -501,8 +574,15 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq;   /* GPT-NeoX: the rotated part of a head */
     dfl_rope_inv_freq(w.inv_freq, rd, &rp);
     dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
+    if (c->rope_local_theta > 0) {   /* Gemma 3's sliding layers: their own base, unscaled */
+        dfl_rope_params lp = {c->rope_local_theta, DFL_ROPE_NONE, 1.0, 0.0, 0.0, 0};
+        dfl_rope_inv_freq(w.inv_freq, rd, &lp);
+        dfl_rope_tables(w.cos_l, w.sin_l, w.inv_freq, rd, T);
+    }
 
     for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
+    if (c->embed_scale > 0)   /* Gemma: × √D */
+        for (size_t i = 0; i < (size_t)T * (size_t)D; i++) w.x[i] *= c->embed_scale;
     if (m->pos_embed.data) {   /* learned positions (gpt2 wpe): x[t] += wpe[t] */
         dfl_wmat_rows(&m->pos_embed, 0, T, w.tmp);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
@@ -511,8 +591,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
-        if (fam->layout != DFL__LAYOUT_LLAMA) {
-            if ((s = block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err))) break;
+        if (fam->layout != DFL__LAYOUT_LLAMA || fam->block != DFL__BLOCK_PRE) {
+            s = fam->layout != DFL__LAYOUT_LLAMA ? block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err)
+                                                 : block_rms(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err);
+            if (s) break;
             if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
             continue;
         }
@@ -553,6 +635,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
+        if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
         s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
     }
     ws_free(&w);

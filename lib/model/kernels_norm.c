@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -79,6 +80,36 @@ void dfl_gelu_erf(float *x, size_t n)
 void dfl_gelu_erf_naive(float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) x[i] = (float)(0.5 * x[i] * (1.0 + erf((double)x[i] * INV_SQRT_2)));
+}
+
+void dfl_geglu(float *g, const float *u, int64_t n, int64_t f, int erf)
+{
+    size_t total = (size_t)n * (size_t)f;
+    if (erf) dfl_gelu_erf(g, total);
+    else dfl_gelu_tanh(g, total);
+#pragma omp parallel for schedule(static) if (total > 65536)
+    for (size_t i = 0; i < total; i++) g[i] *= u[i];
+}
+
+void dfl_geglu_naive(float *g, const float *u, int64_t n, int64_t f, int erf)
+{
+    size_t total = (size_t)n * (size_t)f;
+    if (erf) dfl_gelu_erf_naive(g, total);
+    else dfl_gelu_tanh_naive(g, total);
+    for (size_t i = 0; i < total; i++) g[i] = (float)((double)g[i] * u[i]);
+}
+
+/* ---------------------------------------------------------------- softcap */
+
+void dfl_softcap(float *x, size_t n, float cap)
+{
+#pragma omp parallel for schedule(static) if (n > 65536 && !omp_in_parallel())
+    for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i] / cap) * cap;
+}
+
+void dfl_softcap_naive(float *x, size_t n, float cap)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)(tanh((double)x[i] / cap) * cap);
 }
 
 /* ------------------------------------------------------- [in, out] matmul */

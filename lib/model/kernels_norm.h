@@ -24,6 +24,15 @@ void dfl_gelu_tanh_naive(float *x, size_t n);
 void dfl_gelu_erf(float *x, size_t n);
 void dfl_gelu_erf_naive(float *x, size_t n);
 
+/* g[n, f] = act(g) · u in place (Gemma's GeGLU): act the tanh GELU, or the erf one when erf. */
+void dfl_geglu(float *g, const float *u, int64_t n, int64_t f, int erf);
+void dfl_geglu_naive(float *g, const float *u, int64_t n, int64_t f, int erf);
+
+/* x → cap · tanh(x / cap) in place over x[n] (Gemma 2's soft-capping of attention scores
+ * and of the output logits). */
+void dfl_softcap(float *x, size_t n, float cap);
+void dfl_softcap_naive(float *x, size_t n, float cap);
+
 /* y[n, w->cols] = x[n, w->rows] · W for a weight stored [in, out] (GPT-2's Conv1D:
  * w->rows inputs, w->cols outputs; x · W, not x · Wᵀ). Aligned F32 goes straight to
  * sgemm; other dtypes are converted in panels of rows of W (inputs) into scratch

@@ -198,6 +198,33 @@ static dfl_status check_layer_types(const cJSON *root, const char *label, const 
     return DFL_OK;
 }
 
+/* Gemma's alternation (modeling_gemma2.py: even layers slide; Gemma3TextConfig: layer l
+ * slides when (l + 1) % sliding_window_pattern != 0). layer_types, when given, must say
+ * the same. */
+static dfl_status parse_window_pattern(const cJSON *root, const char *label, const dfl__family *f, dfl_config *c,
+                                       dfl_error *err)
+{
+    dfl_status s;
+    if ((s = get_int(root, "sliding_window_pattern", f->window_pattern, 4096, label, &c->window_pattern, err)))
+        return s;
+    if (c->window_pattern < 1)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window_pattern\" must be >= 1", label);
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (!lt || cJSON_IsNull(lt)) return DFL_OK;
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->num_layers)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"layer_types\" must list one type per layer", label);
+    int64_t l = 0;
+    for (const cJSON *e = lt->child; e; e = e->next, l++) {
+        int want = c->sliding_window > 0 && (l + 1) % c->window_pattern != 0;
+        const char *name = want ? "sliding_attention" : "full_attention";
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, name))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] is not \"%s\" (what sliding_window and the "
+                             "sliding pattern of %lld give): the two disagree", label, (long long)l, name,
+                             (long long)c->window_pattern);
+    }
+    return DFL_OK;
+}
+
 /* Sliding window, by the family's rule: Mistral windows every layer; Qwen2/Qwen3 only
  * when use_sliding_window, from layer max_window_layers on (or as layer_types says). A
  * window of 0 is refused: null is how a config says "full attention". */
@@ -215,9 +242,11 @@ static dfl_status parse_window(const cJSON *root, const char *label, const dfl__
         if (cJSON_IsNumber(sw) && sw->valuedouble == 0)
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window\" = 0 is not a window (null means full "
                              "attention)", label);
-        if ((s = get_int(root, "sliding_window", 0, (int64_t)1 << 40, label, &c->sliding_window, err))) return s;
+        if ((s = get_int(root, "sliding_window", f->window_default, (int64_t)1 << 40, label, &c->sliding_window, err)))
+            return s;
     }
     if (f->window == DFL__WINDOW_EVERY_LAYER) return DFL_OK;
+    if (f->window == DFL__WINDOW_PATTERN) return parse_window_pattern(root, label, f, c, err);
     if (c->sliding_window && (s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err)))
         return s;
     int64_t first;
@@ -268,6 +297,44 @@ static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c
     return get_bool(root, "attention_bias", 1, label, &c->qkv_bias, err);
 }
 
+/* Gemma 2 and 3 (Gemma2Config, Gemma3TextConfig): the MLP's hidden_activation
+ * [gelu_pytorch_tanh] (hidden_act, which the modelling code never reads, is ignored),
+ * scores × query_pre_attn_scalar^−½ [256], the soft-caps (Gemma2Config: 50 and 30 when
+ * absent; Gemma 3: none), embeddings × √D, and Gemma 3's local RoPE base. */
+static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c,
+                              dfl_error *err)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
+    const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : "gelu_pytorch_tanh";
+    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) c->act = DFL_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu")) c->act = DFL_ACT_GELU;
+    else
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_activation \"%s\" is not supported for model_type %s "
+                         "(gelu, gelu_new, gelu_pytorch_tanh, gelu_fast)", label, a, f->model_type);
+    dfl_status s;
+    double qpas, cap_default = strcmp(f->model_type, "gemma2") ? 0.0 : 50.0;
+    if ((s = get_num(root, "query_pre_attn_scalar", 256.0, label, &qpas, err))) return s;
+    if (!(qpas > 0)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"query_pre_attn_scalar\" must be > 0", label);
+    c->attn_scale = 1.0 / sqrt(qpas);
+    if ((s = get_num(root, "attn_logit_softcapping", cap_default, label, &c->attn_softcap, err))) return s;
+    if ((s = get_num(root, "final_logit_softcapping", cap_default ? 30.0 : 0.0, label, &c->final_softcap, err)))
+        return s;
+    /* an explicit null is no soft-capping (get_num gives the default for null) */
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(root, "attn_logit_softcapping");
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(root, "final_logit_softcapping");
+    if (cJSON_IsNull(ac)) c->attn_softcap = 0;
+    if (cJSON_IsNull(fc)) c->final_softcap = 0;
+    if (c->attn_softcap < 0 || c->final_softcap < 0)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: soft-capping values must be > 0 (or null)", label);
+    if (f->embed_scale) c->embed_scale = (float)sqrt((double)c->hidden_size);
+    if (cJSON_GetObjectItemCaseSensitive(root, "rope_local_base_freq") &&
+        (s = get_num(root, "rope_local_base_freq", 10000.0, label, &c->rope_local_theta, err)))
+        return s;
+    if (cJSON_GetObjectItemCaseSensitive(root, "rope_local_base_freq") && !(c->rope_local_theta > 0))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rope_local_base_freq\" must be > 0", label);
+    return DFL_OK;
+}
+
 /* The keys of a family with a GELU MLP: its activation (the family's default when
  * absent), and GPT-2's attention scaling (modeling_gpt2.py eager_attention_forward:
  * scale_attn_weights divides by √d, scale_attn_by_inverse_layer_idx by layer + 1;
@@ -275,6 +342,7 @@ static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c
 static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c,
                                     dfl_error *err)
 {
+    if (f->mlp == DFL__MLP_GEGLU) return parse_gemma(root, f, label, c, err);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : f->act_default;
     if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) c->act = DFL_ACT_GELU_TANH;
@@ -331,7 +399,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       dfl__family_names());
         goto done;
     }
-    if (f->norm > DFL__NORM_LAYER || f->mlp > DFL__MLP_GELU) {   /* an entry ahead of its kernels */
+    if (f->norm > DFL__NORM_RMS_1P || f->mlp > DFL__MLP_GEGLU) {   /* an entry ahead of its kernels */
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
                       f->model_type);
         goto done;
@@ -463,6 +531,7 @@ int dfl_config_maps_per_head(const dfl_config *c) { return dfl__attn_of(c)->maps
 
 int64_t dfl_config_window(const dfl_config *c, int64_t layer)
 {
+    if (c->window_pattern > 0) return c->sliding_window > 0 && (layer + 1) % c->window_pattern ? c->sliding_window : 0;
     return c->sliding_window > 0 && layer >= c->window_from ? c->sliding_window : 0;
 }
 
@@ -573,6 +642,57 @@ static float dot(const float *a, const float *b, int64_t n)
     return (float)acc;
 }
 
+/* The norms of a SANDWICH block (Gemma: input_layernorm, post_attention_layernorm around
+ * attention, pre_ and post_feedforward_layernorm around the MLP) or a POST block (OLMo 2:
+ * post_attention_layernorm, post_feedforward_layernorm; no norm before either). */
+static dfl_status bind_block_norms(binder *b, const dfl__family *f, const char *p, dfl_layer_weights *w,
+                                   dfl_error *err)
+{
+    int64_t D = b->m->config.hidden_size;
+    char n[192];
+    dfl_status s;
+    snprintf(n, sizeof n, "%spost_attention_layernorm.weight", p);
+    if ((s = bind(b, n, D, 0, &w->post_attn_norm, err))) return s;
+    snprintf(n, sizeof n, "%spost_feedforward_layernorm.weight", p);
+    if ((s = bind(b, n, D, 0, &w->post_mlp_norm, err))) return s;
+    if (f->block != DFL__BLOCK_SANDWICH) return DFL_OK;
+    snprintf(n, sizeof n, "%sinput_layernorm.weight", p);
+    if ((s = bind(b, n, D, 0, &w->attn_norm, err))) return s;
+    snprintf(n, sizeof n, "%spre_feedforward_layernorm.weight", p);
+    return bind(b, n, D, 0, &w->mlp_norm, err);
+}
+
+/* Gemma's RMSNorm multiplies by (1 + w) in f32 (Gemma2RMSNorm): the stored gain w becomes
+ * 1 + w in a buffer the model owns, once, so the forward pass runs a plain RMSNorm. */
+static dfl_status plus_one(binder *b, float **g, int64_t n, dfl_error *err)
+{
+    if (!*g) return DFL_OK;
+    if (b->m->n_owned == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 64;
+        float **no = realloc(b->m->owned, nc * sizeof *no);
+        if (!no) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        b->m->owned = no;
+        b->cap = nc;
+    }
+    float *buf = dfl__alloc_array((size_t)n, sizeof(float));
+    if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    b->m->owned[b->m->n_owned++] = buf;
+    for (int64_t i = 0; i < n; i++) buf[i] = 1.0f + (*g)[i];
+    *g = buf;
+    return DFL_OK;
+}
+
+static dfl_status gains_plus_one(binder *b, dfl_layer_weights *w, const dfl_config *c, dfl_error *err)
+{
+    int64_t D = c->hidden_size;
+    dfl_status s;
+    if ((s = plus_one(b, &w->attn_norm, D, err)) || (s = plus_one(b, &w->mlp_norm, D, err)) ||
+        (s = plus_one(b, &w->post_attn_norm, D, err)) || (s = plus_one(b, &w->post_mlp_norm, D, err)) ||
+        (s = plus_one(b, &w->q_norm, c->head_dim, err)) || (s = plus_one(b, &w->k_norm, c->head_dim, err)))
+        return s;
+    return DFL_OK;
+}
+
 static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
 {
     const dfl_config *c = &b->m->config;
@@ -595,8 +715,13 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         snprintf(n, sizeof n, "%s%s", p, suffix);                        \
         if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;      \
     } while (0)
-    BIND(attn_norm, "input_layernorm.weight", D, 0);
-    BIND(mlp_norm, "post_attention_layernorm.weight", D, 0);
+    const dfl__family *fam = dfl__family_of(c);
+    if (fam->block == DFL__BLOCK_PRE) {
+        BIND(attn_norm, "input_layernorm.weight", D, 0);
+        BIND(mlp_norm, "post_attention_layernorm.weight", D, 0);
+    } else if ((s = bind_block_norms(b, fam, p, w, err))) {
+        return s;
+    }
     BIND_MAT(wq, "self_attn.q_proj.weight", q_rows, D);
     BIND_MAT(wk, "self_attn.k_proj.weight", k_rows, D);
     BIND_MAT(wv, "self_attn.v_proj.weight", v_rows, D);
@@ -614,6 +739,7 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         BIND(q_norm, "self_attn.q_norm.weight", hd, 0);
         BIND(k_norm, "self_attn.k_norm.weight", hd, 0);
     }
+    if (fam->norm == DFL__NORM_RMS_1P && (s = gains_plus_one(b, w, c, err))) return s;
     if (av->lambda) {
         BIND(lambda_q1, "self_attn.lambda_q1", hd, 0);
         BIND(lambda_k1, "self_attn.lambda_k1", hd, 0);
@@ -827,6 +953,7 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     } else {
         if ((s = bind_mat(&b, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed, err))) goto fail;
         if ((s = bind(&b, "model.norm.weight", c->hidden_size, 0, &m->final_norm, err))) goto fail;
+        if (fam->norm == DFL__NORM_RMS_1P && (s = plus_one(&b, &m->final_norm, c->hidden_size, err))) goto fail;
     }
     /* Tied models may still ship lm_head.weight: used only when it is a byte-for-byte
      * copy of the embedding (what tying means); anything else is reported unused. */

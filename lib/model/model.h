@@ -65,6 +65,12 @@ typedef struct dfl_config {
     int64_t rotary_dim;                /* RoPE on the first rotary_dim values of each head (gpt_neox
                                         * rotary_pct); 0 = all head_dim */
     int parallel_residual;             /* gpt_neox use_parallel_residual: x += attn(ln1(x)) + mlp(ln2(x)) */
+    double attn_scale;                 /* scores' scale; 0 = 1/√head_dim (Gemma: query_pre_attn_scalar^−½) */
+    double attn_softcap;               /* Gemma 2 attn_logit_softcapping: scores → c·tanh(scores/c); 0 = none */
+    double final_softcap;              /* Gemma 2 final_logit_softcapping, on the logits; 0 = none */
+    int64_t window_pattern;            /* > 0: layer l has sliding_window unless (l + 1) % pattern == 0 (Gemma) */
+    double rope_local_theta;           /* > 0: the sliding layers' RoPE base, unscaled (Gemma 3 rope_local_base_freq) */
+    float embed_scale;                 /* > 0: embeddings × this (Gemma: √D in f32) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -99,6 +105,8 @@ typedef struct dfl_layer_weights {
     dfl_wmat wo;         /* [D, H*hd] (diff: [D, H*2d]) */
     float *bq, *bk, *bv; /* [H*hd], [Hkv*hd], [Hkv*hd] qwen2 biases (NULL when absent) */
     float *q_norm, *k_norm; /* [hd] qwen3 per-head RMSNorm gains (NULL when absent) */
+    float *post_attn_norm, *post_mlp_norm; /* [D] norms of the attention and MLP outputs (Gemma, OLMo 2);
+                                            * Gemma's gains here and everywhere already hold 1 + w */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* [dq] Diff only */
     float *subln;        /* [2d] diff_transformer only (ones when absent) */
     float *mlp_norm;     /* [D] post_attention_layernorm */

@@ -19,13 +19,22 @@ Each family is written from the published Hugging Face modelling code, in float6
          layer_norm_eps 1e-5, attention_bias true, tie_word_embeddings false, gelu).
          query_key_value's output viewed [T, H, 3·hd] and chunked into q, k, v.
 
+  gemma2 transformers src/transformers/models/gemma2/modeling_gemma2.py (Gemma2RMSNorm:
+         x/√(mean(x²)+eps)·(1 + w); Gemma2MLP: down(act(gate)·up), act =
+         hidden_activation; Gemma2Attention: scaling query_pre_attn_scalar^−½, soft-cap
+         c·tanh(s/c) before the mask, sliding window on even layers; Gemma2DecoderLayer:
+         norms before and after attention and MLP; Gemma2Model: embeddings × √D (the
+         normalizer in the compute dtype: f32 here); Gemma2ForCausalLM: final soft-cap)
+         and configuration_gemma2.py (head_dim 256, attn_logit_softcapping 50,
+         final_logit_softcapping 30, sliding_window 4096, tied).
+
 Not from difflens's C code.
 """
 import math
 
 import numpy as np
 
-TYPES = ("gpt2", "gpt_neox")
+TYPES = ("gpt2", "gpt_neox", "gemma2")
 
 # config.json names of the common keys, per family (GPT2Config.attribute_map); None:
 # the family's published config has no such key.
@@ -111,7 +120,44 @@ def init(m, cfg):
         m.windows = [0] * m.L
         m.rope_limit = None
         return
+    if m.arch == "gemma2":
+        _init_gemma(m, cfg)
+        return
     raise ValueError("unknown model_type %r" % m.arch)
+
+
+def _init_gemma(m, cfg):
+    """Gemma2Config (and Gemma3TextConfig) with their defaults."""
+    gemma2 = m.arch == "gemma2"
+    m.type = "llama"
+    m.V, m.D, m.F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+    m.L, m.H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    m.Hkv = cfg.get("num_key_value_heads") or m.H
+    m.hd = cfg.get("head_dim") or 256
+    m.eps = cfg.get("rms_norm_eps", 1e-6)
+    m.act = activation(cfg.get("hidden_activation") or "gelu_pytorch_tanh")
+    m.tied = bool(cfg.get("tie_word_embeddings", True))
+    m.scale = float(cfg.get("query_pre_attn_scalar", 256)) ** -0.5
+
+    def cap(key, default):
+        v = cfg.get(key, default) if key in cfg else default
+        return float(v) if v else None
+
+    m.attn_cap = cap("attn_logit_softcapping", 50.0 if gemma2 else None)
+    m.final_cap = cap("final_logit_softcapping", 30.0 if gemma2 else None)
+    m.theta = float(cfg.get("rope_theta", 10000.0 if gemma2 else 1e6))
+    m.local_theta = None if gemma2 else float(cfg.get("rope_local_base_freq", 10000.0))
+    rs = cfg.get("rope_scaling")
+    m.rope_kind, m.rope = "none", {}
+    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type")) not in (None, "default"):
+        if rs.get("rope_type", rs.get("type")) != "linear":
+            raise ValueError("only linear rope_scaling is in this reference for Gemma")
+        m.rope_kind, m.rope = "linear", rs
+    pattern = 2 if gemma2 else int(cfg.get("sliding_window_pattern", 6))
+    W = cfg.get("sliding_window", 4096)
+    m.windows = [int(W) if W and (l + 1) % pattern else 0 for l in range(m.L)]
+    m.qk_norm = not gemma2
+    m.rope_limit = None
 
 
 # ---------------------------------------------------------------------------
@@ -125,6 +171,8 @@ def forward(m, tokens, quant=None):
         return forward_gpt2(m, tokens, quant, reference)
     if m.arch == "gpt_neox":
         return forward_neox(m, tokens, quant, reference)
+    if m.arch == "gemma2":
+        return forward_gemma(m, tokens, quant, reference)
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -252,6 +300,98 @@ def forward_neox(m, tokens, quant, ref):
     return r
 
 
+def rmsnorm_1p(x, w, eps):
+    """Gemma2RMSNorm: x / √(mean(x²) + eps) · (1 + w)."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * (1.0 + w)
+
+
+def softmax_capped(q, k, scale, cap, quant, window, ref):
+    """Like reference.causal_softmax, with Gemma 2's soft-cap c·tanh(s/c) on the scaled
+    scores before the mask (and before any fake quantization). Returns the map and the
+    raw (uncapped) scores, 0 where masked."""
+    T = q.shape[0]
+    s = (q @ k.T) * scale
+    mask = ~ref.visible(T, window)
+    sc = cap * np.tanh(s / cap) if cap else s
+    if quant is not None:
+        bits, gran = quant
+        causal = np.where(mask, 0.0, sc)
+        if gran == "row":
+            sc = np.stack([ref.fake_quant(sc[i], np.abs(causal[i]).max(), bits) for i in range(T)])
+        else:
+            mx = np.abs(causal).max() if gran == "head" else float(gran)
+            if gran != "head" and cap:
+                mx = cap * math.tanh(mx / cap)     # the layer's absmax of raw scores, capped
+            sc = ref.fake_quant(sc, mx, bits)
+    s_m = np.where(mask, -np.inf, sc)
+    e = np.exp(s_m - s_m.max(axis=1, keepdims=True))
+    a = e / e.sum(axis=1, keepdims=True)
+    a[mask] = 0.0
+    return a, np.where(mask, 0.0, s)
+
+
+def attn_gemma(m, l, h, quant, ref):
+    """Gemma2Attention / Gemma3Attention: q, k, v projections; Gemma 3's q_norm, k_norm
+    (Gemma3RMSNorm over each head) before RoPE; rotate-half RoPE with the local base on
+    sliding layers (Gemma 3); scores × query_pre_attn_scalar^−½, soft-capped; o_proj."""
+    a = "model.layers.%d.self_attn." % l
+    T, H, Hkv, hd = h.shape[0], m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    q = (h @ m.t[a + "q_proj.weight"].T).reshape(T, H, hd)
+    k = (h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, hd)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, hd)
+    if m.qk_norm:
+        q = rmsnorm_1p(q, m.t[a + "q_norm.weight"], m.eps)
+        k = rmsnorm_1p(k, m.t[a + "k_norm.weight"], m.eps)
+    if m.local_theta and m.windows[l]:
+        fr = 1.0 / (m.local_theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+    else:
+        fr = ref.inv_freq(m, hd)
+    q, k = ref.rope(q, fr, False), ref.rope(k, fr, False)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        maps[i], scores[i] = softmax_capped(q[:, i], k[:, i // n_rep], m.scale, m.attn_cap, quant, m.windows[l], ref)
+        out[:, i] = maps[i] @ v[:, i // n_rep]
+    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+
+
+def forward_gemma(m, tokens, quant, ref):
+    """Gemma2Model / Gemma3TextModel: x = embed[tokens] · √D; per layer
+    x += post_attention_layernorm(attn(input_layernorm(x))),
+    x += post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))); final norm; tied
+    head; Gemma 2's final soft-cap on the logits."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = len(tokens)
+    t = m.t
+    x = t["model.embed_tokens.weight"][tokens] * float(np.float32(math.sqrt(m.D)))
+    per, hidden = {}, []
+    for l in range(m.L):
+        p = "model.layers.%d." % l
+        hn = rmsnorm_1p(x, t[p + "input_layernorm.weight"], m.eps)
+        q = _quant_for_layer(quant, lambda: attn_gemma(m, l, hn, None, ref)[1]["scores"])
+        a, maps = attn_gemma(m, l, hn, q, ref)
+        x = x + rmsnorm_1p(a, t[p + "post_attention_layernorm.weight"], m.eps)
+        hh = rmsnorm_1p(x, t[p + "pre_feedforward_layernorm.weight"], m.eps)
+        f = (m.act(hh @ t[p + "mlp.gate_proj.weight"].T) * (hh @ t[p + "mlp.up_proj.weight"].T)) \
+            @ t[p + "mlp.down_proj.weight"].T
+        x = x + rmsnorm_1p(f, t[p + "post_feedforward_layernorm.weight"], m.eps)
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = rmsnorm_1p(x, t["model.norm.weight"], m.eps)
+    head = t["model.embed_tokens.weight"] if m.tied else t["lm_head.weight"]
+    logits = x @ head.T
+    if m.final_cap:
+        logits = m.final_cap * np.tanh(logits / m.final_cap)
+    r = {"logits": logits, "hidden": np.stack(hidden),
+         "visible": np.stack([ref.visible(T, w) for w in m.windows])}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
 # ---------------------------------------------------------------------------
 # make_model.py: configs and weights
 # ---------------------------------------------------------------------------
@@ -275,6 +415,15 @@ def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max
                "layer_norm_eps": 1e-5, "hidden_act": "gelu", "rotary_pct": 0.25, "rotary_emb_base": 10000,
                "use_parallel_residual": True, "tie_word_embeddings": bool(tied), "bos_token_id": 0,
                "eos_token_id": 0, "torch_dtype": "float32"}
+    elif mtype == "gemma2":
+        cfg = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": vocab,
+               "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+               "num_key_value_heads": heads, "head_dim": hidden // heads, "intermediate_size": ffn or 4 * hidden,
+               "max_position_embeddings": max_pos, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+               "hidden_act": "gelu_pytorch_tanh", "query_pre_attn_scalar": hidden // heads,
+               "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0, "sliding_window": 4096,
+               "rope_theta": 10000.0, "attention_bias": False, "bos_token_id": 2, "eos_token_id": 1,
+               "pad_token_id": 0, "torch_dtype": "float32"}
     else:
         raise ValueError("unknown model_type %r" % mtype)
     cfg.update(extra or {})
@@ -300,6 +449,8 @@ def make_weights(cfg, seed=0, hub=False):
     mtype = cfg["model_type"]
     if mtype == "gpt_neox":
         return _neox_weights(cfg, rng, lin, gain, bias)
+    if mtype in ("gemma2", "gemma3_text", "olmo2"):
+        return _rms_weights(cfg, rng)
     if mtype != "gpt2":
         raise ValueError("unknown model_type %r" % mtype)
     V, D, L, P = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["n_positions"]
@@ -346,4 +497,45 @@ def _neox_weights(cfg, rng, lin, gain, bias):
     t += [("gpt_neox.final_layer_norm.weight", gain(D)), ("gpt_neox.final_layer_norm.bias", bias(D))]
     if not cfg.get("tie_word_embeddings", False):
         t.append(("embed_out.weight", (rng.standard_normal((V, D)) / np.sqrt(D)).astype(np.float32)))
+    return t
+
+
+def _rms_weights(cfg, rng):
+    """Llama-named tensors with the norms of a Gemma (input_layernorm,
+    post_attention_layernorm, pre_ and post_feedforward_layernorm; gains stored as w of
+    1 + w) or OLMo 2 (post_attention_layernorm, post_feedforward_layernorm) block, and
+    their q/k norms."""
+    mtype = cfg["model_type"]
+    V, D, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    H = cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or D // H
+    gemma = mtype != "olmo2"
+
+    def lin(out_f, in_f):
+        return (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+
+    def gain(n):     # Gemma stores w of (1 + w)
+        return ((0.0 if gemma else 1.0) + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    t = [("model.embed_tokens.weight", rng.standard_normal((V, D)).astype(np.float32))]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        a = p + "self_attn."
+        if gemma:
+            t.append((p + "input_layernorm.weight", gain(D)))
+        t += [(a + "q_proj.weight", lin(H * hd, D)), (a + "k_proj.weight", lin(Hkv * hd, D)),
+              (a + "v_proj.weight", lin(Hkv * hd, D)), (a + "o_proj.weight", lin(D, H * hd))]
+        if mtype == "gemma3_text":
+            t += [(a + "q_norm.weight", gain(hd)), (a + "k_norm.weight", gain(hd))]
+        if mtype == "olmo2":
+            t += [(a + "q_norm.weight", gain(H * hd)), (a + "k_norm.weight", gain(Hkv * hd))]
+        t.append((p + "post_attention_layernorm.weight", gain(D)))
+        if gemma:
+            t.append((p + "pre_feedforward_layernorm.weight", gain(D)))
+        t += [(p + "post_feedforward_layernorm.weight", gain(D)), (p + "mlp.gate_proj.weight", lin(F, D)),
+              (p + "mlp.up_proj.weight", lin(F, D)), (p + "mlp.down_proj.weight", lin(D, F))]
+    t.append(("model.norm.weight", gain(D)))
+    if not cfg.get("tie_word_embeddings", gemma):
+        t.append(("lm_head.weight", lin(V, D)))
     return t

@@ -190,6 +190,17 @@ PUBLISHED = {
         "num_hidden_layers": 16, "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": False,
         "torch_dtype": "float16", "transformers_version": "4.24.0", "use_cache": True,
         "use_parallel_residual": True, "vocab_size": 50304}),
+    # google/gemma-2-2b: soft-capping, query_pre_attn_scalar, alternating windows, tied;
+    # three F32 shards
+    "gemma-2-2b": (3, {
+        "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+        "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+        "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+        "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+        "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+        "torch_dtype": "float32", "transformers_version": "4.42.4", "use_cache": True, "vocab_size": 256000}),
 }
 
 
