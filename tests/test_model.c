@@ -303,7 +303,7 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 9);
+    assert_int_equal(families, 10);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -421,6 +421,18 @@ static void test_config_gemma2(void **state)
     expect_refused(GEMMA "\"hidden_activation\": \"silu\"}", DFL_ERR_CONFIG, "hidden_activation \"silu\"");
     expect_refused(GEMMA "\"attn_logit_softcapping\": -1}", DFL_ERR_CONFIG, "soft-capping");
     expect_refused(GEMMA "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    /* Gemma 3's text model: its defaults, and the keys Gemma 2 does not have */
+    assert_int_equal(parse("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, "
+                           "\"intermediate_size\": 12, \"num_hidden_layers\": 12, \"num_attention_heads\": 2}", &c, &e),
+                     DFL_OK);
+    assert_true(c.rope_theta == 1e6 && c.rope_local_theta == 10000.0);
+    assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
+    assert_int_equal(c.qk_norm, 1);
+    for (int l = 0; l < 12; l++) assert_int_equal(dfl_config_window(&c, l), l == 5 || l == 11 ? 0 : 4096);
+    expect_refused(GEMMA "\"rope_local_base_freq\": 10000}", DFL_ERR_CONFIG, "key \"rope_local_base_freq\"");
+    expect_refused("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
+                   "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"use_bidirectional_attention\": true}",
+                   DFL_ERR_CONFIG, "use_bidirectional_attention");
 #undef GEMMA
 }
 

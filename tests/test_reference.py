@@ -127,6 +127,14 @@ CASES = [
      dict(heads=8, family_keys={"sliding_window": 37, "attn_logit_softcapping": 2.0}), "f32", 1, (150, 40)),
     ("pub-gemma-2-2b-window", "published",
      dict(name="gemma-2-2b", sizes=dict(heads=8, head_dim=8, window=6)), "f32", 3, (33, 15)),
+    # Gemma 3's text model: per-head (1 + w) q/k norms, the local RoPE base on sliding
+    # layers (every layer but each third here, every sixth as published), a scaled global RoPE
+    ("gemma3-pattern3-linear-gqa-bf16", "gemma3_text",
+     dict(heads=4, family_keys={"num_key_value_heads": 1, "sliding_window": 6, "sliding_window_pattern": 3,
+                                "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "rope_theta": 500.0,
+                                "rope_local_base_freq": 20.0}), "bf16", 1, (25, 13)),
+    ("pub-gemma-3-1b-pt-window", "published",
+     dict(name="gemma-3-1b-pt", layers=6, sizes=dict(heads=4, head_dim=16, window=7)), "bf16", 1, (33, 15)),
 ]
 
 SUMMARY = []
@@ -453,7 +461,7 @@ class ProbeAgainstReference(unittest.TestCase):
         if mtype == "published":
             # a published config, every key as the hub has it, shrunk; sharded as the hub
             # shards it, tensors sorted and packed as save_pretrained writes them
-            cfg, hub_shards = make_model.published_config(kw["name"], layers=LAYERS, vocab=VOCAB,
+            cfg, hub_shards = make_model.published_config(kw["name"], layers=kw.get("layers", LAYERS), vocab=VOCAB,
                                                           **kw.get("sizes", {}))
             make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx, hub=True), dtype,
                                    max(shards, hub_shards), hub=True)

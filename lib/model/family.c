@@ -158,6 +158,15 @@ static const dfl__key_alias neox_aliases[] = {
 static const char *const gemma2_keys[] = {"sliding_window", "layer_types", "query_pre_attn_scalar",
                                           "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
                                           NULL};
+/* Gemma 3's text model (configuration_gemma3.py Gemma3TextConfig, modeling_gemma3.py). */
+static const char *const gemma3_keys[] = {"sliding_window", "sliding_window_pattern", "layer_types",
+                                          "query_pre_attn_scalar", "attn_logit_softcapping",
+                                          "final_logit_softcapping", "hidden_activation", "rope_local_base_freq",
+                                          NULL};
+static const dfl__refused_key gemma3_refused[] = {
+    {"use_bidirectional_attention", "\"use_bidirectional_attention\": attention without the causal mask is not "
+                                    "implemented (model_type %s)"},
+    {NULL, NULL}};
 static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambda_init", "diff_kv_pairing", NULL};
 
 static const dfl__family families[] = {
@@ -184,6 +193,13 @@ static const dfl__family families[] = {
     {.model_type = "gemma2", .attn = DFL_MODEL_LLAMA, .keys = gemma2_keys, .harmless = gemma_harmless,
      .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .window = DFL__WINDOW_PATTERN,
      .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 2, .window_default = 4096, .embed_scale = 1},
+    /* Gemma3TextConfig: as Gemma 2 plus per-head q/k norms, five sliding layers in six,
+     * rope_theta 1e6 for the full layers and rope_local_base_freq 10000 for the sliding
+     * ones, no soft-capping */
+    {.model_type = "gemma3_text", .attn = DFL_MODEL_LLAMA, .keys = gemma3_keys, .harmless = gemma_harmless,
+     .refused = gemma3_refused, .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .qk_norm = 1,
+     .window = DFL__WINDOW_PATTERN, .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 6,
+     .window_default = 4096, .embed_scale = 1, .rope_theta_default = 1e6, .rope_local_default = 10000.0},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -203,7 +219,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

@@ -130,6 +130,8 @@ typedef struct dfl__family {
     int64_t window_pattern;           /* DFL__WINDOW_PATTERN: sliding_window_pattern when absent */
     int64_t window_default;           /* sliding_window when absent (0 = none) */
     int embed_scale;                  /* embeddings × √D (Gemma) */
+    double rope_theta_default;        /* rope_theta when absent (0 = 10000) */
+    double rope_local_default;        /* > 0: the family reads rope_local_base_freq, this when absent */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

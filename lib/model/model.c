@@ -327,10 +327,10 @@ static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const cha
     if (c->attn_softcap < 0 || c->final_softcap < 0)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: soft-capping values must be > 0 (or null)", label);
     if (f->embed_scale) c->embed_scale = (float)sqrt((double)c->hidden_size);
-    if (cJSON_GetObjectItemCaseSensitive(root, "rope_local_base_freq") &&
-        (s = get_num(root, "rope_local_base_freq", 10000.0, label, &c->rope_local_theta, err)))
+    if (f->rope_local_default > 0 &&
+        (s = get_num(root, "rope_local_base_freq", f->rope_local_default, label, &c->rope_local_theta, err)))
         return s;
-    if (cJSON_GetObjectItemCaseSensitive(root, "rope_local_base_freq") && !(c->rope_local_theta > 0))
+    if (f->rope_local_default > 0 && !(c->rope_local_theta > 0))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rope_local_base_freq\" must be > 0", label);
     return DFL_OK;
 }
@@ -452,7 +452,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     }
 
     if ((s = get_num(root, "rms_norm_eps", 1e-6, label, &c.rms_norm_eps, err))) goto done;
-    if ((s = get_num(root, "rope_theta", 10000.0, label, &c.rope_theta, err))) goto done;
+    if ((s = get_num(root, "rope_theta", f->rope_theta_default > 0 ? f->rope_theta_default : 10000.0, label, &c.rope_theta, err))) goto done;
     if (!(c.rms_norm_eps >= 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label); goto done; }
     if ((s = get_bool(root, "rope_interleaved", f->rope_interleaved, label, &c.rope_interleaved, err))) goto done;
     if ((s = get_bool(root, "tie_word_embeddings", f->tied_default, label, &c.tie_word_embeddings, err))) goto done;

@@ -28,13 +28,20 @@ Each family is written from the published Hugging Face modelling code, in float6
          and configuration_gemma2.py (head_dim 256, attn_logit_softcapping 50,
          final_logit_softcapping 30, sliding_window 4096, tied).
 
+  gemma3_text transformers src/transformers/models/gemma3/modeling_gemma3.py
+         (Gemma3Attention: q_norm, k_norm = Gemma3RMSNorm over each head before RoPE;
+         sliding layers with rotary_emb_local, base rope_local_base_freq; Gemma3TextModel)
+         and configuration_gemma3.py (Gemma3TextConfig: rope_theta 1e6,
+         rope_local_base_freq 10000, sliding_window_pattern 6: layer l slides when
+         (l + 1) % 6 != 0, no soft-capping, query_pre_attn_scalar 256).
+
 Not from difflens's C code.
 """
 import math
 
 import numpy as np
 
-TYPES = ("gpt2", "gpt_neox", "gemma2")
+TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text")
 
 # config.json names of the common keys, per family (GPT2Config.attribute_map); None:
 # the family's published config has no such key.
@@ -120,7 +127,7 @@ def init(m, cfg):
         m.windows = [0] * m.L
         m.rope_limit = None
         return
-    if m.arch == "gemma2":
+    if m.arch in ("gemma2", "gemma3_text"):
         _init_gemma(m, cfg)
         return
     raise ValueError("unknown model_type %r" % m.arch)
@@ -171,7 +178,7 @@ def forward(m, tokens, quant=None):
         return forward_gpt2(m, tokens, quant, reference)
     if m.arch == "gpt_neox":
         return forward_neox(m, tokens, quant, reference)
-    if m.arch == "gemma2":
+    if m.arch in ("gemma2", "gemma3_text"):
         return forward_gemma(m, tokens, quant, reference)
     raise ValueError("unknown model_type %r" % m.arch)
 
@@ -415,6 +422,16 @@ def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max
                "layer_norm_eps": 1e-5, "hidden_act": "gelu", "rotary_pct": 0.25, "rotary_emb_base": 10000,
                "use_parallel_residual": True, "tie_word_embeddings": bool(tied), "bos_token_id": 0,
                "eos_token_id": 0, "torch_dtype": "float32"}
+    elif mtype == "gemma3_text":
+        cfg = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": vocab,
+               "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+               "num_key_value_heads": heads, "head_dim": hidden // heads, "intermediate_size": ffn or 4 * hidden,
+               "max_position_embeddings": max_pos, "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+               "query_pre_attn_scalar": hidden // heads, "attn_logit_softcapping": None,
+               "final_logit_softcapping": None, "sliding_window": 4096, "sliding_window_pattern": 6,
+               "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None,
+               "attention_bias": False, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+               "torch_dtype": "float32"}
     elif mtype == "gemma2":
         cfg = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": vocab,
                "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
