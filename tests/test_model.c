@@ -303,7 +303,7 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 10);
+    assert_int_equal(families, 11);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -434,6 +434,22 @@ static void test_config_gemma2(void **state)
                    "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"use_bidirectional_attention\": true}",
                    DFL_ERR_CONFIG, "use_bidirectional_attention");
 #undef GEMMA
+}
+
+/* OLMo 2: q/k norms over the whole projections, bound with their shapes. */
+static void test_config_olmo2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+    assert_int_equal(parse("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
+                           "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                           "\"rope_theta\": 500000, \"attention_bias\": false, \"pad_token_id\": 1}", &c, &e), DFL_OK);
+    assert_int_equal(c.qk_norm, 2);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    expect_refused("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, "
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"attention_bias\": true}", DFL_ERR_CONFIG,
+                   "attention_bias");
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -580,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_config_gpt2),
         cmocka_unit_test(test_config_neox),
         cmocka_unit_test(test_config_gemma2),
+        cmocka_unit_test(test_config_olmo2),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

@@ -135,6 +135,12 @@ CASES = [
                                 "rope_local_base_freq": 20.0}), "bf16", 1, (25, 13)),
     ("pub-gemma-3-1b-pt-window", "published",
      dict(name="gemma-3-1b-pt", layers=6, sizes=dict(heads=4, head_dim=16, window=7)), "bf16", 1, (33, 15)),
+    # OLMo 2 (families.py from modeling_olmo2.py): norms after attention and MLP only, q/k
+    # norms over the whole projections, GQA
+    ("olmo2-gqa-tied-f16", "olmo2", dict(heads=4, tied=True, family_keys={"num_key_value_heads": 2}), "f16", 1,
+     (21, 13)),
+    ("pub-OLMo-2-1124-7B", "published", dict(name="OLMo-2-1124-7B", sizes=dict(heads=4, head_dim=16)), "f32", 3,
+     (40, 17)),
 ]
 
 SUMMARY = []

@@ -200,6 +200,10 @@ static const dfl__family families[] = {
      .refused = gemma3_refused, .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .qk_norm = 1,
      .window = DFL__WINDOW_PATTERN, .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 6,
      .window_default = 4096, .embed_scale = 1, .rope_theta_default = 1e6, .rope_local_default = 10000.0},
+    /* Olmo2Config (configuration_olmo2.py, modeling_olmo2.py): norms after attention and
+     * MLP only, q/k RMSNorm over the whole projection */
+    {.model_type = "olmo2", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window, .qk_norm = 2,
+     .block = DFL__BLOCK_POST},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -219,7 +223,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

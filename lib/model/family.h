@@ -119,7 +119,8 @@ typedef struct dfl__family {
     int rope_interleaved;             /* RoPE style by default: 1 unilm's adjacent pairs,
                                        * 0 rotate-half (config key rope_interleaved) */
     int qkv_bias;                     /* q/k/v projections carry biases (qwen2) */
-    int qk_norm;                      /* per-head RMSNorm of q and k before RoPE (qwen3) */
+    int qk_norm;                      /* RMSNorm of q and k before RoPE: 1 per head (qwen3, Gemma 3),
+                                       * 2 over the whole projection (OLMo 2) */
     dfl__window_rule window;
     dfl__layout layout;               /* tensor names and storage, positions */
     const dfl__key_alias *aliases;    /* family key names of common keys (NULL-terminated) */

@@ -735,9 +735,9 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         BIND(bk, "self_attn.k_proj.bias", k_rows, 0);
         BIND(bv, "self_attn.v_proj.bias", v_rows, 0);
     }
-    if (c->qk_norm) {
-        BIND(q_norm, "self_attn.q_norm.weight", hd, 0);
-        BIND(k_norm, "self_attn.k_norm.weight", hd, 0);
+    if (c->qk_norm) {   /* per head [hd], or over the whole projection (qk_norm 2, OLMo 2) */
+        BIND(q_norm, "self_attn.q_norm.weight", c->qk_norm == 2 ? q_rows : hd, 0);
+        BIND(k_norm, "self_attn.k_norm.weight", c->qk_norm == 2 ? k_rows : hd, 0);
     }
     if (fam->norm == DFL__NORM_RMS_1P && (s = gains_plus_one(b, w, c, err))) return s;
     if (av->lambda) {

@@ -56,7 +56,8 @@ typedef struct dfl_config {
     double lambda_init;
     dfl_kv_pairing kv_pairing;
     int qkv_bias;                      /* qwen2: q/k/v projections carry biases */
-    int qk_norm;                       /* qwen3: RMSNorm over each head of q and k before RoPE */
+    int qk_norm;                       /* RMSNorm of q and k before RoPE: 1 over each head (qwen3, Gemma 3),
+                                        * 2 over the whole projection (OLMo 2) */
     int64_t sliding_window;            /* W > 0: layers >= window_from see keys i − W < j <= i */
     int64_t window_from;               /* first windowed layer (Qwen2's max_window_layers) */
     dfl_act act;                       /* the MLP's activation (hidden_act, GPT-2's activation_function) */

@@ -35,13 +35,18 @@ Each family is written from the published Hugging Face modelling code, in float6
          rope_local_base_freq 10000, sliding_window_pattern 6: layer l slides when
          (l + 1) % 6 != 0, no soft-capping, query_pre_attn_scalar 256).
 
+  olmo2  transformers src/transformers/models/olmo2/modeling_olmo2.py (Olmo2Attention:
+         q_norm, k_norm = Olmo2RMSNorm over the whole q and k projections before the
+         head split and RoPE; Olmo2DecoderLayer: x += post_attention_layernorm(attn(x)),
+         x += post_feedforward_layernorm(mlp(x)); SwiGLU) and configuration_olmo2.py.
+
 Not from difflens's C code.
 """
 import math
 
 import numpy as np
 
-TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text")
+TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text", "olmo2")
 
 # config.json names of the common keys, per family (GPT2Config.attribute_map); None:
 # the family's published config has no such key.
@@ -130,6 +135,21 @@ def init(m, cfg):
     if m.arch in ("gemma2", "gemma3_text"):
         _init_gemma(m, cfg)
         return
+    if m.arch == "olmo2":
+        m.type = "llama"
+        m.V, m.D, m.F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+        m.L, m.H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        m.Hkv = cfg.get("num_key_value_heads") or m.H
+        m.hd = cfg.get("head_dim") or m.D // m.H
+        m.eps = cfg.get("rms_norm_eps", 1e-5)
+        m.tied = bool(cfg.get("tie_word_embeddings", False))
+        m.theta = float(cfg.get("rope_theta", 10000.0))
+        m.rope_kind, m.rope = "none", {}
+        if cfg.get("rope_scaling") or cfg.get("attention_bias") or cfg.get("hidden_act", "silu") != "silu":
+            raise ValueError("rope_scaling / attention_bias / hidden_act are not in this reference for olmo2")
+        m.windows = [0] * m.L
+        m.rope_limit = None
+        return
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -180,6 +200,8 @@ def forward(m, tokens, quant=None):
         return forward_neox(m, tokens, quant, reference)
     if m.arch in ("gemma2", "gemma3_text"):
         return forward_gemma(m, tokens, quant, reference)
+    if m.arch == "olmo2":
+        return forward_olmo2(m, tokens, quant, reference)
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -399,6 +421,53 @@ def forward_gemma(m, tokens, quant, ref):
     return r
 
 
+def attn_olmo2(m, l, h, quant, ref):
+    """Olmo2Attention: q = q_norm(q_proj(h)), k = k_norm(k_proj(h)) (RMSNorm over all
+    H·hd, resp. Hkv·hd values), then heads, rotate-half RoPE, softmax(q·k/√hd), o_proj."""
+    a = "model.layers.%d.self_attn." % l
+    T, H, Hkv, hd = h.shape[0], m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    q = ref.rmsnorm(h @ m.t[a + "q_proj.weight"].T, m.t[a + "q_norm.weight"], m.eps).reshape(T, H, hd)
+    k = ref.rmsnorm(h @ m.t[a + "k_proj.weight"].T, m.t[a + "k_norm.weight"], m.eps).reshape(T, Hkv, hd)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, hd)
+    fr = ref.inv_freq(m, hd)
+    q, k = ref.rope(q, fr, False), ref.rope(k, fr, False)
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant)
+        out[:, i] = maps[i] @ v[:, i // n_rep]
+    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+
+
+def forward_olmo2(m, tokens, quant, ref):
+    """Olmo2Model: no norm before attention or MLP; their outputs normed, then added."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = len(tokens)
+    t = m.t
+    x = t["model.embed_tokens.weight"][tokens].copy()
+    per, hidden = {}, []
+    for l in range(m.L):
+        p = "model.layers.%d." % l
+        q = _quant_for_layer(quant, lambda: attn_olmo2(m, l, x, None, ref)[1]["scores"])
+        a, maps = attn_olmo2(m, l, x, q, ref)
+        x = x + ref.rmsnorm(a, t[p + "post_attention_layernorm.weight"], m.eps)
+        f = (ref.silu(x @ t[p + "mlp.gate_proj.weight"].T) * (x @ t[p + "mlp.up_proj.weight"].T)) \
+            @ t[p + "mlp.down_proj.weight"].T
+        x = x + ref.rmsnorm(f, t[p + "post_feedforward_layernorm.weight"], m.eps)
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = ref.rmsnorm(x, t["model.norm.weight"], m.eps)
+    head = t["model.embed_tokens.weight"] if m.tied else t["lm_head.weight"]
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden),
+         "visible": np.stack([ref.visible(T, w) for w in m.windows])}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
 # ---------------------------------------------------------------------------
 # make_model.py: configs and weights
 # ---------------------------------------------------------------------------
@@ -422,6 +491,13 @@ def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max
                "layer_norm_eps": 1e-5, "hidden_act": "gelu", "rotary_pct": 0.25, "rotary_emb_base": 10000,
                "use_parallel_residual": True, "tie_word_embeddings": bool(tied), "bos_token_id": 0,
                "eos_token_id": 0, "torch_dtype": "float32"}
+    elif mtype == "olmo2":
+        cfg = {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"], "vocab_size": vocab,
+               "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+               "num_key_value_heads": heads, "intermediate_size": ffn or 4 * hidden,
+               "max_position_embeddings": max_pos, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+               "rope_theta": 500000, "rope_scaling": None, "attention_bias": False, "attention_dropout": 0.0,
+               "tie_word_embeddings": bool(tied), "eos_token_id": 1, "pad_token_id": 2, "torch_dtype": "float32"}
     elif mtype == "gemma3_text":
         cfg = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": vocab,
                "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,

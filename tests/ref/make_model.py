@@ -213,6 +213,16 @@ PUBLISHED = {
         "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
         "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True,
         "vocab_size": 262144}),
+    # allenai/OLMo-2-1124-7B: norms after attention and MLP, q/k norms over the whole
+    # projections, untied; F32 in shards
+    "OLMo-2-1124-7B": (3, {
+        "architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "eos_token_id": 100257, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "olmo2",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False,
+        "torch_dtype": "float32", "transformers_version": "4.47.0.dev0", "use_cache": True,
+        "vocab_size": 100352}),
 }
 
 
