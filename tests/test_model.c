@@ -303,7 +303,7 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 11);
+    assert_int_equal(families, 12);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -434,6 +434,39 @@ static void test_config_gemma2(void **state)
                    "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"use_bidirectional_attention\": true}",
                    DFL_ERR_CONFIG, "use_bidirectional_attention");
 #undef GEMMA
+}
+
+/* Phi-3: longrope as Hugging Face computes it (factor = max_position_embeddings /
+ * original_max_position_embeddings, attention factor √(1 + ln factor / ln original)),
+ * factor lists of head_dim/2, partial rotary refused. */
+static void test_config_phi3(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define PHI3 "{\"model_type\": \"phi3\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, " \
+             "\"max_position_embeddings\": 131072, "
+    assert_int_equal(parse(PHI3 "\"original_max_position_embeddings\": 4096, \"sliding_window\": 2047, "
+                           "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5, 2, 3], "
+                           "\"long_factor\": [2, 4, 8, 16]}}", &c, &e), DFL_OK);
+    assert_int_equal(c.rope_kind, DFL_ROPE_LONGROPE);
+    assert_int_equal(c.rope_original_max_pos, 4096);
+    assert_true(c.rope_short[1] == 1.5 && c.rope_long[3] == 16.0);
+    assert_true(fabs(c.rope_attn_factor - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-15);
+    assert_int_equal(dfl_config_window(&c, 1), 2047);
+    assert_int_equal(parse(PHI3 "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 0.5, "
+                           "\"attention_factor\": 1.25, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 1, 1, 1]}}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.rope_original_max_pos, 131072);
+    assert_true(c.rope_attn_factor == 1.25);
+    expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1], "
+                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "\"short_factor\" with head_dim/2 = 4 numbers");
+    expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], "
+                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "needs \"factor\"");
+    expect_refused(PHI3 "\"partial_rotary_factor\": 0.75}", DFL_ERR_CONFIG, "partial RoPE");
+    assert_int_equal(parse(PHI3 "\"partial_rotary_factor\": 1.0}", &c, &e), DFL_OK);
+#undef PHI3
 }
 
 /* OLMo 2: q/k norms over the whole projections, bound with their shapes. */
@@ -597,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_config_neox),
         cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_config_olmo2),
+        cmocka_unit_test(test_config_phi3),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

@@ -141,6 +141,13 @@ CASES = [
      (21, 13)),
     ("pub-OLMo-2-1124-7B", "published", dict(name="OLMo-2-1124-7B", sizes=dict(heads=4, head_dim=16)), "f32", 3,
      (40, 17)),
+    # Phi-3 (families.py from modeling_phi3.py): qkv_proj and gate_up_proj bound as views,
+    # longrope with short factors up to original_max_position_embeddings (32) and long ones
+    # past it (the first prompt), the attention factor on cos and sin; GQA, a window
+    ("phi3-longrope-gqa-window-bf16-sharded", "phi3",
+     dict(heads=4, family_keys={"num_key_value_heads": 2, "sliding_window": 9}), "bf16", 2, (41, 14)),
+    ("pub-Phi-3-mini-128k-instruct", "published",
+     dict(name="Phi-3-mini-128k-instruct", sizes=dict(heads=4, head_dim=16)), "bf16", 2, (40, 17)),
 ]
 
 SUMMARY = []
@@ -303,7 +310,8 @@ class ReferenceSelfTest(unittest.TestCase):
     def test_published_configs_keep_every_key(self):
         sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                  "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
-                 "max_window_layers", "rope_scaling", "n_layer", "n_head", "n_embd"}
+                 "max_window_layers", "rope_scaling", "n_layer", "n_head", "n_embd",
+                 "original_max_position_embeddings", "max_position_embeddings"}
         for name, (shards, pub) in make_model.PUBLISHED.items():
             cfg, n = make_model.published_config(name)
             self.assertEqual(n, shards)

@@ -167,6 +167,11 @@ static const dfl__refused_key gemma3_refused[] = {
     {"use_bidirectional_attention", "\"use_bidirectional_attention\": attention without the causal mask is not "
                                     "implemented (model_type %s)"},
     {NULL, NULL}};
+/* Phi-3 (configuration_phi3.py, modeling_phi3.py): the top-level
+ * original_max_position_embeddings belongs to longrope; the dropouts change nothing. */
+static const char *const phi3_keys[] = {"sliding_window", "original_max_position_embeddings", "partial_rotary_factor",
+                                        NULL};
+static const char *const phi3_harmless[] = {"resid_pdrop", "embd_pdrop", "diff_lambda_init", "diff_kv_pairing", NULL};
 static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambda_init", "diff_kv_pairing", NULL};
 
 static const dfl__family families[] = {
@@ -204,6 +209,9 @@ static const dfl__family families[] = {
      * MLP only, q/k RMSNorm over the whole projection */
     {.model_type = "olmo2", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window, .qk_norm = 2,
      .block = DFL__BLOCK_POST},
+    /* Phi3Config: fused projections, Mistral's window rule (sliding_window on every layer) */
+    {.model_type = "phi3", .attn = DFL_MODEL_LLAMA, .keys = phi3_keys, .harmless = phi3_harmless,
+     .window = DFL__WINDOW_EVERY_LAYER, .fused_proj = 1},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -223,7 +231,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2, phi3"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

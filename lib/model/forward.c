@@ -572,8 +572,17 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     dfl_rope_params rp = {c->rope_theta, c->rope_kind, c->rope_factor, c->rope_low_freq_factor,
                           c->rope_high_freq_factor, c->rope_original_max_pos};
     int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq;   /* GPT-NeoX: the rotated part of a head */
-    dfl_rope_inv_freq(w.inv_freq, rd, &rp);
+    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* Phi-3: the long factors past the original context */
+        dfl_rope_inv_freq_longrope(w.inv_freq, rd, c->rope_theta,
+                                   T > c->rope_original_max_pos ? c->rope_long : c->rope_short);
+    else
+        dfl_rope_inv_freq(w.inv_freq, rd, &rp);
     dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
+    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* cos, sin × the attention factor */
+        for (size_t i = 0; i < (size_t)T * (size_t)(rd / 2); i++) {
+            w.cos_t[i] = (float)(w.cos_t[i] * c->rope_attn_factor);
+            w.sin_t[i] = (float)(w.sin_t[i] * c->rope_attn_factor);
+        }
     if (c->rope_local_theta > 0) {   /* Gemma 3's sliding layers: their own base, unscaled */
         dfl_rope_params lp = {c->rope_local_theta, DFL_ROPE_NONE, 1.0, 0.0, 0.0, 0};
         dfl_rope_inv_freq(w.inv_freq, rd, &lp);

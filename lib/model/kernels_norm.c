@@ -112,6 +112,13 @@ void dfl_softcap_naive(float *x, size_t n, float cap)
     for (size_t i = 0; i < n; i++) x[i] = (float)(tanh((double)x[i] / cap) * cap);
 }
 
+/* ----------------------------------------------------------------- longrope */
+
+void dfl_rope_inv_freq_longrope(double *inv_freq, int64_t d, double theta, const double *factors)
+{
+    for (int64_t j = 0; j < d / 2; j++) inv_freq[j] = 1.0 / (factors[j] * pow(theta, 2.0 * (double)j / (double)d));
+}
+
 /* ------------------------------------------------------- [in, out] matmul */
 
 void dfl_matmul_wmat_io(float *y, const float *x, const dfl_wmat *w, int64_t n, float *scratch, size_t scratch_n)

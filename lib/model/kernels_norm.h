@@ -33,6 +33,10 @@ void dfl_geglu_naive(float *g, const float *u, int64_t n, int64_t f, int erf);
 void dfl_softcap(float *x, size_t n, float cap);
 void dfl_softcap_naive(float *x, size_t n, float cap);
 
+/* Phi-3's longrope frequencies (Hugging Face _compute_longrope_parameters):
+ * inv_freq[j] = 1 / (factors[j] · theta^(2j/d)), j < d/2. */
+void dfl_rope_inv_freq_longrope(double *inv_freq, int64_t d, double theta, const double *factors);
+
 /* y[n, w->cols] = x[n, w->rows] · W for a weight stored [in, out] (GPT-2's Conv1D:
  * w->rows inputs, w->cols outputs; x · W, not x · Wᵀ). Aligned F32 goes straight to
  * sgemm; other dtypes are converted in panels of rows of W (inputs) into scratch

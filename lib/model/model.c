@@ -75,6 +75,68 @@ static dfl_status get_bool(const cJSON *root, const char *key, int def, const ch
     return DFL_OK;
 }
 
+/* One longrope factor list: head_dim/2 positive numbers. */
+static dfl_status longrope_list(const cJSON *rs, const char *key, int64_t n, const char *label, double *out,
+                                dfl_error *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope rope_scaling needs \"%s\" with head_dim/2 = %lld numbers",
+                         label, key, (long long)n);
+    int64_t i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0) || isinf(e->valuedouble))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling \"%s\"[%lld] must be a number > 0", label, key,
+                             (long long)i);
+        out[i] = e->valuedouble;
+    }
+    return DFL_OK;
+}
+
+/* Phi-3's longrope (Hugging Face _compute_longrope_parameters and the longrope
+ * frequency update): frequencies θ^(−2j/d) / factor[j], with short_factor for sequences
+ * up to original_max_position_embeddings and long_factor past it; cos and sin × the
+ * attention factor [√(1 + ln s / ln original) with s = max_position_embeddings /
+ * original when s > 1, else 1]. original_max_position_embeddings is the top-level key
+ * (Phi3Config); without it, max_position_embeddings and rope_scaling's factor. */
+static dfl_status parse_longrope(const cJSON *root, const cJSON *rs, const char *label, dfl_config *c,
+                                 dfl_error *err)
+{
+    int64_t n = c->head_dim / 2;
+    dfl_status s;
+    if (n > DFL_LONGROPE_MAX)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope with head_dim %lld is not supported (at most %d)", label,
+                         (long long)c->head_dim, 2 * DFL_LONGROPE_MAX);
+    if ((s = longrope_list(rs, "short_factor", n, label, c->rope_short, err)) ||
+        (s = longrope_list(rs, "long_factor", n, label, c->rope_long, err)))
+        return s;
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(root, "original_max_position_embeddings");
+    double factor;
+    if (top && !cJSON_IsNull(top)) {
+        if ((s = get_int(root, "original_max_position_embeddings", 0, DIM_MAX, label, &c->rope_original_max_pos, err)))
+            return s;
+        if (c->rope_original_max_pos < 1 || c->max_position_embeddings < 1)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope needs original_max_position_embeddings and "
+                             "max_position_embeddings >= 1", label);
+        factor = (double)c->max_position_embeddings / (double)c->rope_original_max_pos;
+    } else {
+        c->rope_original_max_pos = c->max_position_embeddings;
+        if (c->rope_original_max_pos < 1)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope needs max_position_embeddings", label);
+        if (!cJSON_GetObjectItemCaseSensitive(rs, "factor"))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope rope_scaling needs \"factor\" (or a top-level "
+                             "original_max_position_embeddings)", label);
+        if ((s = get_num(rs, "factor", 1.0, label, &factor, err))) return s;
+    }
+    double af = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)c->rope_original_max_pos));
+    if ((s = get_num(rs, "attention_factor", af, label, &c->rope_attn_factor, err))) return s;
+    if (!(c->rope_attn_factor > 0))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling attention_factor must be > 0", label);
+    c->rope_factor = factor;
+    c->rope_kind = DFL_ROPE_LONGROPE;
+    return DFL_OK;
+}
+
 /* rope_scaling (or the newer rope_parameters): none/default, linear, llama3. */
 static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_config *c, dfl_error *err)
 {
@@ -93,6 +155,7 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
     const char *k = cJSON_IsString(kind) ? kind->valuestring : "default";
     dfl_status s;
     if (!strcmp(k, "default")) return DFL_OK;
+    if (!strcmp(k, "longrope")) return parse_longrope(root, rs, label, c, err);
     /* as Hugging Face's rope validation: factor is required for every scaling */
     if (!cJSON_GetObjectItemCaseSensitive(rs, "factor"))
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling \"%s\" needs \"factor\"", label, k);
@@ -133,7 +196,8 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
                              "%s: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor", label);
         return DFL_OK;
     }
-    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3, dynamic)",
+    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3, dynamic, "
+                     "longrope)",
                      label, k);
 }
 
@@ -335,6 +399,18 @@ static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const cha
     return DFL_OK;
 }
 
+/* Phi-3 (Phi3Config): partial_rotary_factor (Phi-4-mini's) other than 1 is refused. */
+static dfl_status parse_phi3(const cJSON *root, const char *label, dfl_error *err)
+{
+    double prf;
+    dfl_status s = get_num(root, "partial_rotary_factor", 1.0, label, &prf, err);
+    if (s) return s;
+    if (prf != 1.0)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"partial_rotary_factor\" %g: partial RoPE is not implemented for "
+                         "model_type phi3 (only 1)", label, prf);
+    return DFL_OK;
+}
+
 /* The keys of a family with a GELU MLP: its activation (the family's default when
  * absent), and GPT-2's attention scaling (modeling_gpt2.py eager_attention_forward:
  * scale_attn_weights divides by √d, scale_attn_by_inverse_layer_idx by layer + 1;
@@ -481,6 +557,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_bool(root, "mlp_bias", 0, label, &flag, err))) goto done;
     if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (f->fused_proj && (s = parse_phi3(root, label, err))) goto done;
     if (f->mlp != DFL__MLP_SWIGLU) {
         if ((s = parse_gelu_family(root, f, label, &c, err))) goto done;
     } else if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
@@ -662,6 +739,39 @@ static dfl_status bind_block_norms(binder *b, const dfl__family *f, const char *
     return bind(b, n, D, 0, &w->mlp_norm, err);
 }
 
+/* Rows [r0, r0 + n) of a bound matrix as a matrix of its own (a view: same dtype,
+ * same mapping). */
+static dfl_wmat rows_of(const dfl_wmat *all, int64_t r0, int64_t n)
+{
+    dfl_wmat v = *all;
+    v.data = (const unsigned char *)all->data + (size_t)r0 * (size_t)all->cols * dfl_dtype_size((dfl_dtype)all->dtype);
+    v.rows = n;
+    return v;
+}
+
+/* Phi-3 (modeling_phi3.py Phi3Attention, Phi3MLP): qkv_proj [q_rows + k_rows + v_rows, D]
+ * holds q, k, v in its rows in that order (sliced at H·hd and H·hd + Hkv·hd);
+ * gate_up_proj [2F, D] holds gate then up (chunk(2) of its output). */
+static dfl_status bind_fused(binder *b, const char *p, dfl_layer_weights *w, int64_t q_rows, int64_t k_rows,
+                             int64_t v_rows, dfl_error *err)
+{
+    const dfl_config *c = &b->m->config;
+    int64_t D = c->hidden_size, F = c->intermediate_size;
+    char n[192];
+    dfl_wmat all;
+    dfl_status s;
+    snprintf(n, sizeof n, "%sself_attn.qkv_proj.weight", p);
+    if ((s = bind_mat(b, n, q_rows + k_rows + v_rows, D, &all, err))) return s;
+    w->wq = rows_of(&all, 0, q_rows);
+    w->wk = rows_of(&all, q_rows, k_rows);
+    w->wv = rows_of(&all, q_rows + k_rows, v_rows);
+    snprintf(n, sizeof n, "%smlp.gate_up_proj.weight", p);
+    if ((s = bind_mat(b, n, 2 * F, D, &all, err))) return s;
+    w->w_gate = rows_of(&all, 0, F);
+    w->w_up = rows_of(&all, F, F);
+    return DFL_OK;
+}
+
 /* Gemma's RMSNorm multiplies by (1 + w) in f32 (Gemma2RMSNorm): the stored gain w becomes
  * 1 + w in a buffer the model owns, once, so the forward pass runs a plain RMSNorm. */
 static dfl_status plus_one(binder *b, float **g, int64_t n, dfl_error *err)
@@ -722,13 +832,19 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     } else if ((s = bind_block_norms(b, fam, p, w, err))) {
         return s;
     }
-    BIND_MAT(wq, "self_attn.q_proj.weight", q_rows, D);
-    BIND_MAT(wk, "self_attn.k_proj.weight", k_rows, D);
-    BIND_MAT(wv, "self_attn.v_proj.weight", v_rows, D);
+    if (fam->fused_proj) {
+        if ((s = bind_fused(b, p, w, q_rows, k_rows, v_rows, err))) return s;
+    } else {
+        BIND_MAT(wq, "self_attn.q_proj.weight", q_rows, D);
+        BIND_MAT(wk, "self_attn.k_proj.weight", k_rows, D);
+        BIND_MAT(wv, "self_attn.v_proj.weight", v_rows, D);
+    }
     snprintf(o_proj, sizeof o_proj, "self_attn.%s.weight", av->o_proj);
     BIND_MAT(wo, o_proj, D, o_cols);
-    BIND_MAT(w_gate, "mlp.gate_proj.weight", F, D);
-    BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
+    if (!fam->fused_proj) {
+        BIND_MAT(w_gate, "mlp.gate_proj.weight", F, D);
+        BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
+    }
     BIND_MAT(w_down, "mlp.down_proj.weight", D, F);
     if (c->qkv_bias) {
         BIND(bq, "self_attn.q_proj.bias", q_rows, 0);

@@ -27,7 +27,11 @@ typedef enum dfl_model_type {
 
 /* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
  * longer sequences are refused by the forward pass. */
-typedef enum dfl_rope_kind { DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC } dfl_rope_kind;
+typedef enum dfl_rope_kind {
+    DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC,
+    DFL_ROPE_LONGROPE   /* Phi-3: per-frequency factors, short up to rope_original_max_pos tokens, long past it */
+} dfl_rope_kind;
+#define DFL_LONGROPE_MAX 256   /* factors per list (head_dim / 2) */
 typedef enum dfl_kv_pairing { DFL_KV_FLASH = 0, DFL_KV_NAIVE } dfl_kv_pairing;
 /* SiLU (SwiGLU families); GELU's tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast) or
  * exact erf form (gelu). */
@@ -72,6 +76,8 @@ typedef struct dfl_config {
     int64_t window_pattern;            /* > 0: layer l has sliding_window unless (l + 1) % pattern == 0 (Gemma) */
     double rope_local_theta;           /* > 0: the sliding layers' RoPE base, unscaled (Gemma 3 rope_local_base_freq) */
     float embed_scale;                 /* > 0: embeddings × this (Gemma: √D in f32) */
+    double rope_short[DFL_LONGROPE_MAX], rope_long[DFL_LONGROPE_MAX]; /* longrope: [head_dim/2] factors */
+    double rope_attn_factor;           /* longrope: cos and sin × this */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.

@@ -40,13 +40,20 @@ Each family is written from the published Hugging Face modelling code, in float6
          head split and RoPE; Olmo2DecoderLayer: x += post_attention_layernorm(attn(x)),
          x += post_feedforward_layernorm(mlp(x)); SwiGLU) and configuration_olmo2.py.
 
+  phi3   transformers src/transformers/models/phi3/modeling_phi3.py (Phi3Attention:
+         qkv_proj output sliced q | k | v at H·hd and H·hd + Hkv·hd; Phi3MLP: gate_up_proj
+         output chunked gate | up, down(up · silu(gate)); sliding_window on every layer)
+         and modeling_rope_utils.py _compute_longrope_parameters with the longrope
+         frequency update (short_factor up to original_max_position_embeddings tokens,
+         long_factor past it; cos, sin × attention_factor [√(1 + ln s / ln original)]).
+
 Not from difflens's C code.
 """
 import math
 
 import numpy as np
 
-TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text", "olmo2")
+TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text", "olmo2", "phi3")
 
 # config.json names of the common keys, per family (GPT2Config.attribute_map); None:
 # the family's published config has no such key.
@@ -135,6 +142,27 @@ def init(m, cfg):
     if m.arch in ("gemma2", "gemma3_text"):
         _init_gemma(m, cfg)
         return
+    if m.arch == "phi3":
+        m.type = "llama"
+        m.V, m.D, m.F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
+        m.L, m.H = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+        m.Hkv = cfg.get("num_key_value_heads") or m.H
+        m.hd = cfg.get("head_dim") or m.D // m.H
+        m.eps = cfg.get("rms_norm_eps", 1e-5)
+        m.tied = bool(cfg.get("tie_word_embeddings", False))
+        m.theta = float(cfg.get("rope_theta", 10000.0))
+        if cfg.get("partial_rotary_factor", 1.0) != 1.0 or cfg.get("attention_bias"):
+            raise ValueError("partial_rotary_factor / attention_bias are not in this reference for phi3")
+        m.rope = cfg.get("rope_scaling") or {}
+        m.rope_kind = "none"
+        if m.rope:
+            m.rope_kind = m.rope.get("rope_type", m.rope.get("type"))
+            if m.rope_kind != "longrope":
+                raise ValueError("only longrope is in this reference for phi3")
+        W = cfg.get("sliding_window")
+        m.windows = [int(W) if W else 0] * m.L
+        m.rope_limit = None
+        return
     if m.arch == "olmo2":
         m.type = "llama"
         m.V, m.D, m.F = cfg["vocab_size"], cfg["hidden_size"], cfg["intermediate_size"]
@@ -202,6 +230,8 @@ def forward(m, tokens, quant=None):
         return forward_gemma(m, tokens, quant, reference)
     if m.arch == "olmo2":
         return forward_olmo2(m, tokens, quant, reference)
+    if m.arch == "phi3":
+        return forward_phi3(m, tokens, quant, reference)
     raise ValueError("unknown model_type %r" % m.arch)
 
 
@@ -468,6 +498,71 @@ def forward_olmo2(m, tokens, quant, ref):
     return r
 
 
+def longrope(m, T):
+    """(inv_freq [hd/2], attention factor) of Phi-3's longrope for a sequence of T."""
+    cfg, rs, dim = m.raw, m.rope, m.hd
+    orig = cfg.get("original_max_position_embeddings")
+    if orig is not None:
+        factor = cfg["max_position_embeddings"] / orig
+    else:
+        orig, factor = cfg["max_position_embeddings"], rs["factor"]
+    af = rs.get("attention_factor")
+    if af is None:
+        af = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig))
+    ext = np.asarray(rs["long_factor"] if T > orig else rs["short_factor"], dtype=np.float64)
+    return 1.0 / (ext * m.theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)), af
+
+
+def attn_phi3(m, l, h, quant, ref):
+    a = "model.layers.%d.self_attn." % l
+    T, H, Hkv, hd = h.shape[0], m.H, m.Hkv, m.hd
+    n_rep = H // Hkv
+    qkv = h @ m.t[a + "qkv_proj.weight"].T
+    q = qkv[:, :H * hd].reshape(T, H, hd)
+    k = qkv[:, H * hd:(H + Hkv) * hd].reshape(T, Hkv, hd)
+    v = qkv[:, (H + Hkv) * hd:].reshape(T, Hkv, hd)
+    if m.rope_kind == "longrope":
+        fr, af = longrope(m, T)
+    else:
+        fr, af = 1.0 / (m.theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)), 1.0
+    q, k = af * ref.rope(q, fr, False), af * ref.rope(k, fr, False)   # cos, sin × af
+    maps = np.zeros((H, T, T))
+    scores = np.zeros((H, T, T))
+    out = np.zeros((T, H, hd))
+    for i in range(H):
+        maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant, m.windows[l])
+        out[:, i] = maps[i] @ v[:, i // n_rep]
+    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+
+
+def forward_phi3(m, tokens, quant, ref):
+    """Phi3Model: Llama's pre-norm block with the fused projections."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    T = len(tokens)
+    t, F = m.t, m.F
+    x = t["model.embed_tokens.weight"][tokens].copy()
+    per, hidden = {}, []
+    for l in range(m.L):
+        p = "model.layers.%d." % l
+        hn = ref.rmsnorm(x, t[p + "input_layernorm.weight"], m.eps)
+        q = _quant_for_layer(quant, lambda: attn_phi3(m, l, hn, None, ref)[1]["scores"])
+        a, maps = attn_phi3(m, l, hn, q, ref)
+        x = x + a
+        hh = ref.rmsnorm(x, t[p + "post_attention_layernorm.weight"], m.eps)
+        gu = hh @ t[p + "mlp.gate_up_proj.weight"].T
+        x = x + (gu[:, F:] * ref.silu(gu[:, :F])) @ t[p + "mlp.down_proj.weight"].T
+        hidden.append(x.copy())
+        for key, val in maps.items():
+            per.setdefault(key, []).append(val)
+    x = ref.rmsnorm(x, t["model.norm.weight"], m.eps)
+    head = t["model.embed_tokens.weight"] if m.tied else t["lm_head.weight"]
+    r = {"logits": x @ head.T, "hidden": np.stack(hidden),
+         "visible": np.stack([ref.visible(T, w) for w in m.windows])}
+    for key, vals in per.items():
+        r[key] = np.array(vals, dtype=np.float64)
+    return r
+
+
 # ---------------------------------------------------------------------------
 # make_model.py: configs and weights
 # ---------------------------------------------------------------------------
@@ -491,6 +586,17 @@ def make_config(mtype, layers, hidden, heads, ffn=None, vocab=97, tied=None, max
                "layer_norm_eps": 1e-5, "hidden_act": "gelu", "rotary_pct": 0.25, "rotary_emb_base": 10000,
                "use_parallel_residual": True, "tie_word_embeddings": bool(tied), "bos_token_id": 0,
                "eos_token_id": 0, "torch_dtype": "float32"}
+    elif mtype == "phi3":
+        hd = hidden // heads
+        cfg = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "vocab_size": vocab,
+               "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
+               "num_key_value_heads": heads, "intermediate_size": ffn or 4 * hidden,
+               "max_position_embeddings": 1024, "original_max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+               "hidden_act": "silu", "rope_theta": 10000.0, "sliding_window": None, "attention_bias": False,
+               "rope_scaling": {"type": "longrope", "short_factor": longrope_factors(hd, 1.0),
+                                "long_factor": longrope_factors(hd, 20.0)},
+               "resid_pdrop": 0.0, "embd_pdrop": 0.0, "tie_word_embeddings": bool(tied), "bos_token_id": 1,
+               "eos_token_id": 2, "torch_dtype": "float32"}
     elif mtype == "olmo2":
         cfg = {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"], "vocab_size": vocab,
                "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
@@ -544,6 +650,8 @@ def make_weights(cfg, seed=0, hub=False):
         return _neox_weights(cfg, rng, lin, gain, bias)
     if mtype in ("gemma2", "gemma3_text", "olmo2"):
         return _rms_weights(cfg, rng)
+    if mtype == "phi3":
+        return _phi3_weights(cfg, rng)
     if mtype != "gpt2":
         raise ValueError("unknown model_type %r" % mtype)
     V, D, L, P = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["n_positions"]
@@ -630,5 +738,38 @@ def _rms_weights(cfg, rng):
               (p + "mlp.up_proj.weight", lin(F, D)), (p + "mlp.down_proj.weight", lin(D, F))]
     t.append(("model.norm.weight", gain(D)))
     if not cfg.get("tie_word_embeddings", gemma):
+        t.append(("lm_head.weight", lin(V, D)))
+    return t
+
+
+def longrope_factors(hd, top):
+    """head_dim/2 factors rising from about 1 to `top` (the shape of Phi-3's lists: the low
+    frequencies stretched most)."""
+    n = hd // 2
+    return [round(1.0 + (top - 1.0) * (j / max(1, n - 1)) ** 2 + 0.01 * j, 6) for j in range(n)]
+
+
+def _phi3_weights(cfg, rng):
+    """Phi-3's tensors: qkv_proj [H·hd + 2·Hkv·hd, D] (q | k | v rows), gate_up_proj
+    [2F, D] (gate | up rows)."""
+    V, D, L, F = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    H = cfg["num_attention_heads"]
+    Hkv = cfg.get("num_key_value_heads") or H
+    hd = cfg.get("head_dim") or D // H
+
+    def lin(out_f, in_f):
+        return (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+
+    def gain(n):
+        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+
+    t = [("model.embed_tokens.weight", rng.standard_normal((V, D)).astype(np.float32))]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        t += [(p + "input_layernorm.weight", gain(D)), (p + "self_attn.qkv_proj.weight", lin((H + 2 * Hkv) * hd, D)),
+              (p + "self_attn.o_proj.weight", lin(D, H * hd)), (p + "post_attention_layernorm.weight", gain(D)),
+              (p + "mlp.gate_up_proj.weight", lin(2 * F, D)), (p + "mlp.down_proj.weight", lin(D, F))]
+    t.append(("model.norm.weight", gain(D)))
+    if not cfg.get("tie_word_embeddings", False):
         t.append(("lm_head.weight", lin(V, D)))
     return t

@@ -223,6 +223,20 @@ PUBLISHED = {
         "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False,
         "torch_dtype": "float32", "transformers_version": "4.47.0.dev0", "use_cache": True,
         "vocab_size": 100352}),
+    # microsoft/Phi-3-mini-128k-instruct: fused qkv_proj and gate_up_proj, longrope (its
+    # 48-entry factor lists are rebuilt at head_dim/2 entries by published_config);
+    # two BF16 shards
+    "Phi-3-mini-128k-instruct": (2, {
+        "_name_or_path": "Phi-3-mini-128k-instruct", "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config",
+                                               "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+        "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+        "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
+        "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+        "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"long_factor": [1.0] * 48, "short_factor": [1.0] * 48, "type": "longrope"},
+        "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}),
 }
 
 
@@ -258,6 +272,13 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
     if window is not None:
         cfg["sliding_window"] = window
     rs = cfg.get("rope_scaling")
+    if isinstance(rs, dict) and rs.get("type", rs.get("rope_type")) == "longrope":
+        # factor lists of head_dim/2 entries, and an original context short enough that a
+        # test prompt passes it (long factors) and another does not (short factors)
+        rs["short_factor"] = families.longrope_factors(hd, 1.05)
+        rs["long_factor"] = families.longrope_factors(hd, 30.0)
+        cfg["original_max_position_embeddings"] = 32
+        cfg["max_position_embeddings"] = 32 * 32
     if isinstance(rs, dict) and "original_max_position_embeddings" in rs:
         rs["original_max_position_embeddings"] = 64   # frequencies in all three llama3 bands
     return cfg, shards
