@@ -60,6 +60,9 @@ TYPES = ("gpt2", "gpt_neox", "gemma2", "gemma3_text", "olmo2", "phi3")
 KEY_NAMES = {
     "gpt2": {"num_hidden_layers": "n_layer", "num_attention_heads": "n_head", "hidden_size": "n_embd",
              "intermediate_size": "n_inner", "num_key_value_heads": None, "head_dim": None},
+    "gpt_neox": {"num_key_value_heads": None, "head_dim": None},
+    "olmo2": {"head_dim": None},
+    "phi3": {"head_dim": None},
 }
 
 
