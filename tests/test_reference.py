@@ -796,6 +796,8 @@ class ProbeGpt2AsPublished(unittest.TestCase):
         self.assertTrue(any(n.endswith(".attn.bias") for n, _ in hub))
         code, err = self.probe(cfg, hub)
         self.assertEqual(code, 0, err)
+        # no BOS convention: prompts without bos_token_id (0 here) first are not warned about
+        self.assertNotIn("bos_token_id", err)
         code, err = self.probe(cfg, hub + [("h.0.attn.extra", np.ones(3, np.float32))])
         self.assertEqual(code, 1, err)
         self.assertIn("'h.0.attn.extra'", err)

@@ -189,11 +189,11 @@ static const dfl__family families[] = {
     /* GPT2Config: tie_word_embeddings true, n_inner null = 4·n_embd, gelu_new */
     {.model_type = "gpt2", .attn = DFL_MODEL_LLAMA, .keys = gpt2_keys, .harmless = gpt2_harmless,
      .refused = gpt2_refused, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_GPT2,
-     .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new"},
+     .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new", .no_bos = 1},
     /* GPTNeoXConfig: untied embed_out, gelu, biases unless attention_bias false */
     {.model_type = "gpt_neox", .attn = DFL_MODEL_LLAMA, .keys = neox_keys, .harmless = neox_harmless,
      .refused = no_window, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_NEOX,
-     .aliases = neox_aliases, .act_default = "gelu"},
+     .aliases = neox_aliases, .act_default = "gelu", .no_bos = 1},
     /* Gemma2Config: head_dim 256, tied, even layers slide over sliding_window [4096] */
     {.model_type = "gemma2", .attn = DFL_MODEL_LLAMA, .keys = gemma2_keys, .harmless = gemma_harmless,
      .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .window = DFL__WINDOW_PATTERN,

@@ -133,6 +133,8 @@ typedef struct dfl__family {
     int embed_scale;                  /* embeddings × √D (Gemma) */
     double rope_theta_default;        /* rope_theta when absent (0 = 10000) */
     double rope_local_default;        /* > 0: the family reads rope_local_base_freq, this when absent */
+    int no_bos;                       /* no BOS convention (GPT-2, Pythia: their tokenizers add none, and
+                                       * bos_token_id is <|endoftext|>, the document separator) */
     int fused_proj;                   /* Phi-3: self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
                                        * (gate | up rows), bound as views of their rows */
 } dfl__family;

@@ -541,6 +541,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     /* only for a warning: anything but a token id in range is "none" (and never cast out of range) */
     c.bos_token_id = cJSON_IsNumber(bos) && fabs(bos->valuedouble) < (double)((int64_t)1 << 62)
                          ? (int64_t)bos->valuedouble : -1;
+    if (f->no_bos) c.bos_token_id = -1;   /* GPT-2, Pythia: no BOS first, nothing to warn about */
     if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
     if ((s = parse_window(root, label, f, &c, err))) goto done;
     c.qkv_bias = f->qkv_bias;

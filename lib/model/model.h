@@ -55,7 +55,8 @@ typedef struct dfl_config {
     int64_t rope_original_max_pos;
     int tie_word_embeddings;
     int64_t max_position_embeddings;   /* 0 when absent */
-    int64_t bos_token_id;              /* -1 when absent */
+    int64_t bos_token_id;              /* -1 when absent, or for a family without a BOS convention
+                                        * (gpt2, gpt_neox: their bos_token_id is the document separator) */
     int has_lambda_init;               /* diff_lambda_init given (else per-layer rule) */
     double lambda_init;
     dfl_kv_pairing kv_pairing;
