@@ -267,11 +267,14 @@ static void test_family_table(void **state)
     int families = 0;
     for (char *save = NULL, *mt = strtok_r(names, ", ", &save); mt; mt = strtok_r(NULL, ", ", &save), families++) {
         char json[512];
+        int plain = !strcmp(mt, "gpt2") || !strcmp(mt, "gpt_neox");
         snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
                  "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25%s}", mt,
-                 /* GPT-NeoX rotates int(head_dim · rotary_pct [0.25]) values: 1 is refused */
-                 strcmp(mt, "gpt_neox") ? "" : ", \"rotary_pct\": 0.5");
+                 "\"num_key_value_heads\": %d, \"head_dim\": %d, \"rms_norm_eps\": 0.25%s}", mt,
+                 /* GPT-2 and GPT-NeoX: H heads of D / H for q, k and v */
+                 plain ? 4 : 2, plain ? 8 : 4,
+                 /* GPT-NeoX rotates int(head_dim · rotary_pct [0.25]) values: 2 here */
+                 strcmp(mt, "gpt_neox") ? "" : ", \"rotary_pct\": 0.25");
         dfl_config c;
         dfl_error e;
         if (parse(json, &c, &e)) fail_msg("%s: %s", mt, e.msg);
@@ -387,6 +390,8 @@ static void test_config_neox(void **state)
     expect_refused(NEOX "\"rotary_emb_base\": 5, \"rope_theta\": 5}", DFL_ERR_CONFIG, "both");
     expect_refused(NEOX "\"sliding_window\": 4}", DFL_ERR_CONFIG, "\"sliding_window\" is not a gpt_neox key");
     expect_refused(NEOX "\"hidden_act\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
+    expect_refused(NEOX "\"num_key_value_heads\": 2}", DFL_ERR_CONFIG, "must say the same");
+    expect_refused(NEOX "\"head_dim\": 8}", DFL_ERR_CONFIG, "must say the same");
 #undef NEOX
 }
 

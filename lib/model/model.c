@@ -429,6 +429,10 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
     dfl_status s;
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
     if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5;   /* GPT2Config's, GPTNeoXConfig's */
+    /* neither has grouped kv heads or a head_dim key: their fused q|k|v is 3·D wide */
+    if (c->num_kv_heads != c->num_heads || c->head_dim * c->num_heads != c->hidden_size)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s has H heads of hidden_size / H for q, k and v "
+                         "(num_key_value_heads and head_dim, when given, must say the same)", label, f->model_type);
     if (f->layout == DFL__LAYOUT_NEOX) return parse_neox(root, label, c, err);
     if (f->layout != DFL__LAYOUT_GPT2) return DFL_OK;
     int scaled, by_layer, upcast;
