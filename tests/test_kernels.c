@@ -380,6 +380,33 @@ static void test_matmul_io_matches_naive(void **state)
     free(x), free(w), free(y), free(yr), free(scratch), free(h);
 }
 
+/* GeGLU (both GELUs), soft-capping and the longrope frequencies against their twins and
+ * by hand: softcap(50) at cap 50 is 50·tanh(1); longrope divides θ^(−2j/d) by factor j. */
+static void test_geglu_softcap_longrope(void **state)
+{
+    (void)state;
+    const int64_t n = 17, f = 93;
+    float *g = rand_array(n * f, 6), *u = rand_array(n * f, 2), *a = malloc(n * f * 4), *r = malloc(n * f * 4);
+    for (int erf = 0; erf < 2; erf++) {
+        memcpy(a, g, n * f * 4), memcpy(r, g, n * f * 4);
+        dfl_geglu(a, u, n, f, erf);
+        dfl_geglu_naive(r, u, n, f, erf);
+        assert_true(max_abs_diff(a, r, n * f) < 1e-5);
+    }
+    memcpy(a, g, n * f * 4), memcpy(r, g, n * f * 4);
+    dfl_softcap(a, (size_t)(n * f), 2.5f);
+    dfl_softcap_naive(r, (size_t)(n * f), 2.5f);
+    assert_true(max_abs_diff(a, r, n * f) < 1e-6);
+    for (int64_t i = 0; i < n * f; i++) assert_true(fabsf(a[i]) < 2.5f);
+    float x = 50.0f;
+    dfl_softcap(&x, 1, 50.0f);
+    assert_true(fabs(x - 50.0 * tanh(1.0)) < 1e-5);
+    double inv[4], fac[4] = {1.0, 2.0, 4.0, 8.0};
+    dfl_rope_inv_freq_longrope(inv, 8, 10000.0, fac);
+    for (int j = 0; j < 4; j++) assert_true(fabs(inv[j] - pow(10000.0, -2.0 * j / 8.0) / fac[j]) < 1e-15);
+    free(g), free(u), free(a), free(r);
+}
+
 static void test_logsumexp_argmax_matches_naive(void **state)
 {
     (void)state;
@@ -504,6 +531,7 @@ int main(void)
         cmocka_unit_test(test_layernorm_matches_naive),
         cmocka_unit_test(test_gelu_matches_naive),
         cmocka_unit_test(test_matmul_io_matches_naive),
+        cmocka_unit_test(test_geglu_softcap_longrope),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),
         cmocka_unit_test(test_kernels_on_nan_and_inf),
     };
