@@ -29,8 +29,43 @@ import make_model  # noqa: E402
 MAX_SHARD = 5 * 10 ** 9       # transformers' default max_shard_size, "5GB"
 
 
+def family_tensor_list(cfg):
+    """[(name, shape, kind)] of GPT-2 (Conv1D weights [in, out]: kind lin_io, fan-in their
+    rows; no mask buffers) or GPT-NeoX (Linear, with biases)."""
+    if cfg["model_type"] == "gpt2":
+        D, V, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
+        F = cfg.get("n_inner") or 4 * D
+        out = [("wte.weight", (V, D), "emb"), ("wpe.weight", (P, D), "emb"), ("ln_f.weight", (D,), "gain"),
+               ("ln_f.bias", (D,), "bias")]
+        for l in range(cfg["n_layer"]):
+            p = "h.%d." % l
+            out += [(p + "ln_1.weight", (D,), "gain"), (p + "ln_1.bias", (D,), "bias"),
+                    (p + "ln_2.weight", (D,), "gain"), (p + "ln_2.bias", (D,), "bias"),
+                    (p + "attn.c_attn.weight", (D, 3 * D), "lin_io"), (p + "attn.c_attn.bias", (3 * D,), "bias"),
+                    (p + "attn.c_proj.weight", (D, D), "lin_io"), (p + "attn.c_proj.bias", (D,), "bias"),
+                    (p + "mlp.c_fc.weight", (D, F), "lin_io"), (p + "mlp.c_fc.bias", (F,), "bias"),
+                    (p + "mlp.c_proj.weight", (F, D), "lin_io"), (p + "mlp.c_proj.bias", (D,), "bias")]
+        return sorted(out)
+    D, F, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    out = [("gpt_neox.embed_in.weight", (V, D), "emb"), ("embed_out.weight", (V, D), "lin"),
+           ("gpt_neox.final_layer_norm.weight", (D,), "gain"), ("gpt_neox.final_layer_norm.bias", (D,), "bias")]
+    for l in range(cfg["num_hidden_layers"]):
+        p = "gpt_neox.layers.%d." % l
+        out += [(p + "input_layernorm.weight", (D,), "gain"), (p + "input_layernorm.bias", (D,), "bias"),
+                (p + "post_attention_layernorm.weight", (D,), "gain"),
+                (p + "post_attention_layernorm.bias", (D,), "bias"),
+                (p + "attention.query_key_value.weight", (3 * D, D), "lin"),
+                (p + "attention.query_key_value.bias", (3 * D,), "bias"),
+                (p + "attention.dense.weight", (D, D), "lin"), (p + "attention.dense.bias", (D,), "bias"),
+                (p + "mlp.dense_h_to_4h.weight", (F, D), "lin"), (p + "mlp.dense_h_to_4h.bias", (F,), "bias"),
+                (p + "mlp.dense_4h_to_h.weight", (D, F), "lin"), (p + "mlp.dense_4h_to_h.bias", (D,), "bias")]
+    return sorted(out)
+
+
 def tensor_list(cfg):
     """[(name, shape, kind)] of a llama-family config; kind: lin (fan-in scaled), emb, gain."""
+    if cfg["model_type"] in ("gpt2", "gpt_neox"):
+        return family_tensor_list(cfg)
     D, F, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     H = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads") or H
@@ -66,11 +101,13 @@ class Pools:
         self.rng, self.dtype, self.pools = rng, dtype, {}
 
     def get(self, kind, cols):
-        key = (kind, cols if kind == "lin" else 0)
+        key = (kind, cols if kind in ("lin", "lin_io") else 0)
         if key not in self.pools:
             a = self.rng.standard_normal(2 * POOL, dtype=np.float32)
-            if kind == "lin":
+            if kind in ("lin", "lin_io"):
                 a *= np.float32(1.0 / np.sqrt(cols))
+            elif kind == "bias":
+                a *= np.float32(0.1)
             elif kind == "gain":
                 a = np.float32(1.0) + np.float32(0.1) * a
             self.pools[key] = make_model.encode(a, self.dtype)[1]
@@ -80,6 +117,8 @@ class Pools:
 def chunks(pools, shape, kind):
     """Encoded bytes of one tensor, chunk by chunk (at most POOL values each)."""
     cols = shape[1] if len(shape) > 1 else 1
+    if kind == "lin_io":   # a Conv1D weight [in, out]: fan-in is its rows
+        cols = shape[0]
     pool = pools.get(kind, cols)
     esz = len(pool) // (2 * POOL)
     left = int(np.prod(shape))
@@ -118,8 +157,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     shards, cfg = make_model.PUBLISHED[a.shape]
-    if cfg["model_type"] not in ("llama", "mistral", "qwen2"):
-        print("make_big_model.py: %s is not a llama-family shape" % a.shape, file=sys.stderr)
+    if cfg["model_type"] not in ("llama", "mistral", "qwen2", "gpt2", "gpt_neox"):
+        print("make_big_model.py: %s is not a llama-family, GPT-2 or GPT-NeoX shape" % a.shape, file=sys.stderr)
         return 2
     os.makedirs(a.outdir, exist_ok=True)
     pools = Pools(np.random.default_rng(a.seed), a.dtype)

@@ -194,6 +194,8 @@ if [ -f bench/maps.sh ]; then
 fi
 # the full-size Llama-3.2-1B shape in bf16 against PyTorch (bench/real_size.sh)
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/real_size.sh | tee -a "$OUT/table.txt"
+# GPT-2 small and Pythia-1B at full size against PyTorch (bench/real_size_families.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/real_size_families.sh | tee -a "$OUT/table.txt"
 
 # training throughput against PyTorch (bench/train_bench.sh)
 if [ -f bench/train_bench.sh ]; then

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/kernels.h"
+#include "model/kernels_norm.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -308,6 +309,104 @@ static void test_swiglu_matches_naive(void **state)
     free(g), free(u), free(gr);
 }
 
+/* LayerNorm against its twin (with and without gain and bias, in place), and by hand:
+ * [1, 2, 3, 6] has mean 3 and biased variance 3.5. */
+static void test_layernorm_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 33, d = 70;
+    float *x = rand_array(n * d, 20), *g = rand_array(d, 1), *b = rand_array(d, 1);
+    float *y = malloc(n * d * 4), *yr = malloc(n * d * 4);
+    for (int c = 0; c < 2; c++) {
+        dfl_layernorm(y, x, c ? g : NULL, c ? b : NULL, n, d, 1e-5f);
+        dfl_layernorm_naive(yr, x, c ? g : NULL, c ? b : NULL, n, d, 1e-5f);
+        assert_true(max_abs_diff(y, yr, n * d) < 1e-5);
+    }
+    memcpy(y, x, n * d * 4);
+    dfl_layernorm(y, y, g, b, n, d, 1e-5f);
+    assert_true(max_abs_diff(y, yr, n * d) < 1e-5);
+    float v[4] = {1, 2, 3, 6}, gain[4] = {1, 1, 2, 1}, bias[4] = {0, 0, 0, 10}, out[4];
+    dfl_layernorm(out, v, gain, bias, 1, 4, 0.0f);
+    double sd = sqrt(3.5), want[4] = {-2 / sd, -1 / sd, 0, 3 / sd + 10};
+    for (int i = 0; i < 4; i++) assert_true(fabs(out[i] - want[i]) < 1e-6);
+    free(x), free(g), free(b), free(y), free(yr);
+}
+
+/* Both GELUs against their twins and known values: gelu(1) = Φ(1) = 0.8413447460685429,
+ * gelu_new(1) = 0.5·(1 + tanh(√(2/π)·1.044715)) = 0.8411919906082768. */
+static void test_gelu_matches_naive(void **state)
+{
+    (void)state;
+    const size_t n = 3001;
+    float *x = rand_array(n, 8), *a = malloc(n * 4), *r = malloc(n * 4);
+    for (int form = 0; form < 2; form++) {
+        memcpy(a, x, n * 4), memcpy(r, x, n * 4);
+        if (form) dfl_gelu_erf(a, n), dfl_gelu_erf_naive(r, n);
+        else dfl_gelu_tanh(a, n), dfl_gelu_tanh_naive(r, n);
+        assert_true(max_abs_diff(a, r, n) < 1e-5);
+    }
+    float one[2] = {1.0f, 1.0f};
+    dfl_gelu_erf(one, 1), dfl_gelu_tanh(one + 1, 1);
+    assert_true(fabs(one[0] - 0.8413447460685429) < 1e-6);
+    assert_true(fabs(one[1] - 0.8411919906082768) < 1e-6);
+    free(x), free(a), free(r);
+}
+
+/* The [in, out] matmul (GPT-2's Conv1D) in f32, bf16 and f16 with small panels (the
+ * accumulation over input panels), against its twin and by hand. */
+static void test_matmul_io_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 9, in = 75, out = 31;
+    float *x = rand_array(n * in, 1), *w = rand_array(in * out, 1);
+    float *y = malloc(n * out * 4), *yr = malloc(n * out * 4), *scratch = malloc(7 * out * 4);
+    uint16_t *h = malloc(in * out * 2);
+    for (int c = 0; c < 3; c++) {
+        dfl_wmat m = {w, DFL_DTYPE_F32, in, out};
+        if (c) {
+            for (int64_t i = 0; i < in * out; i++) h[i] = c == 1 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
+            m.data = h;
+            m.dtype = c == 1 ? DFL_DTYPE_BF16 : DFL_DTYPE_F16;
+        }
+        dfl_matmul_wmat_io(y, x, &m, n, scratch, 7 * (size_t)out);   /* 7-row panels: 11 of them */
+        dfl_matmul_wmat_io_naive(yr, x, &m, n);
+        assert_true(max_abs_diff(y, yr, n * out) < 1e-5);
+    }
+    /* x[1, 2] · W[2, 3] = [1·1 + 2·4, 1·2 + 2·5, 1·3 + 2·6] */
+    float xs[2] = {1, 2}, ws[6] = {1, 2, 3, 4, 5, 6}, ys[3];
+    dfl_wmat m = {ws, DFL_DTYPE_F32, 2, 3};
+    dfl_matmul_wmat_io(ys, xs, &m, 1, scratch, 3);
+    assert_true(ys[0] == 9 && ys[1] == 12 && ys[2] == 15);
+    free(x), free(w), free(y), free(yr), free(scratch), free(h);
+}
+
+/* GeGLU (both GELUs), soft-capping and the longrope frequencies against their twins and
+ * by hand: softcap(50) at cap 50 is 50·tanh(1); longrope divides θ^(−2j/d) by factor j. */
+static void test_geglu_softcap_longrope(void **state)
+{
+    (void)state;
+    const int64_t n = 17, f = 93;
+    float *g = rand_array(n * f, 6), *u = rand_array(n * f, 2), *a = malloc(n * f * 4), *r = malloc(n * f * 4);
+    for (int erf = 0; erf < 2; erf++) {
+        memcpy(a, g, n * f * 4), memcpy(r, g, n * f * 4);
+        dfl_geglu(a, u, n, f, erf);
+        dfl_geglu_naive(r, u, n, f, erf);
+        assert_true(max_abs_diff(a, r, n * f) < 1e-5);
+    }
+    memcpy(a, g, n * f * 4), memcpy(r, g, n * f * 4);
+    dfl_softcap(a, (size_t)(n * f), 2.5f);
+    dfl_softcap_naive(r, (size_t)(n * f), 2.5f);
+    assert_true(max_abs_diff(a, r, n * f) < 1e-6);
+    for (int64_t i = 0; i < n * f; i++) assert_true(fabsf(a[i]) < 2.5f);
+    float x = 50.0f;
+    dfl_softcap(&x, 1, 50.0f);
+    assert_true(fabs(x - 50.0 * tanh(1.0)) < 1e-5);
+    double inv[4], fac[4] = {1.0, 2.0, 4.0, 8.0};
+    dfl_rope_inv_freq_longrope(inv, 8, 10000.0, fac);
+    for (int j = 0; j < 4; j++) assert_true(fabs(inv[j] - pow(10000.0, -2.0 * j / 8.0) / fac[j]) < 1e-15);
+    free(g), free(u), free(a), free(r);
+}
+
 static void test_logsumexp_argmax_matches_naive(void **state)
 {
     (void)state;
@@ -429,6 +528,10 @@ int main(void)
         cmocka_unit_test(test_softmax_window_matches_naive),
         cmocka_unit_test(test_softmax_large_logits_stay_finite),
         cmocka_unit_test(test_swiglu_matches_naive),
+        cmocka_unit_test(test_layernorm_matches_naive),
+        cmocka_unit_test(test_gelu_matches_naive),
+        cmocka_unit_test(test_matmul_io_matches_naive),
+        cmocka_unit_test(test_geglu_softcap_longrope),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),
         cmocka_unit_test(test_kernels_on_nan_and_inf),
     };

@@ -123,7 +123,7 @@ static void test_config_refusals(void **state)
     (void)state;
     expect_refused("{", DFL_ERR_FORMAT, "not valid JSON");
     expect_refused("[1]", DFL_ERR_FORMAT, "not a JSON object");
-    expect_refused("{\"model_type\": \"gpt2\", " BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "gpt2");
+    expect_refused("{\"model_type\": \"bert\", " BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "bert");
     expect_refused("{" BASE "\"num_attention_heads\": 2}", DFL_ERR_CONFIG, "model_type");
     expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 11}", DFL_ERR_CONFIG, "hidden_size");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2.5}", DFL_ERR_CONFIG,
@@ -267,9 +267,14 @@ static void test_family_table(void **state)
     int families = 0;
     for (char *save = NULL, *mt = strtok_r(names, ", ", &save); mt; mt = strtok_r(NULL, ", ", &save), families++) {
         char json[512];
+        int plain = !strcmp(mt, "gpt2") || !strcmp(mt, "gpt_neox");
         snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
                  "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-                 "\"num_key_value_heads\": 2, \"head_dim\": 4, \"rms_norm_eps\": 0.25}", mt);
+                 "\"num_key_value_heads\": %d, \"head_dim\": %d, \"rms_norm_eps\": 0.25%s}", mt,
+                 /* GPT-2 and GPT-NeoX: H heads of D / H for q, k and v */
+                 plain ? 4 : 2, plain ? 8 : 4,
+                 /* GPT-NeoX rotates int(head_dim · rotary_pct [0.25]) values: 2 here */
+                 strcmp(mt, "gpt_neox") ? "" : ", \"rotary_pct\": 0.25");
         dfl_config c;
         dfl_error e;
         if (parse(json, &c, &e)) fail_msg("%s: %s", mt, e.msg);
@@ -301,8 +306,188 @@ static void test_family_table(void **state)
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 6);
-    assert_null(dfl__family_find("gpt2"));
+    assert_int_equal(families, 12);
+    assert_null(dfl__family_find("bert"));
+}
+
+/* GPT-2: GPT2Config's names of the common keys and its defaults (n_inner null = 4·n_embd,
+ * tied head, layer_norm_epsilon 1e-5, n_positions 1024, gelu_new); its scaling switches;
+ * what it refuses by name. */
+static void test_config_gpt2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define GPT2 "{\"model_type\": \"gpt2\", \"vocab_size\": 11, \"n_embd\": 16, \"n_layer\": 3, \"n_head\": 4, "
+    assert_int_equal(parse(GPT2 "\"n_inner\": null, \"n_ctx\": 1024, \"attn_pdrop\": 0.1, \"summary_type\": "
+                           "\"cls_index\", \"task_specific_params\": {}}", &c, &e), DFL_OK);
+    assert_int_equal(c.hidden_size, 16);
+    assert_int_equal(c.num_layers, 3);
+    assert_int_equal(c.num_heads, 4);
+    assert_int_equal(c.num_kv_heads, 4);
+    assert_int_equal(c.head_dim, 4);
+    assert_int_equal(c.intermediate_size, 64);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(c.max_position_embeddings, 1024);
+    assert_true(c.rms_norm_eps == 1e-5);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    assert_int_equal(c.attn_unscaled, 0);
+    assert_int_equal(c.attn_scale_by_layer, 0);
+    assert_int_equal(parse(GPT2 "\"n_inner\": 24, \"n_positions\": 32, \"layer_norm_epsilon\": 0.5, "
+                           "\"activation_function\": \"gelu\", \"scale_attn_weights\": false, "
+                           "\"scale_attn_by_inverse_layer_idx\": true, \"reorder_and_upcast_attn\": true, "
+                           "\"tie_word_embeddings\": false}", &c, &e), DFL_OK);
+    assert_int_equal(c.intermediate_size, 24);
+    assert_int_equal(c.max_position_embeddings, 32);
+    assert_true(c.rms_norm_eps == 0.5);
+    assert_int_equal(c.act, DFL_ACT_GELU);
+    assert_int_equal(c.attn_unscaled, 1);
+    assert_int_equal(c.attn_scale_by_layer, 1);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    expect_refused(GPT2 "\"hidden_size\": 16}", DFL_ERR_CONFIG, "both \"n_embd\" and \"hidden_size\"");
+    expect_refused(GPT2 "\"activation_function\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
+    expect_refused(GPT2 "\"add_cross_attention\": true}", DFL_ERR_CONFIG, "cross-attention");
+    expect_refused(GPT2 "\"n_positions\": 0}", DFL_ERR_CONFIG, "n_positions");
+    expect_refused(GPT2 "\"attn_logit_softcapping\": 50}", DFL_ERR_CONFIG, "soft-capping");
+    expect_refused(GPT2 "\"rotary_dim\": 4}", DFL_ERR_CONFIG, "key \"rotary_dim\" is not supported");
+    /* false is every switch's default elsewhere: add_cross_attention false is GPT-2's own */
+    assert_int_equal(parse(GPT2 "\"add_cross_attention\": false}", &c, &e), DFL_OK);
+#undef GPT2
+}
+
+/* GPT-NeoX: GPTNeoXConfig's defaults (rotary_pct 0.25 of head_dim, rotary_emb_base
+ * 10000, parallel residual, biases, untied, layer_norm_eps 1e-5, gelu) and its names. */
+static void test_config_neox(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define NEOX "{\"model_type\": \"gpt_neox\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, " \
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+    assert_int_equal(parse(NEOX "\"classifier_dropout\": 0.1, \"hidden_dropout\": 0.0}", &c, &e), DFL_OK);
+    assert_int_equal(c.head_dim, 16);
+    assert_int_equal(c.rotary_dim, 4);
+    assert_true(c.rope_theta == 10000.0);
+    assert_int_equal(c.parallel_residual, 1);
+    assert_int_equal(c.qkv_bias, 1);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_true(c.rms_norm_eps == 1e-5);
+    assert_int_equal(c.act, DFL_ACT_GELU);
+    assert_int_equal(parse(NEOX "\"rotary_pct\": 1.0, \"rotary_emb_base\": 500, \"use_parallel_residual\": false, "
+                           "\"attention_bias\": false, \"layer_norm_eps\": 0.5, \"hidden_act\": \"gelu_fast\"}", &c, &e),
+                     DFL_OK);
+    assert_int_equal(c.rotary_dim, 0);   /* all of each head */
+    assert_true(c.rope_theta == 500.0);
+    assert_int_equal(c.parallel_residual, 0);
+    assert_int_equal(c.qkv_bias, 0);
+    assert_true(c.rms_norm_eps == 0.5);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    assert_int_equal(parse(NEOX "\"partial_rotary_factor\": 0.5}", &c, &e), DFL_OK);
+    assert_int_equal(c.rotary_dim, 8);
+    expect_refused(NEOX "\"rotary_pct\": 0.1}", DFL_ERR_CONFIG, "gives 1 rotary dimensions");
+    expect_refused(NEOX "\"rotary_pct\": 0}", DFL_ERR_CONFIG, "\"rotary_pct\" must be in (0, 1]");
+    expect_refused(NEOX "\"rotary_pct\": 0.5, \"partial_rotary_factor\": 0.5}", DFL_ERR_CONFIG, "both");
+    expect_refused(NEOX "\"rotary_emb_base\": 5, \"rope_theta\": 5}", DFL_ERR_CONFIG, "both");
+    expect_refused(NEOX "\"sliding_window\": 4}", DFL_ERR_CONFIG, "\"sliding_window\" is not a gpt_neox key");
+    expect_refused(NEOX "\"hidden_act\": \"relu\"}", DFL_ERR_CONFIG, "hidden_act \"relu\"");
+    expect_refused(NEOX "\"num_key_value_heads\": 2}", DFL_ERR_CONFIG, "must say the same");
+    expect_refused(NEOX "\"head_dim\": 8}", DFL_ERR_CONFIG, "must say the same");
+#undef NEOX
+}
+
+/* Gemma 2: Gemma2Config's defaults (head_dim 256, caps 50 and 30, window 4096 on even
+ * layers, tied, query_pre_attn_scalar 256, √D), nulls, and what must agree. */
+static void test_config_gemma2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define GEMMA "{\"model_type\": \"gemma2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
+              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, "
+    assert_int_equal(parse(GEMMA "\"cache_implementation\": \"hybrid\", \"hidden_act\": \"gelu_pytorch_tanh\"}", &c,
+                           &e), DFL_OK);
+    assert_int_equal(c.head_dim, 256);
+    assert_true(c.attn_softcap == 50.0 && c.final_softcap == 30.0);
+    assert_true(c.attn_scale == 1.0 / 16.0);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_true(c.embed_scale == 4.0f);
+    assert_int_equal(c.act, DFL_ACT_GELU_TANH);
+    for (int l = 0; l < 4; l++) assert_int_equal(dfl_config_window(&c, l), l % 2 ? 0 : 4096);
+    assert_int_equal(parse(GEMMA "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
+                           "\"sliding_window\": 8, \"query_pre_attn_scalar\": 64, \"head_dim\": 8, "
+                           "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+                           "\"full_attention\"]}", &c, &e), DFL_OK);
+    assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
+    assert_true(c.attn_scale == 1.0 / 8.0);
+    assert_int_equal(dfl_config_window(&c, 2), 8);
+    assert_int_equal(dfl_config_window(&c, 3), 0);
+    expect_refused(GEMMA "\"layer_types\": [\"full_attention\", \"full_attention\", \"sliding_attention\", "
+                   "\"full_attention\"]}", DFL_ERR_CONFIG, "layer_types[0] is not \"sliding_attention\"");
+    expect_refused(GEMMA "\"hidden_activation\": \"silu\"}", DFL_ERR_CONFIG, "hidden_activation \"silu\"");
+    expect_refused(GEMMA "\"attn_logit_softcapping\": -1}", DFL_ERR_CONFIG, "soft-capping");
+    expect_refused(GEMMA "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+    /* Gemma 3's text model: its defaults, and the keys Gemma 2 does not have */
+    assert_int_equal(parse("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, "
+                           "\"intermediate_size\": 12, \"num_hidden_layers\": 12, \"num_attention_heads\": 2}", &c, &e),
+                     DFL_OK);
+    assert_true(c.rope_theta == 1e6 && c.rope_local_theta == 10000.0);
+    assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
+    assert_int_equal(c.qk_norm, 1);
+    for (int l = 0; l < 12; l++) assert_int_equal(dfl_config_window(&c, l), l == 5 || l == 11 ? 0 : 4096);
+    expect_refused(GEMMA "\"rope_local_base_freq\": 10000}", DFL_ERR_CONFIG, "key \"rope_local_base_freq\"");
+    expect_refused("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
+                   "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"use_bidirectional_attention\": true}",
+                   DFL_ERR_CONFIG, "use_bidirectional_attention");
+#undef GEMMA
+}
+
+/* Phi-3: longrope as Hugging Face computes it (factor = max_position_embeddings /
+ * original_max_position_embeddings, attention factor √(1 + ln factor / ln original)),
+ * factor lists of head_dim/2, partial rotary refused. */
+static void test_config_phi3(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+#define PHI3 "{\"model_type\": \"phi3\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, " \
+             "\"max_position_embeddings\": 131072, "
+    assert_int_equal(parse(PHI3 "\"original_max_position_embeddings\": 4096, \"sliding_window\": 2047, "
+                           "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5, 2, 3], "
+                           "\"long_factor\": [2, 4, 8, 16]}}", &c, &e), DFL_OK);
+    assert_int_equal(c.rope_kind, DFL_ROPE_LONGROPE);
+    assert_int_equal(c.rope_original_max_pos, 4096);
+    assert_true(c.rope_short[1] == 1.5 && c.rope_long[3] == 16.0);
+    assert_true(fabs(c.rope_attn_factor - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-15);
+    assert_int_equal(dfl_config_window(&c, 1), 2047);
+    assert_int_equal(parse(PHI3 "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 0.5, "
+                           "\"attention_factor\": 1.25, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 1, 1, 1]}}",
+                           &c, &e), DFL_OK);
+    assert_int_equal(c.rope_original_max_pos, 131072);
+    assert_true(c.rope_attn_factor == 1.25);
+    expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1], "
+                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "\"short_factor\" with head_dim/2 = 4 numbers");
+    expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], "
+                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "needs \"factor\"");
+    expect_refused(PHI3 "\"partial_rotary_factor\": 0.75}", DFL_ERR_CONFIG, "partial RoPE");
+    assert_int_equal(parse(PHI3 "\"partial_rotary_factor\": 1.0}", &c, &e), DFL_OK);
+#undef PHI3
+}
+
+/* OLMo 2: q/k norms over the whole projections, bound with their shapes. */
+static void test_config_olmo2(void **state)
+{
+    (void)state;
+    dfl_config c;
+    dfl_error e;
+    assert_int_equal(parse("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
+                           "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                           "\"rope_theta\": 500000, \"attention_bias\": false, \"pad_token_id\": 1}", &c, &e), DFL_OK);
+    assert_int_equal(c.qk_norm, 2);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    expect_refused("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, "
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"attention_bias\": true}", DFL_ERR_CONFIG,
+                   "attention_bias");
 }
 
 /* ------------------------------------------------------------ tiny model */
@@ -446,6 +631,11 @@ int main(void)
         cmocka_unit_test(test_config_families),
         cmocka_unit_test(test_config_key_rule),
         cmocka_unit_test(test_family_table),
+        cmocka_unit_test(test_config_gpt2),
+        cmocka_unit_test(test_config_neox),
+        cmocka_unit_test(test_config_gemma2),
+        cmocka_unit_test(test_config_olmo2),
+        cmocka_unit_test(test_config_phi3),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

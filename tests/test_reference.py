@@ -20,6 +20,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "ref"))
+import families  # noqa: E402
 import make_model  # noqa: E402
 import reference  # noqa: E402
 
@@ -94,6 +95,59 @@ CASES = [
      dict(name="Mistral-7B-v0.1", sizes=dict(heads=8, head_dim=8, window=6)), "bf16", 1, (33, 15)),
     ("pub-DiffLlama", "published", dict(name="DiffLlama", sizes=dict(heads=8, head_dim=8)), "f32", 1,
      (20, 13)),
+    # GPT-2 (tests/ref/families.py, from modeling_gpt2.py): LayerNorm, Conv1D weights [in, out]
+    # with q|k|v fused in c_attn, learned positions, biases, tied head; as save_pretrained
+    # writes it ("transformer." prefix) with its switches, and as openai-community/gpt2 ships
+    # it (no prefix, the causal-mask buffers)
+    ("gpt2-bylayer-bf16-sharded", "gpt2",
+     dict(heads=4, family_keys={"scale_attn_by_inverse_layer_idx": True}), "bf16", 2, (23, 14)),
+    ("gpt2-untied-erf-unscaled-f16", "gpt2",
+     dict(heads=2, family_keys={"tie_word_embeddings": False, "activation_function": "gelu",
+                                "scale_attn_weights": False, "reorder_and_upcast_attn": True}),
+     "f16", 1, (19, 13)),
+    ("gpt2-multiblock-f32", "gpt2", dict(heads=8, max_pos=160), "f32", 1, (150, 40)),
+    ("pub-gpt2", "published", dict(name="gpt2", sizes=dict(heads=4, head_dim=16)), "f32", 1, (40, 17)),
+    # GPT-NeoX (Pythia; families.py from modeling_gpt_neox.py): per-head interleaved
+    # query_key_value, rotary on the first rotary_pct of each head, parallel residual or not
+    ("neox-parallel-bf16-sharded", "gpt_neox", dict(heads=4), "bf16", 2, (23, 14)),
+    ("neox-sequential-half-rotary-nobias-f16", "gpt_neox",
+     dict(heads=2, family_keys={"use_parallel_residual": False, "rotary_pct": 0.5, "attention_bias": False,
+                                "hidden_act": "gelu_new"}), "f16", 1, (19, 13)),
+    ("neox-tied-multiblock-f32", "gpt_neox", dict(heads=8, tied=True), "f32", 1, (150, 40)),
+    ("pub-pythia-1b", "published", dict(name="pythia-1b", sizes=dict(heads=4, head_dim=16)), "f16", 1,
+     (40, 17)),
+    # Gemma 2 (families.py from modeling_gemma2.py): GeGLU, (1 + w) norms before and after
+    # attention and MLP, embeddings × √D, soft-caps small enough to bite, alternating
+    # sliding windows, query_pre_attn_scalar apart from head_dim
+    ("gemma2-caps-window-gqa-bf16-sharded", "gemma2",
+     dict(heads=4, family_keys={"num_key_value_heads": 2, "attn_logit_softcapping": 4.0,
+                                "final_logit_softcapping": 3.0, "sliding_window": 5,
+                                "query_pre_attn_scalar": 8}), "bf16", 2, (23, 14)),
+    ("gemma2-window-multiblock-f32", "gemma2",
+     dict(heads=8, family_keys={"sliding_window": 37, "attn_logit_softcapping": 2.0}), "f32", 1, (150, 40)),
+    ("pub-gemma-2-2b-window", "published",
+     dict(name="gemma-2-2b", sizes=dict(heads=8, head_dim=8, window=6)), "f32", 3, (33, 15)),
+    # Gemma 3's text model: per-head (1 + w) q/k norms, the local RoPE base on sliding
+    # layers (every layer but each third here, every sixth as published), a scaled global RoPE
+    ("gemma3-pattern3-linear-gqa-bf16", "gemma3_text",
+     dict(heads=4, family_keys={"num_key_value_heads": 1, "sliding_window": 6, "sliding_window_pattern": 3,
+                                "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "rope_theta": 500.0,
+                                "rope_local_base_freq": 20.0}), "bf16", 1, (25, 13)),
+    ("pub-gemma-3-1b-pt-window", "published",
+     dict(name="gemma-3-1b-pt", layers=6, sizes=dict(heads=4, head_dim=16, window=7)), "bf16", 1, (33, 15)),
+    # OLMo 2 (families.py from modeling_olmo2.py): norms after attention and MLP only, q/k
+    # norms over the whole projections, GQA
+    ("olmo2-gqa-tied-f16", "olmo2", dict(heads=4, tied=True, family_keys={"num_key_value_heads": 2}), "f16", 1,
+     (21, 13)),
+    ("pub-OLMo-2-1124-7B", "published", dict(name="OLMo-2-1124-7B", sizes=dict(heads=4, head_dim=16)), "f32", 3,
+     (40, 17)),
+    # Phi-3 (families.py from modeling_phi3.py): qkv_proj and gate_up_proj bound as views,
+    # longrope with short factors up to original_max_position_embeddings (32) and long ones
+    # past it (the first prompt), the attention factor on cos and sin; GQA, a window
+    ("phi3-longrope-gqa-window-bf16-sharded", "phi3",
+     dict(heads=4, family_keys={"num_key_value_heads": 2, "sliding_window": 9}), "bf16", 2, (41, 14)),
+    ("pub-Phi-3-mini-128k-instruct", "published",
+     dict(name="Phi-3-mini-128k-instruct", sizes=dict(heads=4, head_dim=16)), "bf16", 2, (40, 17)),
 ]
 
 SUMMARY = []
@@ -256,7 +310,8 @@ class ReferenceSelfTest(unittest.TestCase):
     def test_published_configs_keep_every_key(self):
         sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                  "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
-                 "max_window_layers", "rope_scaling"}
+                 "max_window_layers", "rope_scaling", "n_layer", "n_head", "n_embd",
+                 "original_max_position_embeddings", "max_position_embeddings"}
         for name, (shards, pub) in make_model.PUBLISHED.items():
             cfg, n = make_model.published_config(name)
             self.assertEqual(n, shards)
@@ -420,9 +475,9 @@ class ProbeAgainstReference(unittest.TestCase):
         if mtype == "published":
             # a published config, every key as the hub has it, shrunk; sharded as the hub
             # shards it, tensors sorted and packed as save_pretrained writes them
-            cfg, hub_shards = make_model.published_config(kw["name"], layers=LAYERS, vocab=VOCAB,
+            cfg, hub_shards = make_model.published_config(kw["name"], layers=kw.get("layers", LAYERS), vocab=VOCAB,
                                                           **kw.get("sizes", {}))
-            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx), dtype,
+            make_model.write_model(mdir, cfg, make_model.make_weights(cfg, seed=100 + idx, hub=True), dtype,
                                    max(shards, hub_shards), hub=True)
             mtype = cfg["model_type"]
         else:
@@ -434,7 +489,7 @@ class ProbeAgainstReference(unittest.TestCase):
         run_probe(mdir, pfile, out, "--maps", "all", "--map-dtype", "f32", "--save-logits",
                   "--quiet")
         m = reference.load_model(mdir)
-        diff = mtype not in make_model.LLAMA_FAMILY
+        diff = m.type != "llama"
         err = {"logits": 0.0, "maps": 0.0, "lambda": 0.0, "nll": 0.0}
         problems = []
         extras = {}
@@ -705,6 +760,93 @@ class ProbeNoSilentDrops(unittest.TestCase):
         code, err, _ = self.probe(d)
         self.assertEqual(code, 0, err)
         self.assertNotIn("bos_token_id", err)
+
+
+class ProbeGpt2AsPublished(unittest.TestCase):
+    """GPT-2's own rules: sequences past n_positions refused; the causal-mask buffers
+    (h.{l}.attn.bias, attn.masked_bias) accepted unused, any other extra tensor named; a
+    Conv1D weight stored as a Linear ([out, in]) refused by shape, not run transposed."""
+
+    def setUp(self):
+        if not os.access(PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % PROBE)
+        self.tmp = tempfile.mkdtemp(prefix="dfl-ref-gpt2-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def probe(self, cfg, tensors, lengths=(13, 11)):
+        d = os.path.join(self.tmp, "m%d" % len(os.listdir(self.tmp)))
+        make_model.write_model(d, cfg, tensors)
+        prompts = os.path.join(d, "p.jsonl")
+        write_prompts(prompts, lengths, 3)
+        out = os.path.join(d, "o.h5")
+        r = subprocess.run([PROBE, "--model", d, "--prompts", prompts, "--out", out, "--quiet"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return r.returncode, r.stderr.decode(errors="replace")
+
+    def test_gpt2_rules(self):
+        cfg = families.make_config("gpt2", 1, 32, 2, ffn=48, vocab=VOCAB, max_pos=12)
+        w = families.make_weights(cfg, seed=4)
+        code, err = self.probe(cfg, w)
+        self.assertEqual(code, 1, err)
+        self.assertIn("longer than the model's 12 learned positions (n_positions)", err)
+        cfg["n_positions"] = cfg["n_ctx"] = 16
+        hub = families.make_weights(cfg, seed=4, hub=True)
+        self.assertTrue(any(n.endswith(".attn.bias") for n, _ in hub))
+        code, err = self.probe(cfg, hub)
+        self.assertEqual(code, 0, err)
+        # no BOS convention: prompts without bos_token_id (0 here) first are not warned about
+        self.assertNotIn("bos_token_id", err)
+        code, err = self.probe(cfg, hub + [("h.0.attn.extra", np.ones(3, np.float32))])
+        self.assertEqual(code, 1, err)
+        self.assertIn("'h.0.attn.extra'", err)
+        lin = [(n, a.T.copy() if n.endswith("c_fc.weight") else a) for n, a in hub]
+        code, err = self.probe(cfg, lin)
+        self.assertEqual(code, 1, err)
+        self.assertIn("h.0.mlp.c_fc.weight' has shape [48, 32], config needs [32, 48]", err)
+        code, err = self.probe(dict(cfg, add_cross_attention=True), hub)
+        self.assertEqual(code, 1, err)
+        self.assertIn("add_cross_attention", err)
+
+
+class ProbeGemma2Softcap(unittest.TestCase):
+    """The dump says where soft-capping sits: root attributes attn_logit_softcapping,
+    final_logit_softcapping and logit_stats_softcap "before" (absent for a model without
+    soft-capping); outliers/logits/top holds raw scores beyond the cap."""
+
+    def test_softcap_attributes(self):
+        if not os.access(PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % PROBE)
+        tmp = tempfile.mkdtemp(prefix="dfl-ref-softcap-")
+        try:
+            for mtype, caps in (("gemma2", (1.5, 3.0)), ("llama", None)):
+                d = os.path.join(tmp, mtype)
+                kw = dict(family_keys={"attn_logit_softcapping": caps[0], "final_logit_softcapping": caps[1]}) \
+                    if caps else {}
+                make_model.make_model(d, mtype, layers=2, hidden=32, heads=2, ffn=48, vocab=VOCAB, seed=9, **kw)
+                write_prompts(os.path.join(tmp, "p.jsonl"), (20, 13), 5)
+                out = os.path.join(tmp, mtype + ".h5")
+                run_probe(d, os.path.join(tmp, "p.jsonl"), out, "--quiet")
+                with h5py.File(out, "r") as f:
+                    a = f.attrs
+                    if not caps:
+                        for k in ("attn_logit_softcapping", "final_logit_softcapping", "logit_stats_softcap"):
+                            self.assertNotIn(k, a)
+                        continue
+                    self.assertEqual(float(a["attn_logit_softcapping"]), caps[0])
+                    self.assertEqual(float(a["final_logit_softcapping"]), caps[1])
+                    stats = a["logit_stats_softcap"]
+                    self.assertEqual(stats.decode() if isinstance(stats, bytes) else stats, "before")
+                    top = f["samples/000000/outliers/logits/top"][()]
+                    self.assertGreater(float(top.max()), caps[0])   # raw, not capped
+                    self.assertEqual(as_str(a["model_type"]), "llama")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def as_str(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _add_case(idx, case):

@@ -205,6 +205,14 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
              set_attr_str(d->file, DFL_ATTR_LOGIT_QUANT_GRANULARITY,
                           info->logit_quant_granularity ? info->logit_quant_granularity : "none") &&
              set_attr_str(d->file, DFL_ATTR_ROWS, info->rows ? info->rows : "last");
+    /* Gemma 2's soft-capping (absent for models without it): the caps, and that the
+     * attention-logit statistics (outliers/logits) are of the scores before it; the maps
+     * and --quantize-logits see the capped scores. */
+    if (ok && c->attn_softcap > 0)
+        ok = set_attr_num(d->file, DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->attn_softcap) &&
+             set_attr_str(d->file, DFL_ATTR_LOGIT_STATS_SOFTCAP, "before");
+    if (ok && c->final_softcap > 0)
+        ok = set_attr_num(d->file, DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->final_softcap);
     if (!ok) s = h5fail(d, err, "write", "root attributes");
     if (!s) s = write_model_group(d, m, err);
     if (s) {

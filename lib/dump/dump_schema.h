@@ -48,6 +48,9 @@
 #define DFL_ATTR_ROWS "rows"
 #define DFL_ATTR_TOPK "topk"
 #define DFL_ATTR_NONFINITE_SAMPLES "nonfinite_samples"
+#define DFL_ATTR_ATTN_LOGIT_SOFTCAPPING "attn_logit_softcapping"   /* Gemma 2 */
+#define DFL_ATTR_FINAL_LOGIT_SOFTCAPPING "final_logit_softcapping" /* Gemma 2 */
+#define DFL_ATTR_LOGIT_STATS_SOFTCAP "logit_stats_softcap"         /* "before" */
 
 /* ---------------------------------------------------------- root datasets */
 
@@ -161,6 +164,9 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_ROWS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("/", DFL_ATTR_TOPK, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("/", DFL_ATTR_NONFINITE_SAMPLES, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
+    DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps logits"),
+    DFL_AT_("/", DFL_ATTR_LOGIT_STATS_SOFTCAP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
     /* /model */
     DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),

@@ -122,6 +122,58 @@ static const dfl__refused_key no_window[] = {
                        "to mistral or qwen2)"},
     {NULL, NULL}};
 
+/* GPT-2 (Hugging Face configuration_gpt2.py, modeling_gpt2.py): GPT2Config's own names
+ * of the common keys (its attribute_map), the attention-scaling switches it reads, and
+ * the keys of its heads for other tasks (summary_*: GPT2DoubleHeadsModel), dropouts and
+ * n_ctx (an old duplicate of n_positions that the modelling code never reads). */
+static const char *const gpt2_keys[] = {"n_embd", "n_layer", "n_head", "n_inner", "n_positions", "layer_norm_epsilon",
+                                        "activation_function", "scale_attn_weights",
+                                        "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", NULL};
+static const char *const gpt2_harmless[] = {
+    "n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout",
+    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "gradient_checkpointing",
+    NULL};
+static const dfl__key_alias gpt2_aliases[] = {
+    {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"}, {"n_head", "num_attention_heads"},
+    {"n_inner", "intermediate_size"}, {"n_positions", "max_position_embeddings"},
+    {"layer_norm_epsilon", "rms_norm_eps"}, {"activation_function", "hidden_act"}, {NULL, NULL}};
+static const dfl__refused_key gpt2_refused[] = {
+    {"add_cross_attention", "\"add_cross_attention\": GPT-2 blocks with cross-attention over an encoder are not "
+                            "implemented (model_type %s)"},
+    {"sliding_window", "\"sliding_window\" is not a %s key"},
+    {NULL, NULL}};
+
+/* GPT-NeoX (configuration_gpt_neox.py, modeling_gpt_neox.py; EleutherAI's Pythia). */
+static const char *const neox_keys[] = {"layer_norm_eps", "rotary_pct", "partial_rotary_factor", "rotary_emb_base",
+                                        "use_parallel_residual", NULL};
+static const char *const neox_harmless[] = {"classifier_dropout", "hidden_dropout", "attention_probs_dropout_prob",
+                                            "hidden_dropout_prob", NULL};
+static const dfl__key_alias neox_aliases[] = {
+    {"layer_norm_eps", "rms_norm_eps"}, {"rotary_emb_base", "rope_theta"}, {"partial_rotary_factor", "rotary_pct"},
+    {NULL, NULL}};
+
+/* Gemma 2 (configuration_gemma2.py, modeling_gemma2.py). hidden_act is a leftover the
+ * modelling code never reads (it uses hidden_activation); cache_implementation is a
+ * generation setting. */
+static const char *const gemma2_keys[] = {"sliding_window", "layer_types", "query_pre_attn_scalar",
+                                          "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
+                                          NULL};
+/* Gemma 3's text model (configuration_gemma3.py Gemma3TextConfig, modeling_gemma3.py). */
+static const char *const gemma3_keys[] = {"sliding_window", "sliding_window_pattern", "layer_types",
+                                          "query_pre_attn_scalar", "attn_logit_softcapping",
+                                          "final_logit_softcapping", "hidden_activation", "rope_local_base_freq",
+                                          NULL};
+static const dfl__refused_key gemma3_refused[] = {
+    {"use_bidirectional_attention", "\"use_bidirectional_attention\": attention without the causal mask is not "
+                                    "implemented (model_type %s)"},
+    {NULL, NULL}};
+/* Phi-3 (configuration_phi3.py, modeling_phi3.py): the top-level
+ * original_max_position_embeddings belongs to longrope; the dropouts change nothing. */
+static const char *const phi3_keys[] = {"sliding_window", "original_max_position_embeddings", "partial_rotary_factor",
+                                        NULL};
+static const char *const phi3_harmless[] = {"resid_pdrop", "embd_pdrop", "diff_lambda_init", "diff_kv_pairing", NULL};
+static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambda_init", "diff_kv_pairing", NULL};
+
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
     {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
@@ -134,6 +186,32 @@ static const dfl__family families[] = {
     {.model_type = "diff_transformer", .attn = DFL_MODEL_DIFF_TRANSFORMER, .keys = diff_keys, .refused = no_window,
      .rope_interleaved = 1},
     {.model_type = "diffllama", .attn = DFL_MODEL_DIFFLLAMA, .keys = diff_keys, .refused = no_window},
+    /* GPT2Config: tie_word_embeddings true, n_inner null = 4·n_embd, gelu_new */
+    {.model_type = "gpt2", .attn = DFL_MODEL_LLAMA, .keys = gpt2_keys, .harmless = gpt2_harmless,
+     .refused = gpt2_refused, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_GPT2,
+     .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new", .no_bos = 1},
+    /* GPTNeoXConfig: untied embed_out, gelu, biases unless attention_bias false */
+    {.model_type = "gpt_neox", .attn = DFL_MODEL_LLAMA, .keys = neox_keys, .harmless = neox_harmless,
+     .refused = no_window, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_NEOX,
+     .aliases = neox_aliases, .act_default = "gelu", .no_bos = 1},
+    /* Gemma2Config: head_dim 256, tied, even layers slide over sliding_window [4096] */
+    {.model_type = "gemma2", .attn = DFL_MODEL_LLAMA, .keys = gemma2_keys, .harmless = gemma_harmless,
+     .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .window = DFL__WINDOW_PATTERN,
+     .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 2, .window_default = 4096, .embed_scale = 1},
+    /* Gemma3TextConfig: as Gemma 2 plus per-head q/k norms, five sliding layers in six,
+     * rope_theta 1e6 for the full layers and rope_local_base_freq 10000 for the sliding
+     * ones, no soft-capping */
+    {.model_type = "gemma3_text", .attn = DFL_MODEL_LLAMA, .keys = gemma3_keys, .harmless = gemma_harmless,
+     .refused = gemma3_refused, .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .qk_norm = 1,
+     .window = DFL__WINDOW_PATTERN, .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 6,
+     .window_default = 4096, .embed_scale = 1, .rope_theta_default = 1e6, .rope_local_default = 10000.0},
+    /* Olmo2Config (configuration_olmo2.py, modeling_olmo2.py): norms after attention and
+     * MLP only, q/k RMSNorm over the whole projection */
+    {.model_type = "olmo2", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window, .qk_norm = 2,
+     .block = DFL__BLOCK_POST},
+    /* Phi3Config: fused projections, Mistral's window rule (sliding_window on every layer) */
+    {.model_type = "phi3", .attn = DFL_MODEL_LLAMA, .keys = phi3_keys, .harmless = phi3_harmless,
+     .window = DFL__WINDOW_EVERY_LAYER, .fused_proj = 1},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -153,7 +231,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama"; }
+const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2, phi3"; }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {

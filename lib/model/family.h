@@ -9,9 +9,10 @@
  * families — softmax heads (llama, qwen2, qwen3, mistral), unilm's differential heads
  * (diff_transformer), Hugging Face DiffLlama's (diffllama) — and says how a head reads
  * q, k and v (the head plan), the projections' shapes and names, λ and the sub-layer
- * norm. Every family here has RMS norms, a SwiGLU MLP and RoPE (interleaved or
- * rotate-half); one that differs names its kind in the entry and gets its kernel in
- * kernels.c.
+ * norm. The Llama-family entries have RMS norms, a SwiGLU MLP and RoPE (interleaved or
+ * rotate-half); one that differs names its norm, MLP and layout in the entry (GPT-2:
+ * LayerNorm, a GELU MLP, Conv1D weights and learned positions) and gets its kernels in
+ * kernels_norm.c and its block in forward.c.
  *
  * Adding a family: one entry in family.c's table (and, for a new attention variant,
  * one entry in its variant table plus the forward and backward code of the variant).
@@ -28,15 +29,48 @@
 typedef enum dfl__window_rule {
     DFL__WINDOW_NONE = 0,     /* full causal attention; sliding_window is refused */
     DFL__WINDOW_EVERY_LAYER,  /* Mistral: sliding_window W on every layer */
-    DFL__WINDOW_QWEN          /* Qwen2/Qwen3: only with use_sliding_window, from layer
+    DFL__WINDOW_QWEN,         /* Qwen2/Qwen3: only with use_sliding_window, from layer
                                * max_window_layers on (or as layer_types says) */
+    DFL__WINDOW_PATTERN       /* Gemma: layer l slides unless (l + 1) % pattern == 0, pattern =
+                               * sliding_window_pattern [the entry's]; layer_types must agree */
 } dfl__window_rule;
 
 /* The norm and MLP of a family's blocks. Zero is what every family here has; a family
  * with another (GPT-2's LayerNorm and GELU MLP, Gemma's GeGLU...) names it here, and
- * model.c refuses it until forward.c and the trainer implement it. */
-typedef enum dfl__norm_kind { DFL__NORM_RMS = 0 } dfl__norm_kind;
-typedef enum dfl__mlp_kind { DFL__MLP_SWIGLU = 0 } dfl__mlp_kind;
+ * model.c refuses a kind its forward pass does not implement. */
+typedef enum dfl__norm_kind {
+    DFL__NORM_RMS = 0,
+    DFL__NORM_LAYER,           /* torch LayerNorm with gain and bias (GPT-2, GPT-NeoX) */
+    DFL__NORM_RMS_1P           /* RMSNorm with gain 1 + w (Gemma; the gains are stored as w) */
+} dfl__norm_kind;
+typedef enum dfl__mlp_kind {
+    DFL__MLP_SWIGLU = 0,
+    DFL__MLP_GELU,             /* up (+bias) → GELU (hidden_act) → down (+bias) */
+    DFL__MLP_GEGLU             /* down(gelu(gate) · up), Gemma's hidden_activation */
+} dfl__mlp_kind;
+
+/* Where a block's norms sit. PRE (Llama): x += attn(n1(x)); x += mlp(n2(x)).
+ * SANDWICH (Gemma 2 and 3): x += n2(attn(n1(x))); x += n4(mlp(n3(x))).
+ * POST (OLMo 2): x += n1(attn(x)); x += n2(mlp(x)). */
+typedef enum dfl__block_kind { DFL__BLOCK_PRE = 0, DFL__BLOCK_SANDWICH, DFL__BLOCK_POST } dfl__block_kind;
+
+/* How a family names and stores its tensors, and where positions come from. Zero is
+ * Llama's: model.layers.{l}.self_attn.q_proj... as PyTorch Linear [out, in], RoPE. */
+typedef enum dfl__layout {
+    DFL__LAYOUT_LLAMA = 0,
+    DFL__LAYOUT_GPT2,          /* h.{l}.attn.c_attn... (optionally under "transformer."):
+                                * Conv1D weights stored [in, out], q|k|v fused in c_attn,
+                                * biases everywhere, learned positions wpe, no RoPE */
+    DFL__LAYOUT_NEOX           /* gpt_neox.layers.{l}.attention.query_key_value... as
+                                * Linear [out, in], q|k|v interleaved per head, biases,
+                                * partial rotate-half RoPE, embed_in / embed_out */
+} dfl__layout;
+
+/* A config key of the family that names a common key (GPT-2's n_embd is hidden_size):
+ * read as that key. Giving both is refused. */
+typedef struct dfl__key_alias {
+    const char *key, *as;
+} dfl__key_alias;
 
 /* A config key refused by name when its value is anything but null or false. `why`
  * is a format with one %s, the model_type. */
@@ -85,8 +119,24 @@ typedef struct dfl__family {
     int rope_interleaved;             /* RoPE style by default: 1 unilm's adjacent pairs,
                                        * 0 rotate-half (config key rope_interleaved) */
     int qkv_bias;                     /* q/k/v projections carry biases (qwen2) */
-    int qk_norm;                      /* per-head RMSNorm of q and k before RoPE (qwen3) */
+    int qk_norm;                      /* RMSNorm of q and k before RoPE: 1 per head (qwen3, Gemma 3),
+                                       * 2 over the whole projection (OLMo 2) */
     dfl__window_rule window;
+    dfl__layout layout;               /* tensor names and storage, positions */
+    const dfl__key_alias *aliases;    /* family key names of common keys (NULL-terminated) */
+    int tied_default;                 /* tie_word_embeddings when absent (GPT-2: true) */
+    int64_t ffn_mult;                 /* intermediate_size absent or null: ffn_mult · D (0 = required) */
+    const char *act_default;          /* hidden_act when absent, for a GELU MLP */
+    dfl__block_kind block;            /* where the norms sit */
+    int64_t window_pattern;           /* DFL__WINDOW_PATTERN: sliding_window_pattern when absent */
+    int64_t window_default;           /* sliding_window when absent (0 = none) */
+    int embed_scale;                  /* embeddings × √D (Gemma) */
+    double rope_theta_default;        /* rope_theta when absent (0 = 10000) */
+    double rope_local_default;        /* > 0: the family reads rope_local_base_freq, this when absent */
+    int no_bos;                       /* no BOS convention (GPT-2, Pythia: their tokenizers add none, and
+                                       * bos_token_id is <|endoftext|>, the document separator) */
+    int fused_proj;                   /* Phi-3: self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
+                                       * (gate | up rows), bound as views of their rows */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

@@ -10,6 +10,7 @@
 
 #include "model/family.h"
 #include "model/kernels.h"
+#include "model/kernels_norm.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -64,7 +65,7 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     attn_geom g = make_geom(c);
     double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
-    double mlp = 3.0 * D * F;
+    double mlp = (dfl__family_of(c)->mlp == DFL__MLP_GELU ? 2.0 : 3.0) * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
     double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
     for (int64_t l = 0; l < c->num_layers; l++) {
@@ -96,6 +97,7 @@ typedef struct fwd_ws {
     float *gate, *up;       /* [mlp_rows, F] */
     float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;   /* [T, dq/2] */
+    float *cos_l, *sin_l;   /* [T, dq/2] the sliding layers' own RoPE (Gemma 3 rope_local_base_freq) */
     double *inv_freq;       /* [dq/2] */
     int64_t *lim;           /* [rows] last visible key of each block row */
     int64_t *lo;            /* [rows] first visible key of each block row (sliding window) */
@@ -104,6 +106,8 @@ typedef struct fwd_ws {
     float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
     float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
     float *logits;          /* [LM_HEAD_ROWS, V] */
+    float *fused;           /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
+    size_t scratch_n;       /* floats of scratch */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
 } fwd_ws;
@@ -118,6 +122,10 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     size_t mr = t < (size_t)mlp_rows ? t : (size_t)mlp_rows, H = (size_t)g->heads;
     int64_t wide = c->intermediate_size > c->hidden_size ? c->intermediate_size : c->hidden_size;
     if (g->att_ld > wide) wide = g->att_ld;
+    int fused = dfl__family_of(c)->layout != DFL__LAYOUT_LLAMA;
+    size_t qkv = (size_t)(g->q_ld + g->k_ld + g->v_ld);
+    if ((int64_t)qkv > wide) wide = (int64_t)qkv;
+    w->scratch_n = dfl_matmul_scratch(wide);
     size_t n = 0;
     int ok = 1;
     /* field: a·b elements of type */
@@ -149,6 +157,9 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(qmax, H, 2, float);
     BUF(tmax, (size_t)dfl_forward_max_threads(), H * 2, float);
     BUF(logits, need_logits ? (size_t)LM_HEAD_ROWS : 0, (size_t)c->vocab_size, float);
+    BUF(fused, fused ? t : 0, qkv, float);
+    BUF(cos_l, c->rope_local_theta > 0 ? t : 0, hq, float);
+    BUF(sin_l, c->rope_local_theta > 0 ? t : 0, hq, float);
 #undef BUF
     w->nbufs = n;
     return ok;
@@ -193,6 +204,7 @@ typedef struct attn_ctx {
     int64_t layer, T, rows;
     int64_t window;               /* sliding window W of this layer, 0 = none */
     int64_t r0, bend;             /* current block: rows [r0, bend) */
+    float softcap;                /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -233,9 +245,14 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
             dfl_score_block sb = {x->layer, h, t, a, n, T, m[t], x->window};
             x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
         }
+        /* soft-capping after the capture: the outlier statistics are of the raw scores */
+        for (int64_t i = 0; x->softcap > 0 && i < n; i++)
+            dfl_softcap(m[t] + i * T + lo[i], (size_t)(lim[i] + 1 - lo[i]), x->softcap);
         for (int64_t i = 0; x->quant_bits && i < n; i++) {
             float *r = m[t] + i * T;
             float mx = x->quant_gran == DFL_QUANT_ROW ? row_absmax(r + lo[i], lim[i] + 1 - lo[i]) : x->qmax[h * 2 + t];
+            /* capping is monotone in |s|: the capped absmax is the cap of the raw one */
+            if (x->softcap > 0 && x->quant_gran != DFL_QUANT_ROW) dfl_softcap(&mx, 1, x->softcap);
             dfl_fake_quant(r + lo[i], lim[i] + 1 - lo[i], mx, x->quant_bits);
         }
         /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
@@ -326,7 +343,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++) w->plan[h] = dfl__head_plan_make(c, h);
     attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
-                  l, T, rows, dfl_config_window(c, l), 0, 0};
+                  l, T, rows, dfl_config_window(c, l), 0, 0, (float)c->attn_softcap};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -348,6 +365,164 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         }
     }
     return s;
+}
+
+/* ------------------------------------------- GPT-2 and GPT-NeoX blocks */
+
+/* A projection of either storage: [in, out] (GPT-2's Conv1D) or [out, in] (Linear). */
+static void project(const fwd_ws *w, int io, float *y, const float *x, const dfl_wmat *wm, int64_t n)
+{
+    if (io) dfl_matmul_wmat_io(y, x, wm, n, w->scratch, w->scratch_n);
+    else dfl_matmul_wmat(y, x, wm, n, w->scratch);
+}
+
+static void add_bias(float *y, const float *b, int64_t n, int64_t d)
+{
+    if (b) dfl_add_bias(y, b, n, d);
+}
+
+/* The fused projection's row t into q, k, v: GPT-2's c_attn holds q | k | v in its
+ * columns; GPT-NeoX's query_key_value holds, per head h, q, k, v of hd each at h·3hd
+ * (modeling_gpt_neox.py: view(..., H, 3·hd), then chunk(3)). */
+static void split_qkv(fwd_ws *w, const attn_geom *g, int neox, int64_t T)
+{
+    const int64_t qkv = g->q_ld + g->k_ld + g->v_ld, hd = g->dq;
+    for (int64_t t = 0; t < T; t++) {
+        const float *r = w->fused + t * qkv;
+        if (!neox) {
+            memcpy(w->q + t * g->q_ld, r, (size_t)g->q_ld * sizeof(float));
+            memcpy(w->k + t * g->k_ld, r + g->q_ld, (size_t)g->k_ld * sizeof(float));
+            memcpy(w->v + t * g->v_ld, r + g->q_ld + g->k_ld, (size_t)g->v_ld * sizeof(float));
+            continue;
+        }
+        for (int64_t h = 0; h < g->n_qheads; h++) {
+            memcpy(w->q + t * g->q_ld + h * hd, r + h * 3 * hd, (size_t)hd * sizeof(float));
+            memcpy(w->k + t * g->k_ld + h * hd, r + h * 3 * hd + hd, (size_t)hd * sizeof(float));
+            memcpy(w->v + t * g->v_ld + h * hd, r + h * 3 * hd + 2 * hd, (size_t)hd * sizeof(float));
+        }
+    }
+}
+
+/* Rotate-half RoPE on the first rd values of each head of x[T, ld] (GPT-NeoX's partial
+ * rotary: the rest of the head passes through); tables of rd/2 angles per position. */
+static void rope_partial(float *x, int64_t T, int64_t ld, int64_t nh, int64_t hd, int64_t rd, const float *cos_t,
+                         const float *sin_t)
+{
+#pragma omp parallel for schedule(static) if (T > 16)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < nh; h++)
+            dfl_rope_row(x + t * ld + h * hd, 1, rd, cos_t + t * (rd / 2), sin_t + t * (rd / 2), 0);
+}
+
+/* One block of a LayerNorm / GELU-MLP family: GPT-2 (modeling_gpt2.py GPT2Block) or
+ * GPT-NeoX (modeling_gpt_neox.py GPTNeoXLayer). a = o(attn(ln_1(x))) with a fused q|k|v
+ * projection, m = down(act(up(ln_2(·)))), all with biases; x += a, then x += m(x), or
+ * x += a + m(x) under GPT-NeoX's use_parallel_residual (both norms of the same x).
+ * GPT-2's weights are Conv1D [in, out] and it has no RoPE; GPT-NeoX rotates the first
+ * rotary_dim values of each head. Scores are q·k / √d, and for GPT-2 1 without
+ * scale_attn_weights and / (l + 1) under scale_attn_by_inverse_layer_idx. */
+static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                           int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    const dfl_layer_weights *lw = &m->layers[l];
+    const int neox = dfl__family_of(c)->layout == DFL__LAYOUT_NEOX, io = !neox;
+    const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
+    const float eps = (float)c->rms_norm_eps;
+    dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
+    project(w, io, w->fused, w->xn, &lw->wqkv, T);
+    add_bias(w->fused, lw->bqkv, T, qkv);
+    split_qkv(w, g, neox, T);
+    if (neox) {
+        int64_t rd = c->rotary_dim ? c->rotary_dim : g->dq;
+        rope_partial(w->q, T, g->q_ld, g->n_qheads, g->dq, rd, w->cos_t, w->sin_t);
+        rope_partial(w->k, T, g->k_ld, g->n_kheads, g->dq, rd, w->cos_t, w->sin_t);
+    }
+    attn_geom gl = *g;
+    if (c->attn_unscaled) gl.scale = 1.0f;
+    if (c->attn_scale_by_layer) gl.scale = (float)((double)gl.scale / (double)(l + 1));
+    dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (s) return s;
+    project(w, io, w->tmp, w->att, &lw->wo, T);
+    add_bias(w->tmp, lw->bo, T, D);
+    if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+        int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
+        project(w, io, w->gate, w->xn + r0 * D, &lw->w_up, n);
+        add_bias(w->gate, lw->b_up, n, F);
+        if (c->act == DFL_ACT_GELU) dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
+        else dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
+        project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
+    }
+    add_bias(w->tmp, lw->b_down, T, D);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    return DFL_OK;
+}
+
+/* --------------------------------------------- Gemma and OLMo 2 blocks */
+
+/* One block with its norms around the sub-layers rather than (only) before them:
+ * Gemma 2 and 3 (modeling_gemma2.py / modeling_gemma3.py Gemma2DecoderLayer:
+ * x += post_attention_layernorm(attn(input_layernorm(x))), x +=
+ * post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))), GeGLU, gains 1 + w held
+ * as such) or OLMo 2 (modeling_olmo2.py Olmo2DecoderLayer: x += post_attention_layernorm(
+ * attn(x)), x += post_feedforward_layernorm(mlp(x)), SwiGLU). q/k norms per head (Gemma 3)
+ * or over the whole projection (OLMo 2); the sliding layers' own RoPE base (Gemma 3);
+ * the scores' scale and soft-cap from the config. */
+static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
+                            int64_t mlp_rows, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
+    const dfl_config *c = &m->config;
+    const dfl_layer_weights *lw = &m->layers[l];
+    const int64_t D = c->hidden_size, F = c->intermediate_size;
+    const float eps = (float)c->rms_norm_eps;
+    const float *in = w->x;
+    if (lw->attn_norm) {
+        dfl_rmsnorm(w->xn, w->x, lw->attn_norm, T, D, eps, 1.0f);
+        in = w->xn;
+    }
+    dfl_matmul_wmat(w->q, in, &lw->wq, T, w->scratch);
+    dfl_matmul_wmat(w->k, in, &lw->wk, T, w->scratch);
+    dfl_matmul_wmat(w->v, in, &lw->wv, T, w->scratch);
+    if (lw->bq) dfl_add_bias(w->q, lw->bq, T, g->q_ld);
+    if (lw->bk) dfl_add_bias(w->k, lw->bk, T, g->k_ld);
+    if (lw->bv) dfl_add_bias(w->v, lw->bv, T, g->v_ld);
+    /* per head (qk_norm 1: rows of hd) or over the whole projection (qk_norm 2) */
+    int whole = c->qk_norm == 2;
+    if (lw->q_norm)
+        dfl_rmsnorm(w->q, w->q, lw->q_norm, whole ? T : T * g->n_qheads, whole ? g->q_ld : g->dq, eps, 1.0f);
+    if (lw->k_norm)
+        dfl_rmsnorm(w->k, w->k, lw->k_norm, whole ? T : T * g->n_kheads, whole ? g->k_ld : g->dq, eps, 1.0f);
+    int local = c->rope_local_theta > 0 && dfl_config_window(c, l) > 0;
+    const float *ct = local ? w->cos_l : w->cos_t, *st = local ? w->sin_l : w->sin_t;
+    dfl_rope_apply(w->q, T, g->q_ld, g->n_qheads, g->dq, ct, st, c->rope_interleaved);
+    dfl_rope_apply(w->k, T, g->k_ld, g->n_kheads, g->dq, ct, st, c->rope_interleaved);
+    attn_geom gl = *g;
+    if (c->attn_scale > 0) gl.scale = (float)c->attn_scale;
+    dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (s) return s;
+    dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
+    if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    in = w->x;
+    if (lw->mlp_norm) {
+        dfl_rmsnorm(w->xn, w->x, lw->mlp_norm, T, D, eps, 1.0f);
+        in = w->xn;
+    }
+    int geglu = dfl__family_of(c)->mlp == DFL__MLP_GEGLU;
+    for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+        int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
+        dfl_matmul_wmat(w->gate, in + r0 * D, &lw->w_gate, n, w->scratch);
+        dfl_matmul_wmat(w->up, in + r0 * D, &lw->w_up, n, w->scratch);
+        if (geglu) dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
+        else dfl_swiglu(w->gate, w->up, n, F);
+        dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
+    }
+    if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
+    dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
+    return DFL_OK;
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -377,12 +552,16 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         return dfl__fail(err, DFL_ERR_CONFIG, "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
                          "original context (%lld); dynamic NTK scaling past it is not implemented",
                          (long long)T, (long long)c->rope_original_max_pos);
+    const dfl__family *fam = dfl__family_of(c);
+    if (m->pos_embed.data && T > m->pos_embed.rows)
+        return dfl__fail(err, DFL_ERR_CONFIG, "a sequence of %lld tokens is longer than the model's %lld learned "
+                         "positions (n_positions)", (long long)T, (long long)m->pos_embed.rows);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
-    const dfl_wmat *wg = &m->layers[0].w_gate;
+    const dfl_wmat *wg = fam->mlp == DFL__MLP_SWIGLU ? &m->layers[0].w_gate : &m->layers[0].w_up;
     int64_t mlp_rows = wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS
                                                                                                 : MLP_ROWS_CONVERTED;
     fwd_ws w;
@@ -392,14 +571,42 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     dfl_rope_params rp = {c->rope_theta, c->rope_kind, c->rope_factor, c->rope_low_freq_factor,
                           c->rope_high_freq_factor, c->rope_original_max_pos};
-    dfl_rope_inv_freq(w.inv_freq, g.dq, &rp);
-    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, g.dq, T);
+    int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq;   /* GPT-NeoX: the rotated part of a head */
+    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* Phi-3: the long factors past the original context */
+        dfl_rope_inv_freq_longrope(w.inv_freq, rd, c->rope_theta,
+                                   T > c->rope_original_max_pos ? c->rope_long : c->rope_short);
+    else
+        dfl_rope_inv_freq(w.inv_freq, rd, &rp);
+    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
+    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* cos, sin × the attention factor */
+        for (size_t i = 0; i < (size_t)T * (size_t)(rd / 2); i++) {
+            w.cos_t[i] = (float)(w.cos_t[i] * c->rope_attn_factor);
+            w.sin_t[i] = (float)(w.sin_t[i] * c->rope_attn_factor);
+        }
+    if (c->rope_local_theta > 0) {   /* Gemma 3's sliding layers: their own base, unscaled */
+        dfl_rope_params lp = {c->rope_local_theta, DFL_ROPE_NONE, 1.0, 0.0, 0.0, 0};
+        dfl_rope_inv_freq(w.inv_freq, rd, &lp);
+        dfl_rope_tables(w.cos_l, w.sin_l, w.inv_freq, rd, T);
+    }
 
     for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
+    if (c->embed_scale > 0)   /* Gemma: × √D */
+        for (size_t i = 0; i < (size_t)T * (size_t)D; i++) w.x[i] *= c->embed_scale;
+    if (m->pos_embed.data) {   /* learned positions (gpt2 wpe): x[t] += wpe[t] */
+        dfl_wmat_rows(&m->pos_embed, 0, T, w.tmp);
+        dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
+    }
 
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        if (fam->layout != DFL__LAYOUT_LLAMA || fam->block != DFL__BLOCK_PRE) {
+            s = fam->layout != DFL__LAYOUT_LLAMA ? block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err)
+                                                 : block_rms(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err);
+            if (s) break;
+            if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
+            continue;
+        }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
@@ -430,10 +637,14 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     }
 
     /* Final norm, then the LM head in row blocks: [T, V] is never held at once. */
-    if (s == DFL_OK) dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+    if (s == DFL_OK && fam->norm == DFL__NORM_LAYER)
+        dfl_layernorm(w.xn, w.x, m->final_norm, m->final_norm_b, T, D, (float)c->rms_norm_eps);
+    else if (s == DFL_OK)
+        dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
+        if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
         s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
     }
     ws_free(&w);

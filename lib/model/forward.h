@@ -25,7 +25,8 @@ typedef struct dfl_attn_block {
 } dfl_attn_block;
 
 /* Raw attention logits of one map of one analysis head: q·k/√d after RoPE and
- * scaling, before quantization and the mask. Row i (query q = row0 + i) is meaningful
+ * scaling (the config's scale where it has one), before soft-capping (Gemma 2),
+ * quantization and the mask. Row i (query q = row0 + i) is meaningful
  * over keys [0, q], or [q − window + 1, q] under a sliding window (window > 0); stride
  * ld. map is 0 or 1 (map 2 of a Diff head). */
 typedef struct dfl_score_block {

@@ -27,8 +27,15 @@ typedef enum dfl_model_type {
 
 /* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
  * longer sequences are refused by the forward pass. */
-typedef enum dfl_rope_kind { DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC } dfl_rope_kind;
+typedef enum dfl_rope_kind {
+    DFL_ROPE_NONE = 0, DFL_ROPE_LINEAR, DFL_ROPE_LLAMA3, DFL_ROPE_DYNAMIC,
+    DFL_ROPE_LONGROPE   /* Phi-3: per-frequency factors, short up to rope_original_max_pos tokens, long past it */
+} dfl_rope_kind;
+#define DFL_LONGROPE_MAX 256   /* factors per list (head_dim / 2) */
 typedef enum dfl_kv_pairing { DFL_KV_FLASH = 0, DFL_KV_NAIVE } dfl_kv_pairing;
+/* SiLU (SwiGLU families); GELU's tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast) or
+ * exact erf form (gelu). */
+typedef enum dfl_act { DFL_ACT_SILU = 0, DFL_ACT_GELU_TANH, DFL_ACT_GELU } dfl_act;
 
 typedef struct dfl_config {
     dfl_model_type type;        /* qwen2, qwen3 and mistral run as DFL_MODEL_LLAMA */
@@ -48,14 +55,30 @@ typedef struct dfl_config {
     int64_t rope_original_max_pos;
     int tie_word_embeddings;
     int64_t max_position_embeddings;   /* 0 when absent */
-    int64_t bos_token_id;              /* -1 when absent */
+    int64_t bos_token_id;              /* -1 when absent, or for a family without a BOS convention
+                                        * (gpt2, gpt_neox: their bos_token_id is the document separator) */
     int has_lambda_init;               /* diff_lambda_init given (else per-layer rule) */
     double lambda_init;
     dfl_kv_pairing kv_pairing;
     int qkv_bias;                      /* qwen2: q/k/v projections carry biases */
-    int qk_norm;                       /* qwen3: RMSNorm over each head of q and k before RoPE */
+    int qk_norm;                       /* RMSNorm of q and k before RoPE: 1 over each head (qwen3, Gemma 3),
+                                        * 2 over the whole projection (OLMo 2) */
     int64_t sliding_window;            /* W > 0: layers >= window_from see keys i − W < j <= i */
     int64_t window_from;               /* first windowed layer (Qwen2's max_window_layers) */
+    dfl_act act;                       /* the MLP's activation (hidden_act, GPT-2's activation_function) */
+    int attn_unscaled;                 /* gpt2 scale_attn_weights false: scores q·k, no 1/√d */
+    int attn_scale_by_layer;           /* gpt2 scale_attn_by_inverse_layer_idx: layer l's scores / (l + 1) */
+    int64_t rotary_dim;                /* RoPE on the first rotary_dim values of each head (gpt_neox
+                                        * rotary_pct); 0 = all head_dim */
+    int parallel_residual;             /* gpt_neox use_parallel_residual: x += attn(ln1(x)) + mlp(ln2(x)) */
+    double attn_scale;                 /* scores' scale; 0 = 1/√head_dim (Gemma: query_pre_attn_scalar^−½) */
+    double attn_softcap;               /* Gemma 2 attn_logit_softcapping: scores → c·tanh(scores/c); 0 = none */
+    double final_softcap;              /* Gemma 2 final_logit_softcapping, on the logits; 0 = none */
+    int64_t window_pattern;            /* > 0: layer l has sliding_window unless (l + 1) % pattern == 0 (Gemma) */
+    double rope_local_theta;           /* > 0: the sliding layers' RoPE base, unscaled (Gemma 3 rope_local_base_freq) */
+    float embed_scale;                 /* > 0: embeddings × this (Gemma: √D in f32) */
+    double rope_short[DFL_LONGROPE_MAX], rope_long[DFL_LONGROPE_MAX]; /* longrope: [head_dim/2] factors */
+    double rope_attn_factor;           /* longrope: cos and sin × this */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -90,12 +113,23 @@ typedef struct dfl_layer_weights {
     dfl_wmat wo;         /* [D, H*hd] (diff: [D, H*2d]) */
     float *bq, *bk, *bv; /* [H*hd], [Hkv*hd], [Hkv*hd] qwen2 biases (NULL when absent) */
     float *q_norm, *k_norm; /* [hd] qwen3 per-head RMSNorm gains (NULL when absent) */
+    float *post_attn_norm, *post_mlp_norm; /* [D] norms of the attention and MLP outputs (Gemma, OLMo 2);
+                                            * Gemma's gains here and everywhere already hold 1 + w */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* [dq] Diff only */
     float *subln;        /* [2d] diff_transformer only (ones when absent) */
     float *mlp_norm;     /* [D] post_attention_layernorm */
     dfl_wmat w_gate;     /* [F, D] */
     dfl_wmat w_up;       /* [F, D] */
     dfl_wmat w_down;     /* [D, F] */
+    /* GPT-2 (model/family.h DFL__LAYOUT_GPT2): Conv1D weights stored [in, out] — wqkv
+     * [D, 3D] (c_attn: q | k | v columns), wo [D, D], w_up [D, F] (c_fc), w_down [F, D]
+     * (mlp.c_proj); w_gate unused; every projection and norm has a bias. */
+    dfl_wmat wqkv;
+    float *bqkv, *bo, *b_up, *b_down;  /* [3D], [D], [F], [D] */
+    /* GPT-NeoX: wqkv [3D, D] Linear, rows per head h: q, k, v of hd each at h·3hd
+     * (query_key_value), wo [D, D] (dense), w_up [F, D], w_down [D, F]; biases (NULL
+     * under attention_bias false for bqkv and bo). */
+    float *attn_norm_b, *mlp_norm_b;   /* [D] LayerNorm biases */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;
@@ -107,6 +141,8 @@ typedef struct dfl_model {
     dfl_wmat embed;             /* [V, D] */
     float *final_norm;          /* [D] */
     dfl_wmat lm_head;           /* [V, D]; the same view as embed when tied */
+    dfl_wmat pos_embed;         /* [max_position_embeddings, D] learned positions (gpt2 wpe); data NULL otherwise */
+    float *final_norm_b;        /* [D] final LayerNorm bias (gpt2 ln_f); NULL otherwise */
     dfl_layer_weights *layers;  /* [L] */
     float **owned;              /* converted small vectors, for freeing */
     size_t n_owned;

@@ -27,7 +27,9 @@ import sys
 
 import numpy as np
 
-TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral")
+import families  # noqa: E402  (gpt2...: configs and weights in their own layout)
+
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral") + families.TYPES
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -167,6 +169,74 @@ PUBLISHED = {
         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
         "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.48.0",
         "use_cache": True, "vocab_size": 32000}),
+    # openai-community/gpt2 (GPT-2 small): GPT2Config's own key names, no n_inner (4·n_embd),
+    # tied head; one F32 model.safetensors without the "transformer." prefix, with the
+    # h.{l}.attn.bias causal-mask buffers
+    "gpt2": (1, {
+        "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+        "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+        "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12,
+        "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1, "summary_activation": None,
+        "summary_first_dropout": 0.1, "summary_proj_to_labels": True, "summary_type": "cls_index",
+        "summary_use_proj": True, "task_specific_params": {"text-generation": {"do_sample": True,
+                                                                               "max_length": 50}},
+        "vocab_size": 50257}),
+    # EleutherAI/pythia-1b: GPTNeoXConfig keys, partial rotary (a quarter of each head),
+    # parallel residual, untied embed_out; one model.safetensors
+    "pythia-1b": (1, {
+        "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+        "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192, "layer_norm_eps": 1e-05,
+        "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 8,
+        "num_hidden_layers": 16, "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": False,
+        "torch_dtype": "float16", "transformers_version": "4.24.0", "use_cache": True,
+        "use_parallel_residual": True, "vocab_size": 50304}),
+    # google/gemma-2-2b: soft-capping, query_pre_attn_scalar, alternating windows, tied;
+    # three F32 shards
+    "gemma-2-2b": (3, {
+        "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+        "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+        "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+        "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+        "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+        "torch_dtype": "float32", "transformers_version": "4.42.4", "use_cache": True, "vocab_size": 256000}),
+    # google/gemma-3-1b-pt (the text model): q/k norms, local and global RoPE bases, five
+    # sliding layers in six, no soft-capping; one BF16 model.safetensors
+    "gemma-3-1b-pt": (1, {
+        "architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "attn_logit_softcapping": None, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+        "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": 1152, "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+        "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+        "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+        "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+        "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True,
+        "vocab_size": 262144}),
+    # allenai/OLMo-2-1124-7B: norms after attention and MLP, q/k norms over the whole
+    # projections, untied; F32 in shards
+    "OLMo-2-1124-7B": (3, {
+        "architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+        "eos_token_id": 100257, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "olmo2",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False,
+        "torch_dtype": "float32", "transformers_version": "4.47.0.dev0", "use_cache": True,
+        "vocab_size": 100352}),
+    # microsoft/Phi-3-mini-128k-instruct: fused qkv_proj and gate_up_proj, longrope (its
+    # 48-entry factor lists are rebuilt at head_dim/2 entries by published_config);
+    # two BF16 shards
+    "Phi-3-mini-128k-instruct": (2, {
+        "_name_or_path": "Phi-3-mini-128k-instruct", "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+        "attention_dropout": 0.0, "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config",
+                                               "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+        "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072,
+        "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
+        "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
+        "original_max_position_embeddings": 4096, "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"long_factor": [1.0] * 48, "short_factor": [1.0] * 48, "type": "longrope"},
+        "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}),
 }
 
 
@@ -178,14 +248,21 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
     set to `window` when given. Returns (config, hub shard count)."""
     shards, cfg = PUBLISHED[name]
     cfg = json.loads(json.dumps(cfg))
-    H0, Hkv0 = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    # the family's names of the common keys (GPT-2's n_head...); None: not in its config
+    names = families.KEY_NAMES.get(cfg["model_type"], {})
+    key = {k: names.get(k, k) for k in ("num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                                        "hidden_size", "intermediate_size", "head_dim")}
+    H0 = cfg[key["num_attention_heads"]]
+    Hkv0 = (key["num_key_value_heads"] and cfg.get(key["num_key_value_heads"])) or H0
     heads = heads or 4
     kv_heads = kv_heads or max(1, heads * Hkv0 // H0)
     hd = head_dim or 8
-    cfg.update({"num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-                "hidden_size": hidden or heads * hd, "intermediate_size": ffn or 3 * (hidden or heads * hd),
-                "vocab_size": vocab})
-    if "head_dim" in cfg or head_dim is not None:
+    for k, v in (("num_hidden_layers", layers), ("num_attention_heads", heads), ("num_key_value_heads", kv_heads),
+                 ("hidden_size", hidden or heads * hd), ("intermediate_size", ffn or 3 * (hidden or heads * hd)),
+                 ("vocab_size", vocab)):
+        if key.get(k, k) and (k not in names or key[k] in cfg):
+            cfg[key.get(k, k)] = v
+    if key["head_dim"] and ("head_dim" in cfg or head_dim is not None):
         cfg["head_dim"] = hd
     for k in ("bos_token_id", "eos_token_id"):
         if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
@@ -195,6 +272,13 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
     if window is not None:
         cfg["sliding_window"] = window
     rs = cfg.get("rope_scaling")
+    if isinstance(rs, dict) and rs.get("type", rs.get("rope_type")) == "longrope":
+        # factor lists of head_dim/2 entries, and an original context short enough that a
+        # test prompt passes it (long factors) and another does not (short factors)
+        rs["short_factor"] = families.longrope_factors(hd, 1.05)
+        rs["long_factor"] = families.longrope_factors(hd, 30.0)
+        cfg["original_max_position_embeddings"] = 32
+        cfg["max_position_embeddings"] = 32 * 32
     if isinstance(rs, dict) and "original_max_position_embeddings" in rs:
         rs["original_max_position_embeddings"] = 64   # frequencies in all three llama3 bands
     return cfg, shards
@@ -288,10 +372,13 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
     return cfg
 
 
-def make_weights(cfg, seed=0, subln=True):
-    """List of (name, float32 array) in a fixed order for config dict cfg."""
-    rng = np.random.default_rng(seed)
+def make_weights(cfg, seed=0, subln=True, hub=False):
+    """List of (name, float32 array) in a fixed order for config dict cfg. hub: for the
+    families of families.py, named as the published checkpoint (with its buffers)."""
     mtype = cfg["model_type"]
+    if mtype in families.TYPES:
+        return families.make_weights(cfg, seed, hub)
+    rng = np.random.default_rng(seed)
     D = cfg["hidden_size"]
     F = cfg["intermediate_size"]
     V = cfg["vocab_size"]
@@ -399,10 +486,16 @@ def make_model(outdir, mtype, layers=2, hidden=64, heads=4, kv_heads=None, head_
                ffn=None, vocab=97, dtype="f32", seed=0, tied=False, shards=1,
                kv_pairing=None, lambda_init=None, rope_theta=10000.0, max_pos=256,
                rope_scaling="none", subln=True, rms_norm_eps=1e-6, rope_interleaved=None,
-               sliding_window=None, max_window_layers=None):
-    """Create a model directory; returns its config dict."""
+               sliding_window=None, max_window_layers=None, family_keys=None):
+    """Create a model directory; returns its config dict. family_keys: config keys of a
+    families.py family (gpt2: scale_attn_by_inverse_layer_idx...) set as given."""
     if dtype not in DTYPES:
         raise ValueError("dtype must be one of %s" % (DTYPES,))
+    if mtype in families.TYPES:
+        cfg = families.make_config(mtype, layers, hidden, heads, ffn=ffn, vocab=vocab,
+                                   tied=tied or None, max_pos=max_pos, extra=family_keys)
+        write_model(outdir, cfg, make_weights(cfg, seed), dtype, shards)
+        return cfg
     cfg = make_config(mtype, layers, hidden, heads, kv_heads=kv_heads, head_dim=head_dim,
                       ffn=ffn, vocab=vocab, tied=tied, kv_pairing=kv_pairing,
                       lambda_init=lambda_init, rope_theta=rope_theta, max_pos=max_pos,

@@ -3,7 +3,8 @@
 types, written from docs/format.md and the Hugging Face model definitions (not from
 the C code), to check bin/probe against. qwen2 (q/k/v biases), qwen3 (per-head q/k
 RMSNorm) and mistral are Llama-family: softmax heads, with a sliding window where the
-config asks for one (query i sees keys j with i − W < j <= i).
+config asks for one (query i sees keys j with i − W < j <= i). The families with
+another layout (gpt2: Hugging Face modeling_gpt2.py) are in families.py.
 
     import reference
     m = reference.load_model("model_dir")          # config + float64 tensors
@@ -23,6 +24,8 @@ import struct
 import sys
 
 import numpy as np
+
+import families  # noqa: E402  (published families beyond the Llama layout)
 
 # ---------------------------------------------------------------------------
 # safetensors reading
@@ -58,7 +61,7 @@ def read_safetensors(path, as_float64=True):
             raise ValueError("%s: tensor %s has bad offsets" % (path, name))
         a = np.frombuffer(data[b:end], dtype=np_dtype).reshape(shape)
         if e["dtype"] == "BF16":
-            a = (a.astype(np.uint32) << 16).view(np.float32)
+            a = (a.astype(np.uint32).reshape(-1) << 16).view(np.float32).reshape(shape)   # 0-d too
         if as_float64 and e["dtype"] in ("F32", "F16", "BF16", "F64"):
             a = a.astype(np.float64)
         else:
@@ -98,6 +101,9 @@ class Model:
         self.raw = cfg
         self.t = tensors
         self.arch = cfg["model_type"]
+        if self.arch in families.TYPES:
+            families.init(self, cfg)        # families.py: GPT-2...
+            return
         if self.arch not in ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral"):
             raise ValueError("unknown model_type %r" % self.arch)
         self.type = "llama" if self.arch in ("qwen2", "qwen3", "mistral") else self.arch
@@ -390,6 +396,8 @@ def forward(m, tokens, quant=None):
     diff_transformer), 0 where masked. quant = (bits,
     "tensor" | "head" | "row") fake-quantizes the attention logits (probe
     --quantize-logits)."""
+    if m.arch in families.TYPES:
+        return families.forward(m, tokens, quant)
     tokens = np.asarray(tokens, dtype=np.int64)
     if m.rope_limit is not None and len(tokens) > m.rope_limit:
         raise ValueError("dynamic rope scaling past the original context is not implemented")
