@@ -70,7 +70,8 @@ static void usage(FILE *out)
             "                        other installed fonts, or show as a box with the code point\n"
             "  --force               overwrite an existing output\n"
             "  --quiet               no summary line\n"
-            "  --help                this text\n");
+            "  --help                this text\n"
+            "  --version             the version of difflens\n");
 }
 
 static int bad(const dfl_error *err)
@@ -112,7 +113,8 @@ int main(int argc, char **argv)
         {"force", no_argument, 0, O_FORCE},       {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},         {"width", required_argument, 0, O_WIDTH},
         {"dpi", required_argument, 0, O_DPI},     {"pixel-scale", required_argument, 0, O_PXSCALE},
-        {"font", required_argument, 0, O_FONT},   {0, 0, 0, 0}};
+        {"font", required_argument, 0, O_FONT},
+        DFL_CLI_COMMON_OPTIONS,       {0, 0, 0, 0}};
     dfl_attnmap_params p = dfl_attnmap_params_default();
     dfl_error err = {DFL_OK, ""};
     char **labels = NULL; /* one block (dfl_cli_split) */
@@ -196,6 +198,7 @@ int main(int argc, char **argv)
         case O_FORCE: p.overwrite = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage(stdout); free(labels); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: free(labels); return dfl_cli_common(stdout, "attnmap", c, opts);
         default: usage(stderr); free(labels); return 2;
         }
         if (rc) {

@@ -56,6 +56,7 @@ static void usage(FILE *out)
             "  --font FAMILY         font family of the plot (default: DejaVu Sans)\n"
             "  --force               overwrite an existing plot\n"
             "  --help                this text\n"
+            "  --version             the version of difflens\n"
             "\n"
             "exit status: 0 done, 1 runtime error (unreadable dump, no outlier statistics), 2 usage error\n");
 }
@@ -89,6 +90,7 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},
         {"width", required_argument, 0, O_WIDTH},
         {"font", required_argument, 0, O_FONT},
+        DFL_CLI_COMMON_OPTIONS,
         {0, 0, 0, 0}};
     dfl_outliers_params p = dfl_outliers_params_default();
     dfl_report_format fmt = DFL_REPORT_TABLE;
@@ -154,6 +156,7 @@ int main(int argc, char **argv)
         case O_FONT: p.paper.font = optarg; break;
         case O_FORCE: p.overwrite = 1; break;
         case O_HELP: usage(stdout); free(labels); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: free(labels); return dfl_cli_common(stdout, "outliers", c, opts);
         default: usage(stderr); free(labels); return 2;
         }
     }

@@ -55,6 +55,7 @@ static void usage(FILE *out)
             "  --quiet                no progress bar and no summary\n"
             "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
             "  --help                 this text\n"
+            "  --version              the version of difflens\n"
             "\n"
             "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
             "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
@@ -171,6 +172,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"log-every", required_argument, 0, 'E'},
         {"tokenizer", required_argument, 0, 'T'}, {"strict", no_argument, 0, 'S'},
         {"allow-unused", no_argument, 0, 'U'},
+        DFL_CLI_COMMON_OPTIONS,
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -209,6 +211,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: dfl_map_select_free(&p.maps); return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
         default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
     }

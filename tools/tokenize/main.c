@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -31,6 +32,7 @@ static void usage(FILE *out)
                  "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
                  "  --force               overwrite an existing output\n"
                  "  --help                this text\n"
+                 "  --version             the version of difflens\n"
                  "\n"
                  "Exit status: 0 ok, 1 runtime error (bad tokenizer.json, invalid UTF-8), 2 usage error.\n");
 }
@@ -161,6 +163,7 @@ int main(int argc, char **argv)
                                          {"out", required_argument, 0, 'o'},
                                          {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
+                                         DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *tok_path = NULL, *prompts = NULL, *out = NULL;
     int special = 1, json = 0, whole = 0, force = 0, c;
@@ -174,6 +177,7 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'f': force = 1; break;
         case 'h': usage(stdout); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "tokenize", c, opts);
         default: usage(stderr); return 2;
         }
     }
