@@ -8,6 +8,7 @@
 
 #include "base/atomic.h"
 #include "base/cli.h"
+#include "model/hub.h"
 #include "model/kernels.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
@@ -24,6 +25,9 @@ static void usage(FILE *out)
             "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+            "                         or ORG/NAME[@REVISION]: a model in the local Hugging Face cache\n"
+            "                         (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; default\n"
+            "                         revision main); never downloaded: probe does no network access\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
             "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
             "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
@@ -223,6 +227,13 @@ static int run(int argc, char **argv, int mpi, int rank)
         dfl_map_select_free(&p.maps);
         return 2;
     }
+    char *model_dir = NULL; /* --model itself, or ORG/NAME's snapshot folder in the hub cache */
+    if ((s = dfl_hub_model_dir(p.model_dir, &model_dir, &err))) {
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
+        dfl_map_select_free(&p.maps);
+        return dfl_status_exit_code(s);
+    }
+    p.model_dir = model_dir;
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
@@ -251,6 +262,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    free(model_dir);
     return rc;
 }
 
