@@ -208,6 +208,11 @@ if [ -f bench/attnmap.sh ]; then
     BIN=$BIN OUT=$OUT sh bench/attnmap.sh | tee -a "$OUT/table.txt"
 fi
 
+# outliers against the time of reading its datasets and h5py + numpy (bench/outliers.sh)
+if [ -f bench/outliers.sh ]; then
+    BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/outliers.sh | tee -a "$OUT/table.txt"
+fi
+
 # bin/view on a 16,384-token map: first screen in chromium and tile latency, against
 # attnmap drawing the whole map (bench/view.py)
 BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"

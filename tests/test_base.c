@@ -17,6 +17,7 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 #include "base/strbuf.h"
+#include "base/utf8.h"
 
 #define TMPDIR_PREFIX "dfl_base"
 #include "tmpdir.h"
@@ -108,14 +109,15 @@ static void test_index_list(void **state)
         assert_int_equal(dfl_cli_index_list("--layers", empty_items[i], &v, &n, &err), DFL_ERR_USAGE);
 }
 
-/* Files in g_dir other than "." and "..". */
+/* Files of test_atomic's own in g_dir: "out.txt" and its temporaries ".out.txt.tmp.*".
+ * Only those: other tests of this binary write beside them, in any order. */
 static int count_files(void)
 {
     DIR *d = opendir(g_dir);
     int k = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) k++;
+        if (!strcmp(e->d_name, "out.txt") || !strncmp(e->d_name, ".out.txt.tmp.", 13)) k++;
     closedir(d);
     return k;
 }
@@ -202,11 +204,162 @@ static void test_strbuf(void **state)
     assert_false(b.oom);
 }
 
+/* RFC 3629 section 4's table of well-formed sequences, byte by byte (the reference):
+ * the length of the sequence s[0..n) starts with, 0 when it is ill-formed there. */
+static size_t rfc3629_len(const unsigned char *s, size_t n)
+{
+    static const struct { unsigned char lo[4], hi[4]; size_t len; } rows[] = {
+        {{0x00}, {0x7F}, 1},
+        {{0xC2, 0x80}, {0xDF, 0xBF}, 2},
+        {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
+        {{0xE1, 0x80, 0x80}, {0xEC, 0xBF, 0xBF}, 3},
+        {{0xED, 0x80, 0x80}, {0xED, 0x9F, 0xBF}, 3},
+        {{0xEE, 0x80, 0x80}, {0xEF, 0xBF, 0xBF}, 3},
+        {{0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}, 4},
+        {{0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}, 4},
+        {{0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}, 4},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        size_t k = 0;
+        while (k < rows[r].len && k < n && s[k] >= rows[r].lo[k] && s[k] <= rows[r].hi[k]) k++;
+        if (k == rows[r].len) return k;
+    }
+    return 0;
+}
+
+static size_t ref_check(const unsigned char *s, size_t n)
+{
+    size_t i = 0, k;
+    while (i < n && (k = rfc3629_len(s + i, n - i))) i += k;
+    return i;
+}
+
+/* The validator against the table on every sequence of up to three bytes, every
+ * four-byte one whose last two bytes are among the boundary values, each behind ASCII
+ * runs of 0..9 bytes (the fast path reads eight at a time) and before a tail. */
+static void test_utf8(void **state)
+{
+    (void)state;
+    static const unsigned char edge[] = {0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xF4, 0xFF};
+    unsigned char buf[32];
+    size_t checked = 0;
+    for (uint32_t v = 0; v < (1u << 24); v++) {
+        size_t pre = v % 10, n = pre;
+        memset(buf, 'a', pre);
+        buf[n++] = (unsigned char)(v >> 16);
+        if (v >> 16 >= 0x80) buf[n++] = (unsigned char)(v >> 8);
+        if (v >> 16 >= 0xE0) buf[n++] = (unsigned char)v;
+        else if ((v & 0xFF) != 0) continue; /* shorter sequences: once each */
+        if (v >> 16 < 0x80 && ((v >> 8) & 0xFF) != 0) continue;
+        size_t got = dfl__utf8_check((const char *)buf, n), want = ref_check(buf, n);
+        if (got != want) fail_msg("bytes %06x after %zu ASCII: %zu, the table says %zu", (unsigned)v, pre, got, want);
+        checked++;
+        if (v >> 16 >= 0xF0) /* four bytes: every boundary value in the last place */
+            for (size_t e = 0; e < sizeof edge; e++) {
+                buf[n] = edge[e];
+                buf[n + 1] = 'z';
+                got = dfl__utf8_check((const char *)buf, n + 2);
+                want = ref_check(buf, n + 2);
+                if (got != want) fail_msg("bytes %06x%02x: %zu, the table says %zu", (unsigned)v, edge[e], got, want);
+                checked++;
+            }
+    }
+    assert_true(checked > 1000000);
+    /* offsets as Python's bytes.decode("utf-8") reports them (UnicodeDecodeError.start) */
+    assert_int_equal(dfl__utf8_check("ab\xed\xa0\x80", 5), 2);                /* surrogate U+D800 */
+    assert_int_equal(dfl__utf8_check("\xc3\xa9 \xf0\x9f\x98\x80", 7), 7);     /* é 😀 */
+    assert_int_equal(dfl__utf8_check("abcdefghij\xf4\x90\x80\x80", 14), 10); /* above U+10FFFF */
+}
+
+/* Whole-file reads: a bound, regular files only (in g_dir, beside test_atomic's files:
+ * it runs first on purpose, and test_atomic counts only its own). */
+static void test_read_file(void **state)
+{
+    (void)state;
+    dfl_error err;
+    char *buf = NULL;
+    size_t len = 0;
+    const char *path = path_of("ten.txt");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("0123456789", f);
+    fclose(f);
+    assert_int_equal(dfl__read_file_max(path, 10, "a test file", &buf, &len, &err), DFL_OK); /* exactly the bound */
+    assert_int_equal(len, 10);
+    assert_string_equal(buf, "0123456789");
+    free(buf);
+    assert_int_equal(dfl__read_file_max(path, 9, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "ten.txt: more than 9 bytes, the bound for a test file"));
+    assert_int_equal(dfl__read_file_max(path, 0, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_int_equal(dfl__read_file(path, &buf, &len, &err), DFL_OK);
+    assert_int_equal(len, 10);
+    free(buf);
+    /* a file that the size does not tell (/proc): read to its end all the same */
+    assert_int_equal(dfl__read_file_max("/proc/self/status", 1 << 20, "a test file", &buf, &len, &err), DFL_OK);
+    assert_true(len > 0 && strstr(buf, "Name:"));
+    free(buf);
+    assert_int_equal(dfl__read_file_max("/proc/self/status", 5, "a test file", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "more than 5 bytes"));
+    /* not regular files: at once, naming what they are (a FIFO without a writer too) */
+    const char *fifo = path_of("fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(dfl__read_file(fifo, &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "fifo: not a regular file (a FIFO), cannot be read as an input file"));
+    assert_int_equal(dfl__read_file("/dev/zero", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "/dev/zero: not a regular file (a character device)"));
+    assert_int_equal(dfl__read_file(g_dir, &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "not a regular file (a folder)"));
+    assert_int_equal(dfl__read_file(path_of("missing.txt"), &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "missing.txt: No such file or directory"));
+    assert_int_equal(dfl__read_file_max(path, (size_t)3 << 30, "a test file", &buf, &len, &err), DFL_OK);
+    free(buf);
+    /* streams: the bound, not the end, stops /dev/zero */
+    f = fopen("/dev/zero", "rb");
+    assert_non_null(f);
+    assert_int_equal(dfl__read_stream(f, "zeros", 100000, "one text", &buf, &len, &err), DFL_ERR_IO);
+    assert_non_null(strstr(err.msg, "zeros: more than 100000 bytes, the bound for one text"));
+    fclose(f);
+    f = fopen(path, "rb");
+    assert_int_equal(dfl__read_stream(f, "ten", 10, "one text", &buf, &len, &err), DFL_OK);
+    assert_int_equal(len, 10);
+    assert_string_equal(buf, "0123456789");
+    free(buf);
+    fclose(f);
+}
+
+/* Suggestions: distances worked out by hand (a swap of neighbours counts one). */
+static void test_nearest_name(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"tokens", "id", "text", "answer", "query", "distractor", "target", "bos",
+                                       "depth", NULL};
+    assert_string_equal(dfl__nearest_name("anwser", keys), "answer");     /* one swap */
+    assert_string_equal(dfl__nearest_name("answers", keys), "answer");    /* one insertion */
+    assert_string_equal(dfl__nearest_name("ansr", keys), "answer");       /* two deletions */
+    assert_string_equal(dfl__nearest_name("tokns", keys), "tokens");
+    assert_string_equal(dfl__nearest_name("distracter", keys), "distractor");
+    assert_string_equal(dfl__nearest_name("tex", keys), "text");
+    assert_string_equal(dfl__nearest_name("ix", keys), "id");             /* 1 < length 2 */
+    assert_null(dfl__nearest_name("x", keys));                            /* 2 edits of a 1-letter word: no hint */
+    assert_string_equal(dfl__nearest_name("awsner", keys), "answer");    /* two substitutions */
+    assert_null(dfl__nearest_name("axyzer", keys));                       /* three */
+    assert_null(dfl__nearest_name("extra", keys));
+    assert_null(dfl__nearest_name("", keys));
+    assert_null(dfl__nearest_name("ca", (const char *const[]){"abc", NULL})); /* 3 under this distance */
+    assert_string_equal(dfl__nearest_name("bas", keys), "bos");           /* ties: the earlier name */
+    char longw[100];
+    memset(longw, 'a', 99);
+    longw[99] = '\0';
+    assert_null(dfl__nearest_name(longw, keys));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
-        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
+        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_read_file),    cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_nearest_name),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -7,11 +7,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "base/jsondoc.h"
+#include "base/utf8.h"
 
-static size_t bad_at(const char *s) { return dfl__utf8_invalid_at(s, strlen(s)); }
+/* The validator's offset, SIZE_MAX when the whole string is well-formed. */
+static size_t bad_at(const char *s)
+{
+    size_t n = strlen(s), k = dfl__utf8_check(s, n);
+    return k == n ? SIZE_MAX : k;
+}
 
 static void test_utf8(void **state)
 {
@@ -56,11 +63,53 @@ static void test_last_key_wins_and_trailing(void **state)
     assert_string_equal(why, "syntax error");
 }
 
+/* What Python's json.dumps writes for non-finite floats, read back as json.loads does:
+ * json.dumps({"a": [float("nan"), 1, float("inf")], "b": {"c": -float("inf")}}) with a
+ * repeated "a" after it (the last wins, also for the marked values). */
+static void test_nonfinite_and_range(void **state)
+{
+    (void)state;
+    const char *why;
+    size_t at;
+    const char *doc = "{\"a\": [NaN, 1, Infinity], \"b\": {\"c\": -Infinity, \"s\": \"NaN -Infinity\"}, "
+                      "\"a\": [2, NaN,\n-Infinity]}";
+    assert_null(dfl__json_parse(doc, strlen(doc), &why, &at)); /* not without the option */
+    assert_string_equal(why, "syntax error");
+    cJSON *j = dfl__json_parse_opts(doc, strlen(doc), DFL_JSON_NONFINITE, &why, &at);
+    assert_non_null(j);
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "a"), *b = cJSON_GetObjectItemCaseSensitive(j, "b");
+    assert_int_equal(cJSON_GetArraySize(a), 3);
+    assert_true(cJSON_GetArrayItem(a, 0)->valuedouble == 2);
+    assert_true(isnan(cJSON_GetArrayItem(a, 1)->valuedouble));
+    assert_true(isinf(cJSON_GetArrayItem(a, 2)->valuedouble) && cJSON_GetArrayItem(a, 2)->valuedouble < 0);
+    assert_true(isinf(cJSON_GetObjectItemCaseSensitive(b, "c")->valuedouble));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(b, "s")->valuestring, "NaN -Infinity"); /* strings untouched */
+    cJSON_Delete(j);
+    /* keywords only as whole values: 1NaN, NaNx, -NaN and nan stay errors */
+    static const char *const bad[] = {"[1NaN]", "[NaNx]", "[-NaN]", "[nan]", "[Infinity1]", "{NaN: 1}", "[--Infinity]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_null(dfl__json_parse_opts(bad[i], strlen(bad[i]), DFL_JSON_NONFINITE | DFL_JSON_RANGE, &why, &at));
+        assert_string_equal(why, "syntax error");
+    }
+    /* a literal beyond the double range is named with its offset (json.loads reads inf) */
+    doc = "{\"x\": \"1e309\", \"y\": [1, 2e308]}";
+    assert_null(dfl__json_parse_opts(doc, strlen(doc), DFL_JSON_RANGE, &why, &at));
+    assert_string_equal(why, "number out of range");
+    assert_int_equal(at, 24);
+    j = dfl__json_parse_opts(doc, strlen(doc), 0, &why, &at); /* without: cJSON's inf */
+    assert_non_null(j);
+    cJSON_Delete(j);
+    j = dfl__json_parse_opts("[1e308, -1e-400, 0.5]", 21, DFL_JSON_RANGE, &why, &at); /* underflow is 0, fine */
+    assert_non_null(j);
+    cJSON_Delete(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_last_key_wins_and_trailing),
+        cmocka_unit_test(test_nonfinite_and_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -388,6 +388,44 @@ class Outliers(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("mismatched K", r.stderr)
         self.assertIn("samples/000000/outliers/logits/top", r.stderr)
+        # a later sample read through its open group, not as probe writes it: the errors
+        # still name it and say what is wrong
+        def broken(name, edit):
+            path = os.path.join(self.root, name + ".h5")
+            shutil.copy(self.dumps["llama"], path)
+            with h5py.File(path, "a") as f:
+                edit(f["samples/000002/outliers"])
+            r = run(path)
+            self.assertEqual(r.returncode, 1, (name, r.stdout))
+            return r.stderr
+
+        def replace(g, name, data):
+            del g[name]
+            g[name] = data
+
+        err = broken("short_k", lambda o: replace(o, "hidden/top", o["hidden/top"][:, :29]))
+        self.assertIn("samples/000002/outliers/hidden/top is [3, 29], expected [3, 30] (mismatched K", err)
+        err = broken("no_absmax", lambda o: o.__delitem__("hidden/channel_absmax"))
+        self.assertIn("samples/000002/outliers/hidden/channel_absmax: no such dataset", err)
+        err = broken("wide", lambda o: replace(o, "hidden/channel_absmax", np.zeros((3, 33), np.float32)))
+        self.assertIn("samples/000002/outliers/hidden/channel_absmax is [3, 33], expected [3, 32] (hidden size "
+                      "differs between samples)", err)
+        err = broken("hist_rule", lambda o: replace(o, "logits/hist", o["logits/hist"][:, :100]))
+        self.assertIn("samples/000002/outliers/logits/hist is [3, 100], expected [3, 3074] (a histogram of another "
+                      "bin rule", err)
+        # ... and one stored in other element types is read (converted) to the same numbers
+        wide = os.path.join(self.root, "f64.h5")
+        shutil.copy(self.dumps["llama"], wide)
+        with h5py.File(wide, "a") as f:
+            for s in ("000001", "000002"):
+                o = f["samples/%s/outliers" % s]
+                replace(o, "logits/top", o["logits/top"][()].astype(np.float64))
+                replace(o, "hidden/channel_count", o["hidden/channel_count"][()].astype(np.uint64))
+                replace(o, "hidden/top_index", o["hidden/top_index"][()].astype(np.int64))
+        args = ("--per-layer", "--per-head", "--quant", "--channels", "--format", "json")
+        want, got = run(self.dumps["llama"], *args), run(wide, *args)
+        self.assertEqual(got.returncode, 0, got.stderr)
+        self.assertEqual(got.stdout.replace(wide, self.dumps["llama"]), want.stdout)
         # usage errors
         for args in (["--format", "xml", self.dumps["llama"]], ["--bits", "1", self.dumps["llama"]],
                      ["--top", "0", self.dumps["llama"]], ["--top", "1,x", self.dumps["llama"]], [],

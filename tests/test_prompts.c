@@ -173,8 +173,11 @@ static void test_optional_forms(void **state)
     (void)state;
     dfl_prompt p;
     dfl_error err = {0};
-    /* numeric id as decimal text; 1e2 counts as an integer token; unknown keys ignored */
-    assert_int_equal(parse_str("{\"id\": 42, \"tokens\": [1e2, 3.0], \"extra\": {\"x\": [1]}, \"answer\": []}", &p, &err),
+    /* numeric id as decimal text; 1e2 counts as an integer token; notes ("_" keys and
+     * the harmless list) and null values of unknown keys ignored */
+    assert_int_equal(parse_str("{\"id\": 42, \"tokens\": [1e2, 3.0], \"_extra\": {\"x\": [1]}, \"answer\": [], "
+                               "\"comment\": \"c\", \"note\": 1, \"notes\": [], \"meta\": {}, \"metadata\": {}, "
+                               "\"source\": \"s\", \"anwser\": null}", &p, &err),
                      DFL_OK);
     assert_string_equal(p.id, "42");
     assert_int_equal(p.tokens[0], 100);
@@ -251,7 +254,16 @@ static const bad_case bad_cases[] = {
     {"{\"tokens\": []}", DFL_ERR_RANGE, "prompts.jsonl:12: empty prompt"},
     {"{\"tokens\": [3, -1]}", DFL_ERR_RANGE, "tokens[1] = -1 is negative"},
     {"{\"tokens\": [1.5]}", DFL_ERR_FORMAT, "tokens[0] = 1.5 is not an integer"},
-    {"{\"tokens\": [1, 1e999]}", DFL_ERR_FORMAT, "tokens[1] = inf is not an integer"},
+    {"{\"tokens\": [1, 1e999]}", DFL_ERR_RANGE, "prompts.jsonl:12: number 1e999 at byte 16 is out of range"},
+    {"{\"tokens\": [1, -1.5e309]}", DFL_ERR_RANGE, "number -1.5e309 at byte 16 is out of range"},
+    {"{\"tokens\": [1, NaN]}", DFL_ERR_FORMAT, "tokens[1] = NaN is not an integer"},
+    {"{\"tokens\": [1, -Infinity]}", DFL_ERR_FORMAT, "tokens[1] = -Infinity is not an integer"},
+    {"{\"tokens\": [1NaN]}", DFL_ERR_FORMAT, "invalid JSON near byte"},
+    {"{\"tokens\": [1, nan]}", DFL_ERR_FORMAT, "invalid JSON near byte"},
+    {"{\"tokens\": [1, -NaN]}", DFL_ERR_FORMAT, "invalid JSON near byte"},
+    {"{\"tokens\": [1, Infinityx]}", DFL_ERR_FORMAT, "invalid JSON near byte"},
+    {"{\"tokens\": [1], NaN: 1}", DFL_ERR_FORMAT, "invalid JSON near byte"},
+    {"{\"tokens\": [1], \"answer\": [[0, NaN]]}", DFL_ERR_FORMAT, "span answer[0] has a bound that is not an integer"},
     {"{\"tokens\": [1, \"2\"]}", DFL_ERR_FORMAT, "tokens[1] is not a number"},
     {"{\"tokens\": [null]}", DFL_ERR_FORMAT, "tokens[0] is not a number"},
     {"{\"tokens\": [2147483648]}", DFL_ERR_RANGE, "tokens[0] = 2147483648 is too large"},
@@ -287,7 +299,23 @@ static const bad_case bad_cases[] = {
     {"{\"tokens\": [1], \"bos\": \"false\"}", DFL_ERR_FORMAT, "\"bos\" is not true or false"},
     {"{\"tokens\": [1], \"depth\": \"0.5\"}", DFL_ERR_FORMAT, "prompts.jsonl:12: \"depth\" is not a number"},
     {"{\"tokens\": [1], \"depth\": [0.5]}", DFL_ERR_FORMAT, "\"depth\" is not a number"},
-    {"{\"tokens\": [1], \"depth\": 1e999}", DFL_ERR_RANGE, "\"depth\" is not finite"},
+    {"{\"tokens\": [1], \"depth\": 1e999}", DFL_ERR_RANGE, "number 1e999 at byte 26 is out of range"},
+    {"{\"tokens\": [1], \"depth\": Infinity}", DFL_ERR_RANGE, "\"depth\" is Infinity (a depth is finite; NaN means none)"},
+    {"{\"tokens\": [1], \"depth\": -Infinity}", DFL_ERR_RANGE, "\"depth\" is -Infinity"},
+    /* keys: read, harmless, or an error naming them (with the nearest known key) */
+    {"{\"tokens\": [1, 2], \"anwser\": [[0, 1]]}", DFL_ERR_FORMAT,
+     "prompts.jsonl:12: unknown key \"anwser\" (did you mean \"answer\"?)"},
+    {"{\"tokens\": [1, 2], \"querry\": [[0, 1]]}", DFL_ERR_FORMAT, "unknown key \"querry\" (did you mean \"query\"?)"},
+    {"{\"tokens\": [1, 2], \"distractors\": [[0, 1]]}", DFL_ERR_FORMAT, "(did you mean \"distractor\"?)"},
+    {"{\"tokens\": [1, 2], \"targte\": [[0, 1]]}", DFL_ERR_FORMAT, "(did you mean \"target\"?)"},
+    {"{\"tokens\": [1, 2], \"dpeth\": 0.5}", DFL_ERR_FORMAT, "(did you mean \"depth\"?)"},
+    {"{\"tokens\": [1, 2], \"BOS\": false}", DFL_ERR_FORMAT, "unknown key \"BOS\" (docs/format.md lists"},
+    {"{\"tokens\": [1, 2], \"extra\": 1}", DFL_ERR_FORMAT, "unknown key \"extra\" (docs/format.md lists"},
+    {"{\"tokens\": [1, 2], \"x\": 1}", DFL_ERR_FORMAT, "unknown key \"x\" (docs/format.md lists"},
+    {"{\"tokns\": [1, 2]}", DFL_ERR_FORMAT, "unknown key \"tokns\" (did you mean \"tokens\"?)"},
+    {"{\"input\": \"ab\", \"anwser\": [\"a\"]}", DFL_ERR_FORMAT, "unknown key \"anwser\" (did you mean \"answer\"?)"},
+    {"{\"input\": \"ab\", \"bos\": false}", DFL_ERR_FORMAT, "key \"bos\" belongs to a token prompt"},
+    {"{\"input\": \"ab\", \"text\": [\"a\"]}", DFL_ERR_FORMAT, "key \"text\" belongs to a token prompt"},
 };
 
 static void test_parse_errors(void **state)

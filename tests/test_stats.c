@@ -13,13 +13,17 @@
 #include "analysis/stats.h"
 #include "model/kernels.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static double urand(void)
+/* xorshift64, one state per test, seeded in the test: a test run alone (test_stats NAME)
+ * draws the same data as in the whole suite. */
+typedef struct rng64 {
+    uint64_t s;
+} rng64;
+static double urand(rng64 *r)
 {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
+    r->s ^= r->s << 13, r->s ^= r->s >> 7, r->s ^= r->s << 17;
+    return (double)(r->s >> 11) / 9007199254740992.0;
 }
-static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+static double nrand(rng64 *r) { return sqrt(-2 * log(urand(r) + 1e-300)) * cos(6.283185307179586 * urand(r)); }
 
 static int cmp_desc(const void *a, const void *b)
 {
@@ -36,8 +40,9 @@ static void test_topk_against_sort(void **st)
 {
     (void)st;
     enum { N = 5000 };
+    rng64 r = {0x9E3779B97F4A7C15ull};
     static float v[N], sorted[N];
-    for (int i = 0; i < N; i++) v[i] = (float)(nrand() * 10);
+    for (int i = 0; i < N; i++) v[i] = (float)(nrand(&r) * 10);
     int32_t ks[3] = {1, 100, 6000};
     for (int c = 0; c < 3; c++) {
         int32_t k = ks[c];
@@ -66,9 +71,10 @@ static void test_topk_merge_equals_single_heap(void **st)
     dfl_topk_item sa[50], sb[50], sc[50], oa[50], oc[50];
     dfl_topk a, b, c;
     dfl_topk_init(&a, sa, 50), dfl_topk_init(&b, sb, 50), dfl_topk_init(&c, sc, 50);
+    rng64 r = {0xD1B54A32D192ED03ull};
     for (int i = 0; i < 3000; i++) {
         int32_t idx[4] = {i, 0, 0, 0};
-        float x = (float)nrand();
+        float x = (float)nrand(&r);
         dfl_topk_push(i % 2 ? &a : &b, x, idx);
         dfl_topk_push(&c, x, idx);
     }
@@ -89,8 +95,9 @@ static void test_hist_bins_match_edges(void **st)
     (void)st;
     static double edges[DFL_HIST_BINS + 1];
     dfl_hist_edges(edges);
+    rng64 r = {0x8CB92BA72F3D8DD7ull};
     for (int i = 0; i < 200000; i++) {
-        float x = (float)(exp(nrand() * 12) * (urand() < 0.5 ? -1 : 1));
+        float x = (float)(exp(nrand(&r) * 12) * (urand(&r) < 0.5 ? -1 : 1));
         int b = dfl_hist_bin(x);
         double a = fabs((double)x);
         assert_true(b >= 0 && b < DFL_HIST_BINS);
@@ -104,12 +111,12 @@ static void test_hist_bins_match_edges(void **st)
     for (int b = 1; b < DFL_HIST_BINS - 1; b++) assert_true(edges[b + 1] / edges[b] - 1 <= 1.0 / 64 + 1e-12);
 }
 
-static void check_median(int n, double spread, double offset)
+static void check_median(rng64 *r, int n, double spread, double offset)
 {
     double *v = malloc((size_t)n * sizeof *v);
     dfl_hist *h = calloc(1, sizeof *h);
     for (int i = 0; i < n; i++) {
-        float x = (float)(exp(nrand() * spread + offset) * (urand() < 0.3 ? -1 : 1));
+        float x = (float)(exp(nrand(r) * spread + offset) * (urand(r) < 0.3 ? -1 : 1));
         dfl_hist_add(h, x);
         v[i] = fabs((double)x);
     }
@@ -126,10 +133,11 @@ static void check_median(int n, double spread, double offset)
 static void test_hist_median_within_one_percent(void **st)
 {
     (void)st;
-    check_median(10001, 3.0, 0.0);
-    check_median(20000, 0.1, 2.0);
-    check_median(777, 8.0, -3.0);
-    check_median(5000, 1.0, 10.0);
+    rng64 r = {0xA0761D6478BD642Full};
+    check_median(&r, 10001, 3.0, 0.0);
+    check_median(&r, 20000, 0.1, 2.0);
+    check_median(&r, 777, 8.0, -3.0);
+    check_median(&r, 5000, 1.0, 10.0);
     dfl_hist *h = calloc(1, sizeof *h);
     assert_true(isnan(dfl_hist_quantile(h->count, 0.5)));
     free(h);
@@ -140,8 +148,9 @@ static void test_moments_against_direct(void **st)
     (void)st;
     dfl_moments a = {{0}}, b = {{0}};
     double s[5] = {0}, mx = 0;
+    rng64 r = {0xE7037ED1A0B428DBull};
     for (int i = 0; i < 1000; i++) {
-        double x = nrand() * 3 + 0.5;
+        double x = nrand(&r) * 3 + 0.5;
         dfl_moments_add(i < 400 ? &a : &b, x);
         for (int p = 0; p < 5; p++) s[p] += pow(x, p);
         mx = fmax(mx, fabs(x));
@@ -193,9 +202,10 @@ static void test_fake_quant_formula(void **st)
     dfl_fake_quant(y, 6, 3.0f, 3); /* 3 levels each side: scale 1 */
     float want[6] = {3, -1, 0, 0, -3, 1};
     for (int i = 0; i < 6; i++) assert_true(y[i] == want[i]);
+    rng64 r = {0x8EBC6AF09C88C6E3ull};
     for (int bits = 2; bits <= 8; bits++) {
         float v[200], q[200], mx = 0;
-        for (int i = 0; i < 200; i++) v[i] = (float)nrand(), mx = fmaxf(mx, fabsf(v[i]));
+        for (int i = 0; i < 200; i++) v[i] = (float)nrand(&r), mx = fmaxf(mx, fabsf(v[i]));
         memcpy(q, v, sizeof v);
         dfl_fake_quant(q, 200, mx, bits);
         /* brute force in double: the nearest of the 2L + 1 grid points k·Δ, k in
@@ -214,8 +224,11 @@ static void test_fake_quant_formula(void **st)
     assert_true(z[0] == 0 && z[1] == 0);
 }
 
-int main(void)
+/* test_stats [NAME]: the whole suite, or the tests whose names match NAME (cmocka's
+ * filter, * and ? as wildcards). */
+int main(int argc, char **argv)
 {
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_against_sort),
         cmocka_unit_test(test_topk_merge_equals_single_heap),

@@ -207,5 +207,196 @@ class TextPrompts(unittest.TestCase):
         self.assertIn("--tokenizer", r.stderr)
 
 
+    def test_tokenize_never_overwrites_inputs(self):
+        """tokenize -o with --force refuses an output that is one of its inputs: the
+        prompts file, the tokenizer.json (given as a file or as its folder), through a
+        link too; the victim is left byte for byte."""
+        d = tempfile.mkdtemp(dir=self.root)
+        model = os.path.join(d, "model")
+        os.mkdir(model)
+        tj = os.path.join(model, "tokenizer.json")
+        shutil.copy(TOK, tj)
+        prompts = os.path.join(d, "text.jsonl")
+        shutil.copy(self.prompts, prompts)
+        link = os.path.join(d, "link.jsonl")
+        os.symlink(prompts, link)
+        for tok, out, victim in [(tj, prompts, prompts), (tj, link, prompts), (model, tj, tj), (tj, tj, tj),
+                                 (model, os.path.join(d, "model", "..", "model", "tokenizer.json"), tj)]:
+            with open(victim, "rb") as f:
+                before = f.read()
+            r = run(os.path.join(BIN, "tokenize"), "--tokenizer", tok, "--prompts", prompts, "-o", out, "--force")
+            self.assertEqual(r.returncode, 2, (out, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("an output never replaces an input", r.stderr)
+            with open(victim, "rb") as f:
+                self.assertEqual(f.read(), before, out)
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", model, "--prompts", prompts, "-o",
+                os.path.join(model, "new.jsonl"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def probe_lines(self, lines, name):
+        path = os.path.join(self.root, name + ".jsonl")
+        with open(path, "w") as f:
+            f.write("".join(l + "\n" for l in lines))
+        out = os.path.join(self.root, name + ".h5")
+        if os.path.exists(out):
+            os.remove(out)
+        return run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", path, "--out", out, "--quiet"), out
+
+    def test_python_json_nonfinite(self):
+        """Lines as Python's json.dumps writes them (allow_nan, its default): NaN depth is
+        read as no depth (the dump's NaN), NaN in the text prompt too; Infinity depth and
+        NaN tokens are refused naming the key; 1e309 is named out of range."""
+        lines = [json.dumps({"id": "nan", "tokens": [128000, 791, 6864], "depth": float("nan"), "answer": [[1, 2]]}),
+                 json.dumps({"id": "t", "input": "The capital", "depth": float("nan")}),
+                 json.dumps({"id": "d", "tokens": [128000, 791], "depth": 0.5})]
+        self.assertIn("NaN", lines[0])
+        r, out = self.probe_lines(lines, "nan")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(out) as f:
+            depths = [f["samples/%06d" % i].attrs["depth"] for i in range(3)]
+        self.assertTrue(depths[0] != depths[0] and depths[1] != depths[1], depths)   # NaN: no depth
+        self.assertEqual(depths[2], 0.5)
+        for row, needle in [({"tokens": [128000, 791], "depth": float("inf")}, 'nf.jsonl:1: "depth" is Infinity'),
+                            ({"tokens": [128000, float("nan")]}, "nf.jsonl:1: tokens[1] = NaN is not an integer"),
+                            ({"tokens": [128000, 791], "depth": -float("inf")}, '"depth" is -Infinity')]:
+            r, out = self.probe_lines([json.dumps(row)], "nf")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(out))
+        r, out = self.probe_lines(['{"tokens": [128000, 791], "depth": 1e309}'], "big")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("big.jsonl:1: number 1e309 at byte 36 is out of range", r.stderr)
+        self.assertEqual(json.loads('{"depth": 1e309}')["depth"], float("inf"))   # what Python would do
+
+    def test_prompt_keys(self):
+        """A misspelt key is an error naming it with the nearest known key; notes and
+        "_" keys are ignored; what noise prompts and tokenize write is read back."""
+        r, out = self.probe_lines([json.dumps({"tokens": [128000, 791, 6864], "anwser": [[1, 2]]})], "keys")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn('keys.jsonl:1: unknown key "anwser" (did you mean "answer"?)', r.stderr)
+        self.assertFalse(os.path.exists(out))
+        r, out = self.probe_lines([json.dumps({"input": "The capital", "querry": ["capital"]})], "keys")
+        self.assertIn('unknown key "querry" (did you mean "query"?)', r.stderr)
+        r, out = self.probe_lines([json.dumps({"tokens": [128000, 791, 6864], "answer": [[1, 2]], "_seed": 3,
+                                               "comment": "kept aside", "source": "hand"})], "keys")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # every key the writers use is read: noise prompts (synthetic task) and tokenize --prompts
+        synth = os.path.join(self.root, "synth.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "-o", synth, "--length", "64", "--samples", "1", "--quiet",
+                "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tok = os.path.join(self.root, "keys_tok.jsonl")
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", TOK, "--prompts", self.prompts, "-o", tok, "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        written = set()
+        for path in (synth, tok):
+            with open(path) as f:
+                for l in f:
+                    written |= set(json.loads(l))
+        self.assertTrue({"tokens", "text", "answer", "query", "target", "depth", "input", "offsets"} <= written,
+                        written)
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", tok, "--out",
+                os.path.join(self.root, "keys_tok.h5"), "--quiet", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_one_json_rule(self):
+        """noise templates and tokenize --json lines follow the rule of every JSON reader
+        (json.loads's): the last of a repeated key wins; text after the document and
+        invalid UTF-8 are refused."""
+        tmpl = os.path.join(self.root, "dup.json")
+        text = '{"haystack": [5, 6, 7], "needle": [1], "query": [10], "target": [9], "needle": [8, 9]}'
+        self.assertEqual(json.loads(text)["needle"], [8, 9])
+        with open(tmpl, "w") as f:
+            f.write(text)
+        out = os.path.join(self.root, "dup.jsonl")
+        r = run(os.path.join(BIN, "noise"), "prompts", "--template", tmpl, "-o", out, "--length", "16",
+                "--samples", "1", "--depths", "0.5", "--quiet", "--force")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            row = json.loads(f.readline())
+        s, e = row["answer"][0]
+        self.assertEqual(row["tokens"][s:e], [8, 9])
+        for bad, needle in [(text + " {}", "text after the JSON document"), (text[:-1] + ', "x": "\xff"}', "UTF-8")]:
+            with open(tmpl, "wb") as f:
+                f.write(bad.encode("latin-1"))
+            r = run(os.path.join(BIN, "noise"), "prompts", "--template", tmpl, "-o", out, "--quiet", "--force")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+        r = run(os.path.join(BIN, "tokenize"), "--tokenizer", TOK, "--json", "--no-special",
+                input='{"input": "first", "input": "Hello"}\n')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["ids"], ref.run_ref(TOK, [("Hello", False)])[0]["ids"])
+
+    def test_bounded_reads(self):
+        """Every input read is a regular file within a bound, or a stream read with one:
+        /dev/zero and a FIFO as config.json, prompts, tokenizer.json (a file, or the
+        model folder's) and noise template fail at once with one line (they used to
+        read until memory ran out, or wait for a writer forever); a sparse file beyond
+        the bound is refused before it is read; tokenize's texts stop at 256 MiB."""
+        d = tempfile.mkdtemp(dir=self.root)
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        tok = os.path.join(BIN, "tokenize")
+        probe = os.path.join(BIN, "probe")
+        out = os.path.join(d, "out.h5")
+        token_prompts = os.path.join(d, "tok.jsonl")
+        with open(token_prompts, "w") as f:
+            f.write(json.dumps({"tokens": [128000, 791]}) + "\n")
+
+        def refused(args, needle):
+            r = run(*args)
+            self.assertEqual(r.returncode, 1, (args, r.stderr))
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn(needle, r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+        for bad, kind in [("/dev/zero", "a character device"), (fifo, "a FIFO")]:
+            # config.json
+            model = os.path.join(d, "model")
+            shutil.rmtree(model, ignore_errors=True)
+            shutil.copytree(self.model, model)
+            os.remove(os.path.join(model, "config.json"))
+            os.symlink(bad, os.path.join(model, "config.json"))
+            refused([probe, "--model", model, "--prompts", token_prompts, "--out", out, "--quiet"],
+                    "config.json: not a regular file (%s)" % kind)
+            # the model folder's tokenizer.json, read for text prompts
+            shutil.rmtree(model)
+            shutil.copytree(self.model, model)
+            os.remove(os.path.join(model, "tokenizer.json"))
+            os.symlink(bad, os.path.join(model, "tokenizer.json"))
+            refused([probe, "--model", model, "--prompts", self.prompts, "--out", out, "--quiet"],
+                    "tokenizer.json: not a regular file (%s), cannot be read as a tokenizer.json" % kind)
+            refused([tok, "--tokenizer", model, "--prompts", self.prompts, "-o", os.path.join(d, "o.jsonl")],
+                    "not a regular file (%s)" % kind)
+            # prompts
+            refused([probe, "--model", self.model, "--prompts", bad, "--out", out, "--quiet"],
+                    "%s: not a regular file (%s), cannot be read as a prompt file" % (bad, kind))
+            refused([tok, "--tokenizer", TOK, "--prompts", bad, "-o", os.path.join(d, "o.jsonl")],
+                    "not a regular file (%s), cannot be read as a prompt file" % kind)
+            # tokenizer.json given as a path
+            refused([tok, "--tokenizer", bad], "%s: not a regular file (%s)" % (bad, kind))
+            refused([probe, "--model", self.model, "--prompts", self.prompts, "--tokenizer", bad, "--out", out,
+                     "--quiet"], "not a regular file (%s), cannot be read as a tokenizer.json" % kind)
+            # a noise template
+            refused([os.path.join(BIN, "noise"), "prompts", "--template", bad, "-o", os.path.join(d, "n.jsonl"),
+                     "--quiet"], "not a regular file (%s), cannot be read as a noise template" % kind)
+        # a regular file beyond the bound (sparse: no disk used) is refused before it is read
+        huge = os.path.join(d, "huge.jsonl")
+        with open(huge, "wb") as f:
+            f.truncate((1 << 30) + 1)
+        refused([probe, "--model", self.model, "--prompts", huge, "--out", out, "--quiet"],
+                "huge.jsonl: more than 1 GiB, the bound for a prompt file")
+        os.remove(huge)
+        # tokenize's own texts are streams (a FIFO or standard input is fine) with a bound
+        refused([tok, "--tokenizer", TOK, "/dev/zero"], "/dev/zero:1: a line longer than 256 MiB, the bound for one text")
+        refused([tok, "--tokenizer", TOK, "--whole", "/dev/zero"], "/dev/zero: more than 256 MiB, the bound for one text")
+        r = subprocess.run("printf 'Hello\\n' > %s & %s --tokenizer %s --no-special %s; wait" % (fifo, tok, TOK, fifo),
+                           shell=True, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["ids"], ref.run_ref(TOK, [("Hello", False)])[0]["ids"])
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -159,6 +159,33 @@ def cases():
     c["added-normalized-lower"] = tok(m, {"type": "Lowercase"}, added_tokens=[
         added("<s>", 1), added("<S>", len(m["vocab"]), normalized=True), added("</s>", 2)])
     del c["sp-suffix"]
+    c.update(duplicate_key_cases(meta_norm))
+    return c
+
+
+def duplicate_key_cases(meta_norm):
+    """tokenizer.json texts whose objects repeat keys (json.dumps cannot write them):
+    Hugging Face (serde_json) keeps the last value at the top level, in the BPE model
+    and in the vocabulary; so must we. The first values would give other ids."""
+    c = {}
+    sp = sp_model()
+    adds = [added("<s>", 1), added("</s>", 2)]
+    dumps = lambda v: json.dumps(v, ensure_ascii=False)  # noqa: E731
+    # the top level: a first normalizer and a first (byte-level) model, both replaced
+    c["dup-top-level"] = (
+        '{"version": "1.0", "truncation": null, "padding": null, "added_tokens": %s, '
+        '"normalizer": {"type": "Lowercase"}, "pre_tokenizer": null, "post_processor": null, '
+        '"decoder": null, "model": %s, "normalizer": %s, "model": %s}'
+        % (dumps(adds), dumps(bl_model()), dumps(meta_norm), dumps(sp)))
+    # the model's own keys and the vocabulary: "he" moves to a new id at the end, and
+    # byte_fallback / unk_token are given twice (the last: true, "<unk>")
+    vocab = dumps(sp["vocab"])[:-1] + ', "he": %d}' % len(sp["vocab"])
+    rest = dict(sp)
+    del rest["vocab"]
+    model = '{"byte_fallback": false, "unk_token": "<s>", ' + dumps(rest)[1:-1] + ', "vocab": ' + vocab + '}'
+    t = tok(sp, meta_norm, added_tokens=adds)
+    t["model"] = "@MODEL@"
+    c["dup-model-and-vocab"] = dumps(t).replace('"@MODEL@"', model)
     return c
 
 
@@ -173,7 +200,10 @@ def main():
         for name, t in cases().items():
             paths[name] = os.path.join(d, name + ".json")
             with open(paths[name], "w", encoding="utf-8") as f:
-                json.dump(t, f, ensure_ascii=False)
+                if isinstance(t, str):
+                    f.write(t)  # raw JSON text (repeated keys)
+                else:
+                    json.dump(t, f, ensure_ascii=False)
         # one node process for every fixture
         items = [(x, True, paths[name]) for name in paths for x in TEXTS]
         all_refs = ref.run_ref(None, items)

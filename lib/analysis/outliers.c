@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/cli.h"
+#include "analysis/outliers_read.h"
 #include "dump/dump_read.h"
 
 #define B DFL_HIST_BINS
@@ -39,61 +40,114 @@ double dfl_outliers_qerr2(double a, double delta)
     return e * e;
 }
 
-/* ∫_0^u e(t)^p dt for p = 2 or 4, e(t) = t − Δ·round(t/Δ), u >= 0: with v = t + Δ/2,
- * e = (v mod Δ) − Δ/2, a sawtooth whose whole periods contribute Δ^(p+1)/(p+1)/2^p. */
-static double saw_integral(double u, double delta, int p)
+/* What ∫_0^u e(t)^p dt needs of Δ alone (computed once per tensor, not once per bin). */
+typedef struct saw_consts {
+    double delta, h;   /* Δ, Δ/2 */
+    double per2, h3;   /* p = 2: a whole period Δ³/12, (Δ/2)³ */
+    double per4, h5;   /* p = 4: Δ⁵/80, (Δ/2)⁵ */
+} saw_consts;
+
+static saw_consts saw_prepare(double delta)
 {
-    double h = delta / 2, v = u + h;
-    double n = floor(v / delta), rho = v - n * delta;
-    double r = rho - h;
-    double per, part, base;
-    if (p == 2) {
-        per = delta * delta * delta / 12;
-        part = (r * r * r + h * h * h) / 3;
-        base = (h * h * h) / 3 + 0; /* H(Δ/2): ρ = Δ/2, r = 0 */
-    } else {
-        per = pow(delta, 5) / 80;
-        part = (pow(r, 5) + pow(h, 5)) / 5;
-        base = pow(h, 5) / 5;
-    }
-    return n * per + part - base;
+    saw_consts s;
+    s.delta = delta;
+    s.h = delta / 2;
+    s.per2 = delta * delta * delta / 12;
+    s.h3 = s.h * s.h * s.h;
+    s.per4 = pow(delta, 5) / 80;
+    s.h5 = pow(s.h, 5);
+    return s;
 }
 
-void dfl_outliers_sqnr_add(dfl_sqnr_acc *acc, const uint64_t *hist, const float *top, int64_t k, const double *m,
-                           int bits)
+/* ∫_0^u e(t)^p dt for p = 2 (*i2) and 4 (*i4), e(t) = t − Δ·round(t/Δ), u >= 0: with
+ * v = t + Δ/2, e = (v mod Δ) − Δ/2, a sawtooth whose whole periods contribute
+ * Δ^(p+1)/(p+1)/2^p; the rest is ∫ r^p from −Δ/2 to r = (v mod Δ) − Δ/2, less H(Δ/2)
+ * (ρ = Δ/2, r = 0). */
+static void saw_integrals(const saw_consts *s, double u, double *i2, double *i4)
+{
+    double v = u + s->h;
+    double n = floor(v / s->delta), rho = v - n * s->delta;
+    double r = rho - s->h;
+    *i2 = n * s->per2 + (r * r * r + s->h3) / 3 - (s->h3 / 3 + 0);
+    *i4 = n * s->per4 + (pow(r, 5) + s->h5) / 5 - s->h5 / 5;
+}
+
+/* One tensor's histogram with its stored top values taken out of their bins: what
+ * dfl_outliers_sqnr_add needs that does not depend on the bit width, so a tensor
+ * quantized at several widths is prepared once. */
+typedef struct sqnr_bins {
+    int n;                  /* non-empty bins of the histogram */
+    int *bin;               /* [B] their indices, ascending */
+    uint64_t *cnt;          /* [B] their counts less the top values taken out */
+    unsigned char *taken;   /* [k] 1 for a top value taken out of its bin */
+} sqnr_bins;
+
+static int sqnr_bins_alloc(sqnr_bins *sb, int64_t k)
+{
+    sb->n = 0;
+    sb->bin = dfl__alloc_array(B, sizeof *sb->bin);
+    sb->cnt = dfl__alloc_array(B, sizeof *sb->cnt);
+    sb->taken = dfl__alloc_array(k > 0 ? (size_t)k : 1, 1);
+    return sb->bin && sb->cnt && sb->taken;
+}
+
+static void sqnr_bins_free(sqnr_bins *sb)
+{
+    free(sb->bin);
+    free(sb->cnt);
+    free(sb->taken);
+}
+
+/* Fill sb from hist[B] and top[k]: each non-NaN top value leaves its bin while the bin
+ * still has counts; one that finds its bin empty is inconsistent with the histogram and
+ * left to the bin model. */
+static void sqnr_prepare(sqnr_bins *sb, const uint64_t *hist, const float *top, int64_t k)
+{
+    sb->n = 0;
+    for (int b = 0; b < B; b++)
+        if (hist[b]) {
+            sb->bin[sb->n] = b;
+            sb->cnt[sb->n++] = hist[b];
+        }
+    for (int64_t i = 0; i < k; i++) {
+        sb->taken[i] = 0;
+        float v = top[i];
+        if (!(v == v)) continue;
+        int b = dfl_hist_bin(v), lo = 0, hi = sb->n; /* binary search for b in bin[lo, hi) */
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            if (sb->bin[mid] < b) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < sb->n && sb->bin[lo] == b && sb->cnt[lo]) {
+            sb->cnt[lo]--;
+            sb->taken[i] = 1;
+        }
+    }
+}
+
+/* dfl_outliers_sqnr_add on a prepared tensor (sb from the same top[k]). */
+static void sqnr_add_prepared(dfl_sqnr_acc *acc, const sqnr_bins *sb, const float *top, int64_t k, const double *m,
+                              int bits)
 {
     double M = m[5];
     acc->signal += m[2];
     if (!(M > 0) || bits < 2 || bits > 30) return;
     double delta = M / (ldexp(1.0, bits - 1) - 1);
-    /* counts left after taking the stored top values out of their bins */
-    uint64_t *cnt = malloc(sizeof(uint64_t) * B);
-    double *edges = malloc(sizeof(double) * (B + 1));
-    if (!cnt || !edges) {
-        /* no memory: the uniform Δ²/12 per value is the best cheap estimate */
-        acc->noise += m[0] * delta * delta / 12;
-        acc->noise_hi += m[0] * delta * delta / 4;
-        free(cnt);
-        free(edges);
-        return;
-    }
-    memcpy(cnt, hist, sizeof(uint64_t) * B);
-    dfl_hist_edges(edges);
     for (int64_t i = 0; i < k; i++) {
-        float v = top[i];
-        if (!(v == v)) continue;
-        int b = dfl_hist_bin(v);
-        if (!cnt[b]) continue; /* inconsistent with the histogram: leave it to the bin model */
-        cnt[b]--;
-        double e2 = dfl_outliers_qerr2(v, delta);
+        if (!sb->taken[i]) continue;
+        double e2 = dfl_outliers_qerr2(top[i], delta);
         acc->noise += e2;
         acc->noise_lo += e2;
         acc->noise_hi += e2;
     }
-    for (int b = 0; b < B; b++) {
-        if (!cnt[b]) continue;
-        double c = (double)cnt[b];
-        double a = edges[b], z = edges[b + 1];
+    saw_consts sc = saw_prepare(delta);
+    double last_u = NAN, last_i2 = 0, last_i4 = 0; /* a bin's upper integral is the next one's lower */
+    for (int j = 0; j < sb->n; j++) {
+        if (!sb->cnt[j]) continue;
+        int b = sb->bin[j];
+        double c = (double)sb->cnt[j];
+        double a = dfl_hist_edge(b), z = dfl_hist_edge(b + 1);
         if (a > M) a = M;
         if (!(z <= M)) z = M; /* caps the open last bin too */
         double mean2, mean4;
@@ -101,8 +155,13 @@ void dfl_outliers_sqnr_add(dfl_sqnr_acc *acc, const uint64_t *hist, const float 
             mean2 = dfl_outliers_qerr2(a, delta);
             mean4 = mean2 * mean2;
         } else {
-            mean2 = (saw_integral(z, delta, 2) - saw_integral(a, delta, 2)) / (z - a);
-            mean4 = (saw_integral(z, delta, 4) - saw_integral(a, delta, 4)) / (z - a);
+            double a2, a4, z2, z4;
+            if (a == last_u) a2 = last_i2, a4 = last_i4;
+            else saw_integrals(&sc, a, &a2, &a4);
+            saw_integrals(&sc, z, &z2, &z4);
+            last_u = z, last_i2 = z2, last_i4 = z4;
+            mean2 = (z2 - a2) / (z - a);
+            mean4 = (z4 - a4) / (z - a);
         }
         if (mean2 < 0) mean2 = 0;
         double ea = dfl_outliers_qerr2(a, delta), ez = dfl_outliers_qerr2(z, delta);
@@ -116,8 +175,29 @@ void dfl_outliers_sqnr_add(dfl_sqnr_acc *acc, const uint64_t *hist, const float 
         double var = mean4 - mean2 * mean2;
         if (var > 0) acc->noise_var += c * var;
     }
-    free(cnt);
-    free(edges);
+}
+
+void dfl_outliers_sqnr_add(dfl_sqnr_acc *acc, const uint64_t *hist, const float *top, int64_t k, const double *m,
+                           int bits)
+{
+    double M = m[5];
+    if (!(M > 0) || bits < 2 || bits > 30) {
+        acc->signal += m[2];
+        return;
+    }
+    sqnr_bins sb;
+    if (!sqnr_bins_alloc(&sb, k)) {
+        /* no memory: the uniform Δ²/12 per value is the best cheap estimate */
+        double delta = M / (ldexp(1.0, bits - 1) - 1);
+        acc->signal += m[2];
+        acc->noise += m[0] * delta * delta / 12;
+        acc->noise_hi += m[0] * delta * delta / 4;
+        sqnr_bins_free(&sb);
+        return;
+    }
+    sqnr_prepare(&sb, hist, top, k);
+    sqnr_add_prepared(acc, &sb, top, k, m, bits);
+    sqnr_bins_free(&sb);
 }
 
 static double db(double s, double n) { return n > 0 ? 10 * log10(s / n) : INFINITY; }
@@ -191,8 +271,10 @@ static int alloc_n(void *pp, size_t n, size_t sz)
     return *p != NULL;
 }
 
-static dfl_status load_kind(dfl_outlier_dump *d, dfl_dump_reader *r, const char *grp, int kind, int64_t s,
-                            float *top, int32_t *idx, uint64_t *hist, double *mom, dfl_topk *heaps, dfl_error *err)
+/* Read kind's top, top_index, hist and moments of sample group grp into x through the
+ * dump reader: every shape checked and named in the error. */
+static dfl_status read_kind_checked(const dfl_outlier_dump *d, dfl_dump_reader *r, const char *grp, int kind,
+                                    dfl__outliers_sample *x, dfl_error *err)
 {
     int64_t L = d->L, K = d->K;
     int ni = kind == DFL_OUT_LOGITS ? 4 : 2;
@@ -204,21 +286,34 @@ static dfl_status load_kind(dfl_outlier_dump *d, dfl_dump_reader *r, const char 
     dfl_status st;
     snprintf(path, sizeof path, "%s/outliers/%s/top", grp, kind_names[kind]);
     if ((st = check_shape(r, path, 2, d_top, why, err)) ||
-        (st = dfl_dump_read(r, path, DFL_H5_F32, top, (size_t)(L * K), err)))
+        (st = dfl_dump_read(r, path, DFL_H5_F32, x->top[kind], (size_t)(L * K), err)))
         return st;
     snprintf(path, sizeof path, "%s/outliers/%s/top_index", grp, kind_names[kind]);
     if ((st = check_shape(r, path, 3, d_idx, why, err)) ||
-        (st = dfl_dump_read(r, path, DFL_H5_I32, idx, (size_t)(L * K * ni), err)))
+        (st = dfl_dump_read(r, path, DFL_H5_I32, x->idx[kind], (size_t)(L * K * ni), err)))
         return st;
     snprintf(path, sizeof path, "%s/outliers/%s/hist", grp, kind_names[kind]);
     if ((st = check_shape(r, path, 2, d_hist, " (a histogram of another bin rule or layer count)", err)) ||
-        (st = dfl_dump_read(r, path, DFL_H5_U64, hist, (size_t)(L * B), err)))
+        (st = dfl_dump_read(r, path, DFL_H5_U64, x->hist[kind], (size_t)(L * B), err)))
         return st;
     snprintf(path, sizeof path, "%s/outliers/%s/moments", grp, kind_names[kind]);
     if ((st = check_shape(r, path, 2, d_mom, NULL, err)) ||
-        (st = dfl_dump_read(r, path, DFL_H5_F64, mom, (size_t)(L * 6), err)))
+        (st = dfl_dump_read(r, path, DFL_H5_F64, x->mom[kind], (size_t)(L * 6), err)))
         return st;
+    return DFL_OK;
+}
 
+/* Pool one sample's lists, histograms and moments of one kind into d (and its heaps;
+ * sb: scratch for the SQNR of logits). */
+static void pool_kind(dfl_outlier_dump *d, const dfl__outliers_sample *x, int kind, int64_t s, dfl_topk *heaps,
+                      sqnr_bins *sb)
+{
+    const int64_t L = d->L, K = d->K;
+    const int ni = kind == DFL_OUT_LOGITS ? 4 : 2;
+    const float *top = x->top[kind];       /* [L, K] */
+    const int32_t *idx = x->idx[kind];     /* [L, K, ni] */
+    const uint64_t *hist = x->hist[kind];  /* [L, B] */
+    const double *mom = x->mom[kind];      /* [L, 6] */
     dfl_outlier_kind *o = &d->kind[kind];
     for (int64_t l = 0; l < L; l++) {
         uint64_t *h = o->hist + l * B;
@@ -256,23 +351,20 @@ static dfl_status load_kind(dfl_outlier_dump *d, dfl_dump_reader *r, const char 
         }
         if (kind == DFL_OUT_LOGITS && t[K - 1] == t[K - 1] && t[K - 1] > d->layer_cutoff[l])
             d->layer_cutoff[l] = t[K - 1];
-        if (kind == DFL_OUT_LOGITS)
+        if (kind == DFL_OUT_LOGITS && d->nbits > 0) {
+            sqnr_prepare(sb, hist + l * B, t, K);
             for (int bi = 0; bi < d->nbits; bi++)
-                dfl_outliers_sqnr_add(&d->sqnr[l * d->nbits + bi], hist + l * B, t, K, mom + l * 6, d->bits[bi]);
+                sqnr_add_prepared(&d->sqnr[l * d->nbits + bi], sb, t, K, mom + l * 6, d->bits[bi]);
+        }
     }
-    return DFL_OK;
 }
 
 /* Buffers of one load: one sample's datasets, and the per-layer top-K heaps. */
 typedef struct load_scratch {
-    float *top;             /* [L, K] one sample's top list */
-    int32_t *idx;           /* [L, K, 4] its positions */
-    uint64_t *hist;         /* [L, B] */
-    double *mom;            /* [L, 6] */
-    float *cabs;            /* [L, D] channel max abs(x) */
-    uint32_t *ccnt;         /* [L, D] channel counts */
-    dfl_topk *heaps[2];     /* [L] per kind */
-    dfl_topk_item *store[2]; /* [L, K] per kind: the heaps' storage */
+    dfl__outliers_sample smp; /* one sample's datasets (its channel buffers sized by sample 0) */
+    dfl_topk *heaps[2];       /* [L] per kind */
+    dfl_topk_item *store[2];  /* [L, K] per kind: the heaps' storage */
+    sqnr_bins sqnr;           /* one tensor's histogram for the SQNR estimate */
 } load_scratch;
 
 static void scratch_free(load_scratch *x)
@@ -280,8 +372,10 @@ static void scratch_free(load_scratch *x)
     for (int k = 0; k < 2; k++) {
         free(x->heaps[k]);
         free(x->store[k]);
+        free(x->smp.top[k]), free(x->smp.idx[k]), free(x->smp.hist[k]), free(x->smp.mom[k]);
     }
-    free(x->top), free(x->idx), free(x->hist), free(x->mom), free(x->cabs), free(x->ccnt);
+    free(x->smp.cabs), free(x->smp.ccnt);
+    sqnr_bins_free(&x->sqnr);
 }
 
 /* Root attributes: model_type, L, H, K (its range checked) and the sample count. */
@@ -309,15 +403,17 @@ static dfl_status alloc_pooled(dfl_outlier_dump *d, load_scratch *x, const char 
     size_t L = (size_t)d->L, K = (size_t)d->K, S = (size_t)d->S, H = (size_t)d->H, LK, LB, SLK;
     if (!dfl__mul_ok(L, K, &LK) || !dfl__mul_ok(L, B, &LB) || !dfl__mul_ok(S, LK, &SLK))
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: sizes overflow", path);
-    int ok = alloc_n(&x->top, LK, sizeof *x->top) && alloc_n(&x->idx, LK * 4, sizeof *x->idx) &&
-             alloc_n(&x->hist, LB, sizeof *x->hist) && alloc_n(&x->mom, L * 6, sizeof *x->mom) &&
-             alloc_n(&d->head_stored, L * H, sizeof *d->head_stored) &&
+    int ok = alloc_n(&d->head_stored, L * H, sizeof *d->head_stored) &&
              alloc_n(&d->head_top, L * H * 3, sizeof *d->head_top) &&
              alloc_n(&d->layer_cutoff, L, sizeof *d->layer_cutoff) &&
-             alloc_n(&d->sqnr, L * (size_t)(d->nbits ? d->nbits : 1), sizeof *d->sqnr);
+             alloc_n(&d->sqnr, L * (size_t)(d->nbits ? d->nbits : 1), sizeof *d->sqnr) &&
+             sqnr_bins_alloc(&x->sqnr, d->K);
     for (int k = 0; ok && k < 2; k++) {
         dfl_outlier_kind *o = &d->kind[k];
-        ok = alloc_n(&o->hist, LB, sizeof *o->hist) && alloc_n(&o->moments, L * 6, sizeof *o->moments) &&
+        dfl__outliers_sample *s = &x->smp;
+        ok = alloc_n(&s->top[k], LK, sizeof *s->top[k]) && alloc_n(&s->idx[k], LK * 4, sizeof *s->idx[k]) &&
+             alloc_n(&s->hist[k], LB, sizeof *s->hist[k]) && alloc_n(&s->mom[k], L * 6, sizeof *s->mom[k]) &&
+             alloc_n(&o->hist, LB, sizeof *o->hist) && alloc_n(&o->moments, L * 6, sizeof *o->moments) &&
              alloc_n(&o->layer_top, LK, sizeof *o->layer_top) && alloc_n(&o->layer_top1, L, sizeof *o->layer_top1) &&
              alloc_n(&o->layer_top1_sample, L, sizeof *o->layer_top1_sample) &&
              alloc_n(&o->sample_top, SLK, sizeof *o->sample_top) && alloc_n(&o->massive, L, sizeof *o->massive) &&
@@ -333,10 +429,11 @@ static dfl_status alloc_pooled(dfl_outlier_dump *d, load_scratch *x, const char 
     return DFL_OK;
 }
 
-/* Sample si's hidden-state channel profile into d (D and α from the first sample;
- * every other sample must have the same D). */
-static dfl_status load_channels(dfl_outlier_dump *d, load_scratch *x, dfl_dump_reader *r, size_t si,
-                                const char *path, dfl_error *err)
+/* Sample si's hidden-state channel profile into x through the dump reader (D and α
+ * from the first sample, which sizes the buffers; every other sample must have the
+ * same D). */
+static dfl_status read_channels_checked(dfl_outlier_dump *d, load_scratch *x, dfl_dump_reader *r, size_t si,
+                                        const char *path, dfl_error *err)
 {
     const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
     const size_t L = (size_t)d->L;
@@ -352,7 +449,7 @@ static dfl_status load_channels(dfl_outlier_dump *d, load_scratch *x, dfl_dump_r
             return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s is not [num_layers, hidden]", path, p2);
         d->D = info.dims[1];
         size_t LD = L * (size_t)d->D;
-        if (!alloc_n(&x->cabs, LD, sizeof *x->cabs) || !alloc_n(&x->ccnt, LD, sizeof *x->ccnt) ||
+        if (!alloc_n(&x->smp.cabs, LD, sizeof *x->smp.cabs) || !alloc_n(&x->smp.ccnt, LD, sizeof *x->smp.ccnt) ||
             !alloc_n(&d->channel_absmax, LD, sizeof *d->channel_absmax) ||
             !alloc_n(&d->channel_count, LD, sizeof *d->channel_count))
             return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
@@ -362,17 +459,42 @@ static dfl_status load_channels(dfl_outlier_dump *d, load_scratch *x, dfl_dump_r
     }
     int64_t dch[2] = {d->L, d->D};
     if ((st = check_shape(r, p2, 2, dch, " (hidden size differs between samples)", err)) ||
-        (st = dfl_dump_read(r, p2, DFL_H5_F32, x->cabs, L * (size_t)d->D, err)))
+        (st = dfl_dump_read(r, p2, DFL_H5_F32, x->smp.cabs, L * (size_t)d->D, err)))
         return st;
     snprintf(p2, sizeof p2, "%s/outliers/hidden/channel_count", smp->group);
     if ((st = check_shape(r, p2, 2, dch, NULL, err)) ||
-        (st = dfl_dump_read(r, p2, DFL_H5_U32, x->ccnt, L * (size_t)d->D, err)))
+        (st = dfl_dump_read(r, p2, DFL_H5_U32, x->smp.ccnt, L * (size_t)d->D, err)))
         return st;
-    for (size_t i = 0; i < L * (size_t)d->D; i++) {
-        d->channel_count[i] += x->ccnt[i];
-        if (x->cabs[i] > d->channel_absmax[i]) d->channel_absmax[i] = x->cabs[i];
-    }
     return DFL_OK;
+}
+
+/* Sample si through the dump reader: the general path, which words every error. */
+static dfl_status read_sample_checked(dfl_outlier_dump *d, load_scratch *x, dfl_dump_reader *r, size_t si,
+                                      const char *path, dfl_error *err)
+{
+    const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
+    char p2[256];
+    dfl_dump_dset_info info;
+    dfl_status st;
+    snprintf(p2, sizeof p2, "%s/tokens", smp->group);
+    if ((st = dfl_dump_dataset_info(r, p2, &info, err))) return st;
+    x->smp.tokens = info.ndim == 1 ? info.dims[0] : 0;
+    if ((st = read_kind_checked(d, r, smp->group, DFL_OUT_LOGITS, &x->smp, err)) ||
+        (st = read_kind_checked(d, r, smp->group, DFL_OUT_HIDDEN, &x->smp, err)))
+        return st;
+    return read_channels_checked(d, x, r, si, path, err);
+}
+
+/* Pool sample si (read into x) into d. */
+static void pool_sample(dfl_outlier_dump *d, load_scratch *x, size_t si)
+{
+    d->tokens += x->smp.tokens;
+    pool_kind(d, &x->smp, DFL_OUT_LOGITS, (int64_t)si, x->heaps[0], &x->sqnr);
+    pool_kind(d, &x->smp, DFL_OUT_HIDDEN, (int64_t)si, x->heaps[1], &x->sqnr);
+    for (size_t i = 0; i < (size_t)d->L * (size_t)d->D; i++) {
+        d->channel_count[i] += x->smp.ccnt[i];
+        if (x->smp.cabs[i] > d->channel_absmax[i]) d->channel_absmax[i] = x->smp.cabs[i];
+    }
 }
 
 /* The per-layer top lists, sorted, from the heaps (NaN-padded to K). */
@@ -413,19 +535,14 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
     for (int i = 0; i < nbits; i++) d->bits[i] = bits[i];
     if ((st = read_header(r, path, d, err)) || (st = alloc_pooled(d, &x, path, err))) goto done;
 
+    /* Sample 0 through the dump reader (it sets D and α); the others through their open
+     * groups, each falling back to the dump reader when it is not as probe writes it. */
     for (size_t si = 0; si < (size_t)d->S; si++) {
         const dfl_dump_sample *smp = dfl_dump_sample_at(r, si);
-        char p2[256];
-        dfl_dump_dset_info info;
-        snprintf(p2, sizeof p2, "%s/tokens", smp->group);
-        if ((st = dfl_dump_dataset_info(r, p2, &info, err))) goto done;
-        d->tokens += info.ndim == 1 ? info.dims[0] : 0;
-        if ((st = load_kind(d, r, smp->group, DFL_OUT_LOGITS, (int64_t)si, x.top, x.idx, x.hist, x.mom, x.heaps[0],
-                            err)) ||
-            (st = load_kind(d, r, smp->group, DFL_OUT_HIDDEN, (int64_t)si, x.top, x.idx, x.hist, x.mom, x.heaps[1],
-                            err)) ||
-            (st = load_channels(d, &x, r, si, path, err)))
+        if (!(si > 0 && dfl__outliers_read_sample(r, smp->group, d->L, d->K, B, d->D, &x.smp)) &&
+            (st = read_sample_checked(d, &x, r, si, path, err)))
             goto done;
+        pool_sample(d, &x, si);
     }
     if ((st = sort_layer_tops(d, &x, path, err))) goto done;
     dfl_outliers_count_massive(d, 100, 1000);

@@ -125,7 +125,9 @@ typedef struct dfl_outlier_dump {
  * DFL_ERR_FORMAT "no outlier statistics" (no topk attribute or outliers/ datasets),
  * "has no samples", a histogram of another bin rule; DFL_ERR_TENSOR for shapes that
  * disagree with the root attributes (e.g. a top list of K' != topk: "mismatched K");
- * DFL_ERR_USAGE for bad bits; DFL_ERR_NOMEM. Caller owns *out: dfl_outliers_free. */
+ * DFL_ERR_USAGE for bad bits; DFL_ERR_NOMEM. Caller owns *out: dfl_outliers_free.
+ * Costs about what reading the datasets does: samples are read through their open
+ * groups (outliers_read.h), each tensor's SQNR bins are prepared once for all widths. */
 dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_outlier_dump **out, dfl_error *err);
 void dfl_outliers_free(dfl_outlier_dump *d);
 
@@ -177,7 +179,7 @@ dfl_status dfl_outliers_parse_list(const char *flag, const char *text, int64_t l
 /* Load every dump, build the report (tables "table5", and as asked "per_layer",
  * "per_head", "int8_features", "smoothquant", "sqnr", "channels"), write the plot.
  * The caller owns *out (dfl_report_destroy). Statuses of dfl_outliers_load,
- * dfl_plot_line_png (DFL_ERR_EXISTS, DFL_ERR_IO), DFL_ERR_USAGE for bad parameters. */
+ * dfl_plot_line_write (DFL_ERR_EXISTS, DFL_ERR_IO), DFL_ERR_USAGE for bad parameters. */
 dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_error *err);
 
 #endif

@@ -76,14 +76,18 @@ void dfl_hist_merge(dfl_hist *h, const dfl_hist *src)
     for (int i = 0; i < DFL_HIST_BINS; i++) h->count[i] += src->count[i];
 }
 
+double dfl_hist_edge(int b)
+{
+    if (b <= 0) return 0.0;
+    if (b >= DFL_HIST_BINS) return INFINITY;
+    if (b == DFL_HIST_BINS - 1) return ldexp(1.0, DFL_HIST_MAX_EXP);
+    int e = (b - 1) / DFL_HIST_SUB + DFL_HIST_MIN_EXP, k = (b - 1) % DFL_HIST_SUB;
+    return ldexp(1.0 + (double)k / DFL_HIST_SUB, e);
+}
+
 void dfl_hist_edges(double *edges)
 {
-    edges[0] = 0.0;
-    for (int e = DFL_HIST_MIN_EXP; e < DFL_HIST_MAX_EXP; e++)
-        for (int k = 0; k < DFL_HIST_SUB; k++)
-            edges[1 + (e - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + k] = ldexp(1.0 + (double)k / DFL_HIST_SUB, e);
-    edges[DFL_HIST_BINS - 1] = ldexp(1.0, DFL_HIST_MAX_EXP);
-    edges[DFL_HIST_BINS] = INFINITY;
+    for (int b = 0; b <= DFL_HIST_BINS; b++) edges[b] = dfl_hist_edge(b);
 }
 
 double dfl_hist_quantile(const uint64_t *count, double q)

@@ -68,7 +68,10 @@ static inline int dfl_hist_bin(float x)
 }
 static inline void dfl_hist_add(dfl_hist *h, float x) { h->count[dfl_hist_bin(x)]++; }
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src);
-/* Edges: edges[B+1] with edges[0] = 0 and edges[B] = +inf. */
+/* The lower edge of bin b (0 <= b <= B; b = B gives the last bin's upper edge, +inf):
+ * 0 for b = 0, 2^e·(1 + k/SUB) for the regular bins, 2^MAX_EXP for b = B-1. */
+double dfl_hist_edge(int b);
+/* All edges: edges[B+1] = dfl_hist_edge(0..B). */
 void dfl_hist_edges(double *edges);
 /* Estimate the q-quantile (0..1) of the counted magnitudes as the midpoint of the
  * bin holding it (0 for the underflow bin); NaN when empty. Same rule as

@@ -257,3 +257,40 @@ void dfl_cli_catch_signals(void (*handler)(int))
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Suggestions                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Optimal string alignment distance of a[0..n) and b[0..m), stopping early at 3 (only
+ * 0, 1, 2 and "more" matter here). Names longer than 63 bytes are "more". */
+static size_t edit_distance(const char *a, size_t n, const char *b, size_t m)
+{
+    enum { MAXLEN = 63, FAR = 3 };
+    if (n > MAXLEN || m > MAXLEN) return FAR;
+    if ((n > m ? n - m : m - n) >= FAR) return FAR;
+    size_t d[MAXLEN + 1][MAXLEN + 1]; /* d[i][j]: distance of a[0..i) and b[0..j) */
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] < FAR ? d[n][m] : FAR;
+}
+
+const char *dfl__nearest_name(const char *word, const char *const *names)
+{
+    const char *best = NULL;
+    size_t best_d = 3, n = strlen(word);
+    for (; names && *names; names++) {
+        size_t d = edit_distance(word, n, *names, strlen(*names));
+        if (d < best_d && d < n) best = *names, best_d = d;
+    }
+    return best;
+}

@@ -36,6 +36,12 @@ dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, do
  * a sorted, distinct, malloc'ed array (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
 dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
 
+/* The name of names[] (NULL-terminated) nearest to `word` by edit distance (insertions,
+ * deletions, substitutions and swaps of two neighbours count one each), when that
+ * distance is at most 2 and shorter than word itself; else NULL. For "did you mean"
+ * hints on misspelt keys and flags; ties go to the earlier name. */
+const char *dfl__nearest_name(const char *word, const char *const *names);
+
 /* For a tool's SIGINT/SIGTERM/SIGHUP handler: writes "TOOL: stopped by SIGINT;
  * nothing half-written left behind" to stderr with write(2) only (async-signal-safe).
  * The tool removes its temporaries (dfl__tmp_unlink_all) and exits (_exit(128 + sig)). */

@@ -1,33 +1,14 @@
 /* jsondoc.c — JSON documents as Python's json reads them (see jsondoc.h). */
 #include "base/jsondoc.h"
 
+#include "base/status.h"
+#include "base/utf8.h"
+
+#include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-size_t dfl__utf8_invalid_at(const char *s, size_t len)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = u[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        unsigned lo = 0x80, hi = 0xBF;   /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) n = 2;
-        else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else return i;
-        if (i + n > len || u[i + 1] < lo || u[i + 1] > hi) return i;
-        for (size_t k = 2; k < n; k++)
-            if (u[i + k] < 0x80 || u[i + k] > 0xBF) return i;
-        i += n;
-    }
-    return SIZE_MAX;
-}
 
 void dfl__json_last_key_wins(cJSON *node)
 {
@@ -42,12 +23,110 @@ void dfl__json_last_key_wins(cJSON *node)
     }
 }
 
+/* One number literal of the text, in document order: where it starts and what it was. */
+typedef struct numlit {
+    size_t at;
+    int kind; /* 0 a plain number, 1 NaN, 2 Infinity, 3 -Infinity */
+} numlit;
+
+static int is_delim_before(const char *b, size_t i)
+{
+    return i == 0 || strchr(" \t\r\n[,:", b[i - 1]) != NULL;
+}
+
+static int is_delim_after(const char *b, size_t len, size_t i)
+{
+    return i >= len || strchr(" \t\r\n,]}", b[i]) != NULL;
+}
+
+/* Find every number literal outside strings in buf[len] (as cJSON delimits them) and
+ * blank each NaN, Infinity, -Infinity that stands alone as a value into a "0" padded
+ * with spaces (offsets stay). *out: malloc'ed [*n] (NULL when there are none). 0 when
+ * out of memory. */
+static int scan_numbers(char *buf, size_t len, numlit **out, size_t *n)
+{
+    numlit *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_str = 1;
+            continue;
+        }
+        int kind = -1;
+        size_t w = 0; /* bytes of a keyword */
+        if (c == 'N' && len - i >= 3 && !memcmp(buf + i, "NaN", 3)) kind = 1, w = 3;
+        else if (c == 'I' && len - i >= 8 && !memcmp(buf + i, "Infinity", 8)) kind = 2, w = 8;
+        else if (c == '-' && len - i >= 9 && !memcmp(buf + i, "-Infinity", 9)) kind = 3, w = 9;
+        if (kind > 0 && !(is_delim_before(buf, i) && is_delim_after(buf, len, i + w))) kind = -1;
+        if (kind < 0 && (c == '-' || (c >= '0' && c <= '9'))) kind = 0;
+        if (kind < 0) continue;
+        if (cnt == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            numlit *nv = dfl__alloc_array(nc, sizeof *nv);
+            if (!nv) {
+                free(v);
+                return 0;
+            }
+            if (cnt) memcpy(nv, v, cnt * sizeof *v);
+            free(v);
+            v = nv;
+            cap = nc;
+        }
+        v[cnt].at = i;
+        v[cnt++].kind = kind;
+        if (kind > 0) {
+            buf[i] = '0';
+            memset(buf + i + 1, ' ', w - 1);
+            i += w - 1;
+        } else {
+            while (i + 1 < len && strchr("0123456789+-eE.", buf[i + 1]) && buf[i + 1]) i++;
+        }
+    }
+    *out = v;
+    *n = cnt;
+    return 1;
+}
+
+/* Walk the tree in document order (the order of the literals): give the blanked
+ * keywords their values; with range, stop at a literal that overflowed. Returns the
+ * literal index of such a number, or SIZE_MAX. */
+static size_t apply_numbers(cJSON *node, const numlit *v, size_t n, size_t *k, int range)
+{
+    for (; node; node = node->next) {
+        if (cJSON_IsNumber(node) && *k < n) {
+            const numlit *l = &v[(*k)++];
+            if (l->kind) {
+                double d = l->kind == 1 ? NAN : l->kind == 2 ? INFINITY : -INFINITY;
+                node->valuedouble = d;
+                node->valueint = l->kind == 1 ? 0 : l->kind == 2 ? INT_MAX : INT_MIN;
+            } else if (range && isinf(node->valuedouble)) {
+                return (size_t)(l - v);
+            }
+        }
+        size_t bad = apply_numbers(node->child, v, n, k, range);
+        if (bad != SIZE_MAX) return bad;
+    }
+    return SIZE_MAX;
+}
+
 cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *at)
+{
+    return dfl__json_parse_opts(text, len, 0, why, at);
+}
+
+cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const char **why, size_t *at)
 {
     *why = NULL;
     *at = 0;
-    size_t bad = dfl__utf8_invalid_at(text, len);
-    if (bad != SIZE_MAX) {
+    size_t bad = dfl__utf8_check(text, len);
+    if (bad != len) {
         *why = "invalid UTF-8";
         *at = bad;
         return NULL;
@@ -58,6 +137,15 @@ cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *a
     if (!buf) return *why = "out of memory", NULL;
     if (len) memcpy(buf, text, len);
     buf[len] = '\0';
+    numlit *nums = NULL;
+    size_t n_nums = 0;
+    if ((flags & (DFL_JSON_NONFINITE | DFL_JSON_RANGE)) && !scan_numbers(buf, len, &nums, &n_nums)) {
+        free(buf);
+        return *why = "out of memory", NULL;
+    }
+    if (!(flags & DFL_JSON_NONFINITE)) /* keywords stay refused: put them back */
+        for (size_t i = 0; i < n_nums; i++)
+            if (nums[i].kind) memcpy(buf + nums[i].at, text + nums[i].at, nums[i].kind == 1 ? 3 : nums[i].kind == 2 ? 8 : 9);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root) {
@@ -72,9 +160,18 @@ cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *a
             cJSON_Delete(root);
             root = NULL;
         } else {
-            dfl__json_last_key_wins(root);
+            size_t k = 0, bad = nums ? apply_numbers(root, nums, n_nums, &k, flags & DFL_JSON_RANGE) : SIZE_MAX;
+            if (bad != SIZE_MAX) {
+                *why = "number out of range";
+                *at = nums[bad].at;
+                cJSON_Delete(root);
+                root = NULL;
+            } else {
+                dfl__json_last_key_wins(root);
+            }
         }
     }
+    free(nums);
     free(buf);
     return root;
 }

@@ -2,10 +2,13 @@
 #include "base/status.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char *dfl_status_str(dfl_status s)
 {
@@ -99,28 +102,134 @@ void *dfl__calloc_array(size_t n, size_t size)
     return calloc(bytes ? n : 1, bytes ? size : 1);
 }
 
-dfl_status dfl__read_file(const char *path, char **out, size_t *len, dfl_error *err)
+/* "1 GiB", "256 MiB", "64 KiB" or "1000 bytes": a bound as it is written in code. */
+static void fmt_bound(size_t max, char *buf, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
+    if (max && max % ((size_t)1 << 30) == 0) snprintf(buf, cap, "%zu GiB", max >> 30);
+    else if (max && max % ((size_t)1 << 20) == 0) snprintf(buf, cap, "%zu MiB", max >> 20);
+    else if (max && max % 1024 == 0) snprintf(buf, cap, "%zu KiB", max >> 10);
+    else snprintf(buf, cap, "%zu bytes", max);
+}
+
+static dfl_status too_large(dfl_error *err, const char *label, size_t max, const char *what)
+{
+    char b[32];
+    fmt_bound(max, b, sizeof b);
+    return dfl__fail(err, DFL_ERR_IO, "%s: more than %s, the bound for %s (is it the right file?)", label, b, what);
+}
+
+/* Read fd to its end or to max + 1 bytes into a NUL-terminated buffer; cap0 is the
+ * first guess at the size. */
+static dfl_status read_fd(int fd, const char *label, size_t max, const char *what, size_t cap0, char **out,
+                          size_t *len, dfl_error *err)
+{
+    size_t cap = cap0 < 4096 ? 4096 : cap0, n = 0;
+    if (max < SIZE_MAX - 2 && cap > max + 2) cap = max + 2;
     char *buf = malloc(cap);
-    if (!buf) { fclose(f); return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path); }
+    if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
     for (;;) {
         if (n + 1 >= cap) {
-            if (cap > SIZE_MAX / 2) { free(buf); fclose(f); return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large", path); }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); fclose(f); return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path); }
+            if (cap > SIZE_MAX / 2) {
+                free(buf);
+                return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large", label);
+            }
+            size_t nc = cap * 2;
+            if (max < SIZE_MAX - 2 && nc > max + 2) nc = max + 2;
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+            }
             buf = nb;
-            cap *= 2;
+            cap = nc;
+        }
+        ssize_t got = read(fd, buf + n, cap - 1 - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            return dfl__fail(err, DFL_ERR_IO, "%s: read error: %s", label, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+        if (n > max) {
+            free(buf);
+            return too_large(err, label, max, what);
+        }
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return DFL_OK;
+}
+
+dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len,
+                              dfl_error *err)
+{
+    /* O_NONBLOCK: a FIFO in a file's place is refused at once, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        const char *kind = S_ISDIR(st.st_mode)    ? "a folder"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a file";
+        return dfl__fail(err, DFL_ERR_IO, "%s: not a regular file (%s), cannot be read as %s", path, kind, what);
+    }
+    if ((uint64_t)st.st_size > (uint64_t)max) {
+        close(fd);
+        return too_large(err, path, max, what);
+    }
+    /* the size is a first guess only: a file may grow while it is read (or be in /proc) */
+    dfl_status s = read_fd(fd, path, max, what, (size_t)st.st_size + 1, out, len, err);
+    close(fd);
+    return s;
+}
+
+dfl_status dfl__read_file(const char *path, char **out, size_t *len, dfl_error *err)
+{
+    return dfl__read_file_max(path, DFL_READ_MAX_DEFAULT, "an input file", out, len, err);
+}
+
+dfl_status dfl__read_stream(FILE *f, const char *label, size_t max, const char *what, char **out, size_t *len,
+                            dfl_error *err)
+{
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 1 >= cap) {
+            size_t nc = cap ? 2 * cap : 65536;
+            if (max < SIZE_MAX - 2 && nc > max + 2) nc = max + 2;
+            if (nc <= cap) nc = cap + 1; /* cannot happen: n <= max */
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+            }
+            buf = nb;
+            cap = nc;
         }
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;
+        if (n > max) {
+            free(buf);
+            return too_large(err, label, max, what);
+        }
         if (got == 0) break;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); return dfl__fail(err, DFL_ERR_IO, "%s: read error", path); }
+    if (ferror(f)) {
+        free(buf);
+        return dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
+    }
     buf[n] = '\0';
     *out = buf;
     *len = n;

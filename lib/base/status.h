@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum dfl_status {
     DFL_OK = 0,
@@ -63,8 +64,24 @@ void *dfl__alloc_array(size_t n, size_t size);
 /* calloc with the same contract. */
 void *dfl__calloc_array(size_t n, size_t size);
 
-/* Read a whole file into a NUL-terminated malloc'ed buffer; *len excludes the NUL.
- * Caller owns *out. DFL_ERR_IO on failure. */
+/* Read a whole input file into a NUL-terminated malloc'ed buffer; *len excludes the NUL;
+ * caller owns *out. At most max bytes: a larger file is DFL_ERR_IO naming the bound and
+ * `what` ("prompts", "tokenizer.json"), before anything is read. Only a regular file:
+ * a FIFO, a device (/dev/zero) or a folder is DFL_ERR_IO "not a regular file", at once
+ * (it is opened without waiting for a writer). DFL_ERR_IO, DFL_ERR_NOMEM. */
+dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len,
+                              dfl_error *err);
+
+/* The bound of dfl__read_file: generous, so that only a wrong file (or an endless one)
+ * meets it. */
+#define DFL_READ_MAX_DEFAULT ((size_t)1 << 30)
+
+/* dfl__read_file_max(path, DFL_READ_MAX_DEFAULT, "an input file", ...). */
 dfl_status dfl__read_file(const char *path, char **out, size_t *len, dfl_error *err);
+
+/* Read a stream (standard input, a pipe) to its end, at most max bytes (DFL_ERR_IO naming
+ * `label`, the bound and `what` when it gives more); as dfl__read_file_max otherwise. */
+dfl_status dfl__read_stream(FILE *f, const char *label, size_t max, const char *what, char **out, size_t *len,
+                            dfl_error *err);
 
 #endif

@@ -1,5 +1,5 @@
 /* dump_read.h — reads difflens HDF5 dumps (docs/format.md "Dump", format_version 1).
- * With dump.c, the only file that includes hdf5.h.
+ * Only lib/dump includes hdf5.h; a reader of this header does not need it.
  *
  * What a reader sees (docs/format.md has the whole schema):
  *   /                         attrs format = "difflens-dump", format_version, model_type, ...
@@ -13,6 +13,14 @@
  * which is slow) and converted with dfl_f16_to_f32.
  *
  * Errors name the dump and the path: "run.h5: samples/000007/attn/map2: no such dataset".
+ *
+ * A dump is untrusted input and must hold all its data itself. Refused (DFL_ERR_FORMAT,
+ * naming the object and the kind): a soft, external or user-defined link — by
+ * dfl_dump_open in the root, /model, /samples and every sample group, elsewhere by any
+ * function given a path through one — and, by every function that opens a dataset,
+ * external storage, a virtual dataset, or a filter other than those HDF5 ships
+ * (deflate, shuffle, fletcher32, szip, nbit, scaleoffset). External links are never
+ * followed. HDF5's error printing is turned off in each thread that calls in.
  */
 #ifndef DFL_DUMP_READ_H
 #define DFL_DUMP_READ_H
@@ -49,9 +57,10 @@ typedef struct dfl_dump_dset_info {
 /* ---------------------------------------------------------------- open/close */
 
 /* Open a dump read-only. Checks the root attributes format == "difflens-dump" and
- * format_version <= DFL_DUMP_FORMAT_VERSION and lists the samples.
- * DFL_ERR_IO (cannot open), DFL_ERR_FORMAT ("not a difflens dump ..." or a newer
- * format_version), DFL_ERR_NOMEM. The caller owns *out: dfl_dump_close. */
+ * format_version <= DFL_DUMP_FORMAT_VERSION, the links of the groups above, and lists
+ * the samples. DFL_ERR_IO (cannot open), DFL_ERR_FORMAT ("not a difflens dump ...", a
+ * newer format_version, a link refused), DFL_ERR_NOMEM. The caller owns *out:
+ * dfl_dump_close. */
 dfl_status dfl_dump_open(const char *path, dfl_dump_reader **out, dfl_error *err);
 
 /* Close and free; accepts NULL. */
@@ -87,11 +96,12 @@ dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const
 
 /* ------------------------------------------------------------------ datasets */
 
-/* 1 when a dataset (or group) exists at path, else 0. */
+/* 1 when a dataset (or group) exists at path, else 0; 1 also when a link refused lies on
+ * the way (the read that follows says so). */
 int dfl_dump_exists(const dfl_dump_reader *r, const char *path);
 
 /* Shape and type of the dataset at path. DFL_ERR_TENSOR when missing ("no such
- * dataset"), DFL_ERR_FORMAT when of an unsupported type, DFL_ERR_HDF5. */
+ * dataset"), DFL_ERR_FORMAT when of an unsupported type or refused (above), DFL_ERR_HDF5. */
 dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info,
                                  dfl_error *err);
 
@@ -111,6 +121,30 @@ dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h
 dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, char ***out, size_t *n,
                                  dfl_error *err);
 void dfl_dump_strings_free(char **s, size_t n);
+
+/* ----------------------------------------------------- group-relative reads */
+
+/* An open group for many reads relative to it: a reader of many small datasets per
+ * sample (outliers) opens each sample's group once instead of walking every path from
+ * the root on each call. The same refusals hold as for every read: each link on the
+ * way is checked to be a hard link, and each dataset's storage to be inside the file. */
+typedef struct dfl_dump_group dfl_dump_group;
+
+/* Open group `path` (e.g. a sample's group, "samples/000003/outliers/hidden").
+ * DFL_ERR_TENSOR when missing, DFL_ERR_FORMAT when a link on the way is refused,
+ * DFL_ERR_HDF5, DFL_ERR_NOMEM. Close with dfl_dump_group_close (NULL ok); the reader
+ * must outlive the group. */
+dfl_status dfl_dump_group_open(const dfl_dump_reader *r, const char *path, dfl_dump_group **out, dfl_error *err);
+void dfl_dump_group_close(dfl_dump_group *g);
+
+/* Read dataset `name` of g (a relative path) into out when it is stored exactly as
+ * asked: element type `type` (no conversion; not F16), rank nd, and dims[i] for every
+ * i with dims[i] >= 0 (a negative entry takes any length and is set to the stored one;
+ * out == NULL reads only the shape). 1 when read; 0 when it is missing, stored
+ * otherwise, or refused (a link that is not hard, storage outside the file) — the
+ * caller then reads it through dfl_dump_read, which gives the same numbers or names the
+ * fault. Never fills an error record. */
+int dfl_dump_group_read_exact(dfl_dump_group *g, const char *name, dfl_h5_type type, int nd, int64_t *dims, void *out);
 
 /* ------------------------------------------------------------------ hyperslabs */
 

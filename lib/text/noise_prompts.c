@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsondoc.h"
 #include "base/rng.h"
 #include "text/needle.h"
 #include "text/tokenizer.h"
@@ -15,6 +16,8 @@
 /* ---------------------------------------------------------------- template */
 
 static const double default_depths[] = {0.0, 0.25, 0.5, 0.75, 1.0};
+/* Bound of a template file's size: ids of a haystack of some 10^7 tokens */
+#define TEMPLATE_MAX ((size_t)256 << 20)
 static const int64_t default_lengths[] = {256};
 
 void dfl_noise_template_free(dfl_noise_template *t)
@@ -163,19 +166,29 @@ static dfl_status parse_template(const cJSON *root, const char *label, dfl_noise
     return DFL_OK;
 }
 
+/* A template file by the rules of every JSON reader (base/jsondoc.h: the last of a
+ * repeated key wins, nothing after the document, UTF-8 only). */
+static dfl_status parse_json(const char *json, size_t len, const char *label, cJSON **root, dfl_error *err)
+{
+    const char *why;
+    size_t at;
+    *root = dfl__json_parse(json, len, &why, &at);
+    if (*root) return DFL_OK;
+    if (!strcmp(why, "syntax error")) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
+    if (!strcmp(why, "out of memory")) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON: %s at byte %zu", label, why, at);
+}
+
 dfl_status dfl_noise_template_parse(const char *json, size_t len, const char *label, dfl_noise_template *out,
                                     dfl_error *err)
 {
     memset(out, 0, sizeof *out);
     if (memchr(json, '\0', len))
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: a NUL byte in the file (not JSON text)", label);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= json ? (size_t)(end - json) : 0;
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
-    }
-    dfl_status s = parse_template(root, label, out, err);
+    cJSON *root = NULL;
+    dfl_status s = parse_json(json, len, label, &root, err);
+    if (s) return s;
+    s = parse_template(root, label, out, err);
     cJSON_Delete(root);
     if (s) dfl_noise_template_free(out);
     return s;
@@ -186,7 +199,7 @@ dfl_status dfl_noise_template_read(const char *path, dfl_noise_template *out, df
     memset(out, 0, sizeof *out);
     char *buf = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    dfl_status s = dfl__read_file_max(path, TEMPLATE_MAX, "a noise template", &buf, &len, err);
     if (s) return s;
     s = dfl_noise_template_parse(buf, len, path, out, err);
     free(buf);
@@ -503,7 +516,8 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
         if (f[0] == '/' || !dir) snprintf(path, sizeof path, "%s", f);
         else snprintf(path, sizeof path, "%s/%s", dir, f);
         size_t hl;
-        if ((s = dfl__read_file(path, &hay, &hl, err))) return dfl__context(err, "%s: haystack", label);
+        if ((s = dfl__read_file_max(path, (size_t)1 << 30, "a haystack", &hay, &hl, err)))
+            return dfl__context(err, "%s: haystack", label);
         if (strlen(hay) != hl) {
             free(hay);
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: haystack file %s holds a NUL byte", label, path);
@@ -574,9 +588,10 @@ dfl_status dfl_noise_template_parse_text(const char *json, size_t len, const cha
                                          dfl_tokenizer *t, dfl_noise_template *out, dfl_error *err)
 {
     memset(out, 0, sizeof *out);
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON", label);
-    dfl_status s = parse_text_template(root, label, dir, t, out, err);
+    cJSON *root = NULL;
+    dfl_status s = parse_json(json, len, label, &root, err);
+    if (s) return s;
+    s = parse_text_template(root, label, dir, t, out, err);
     cJSON_Delete(root);
     if (s) dfl_noise_template_free(out);
     return s;
@@ -587,7 +602,7 @@ dfl_status dfl_noise_template_read_text(const char *path, dfl_tokenizer *t, dfl_
     memset(out, 0, sizeof *out);
     char *buf = NULL, *dir = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    dfl_status s = dfl__read_file_max(path, TEMPLATE_MAX, "a noise template", &buf, &len, err);
     if (s) return s;
     const char *slash = strrchr(path, '/');
     if (slash) dir = strndup(path, (size_t)(slash - path) + (slash == path));

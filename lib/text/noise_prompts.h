@@ -57,7 +57,9 @@ typedef struct dfl_noise_template {
 dfl_status dfl_noise_template_parse(const char *json, size_t len, const char *label, dfl_noise_template *out,
                                     dfl_error *err);
 
-/* Read and parse a template file (DFL_ERR_IO when it cannot be read). */
+/* Read and parse a template file (DFL_ERR_IO when it cannot be read, is not a regular
+ * file or holds more than 256 MiB). The JSON rules are base/jsondoc.h's: the last of a
+ * repeated key wins, nothing may follow the object, UTF-8 only. */
 dfl_status dfl_noise_template_read(const char *path, dfl_noise_template *out, dfl_error *err);
 
 /* Free what t owns and zero it; accepts NULL. */

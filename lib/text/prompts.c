@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/cli.h"
 #include "base/jsondoc.h"
 
 /* ------------------------------------------------------------------------ */
@@ -69,7 +70,9 @@ static void fmt_exact(char *buf, size_t n, double d);
  * fewest digits that identify them. */
 static void fmt_num(char *buf, size_t n, double d)
 {
-    if (isfinite(d) && floor(d) == d && fabs(d) < 1e15)
+    if (!isfinite(d))
+        snprintf(buf, n, "%s", isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity"); /* as JSON writes them */
+    else if (isfinite(d) && floor(d) == d && fabs(d) < 1e15)
         snprintf(buf, n, "%.0f", d);
     else
         fmt_exact(buf, n, d);
@@ -203,11 +206,7 @@ static dfl_status parse_id(const cJSON *root, const where *w, dfl_prompt *p, dfl
         /* Numbers become their decimal text: integers plainly, others with the
          * fewest digits that still read back as the same double. */
         char buf[48];
-        double d = v->valuedouble;
-        if (isfinite(d) && floor(d) == d && fabs(d) < 1e15)
-            snprintf(buf, sizeof buf, "%.0f", d);
-        else
-            fmt_exact(buf, sizeof buf, d);
+        fmt_num(buf, sizeof buf, v->valuedouble);
         p->id = dup_str(buf);
     } else {
         return fail_at(err, DFL_ERR_FORMAT, w, "\"id\" is neither a string nor a number");
@@ -276,13 +275,49 @@ static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w
     return DFL_OK;
 }
 
+/* Every key of a prompt line is read, ignored as harmless, or an error naming it: a
+ * misspelt "anwser" would otherwise leave the answer share silently 0. The lists are
+ * docs/format.md's tables. */
+static const char *const token_keys[] = {"tokens", "id",    "text",  "answer", "query",   "distractor",
+                                         "target", "bos",   "depth", "input",  "offsets", NULL};
+static const char *const text_keys[] = {"input", "id", "answer", "query", "distractor", "target", "depth", NULL};
+/* Notes people keep beside a sample; nothing reads them. So is any key starting "_". */
+static const char *const harmless_keys[] = {"comment", "note", "notes", "meta", "metadata", "source", NULL};
+
+static int in_list(const char *const *list, const char *k)
+{
+    for (; *list; list++)
+        if (!strcmp(*list, k)) return 1;
+    return 0;
+}
+
+static dfl_status check_keys(const cJSON *root, int text_prompt, const where *w, dfl_error *err)
+{
+    const char *const *known = text_prompt ? text_keys : token_keys;
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const char *k = it->string;
+        /* null is "absent" for every key (pandas and Python's None write it) */
+        if (in_list(known, k) || in_list(harmless_keys, k) || k[0] == '_' || cJSON_IsNull(it)) continue;
+        if (text_prompt && in_list(token_keys, k))
+            return fail_at(err, DFL_ERR_FORMAT, w, "key \"%.60s\" belongs to a token prompt; a text prompt "
+                           "(\"input\", no \"tokens\") gets it from the tokenizer", k);
+        const char *near = dfl__nearest_name(k, known);
+        if (near)
+            return fail_at(err, DFL_ERR_FORMAT, w, "unknown key \"%.60s\" (did you mean \"%s\"?)", k, near);
+        return fail_at(err, DFL_ERR_FORMAT, w, "unknown key \"%.60s\" (docs/format.md lists the keys a prompt "
+                       "may hold)", k);
+    }
+    return DFL_OK;
+}
+
 static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p, dfl_error *err)
 {
     if (!cJSON_IsObject(root)) return fail_at(err, DFL_ERR_FORMAT, w, "a sample must be a JSON object");
     dfl_status s;
     /* a text prompt: "input" and no "tokens" (prompts_text.c) */
-    if (!cJSON_GetObjectItemCaseSensitive(root, "tokens") && cJSON_GetObjectItemCaseSensitive(root, "input"))
-        return dfl__prompt_parse_text(root, w->label, w->line, p, err);
+    int text_prompt = !get_opt(root, "tokens") && get_opt(root, "input");
+    if ((s = check_keys(root, text_prompt, w, err)) != DFL_OK) return s;
+    if (text_prompt) return dfl__prompt_parse_text(root, w->label, w->line, p, err);
     /* tokens first: text and spans are checked against its length. */
     if ((s = parse_tokens(root, w, p, err)) != DFL_OK) return s;
     if ((s = parse_id(root, w, p, err)) != DFL_OK) return s;
@@ -295,14 +330,23 @@ static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p,
     if (v && !cJSON_IsBool(v)) return fail_at(err, DFL_ERR_FORMAT, w, "\"bos\" is not true or false");
     p->bos = v ? cJSON_IsTrue(v) : 1;
 
-    v = get_opt(root, "depth");
-    if (v) {
-        if (!cJSON_IsNumber(v)) return fail_at(err, DFL_ERR_FORMAT, w, "\"depth\" is not a number");
-        /* cJSON turns 1e999 into inf; depth is used for grouping and must compare sanely. */
-        if (!isfinite(v->valuedouble)) return fail_at(err, DFL_ERR_RANGE, w, "\"depth\" is not finite");
-        p->has_depth = 1;
-        p->depth = v->valuedouble;
-    }
+    return dfl__prompt_parse_depth(root, w->label, w->line, p, err);
+}
+
+dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
+{
+    where w = {label, line};
+    const cJSON *v = get_opt(root, "depth");
+    if (!v) return DFL_OK;
+    if (!cJSON_IsNumber(v)) return fail_at(err, DFL_ERR_FORMAT, &w, "\"depth\" is not a number");
+    /* NaN is how pandas and json.dumps write a missing float, and what a dump stores for
+     * a sample without depth: the same as absent. Infinity cannot be grouped with. */
+    if (isnan(v->valuedouble)) return DFL_OK;
+    if (!isfinite(v->valuedouble))
+        return fail_at(err, DFL_ERR_RANGE, &w, "\"depth\" is %s (a depth is finite; NaN means none)",
+                       v->valuedouble > 0 ? "Infinity" : "-Infinity");
+    p->has_depth = 1;
+    p->depth = v->valuedouble;
     return DFL_OK;
 }
 
@@ -322,43 +366,33 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     if (esc >= 0)
         return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
 
-    /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */
-    size_t bad = dfl__utf8_invalid_at(json, len);
-    if (bad != SIZE_MAX) return fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", bad + 1);
-
-    /* cJSON gets its own NUL-terminated copy: the caller's bytes need not be
-     * terminated, and the system cJSON is not sanitizer-instrumented, so any
-     * read past `len` inside it would go unnoticed. */
-    if (len == SIZE_MAX) return fail_at(err, DFL_ERR_NOMEM, &w, "line too long");
-    char *buf = malloc(len + 1);
-    if (!buf) return fail_at(err, DFL_ERR_NOMEM, &w, "out of memory for a %zu-byte line", len);
-    if (len) memcpy(buf, json, len);
-    buf[len] = '\0';
-
-    /* return_parse_end rather than cJSON_GetErrorPtr: the latter is a global. */
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    /* Python's json rules (base/jsondoc.h), plus what json.dumps writes for non-finite
+     * floats (NaN, Infinity, -Infinity); a literal beyond the double range is named. */
+    const char *why = NULL;
+    size_t at = 0;
+    cJSON *root = dfl__json_parse_opts(json, len, DFL_JSON_NONFINITE | DFL_JSON_RANGE, &why, &at);
     dfl_status s = DFL_OK;
     if (!root) {
-        if (end && end >= buf && end <= buf + len)
-            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu", (size_t)(end - buf) + 1);
+        if (!strcmp(why, "invalid UTF-8"))
+            /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */
+            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", at + 1);
+        else if (!strcmp(why, "text after the JSON document"))
+            /* one object per line: two samples glued onto one line are an error, not
+             * something to drop silently */
+            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu (text after the object)", at + 1);
+        else if (!strcmp(why, "number out of range")) {
+            size_t n = 0;
+            while (at + n < len && n < 40 && strchr("0123456789+-eE.", json[at + n])) n++;
+            s = fail_at(err, DFL_ERR_RANGE, &w, "number %.*s at byte %zu is out of range (beyond a double's "
+                        "1.8e308)", (int)n, json + at, at + 1);
+        } else if (!strcmp(why, "syntax error"))
+            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu", at + 1);
         else
-            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON");
+            s = fail_at(err, DFL_ERR_NOMEM, &w, "%s (a %zu-byte line)", why, len);
     } else {
-        /* One object per line: anything but whitespace after it is an error, not
-         * something to drop silently (two samples glued onto one line, say). */
-        const char *q = end ? end : buf + len;
-        while (q < buf + len && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n')) q++;
-        if (q < buf + len)
-            s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu (text after the object)",
-                        (size_t)(q - buf) + 1);
-        else {
-            dfl__json_last_key_wins(root);   /* duplicate keys: the last wins, as in Python */
-            s = parse_object(root, &w, p, err);
-        }
+        s = parse_object(root, &w, p, err);
     }
     cJSON_Delete(root);
-    free(buf);
     if (s != DFL_OK)
         dfl_prompt_free(p);  /* leaves *p zeroed: a failed parse owns nothing */
     else
@@ -440,7 +474,9 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
     if (!path) return dfl__fail(err, DFL_ERR_USAGE, "no prompt file given");
     char *buf = NULL;
     size_t len = 0;
-    dfl_status s = dfl__read_file(path, &buf, &len, err);
+    /* a bound, so that /dev/zero or an endless stream fails at once instead of taking
+     * all memory: 1 GiB is some 10^8 tokens of prompts */
+    dfl_status s = dfl__read_file_max(path, (size_t)1 << 30, "a prompt file", &buf, &len, err);
     if (s != DFL_OK) return s;
 
     const char *nul = memchr(buf, '\0', len);

@@ -6,7 +6,11 @@
  *    "target": [[253, 257]], "bos": true, "depth": 0.5}
  * Only "tokens" is required (non-empty array of integers in [0, 2^31)). Spans are
  * half-open [start, end) pairs with 0 <= start < end <= len(tokens). "text", when
- * present, has one string per token. Blank lines are skipped; unknown keys ignored.
+ * present, has one string per token. Blank lines are skipped. Every other key is an
+ * error naming it (with the nearest known key when it is at most two edits away), except
+ * notes nothing reads: "comment", "note", "notes", "meta", "metadata", "source", any key
+ * starting "_", and any key whose value is null. Lines are JSON as Python's json reads
+ * it (base/jsondoc.h), NaN, Infinity and -Infinity included; "depth": NaN is no depth.
  * Line numbers in messages are 1-based.
  *
  * A text prompt gives "input" (a string) instead of "tokens":
@@ -77,7 +81,9 @@ const char *dfl_span_kind_name(dfl_span_kind k);
  * negative token ids, an empty token list or a text array of the wrong length.
  * Non-integral numbers where integers belong are DFL_ERR_FORMAT; JSON null for an
  * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte
- * or a \u0000 escape is DFL_ERR_FORMAT. On failure *p is left zeroed. */
+ * or a \u0000 escape is DFL_ERR_FORMAT; an unknown key is DFL_ERR_FORMAT; a number
+ * beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is
+ * left zeroed. */
 dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label,
                             size_t line, dfl_prompt *p, dfl_error *err);
 
@@ -101,7 +107,8 @@ typedef struct dfl_prompt_set {
     size_t count;
 } dfl_prompt_set;
 
-/* Read every non-blank line of a JSONL file. Fails on the first bad line with its
+/* Read every non-blank line of a JSONL file (a regular file of at most 1 GiB: a FIFO,
+ * a device or a larger file is DFL_ERR_IO at once). Fails on the first bad line with its
  * line number; an empty file (no samples) is DFL_ERR_FORMAT; a text prompt (no
  * "tokens") is DFL_ERR_FORMAT naming the ways to tokenize it. Caller frees with
  * dfl_prompt_set_free. '\r\n' line ends, a missing final newline and a leading UTF-8
@@ -151,6 +158,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
 /* Parse the optional "input" and "offsets" of a token prompt. */
 dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
                                    dfl_error *err);
+/* Parse the optional "depth" (NaN = absent; Infinity refused). */
+dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Add "input" and "offsets" to a prompt's JSON object; 0 on allocation failure. */
 int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p);
 /* dfl_prompt_set_read with text prompts allowed (left untokenized) or refused. */

@@ -135,15 +135,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
             if (s) return s;
         }
     }
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "depth");
-    if (d && !cJSON_IsNull(d)) {
-        if (!cJSON_IsNumber(d) || !isfinite(d->valuedouble))
-            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"depth\" is not a finite number");
-        p->has_depth = 1;
-        p->depth = d->valuedouble;
-    }
     p->bos = 0; /* decided by the tokenizer */
-    return DFL_OK;
+    return dfl__prompt_parse_depth(root, label, line, p, err);
 }
 
 dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)

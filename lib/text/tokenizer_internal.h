@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/utf8.h" /* re-export: dfl__utf8_next, _put, _check for every tokenizer file */
 #include "text/tokenizer.h"
 
 /* ---- JSON (tokenizer_json.c) ---- */
@@ -42,11 +43,13 @@ typedef struct dfl__jdoc dfl__jdoc;
 
 /* Parse buf[len] (modified in place: strings are unescaped where they stand; buf
  * must stay alive while the document is used and have buf[len] == '\0'). Caller
- * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. */
+ * frees with dfl__jdoc_free. DFL_ERR_FORMAT with the byte offset on bad JSON. An
+ * object that repeats a key keeps only its last member (base/jsondoc.h's rule). */
 dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv **root, dfl_error *err);
 void dfl__jdoc_free(dfl__jdoc *d);
 
-/* Member `key` of object o, or NULL (also when o is not an object). */
+/* Member `key` of object o, or NULL (also when o is not an object). Keys are unique:
+ * the parser keeps only the last member of a repeated key. */
 const dfl__jv *dfl__jget(const dfl__jv *o, const char *key);
 
 /* ---- the working string (tokenizer_norm.c) ---- */
@@ -241,13 +244,6 @@ struct dfl_tokenizer {
 uint32_t dfl__bytelevel_char(uint8_t b);
 /* Inverse: code point → byte, or -1. */
 int dfl__bytelevel_byte(uint32_t cp);
-
-/* Decode one UTF-8 char at s[i] (valid input assumed); returns its length. */
-size_t dfl__utf8_next(const char *s, size_t n, size_t i, uint32_t *cp);
-/* Encode cp into out[4]; returns its length. */
-size_t dfl__utf8_put(uint32_t cp, char *out);
-/* Offset of the first invalid byte, or n when s[n] is valid UTF-8. */
-size_t dfl__utf8_check(const char *s, size_t n);
 
 /* Normalize the split in place (new bytes appended to the store). */
 dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);

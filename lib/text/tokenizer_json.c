@@ -3,6 +3,17 @@
  * Hand-written because it measurably wins: Gemma 3's 33 MB tokenizer.json holds about
  * two million values; strings are unescaped where they stand and values live in a few
  * large blocks instead of one malloc each (see docs/tokenize.md for the load times).
+ *
+ * Read by the rules of every JSON reader in difflens (base/jsondoc.h): UTF-8 only,
+ * nothing after the document, and when an object repeats a key the last one wins. The
+ * last is also what Hugging Face tokenizers (which reads tokenizer.json with serde_json)
+ * ends up with wherever it accepts the file: serde_json hands every member to the type
+ * being built, and the top level (TokenizerVisitor::visit_map in
+ * tokenizers/src/tokenizer/serialization.rs), the BPE model (BPEVisitor::visit_map in
+ * tokenizers/src/models/bpe/serialization.rs) and maps such as the vocabulary
+ * (AHashMap: serde's map impl inserts each entry) overwrite earlier values; structs
+ * that derive Deserialize refuse a repeated field ("duplicate field"), where we take
+ * the last instead of failing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +73,8 @@ typedef struct jparser {
     dfl__jdoc *doc;
     dfl__jv *stack; /* [cap] children of the open containers */
     size_t top, cap;
+    uint32_t *seen; /* [seen_cap] hash table of member indices + 1 (repeated keys) */
+    size_t seen_cap;
     dfl_error *err;
     int depth;
 } jparser;
@@ -188,9 +201,79 @@ static dfl_status push(jparser *ps, const dfl__jv *v)
 
 static dfl_status parse_value(jparser *ps, dfl__jv *v);
 
+static uint64_t key_hash(const char *k, uint32_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+    for (uint32_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)k[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static int same_key(const dfl__jv *a, const dfl__jv *b)
+{
+    return a->key_len == b->key_len && !memcmp(a->key, b->key, a->key_len);
+}
+
+/* An object's members sit on the stack in [base, top): drop every member whose key a
+ * later member repeats, keeping the others in order (the last value wins). Small
+ * objects compare pairwise; large ones (a vocabulary) through a hash table of indices,
+ * scanned from the last member back. */
+#define DROPPED 0xFF
+static dfl_status drop_repeated_keys(jparser *ps, size_t base)
+{
+    size_t n = ps->top - base;
+    dfl__jv *m = ps->stack + base; /* [n] */
+    int any = 0;
+    if (n < 2) return DFL_OK;
+    if (n <= 16) {
+        for (size_t i = 0; i + 1 < n; i++)
+            for (size_t j = i + 1; j < n; j++)
+                if (same_key(&m[i], &m[j])) {
+                    m[i].type = DROPPED;
+                    any = 1;
+                    break;
+                }
+    } else {
+        size_t cap = 64;
+        while (cap < 2 * n) cap *= 2;
+        if (cap > ps->seen_cap) {
+            uint32_t *t = dfl__alloc_array(cap, sizeof *t);
+            if (!t || n > UINT32_MAX - 1) {
+                free(t);
+                return dfl__fail(ps->err, DFL_ERR_NOMEM, "out of memory reading JSON");
+            }
+            free(ps->seen);
+            ps->seen = t;
+            ps->seen_cap = cap;
+        }
+        memset(ps->seen, 0, cap * sizeof *ps->seen);
+        for (size_t i = n; i-- > 0;) {
+            size_t h = (size_t)key_hash(m[i].key, m[i].key_len) & (cap - 1);
+            while (ps->seen[h] && !same_key(&m[ps->seen[h] - 1], &m[i]))
+                h = (h + 1) & (cap - 1);
+            if (ps->seen[h]) {
+                m[i].type = DROPPED;
+                any = 1;
+            } else {
+                ps->seen[h] = (uint32_t)(i + 1);
+            }
+        }
+    }
+    if (!any) return DFL_OK;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].type != DROPPED) m[k++] = m[i];
+    ps->top = base + k;
+    return DFL_OK;
+}
+
 /* Close a container whose children sit on the stack from `base`. */
 static dfl_status close_container(jparser *ps, dfl__jv *v, size_t base)
 {
+    if (v->type == DFL__J_OBJ) {
+        dfl_status st = drop_repeated_keys(ps, base);
+        if (st) return st;
+    }
     size_t n = ps->top - base;
     if (n > UINT32_MAX) return jfail(ps, "container too large");
     v->n = (uint32_t)n;
@@ -334,6 +417,7 @@ dfl_status dfl__jdoc_parse(char *buf, size_t len, dfl__jdoc **out, const dfl__jv
         if (ps.p != ps.end) st = jfail(&ps, "trailing characters");
     }
     free(ps.stack);
+    free(ps.seen);
     if (st) {
         dfl__jdoc_free(d);
         return st;

@@ -61,138 +61,152 @@ static void usage(FILE *out)
             "exit status: 0 done, 1 runtime error (unreadable dump, no outlier statistics), 2 usage error\n");
 }
 
-static int bad(const dfl_error *err)
-{
-    fprintf(stderr, "outliers: %s\n", err->msg);
-    return 2;
-}
+enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
+       O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP, O_WIDTH, O_FONT };
+static const struct option opts[] = {
+    {"labels", required_argument, 0, O_LABELS},
+    {"top", required_argument, 0, O_TOP},
+    {"per-layer", no_argument, 0, O_PER_LAYER},
+    {"massive-abs", required_argument, 0, O_MASSIVE_ABS},
+    {"massive-ratio", required_argument, 0, O_MASSIVE_RATIO},
+    {"per-head", no_argument, 0, O_PER_HEAD},
+    {"quant", no_argument, 0, O_QUANT},
+    {"bits", required_argument, 0, O_BITS},
+    {"int8-layers", required_argument, 0, O_INT8_LAYERS},
+    {"int8-tokens", required_argument, 0, O_INT8_TOKENS},
+    {"channels", no_argument, 0, O_CHANNELS},
+    {"format", required_argument, 0, O_FORMAT},
+    {"plot", required_argument, 0, O_PLOT},
+    {"force", no_argument, 0, O_FORCE},
+    {"help", no_argument, 0, O_HELP},
+    {"width", required_argument, 0, O_WIDTH},
+    {"font", required_argument, 0, O_FONT},
+    DFL_CLI_COMMON_OPTIONS,
+    {0, 0, 0, 0}};
 
-int main(int argc, char **argv)
+/* What the command line asks for: the library's parameters and the output format.
+ * labels is the one block dfl_cli_split made for --labels (p.labels point into it). */
+typedef struct cli {
+    dfl_outliers_params p;
+    dfl_report_format fmt;
+    char **labels;
+    int n_labels;
+} cli;
+
+/* One flag (O_*, not --help) and its argument into c. DFL_ERR_USAGE naming the flag. */
+static dfl_status apply_flag(cli *c, int opt, const char *arg, dfl_error *err)
 {
-    dfl_cli_catch_signals(on_signal);
-    enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
-           O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP, O_WIDTH, O_FONT };
-    static const struct option opts[] = {
-        {"labels", required_argument, 0, O_LABELS},
-        {"top", required_argument, 0, O_TOP},
-        {"per-layer", no_argument, 0, O_PER_LAYER},
-        {"massive-abs", required_argument, 0, O_MASSIVE_ABS},
-        {"massive-ratio", required_argument, 0, O_MASSIVE_RATIO},
-        {"per-head", no_argument, 0, O_PER_HEAD},
-        {"quant", no_argument, 0, O_QUANT},
-        {"bits", required_argument, 0, O_BITS},
-        {"int8-layers", required_argument, 0, O_INT8_LAYERS},
-        {"int8-tokens", required_argument, 0, O_INT8_TOKENS},
-        {"channels", no_argument, 0, O_CHANNELS},
-        {"format", required_argument, 0, O_FORMAT},
-        {"plot", required_argument, 0, O_PLOT},
-        {"force", no_argument, 0, O_FORCE},
-        {"help", no_argument, 0, O_HELP},
-        {"width", required_argument, 0, O_WIDTH},
-        {"font", required_argument, 0, O_FONT},
-        DFL_CLI_COMMON_OPTIONS,
-        {0, 0, 0, 0}};
-    dfl_outliers_params p = dfl_outliers_params_default();
-    dfl_report_format fmt = DFL_REPORT_TABLE;
-    dfl_error err = {DFL_OK, ""};
-    char **labels = NULL; /* one block (dfl_cli_split) */
-    int c, n_labels = 0;
+    dfl_outliers_params *p = &c->p;
     int64_t list[DFL_OUTLIERS_MAX_RANKS];
     int n;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case O_LABELS: {
-            free(labels);
-            size_t k = 0;
-            if (dfl_cli_split("--labels", optarg, DFL_OUTLIERS_MAX_DUMPS, &labels, &k, &err)) {
-                fprintf(stderr, "outliers: %s\n", err.msg);
-                return 2;
-            }
-            n_labels = (int)k;
-            for (size_t i = 0; i < k; i++) p.labels[i] = labels[i];
-            break;
+    dfl_status s = DFL_OK;
+    switch (opt) {
+    case O_LABELS: {
+        free(c->labels);
+        c->labels = NULL;
+        size_t k = 0;
+        if ((s = dfl_cli_split("--labels", arg, DFL_OUTLIERS_MAX_DUMPS, &c->labels, &k, err))) return s;
+        c->n_labels = (int)k;
+        for (size_t i = 0; i < k; i++) p->labels[i] = c->labels[i];
+        break;
+    }
+    case O_TOP:
+        if ((s = dfl_outliers_parse_list("--top", arg, 1, DFL_TOPK_MAX, list, DFL_OUTLIERS_MAX_RANKS, &n, err)))
+            return s;
+        memcpy(p->ranks, list, sizeof(int64_t) * (size_t)n);
+        p->n_ranks = n;
+        break;
+    case O_PER_LAYER: p->per_layer = 1; break;
+    case O_MASSIVE_ABS: s = dfl_cli_double("--massive-abs", arg, 0, 1e30, &p->massive_abs, err); break;
+    case O_MASSIVE_RATIO: s = dfl_cli_double("--massive-ratio", arg, 0, 1e30, &p->massive_ratio, err); break;
+    case O_PER_HEAD: p->per_head = 1; break;
+    case O_QUANT: p->quant = 1; break;
+    case O_BITS:
+        if ((s = dfl_outliers_parse_list("--bits", arg, 2, 16, list, DFL_OUTLIERS_MAX_BITS, &n, err))) return s;
+        for (int i = 0; i < n; i++) p->bits[i] = (int)list[i];
+        p->nbits = n;
+        p->quant = 1;
+        break;
+    case O_INT8_LAYERS: s = dfl_cli_double("--int8-layers", arg, 1e-9, 1, &p->int8_layers, err); break;
+    case O_INT8_TOKENS: s = dfl_cli_double("--int8-tokens", arg, 1e-9, 1, &p->int8_tokens, err); break;
+    case O_CHANNELS: p->channels = 1; break;
+    case O_FORMAT: s = dfl_report_format_parse(arg, &c->fmt, err); break;
+    case O_PLOT: {
+        dfl_format pf; /* the plot's format comes from its extension: checked now */
+        if ((s = dfl_format_of_path(arg, &pf, err))) return s;
+        p->plot_path = arg;
+        break;
+    }
+    case O_WIDTH: s = dfl_plot_width_parse(arg, &p->paper.width_in, err); break;
+    case O_FONT: p->paper.font = arg; break;
+    case O_FORCE: p->overwrite = 1; break;
+    }
+    return s;
+}
+
+/* argv into c (flags, then the dumps). -1 to go on and run; otherwise the exit status,
+ * with its message printed: 0 after --help, 2 for a usage error. */
+static int parse_args(int argc, char **argv, cli *c)
+{
+    dfl_error err = {DFL_OK, ""};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (opt == O_HELP) {
+            usage(stdout);
+            return 0;
         }
-        case O_TOP:
-            if (dfl_outliers_parse_list("--top", optarg, 1, DFL_TOPK_MAX, list, DFL_OUTLIERS_MAX_RANKS, &n, &err))
-                goto usage_error;
-            memcpy(p.ranks, list, sizeof(int64_t) * (size_t)n);
-            p.n_ranks = n;
-            break;
-        case O_PER_LAYER: p.per_layer = 1; break;
-        case O_MASSIVE_ABS:
-            if (dfl_cli_double("--massive-abs", optarg, 0, 1e30, &p.massive_abs, &err)) goto usage_error;
-            break;
-        case O_MASSIVE_RATIO:
-            if (dfl_cli_double("--massive-ratio", optarg, 0, 1e30, &p.massive_ratio, &err)) goto usage_error;
-            break;
-        case O_PER_HEAD: p.per_head = 1; break;
-        case O_QUANT: p.quant = 1; break;
-        case O_BITS:
-            if (dfl_outliers_parse_list("--bits", optarg, 2, 16, list, DFL_OUTLIERS_MAX_BITS, &n, &err))
-                goto usage_error;
-            for (int i = 0; i < n; i++) p.bits[i] = (int)list[i];
-            p.nbits = n;
-            p.quant = 1;
-            break;
-        case O_INT8_LAYERS:
-            if (dfl_cli_double("--int8-layers", optarg, 1e-9, 1, &p.int8_layers, &err)) goto usage_error;
-            break;
-        case O_INT8_TOKENS:
-            if (dfl_cli_double("--int8-tokens", optarg, 1e-9, 1, &p.int8_tokens, &err)) goto usage_error;
-            break;
-        case O_CHANNELS: p.channels = 1; break;
-        case O_FORMAT:
-            if (dfl_report_format_parse(optarg, &fmt, &err)) goto usage_error;
-            break;
-        case O_PLOT: {
-            dfl_format pf; /* the plot's format comes from its extension: checked now */
-            if (dfl_format_of_path(optarg, &pf, &err)) goto usage_error;
-            p.plot_path = optarg;
-            break;
+        if (opt == DFL_CLI_OPT_VERSION || opt == DFL_CLI_OPT_LIST) return dfl_cli_common(stdout, "outliers", opt, opts);
+        if (opt == '?' || opt < O_LABELS) {
+            usage(stderr);
+            return 2;
         }
-        case O_WIDTH:
-            if (dfl_plot_width_parse(optarg, &p.paper.width_in, &err)) goto usage_error;
-            break;
-        case O_FONT: p.paper.font = optarg; break;
-        case O_FORCE: p.overwrite = 1; break;
-        case O_HELP: usage(stdout); free(labels); return 0;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: free(labels); return dfl_cli_common(stdout, "outliers", c, opts);
-        default: usage(stderr); free(labels); return 2;
+        if (apply_flag(c, opt, optarg, &err)) {
+            fprintf(stderr, "outliers: %s\n", err.msg);
+            return 2;
         }
     }
     for (; optind < argc; optind++) {
-        if (p.n_dumps == DFL_OUTLIERS_MAX_DUMPS) {
+        if (c->p.n_dumps == DFL_OUTLIERS_MAX_DUMPS) {
             fprintf(stderr, "outliers: at most %d dumps\n", DFL_OUTLIERS_MAX_DUMPS);
-            free(labels);
             return 2;
         }
-        p.dumps[p.n_dumps++] = argv[optind];
+        c->p.dumps[c->p.n_dumps++] = argv[optind];
     }
-    if (!p.n_dumps) {
+    if (!c->p.n_dumps) {
         fprintf(stderr, "outliers: no dump given (usage: outliers A.h5 [B.h5 ...]; see --help)\n");
-        free(labels);
         return 2;
     }
-    if (labels && n_labels != p.n_dumps) {
-        fprintf(stderr, "outliers: --labels names %d dump%s but %d %s given\n", n_labels, n_labels == 1 ? "" : "s",
-                p.n_dumps, p.n_dumps == 1 ? "is" : "are");
-        free(labels);
+    if (c->labels && c->n_labels != c->p.n_dumps) {
+        fprintf(stderr, "outliers: --labels names %d dump%s but %d %s given\n", c->n_labels,
+                c->n_labels == 1 ? "" : "s", c->p.n_dumps, c->p.n_dumps == 1 ? "is" : "are");
         return 2;
     }
+    return -1;
+}
 
+/* Pool the dumps, print the report in c->fmt on stdout (and write the plot); the exit
+ * status (0, or the status's: 1 runtime error, 2 usage error). */
+static int run(const cli *c)
+{
+    dfl_error err = {DFL_OK, ""};
     dfl_report *rep = NULL;
-    dfl_status s = dfl__check_not_input(p.plot_path, p.dumps, (size_t)p.n_dumps, &err);
-    if (!s) s = dfl_outliers_run(&p, &rep, &err);
-    if (!s) s = dfl_report_write(rep, fmt, stdout, &err);
+    dfl_status s = dfl__check_not_input(c->p.plot_path, c->p.dumps, (size_t)c->p.n_dumps, &err);
+    if (!s) s = dfl_outliers_run(&c->p, &rep, &err);
+    if (!s) s = dfl_report_write(rep, c->fmt, stdout, &err);
     dfl_report_destroy(rep);
-    free(labels);
     if (s) {
         fprintf(stderr, "outliers: %s\n", err.msg);
         return dfl_status_exit_code(s);
     }
     return 0;
+}
 
-usage_error:
-    free(labels);
-    return bad(&err);
+int main(int argc, char **argv)
+{
+    dfl_cli_catch_signals(on_signal);
+    cli c = {dfl_outliers_params_default(), DFL_REPORT_TABLE, NULL, 0};
+    int rc = parse_args(argc, argv, &c);
+    if (rc < 0) rc = run(&c);
+    free(c.labels);
+    return rc;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/atomic.h"
+#include "base/jsondoc.h"
 #include "base/cli.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
@@ -29,7 +31,8 @@ static void usage(FILE *out)
                  "                        may hold newlines (default: each line is a text)\n"
                  "  --whole               each FILE is one text, newlines included (default: off)\n"
                  "  --prompts FILE        text prompts to convert (JSON Lines, docs/tokenize.md)\n"
-                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force)\n"
+                 "  -o, --out FILE        where prompts mode writes (never overwritten without --force;\n"
+                 "                        never one of the inputs, even with --force)\n"
                  "  --force               overwrite an existing output\n"
                  "  --help                this text\n"
                  "  --version             the version of difflens\n"
@@ -87,7 +90,9 @@ static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int
 static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out, size_t *out_len,
                             dfl_error *err)
 {
-    cJSON *j = cJSON_ParseWithLength(line, n);
+    const char *why;
+    size_t at;
+    cJSON *j = dfl__json_parse(line, n, &why, &at); /* the rules of every JSON reader: the last "input" wins */
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
     if (!cJSON_IsString(s)) {
         cJSON_Delete(j);
@@ -99,39 +104,56 @@ static dfl_status json_text(const char *line, size_t n, const char *label, size_
     return *out ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
 }
 
+/* The most one text (a line, or a file with --whole) may hold: far beyond any prompt,
+ * so that only an endless input (/dev/zero, a runaway pipe) meets it. */
+#define TEXT_MAX ((size_t)256 << 20)
+
+/* getline with a bound: the next line of f (without its '\n') into *buf, *cap;
+ * returns its length with the '\n' counted, 0 at the end, or -1 (err filled) when a
+ * line exceeds TEXT_MAX or memory runs out. */
+static ssize_t read_line(FILE *f, char **buf, size_t *cap, const char *label, size_t line, dfl_error *err)
+{
+    size_t n = 0;
+    int c = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n + 2 > *cap) {
+            if (n >= TEXT_MAX) {
+                dfl__fail(err, DFL_ERR_IO, "%s:%zu: a line longer than 256 MiB, the bound for one text (is it the "
+                          "right file?)", label, line);
+                return -1;
+            }
+            size_t nc = *cap ? 2 * *cap : 4096;
+            char *nb = realloc(*buf, nc);
+            if (!nb) {
+                dfl__fail(err, DFL_ERR_NOMEM, "%s:%zu: out of memory", label, line);
+                return -1;
+            }
+            *buf = nb;
+            *cap = nc;
+        }
+        (*buf)[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (n) (*buf)[n] = '\0';
+    return (ssize_t)n;
+}
+
 static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole,
                            dfl_error *err)
 {
     char *buf = NULL;
-    size_t cap = 0, n = 0;
+    size_t cap = 0;
     dfl_status st = DFL_OK;
     if (whole) {
-        char chunk[65536];
-        size_t got;
-        while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-            if (n + got + 1 > cap) {
-                size_t nc = (n + got + 1) * 2;
-                char *nb = realloc(buf, nc);
-                if (!nb) {
-                    free(buf);
-                    return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-                }
-                buf = nb;
-                cap = nc;
-            }
-            memcpy(buf + n, chunk, got);
-            n += got;
-        }
-        if (ferror(f))
-            st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
-        else
-            st = encode_print(t, buf ? buf : "", n, special, label, 1, err);
+        size_t n = 0;
+        st = dfl__read_stream(f, label, TEXT_MAX, "one text", &buf, &n, err);
+        if (!st) st = encode_print(t, buf, n, special, label, 1, err);
         free(buf);
         return st;
     }
     ssize_t len;
     size_t line = 0;
-    while ((len = getline(&buf, &cap, f)) >= 0) {
+    while ((len = read_line(f, &buf, &cap, label, line + 1, err)) > 0) {
         line++;
         size_t m = (size_t)len;
         if (m && buf[m - 1] == '\n') m--;
@@ -148,6 +170,7 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
         }
         if (st) break;
     }
+    if (len < 0) st = err->status;
     if (!st && ferror(f)) st = dfl__fail(err, DFL_ERR_IO, "%s: read error", label);
     free(buf);
     return st;
@@ -202,6 +225,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "tokenize: --json and --whole exclude each other\n");
         return 2;
     }
+
+    /* an output never replaces an input, --force or not (the other tools' rule) */
+    const char *inputs[] = {prompts, tok_path};
+    if (out && dfl__check_not_input(out, inputs, 2, &err)) return fail(&err);
 
     dfl_tokenizer *t = NULL;
     if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
