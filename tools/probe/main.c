@@ -30,6 +30,7 @@ static void usage(FILE *out)
             "                         revision main); never downloaded: probe does no network access\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
             "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
+            "                         or chat prompts (\"messages\", rendered with DIR's chat template)\n"
             "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
             "                         token prompts without \"text\" (default: DIR/tokenizer.json,\n"
             "                         read only when a prompt has \"input\")\n"
