@@ -28,8 +28,11 @@ typedef struct ablock {
 
 typedef struct arena {
     ablock *head;
+    size_t total; /* bytes allocated: a template that loops without end stops at ARENA_MAX */
     int oom;
 } arena;
+
+enum { ARENA_MAX = 1 << 30, STEPS_MAX = 20000000 };
 
 static void *aalloc(arena *a, size_t n)
 {
@@ -37,12 +40,13 @@ static void *aalloc(arena *a, size_t n)
     if (n == 0) n = sizeof(max_align_t);
     if (!a->head || a->head->cap - a->head->used < n) {
         size_t cap = n > 65536 ? n : 65536;
-        ablock *b = malloc(sizeof *b + cap);
+        ablock *b = a->total + cap <= ARENA_MAX ? malloc(sizeof *b + cap) : NULL;
         if (!b) {
-            a->oom = 1;
+            a->oom = a->total + cap <= ARENA_MAX ? 1 : 2; /* 2: the bound, not the system */
             return NULL;
         }
         b->next = a->head, b->used = 0, b->cap = cap;
+        a->total += cap;
         a->head = b;
     }
     void *p = (char *)a->head->data + a->head->used;
@@ -1121,6 +1125,7 @@ typedef struct ctx {
     jdict *scopes[64];
     int depth;
     int brk, cont;
+    long steps; /* statements run: a runaway template stops at STEPS_MAX */
     dfl_error *err;
 } ctx;
 
@@ -1131,7 +1136,9 @@ static dfl_status rfail(ctx *c, int line, const char *fmt, const char *a, size_t
     return dfl__fail(c->err, DFL_ERR_FORMAT, "chat template line %d: %s", line, what);
 }
 
-#define CNOMEM(c) dfl__fail((c)->err, DFL_ERR_NOMEM, "out of memory")
+#define CNOMEM(c)                                                                                                 \
+    ((c)->a.oom == 2 ? dfl__fail((c)->err, DFL_ERR_FORMAT, "chat template: rendering needs more than 1 GiB")        \
+                     : dfl__fail((c)->err, DFL_ERR_NOMEM, "out of memory"))
 
 static const char *type_name(const jv *v)
 {
@@ -2156,9 +2163,9 @@ static dfl_status run_for(ctx *c, const node *n)
     if (l->n == 0) return run_body(c, &n->other);
     if ((s = push_scope(c, n->line))) return s;
     jdict *scope = c->scopes[c->depth - 1];
+    jdict *loop = aalloc(&c->a, sizeof *loop); /* one per loop, its values set per iteration */
+    if (!loop) return CNOMEM(c);
     for (size_t i = 0; i < l->n && !s; i++) {
-        jdict *loop = aalloc(&c->a, sizeof *loop);
-        if (!loop) return CNOMEM(c);
         long long len = (long long)l->n, k = (long long)i;
         int ok = dict_set(&c->a, loop, "index0", 6, v_int(k)) && dict_set(&c->a, loop, "index", 5, v_int(k + 1)) &&
                  dict_set(&c->a, loop, "revindex", 8, v_int(len - k)) &&
@@ -2189,6 +2196,8 @@ static dfl_status run_body(ctx *c, const body *b)
     for (size_t i = 0; i < b->n && !s && !c->brk && !c->cont; i++) {
         const node *n = b->items[i];
         jv v;
+        if (++c->steps > STEPS_MAX || c->out->len > (size_t)ARENA_MAX)
+            return rfail(c, n->line, "the template runs too long (over %.*s statements or 1 GiB of text)", "20 million", 10);
         switch (n->k) {
         case N_TEXT: dfl_strbuf_add(c->out, n->text, n->text_n); break;
         case N_OUT:
