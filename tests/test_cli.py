@@ -19,7 +19,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
 
-BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
+BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, "bin")))
 TOOLS = ["attnmap", "noise", "outliers", "probe", "tokenize", "train", "view"]
 
 

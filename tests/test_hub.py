@@ -25,7 +25,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
 
-BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
+BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, "bin")))
 PROBE = os.path.join(BIN, "probe")
 TOK_DIR = os.path.join(ROOT, ".npm-deps", "node_modules", "@lenml", "tokenizer-llama3", "models")
 HF_VARS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
