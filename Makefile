@@ -1,4 +1,5 @@
-# difflens — one Makefile: make, make test, make asan, make lint, make fuzz, make bench, make demo, make format.
+# difflens — one Makefile: make, make test, make asan, make lint, make fuzz, make bench, make demo, make format,
+# make install / make uninstall (PREFIX, DESTDIR).
 
 BUILD    ?= build
 BIN      ?= bin
@@ -28,7 +29,15 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test asan lint fuzz bench bench-8b demo demo-models format clean deps
+# The version is written once, in lib/base/version.h: --version, the soname, difflens.pc.
+VERSION  := $(shell sed -n 's/^\#define DFL_VERSION "\(.*\)"/\1/p' lib/base/version.h)
+SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
+# The shared library's objects are compiled again with -fPIC into their own folder, so
+# the static library and the tools stay exactly as they were.
+PIC_OBJ  := $(LIB_SRC:lib/%.c=$(BUILD)/pic/lib/%.o)
+LIB_SO   := $(BUILD)/libdifflens.so.$(VERSION)
+
+.PHONY: all test asan lint fuzz bench bench-8b demo demo-models format clean deps install uninstall man completion shared
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -45,7 +54,16 @@ $(LIB_A): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 # bin/view's page is linked in with the assembler's .incbin (lib/view/view_assets.c).
-$(BUILD)/lib/view/view_assets.o: $(wildcard lib/view/assets/*)
+$(BUILD)/lib/view/view_assets.o $(BUILD)/pic/lib/view/view_assets.o: $(wildcard lib/view/assets/*)
+
+$(BUILD)/pic/lib/%.o: lib/%.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+# libdifflens.so.VERSION, soname libdifflens.so.MAJOR, linked against what it uses.
+$(LIB_SO): $(PIC_OBJ)
+	$(CC) -shared -Wl,-soname,libdifflens.so.$(SOMAJOR) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+shared: $(LIB_SO)
 
 $(BUILD)/tools/%.o: tools/%.c | $(DEPS_OK)
 	@mkdir -p $(@D)
@@ -148,6 +166,73 @@ demo-models: all
 
 format:
 	clang-format -i lib/*/*.c lib/*/*.h tools/*/*.c tests/*.c fuzz/*.c
+
+# ---------------------------------------------------------------- install
+# make install PREFIX=/usr/local DESTDIR=: the tools, libdifflens (static, and shared
+# with a soname), the public headers under include/difflens (scripts/public_headers.py
+# says which), difflens.pc, a man page per tool and bash completion (both generated
+# from the tools themselves: scripts/man.py, scripts/completion.py), the docs.
+# make uninstall (same PREFIX, DESTDIR) removes exactly those files.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/difflens
+COMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+PUB_H       = $(shell /usr/bin/python3 scripts/public_headers.py)
+DOCS       := README.md $(wildcard docs/*.md)
+DOC_IMG    := $(wildcard docs/img/*)
+# dump.h includes <hdf5.h>: hdf5 is a public requirement. The other libraries are
+# shared ones, named in Libs.private (for `pkg-config --static`, linking libdifflens.a)
+# rather than Requires.private, which would ask for their own static dependencies too.
+PC_PRIVATE := $(filter-out hdf5,$(PKGS))
+
+$(BUILD)/man/.stamp: $(TOOL_BIN) scripts/man.py docs/exit-codes.md
+	@rm -rf $(@D) && mkdir -p $(@D)
+	/usr/bin/python3 scripts/man.py $(BIN) docs/exit-codes.md $(@D)
+	@touch $@
+$(BUILD)/completion/.stamp: $(TOOL_BIN) scripts/completion.py
+	@rm -rf $(@D) && mkdir -p $(@D)
+	/usr/bin/python3 scripts/completion.py $(BIN) $(@D)
+	@touch $@
+man: $(BUILD)/man/.stamp
+completion: $(BUILD)/completion/.stamp
+
+$(BUILD)/difflens.pc: lib/base/version.h Makefile FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(patsubst $(PREFIX)%,$${prefix}%,$(LIBDIR))' 'includedir=$(patsubst $(PREFIX)%,$${prefix}%,$(INCLUDEDIR))/difflens' '' \
+	    'Name: difflens' 'Description: Instrumented forward passes and dumps for (Differential) Transformers' \
+	    'Version: $(VERSION)' 'Requires: hdf5' \
+	    'Cflags: -I$${includedir}' \
+	    'Libs: -L$${libdir} -ldifflens' \
+	    'Libs.private: -fopenmp $(shell pkg-config --libs $(PC_PRIVATE) 2>/dev/null) -lhdf5_hl -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas -lz -lm' \
+	    > $@.tmp && mv $@.tmp $@
+FORCE:
+
+install: $(TOOL_BIN) $(LIB_A) $(LIB_SO) $(BUILD)/man/.stamp $(BUILD)/completion/.stamp $(BUILD)/difflens.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(DOCDIR)/img $(DESTDIR)$(COMPDIR)
+	install -m 755 $(TOOL_BIN) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libdifflens.a
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libdifflens.so.$(VERSION)
+	ln -sf libdifflens.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libdifflens.so.$(SOMAJOR)
+	ln -sf libdifflens.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libdifflens.so
+	for h in $(PUB_H); do d=$(DESTDIR)$(INCLUDEDIR)/difflens/$$(basename $$(dirname $$h)); \
+	    install -d $$d && install -m 644 $$h $$d/ || exit 1; done
+	install -m 644 $(BUILD)/difflens.pc $(DESTDIR)$(LIBDIR)/pkgconfig/difflens.pc
+	install -m 644 $(TOOLS:%=$(BUILD)/man/%.1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 $(TOOLS:%=$(BUILD)/completion/%) $(DESTDIR)$(COMPDIR)/
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	$(if $(DOC_IMG),install -m 644 $(DOC_IMG) $(DESTDIR)$(DOCDIR)/img/)
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%) $(TOOLS:%=$(DESTDIR)$(MANDIR)/man1/%.1) \
+	    $(TOOLS:%=$(DESTDIR)$(COMPDIR)/%) $(DESTDIR)$(LIBDIR)/libdifflens.a \
+	    $(DESTDIR)$(LIBDIR)/libdifflens.so $(DESTDIR)$(LIBDIR)/libdifflens.so.$(SOMAJOR) \
+	    $(DESTDIR)$(LIBDIR)/libdifflens.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/difflens.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/difflens $(DESTDIR)$(DOCDIR)
 
 clean:
 	rm -rf build build-asan build-fuzz bin

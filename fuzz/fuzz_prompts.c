@@ -28,8 +28,9 @@ static void exercise(const uint8_t *data, size_t size, size_t line)
         return;
     }
     if (p.n_tokens == 0) {
-        /* a text prompt ("input", no "tokens"): character spans, tokenized later */
-        CHECK(p.input && !p.tokens && p.line == line);
+        /* a text prompt ("input", no "tokens"): character spans, tokenized later; a chat
+         * prompt ("messages"): its variables, rendered later */
+        CHECK((p.input != NULL) != (p.chat != NULL) && !p.tokens && p.line == line);
         for (int k = 0; k < DFL_SPAN_KINDS; k++)
             for (size_t j = 0; j < p.n_char_spans[k]; j++)
                 CHECK(p.char_spans[k][j].start >= 0 && p.char_spans[k][j].start < p.char_spans[k][j].end);

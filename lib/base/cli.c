@@ -1,5 +1,6 @@
-/* cli.c — flag parsing and the progress bar. */
+/* cli.c — flag parsing, --version / --list-options and the progress bar. */
 #include "base/cli.h"
+#include "base/version.h"
 
 #include <errno.h>
 #include <math.h>
@@ -191,11 +192,25 @@ dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out,
     return DFL_OK;
 }
 
+/* ------------------------------------------------------- --version, --list-options */
+
+int dfl_cli_common(FILE *out, const char *tool, int opt, const struct option *opts)
+{
+    if (opt == DFL_CLI_OPT_VERSION) {
+        fprintf(out, "%s (difflens) %s\n", tool, DFL_VERSION);
+    } else {
+        for (const struct option *o = opts; o->name; o++)
+            if (o->val != DFL_CLI_OPT_LIST) fprintf(out, "--%s%s\n", o->name, o->has_arg == no_argument ? "" : "=");
+    }
+    return fflush(out) || ferror(out) ? 1 : 0;
+}
+
 /* ------------------------------------------------------------------ progress */
 
 dfl_progress dfl_progress_start(FILE *out, const char *label, int quiet)
 {
-    dfl_progress p = {out, !quiet && isatty(fileno(out)), label};
+    const char *no_color = getenv("NO_COLOR");
+    dfl_progress p = {out, !quiet && !(no_color && no_color[0]) && isatty(fileno(out)), label};
     return p;
 }
 

@@ -3,6 +3,7 @@
 #ifndef DFL_CLI_H
 #define DFL_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -50,7 +51,21 @@ void dfl_cli_signal_note(const char *tool, int sig);
  * other signal blocked while it runs. For a tool's main; the library never calls it. */
 void dfl_cli_catch_signals(void (*handler)(int));
 
-/* A one-line progress bar on `out` ("\r" updates) when out is a terminal and !quiet:
+/* --version and the hidden --list-options, the same in every tool: the tool puts
+ * DFL_CLI_COMMON_OPTIONS in its getopt_long table and answers both with
+ *     case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "TOOL", c, opts);
+ * --list-options prints the table, one long option a line ("--name" or, when the option
+ * takes an argument, "--name="): what scripts/completion.py builds bash completion from. */
+enum { DFL_CLI_OPT_VERSION = 0x4000, DFL_CLI_OPT_LIST = 0x4001 };
+#define DFL_CLI_COMMON_OPTIONS \
+    {"version", no_argument, 0, DFL_CLI_OPT_VERSION}, {"list-options", no_argument, 0, DFL_CLI_OPT_LIST}
+
+/* Print "TOOL (difflens) VERSION" for DFL_CLI_OPT_VERSION, the option list for
+ * DFL_CLI_OPT_LIST, to out. Returns the exit code: 0, or 1 if out could not be written. */
+int dfl_cli_common(FILE *out, const char *tool, int opt, const struct option *opts);
+
+/* A one-line progress bar on `out` ("\r" updates) when out is a terminal, !quiet and
+ * NO_COLOR is unset or empty (https://no-color.org: a user who asked for plain output):
  * `label [#####-----] done/total unit  rate/s  ETA`. */
 typedef struct dfl_progress {
     FILE *out;

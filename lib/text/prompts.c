@@ -280,7 +280,8 @@ static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w
  * docs/format.md's tables. */
 static const char *const token_keys[] = {"tokens", "id",    "text",  "answer", "query",   "distractor",
                                          "target", "bos",   "depth", "input",  "offsets", NULL};
-static const char *const text_keys[] = {"input", "id", "answer", "query", "distractor", "target", "depth", NULL};
+static const char *const text_keys[] = {"input", "id", "answer", "query", "distractor", "target", "depth",
+                                        "messages", "add_generation_prompt", "chat_template_kwargs", NULL};
 /* Notes people keep beside a sample; nothing reads them. So is any key starting "_". */
 static const char *const harmless_keys[] = {"comment", "note", "notes", "meta", "metadata", "source", NULL};
 
@@ -315,7 +316,7 @@ static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p,
     if (!cJSON_IsObject(root)) return fail_at(err, DFL_ERR_FORMAT, w, "a sample must be a JSON object");
     dfl_status s;
     /* a text prompt: "input" and no "tokens" (prompts_text.c) */
-    int text_prompt = !get_opt(root, "tokens") && get_opt(root, "input");
+    int text_prompt = !get_opt(root, "tokens") && (get_opt(root, "input") || get_opt(root, "messages"));
     if ((s = check_keys(root, text_prompt, w, err)) != DFL_OK) return s;
     if (text_prompt) return dfl__prompt_parse_text(root, w->label, w->line, p, err);
     /* tokens first: text and spans are checked against its length. */
@@ -411,7 +412,8 @@ void dfl_prompt_free(dfl_prompt *p)
     for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->spans[k]);
     free(p->input);
     free(p->offsets);
-    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->char_spans[k]);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->char_spans[k]), free(p->chat_spans[k]);
+    free(p->chat);
     memset(p, 0, sizeof *p);
 }
 

@@ -21,6 +21,19 @@
  * tokenized by dfl_prompt_set_read_text (prompts_text.c); dfl_prompt_set_read refuses
  * it. A tokenized prompt may keep "input" and carry "offsets": one [start, end) code
  * point range of the input per token.
+ *
+ * A chat prompt gives "messages" instead (and optionally "add_generation_prompt": bool
+ * and "chat_template_kwargs": {...}, more variables for the template):
+ *   {"id": "c", "messages": [{"role": "system", "content": "Be brief."},
+ *                            {"role": "user", "content": "Capital of France?"},
+ *                            {"role": "assistant", "content": "Paris."}],
+ *    "answer": {"message": 2}, "query": ["Capital of France?"]}
+ * dfl_prompt_tokenize renders it with the tokenizer folder's chat template as
+ * transformers' apply_chat_template(tokenize=False) does (text/jinja.h) and tokenizes
+ * the result without adding special tokens (the template writes them). Its spans are
+ * those of a text prompt, resolved in the rendered text, or {"message": k}: the content
+ * of messages[k] (0-based) where it appears in the rendered text (white space around it
+ * left out); a single span may stand without its list.
  */
 #ifndef DFL_PROMPTS_H
 #define DFL_PROMPTS_H
@@ -69,6 +82,9 @@ typedef struct dfl_prompt {
     dfl_span *char_spans[DFL_SPAN_KINDS]; /* a text prompt's spans in code points, before
                                            * tokenization (n_tokens == 0); owned */
     size_t n_char_spans[DFL_SPAN_KINDS];
+    char *chat;            /* a chat prompt's template variables (JSON: messages,
+                            * add_generation_prompt, chat_template_kwargs), or NULL; owned */
+    char *chat_spans[DFL_SPAN_KINDS]; /* its spans as JSON, resolved once rendered; owned */
 } dfl_prompt;
 
 /* JSON key of a span kind: "answer", "query", "distractor", "target". */

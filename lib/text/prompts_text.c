@@ -1,4 +1,5 @@
-/* prompts_text.c — text prompts ("input"): parsing their character or substring spans,
+/* prompts_text.c — text prompts ("input") and chat prompts ("messages"): parsing their
+ * character or substring spans, rendering a chat with the tokenizer's chat template,
  * tokenizing them (ids, decoded labels, code point offsets, spans → token spans), and
  * the extra keys a tokenized prompt keeps ("input", "offsets"). */
 #include <cJSON.h>
@@ -8,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsondoc.h"
+#include "base/strbuf.h"
+#include "text/jinja.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -98,10 +102,61 @@ static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const
     return DFL_OK;
 }
 
+static int present(const cJSON *root, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return v && !cJSON_IsNull(v);
+}
+
+/* A chat prompt: its template variables and its spans kept as JSON until rendering. */
+static dfl_status parse_chat(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (present(root, "input"))
+        return fail_at(err, DFL_ERR_FORMAT, label, line, "a prompt holds \"input\" or \"messages\", not both");
+    if (!cJSON_IsArray(m) || !m->child)
+        return fail_at(err, DFL_ERR_FORMAT, label, line, "\"messages\" is not a non-empty array of messages");
+    size_t i = 0;
+    for (const cJSON *e = m->child; e; e = e->next, i++) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(role))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "messages[%zu] is not an object with a string \"role\"", i);
+        if (c && !cJSON_IsString(c) && !cJSON_IsArray(c) && !cJSON_IsNull(c))
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "messages[%zu]: \"content\" is not a string or a list", i);
+    }
+    const cJSON *gen = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt"),
+                *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    if (gen && !cJSON_IsBool(gen) && !cJSON_IsNull(gen))
+        return fail_at(err, DFL_ERR_FORMAT, label, line, "\"add_generation_prompt\" is not true or false");
+    if (kw && !cJSON_IsObject(kw) && !cJSON_IsNull(kw))
+        return fail_at(err, DFL_ERR_FORMAT, label, line, "\"chat_template_kwargs\" is not an object");
+    static const char *const reserved[] = {"messages", "add_generation_prompt", "tools", "documents"};
+    cJSON *vars = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+    for (size_t r = 0; vars && r < 4; r++)
+        if (cJSON_GetObjectItemCaseSensitive(vars, reserved[r])) {
+            cJSON_Delete(vars);
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"chat_template_kwargs\" may not set \"%s\"", reserved[r]);
+        }
+    int ok = vars && cJSON_AddItemToObject(vars, "messages", cJSON_Duplicate(m, 1)) &&
+             cJSON_AddBoolToObject(vars, "add_generation_prompt", cJSON_IsTrue(gen)) &&
+             cJSON_AddNullToObject(vars, "tools") && cJSON_AddNullToObject(vars, "documents");
+    p->chat = ok ? cJSON_PrintUnformatted(vars) : NULL;
+    cJSON_Delete(vars);
+    if (!p->chat) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    for (int k = 0; k < DFL_SPAN_KINDS; k++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, kind_names[k]);
+        if (!arr || cJSON_IsNull(arr) || (cJSON_IsArray(arr) && !arr->child)) continue;
+        if (!(p->chat_spans[k] = cJSON_PrintUnformatted(arr))) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    }
+    p->bos = 0; /* decided by the tokenizer */
+    return dfl__prompt_parse_depth(root, label, line, p, err);
+}
+
 dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
 {
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
-    if (!cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
+    int chat = present(root, "messages");
+    if (!chat && !cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
     if (id && !cJSON_IsNull(id)) {
         char buf[48];
@@ -114,6 +169,7 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
             return fail_at(err, DFL_ERR_FORMAT, label, line, "\"id\" is neither a string nor a number");
         if (!p->id) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     }
+    if (chat) return parse_chat(root, label, line, p, err);
     p->input = strdup(in->valuestring);
     if (!p->input) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     size_t ncp = count_cp(p->input, strlen(p->input));
@@ -184,12 +240,147 @@ int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p)
     return 1;
 }
 
+/* --------------------------------------------------------------- chats ---- */
+
+/* Python's str.isspace for the white space around a message's content. */
+static size_t ws_len(const char *s, size_t n, int from_end)
+{
+    size_t k = 0;
+    while (k < n) {
+        unsigned char c = (unsigned char)(from_end ? s[n - 1 - k] : s[k]);
+        if (c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x1F)) k++;
+        else break;
+    }
+    return k;
+}
+
+/* {"message": k}: where messages[k]'s content appears in the rendered text, searching
+ * the messages in order, each after the previous one found. */
+static dfl_status message_span(const cJSON *messages, double want, const char *input, const char *name, size_t j,
+                               const char *label, size_t line, dfl_span *out, dfl_error *err)
+{
+    const char *from = input;
+    size_t count = (size_t)cJSON_GetArraySize(messages);
+    if (want < 0 || want >= (double)count || floor(want) != want)
+        return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu]: message %.0f does not exist (%zu messages)",
+                       name, j, want, count);
+    size_t i = 0;
+    for (const cJSON *m = messages->child; m; m = m->next, i++) {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        const char *text = cJSON_IsString(c) ? c->valuestring : "";
+        size_t n = strlen(text), lead = ws_len(text, n, 0);
+        size_t tl = lead == n ? 0 : n - lead - ws_len(text, n, 1);
+        const char *hit = tl ? memmem(from, strlen(from), text + lead, tl) : NULL;
+        if (i == (size_t)want) {
+            if (!tl)
+                return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu]: message %zu has no text content", name,
+                               j, i);
+            if (!hit)
+                return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu]: the content of message %zu does not "
+                               "appear in the rendered chat (its template rewrites it)", name, j, i);
+            size_t s = count_cp(input, (size_t)(hit - input));
+            out->start = (int32_t)s;
+            out->end = (int32_t)(s + count_cp(hit, tl));
+            return DFL_OK;
+        }
+        if (hit) from = hit + tl;
+    }
+    return DFL_OK;
+}
+
+/* The id of the special tokens' bos_token, or -1. */
+static int64_t chat_bos(const dfl_tokenizer *t)
+{
+    const char *why = NULL, *sp = dfl_tokenizer_chat_specials(t);
+    size_t at = 0;
+    cJSON *o = dfl__json_parse(sp, strlen(sp), &why, &at);
+    const cJSON *b = o ? cJSON_GetObjectItemCaseSensitive(o, "bos_token") : NULL;
+    int64_t id = cJSON_IsString(b) ? dfl_tokenizer_find(t, b->valuestring, strlen(b->valuestring)) : -1;
+    cJSON_Delete(o);
+    return id;
+}
+
+/* Render a chat prompt into p->input and resolve its spans into p->char_spans. */
+static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label, dfl_error *err)
+{
+    const char *tmpl = dfl_tokenizer_chat_template(t);
+    if (!tmpl)
+        return fail_at(err, DFL_ERR_CONFIG, label, p->line, "a chat prompt (\"messages\") needs the model's chat "
+                       "template: the tokenizer folder has no chat_template.jinja, and no tokenizer_config.json with "
+                       "a \"chat_template\"");
+    const char *why = NULL;
+    size_t at = 0;
+    cJSON *vars = dfl__json_parse(p->chat, strlen(p->chat), &why, &at);
+    cJSON *specials = dfl__json_parse(dfl_tokenizer_chat_specials(t), strlen(dfl_tokenizer_chat_specials(t)), &why, &at);
+    dfl_jinja *j = NULL;
+    dfl_strbuf out = {0};
+    dfl_status s = vars && specials ? DFL_OK : fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    /* special_tokens_map first; the prompt's kwargs and messages override it, as in
+     * transformers' render(messages=..., **{**special_tokens_map, **kwargs}) */
+    for (cJSON *e = specials ? specials->child : NULL; !s && e; e = e->next)
+        if (!cJSON_GetObjectItemCaseSensitive(vars, e->string) &&
+            !cJSON_AddItemToObject(vars, e->string, cJSON_Duplicate(e, 1)))
+            s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    char *text = !s ? cJSON_PrintUnformatted(vars) : NULL;
+    if (!s && !text) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    if (!s && (s = dfl_jinja_parse(tmpl, strlen(tmpl), &j, err))) dfl__context(err, "%s:%zu", label, p->line);
+    if (!s && (s = dfl_jinja_render(j, text, &out, err))) dfl__context(err, "%s:%zu", label, p->line);
+    if (!s && out.oom) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    if (!s && !(p->input = strdup(out.p ? out.p : ""))) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    size_t ncp = p->input ? count_cp(p->input, strlen(p->input)) : 0;
+    const cJSON *messages = vars ? cJSON_GetObjectItemCaseSensitive(vars, "messages") : NULL;
+    for (int k = 0; k < DFL_SPAN_KINDS && !s; k++) {
+        if (!p->chat_spans[k]) continue;
+        cJSON *arr = dfl__json_parse(p->chat_spans[k], strlen(p->chat_spans[k]), &why, &at);
+        if (!arr) {
+            s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+            break;
+        }
+        /* a single span may stand without its list */
+        const cJSON *first = cJSON_IsArray(arr) && !(arr->child && cJSON_IsNumber(arr->child)) ? arr->child : arr;
+        size_t n = 0;
+        for (const cJSON *v = first; v; v = first == arr ? NULL : v->next) n++;
+        free(p->char_spans[k]);
+        p->char_spans[k] = dfl__alloc_array(n, sizeof(dfl_span));
+        p->n_char_spans[k] = n;
+        if (!p->char_spans[k]) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+        size_t idx = 0;
+        for (const cJSON *v = first; v && !s; v = first == arr ? NULL : v->next, idx++) {
+            const cJSON *msg = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "message") : NULL;
+            if (msg && !is_int(msg))
+                s = fail_at(err, DFL_ERR_FORMAT, label, p->line, "span %s[%zu]: \"message\" is not an integer",
+                            kind_names[k], idx);
+            else if (msg)
+                s = message_span(messages, msg->valuedouble, p->input, kind_names[k], idx, label, p->line,
+                                 &p->char_spans[k][idx], err);
+            else
+                s = char_span(v, p->input, ncp, kind_names[k], idx, label, p->line, &p->char_spans[k][idx], err);
+        }
+        cJSON_Delete(arr);
+    }
+    dfl_strbuf_free(&out);
+    dfl_jinja_free(j);
+    free(text);
+    cJSON_Delete(vars);
+    cJSON_Delete(specials);
+    return s;
+}
+
 /* ------------------------------------------------------------ tokenize ---- */
 
 dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, const char *label, dfl_error *err)
 {
     if (p->n_tokens) return DFL_OK;
     label = label ? label : "prompt";
+    /* a chat: rendered, then tokenized without special tokens (the template writes them),
+     * as apply_chat_template(tokenize=True) does */
+    if (p->chat && !p->input) {
+        dfl_status r = render_chat(p, t, label, err);
+        if (r) return r;
+        special = 0;
+    } else if (p->chat) {
+        special = 0;
+    }
     if (!p->input) return fail_at(err, DFL_ERR_USAGE, label, p->line, "prompt has neither tokens nor input");
     dfl_encoding e;
     dfl_status s = dfl_tokenizer_encode(t, p->input, strlen(p->input), special, &e, err);
@@ -252,6 +443,7 @@ dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, con
         p->n_spans[k] = p->n_char_spans[k];
     }
     p->bos = e.special[0] && e.start[0] == 0 && e.end[0] == 0;
+    if (p->chat) p->bos = chat_bos(t) == (int64_t)e.ids[0]; /* the template wrote it */
     dfl_encoding_free(&e);
     return DFL_OK;
 fail:

@@ -63,6 +63,16 @@ size_t dfl_tokenizer_vocab_size(const dfl_tokenizer *t);
  * NULL for an unused id. *len (may be NULL) gets its byte length. */
 const char *dfl_tokenizer_piece(const dfl_tokenizer *t, uint32_t id, size_t *len);
 
+/* A folder's chat template (chat_template.jinja, else tokenizer_config.json's
+ * "chat_template"), owned by t; NULL when the tokenizer came from a file or the folder
+ * has none. Read by dfl_tokenizer_open_path from a folder only, with tokenizer_config.json's
+ * add_bos_token / add_eos_token, applied as transformers does (tokenizer_config.c). */
+const char *dfl_tokenizer_chat_template(const dfl_tokenizer *t);
+
+/* The special tokens a chat template is rendered with (bos_token, eos_token, ... as
+ * tokenizer_config.json gives them) as a JSON object; "{}" when there are none. */
+const char *dfl_tokenizer_chat_specials(const dfl_tokenizer *t);
+
 /* Id of a vocabulary string, or -1. */
 int64_t dfl_tokenizer_find(const dfl_tokenizer *t, const char *s, size_t len);
 

@@ -238,7 +238,14 @@ struct dfl_tokenizer {
     dfl__tk_trie *trie_raw;  /* added tokens matched on the original text */
     dfl__tk_trie *trie_norm; /* added tokens matched on normalized text */
     uint8_t *is_special;     /* [vocab.n] 1 for special added tokens */
+    char *chat_template;     /* the folder's chat template, or NULL (tokenizer_config.c) */
+    char *chat_specials;     /* its special tokens as a JSON object, or NULL */
 };
+
+/* Read tokenizer_config.json and chat_template.jinja from dir, when there
+ * (tokenizer_config.c): add_bos_token / add_eos_token as transformers applies them, the
+ * chat template and the special tokens it is rendered with. */
+dfl_status dfl__tokenizer_read_config(dfl_tokenizer *t, const char *dir, dfl_error *err);
 
 /* ByteLevel's byte → code point table (GPT-2). */
 uint32_t dfl__bytelevel_char(uint8_t b);

@@ -731,6 +731,8 @@ void dfl_tokenizer_close(dfl_tokenizer *t)
     dfl__step_free(t->pretok);
     dfl__step_free(t->post);
     dfl__step_free(t->decoder);
+    free(t->chat_template);
+    free(t->chat_specials);
     free(t->normalizer);
     free(t->pretok);
     free(t->post);
@@ -810,6 +812,11 @@ dfl_status dfl_tokenizer_open_path(const char *path, dfl_tokenizer **out, dfl_er
         memcpy(p + n, "/tokenizer.json", sizeof "/tokenizer.json");
         dfl_status st = dfl_tokenizer_open(p, out, err);
         free(p);
+        /* the folder's tokenizer_config.json and chat template, as AutoTokenizer reads them */
+        if (!st && (st = dfl__tokenizer_read_config(*out, path, err))) {
+            dfl_tokenizer_close(*out);
+            *out = NULL;
+        }
         return st;
     }
     return dfl_tokenizer_open(path, out, err);

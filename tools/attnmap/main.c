@@ -70,7 +70,8 @@ static void usage(FILE *out)
             "                        other installed fonts, or show as a box with the code point\n"
             "  --force               overwrite an existing output\n"
             "  --quiet               no summary line\n"
-            "  --help                this text\n");
+            "  --help                this text\n"
+            "  --version             the version of difflens\n");
 }
 
 static int bad(const dfl_error *err)
@@ -201,10 +202,12 @@ static int parse_args(int argc, char **argv, dfl_attnmap_params *p, char ***labe
         {"force", no_argument, 0, O_FORCE},       {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},         {"width", required_argument, 0, O_WIDTH},
         {"dpi", required_argument, 0, O_DPI},     {"pixel-scale", required_argument, 0, O_PXSCALE},
-        {"font", required_argument, 0, O_FONT},   {0, 0, 0, 0}};
+        {"font", required_argument, 0, O_FONT},
+        DFL_CLI_COMMON_OPTIONS,                   {0, 0, 0, 0}};
     dfl_error err = {DFL_OK, ""};
     int c;
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+        if (c == DFL_CLI_OPT_VERSION || c == DFL_CLI_OPT_LIST) return dfl_cli_common(stdout, "attnmap", c, opts);
         int rc = parse_option(c, p, labels, quiet, &err);
         if (rc >= 0) return rc;
     }

@@ -68,6 +68,7 @@ static void usage(FILE *out)
             "  --force               overwrite existing plots\n"
             "  --quiet               no warnings on stderr (they stay in the report's notes)\n"
             "  --help                this text\n"
+            "  --version             the version of difflens\n"
             "\n"
             "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
 }
@@ -105,7 +106,8 @@ static void usage_prompts(FILE *out)
             "                        and prompts get the decoded pieces as text (default: ids)\n"
             "  --force               overwrite an existing output\n"
             "  --quiet               no summary line\n"
-            "  --help                this text\n");
+            "  --help                this text\n"
+            "  --version             the version of difflens\n");
 }
 
 static int bad(const dfl_error *err)
@@ -126,6 +128,7 @@ static int run_prompts(int argc, char **argv)
         {"vocab-size", required_argument, 0, O_VOCAB}, {"template", required_argument, 0, O_TEMPLATE},
         {"force", no_argument, 0, O_FORCE},          {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},            {"tokenizer", required_argument, 0, O_TOKENIZER},
+        DFL_CLI_COMMON_OPTIONS,
         {0, 0, 0, 0}};
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
     dfl_error err = {DFL_OK, ""};
@@ -176,6 +179,7 @@ static int run_prompts(int argc, char **argv)
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage_prompts(stdout); free(lengths), free(depths); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: free(lengths), free(depths); return dfl_cli_common(stdout, "noise prompts", c, opts);
         default: usage_prompts(stderr); rc = 2; break;
         }
     }
@@ -252,6 +256,7 @@ static int run_analysis(int argc, char **argv)
         {"force", no_argument, 0, O_FORCE},           {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},             {"width", required_argument, 0, O_WIDTH},
         {"font", required_argument, 0, O_FONT},       {"stat", required_argument, 0, O_STAT},
+        DFL_CLI_COMMON_OPTIONS,
         {0, 0, 0, 0}};
     dfl_plot_paper paper = {NULL, 0.0};
     dfl_noise_params p = dfl_noise_params_default();
@@ -307,6 +312,7 @@ static int run_analysis(int argc, char **argv)
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage(stdout); rc = -1; break;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: rc = dfl_cli_common(stdout, "noise", c, opts) ? 1 : -1; break;
         default: usage(stderr); rc = 2; break;
         }
     }

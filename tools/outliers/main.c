@@ -56,6 +56,7 @@ static void usage(FILE *out)
             "  --font FAMILY         font family of the plot (default: DejaVu Sans)\n"
             "  --force               overwrite an existing plot\n"
             "  --help                this text\n"
+            "  --version             the version of difflens\n"
             "\n"
             "exit status: 0 done, 1 runtime error (unreadable dump, no outlier statistics), 2 usage error\n");
 }
@@ -80,6 +81,7 @@ static const struct option opts[] = {
     {"help", no_argument, 0, O_HELP},
     {"width", required_argument, 0, O_WIDTH},
     {"font", required_argument, 0, O_FONT},
+    DFL_CLI_COMMON_OPTIONS,
     {0, 0, 0, 0}};
 
 /* What the command line asks for: the library's parameters and the output format.
@@ -153,6 +155,7 @@ static int parse_args(int argc, char **argv, cli *c)
             usage(stdout);
             return 0;
         }
+        if (opt == DFL_CLI_OPT_VERSION || opt == DFL_CLI_OPT_LIST) return dfl_cli_common(stdout, "outliers", opt, opts);
         if (opt == '?' || opt < O_LABELS) {
             usage(stderr);
             return 2;

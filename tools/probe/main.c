@@ -8,6 +8,7 @@
 
 #include "base/atomic.h"
 #include "base/cli.h"
+#include "model/hub.h"
 #include "model/kernels.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
@@ -24,8 +25,12 @@ static void usage(FILE *out)
             "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+            "                         or ORG/NAME[@REVISION]: a model in the local Hugging Face cache\n"
+            "                         (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; default\n"
+            "                         revision main); never downloaded: probe does no network access\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
             "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
+            "                         or chat prompts (\"messages\", rendered with DIR's chat template)\n"
             "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
             "                         token prompts without \"text\" (default: DIR/tokenizer.json,\n"
             "                         read only when a prompt has \"input\")\n"
@@ -55,6 +60,7 @@ static void usage(FILE *out)
             "  --quiet                no progress bar and no summary\n"
             "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
             "  --help                 this text\n"
+            "  --version              the version of difflens\n"
             "\n"
             "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
             "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
@@ -171,6 +177,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         {"log-every", required_argument, 0, 'E'},
         {"tokenizer", required_argument, 0, 'T'}, {"strict", no_argument, 0, 'S'},
         {"allow-unused", no_argument, 0, 'U'},
+        DFL_CLI_COMMON_OPTIONS,
         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -209,6 +216,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: dfl_map_select_free(&p.maps); return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
         default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
         }
     }
@@ -220,6 +228,13 @@ static int run(int argc, char **argv, int mpi, int rank)
         dfl_map_select_free(&p.maps);
         return 2;
     }
+    char *model_dir = NULL; /* --model itself, or ORG/NAME's snapshot folder in the hub cache */
+    if ((s = dfl_hub_model_dir(p.model_dir, &model_dir, &err))) {
+        if (speak) fprintf(stderr, "probe: %s\n", err.msg);
+        dfl_map_select_free(&p.maps);
+        return dfl_status_exit_code(s);
+    }
+    p.model_dir = model_dir;
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
@@ -248,6 +263,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    free(model_dir);
     return rc;
 }
 

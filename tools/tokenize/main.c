@@ -8,6 +8,7 @@
 
 #include "base/atomic.h"
 #include "base/jsondoc.h"
+#include "base/cli.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -21,7 +22,9 @@ static void usage(FILE *out)
                  "text: {\"ids\": [...], \"tokens\": [vocabulary pieces], \"text\": [decoded pieces],\n"
                  "\"offsets\": [[start, end], ...]} with offsets in Unicode code points (half-open).\n"
                  "Prompts mode turns text prompts ({\"input\": \"...\", spans as character ranges or\n"
-                 "substrings}) into the token prompts probe reads.\n"
+                 "substrings}) into the token prompts probe reads; chat prompts ({\"messages\": [...]})\n"
+                 "are rendered with the folder's chat template first. A folder's tokenizer_config.json\n"
+                 "add_bos_token / add_eos_token apply as in transformers.\n"
                  "\n"
                  "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
                  "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
@@ -34,6 +37,7 @@ static void usage(FILE *out)
                  "                        never one of the inputs, even with --force)\n"
                  "  --force               overwrite an existing output\n"
                  "  --help                this text\n"
+                 "  --version             the version of difflens\n"
                  "\n"
                  "Exit status: 0 ok, 1 runtime error (bad tokenizer.json, invalid UTF-8), 2 usage error.\n");
 }
@@ -184,6 +188,7 @@ int main(int argc, char **argv)
                                          {"out", required_argument, 0, 'o'},
                                          {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
+                                         DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     const char *tok_path = NULL, *prompts = NULL, *out = NULL;
     int special = 1, json = 0, whole = 0, force = 0, c;
@@ -197,6 +202,7 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'f': force = 1; break;
         case 'h': usage(stdout); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "tokenize", c, opts);
         default: usage(stderr); return 2;
         }
     }

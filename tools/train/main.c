@@ -105,6 +105,7 @@ static void usage(FILE *out)
             "                      already in DIR (or OUTDIR/transformer and OUTDIR/diff)\n"
             "  --quiet             no progress bar and no log lines\n"
             "  --help              this text\n"
+            "  --version           the version of difflens\n"
             "\n"
             "Exit status: 0 done, 1 runtime error (also: a damaged checkpoint, a DIR another\n"
             "train is writing, a run that diverged, sizes over the memory available), 2 usage\n"
@@ -244,7 +245,8 @@ int main(int argc, char **argv)
         {"plot-only", no_argument, 0, O_PLOTONLY},    {"keep-every", required_argument, 0, O_KEEP},
         {"ablate-lambda", no_argument, 0, O_ABLATE},  {"seeds", required_argument, 0, O_SEEDS},
         {"summarize", no_argument, 0, O_SUMMARIZE},   {"width", required_argument, 0, O_WIDTH},
-        {"font", required_argument, 0, O_FONT},       {0, 0, 0, 0}};
+        {"font", required_argument, 0, O_FONT},
+        DFL_CLI_COMMON_OPTIONS,       {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
     const char *pair = NULL, *plot = NULL;
@@ -321,6 +323,7 @@ int main(int argc, char **argv)
         case O_FONT: g_paper.font = optarg; break;
         case O_PLOTONLY: plot_only = 1; break;
         case O_HELP: usage(stdout); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "train", c, opts);
         default:
             s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
             break;

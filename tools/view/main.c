@@ -26,7 +26,8 @@ static void usage(FILE *out)
             "  --base-cells N    each map is pooled once to at most N x N cells for the zoomed-out\n"
             "                    levels; closer zooms read the dump, 64 to 8192 (default: 2048)\n"
             "  --quiet           print only the URL\n"
-            "  --help            this text\n");
+            "  --help            this text\n"
+            "  --version         the version of difflens\n");
 }
 
 int main(int argc, char **argv)
@@ -37,7 +38,8 @@ int main(int argc, char **argv)
         {"allow-remote", no_argument, 0, O_REMOTE}, {"cache-mb", required_argument, 0, O_CACHE},
         {"threads", required_argument, 0, O_THREADS}, {"base-cells", required_argument, 0, O_BASE},
         {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},           {0, 0, 0, 0}};
+        {"help", no_argument, 0, O_HELP},
+        DFL_CLI_COMMON_OPTIONS,       {0, 0, 0, 0}};
     dfl_view_params vp = dfl_view_params_default();
     dfl_view_server_params sp = dfl_view_server_params_default();
     sp.port = 8077;
@@ -65,6 +67,7 @@ int main(int argc, char **argv)
             break;
         case O_QUIET: quiet = 1; break;
         case O_HELP: usage(stdout); return 0;
+        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "view", c, opts);
         default: usage(stderr); return 2;
         }
     }
