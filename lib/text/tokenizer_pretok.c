@@ -34,6 +34,13 @@ static int ev_push(evs *l, size_t s, size_t e, int m)
     return 0;
 }
 
+/* The gap [prev, ms) before a match (when not empty), then the match [ms, me). */
+static int push_match(evs *l, size_t prev, size_t ms, size_t me)
+{
+    if (prev != ms && ev_push(l, prev, ms, 0)) return -1;
+    return ev_push(l, ms, me, 1);
+}
+
 static dfl_status nomem(dfl_error *err)
 {
     return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
@@ -60,11 +67,7 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
         if (ms == me) {
             /* an empty match: kept unless it touches the previous match, then step one char */
             if ((long)me != last_end) {
-                if (prev != ms && ev_push(out, prev, ms, 0)) {
-                    st = nomem(err);
-                    break;
-                }
-                if (ev_push(out, ms, me, 1)) {
+                if (push_match(out, prev, ms, me)) {
                     st = nomem(err);
                     break;
                 }
@@ -76,11 +79,7 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
             pos = ms + dfl__utf8_next(p, n, ms, &cp);
             continue;
         }
-        if (prev != ms && ev_push(out, prev, ms, 0)) {
-            st = nomem(err);
-            break;
-        }
-        if (ev_push(out, ms, me, 1)) {
+        if (push_match(out, prev, ms, me)) {
             st = nomem(err);
             break;
         }
@@ -104,8 +103,7 @@ static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const
         uint32_t cp;
         size_t k = dfl__utf8_next(p, n, i, &cp);
         if (pred(cp, arg)) {
-            if (last < i && ev_push(out, last, i, 0)) return nomem(err);
-            if (ev_push(out, i, i + k, 1)) return nomem(err);
+            if (push_match(out, last, i, i + k)) return nomem(err);
             last = i + k;
         }
         i += k;
