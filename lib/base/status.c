@@ -102,6 +102,15 @@ void *dfl__calloc_array(size_t n, size_t size)
     return calloc(bytes ? n : 1, bytes ? size : 1);
 }
 
+void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first)
+{
+    size_t nc = *cap ? *cap * 2 : first, bytes;
+    if (nc < *cap || !dfl__mul_ok(nc, size, &bytes)) return NULL;
+    void *nv = realloc(v, bytes);
+    if (nv) *cap = nc;
+    return nv;
+}
+
 /* "1 GiB", "256 MiB", "64 KiB" or "1000 bytes": a bound as it is written in code. */
 static void fmt_bound(size_t max, char *buf, size_t cap)
 {

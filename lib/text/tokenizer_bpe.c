@@ -388,12 +388,9 @@ static void merge_all(const dfl__tk_bpe *m, sym *s, size_t ns, cand *heap)
 static int push_tok(dfl__tk_toks *out, uint32_t id, uint32_t s, uint32_t e)
 {
     if (out->n == out->cap) {
-        size_t nc = out->cap ? out->cap * 2 : 256, bytes;
-        if (!dfl__mul_ok(nc, sizeof *out->v, &bytes)) return -1;
-        dfl__tk_tok *nv = realloc(out->v, bytes);
+        dfl__tk_tok *nv = dfl__grow_array(out->v, &out->cap, sizeof *out->v, 256);
         if (!nv) return -1;
         out->v = nv;
-        out->cap = nc;
     }
     out->v[out->n++] = (dfl__tk_tok){id, s, e};
     return 0;

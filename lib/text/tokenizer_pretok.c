@@ -23,12 +23,9 @@ typedef struct evs {
 static int ev_push(evs *l, size_t s, size_t e, int m)
 {
     if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64, bytes;
-        if (!dfl__mul_ok(nc, sizeof *l->v, &bytes)) return -1;
-        ev *nv = realloc(l->v, bytes);
+        ev *nv = dfl__grow_array(l->v, &l->cap, sizeof *l->v, 64);
         if (!nv) return -1;
         l->v = nv;
-        l->cap = nc;
     }
     l->v[l->n++] = (ev){s, e, m};
     return 0;
