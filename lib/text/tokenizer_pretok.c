@@ -124,20 +124,13 @@ static void behave(evs *l, int behavior, int invert)
             l->v[i].m = 0;
         return;
     case DFL__B_CONTIGUOUS:
-        for (size_t i = 0; i < l->n; i++) {
-            int m = l->v[i].m;
-            if (m == prev && w > 0)
-                l->v[w - 1].e = l->v[i].e;
-            else
-                l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
-            prev = m;
-        }
-        l->n = w;
-        return;
     case DFL__B_MERGED_PREV:
+        /* contiguous: a piece joins the one before when both match or both do not;
+         * merged with previous: a match joins the non-match before it */
         for (size_t i = 0; i < l->n; i++) {
             int m = l->v[i].m;
-            if (m && !prev && w > 0)
+            int join = behavior == DFL__B_CONTIGUOUS ? m == prev : m && !prev;
+            if (join && w > 0)
                 l->v[w - 1].e = l->v[i].e;
             else
                 l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
