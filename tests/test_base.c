@@ -16,6 +16,7 @@
 
 #include "base/atomic.h"
 #include "base/cli.h"
+#include "base/status.h"
 #include "base/strbuf.h"
 #include "base/utf8.h"
 
@@ -353,6 +354,48 @@ static void test_nearest_name(void **state)
     assert_null(dfl__nearest_name(longw, keys));
 }
 
+/* The name-table lookup behind every enum's _parse: exact matches only. */
+static void test_name_index(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"mean", "max", "median"};
+    assert_int_equal(dfl__name_index("mean", names, 3), 0);
+    assert_int_equal(dfl__name_index("median", names, 3), 2);
+    assert_int_equal(dfl__name_index("median", names, 2), -1); /* only the first n are names */
+    assert_int_equal(dfl__name_index("me", names, 3), -1);     /* no prefixes */
+    assert_int_equal(dfl__name_index("Mean", names, 3), -1);
+    assert_int_equal(dfl__name_index("", names, 3), -1);
+}
+
+/* Append-growth: first, then doubling, every element kept; an overflowing size refused with
+ * the array and its capacity as they were. */
+static void test_grow_array(void **state)
+{
+    (void)state;
+    int64_t *v = NULL;
+    size_t cap = 0, n = 0;
+    for (int64_t i = 0; i < 1000; i++) {
+        if (n == cap) {
+            size_t old = cap;
+            int64_t *nv = dfl__grow_array(v, &cap, sizeof *v, 16);
+            assert_non_null(nv);
+            assert_int_equal(cap, old ? 2 * old : 16);
+            v = nv;
+        }
+        v[n++] = i * i;
+    }
+    assert_int_equal(cap, 1024);
+    for (int64_t i = 0; i < 1000; i++) assert_int_equal(v[i], i * i);
+    size_t big = SIZE_MAX / 4 + 1;
+    assert_null(dfl__grow_array(v, &big, sizeof *v, 16)); /* 2 * big elements of 8 bytes overflow */
+    assert_int_equal(big, SIZE_MAX / 4 + 1);
+    assert_int_equal(v[999], 999 * 999); /* still the caller's */
+    size_t huge = SIZE_MAX / 2 + 1;
+    assert_null(dfl__grow_array(v, &huge, 1, 16)); /* the doubling itself overflows */
+    assert_int_equal(huge, SIZE_MAX / 2 + 1);
+    free(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +403,8 @@ int main(void)
         cmocka_unit_test(test_index_list),   cmocka_unit_test(test_read_file),    cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_nearest_name),
+        cmocka_unit_test(test_name_index),
+        cmocka_unit_test(test_grow_array),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -38,30 +38,34 @@ const char *dfl_noise_stat_name(dfl_noise_stat s) { return (unsigned)s < 3 ? sta
 
 dfl_status dfl_noise_map_parse(const char *text, dfl_noise_map *out, dfl_error *err)
 {
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(text, map_names[i])) return *out = (dfl_noise_map)i, DFL_OK;
-    return dfl__fail(err, DFL_ERR_USAGE, "--map: '%s' is not auto, map1, map2 or diff", text);
+    int i = dfl__name_index(text, map_names, 4);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--map: '%s' is not auto, map1, map2 or diff", text);
+    *out = (dfl_noise_map)i;
+    return DFL_OK;
 }
 
 dfl_status dfl_noise_norm_parse(const char *text, dfl_noise_norm *out, dfl_error *err)
 {
-    for (int i = 0; i < 2; i++)
-        if (!strcmp(text, norm_names[i])) return *out = (dfl_noise_norm)i, DFL_OK;
-    return dfl__fail(err, DFL_ERR_USAGE, "--norm: '%s' is not total or abs", text);
+    int i = dfl__name_index(text, norm_names, 2);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--norm: '%s' is not total or abs", text);
+    *out = (dfl_noise_norm)i;
+    return DFL_OK;
 }
 
 dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *err)
 {
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(text, by_names[i])) return *out = (dfl_noise_by)i, DFL_OK;
-    return dfl__fail(err, DFL_ERR_USAGE, "--by: '%s' is not none, depth, layer or head", text);
+    int i = dfl__name_index(text, by_names, 4);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--by: '%s' is not none, depth, layer or head", text);
+    *out = (dfl_noise_by)i;
+    return DFL_OK;
 }
 
 dfl_status dfl_noise_stat_parse(const char *text, dfl_noise_stat *out, dfl_error *err)
 {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(text, stat_names[i])) return *out = (dfl_noise_stat)i, DFL_OK;
-    return dfl__fail(err, DFL_ERR_USAGE, "--stat: '%s' is not shares, entropy or negative_mass", text);
+    int i = dfl__name_index(text, stat_names, 3);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--stat: '%s' is not shares, entropy or negative_mass", text);
+    *out = (dfl_noise_stat)i;
+    return DFL_OK;
 }
 
 dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **out, size_t *n, dfl_error *err)

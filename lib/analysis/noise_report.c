@@ -156,6 +156,40 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
     return dfl_report_status(rep, err);
 }
 
+/* The row keys of a --by table: the union of every dump's depths (ascending, equal within
+ * DFL_NOISE_DEPTH_EPS), or 0 .. the largest L / H - 1. *keys is the caller's to free. */
+static dfl_status group_keys(const dfl_noise_result *r, dfl_noise_by by, double **keys, size_t *nkeys,
+                             dfl_error *err)
+{
+    size_t cap = 0, n = 0;
+    for (size_t i = 0; i < r->n_dumps; i++) {
+        const dfl_noise_dump *d = &r->dumps[i];
+        size_t m = by == DFL_NOISE_BY_DEPTH ? d->n_depths : (size_t)(by == DFL_NOISE_BY_LAYER ? d->layers : d->heads);
+        cap = by == DFL_NOISE_BY_DEPTH ? cap + m : (m > cap ? m : cap);
+    }
+    if (by == DFL_NOISE_BY_DEPTH && cap == 0)
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "--by depth: no sample in %s has a depth attribute (prompts need \"depth\", as `noise "
+                         "prompts` writes them)",
+                         r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
+    double *k = dfl__alloc_array(cap, sizeof *k);
+    if (!k) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (by == DFL_NOISE_BY_DEPTH) {
+        for (size_t i = 0; i < r->n_dumps; i++)
+            for (size_t g = 0; g < r->dumps[i].n_depths; g++) k[n++] = r->dumps[i].depth[g];
+        qsort(k, n, sizeof *k, dfl__noise_cmp_double);
+        size_t u = 0;
+        for (size_t i = 0; i < n; i++)
+            if (u == 0 || k[i] - k[u - 1] > DFL_NOISE_DEPTH_EPS) k[u++] = k[i];
+        n = u;
+    } else {
+        for (size_t i = 0; i < cap; i++) k[n++] = (double)i;
+    }
+    *keys = k;
+    *nkeys = n;
+    return DFL_OK;
+}
+
 /* A row per group key (depth value, layer or head). */
 static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_noise_by by, dfl_error *err)
 {
@@ -179,36 +213,10 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
         if (with_acc) dfl_report_add_column(t, colname(r, i, "accuracy", cb, sizeof cb), DFL_NUM_FIXED, 3, err);
     }
 
-    /* keys: the union of every dump's depths (ascending), or 0 .. max L / H − 1 */
     size_t nkeys = 0;
     double *keys = NULL;
-    if (by == DFL_NOISE_BY_DEPTH) {
-        size_t cap = 0;
-        for (size_t i = 0; i < r->n_dumps; i++) cap += r->dumps[i].n_depths;
-        if (cap == 0) return dfl__fail(err, DFL_ERR_FORMAT,
-                                       "--by depth: no sample in %s has a depth attribute (prompts need \"depth\", as "
-                                       "`noise prompts` writes them)",
-                                       r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
-        keys = dfl__alloc_array(cap, sizeof *keys);
-        if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < r->n_dumps; i++)
-            for (size_t g = 0; g < r->dumps[i].n_depths; g++) keys[nkeys++] = r->dumps[i].depth[g];
-        qsort(keys, nkeys, sizeof *keys, dfl__noise_cmp_double);
-        size_t k = 0;
-        for (size_t i = 0; i < nkeys; i++)
-            if (k == 0 || keys[i] - keys[k - 1] > DFL_NOISE_DEPTH_EPS) keys[k++] = keys[i];
-        nkeys = k;
-    } else {
-        int64_t mx = 0;
-        for (size_t i = 0; i < r->n_dumps; i++) {
-            int64_t n = by == DFL_NOISE_BY_LAYER ? r->dumps[i].layers : r->dumps[i].heads;
-            if (n > mx) mx = n;
-        }
-        keys = dfl__alloc_array((size_t)mx, sizeof *keys);
-        if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (int64_t k = 0; k < mx; k++) keys[nkeys++] = (double)k;
-    }
-
+    dfl_status st = group_keys(r, by, &keys, &nkeys, err);
+    if (st) return st;
     for (size_t k = 0; k < nkeys; k++) {
         /* a layer or head that no dump averaged (not selected) gets no row */
         const dfl_noise_cell *cells[DFL_NOISE_MAX_DUMPS];
@@ -341,28 +349,10 @@ static dfl_status report_stat(dfl_report *rep, const dfl_noise_result *r, dfl_no
             snprintf(what, sizeof what, "%s", stat_map(r->stat, e));
             dfl_report_add_column(t, colname(r, i, what, cb, sizeof cb), DFL_NUM_FIXED, 4, err);
         }
-    size_t nkeys = 0, cap = 0;
+    size_t nkeys = 0;
     double *keys = NULL;
-    for (size_t i = 0; i < r->n_dumps; i++) {
-        const dfl_noise_dump *d = &r->dumps[i];
-        size_t n = by == DFL_NOISE_BY_DEPTH ? d->n_depths : (size_t)(by == DFL_NOISE_BY_LAYER ? d->layers : d->heads);
-        cap = by == DFL_NOISE_BY_DEPTH ? cap + n : (n > cap ? n : cap);
-    }
-    if (by == DFL_NOISE_BY_DEPTH && cap == 0)
-        return dfl__fail(err, DFL_ERR_FORMAT, "--by depth: no sample in %s has a depth attribute",
-                         r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
-    if (!(keys = dfl__alloc_array(cap ? cap : 1, sizeof *keys))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (by == DFL_NOISE_BY_DEPTH) {
-        for (size_t i = 0; i < r->n_dumps; i++)
-            for (size_t g = 0; g < r->dumps[i].n_depths; g++) keys[nkeys++] = r->dumps[i].depth[g];
-        qsort(keys, nkeys, sizeof *keys, dfl__noise_cmp_double);
-        size_t k = 0;
-        for (size_t i = 0; i < nkeys; i++)
-            if (k == 0 || keys[i] - keys[k - 1] > DFL_NOISE_DEPTH_EPS) keys[k++] = keys[i];
-        nkeys = k;
-    } else {
-        for (size_t k = 0; k < cap; k++) keys[nkeys++] = (double)k;
-    }
+    dfl_status st = group_keys(r, by, &keys, &nkeys, err);
+    if (st) return st;
     for (size_t k = 0; k < nkeys; k++) {
         /* each dump's group for key k: its depth group, or the layer / head itself */
         size_t group[DFL_NOISE_MAX_DUMPS];

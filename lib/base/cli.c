@@ -284,6 +284,13 @@ static size_t edit_distance(const char *a, size_t n, const char *b, size_t m)
     return d[n][m] < FAR ? d[n][m] : FAR;
 }
 
+int dfl__name_index(const char *text, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(text, names[i])) return i;
+    return -1;
+}
+
 const char *dfl__nearest_name(const char *word, const char *const *names)
 {
     const char *best = NULL;

@@ -36,6 +36,9 @@ dfl_status dfl_cli_double_list(const char *flag, const char *text, double lo, do
  * a sorted, distinct, malloc'ed array (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
 dfl_status dfl_cli_index_list(const char *flag, const char *text, int64_t **out, size_t *n, dfl_error *err);
 
+/* The index of text in names[n] (exact match), or -1: the lookup behind each enum's _parse. */
+int dfl__name_index(const char *text, const char *const *names, int n);
+
 /* The name of names[] (NULL-terminated) nearest to `word` by edit distance (insertions,
  * deletions, substitutions and swaps of two neighbours count one each), when that
  * distance is at most 2 and shorter than word itself; else NULL. For "did you mean"

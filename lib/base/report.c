@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "base/strbuf.h"
 
 /* ------------------------------------------------------------------ model */
@@ -59,16 +60,11 @@ const char *dfl_report_format_name(dfl_report_format f)
 
 dfl_status dfl_report_format_parse(const char *name, dfl_report_format *out, dfl_error *err)
 {
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name, format_names[i])) {
-            *out = (dfl_report_format)i;
-            return DFL_OK;
-        }
-    if (!strcmp(name, "md")) {
-        *out = DFL_REPORT_MARKDOWN;
-        return DFL_OK;
-    }
-    return dfl__fail(err, DFL_ERR_USAGE, "--format: '%s' is not table, csv, json or markdown", name);
+    int i = dfl__name_index(name, format_names, 4);
+    if (i < 0 && !strcmp(name, "md")) i = DFL_REPORT_MARKDOWN;
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--format: '%s' is not table, csv, json or markdown", name);
+    *out = (dfl_report_format)i;
+    return DFL_OK;
 }
 
 /* Record the first failure in the report, fill err, and return the status. */

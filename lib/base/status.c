@@ -102,6 +102,15 @@ void *dfl__calloc_array(size_t n, size_t size)
     return calloc(bytes ? n : 1, bytes ? size : 1);
 }
 
+void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first)
+{
+    size_t nc = *cap ? *cap * 2 : first, bytes;
+    if (nc < *cap || !dfl__mul_ok(nc, size, &bytes)) return NULL;
+    void *nv = realloc(v, bytes);
+    if (nv) *cap = nc;
+    return nv;
+}
+
 /* "1 GiB", "256 MiB", "64 KiB" or "1000 bytes": a bound as it is written in code. */
 static void fmt_bound(size_t max, char *buf, size_t cap)
 {
@@ -118,31 +127,37 @@ static dfl_status too_large(dfl_error *err, const char *label, size_t max, const
     return dfl__fail(err, DFL_ERR_IO, "%s: more than %s, the bound for %s (is it the right file?)", label, b, what);
 }
 
+/* Grow the text buffer *buf of *cap bytes (NULL and 0 at first) for reading up to max + 1 bytes and the NUL:
+ * to first bytes, then twice the size, never past max + 2. On failure *buf is freed. */
+static dfl_status grow_text(char **buf, size_t *cap, size_t first, size_t max, const char *label, dfl_error *err)
+{
+    if (*cap > SIZE_MAX / 2) {
+        free(*buf);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large", label);
+    }
+    size_t nc = *cap ? *cap * 2 : first;
+    if (max < SIZE_MAX - 2 && nc > max + 2) nc = max + 2;
+    if (nc <= *cap) nc = *cap + 1; /* cannot happen: n <= max */
+    char *nb = realloc(*buf, nc);
+    if (!nb) {
+        free(*buf);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    }
+    *buf = nb;
+    *cap = nc;
+    return DFL_OK;
+}
+
 /* Read fd to its end or to max + 1 bytes into a NUL-terminated buffer; cap0 is the
  * first guess at the size. */
 static dfl_status read_fd(int fd, const char *label, size_t max, const char *what, size_t cap0, char **out,
                           size_t *len, dfl_error *err)
 {
-    size_t cap = cap0 < 4096 ? 4096 : cap0, n = 0;
-    if (max < SIZE_MAX - 2 && cap > max + 2) cap = max + 2;
-    char *buf = malloc(cap);
-    if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    dfl_status st;
     for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large", label);
-            }
-            size_t nc = cap * 2;
-            if (max < SIZE_MAX - 2 && nc > max + 2) nc = max + 2;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
-            }
-            buf = nb;
-            cap = nc;
-        }
+        if (n + 1 >= cap && (st = grow_text(&buf, &cap, cap0 < 4096 ? 4096 : cap0, max, label, err))) return st;
         ssize_t got = read(fd, buf + n, cap - 1 - n);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
@@ -205,19 +220,9 @@ dfl_status dfl__read_stream(FILE *f, const char *label, size_t max, const char *
 {
     char *buf = NULL;
     size_t cap = 0, n = 0;
+    dfl_status st;
     for (;;) {
-        if (n + 1 >= cap) {
-            size_t nc = cap ? 2 * cap : 65536;
-            if (max < SIZE_MAX - 2 && nc > max + 2) nc = max + 2;
-            if (nc <= cap) nc = cap + 1; /* cannot happen: n <= max */
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
-            }
-            buf = nb;
-            cap = nc;
-        }
+        if (n + 1 >= cap && (st = grow_text(&buf, &cap, 65536, max, label, err))) return st;
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;
         if (n > max) {

@@ -64,6 +64,11 @@ void *dfl__alloc_array(size_t n, size_t size);
 /* calloc with the same contract. */
 void *dfl__calloc_array(size_t n, size_t size);
 
+/* Grow the array v of *cap elements of size bytes for appending: to first elements when
+ * *cap is 0, else twice as many, overflow-checked. Returns the new array and sets *cap,
+ * or NULL with v (still the caller's) and *cap unchanged. */
+void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first);
+
 /* Read a whole input file into a NUL-terminated malloc'ed buffer; *len excludes the NUL;
  * caller owns *out. At most max bytes: a larger file is DFL_ERR_IO naming the bound and
  * `what` ("prompts", "tokenizer.json"), before anything is read. Only a regular file:

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/atomic.h"
+#include "base/cli.h"
 #include "base/clock.h"
 #include "render/attnmap_internal.h"
 #include "dump/dump_schema.h"
@@ -36,12 +37,10 @@ const char *dfl_attn_map_name(dfl_attn_map m) { return (unsigned)m < 5 ? map_nam
 
 dfl_status dfl_attn_map_parse(const char *text, dfl_attn_map *out, dfl_error *err)
 {
-    for (int i = 0; i < 5; i++)
-        if (!strcmp(text, map_names[i])) {
-            *out = (dfl_attn_map)i;
-            return DFL_OK;
-        }
-    return dfl__fail(err, DFL_ERR_USAGE, "--map: '%s' is not map1, map2, diff or all", text);
+    int i = dfl__name_index(text, map_names, 5);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "--map: '%s' is not map1, map2, diff or all", text);
+    *out = (dfl_attn_map)i;
+    return DFL_OK;
 }
 
 static int parse_pos(const char *s, const char *end, int64_t *out)

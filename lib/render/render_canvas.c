@@ -384,40 +384,45 @@ static void show_text(dfl_canvas *c, const char *s, int scale, dfl_rgb col, dfl_
     g_object_unref(l);
 }
 
-void dfl_canvas_text(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, dfl_align align)
+/* One line of text anchored at (x, y); up: turned a quarter left about the anchor, to run upwards. */
+static void text_at(dfl_canvas *c, int x, int y, int up, const char *s, int scale, dfl_rgb col, dfl_align align)
 {
     if (!s || !*s) return;
     cairo_t *cr = dfl__canvas_cr(c);
     cairo_save(cr);
     cairo_translate(cr, x, y);
+    if (up) cairo_rotate(cr, -M_PI / 2); /* the line runs up; its top faces left */
     show_text(c, s, scale, col, align);
     cairo_restore(cr);
 }
 
+void dfl_canvas_text(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, dfl_align align)
+{
+    text_at(c, x, y, 0, s, scale, col, align);
+}
+
 void dfl_canvas_text_up(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, dfl_align align)
 {
-    if (!s || !*s) return;
-    cairo_t *cr = dfl__canvas_cr(c);
-    cairo_save(cr);
-    cairo_translate(cr, x, y);
-    cairo_rotate(cr, -M_PI / 2); /* the line runs up; its top faces left */
-    show_text(c, s, scale, col, align);
-    cairo_restore(cr);
+    text_at(c, x, y, 1, s, scale, col, align);
+}
+
+const char *dfl__text_line(const char *s, char *line, size_t cap)
+{
+    const char *nl = strchr(s, '\n');
+    size_t len = nl ? (size_t)(nl - s) : strlen(s);
+    if (len >= cap) len = cap - 1;
+    memcpy(line, s, len);
+    line[len] = '\0';
+    return nl ? nl + 1 : NULL;
 }
 
 int dfl__canvas_text_lines(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, int step)
 {
     char line[512];
     while (s && *s) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        if (len >= sizeof line) len = sizeof line - 1;
-        memcpy(line, s, len);
-        line[len] = '\0';
+        s = dfl__text_line(s, line, sizeof line);
         dfl_canvas_text(c, x, y, line, scale, col, DFL_ALIGN_LEFT);
         y += step;
-        if (!nl) break;
-        s = nl + 1;
     }
     return y;
 }

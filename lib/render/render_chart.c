@@ -144,16 +144,10 @@ static int multiline_width(const char *font, const char *s, int scale, int *line
     int w = 0, n = 0;
     char line[256];
     while (s && *s) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        if (len >= sizeof line) len = sizeof line - 1;
-        memcpy(line, s, len);
-        line[len] = '\0';
+        s = dfl__text_line(s, line, sizeof line);
         int lw = dfl_font_text_width(font, line, scale);
         if (lw > w) w = lw;
         n++;
-        s = nl ? nl + 1 : s + len;
-        if (!nl) break;
     }
     if (lines) *lines = n;
     return w;

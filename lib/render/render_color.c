@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "render/render_internal.h"
 
 /* --------------------------------------------------------------- colormaps */
@@ -15,12 +16,10 @@ const char *dfl_cmap_name(dfl_cmap m) { return (unsigned)m < 3 ? cmap_names[m] :
 
 dfl_status dfl_cmap_parse(const char *name, dfl_cmap *out, dfl_error *err)
 {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(name, cmap_names[i])) {
-            *out = (dfl_cmap)i;
-            return DFL_OK;
-        }
-    return dfl__fail(err, DFL_ERR_USAGE, "colormap '%s' is not viridis, magma or rdbu", name);
+    int i = dfl__name_index(name, cmap_names, 3);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "colormap '%s' is not viridis, magma or rdbu", name);
+    *out = (dfl_cmap)i;
+    return DFL_OK;
 }
 
 int dfl_cmap_is_diverging(dfl_cmap m) { return m == DFL_CMAP_RDBU; }
@@ -76,12 +75,10 @@ const char *dfl_scale_name(dfl_scale s) { return (unsigned)s < 3 ? scale_names[s
 
 dfl_status dfl_scale_parse(const char *name, dfl_scale *out, dfl_error *err)
 {
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(name, scale_names[i])) {
-            *out = (dfl_scale)i;
-            return DFL_OK;
-        }
-    return dfl__fail(err, DFL_ERR_USAGE, "scale '%s' is not linear, log or sqrt", name);
+    int i = dfl__name_index(name, scale_names, 3);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "scale '%s' is not linear, log or sqrt", name);
+    *out = (dfl_scale)i;
+    return DFL_OK;
 }
 
 dfl_status dfl_norm_check(const dfl_norm *n, dfl_error *err)

@@ -34,6 +34,9 @@ void dfl__canvas_touch(dfl_canvas *c);
  * 4 MB). Destroys it at once if the list cannot grow. */
 void dfl__canvas_keep(dfl_canvas *c, cairo_surface_t *img);
 void dfl__set_rgb(cairo_t *cr, dfl_rgb col);
+/* The first line of s (up to '\n', cut to cap - 1 bytes) into line[cap]; returns the text
+ * after its '\n', or NULL after the last line. The one line splitter of multi-line texts. */
+const char *dfl__text_line(const char *s, char *line, size_t cap);
 /* Draw text that may hold '\n' as left-aligned lines from (x, y), each `step` units
  * below the last (lines past 511 bytes are cut); returns the y below the last line.
  * The one multi-line drawer: colour-bar notes and chart notes. */

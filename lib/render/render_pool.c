@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cli.h"
 #include "render/render_internal.h"
 
 /* Blocks smaller than this many source entries stay on one thread. */
@@ -79,12 +80,10 @@ const char *dfl_pool_name(dfl_pool_mode m)
 
 dfl_status dfl_pool_parse(const char *name, dfl_pool_mode *out, dfl_error *err)
 {
-    for (int i = 0; i < 2; i++)
-        if (!strcmp(name, pool_names[i])) {
-            *out = (dfl_pool_mode)i;
-            return DFL_OK;
-        }
-    return dfl__fail(err, DFL_ERR_USAGE, "pooling '%s' is not mean or max", name);
+    int i = dfl__name_index(name, pool_names, 2);
+    if (i < 0) return dfl__fail(err, DFL_ERR_USAGE, "pooling '%s' is not mean or max", name);
+    *out = (dfl_pool_mode)i;
+    return DFL_OK;
 }
 
 /* Overlap of source index i with output index o along an axis of n source and m

@@ -48,12 +48,9 @@ typedef struct outv {
 static int out_push(outv *o, outtok t)
 {
     if (o->n == o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 256, bytes;
-        if (!dfl__mul_ok(nc, sizeof *o->v, &bytes)) return -1;
-        outtok *nv = realloc(o->v, bytes);
+        outtok *nv = dfl__grow_array(o->v, &o->cap, sizeof *o->v, 256);
         if (!nv) return -1;
         o->v = nv;
-        o->cap = nc;
     }
     o->v[o->n++] = t;
     return 0;

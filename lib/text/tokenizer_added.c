@@ -154,6 +154,19 @@ static uint32_t char_before(const char *p, size_t i)
     return cp;
 }
 
+/* Bytes [from, to) of the piece sp as a piece of its own, carrying token. */
+static dfl_status push_piece(const dfl__tk_store *s, const dfl__tk_split *sp, size_t from, size_t to, int64_t token,
+                             dfl__tk_splits *out, dfl_error *err)
+{
+    dfl__tk_split x = *sp;
+    x.off = sp->off + from;
+    x.len = to - from;
+    x.orig_s = s->a[x.off].s;
+    x.token = token;
+    if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    return DFL_OK;
+}
+
 static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, const dfl__tk_store *s,
                             const dfl__tk_split *sp, dfl__tk_splits *out, dfl_error *err)
 {
@@ -200,29 +213,12 @@ static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, cons
             }
             i = me;
         }
-        if (start_off < ms) {
-            dfl__tk_split x = *sp;
-            x.off = sp->off + start_off;
-            x.len = ms - start_off;
-            x.orig_s = s->a[x.off].s;
-            if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-        }
-        dfl__tk_split x = *sp;
-        x.off = sp->off + ms;
-        x.len = me - ms;
-        x.orig_s = s->a[x.off].s;
-        x.token = a->id;
-        if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        dfl_status st;
+        if (start_off < ms && (st = push_piece(s, sp, start_off, ms, sp->token, out, err))) return st;
+        if ((st = push_piece(s, sp, ms, me, a->id, out, err))) return st;
         start_off = me;
     }
-    if (start_off < n) {
-        dfl__tk_split x = *sp;
-        x.off = sp->off + start_off;
-        x.len = n - start_off;
-        x.orig_s = s->a[x.off].s;
-        if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-    }
-    return DFL_OK;
+    return start_off < n ? push_piece(s, sp, start_off, n, sp->token, out, err) : DFL_OK;
 }
 
 dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,

@@ -388,12 +388,9 @@ static void merge_all(const dfl__tk_bpe *m, sym *s, size_t ns, cand *heap)
 static int push_tok(dfl__tk_toks *out, uint32_t id, uint32_t s, uint32_t e)
 {
     if (out->n == out->cap) {
-        size_t nc = out->cap ? out->cap * 2 : 256, bytes;
-        if (!dfl__mul_ok(nc, sizeof *out->v, &bytes)) return -1;
-        dfl__tk_tok *nv = realloc(out->v, bytes);
+        dfl__tk_tok *nv = dfl__grow_array(out->v, &out->cap, sizeof *out->v, 256);
         if (!nv) return -1;
         out->v = nv;
-        out->cap = nc;
     }
     out->v[out->n++] = (dfl__tk_tok){id, s, e};
     return 0;
@@ -406,10 +403,16 @@ static void add_sym(sym *s, size_t *ns, uint32_t id, uint32_t len)
     if (i) s[i - 1].next = (int32_t)i;
 }
 
-/* The model-space string of one word unit: a character, or ByteLevel's character
- * for one byte, with the continuing prefix / end suffix where they apply. */
-static size_t unit_string(const dfl__tk_bpe *m, const char *u, size_t ulen, int first, int last, char *buf)
+/* The model-space string of one word unit u[ulen]: a character, or (byte_level) ByteLevel's
+ * character for the one byte u[0], with the continuing prefix / end suffix where they apply. */
+static size_t unit_string(const dfl__tk_bpe *m, const char *u, size_t ulen, int byte_level, int first, int last,
+                          char *buf)
 {
+    char ub[8];
+    if (byte_level) {
+        ulen = dfl__utf8_put(dfl__bytelevel_char((uint8_t)u[0]), ub);
+        u = ub;
+    }
     size_t k = 0;
     if (!first && m->prefix) {
         size_t pl = strlen(m->prefix);
@@ -488,14 +491,7 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
         if (byte_level && !m->prefix && !m->suffix) {
             id = m->bl_id[(uint8_t)w[i]] ? (int64_t)m->bl_id[(uint8_t)w[i]] - 1 : -1;
         } else {
-            char ub[8];
-            const char *u = w + i;
-            size_t ul = ulen;
-            if (byte_level) {
-                ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub);
-                u = ub;
-            }
-            size_t k = unit_string(m, u, ul, first, last, wk->buf);
+            size_t k = unit_string(m, w + i, ulen, byte_level, first, last, wk->buf);
             id = dfl__vocab_find(&t->vocab, wk->buf, k);
         }
         if (id >= 0) {
@@ -508,14 +504,7 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
             int done_fb = 0;
             if (m->byte_fallback) {
                 /* each byte as <0xNN>, all or nothing (the unit includes prefix/suffix) */
-                char ub[8];
-                const char *u = w + i;
-                size_t ul = ulen;
-                if (byte_level) {
-                    ul = dfl__utf8_put(dfl__bytelevel_char((uint8_t)w[i]), ub);
-                    u = ub;
-                }
-                size_t k = unit_string(m, u, ul, first, last, wk->buf);
+                size_t k = unit_string(m, w + i, ulen, byte_level, first, last, wk->buf);
                 int all = 1;
                 for (size_t b = 0; b < k; b++)
                     if (!m->byte_id[(uint8_t)wk->buf[b]]) all = 0;

@@ -368,6 +368,16 @@ static dfl_status parse_number(jparser *ps, dfl__jv *v)
     return DFL_OK;
 }
 
+/* One of the words true, false and null. */
+static dfl_status parse_literal(jparser *ps, const char *word, int type, dfl__jv *v)
+{
+    size_t n = strlen(word);
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n)) return jfail(ps, "bad value");
+    ps->p += n;
+    v->type = type;
+    return DFL_OK;
+}
+
 static dfl_status parse_value(jparser *ps, dfl__jv *v)
 {
     if (ps->p >= ps->end) return jfail(ps, "unexpected end");
@@ -378,27 +388,9 @@ static dfl_status parse_value(jparser *ps, dfl__jv *v)
     }
     case '{': return parse_container(ps, v, 1);
     case '[': return parse_container(ps, v, 0);
-    case 't':
-        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "true", 4)) {
-            ps->p += 4;
-            v->type = DFL__J_TRUE;
-            return DFL_OK;
-        }
-        return jfail(ps, "bad value");
-    case 'f':
-        if (ps->end - ps->p >= 5 && !memcmp(ps->p, "false", 5)) {
-            ps->p += 5;
-            v->type = DFL__J_FALSE;
-            return DFL_OK;
-        }
-        return jfail(ps, "bad value");
-    case 'n':
-        if (ps->end - ps->p >= 4 && !memcmp(ps->p, "null", 4)) {
-            ps->p += 4;
-            v->type = DFL__J_NULL;
-            return DFL_OK;
-        }
-        return jfail(ps, "bad value");
+    case 't': return parse_literal(ps, "true", DFL__J_TRUE, v);
+    case 'f': return parse_literal(ps, "false", DFL__J_FALSE, v);
+    case 'n': return parse_literal(ps, "null", DFL__J_NULL, v);
     default: return parse_number(ps, v);
     }
 }

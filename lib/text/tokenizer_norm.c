@@ -98,13 +98,9 @@ static dfl_status store_copy(dfl__tk_store *s, size_t from, size_t n)
 dfl_status dfl__splits_push(dfl__tk_splits *l, dfl__tk_split sp)
 {
     if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64;
-        size_t bytes;
-        if (!dfl__mul_ok(nc, sizeof *l->v, &bytes)) return DFL_ERR_NOMEM;
-        dfl__tk_split *nv = realloc(l->v, bytes);
+        dfl__tk_split *nv = dfl__grow_array(l->v, &l->cap, sizeof *l->v, 64);
         if (!nv) return DFL_ERR_NOMEM;
         l->v = nv;
-        l->cap = nc;
     }
     l->v[l->n++] = sp;
     return DFL_OK;

@@ -23,15 +23,19 @@ typedef struct evs {
 static int ev_push(evs *l, size_t s, size_t e, int m)
 {
     if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64, bytes;
-        if (!dfl__mul_ok(nc, sizeof *l->v, &bytes)) return -1;
-        ev *nv = realloc(l->v, bytes);
+        ev *nv = dfl__grow_array(l->v, &l->cap, sizeof *l->v, 64);
         if (!nv) return -1;
         l->v = nv;
-        l->cap = nc;
     }
     l->v[l->n++] = (ev){s, e, m};
     return 0;
+}
+
+/* The gap [prev, ms) before a match (when not empty), then the match [ms, me). */
+static int push_match(evs *l, size_t prev, size_t ms, size_t me)
+{
+    if (prev != ms && ev_push(l, prev, ms, 0)) return -1;
+    return ev_push(l, ms, me, 1);
 }
 
 static dfl_status nomem(dfl_error *err)
@@ -60,11 +64,7 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
         if (ms == me) {
             /* an empty match: kept unless it touches the previous match, then step one char */
             if ((long)me != last_end) {
-                if (prev != ms && ev_push(out, prev, ms, 0)) {
-                    st = nomem(err);
-                    break;
-                }
-                if (ev_push(out, ms, me, 1)) {
+                if (push_match(out, prev, ms, me)) {
                     st = nomem(err);
                     break;
                 }
@@ -76,11 +76,7 @@ static dfl_status find_regex(const pcre2_code *re, const char *p, size_t n, evs 
             pos = ms + dfl__utf8_next(p, n, ms, &cp);
             continue;
         }
-        if (prev != ms && ev_push(out, prev, ms, 0)) {
-            st = nomem(err);
-            break;
-        }
-        if (ev_push(out, ms, me, 1)) {
+        if (push_match(out, prev, ms, me)) {
             st = nomem(err);
             break;
         }
@@ -104,8 +100,7 @@ static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const
         uint32_t cp;
         size_t k = dfl__utf8_next(p, n, i, &cp);
         if (pred(cp, arg)) {
-            if (last < i && ev_push(out, last, i, 0)) return nomem(err);
-            if (ev_push(out, i, i + k, 1)) return nomem(err);
+            if (push_match(out, last, i, i + k)) return nomem(err);
             last = i + k;
         }
         i += k;
@@ -129,20 +124,13 @@ static void behave(evs *l, int behavior, int invert)
             l->v[i].m = 0;
         return;
     case DFL__B_CONTIGUOUS:
-        for (size_t i = 0; i < l->n; i++) {
-            int m = l->v[i].m;
-            if (m == prev && w > 0)
-                l->v[w - 1].e = l->v[i].e;
-            else
-                l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};
-            prev = m;
-        }
-        l->n = w;
-        return;
     case DFL__B_MERGED_PREV:
+        /* contiguous: a piece joins the one before when both match or both do not;
+         * merged with previous: a match joins the non-match before it */
         for (size_t i = 0; i < l->n; i++) {
             int m = l->v[i].m;
-            if (m && !prev && w > 0)
+            int join = behavior == DFL__B_CONTIGUOUS ? m == prev : m && !prev;
+            if (join && w > 0)
                 l->v[w - 1].e = l->v[i].e;
             else
                 l->v[w++] = (ev){l->v[i].s, l->v[i].e, 0};

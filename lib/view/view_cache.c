@@ -30,6 +30,17 @@ static void cache_trim(dfl__view_cache *c)
     }
 }
 
+/* Put e (its bytes set) in as the most recently used entry, then trim to the budget. Lock held. */
+static void insert_locked(dfl__view_cache *c, dfl__view_entry *e)
+{
+    e->used = ++c->clock;
+    e->next = c->head;
+    c->head = e;
+    c->bytes += e->bytes;
+    c->entries++;
+    cache_trim(c);
+}
+
 static dfl__view_entry *find_locked(dfl__view_cache *c, const char *key)
 {
     for (dfl__view_entry *e = c->head; e; e = e->next)
@@ -71,12 +82,7 @@ void dfl__view_cache_put_png(dfl__view_cache *c, const char *key, const unsigned
         entry_free(e);
         return;
     }
-    e->used = ++c->clock;
-    e->next = c->head;
-    c->head = e;
-    c->bytes += len;
-    c->entries++;
-    cache_trim(c);
+    insert_locked(c, e);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -112,12 +118,7 @@ dfl__view_entry *dfl__view_cache_put_obj(dfl__view_cache *c, const char *key, vo
     e->bytes = bytes;
     e->refs = 1;
     pthread_mutex_lock(&c->lock);
-    e->used = ++c->clock;
-    e->next = c->head;
-    c->head = e;
-    c->bytes += bytes;
-    c->entries++;
-    cache_trim(c);
+    insert_locked(c, e);
     pthread_mutex_unlock(&c->lock);
     return e;
 }
