@@ -47,7 +47,8 @@ def make_var(name):
 
 def build_harness(tmp):
     lib = os.path.join(BUILD, "libdifflens.a")
-    subprocess.run(["make", "-s", "-C", ROOT, lib], check=True)
+    # the Makefile's rule names the library relative to the repository: ask for it so
+    subprocess.run(["make", "-s", "-C", ROOT, os.path.relpath(lib, ROOT)], check=True)
     exe = os.path.join(tmp, "train_adamw_harness")
     cmd = (make_var("CC") + make_var("CPPFLAGS") + make_var("CFLAGS") + [os.path.join(HERE, "train_adamw_harness.c"),
            lib, "-o", exe] + make_var("LDFLAGS") + make_var("LDLIBS"))
