@@ -491,3 +491,52 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
         return write_split(path, kvs, out, split), back
     write_gguf(path, kvs, out)
     return [path], back
+
+
+# ---------------------------------------------------------------------------
+# tokenizer.json -> GGUF tokenizer metadata (convert_hf_to_gguf.py's _set_vocab_gpt2)
+# ---------------------------------------------------------------------------
+
+TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
+
+
+def tokenizer_kvs(tok, pre, add_bos=None):
+    """The tokenizer.ggml.* keys llama.cpp's converter writes for a byte-level BPE
+    tokenizer.json (a dict): every id's token ([PADi] for holes, UNUSED), added tokens
+    CONTROL when special else USER_DEFINED, merges as "a b"; bos/eos from the
+    post-processor's template (add_bos_token when it adds one) or the named tokens."""
+    m = tok["model"]
+    assert m["type"] == "BPE"
+    ids = dict(m["vocab"])
+    kinds = {}
+    for a in tok.get("added_tokens", []):
+        ids[a["content"]] = a["id"]
+        kinds[a["id"]] = TOKEN_CONTROL if a.get("special") else TOKEN_USER_DEFINED
+    n = max(ids.values()) + 1
+    tokens = ["[PAD%d]" % i for i in range(n)]
+    types = [TOKEN_UNUSED] * n
+    for s, i in ids.items():
+        tokens[i] = s
+        types[i] = kinds.get(i, TOKEN_NORMAL)
+    merges = [" ".join(x) if isinstance(x, list) else x for x in m["merges"]]
+    kv = [("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, pre),
+          ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+          ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+          ("tokenizer.ggml.merges", ARRAY, (STRING, merges))]
+    pp = tok.get("post_processor") or {}
+    bos = None
+    if pp.get("type") == "TemplateProcessing" and "SpecialToken" in pp["single"][0]:
+        bos = pp["special_tokens"][pp["single"][0]["SpecialToken"]["id"]]["ids"][0]
+    if add_bos is None:
+        add_bos = bos is not None
+    for name in ("<|begin_of_text|>", "<s>"):
+        if bos is None and name in ids:
+            bos = ids[name]
+    if bos is not None:
+        kv.append(("tokenizer.ggml.bos_token_id", U32, bos))
+    for name in ("<|end_of_text|>", "<|endoftext|>", "</s>"):
+        if name in ids:
+            kv.append(("tokenizer.ggml.eos_token_id", U32, ids[name]))
+            break
+    kv.append(("tokenizer.ggml.add_bos_token", BOOL, bool(add_bos)))
+    return kv

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gguf_tok.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -21,7 +22,7 @@ static void usage(FILE *out)
                  "Prompts mode turns text prompts ({\"input\": \"...\", spans as character ranges or\n"
                  "substrings}) into the token prompts probe reads.\n"
                  "\n"
-                 "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
+                 "  --tokenizer PATH      tokenizer.json, a folder that holds one, or a GGUF file (required)\n"
                  "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
                  "                        (default: add them, as Hugging Face's encode does)\n"
                  "  --json                each input line is a JSON string (or {\"input\": string}), so texts\n"
@@ -200,7 +201,7 @@ int main(int argc, char **argv)
     }
 
     dfl_tokenizer *t = NULL;
-    if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
+    if (dfl_model_tokenizer_open(tok_path, &t, &err)) return fail(&err);
     dfl_status st = DFL_OK;
     if (prompts) {
         st = dfl_prompt_file_tokenize(prompts, out, t, special, force, &err);
