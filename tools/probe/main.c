@@ -24,6 +24,7 @@ static void usage(FILE *out)
             "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+            "                         or a GGUF file (FILE.gguf, split files by any part)\n"
             "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
             "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
             "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
