@@ -15,14 +15,17 @@
 #include "model/gguf.h"
 #include "model/gguf_quant.h"
 
-static void print_value(const dfl_gguf_kv *kv)
+static void print_value(const dfl_gguf *g, const dfl_gguf_kv *kv)
 {
     int64_t i;
     double d;
     if (kv->type == DFL_GGUF_STRING) {
+        const char *sv;
+        size_t sl;
+        if (dfl_gguf_get_str(g, kv->key, &sv, &sl) != 1) sl = 0, sv = "";
         putchar('"');
-        for (size_t k = 0; k < kv->nbytes; k++) {
-            unsigned char c = ((const unsigned char *)kv->data)[k];
+        for (size_t k = 0; k < sl; k++) {
+            unsigned char c = (unsigned char)sv[k];
             if (c == '"' || c == '\\') printf("\\%c", c);
             else if (c < 0x20) printf("\\u%04x", c);
             else putchar(c);
@@ -39,30 +42,17 @@ static void print_value(const dfl_gguf_kv *kv)
         else if (kv->n && dfl_gguf_arr_num(kv, kv->n - 1, &d)) printf("%.17g", d);
         else printf("null");
         printf(", \"nbytes\": %zu}", kv->nbytes);
-    } else if (kv->type == DFL_GGUF_BOOL) {
-        printf(*(const unsigned char *)kv->data ? "true" : "false");
-    } else if (kv->type == DFL_GGUF_F32 || kv->type == DFL_GGUF_F64) {
-        float f;
-        double v;
-        if (kv->type == DFL_GGUF_F32) {
-            memcpy(&f, kv->data, 4);
-            v = f;
-        } else {
-            memcpy(&v, kv->data, 8);
-        }
-        printf("%.17g", v);
-    } else {
-        int64_t v = 0;
-        uint64_t u = 0;
-        memcpy(&u, kv->data, kv->nbytes);
-        switch (kv->type) {
-        case DFL_GGUF_I8: v = (int8_t)u; break;
-        case DFL_GGUF_I16: v = (int16_t)u; break;
-        case DFL_GGUF_I32: v = (int32_t)u; break;
-        case DFL_GGUF_I64: memcpy(&v, &u, 8); break;
-        default: printf("%llu", (unsigned long long)u); return;
-        }
-        printf("%lld", (long long)v);
+    } else if (kv->type == DFL_GGUF_U64 && dfl_gguf_get_int(g, kv->key, &i) != 1) {   /* beyond int64 */
+        uint64_t u;
+        memcpy(&u, kv->data, 8);
+        printf("%llu", (unsigned long long)u);
+    } else {                                 /* the library's typed getters */
+        int b;
+        if (dfl_gguf_get_bool(g, kv->key, &b) == 1) printf(b ? "true" : "false");
+        else if ((kv->type == DFL_GGUF_F32 || kv->type == DFL_GGUF_F64) && dfl_gguf_get_num(g, kv->key, &d) == 1)
+            printf("%.17g", d);
+        else if (dfl_gguf_get_int(g, kv->key, &i) == 1) printf("%lld", (long long)i);
+        else printf("\"getter failed\"");
     }
 }
 
@@ -77,7 +67,7 @@ static int dump(const char *path, const char *out)
     for (size_t i = 0; i < dfl_gguf_kv_count(g); i++) {
         const dfl_gguf_kv *kv = dfl_gguf_kv_at(g, i);
         printf("{\"key\": \"%s\", \"type\": \"%s\", \"value\": ", kv->key, dfl__gguf_vtype_name(kv->type));
-        print_value(kv);
+        print_value(g, kv);
         printf("}\n");
     }
     FILE *f = fopen(out, "wb");

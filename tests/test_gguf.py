@@ -8,6 +8,8 @@ dequantizer of tests/ref/gguf.py (written from the format's block layouts).
 - metadata of every value type read back as written; split files; alignment;
 - malformed images (every truncation, corrupted counts, offsets, types, names) are
   refused with a status and a message, never a crash, through both open paths;
+- metadata and tensor tables cross-checked with a real parser, @huggingface/gguf (npm,
+  installed by scripts/deps.sh into .npm-deps/);
 - probe on GGUF: tests/test_gguf_model.py.
 
 Run from the repo root:  /usr/bin/python3 tests/test_gguf.py
@@ -101,6 +103,18 @@ class Dequantizers(unittest.TestCase):
         self.assertEqual(types["real.Q4_K"], "Q4_K")
 
 
+MODULES = os.path.join(ROOT, ".npm-deps", "node_modules")
+
+
+def hf_read(paths):
+    """@huggingface/gguf's view of each file: (metadata, tensors)."""
+    if not os.path.isdir(os.path.join(MODULES, "@huggingface", "gguf")):
+        raise AssertionError("@huggingface/gguf is missing: run scripts/deps.sh (installs .npm-deps/)")
+    r = subprocess.run(["node", os.path.join(HERE, "gguf_ref.js"), MODULES] + paths, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
 class Container(unittest.TestCase):
     KVS = [("general.architecture", gguf.STRING, "llama"),
            ("a.u8", gguf.U8, 250), ("a.i8", gguf.I8, -100), ("a.u16", gguf.U16, 65000),
@@ -146,6 +160,40 @@ class Container(unittest.TestCase):
         self.assertEqual(t["w"]["ne"], [32, 2])
         self.assertEqual(t["w"]["nbytes"], 68)
         self.assertEqual(t["v"]["type"], "F32")
+
+    def test_against_huggingface_gguf(self):
+        rng = np.random.default_rng(9)
+        tensors = []
+        for name in gguf.QUANT_NAMES + ["F32", "F16", "BF16"]:
+            t = gguf.BY_NAME[name]
+            cols = 256 if gguf.TYPES[t][1] == 256 else 64
+            tensors.append(("w." + name, t, [cols, 3], gguf.quantize(rng.standard_normal(cols * 3), t)))
+        tensors.append(("v3d", gguf.F32, [4, 3, 2], np.zeros(24, "<f4").tobytes()))
+        p = self.write("hf.gguf", self.image(tensors=tensors))
+        r, lines, _ = dump(p)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (ref,) = hf_read([p])
+        ours = {x["key"]: x["value"] for x in lines if "key" in x}
+        meta = ref["metadata"]
+        self.assertEqual(meta["version"], 3)
+        self.assertEqual(int(meta["kv_count"]), len(ours))
+        self.assertEqual(int(meta["tensor_count"]), len(tensors))
+        for k, v in ours.items():
+            self.assertIn(k, meta)
+            h = meta[k]
+            if isinstance(v, dict):      # an array: count, first and last element
+                self.assertEqual(len(h), v["n"], k)
+                if v["n"] and v["first"] is not None:
+                    self.assertEqual([float(h[0]), float(h[-1])], [float(v["first"]), float(v["last"])], k)
+                if v["elem"] == "string":
+                    self.assertEqual(h, dict((a, (b, c)) for a, b, c in self.KVS)[k][1][1], k)
+            elif isinstance(v, bool) or isinstance(v, str):
+                self.assertEqual(h, v, k)
+            else:
+                self.assertEqual(float(h), float(v), k)
+        got = [(x["tensor"], x["type"], x["ne"]) for x in lines if "tensor" in x]
+        want = [(t["name"], gguf.TYPES[t["dtype"]][0], [int(n) for n in t["shape"]]) for t in ref["tensors"]]
+        self.assertEqual(got, want)
 
     def test_alignment_and_version2(self):
         for align in (8, 64, 4096):
