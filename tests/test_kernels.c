@@ -74,7 +74,7 @@ static void test_matmul_wmat_dtypes(void **state)
      * path), f32 at an odd address (copied panel by panel) */
     for (int c = 0; c < 5; c++) {
         int dt = c < 4 ? c % 2 : 2, odd = c >= 2;
-        dfl_wmat m = {raw + odd, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in};
+        dfl_wmat m = {raw + odd, dt == 0 ? DFL_DTYPE_BF16 : dt == 1 ? DFL_DTYPE_F16 : DFL_DTYPE_F32, out, in, 0};
         unsigned char *dst = raw + odd;
         for (int64_t i = 0; i < out * in; i++) {
             if (dt == 2) {
@@ -115,7 +115,7 @@ static void test_matmul_scratch_serves_narrower(void **state)
     uint16_t *raw = malloc((size_t)(out * in) * 2);
     for (int64_t i = 0; i < out * in; i++) raw[i] = dfl_f32_to_bf16(0.001f * (float)(i % 7));
     float *x = rand_array((size_t)(n * in), 1), *y = malloc((size_t)(n * out) * 4);
-    dfl_wmat m = {raw, DFL_DTYPE_BF16, out, in};
+    dfl_wmat m = {raw, DFL_DTYPE_BF16, out, in, 0};
     dfl_matmul_wmat(y, x, &m, n, scratch);
     for (size_t i = 0; i < guard; i++) assert_true(scratch[sn + i] == 12345.0f);
     free(scratch), free(raw), free(x), free(y);

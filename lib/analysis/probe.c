@@ -14,6 +14,7 @@
 #include "dump/dump.h"
 #include "dump/dump_schema.h"
 #include "model/forward.h"
+#include "model/gguf_tok.h"
 #include "model/model.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
@@ -404,7 +405,7 @@ dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps,
     if (!need) return DFL_OK;
     dfl_tokenizer *t = NULL;
     const char *path = p->tokenizer_path ? p->tokenizer_path : p->model_dir;
-    if ((s = dfl_tokenizer_open_path(path, &t, err))) {
+    if ((s = dfl_model_tokenizer_open(path, &t, err))) {
         if (!p->tokenizer_path) dfl__context(err, "text prompts need a tokenizer (--tokenizer)");
         dfl_prompt_set_free(ps);
         return s;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "model/gguf_quant.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -99,8 +100,42 @@ static void convert_span(float *dst, const unsigned char *src, int dtype, size_t
 
 #define CONVERT_GRAIN ((size_t)1 << 16)  /* values per parallel piece of a conversion */
 
+/* The stored row of Hugging Face row r (pair_hd: llama.cpp's Q/K order, kernels.h). */
+static int64_t stored_row(const dfl_wmat *w, int64_t r)
+{
+    if (w->pair_hd <= 0) return r;
+    int64_t hd = w->pair_hd, base = r - r % hd, i = r % hd;
+    return base + (i < hd / 2 ? 2 * i : 2 * (i - hd / 2) + 1);
+}
+
+/* Bytes of one stored row. */
+static size_t row_bytes(const dfl_wmat *w)
+{
+    if (w->dtype >= DFL_WMAT_GGML) return dfl_ggml_row_bytes((uint32_t)(w->dtype - DFL_WMAT_GGML), w->cols);
+    return (size_t)w->cols * dfl_dtype_size((dfl_dtype)w->dtype);
+}
+
+/* Row by row: ggml blocks (dequantized a row at a time) and pair-ordered rows. */
+static void wmat_rows_each(const dfl_wmat *w, int64_t r0, int64_t n, float *dst)
+{
+    size_t rb = row_bytes(w), cols = (size_t)w->cols;
+    const unsigned char *base = w->data;
+#pragma omp parallel for schedule(static) if ((size_t)n * cols > CONVERT_GRAIN && !omp_in_parallel())
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *src = base + (size_t)stored_row(w, r0 + i) * rb;
+        if (w->dtype >= DFL_WMAT_GGML)
+            dfl_ggml_dequant_row((uint32_t)(w->dtype - DFL_WMAT_GGML), src, dst + (size_t)i * cols, w->cols);
+        else
+            convert_span(dst + (size_t)i * cols, src, w->dtype, cols);
+    }
+}
+
 void dfl_wmat_rows(const dfl_wmat *w, int64_t r0, int64_t n, float *dst)
 {
+    if (w->dtype >= DFL_WMAT_GGML || w->pair_hd > 0) {
+        wmat_rows_each(w, r0, n, dst);
+        return;
+    }
     size_t esz = dfl_dtype_size((dfl_dtype)w->dtype), total = (size_t)n * (size_t)w->cols;
     const unsigned char *src = (const unsigned char *)w->data + (size_t)r0 * (size_t)w->cols * esz;
     int64_t pieces = (int64_t)((total + CONVERT_GRAIN - 1) / CONVERT_GRAIN);
@@ -130,7 +165,7 @@ void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, flo
 {
     int64_t in = w->cols, out = w->rows;
     if (n <= 0 || out <= 0) return;
-    if (w->dtype == DFL_DTYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0) {
+    if (w->dtype == DFL_DTYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0 && w->pair_hd <= 0) {
         dfl_matmul_xwt(y, x, w->data, n, in, out);
         return;
     }
@@ -146,15 +181,17 @@ void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, flo
 
 void dfl_matmul_wmat_naive(float *y, const float *x, const dfl_wmat *w, int64_t n)
 {
-    size_t esz = dfl_dtype_size((dfl_dtype)w->dtype);
+    size_t esz = w->dtype >= DFL_WMAT_GGML ? 0 : dfl_dtype_size((dfl_dtype)w->dtype), rb = row_bytes(w);
     const unsigned char *src = w->data;
     for (int64_t i = 0; i < n; i++)
         for (int64_t o = 0; o < w->rows; o++) {
             double acc = 0.0;
+            const unsigned char *row = src + (size_t)stored_row(w, o) * rb;
             for (int64_t k = 0; k < w->cols; k++) {
-                const unsigned char *e = src + ((size_t)o * (size_t)w->cols + (size_t)k) * esz;
+                const unsigned char *e = row + (size_t)k * esz;
                 float v;
-                if (w->dtype == DFL_DTYPE_BF16) v = dfl_bf16_to_f32((uint16_t)(e[0] | e[1] << 8));
+                if (w->dtype >= DFL_WMAT_GGML) v = dfl_ggml_dequant_at((uint32_t)(w->dtype - DFL_WMAT_GGML), row, k);
+                else if (w->dtype == DFL_DTYPE_BF16) v = dfl_bf16_to_f32((uint16_t)(e[0] | e[1] << 8));
                 else if (w->dtype == DFL_DTYPE_F16) v = dfl_f16_to_f32((uint16_t)(e[0] | e[1] << 8));
                 else memcpy(&v, e, sizeof v);
                 acc += (double)x[i * w->cols + k] * v;

@@ -21,12 +21,18 @@ void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t
 void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out);
 
 /* A weight matrix [rows, cols] in the dtype the checkpoint stores it in (a dfl_dtype:
- * F32, F16 or BF16), little-endian, possibly unaligned: usually a view into the
- * memory-mapped file, which stays the only copy of the weights. */
+ * F32, F16 or BF16; or DFL_WMAT_GGML + a ggml block type of model/gguf_quant.h, each
+ * row cols/QK blocks), little-endian, possibly unaligned: usually a view into the
+ * memory-mapped file, which stays the only copy of the weights.
+ * pair_hd > 0: the rows are stored in llama.cpp's Q/K order (convert_hf_to_gguf.py's
+ * permute): within each head of pair_hd rows, stored row 2i holds row i and stored row
+ * 2i + 1 holds row i + pair_hd/2; every reader gives the rows in Hugging Face order. */
+#define DFL_WMAT_GGML 0x100
 typedef struct dfl_wmat {
     const void *data;
     int dtype;
     int64_t rows, cols;
+    int64_t pair_hd;    /* 0: rows in order */
 } dfl_wmat;
 
 /* Floats of scratch that dfl_matmul_wmat needs for any weight of at most `in` columns
@@ -34,15 +40,17 @@ typedef struct dfl_wmat {
 #define DFL_PANEL_BYTES ((size_t)32 << 20)
 size_t dfl_matmul_scratch(int64_t in);
 
-/* y[n, w->rows] = x[n, w->cols] · Wᵀ with f32 maths. Aligned F32 weights go straight to
- * sgemm; F16, BF16 and unaligned F32 weights are converted panel by panel (rows of W)
+/* y[n, w->rows] = x[n, w->cols] · Wᵀ with f32 maths. Aligned F32 weights in row order go
+ * straight to sgemm; the others (F16, BF16, ggml blocks, unaligned or pair-ordered F32)
+ * are converted panel by panel (rows of W)
  * into scratch (dfl_matmul_scratch(w->cols) floats) and each panel multiplied in turn.
  * The naive twin converts element by element and accumulates in double. */
 void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, float *scratch);
 void dfl_matmul_wmat_naive(float *y, const float *x, const dfl_wmat *w, int64_t n);
 
 /* Rows [r0, r0 + n) of w as f32 into dst[n, w->cols] (exact: every f16/bf16 value is
- * an f32). Runs in parallel when called outside a parallel region. */
+ * an f32; ggml blocks as ggml's dequantize_row_*). Runs in parallel when called outside
+ * a parallel region. */
 void dfl_wmat_rows(const dfl_wmat *w, int64_t r0, int64_t n, float *dst);
 
 /* y[n, d] += b[d] on every row. */

@@ -10,6 +10,7 @@
 
 #include "base/jsondoc.h"
 #include "model/family.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 
 /* Upper bound on any single dimension: keeps every product below 2^62. */
@@ -1043,8 +1044,16 @@ dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
     return dfl_model_load_opts(dir, NULL, out, err);
 }
 
+/* A GGUF file rather than a model directory: the name says so. */
+static int is_gguf_path(const char *p)
+{
+    size_t n = strlen(p);
+    return n > 5 && !strcmp(p + n - 5, ".gguf");
+}
+
 dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_model **out, dfl_error *err)
 {
+    if (is_gguf_path(dir)) return dfl__model_load_gguf(dir, opts, out, err);
     *out = NULL;
     dfl_model *m = calloc(1, sizeof *m);
     char *cfg_path = join_path(dir, "config.json");
@@ -1112,6 +1121,7 @@ void dfl_model_free(dfl_model *m)
     for (size_t i = 0; i < m->n_unused; i++) free(m->unused[i]);
     free(m->unused);
     dfl_st_set_close(m->tensors);
+    dfl_gguf_close(m->gguf);
     free(m->layers);
     free(m->config_text);
     free(m->path);

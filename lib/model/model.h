@@ -4,7 +4,8 @@
  * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama). What differs by
  * model_type (keys, defaults, biases, windows) is one entry of model/family.h's table.
  *
- * A model is a directory: config.json plus model.safetensors or index-listed shards.
+ * A model is a directory: config.json plus model.safetensors or index-listed shards;
+ * or a GGUF file (gguf_model.c), its matrices kept as ggml blocks where quantized.
  * Weight matrices stay in the mapped file in their own dtype (F32/F16/BF16); the
  * matmuls convert them panel by panel. Every tensor's presence, dtype and shape is
  * checked against the config before use, and every tensor of the checkpoint must be
@@ -151,6 +152,7 @@ typedef struct dfl_model {
     size_t n_unused;
     struct dfl_st_set *tensors; /* the mapped weight files; the weights point into them
                                  * (read-only: never write through these pointers) */
+    struct dfl_gguf *gguf;      /* a GGUF model's mapped file(s) instead (tensors NULL) */
 } dfl_model;
 
 typedef struct dfl_load_opts {
@@ -158,12 +160,17 @@ typedef struct dfl_load_opts {
                          * use (listed in m->unused); else DFL_ERR_TENSOR naming them */
 } dfl_load_opts;
 
-/* Load DIR/config.json and its weights. Caller owns *out (dfl_model_free).
+/* Load DIR/config.json and its weights, or a GGUF file (a path ending in .gguf; split
+ * files by any of their names): the config from its metadata, tensors by GGUF names
+ * (docs/format.md "GGUF"). Caller owns *out (dfl_model_free).
  * Errors name the file and tensor: DFL_ERR_IO, DFL_ERR_FORMAT, DFL_ERR_CONFIG,
  * DFL_ERR_TENSOR (missing, unused, wrong dtype, wrong shape), DFL_ERR_NOMEM.
  * dfl_model_load is dfl_model_load_opts with opts NULL (every tensor must be used). */
 dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err);
 dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_model **out, dfl_error *err);
+
+/* internal: the GGUF half of dfl_model_load_opts (gguf_model.c). */
+dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl_model **out, dfl_error *err);
 
 /* Free a model; accepts NULL. */
 void dfl_model_free(dfl_model *m);

@@ -25,6 +25,7 @@ static void usage(FILE *out)
             "and docs/probe.md).\n"
             "\n"
             "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+            "                         or a GGUF file (FILE.gguf, split files by any part)\n"
             "                         or ORG/NAME[@REVISION]: a model in the local Hugging Face cache\n"
             "                         (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; default\n"
             "                         revision main); never downloaded: probe does no network access\n"

@@ -9,6 +9,7 @@
 #include "base/atomic.h"
 #include "base/jsondoc.h"
 #include "base/cli.h"
+#include "model/gguf_tok.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 
@@ -26,7 +27,7 @@ static void usage(FILE *out)
                  "are rendered with the folder's chat template first. A folder's tokenizer_config.json\n"
                  "add_bos_token / add_eos_token apply as in transformers.\n"
                  "\n"
-                 "  --tokenizer PATH      tokenizer.json, or a folder that holds one (required)\n"
+                 "  --tokenizer PATH      tokenizer.json, a folder that holds one, or a GGUF file (required)\n"
                  "  --no-special          do not add the post-processor's special tokens (BOS/EOS)\n"
                  "                        (default: add them, as Hugging Face's encode does)\n"
                  "  --json                each input line is a JSON string (or {\"input\": string}), so texts\n"
@@ -233,7 +234,7 @@ int main(int argc, char **argv)
     if (out && dfl__check_not_input(out, inputs, 2, &err)) return fail(&err);
 
     dfl_tokenizer *t = NULL;
-    if (dfl_tokenizer_open_path(tok_path, &t, &err)) return fail(&err);
+    if (dfl_model_tokenizer_open(tok_path, &t, &err)) return fail(&err);
     dfl_status st = DFL_OK;
     if (prompts) {
         st = dfl_prompt_file_tokenize(prompts, out, t, special, force, &err);

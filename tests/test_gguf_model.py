@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""test_gguf_model.py — bin/probe --model FILE.gguf against its safetensors twin and the
+numpy reference.
+
+- llama, mistral, qwen2, qwen3 written by tests/ref/make_model.py as safetensors and by
+  tests/ref/gguf.py's converter as GGUF (Q/K rows permuted for llama and mistral as
+  convert_hf_to_gguf.py does), F32 and F16: probe's logits and maps on the two agree;
+- every quantized type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) and BF16: probe on
+  the GGUF against tests/ref/reference.py run on the weights as numpy dequantizes them,
+  within tests/test_reference.py's tolerances; a model in three split files too;
+- refusals: an IQ type by name, an unknown architecture, a missing key, a tensor the
+  model does not use, llama3 rope frequency factors.
+
+Run from the repo root:  /usr/bin/python3 tests/test_gguf_model.py   (BIN=bin by default)
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "ref"))
+import gguf  # noqa: E402
+import make_model  # noqa: E402
+import reference  # noqa: E402
+import test_reference as tr  # noqa: E402
+
+import h5py  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="dfl-gguf-model-")
+SUMMARY = []
+
+
+def probe(model, prompts, out, *extra, ok=True):
+    cmd = [tr.PROBE, "--model", model, "--prompts", prompts, "--out", out, "--maps", "all", "--map-dtype", "f32",
+           "--save-logits", "--quiet"] + list(extra)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if ok and r.returncode != 0:
+        raise AssertionError("%s exited %d: %s" % (" ".join(cmd), r.returncode, r.stderr))
+    return r
+
+
+def read_dump(path, n):
+    out = []
+    with h5py.File(path, "r") as f:
+        for si in range(n):
+            s = f["samples/%06d" % si]
+            out.append((s["logits"][()], s["attn/map1"][()], s["nll"][()]))
+    return out
+
+
+def model_files(name, mtype, hidden, ffn, wtype, heads=4, kv_heads=2, split=0, **kw):
+    """(safetensors dir, gguf path, config, numpy-dequantized hf tensors)."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    cfg = make_model.make_config(mtype, 2, hidden, heads, kv_heads=kv_heads, ffn=ffn, vocab=tr.VOCAB, **kw)
+    tensors = make_model.make_weights(cfg, seed=sum(name.encode()) % 1000)
+    sdir = os.path.join(d, "st")
+    make_model.write_model(sdir, cfg, tensors, "f32")
+    base = os.path.join(d, "model" if split else "model.gguf")
+    paths, back = gguf.convert(cfg, tensors, wtype, base, split=split)
+    return sdir, paths[0], cfg, back
+
+
+class Twin(unittest.TestCase):
+    """F32/F16 GGUF against the safetensors model of the same weights."""
+
+    def check(self, mtype, wtype, **kw):
+        name = "twin-%s-%s" % (mtype, gguf.TYPES[wtype][0])
+        sdir, gpath, cfg, back = model_files(name, mtype, 64, 96, wtype, **kw)
+        if wtype == gguf.F16:   # the twin holds the same f16 matrices (and the F32 vectors)
+            t = [(n, back[n].astype(np.float32)) for n, _ in make_model.make_weights(cfg, seed=0)]
+            make_model.write_model(sdir, cfg, t, "f32")
+        pfile = os.path.join(TMP, name, "prompts.jsonl")
+        prompts = tr.write_prompts(pfile, (19, 13), seed=3)
+        a, b = os.path.join(TMP, name, "st.h5"), os.path.join(TMP, name, "gguf.h5")
+        probe(sdir, pfile, a)
+        probe(gpath, pfile, b)
+        worst = [0.0, 0.0]
+        for (la, ma, _), (lb, mb, _) in zip(read_dump(a, 2), read_dump(b, 2)):
+            worst[0] = max(worst[0], float(np.abs(la - lb).max() / np.abs(la).max()))
+            worst[1] = max(worst[1], float(np.abs(ma - mb).max()))
+        SUMMARY.append("%s: logits rel %.1e maps %.1e" % (name, worst[0], worst[1]))
+        self.assertLess(worst[0], 1e-6, name)
+        self.assertLess(worst[1], 1e-7, name)
+        del prompts
+
+    def test_llama_f32(self):
+        self.check("llama", gguf.F32)
+
+    def test_mistral_f16(self):
+        self.check("mistral", gguf.F16, sliding_window=None)
+
+    def test_qwen2_f32(self):
+        self.check("qwen2", gguf.F32, tied=True)
+
+    def test_qwen3_f16(self):
+        self.check("qwen3", gguf.F16, head_dim=24)
+
+
+class AgainstReference(unittest.TestCase):
+    """Quantized GGUF against the numpy reference on the numpy-dequantized weights."""
+
+    def check(self, mtype, wtype, split=0, heads=4, **kw):
+        name = "ref-%s-%s%s" % (mtype, gguf.TYPES[wtype][0], "-split%d" % split if split else "")
+        _, gpath, cfg, back = model_files(name, mtype, 256, 512, wtype, heads=heads, split=split, **kw)
+        m = reference.Model(cfg, back)
+        pfile = os.path.join(TMP, name, "prompts.jsonl")
+        prompts = tr.write_prompts(pfile, (21, 14), seed=5)
+        out = os.path.join(TMP, name, "dump.h5")
+        probe(gpath, pfile, out)
+        worst = [0.0, 0.0, 0.0]
+        for p, (lg, mp, nll) in zip(prompts, read_dump(out, 2)):
+            r = reference.forward(m, p["tokens"])
+            worst[0] = max(worst[0], float(np.abs(lg - r["logits"]).max() / np.abs(r["logits"]).max()))
+            worst[1] = max(worst[1], float(np.abs(mp - r["map1"]).max()))
+            worst[2] = max(worst[2], float(np.abs(nll[:-1] - reference.nll(r["logits"], p["tokens"])[:-1]).max()))
+        SUMMARY.append("%s: logits rel %.1e maps %.1e nll %.1e" % (name, *worst))
+        self.assertLess(worst[0], tr.TOL_LOGITS_REL, name)
+        self.assertLess(worst[1], tr.TOL_MAP, name)
+        self.assertLess(worst[2], tr.TOL_NLL, name)
+        return out
+
+
+def _add(mtype, tname, **kw):
+    def test(self):
+        self.check(mtype, gguf.BY_NAME[tname], **kw)
+    extra = "".join("_%s%s" % kv for kv in sorted(kw.items()))
+    setattr(AgainstReference, "test_%s_%s%s" % (mtype, tname.lower(), extra), test)
+
+
+for _t in gguf.QUANT_NAMES + ["BF16"]:
+    _add("llama", _t)
+for _m, _t, _kw in (("qwen2", "Q4_K", {}), ("qwen3", "Q6_K", dict(heads=8, head_dim=32)), ("mistral", "Q5_0", {}),
+                    ("qwen2", "Q8_0", dict(tied=True)), ("llama", "Q4_K", dict(split=3))):
+    _add(_m, _t, **_kw)
+
+
+class Refusals(unittest.TestCase):
+    def setUp(self):
+        self.d = tempfile.mkdtemp(dir=TMP)
+        cfg = make_model.make_config("llama", 1, 64, 4, ffn=96, vocab=tr.VOCAB)
+        self.cfg, self.tensors = cfg, make_model.make_weights(cfg)
+        self.pfile = os.path.join(self.d, "p.jsonl")
+        tr.write_prompts(self.pfile, (9, 5), seed=1)
+
+    def refused(self, kvs, tensors, *want):
+        p = os.path.join(self.d, "m.gguf")
+        gguf.write_gguf(p, kvs, tensors)
+        r = probe(p, self.pfile, os.path.join(self.d, "o.h5"), ok=False)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        for w in want:
+            self.assertIn(w, r.stderr)
+
+    def parts(self):
+        _, back = gguf.convert(self.cfg, self.tensors, gguf.Q8_0)
+        kvs = gguf.config_kvs(self.cfg)
+        t = []
+        for n, a in self.tensors:
+            a = np.asarray(a, np.float32)
+            ty = gguf.Q8_0 if a.ndim == 2 else gguf.F32
+            t.append((gguf.gguf_name(n), ty, list(a.shape[::-1]), gguf.quantize(a, ty)))
+        return kvs, t
+
+    def test_iq_type_by_name(self):
+        kvs, t = self.parts()
+        name, _, ne, _ = t[3]
+        t[3] = (name, gguf.IQ2_XXS, [256, 1], b"\0" * 66)
+        self.refused(kvs, t, "IQ2_XXS", name)
+
+    def test_unknown_architecture(self):
+        kvs, t = self.parts()
+        kvs[0] = ("general.architecture", gguf.STRING, "gptj")
+        self.refused(kvs, t, "architecture 'gptj' is not supported")
+
+    def test_missing_key(self):
+        kvs, t = self.parts()
+        kvs = [kv for kv in kvs if not kv[0].endswith("feed_forward_length")]
+        self.refused(kvs, t, "'llama.feed_forward_length' is missing")
+
+    def test_unused_tensor_and_rope_freqs(self):
+        kvs, t = self.parts()
+        self.refused(kvs, t + [("extra.weight", gguf.F32, [4], b"\0" * 16)], "'extra.weight'", "--allow-unused")
+        self.refused(kvs, t + [("rope_freqs.weight", gguf.F32, [8], b"\0" * 32)], "rope_freqs")
+
+    def test_wrong_shape(self):
+        kvs, t = self.parts()
+        kvs = [(k, v, 128 if k.endswith("feed_forward_length") else x) for k, v, x in kvs]
+        self.refused(kvs, t, "ffn_gate.weight", "[128, 64]")
+
+
+if __name__ == "__main__":
+    try:
+        res = unittest.main(verbosity=2, exit=False)
+        for line in SUMMARY:
+            print(line, file=sys.stderr)
+        sys.exit(0 if res.result.wasSuccessful() else 1)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
