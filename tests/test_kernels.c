@@ -362,7 +362,7 @@ static void test_matmul_io_matches_naive(void **state)
     float *y = malloc(n * out * 4), *yr = malloc(n * out * 4), *scratch = malloc(7 * out * 4);
     uint16_t *h = malloc(in * out * 2);
     for (int c = 0; c < 3; c++) {
-        dfl_wmat m = {w, DFL_DTYPE_F32, in, out};
+        dfl_wmat m = {w, DFL_DTYPE_F32, in, out, 0};
         if (c) {
             for (int64_t i = 0; i < in * out; i++) h[i] = c == 1 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
             m.data = h;
@@ -374,7 +374,7 @@ static void test_matmul_io_matches_naive(void **state)
     }
     /* x[1, 2] · W[2, 3] = [1·1 + 2·4, 1·2 + 2·5, 1·3 + 2·6] */
     float xs[2] = {1, 2}, ws[6] = {1, 2, 3, 4, 5, 6}, ys[3];
-    dfl_wmat m = {ws, DFL_DTYPE_F32, 2, 3};
+    dfl_wmat m = {ws, DFL_DTYPE_F32, 2, 3, 0};
     dfl_matmul_wmat_io(ys, xs, &m, 1, scratch, 3);
     assert_true(ys[0] == 9 && ys[1] == 12 && ys[2] == 15);
     free(x), free(w), free(y), free(yr), free(scratch), free(h);

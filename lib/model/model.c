@@ -711,10 +711,7 @@ static dfl_status bind_mat(binder *b, const char *name, int64_t d0, int64_t d1, 
     const dfl_tensor *t;
     dfl_status s = find(b, name, d0, d1, 0, &t, err);
     if (s) return s;
-    out->data = t->data;
-    out->dtype = (int)t->dtype;
-    out->rows = d0;
-    out->cols = d1;
+    *out = (dfl_wmat){.data = t->data, .dtype = (int)t->dtype, .rows = d0, .cols = d1, .pair_hd = 0};
     return DFL_OK;
 }
 
