@@ -298,10 +298,12 @@ static void test_family_table(void **state)
         for (int64_t i = 0; i < sh.q_ld / hd; i++) assert_int_equal(q_reads[i], 1);
         for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(out_writes[j], 1);
         /* the Diff heads' sub-layer norm: unilm's fixed 1e-5, DiffLlama's rms_norm_eps */
-        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
+        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER || c.type == DFL_MODEL_MOTIF ? 1e-5f
+                     : c.type == DFL_MODEL_DIFFLLAMA                               ? 0.25f
+                                                                                   : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 6);
+    assert_int_equal(families, 8);
     assert_null(dfl__family_find("gpt2"));
 }
 

@@ -256,7 +256,7 @@ class ReferenceSelfTest(unittest.TestCase):
     def test_published_configs_keep_every_key(self):
         sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                  "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
-                 "max_window_layers", "rope_scaling"}
+                 "max_window_layers", "rope_scaling", "num_noise_heads"}
         for name, (shards, pub) in make_model.PUBLISHED.items():
             cfg, n = make_model.published_config(name)
             self.assertEqual(n, shards)

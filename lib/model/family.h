@@ -36,7 +36,10 @@ typedef enum dfl__window_rule {
  * with another (GPT-2's LayerNorm and GELU MLP, Gemma's GeGLU...) names it here, and
  * model.c refuses it until forward.c and the trainer implement it. */
 typedef enum dfl__norm_kind { DFL__NORM_RMS = 0 } dfl__norm_kind;
-typedef enum dfl__mlp_kind { DFL__MLP_SWIGLU = 0 } dfl__mlp_kind;
+typedef enum dfl__mlp_kind {
+    DFL__MLP_SWIGLU = 0,
+    DFL__MLP_POLYNORM   /* Motif: down(PolyNorm(gate(x)) ⊙ up(x)), mlp.act_fn.weight [3] and .bias [1] */
+} dfl__mlp_kind;
 
 /* A config key refused by name when its value is anything but null or false. `why`
  * is a format with one %s, the model_type. */
@@ -53,6 +56,9 @@ typedef struct dfl__head_plan {
     int64_t v_col[2], v_width[2];    /* value parts, concatenated in order */
     int n_vparts;
     int64_t out_col, out_width;
+    int repeat[2];                   /* map t is an earlier head's map computed again (Motif
+                                      * GDA: the group's noise map): its raw logits are
+                                      * reported once, by the group's first head */
 } dfl__head_plan;
 
 /* An attention variant: the geometry and tensors of one block structure. */
@@ -87,6 +93,9 @@ typedef struct dfl__family {
     int qkv_bias;                     /* q/k/v projections carry biases (qwen2) */
     int qk_norm;                      /* per-head RMSNorm of q and k before RoPE (qwen3) */
     dfl__window_rule window;
+    const char *hidden_act;           /* the one hidden_act accepted; NULL = "silu" */
+    int64_t lambda_layer_shift;       /* λ_init of layer l uses l − shift (Motif: 1) */
+    double subnorm_eps;               /* default of the config's sub-layer eps (Motif) */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

@@ -10,6 +10,7 @@
 
 #include "model/family.h"
 #include "model/kernels.h"
+#include "model/kernels_polynorm.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -229,7 +230,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
     for (int t = 0; t < g->nmaps; t++) {
         m[t] = task_scores(x, h, t, a, n);
-        if (x->cap && x->cap->scores_rows) {
+        if (x->cap && x->cap->scores_rows && !p->repeat[t]) {
             dfl_score_block sb = {x->layer, h, t, a, n, T, m[t], x->window};
             x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
         }
@@ -416,13 +417,14 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
-        /* x += down(silu(gate(xn)) · up(xn)) */
+        /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
             dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
-            dfl_swiglu(w.gate, w.up, n, F);
+            if (lw->poly_w) dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
+            else dfl_swiglu(w.gate, w.up, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);

@@ -22,7 +22,8 @@
 typedef enum dfl_model_type {
     DFL_MODEL_LLAMA = 0,
     DFL_MODEL_DIFF_TRANSFORMER,
-    DFL_MODEL_DIFFLLAMA
+    DFL_MODEL_DIFFLLAMA,
+    DFL_MODEL_MOTIF              /* Motif Technologies' differential heads (V1 and GDA) */
 } dfl_model_type;
 
 /* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
@@ -56,6 +57,10 @@ typedef struct dfl_config {
     int qk_norm;                       /* qwen3: RMSNorm over each head of q and k before RoPE */
     int64_t sliding_window;            /* W > 0: layers >= window_from see keys i − W < j <= i */
     int64_t window_from;               /* first windowed layer (Qwen2's max_window_layers) */
+    int64_t num_noise_heads;           /* Motif GDA: noise heads (groups), 0 = V1 pairs */
+    double subnorm_eps;                /* > 0: the heads' sub-layer RMSNorm eps from the
+                                        * config (Motif's attn_rms_norm_eps) */
+    int64_t lambda_layer_shift;        /* λ_init uses layer − shift (Motif: 1) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -65,14 +70,15 @@ typedef struct dfl_config {
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label,
                             dfl_config *cfg, dfl_error *err);
 
-/* "llama", "diff_transformer", "diffllama". */
+/* "llama", "diff_transformer", "diffllama", "motif". */
 const char *dfl_model_type_name(dfl_model_type t);
 
 /* Differential heads for Diff models (H, or H/2 for diffllama); H for llama. */
 int64_t dfl_config_analysis_heads(const dfl_config *c);
 /* 1 for llama, 2 for the Diff models (softmax maps per analysis head). */
 int dfl_config_maps_per_head(const dfl_config *c);
-/* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·l). */
+/* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·(l − s)),
+ * s = lambda_layer_shift (0; Motif 1). */
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer);
 /* Sliding window W of layer l (query i sees keys i − W < j <= i), 0 = full causal. */
 int64_t dfl_config_window(const dfl_config *c, int64_t layer);
@@ -91,11 +97,12 @@ typedef struct dfl_layer_weights {
     float *bq, *bk, *bv; /* [H*hd], [Hkv*hd], [Hkv*hd] qwen2 biases (NULL when absent) */
     float *q_norm, *k_norm; /* [hd] qwen3 per-head RMSNorm gains (NULL when absent) */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* [dq] Diff only */
-    float *subln;        /* [2d] diff_transformer only (ones when absent) */
+    float *subln;        /* [2d] diff_transformer and motif (ones when absent) */
     float *mlp_norm;     /* [D] post_attention_layernorm */
     dfl_wmat w_gate;     /* [F, D] */
     dfl_wmat w_up;       /* [F, D] */
     dfl_wmat w_down;     /* [D, F] */
+    float *poly_w, *poly_b; /* [3], [1] Motif's PolyNorm (mlp.act_fn), NULL for SwiGLU */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;

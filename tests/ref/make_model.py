@@ -167,6 +167,29 @@ PUBLISHED = {
         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 10000.0,
         "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.48.0",
         "use_cache": True, "vocab_size": 32000}),
+    # Motif Technologies. The hub's config.json and configuration_motif.py were not
+    # reachable from here: the keys are those the ports read (MLX motif.py ModelArgs,
+    # Swift MotifModelConfiguration, vLLM motif.py), the sizes those whose parameter
+    # count gives the published 2.6B (tied) and 12.7B (untied); the unconfirmed values
+    # are listed in docs/format.md "Motif". Shards: 5 GB hub shards of bf16.
+    "Motif-2.6B": (2, {
+        "architectures": ["MotifForCausalLM"], "attention_dropout": 0.0, "attn_rms_norm_eps": 1e-05,
+        "bos_token_id": 219396, "eos_token_id": 219395, "fused_rope": True, "hidden_act": "poly_norm",
+        "hidden_size": 2048, "initializer_range": 2e-05, "intermediate_size": 8192,
+        "max_position_embeddings": 16384, "max_window_layers": 28, "model_type": "Motif",
+        "num_attention_heads": 16, "num_hidden_layers": 32, "num_key_value_heads": 16,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000.0, "sliding_window": None,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.46.3",
+        "use_bias": False, "use_cache": True, "use_sliding_window": False, "vocab_size": 219520}),
+    "Motif-2-12.7B-Base": (6, {
+        "architectures": ["MotifForCausalLM"], "attention_dropout": 0.0, "attn_rms_norm_eps": 1e-05,
+        "bos_token_id": 219396, "eos_token_id": 219395, "fused_rope": True, "head_dim": 128,
+        "hidden_act": "poly_norm", "hidden_size": 4096, "initializer_range": 2e-05,
+        "intermediate_size": 16384, "k_ratio": 1, "max_position_embeddings": 16384,
+        "model_type": "Motif", "num_attention_heads": 40, "num_hidden_layers": 40,
+        "num_key_value_heads": 16, "num_noise_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None,
+        "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.51.3", "use_bias": False, "use_cache": True, "vocab_size": 219520}),
 }
 
 
@@ -187,6 +210,9 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
                 "vocab_size": vocab})
     if "head_dim" in cfg or head_dim is not None:
         cfg["head_dim"] = hd
+    if cfg.get("num_noise_heads"):
+        # Motif GDA: keep the group shape (gr signal heads per noise head)
+        cfg["num_noise_heads"] = max(1, heads * cfg["num_noise_heads"] // H0)
     for k in ("bos_token_id", "eos_token_id"):
         if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
             cfg[k] = cfg[k] % vocab
@@ -203,6 +229,12 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
 # ---------------------------------------------------------------------------
 # config and weights
 # ---------------------------------------------------------------------------
+
+def motif_o_cols(cfg, hd):
+    """o_proj columns of a Motif config: H·hd (V1 pairs) or 2·(H − Gn)·hd (GDA)."""
+    H, Gn = cfg["num_attention_heads"], cfg.get("num_noise_heads") or 0
+    return 2 * (H - Gn) * hd if Gn else H * hd
+
 
 def default_head_dim(mtype, hidden, heads):
     if mtype == "diff_transformer":
@@ -324,6 +356,14 @@ def make_weights(cfg, seed=0, subln=True):
                 t.append((a + n, small(d)))
             if subln:
                 t.append((a + "subln.weight", gain(2 * d)))
+        elif mtype in ("Motif", "motif"):
+            t.append((a + "q_proj.weight", lin(H * hd, D)))
+            t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "o_proj.weight", lin(D, motif_o_cols(cfg, hd))))
+            for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                t.append((a + n, small(hd)))
+            t.append((a + "subln.weight", gain(2 * hd)))
         else:
             t.append((a + "q_proj.weight", lin(H * hd, D)))
             t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
@@ -344,6 +384,10 @@ def make_weights(cfg, seed=0, subln=True):
         t.append((p + "mlp.gate_proj.weight", lin(F, D)))
         t.append((p + "mlp.up_proj.weight", lin(F, D)))
         t.append((p + "mlp.down_proj.weight", lin(D, F)))
+        if mtype in ("Motif", "motif"):
+            # PolyNorm: weight around its init ones/3, a visible bias
+            t.append((p + "mlp.act_fn.weight", (1.0 / 3 + 0.2 * rng.standard_normal(3)).astype(np.float32)))
+            t.append((p + "mlp.act_fn.bias", small(1)))
     t.append(("model.norm.weight", gain(D)))
     if not cfg.get("tie_word_embeddings", False):
         t.append(("lm_head.weight", lin(V, D)))
