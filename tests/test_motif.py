@@ -149,6 +149,38 @@ for _i, _c in enumerate(CASES):
     _add_case(_i, _c)
 
 
+class MotifProbeEdits(unittest.TestCase):
+    """Published configs with one key changed: logits against the reference."""
+
+    def test_edited_configs(self):
+        if not os.access(tr.PROBE, os.X_OK):
+            self.fail("%s not found or not executable (build it, or set BIN)" % tr.PROBE)
+        import h5py
+        tmp = tempfile.mkdtemp(prefix="dfl-motif-edit-")
+        try:
+            cases = (("Motif-2.6B", dict(heads=4, head_dim=8), {"attn_rms_norm_eps": 0.3}),
+                     ("Motif-2.6B", dict(heads=4, head_dim=8), {"model_type": "motif"}),
+                     ("Motif-2-12.7B-Base", dict(heads=10, head_dim=8), {"attn_rms_norm_eps": 0.3}),
+                     # keys every port ignores (vLLM: no sliding window; fused_rope a kernel choice)
+                     ("Motif-2.6B", dict(heads=4, head_dim=8), {"use_sliding_window": True, "sliding_window": 4,
+                                                                "fused_rope": False, "expanded": True}))
+            for i, (name, sizes, edit) in enumerate(cases):
+                d = os.path.join(tmp, str(i))
+                motif_model(os.path.join(d, "m"), name, sizes, edit=edit, seed=20 + i)
+                prompts = tr.write_prompts(os.path.join(d, "p.jsonl"), (17, 12), 2 + i)
+                tr.run_probe(os.path.join(d, "m"), os.path.join(d, "p.jsonl"), os.path.join(d, "o.h5"),
+                             "--save-logits", "--quiet")
+                m = reference.load_model(os.path.join(d, "m"))
+                with h5py.File(os.path.join(d, "o.h5"), "r") as f:
+                    for si, p in enumerate(prompts):
+                        want = reference.forward(m, p["tokens"])["logits"]
+                        got = f["samples/%06d/logits" % si][()]
+                        e = float(np.abs(got - want).max() / np.abs(want).max())
+                        self.assertLess(e, tr.TOL_LOGITS_REL, "%s %s sample %d" % (name, edit, si))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class MotifProbeRefuses(unittest.TestCase):
     """What the ports compute and difflens does not is refused by name (exit 1, no output)."""
 
