@@ -303,7 +303,7 @@ static void test_family_table(void **state)
                                                                                    : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 8);
+    assert_int_equal(families, 9);
     assert_null(dfl__family_find("gpt2"));
 }
 

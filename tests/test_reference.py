@@ -489,8 +489,8 @@ class ProbeAgainstReference(unittest.TestCase):
                 if len(bad):
                     problems.append("sample %d: argmax differs at %s" % (si, bad.tolist()))
                 self.compare_extras(s, r, prompt, si, extras, problems)
-            # lambda
-            if diff:
+            # lambda (one per layer; DIFF V2's is per token: its own test)
+            if diff and "lambda" in r:
                 lam, li = f["model/lambda"][()], f["model/lambda_init"][()]
                 self.assertEqual(lam.dtype, np.float32)
                 e = max(float(np.abs(lam - r["lambda"]).max()),
@@ -504,7 +504,7 @@ class ProbeAgainstReference(unittest.TestCase):
                 self.assertNotIn("lambda", f.get("model", {}))
         line = "%s: logits rel %.1e maps %.1e nll %.1e" % (name, err["logits"], err["maps"],
                                                              err["nll"])
-        if diff:
+        if diff and mtype != "diff_transformer_v2":
             line += " lambda %.1e" % err["lambda"]
         for k in sorted(extras):
             line += " %s %.1e" % (k, extras[k])

@@ -137,7 +137,8 @@ static hid_t lcpl_parents(void)
 static dfl_status write_model_group(dfl_dump *d, const dfl_model *m, dfl_error *err)
 {
     const dfl_config *c = &m->config;
-    if (c->type == DFL_MODEL_LLAMA) return DFL_OK;
+    /* DIFF V2 has no per-layer λ: its σ(λ) is per token (samples' lambda) */
+    if (c->type == DFL_MODEL_LLAMA || c->type == DFL_MODEL_DIFF_V2) return DFL_OK;
     float *buf = dfl__alloc_array((size_t)c->num_layers * 2, sizeof(float));
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (int64_t l = 0; l < c->num_layers; l++) {

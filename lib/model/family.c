@@ -96,6 +96,26 @@ static dfl__head_plan plan_motif(const dfl_config *c, int64_t h)
     return p;
 }
 
+/* DIFF Transformer V2 (unilm multihead_flashdiffv2.py): 2H q heads; output head h
+ * pairs q heads 2h (map 1) and 2h + 1 (map 2), which flash attention's GQA puts in the
+ * same group: both read kv head h / (H/Hkv); the value is that head (hd wide). */
+static dfl__head_plan plan_diff_v2(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t hd = c->head_dim, kv = h / (c->num_heads / c->num_kv_heads);
+    for (int t = 0; t < 2; t++) {
+        p.q_col[t] = (2 * h + t) * hd;
+        p.k_col[t] = kv * hd;
+    }
+    p.v_col[0] = kv * hd;
+    p.v_width[0] = hd;
+    p.n_vparts = 1;
+    p.out_col = h * hd;
+    p.out_width = hd;
+    return p;
+}
+
 /* ------------------------------------------------------ attention variants */
 
 /* Indexed by dfl_model_type. */
@@ -116,6 +136,11 @@ static const dfl__attn_variant variants[] = {
     [DFL_MODEL_MOTIF] = {.type = DFL_MODEL_MOTIF, .name = "motif", .maps = 2, .heads_per_analysis = 1,
                          .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subln = 1,
                          .subnorm_eps = 1e-5f, .plan = plan_motif},
+    /* DIFF V2: no sub-layer norm, no λ vectors (λ is per token: lambda_proj), 2H q heads
+     * (dfl__attn_shape_of) */
+    [DFL_MODEL_DIFF_V2] = {.type = DFL_MODEL_DIFF_V2, .name = "diff_transformer_v2", .maps = 2,
+                           .heads_per_analysis = 1, .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj",
+                           .subnorm_eps = -1.0f, .plan = plan_diff_v2},
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
@@ -187,6 +212,8 @@ static const dfl__family families[] = {
     {.model_type = "diffllama", .attn = DFL_MODEL_DIFFLLAMA, .keys = diff_keys, .refused = no_window},
     /* "Motif" as vLLM's config class and the hub's configuration_motif.py write it,
      * "motif" as MLX conversions do */
+    /* difflens's convention for DIFF V2 (docs/format.md): Llama keys, interleaved RoPE */
+    {.model_type = "diff_transformer_v2", .attn = DFL_MODEL_DIFF_V2, .refused = no_window, .rope_interleaved = 1},
     {.model_type = "Motif", .attn = DFL_MODEL_MOTIF, .keys = motif_keys, .harmless = motif_harmless,
      .refused = motif_refused, .mlp = DFL__MLP_POLYNORM, .hidden_act = "poly_norm", .lambda_layer_shift = 1,
      .subnorm_eps = 1e-5},
@@ -214,7 +241,7 @@ const dfl__family *dfl__family_of(const dfl_config *c)
 
 const char *dfl__family_names(void)
 {
-    return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, Motif, motif";
+    return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, diff_transformer_v2, Motif, motif";
 }
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
@@ -245,6 +272,10 @@ dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
     s.att_ld = c->num_heads * a->v_per_kv * hd;
     s.heads = c->num_heads / a->heads_per_analysis;
     if (c->type == DFL_MODEL_MOTIF) motif_shape(c, &s);
+    if (c->type == DFL_MODEL_DIFF_V2) {   /* 2H q heads of hd (RoPE runs on each) */
+        s.n_qheads = 2 * c->num_heads;
+        s.q_ld = s.n_qheads * hd;
+    }
     return s;
 }
 

@@ -65,6 +65,7 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     attn_geom g = make_geom(c);
     double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
+    if (c->type == DFL_MODEL_DIFF_V2) proj += D * (double)g.heads;   /* lambda_proj */
     double mlp = 3.0 * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
     double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
@@ -105,6 +106,7 @@ typedef struct fwd_ws {
     float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
     float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
     float *logits;          /* [LM_HEAD_ROWS, V] */
+    float *lam;             /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
 } fwd_ws;
@@ -150,6 +152,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(qmax, H, 2, float);
     BUF(tmax, (size_t)dfl_forward_max_threads(), H * 2, float);
     BUF(logits, need_logits ? (size_t)LM_HEAD_ROWS : 0, (size_t)c->vocab_size, float);
+    BUF(lam, c->type == DFL_MODEL_DIFF_V2 ? t : 0, H, float);
 #undef BUF
     w->nbufs = n;
     return ok;
@@ -246,9 +249,12 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     const float *A = m[0];
     if (g->nmaps == 2) {
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
-        float lam = x->lw->lambda;
-        for (int64_t i = 0; i < n; i++)
+        /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
+        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + a * g->heads + h : NULL;
+        for (int64_t i = 0; i < n; i++) {
+            float lam = sig ? sig[i * g->heads] : x->lw->lambda;
             for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+        }
         A = m[2];
     }
     float *out = w->att + a * g->att_ld + p->out_col;   /* [n, out_width], stride att_ld */
@@ -344,11 +350,20 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             const float *base = w->maps + (size_t)h * (size_t)g->nstore * (size_t)rows * (size_t)T;
             dfl_attn_block b = {l, h, r0, nb, r0 + nb, T, T, base,
                                 g->nmaps == 2 ? base + (size_t)rows * (size_t)T : NULL,
-                                g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL};
+                                g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL,
+                                w->lam ? w->lam + r0 * g->heads + h : NULL, g->heads};
             s = cap->attn_rows(cap->user, &b, err);
         }
     }
     return s;
+}
+
+/* DIFF V2's per-token λ: lam[T, H] = sigmoid(xn[T, D] · lambda_projᵀ), the factor on
+ * map 2 of each row and head. */
+static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_t T, float *scratch)
+{
+    dfl_matmul_wmat(lam, xn, w, T, scratch);
+    for (int64_t i = 0; i < T * w->rows; i++) lam[i] = (float)(1.0 / (1.0 + exp(-(double)lam[i])));
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -412,6 +427,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         /* Qwen3: each head of q and k RMS-normalised over its hd values, before RoPE */
         if (lw->q_norm) dfl_rmsnorm(w.q, w.q, lw->q_norm, T * g.n_qheads, g.dq, (float)c->rms_norm_eps, 1.0f);
         if (lw->k_norm) dfl_rmsnorm(w.k, w.k, lw->k_norm, T * g.n_kheads, g.dq, (float)c->rms_norm_eps, 1.0f);
+        if (lw->w_lambda.data) lambda_tokens(w.lam, w.xn, &lw->w_lambda, T, w.scratch);
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;

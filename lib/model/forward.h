@@ -17,11 +17,15 @@
 /* One block of attention rows of one analysis head: rows [row0, row0 + n) of the
  * T×T map, each row given over keys [0, ncols) with stride ld (keys ≥ ncols are
  * masked, hence 0; so are keys before a sliding window, dfl_config_window). map1 is the softmax map (map 1 of a Diff head); map2 and diff
- * (= map1 − λ·map2) are NULL for llama. */
+ * (= map1 − λ·map2, λ per row for DIFF V2) are NULL for llama. */
 typedef struct dfl_attn_block {
     int64_t layer, head;
     int64_t row0, n, ncols, ld, T;
     const float *map1, *map2, *diff;
+    /* DIFF V2: σ(λ) of each row, the factor on map 2 (row i at row_lambda[i·lambda_ld]);
+     * NULL for the other types (one λ per layer: dfl_layer_weights.lambda) */
+    const float *row_lambda;
+    int64_t lambda_ld;
 } dfl_attn_block;
 
 /* Raw attention logits of one map of one analysis head: q·k/√d after RoPE and

@@ -566,6 +566,7 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     BIND_MAT(w_gate, "mlp.gate_proj.weight", F, D);
     BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
     BIND_MAT(w_down, "mlp.down_proj.weight", D, F);
+    if (c->type == DFL_MODEL_DIFF_V2) BIND_MAT(w_lambda, "self_attn.lambda_proj.weight", c->num_heads, D);
     if (dfl__family_of(c)->mlp == DFL__MLP_POLYNORM) {
         BIND(poly_w, "mlp.act_fn.weight", 3, 0);
         BIND(poly_b, "mlp.act_fn.bias", 1, 0);

@@ -23,7 +23,8 @@ typedef enum dfl_model_type {
     DFL_MODEL_LLAMA = 0,
     DFL_MODEL_DIFF_TRANSFORMER,
     DFL_MODEL_DIFFLLAMA,
-    DFL_MODEL_MOTIF              /* Motif Technologies' differential heads (V1 and GDA) */
+    DFL_MODEL_MOTIF,             /* Motif Technologies' differential heads (V1 and GDA) */
+    DFL_MODEL_DIFF_V2            /* DIFF Transformer V2: per-token λ = sigmoid(lambda_proj(x)) */
 } dfl_model_type;
 
 /* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
@@ -70,7 +71,7 @@ typedef struct dfl_config {
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label,
                             dfl_config *cfg, dfl_error *err);
 
-/* "llama", "diff_transformer", "diffllama", "motif". */
+/* "llama", "diff_transformer", "diffllama", "motif", "diff_transformer_v2". */
 const char *dfl_model_type_name(dfl_model_type t);
 
 /* Differential heads for Diff models (H, or H/2 for diffllama); H for llama. */
@@ -103,6 +104,7 @@ typedef struct dfl_layer_weights {
     dfl_wmat w_up;       /* [F, D] */
     dfl_wmat w_down;     /* [D, F] */
     float *poly_w, *poly_b; /* [3], [1] Motif's PolyNorm (mlp.act_fn), NULL for SwiGLU */
+    dfl_wmat w_lambda;   /* [H, D] DIFF V2's lambda_proj (data NULL otherwise) */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;

@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral")
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral", "diff_transformer_v2")
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -262,7 +262,8 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
         "architectures": {"llama": ["LlamaForCausalLM"], "diffllama": ["DiffLlamaForCausalLM"],
                           "diff_transformer": ["DiffTransformerForCausalLM"],
                           "qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"],
-                          "mistral": ["MistralForCausalLM"]}[mtype],
+                          "mistral": ["MistralForCausalLM"],
+                          "diff_transformer_v2": ["DiffTransformerV2ForCausalLM"]}[mtype],
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": ffn if ffn is not None else 4 * hidden,
@@ -356,6 +357,13 @@ def make_weights(cfg, seed=0, subln=True):
                 t.append((a + n, small(d)))
             if subln:
                 t.append((a + "subln.weight", gain(2 * d)))
+        elif mtype == "diff_transformer_v2":
+            # unilm MultiheadFlashDiffV2: 2H q heads, Hkv k/v heads, lambda_proj [H, D]
+            t.append((a + "q_proj.weight", lin(2 * H * hd, D)))
+            t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "o_proj.weight", lin(D, H * hd)))
+            t.append((a + "lambda_proj.weight", lin(H, D)))
         elif mtype in ("Motif", "motif"):
             t.append((a + "q_proj.weight", lin(H * hd, D)))
             t.append((a + "k_proj.weight", lin(Hkv * hd, D)))

@@ -99,7 +99,7 @@ class Model:
         self.t = tensors
         self.arch = cfg["model_type"]
         if self.arch not in ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral",
-                             "Motif", "motif"):
+                             "Motif", "motif", "diff_transformer_v2"):
             raise ValueError("unknown model_type %r" % self.arch)
         self.type = "llama" if self.arch in ("qwen2", "qwen3", "mistral") else self.arch
         if self.arch in ("Motif", "motif"):
@@ -126,7 +126,8 @@ class Model:
         self.hd = hd
         self.eps = cfg.get("rms_norm_eps", 1e-6)
         interleaved = cfg.get("rope_interleaved")
-        self.interleaved = (self.type == "diff_transformer") if interleaved is None else interleaved
+        self.interleaved = (self.type in ("diff_transformer", "diff_transformer_v2")) \
+            if interleaved is None else interleaved
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         self.kv_pairing = cfg.get("diff_kv_pairing") or "flash"
         if self.kv_pairing not in ("flash", "naive"):
@@ -475,6 +476,32 @@ def attn_motif(m, l, h, quant=None):
     return (attn_motif_gda if m.Gn else attn_motif_v1)(m, l, h, quant)
 
 
+def attn_diff_v2(m, l, h, quant=None):
+    """DIFF Transformer V2 (unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H q heads
+    under flash attention's GQA (q head j reads kv head j // (2H/Hkv)), interleaved
+    RoPE; per token t and output head i, attn_i = A_2i·v − sigmoid(lambda_proj(x))_ti ·
+    A_2i+1·v; no λ_init, no sub-layer norm. "lambda" here is σ(λ) [T, H]."""
+    a = "model.layers.%d.self_attn." % l
+    T, H, Hkv, d = h.shape[0], m.H, m.Hkv, m.hd
+    fr = inv_freq(m, d)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, 2 * H, d), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, d), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, d)
+    sig = 1.0 / (1.0 + np.exp(-(h @ m.t[a + "lambda_proj.weight"].T)))      # [T, H]
+    A = np.zeros((2 * H, T, T))
+    scores = np.zeros((2 * H, T, T))
+    o = np.zeros((T, 2 * H, d))
+    for j in range(2 * H):
+        kv = j // (2 * H // Hkv)
+        A[j], scores[j] = causal_softmax(q[:, j], k[:, kv], d ** -0.5, quant)
+        o[:, j] = A[j] @ v[:, kv]
+    out = o[:, 0::2] - sig[:, :, None] * o[:, 1::2]
+    y = out.reshape(T, H * d) @ m.t[a + "o_proj.weight"].T
+    diff = A[0::2] - sig.T[:, :, None] * A[1::2]
+    return y, {"map1": A[0::2], "map2": A[1::2], "diff": diff, "sigma": sig,
+               "scores": scores}
+
+
 def polynorm(x, w, b, eps=1e-6):
     """PolyNorm (arXiv 2411.03884; vLLM PolyNorm, eps 1e-6): w0·n(x³) + w1·n(x²) +
     w2·n(x) + b, n(z) = z / sqrt(mean(z²) + eps) over the last axis."""
@@ -491,7 +518,7 @@ def mlp_act(m, p, g):
 
 
 _ATTN = {"llama": attn_llama, "diff_transformer": attn_diff_transformer,
-         "diffllama": attn_diffllama, "motif": attn_motif}
+         "diffllama": attn_diffllama, "motif": attn_motif, "diff_transformer_v2": attn_diff_v2}
 
 
 # ---------------------------------------------------------------------------
