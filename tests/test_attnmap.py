@@ -329,6 +329,27 @@ class AttnMap(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.expect_error([nomaps], ["no attention maps", "--maps"])
 
+    def test_scales_not_ascending(self):
+        """The sample reader attnmap shares with bin/view refuses a scale out of order,
+        or rows outside the tokens, naming the dataset."""
+        for name in ("layers", "heads", "rows"):
+            bad = os.path.join(self.root, "unordered_%s.h5" % name)
+            shutil.copy(self.df, bad)
+            with h5py.File(bad, "r+") as f:
+                d = f["samples/000000/attn/" + name]
+                v = d[:]
+                v[0], v[1] = v[1], v[0]
+                d[...] = v
+            self.expect_error([bad], ["samples/000000/attn/%s is not strictly ascending" % name])
+        bad = os.path.join(self.root, "row_outside.h5")
+        shutil.copy(self.df, bad)
+        with h5py.File(bad, "r+") as f:
+            d = f["samples/000000/attn/rows"]
+            v = d[:]
+            v[-1] = f["samples/000000/tokens"].shape[0]
+            d[...] = v
+        self.expect_error([bad], ["samples/000000/attn/rows lists row", "outside the"])
+
     def test_out_of_range(self):
         self.expect_error([self.tr, "--layer", "7"], ["layer 7 was not captured", "layers 0-1"])
         self.expect_error([self.tr, "--head", "2"], ["head 2 was not captured", "heads 0-1"])

@@ -1,5 +1,5 @@
 /* test_dump_direct.c — the dump's direct chunk writer (dfl_dump_stream_create_direct in
- * lib/dump/dump.c) and the vectorised f32 → f16 packer (lib/dump/f16_pack.c).
+ * lib/dump/dump_direct.c) and the vectorised f32 → f16 packer (lib/dump/f16_pack.c).
  *
  * References: GCC's _Float16 conversion (libgcc's soft-float rounding, independent of
  * both converters) and the scalar dfl_f32_to_f16 over a sweep of every f32 exponent

@@ -5,10 +5,17 @@ per-sample tokens, segments, token_text, attn maps with their dimension scales, 
 nll, argmax; that xarray (h5netcdf engine) opens a sample's attn group with named
 dimensions; that --maps none writes no maps; and that no temporary files are left.
 
+The schema itself (class Schema): lib/dump/dump_schema.h and docs/format.md's dump
+tables name the same datasets and attributes (with the same dtype, dimensions and
+Diff-only marks where the doc states one), and every dump bin/probe writes for llama,
+diff_transformer and diffllama holds exactly what the header declares: every entry it
+always writes present, nothing undeclared, dtype, rank and known dimensions as declared.
+
 Run from the repo root:  /usr/bin/python3 tests/test_dump_schema.py   (BIN=bin by default)
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +30,10 @@ import make_model  # noqa: E402
 
 import h5py  # noqa: E402
 
+ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("BIN", "bin")
+SCHEMA_H = os.path.join(ROOT, "lib", "dump", "dump_schema.h")
+FORMAT_MD = os.path.join(ROOT, "docs", "format.md")
 PROBE = os.path.join(BIN, "probe")
 
 VOCAB = 97
@@ -67,7 +77,263 @@ def as_str(v):
     return v
 
 
-class DumpSchema(unittest.TestCase):
+# ---------------------------------------------------------------- the schema
+
+def header_schema(path=SCHEMA_H):
+    """dump_schema.h as {(kind, object or path, attribute name or None): entry}, entry a
+    dict of dtype, dims, diff, always; and the macros {name: string}."""
+    with open(path, encoding="utf-8") as f:
+        text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    macros = dict(re.findall(r'#define\s+(DFL_(?:DS|ATTR)_\w+)\s+"([^"]*)"', text))
+
+    def value(tok):
+        tok = tok.strip()
+        if tok.startswith('"'):
+            return tok.strip('"')
+        if tok not in macros:
+            raise AssertionError("dump_schema.h: %s is not a DFL_DS_/DFL_ATTR_ macro" % tok)
+        return macros[tok]
+
+    entries = {}
+    arg = r'\s*("[^"]*"|\w+)\s*'
+    for kind, args in re.findall(r"\b(DFL_DS_|DFL_AT_)\((.*?)\),\s*$", text, flags=re.M):
+        parts = re.findall(arg + r"(?:,|$)", args)
+        if kind == "DFL_DS_":
+            path, dtype, dims, models, presence = parts[:5]
+            key = ("dataset", value(path), None)
+        else:
+            obj, name, dtype, dims, models, presence = parts[:6]
+            key = ("attribute", value(obj), value(name))
+        if key in entries:
+            raise AssertionError("dump_schema.h: %s twice" % (key,))
+        entries[key] = dict(dtype=value(dtype), dims=value(dims), diff=models == "DFL_MODELS_DIFF",
+                            always=presence == "DFL_ALWAYS")
+    return entries, macros
+
+
+def expand(item, prev):
+    """A path cell item of format.md: '…/a/b' -> 'a/b' (sample-relative), '/x' stays,
+    a bare name is a sibling of the previous item; {a,b} braces expand."""
+    m = re.search(r"\{([^}]*)\}", item)
+    if m:
+        return [p for alt in m.group(1).split(",")
+                for p in expand(item[:m.start()] + alt + item[m.end():], prev)]
+    if item.startswith("…/"):
+        return [item[2:]]
+    if item.startswith("/"):
+        return [item]
+    return [(prev.rsplit("/", 1)[0] + "/" if prev and "/" in prev else "") + item]
+
+
+def attr_names(cell):
+    """Identifiers in backticks after 'attr' / 'attrs' in a table cell."""
+    m = re.search(r"\battrs?\b", cell)
+    return [] if not m else [n for n in re.findall(r"`([^`]+)`", cell[m.end():]) if re.fullmatch(r"[a-z_]+", n)]
+
+
+def doc_schema(path=FORMAT_MD):
+    """docs/format.md's dump tables as {key: entry}, entry a dict of dtype and dims (None
+    where the doc's cell does not state one type for the path) and diff."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("## Dump (HDF5)")
+    sec = text[start:text.index("\n## ", start + 5)]
+
+    def rows(title):
+        part = sec[sec.index(title):]
+        out = []
+        for line in part.splitlines()[1:]:
+            if line.startswith("### "):
+                break
+            if line.startswith("|") and not line.startswith("|---"):
+                out.append([c.strip() for c in line.replace("\\|", "\x00").strip("|").split("|")])
+        return out[1:]  # without the header row
+
+    entries = {}
+
+    def add(key, e):
+        if key in entries:
+            raise AssertionError("docs/format.md: %s twice" % (key,))
+        entries[key] = e
+
+    for name, typ, _ in rows("### Root attributes"):
+        add(("attribute", "/", name.strip("`")), dict(dtype=typ, dims="", diff=False))
+    prev_type = None
+    for path_cell, typ, meaning in rows("### Datasets"):
+        items = re.findall(r"`([^`]+)`", path_cell)
+        diff = "Diff" in meaning and "only" in meaning
+        if items[0].endswith("NNNNNN/"):          # the sample group: its attributes only
+            for n in attr_names(typ) + attr_names(meaning):
+                add(("attribute", "", n), dict(dtype=None, dims=None, diff=False))
+            continue
+        paths, prev = [], None
+        for it in items:
+            for p in expand(it, prev):
+                paths.append(p)
+            prev = paths[-1]
+        typ = prev_type if typ == "same" else typ
+        prev_type = typ
+        # "f32 [L, K]" (every path), "i32 [Ls], [Hs], [R], [T]" (one shape per path),
+        # "u8, f32 scalars" (one type per path); other cells state no single type
+        types, shapes = [None] * len(paths), [None] * len(paths)
+        m = re.fullmatch(r"(f16 or f32|[a-z0-9]+) ((?:\[[^\]]*\](?:, )?)+)", typ)
+        s = re.fullmatch(r"([a-z0-9]+(?:, [a-z0-9]+)*) scalars?", typ)
+        if m:
+            dims = [d.replace(" ", "") for d in re.findall(r"\[([^\]]*)\]", m.group(2))]
+            if len(dims) in (1, len(paths)):
+                types = [m.group(1).replace(" or ", "|")] * len(paths)
+                shapes = dims * len(paths) if len(dims) == 1 else dims
+        elif s and len(s.group(1).split(", ")) == len(paths):
+            types, shapes = s.group(1).split(", "), [""] * len(paths)
+        for p, dtype, dims in zip(paths, types, shapes):
+            add(("dataset", p, None), dict(dtype=dtype, dims=dims, diff=diff))
+            group_attrs = "group attrs" in meaning
+            for n in attr_names(meaning):
+                obj = p.rsplit("/", 1)[0] if group_attrs else p
+                if ("attribute", obj, n) not in entries:
+                    add(("attribute", obj, n), dict(dtype=None, dims=None, diff=False))
+    return entries
+
+
+H5DS_ATTRS = {"CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "DIMENSION_LABELS"}
+NP_NAMES = {np.dtype(k): v for k, v in (("<f2", "f16"), ("<f4", "f32"), ("<f8", "f64"), ("<i4", "i32"),
+                                         ("<i8", "i64"), ("u1", "u8"), ("<u4", "u32"), ("<u8", "u64"))}
+
+
+def dtype_name(dt):
+    if h5py.check_string_dtype(dt) is not None:
+        return "str"
+    return NP_NAMES.get(np.dtype(dt), str(dt))
+
+
+def dump_entries(path):
+    """What a dump holds: {(kind, path-or-object, name): (dtype, shape, sample or None)}
+    with sample paths made relative to their group; also the sample names."""
+    found = {}
+    with h5py.File(path, "r") as f:
+        def where(name):
+            m = re.match(r"samples/(\d{6})(?:/(.*))?$", name)
+            return (m.group(2) or "", m.group(1)) if m else ("/" + name, None)
+
+        def attrs(obj, rel, smp):
+            for k in obj.attrs:
+                if k in H5DS_ATTRS:
+                    continue
+                v = obj.attrs[k]
+                if isinstance(v, (str, bytes)):
+                    found.setdefault(("attribute", rel, k), []).append(("str", (), smp))
+                else:
+                    a = np.asarray(v)
+                    found.setdefault(("attribute", rel, k), []).append((dtype_name(a.dtype), a.shape, smp))
+
+        attrs(f, "/", None)
+
+        def visit(name, obj):
+            rel, smp = where(name)
+            if isinstance(obj, h5py.Dataset):
+                found.setdefault(("dataset", rel, None), []).append((dtype_name(obj.dtype), obj.shape, smp))
+            if name == "samples":
+                return
+            attrs(obj, rel if rel != "/" + name or smp else "/" + name, smp)
+        f.visititems(visit)
+        samples = sorted(f["samples"])
+        sizes = dict(L=int(f.attrs["num_layers"]), H=int(f.attrs["num_heads"]), K=int(f.attrs["topk"]),
+                     D=json.loads(f.attrs["config"])["hidden_size"], V=json.loads(f.attrs["config"])["vocab_size"],
+                     B=3074)
+    return found, samples, sizes
+
+
+class Schema(unittest.TestCase):
+    """dump_schema.h against docs/format.md, and against real dumps."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.header, cls.macros = header_schema()
+        cls.doc = doc_schema()
+
+    def test_parsers_see_the_tables(self):
+        # guards against a parser that silently reads nothing
+        self.assertGreater(len(self.header), 60)
+        self.assertGreater(len(self.doc), 55)
+        self.assertIn(("dataset", "noise/entropy", None), self.header)
+        self.assertIn(("dataset", "outliers/hidden/hist", None), self.doc)
+        self.assertIn(("attribute", "noise", "rows_rule"), self.doc)
+
+    def test_header_and_doc_name_the_same_entries(self):
+        only_h = sorted(k for k in self.header if k not in self.doc)
+        only_d = sorted(k for k in self.doc if k not in self.header)
+        self.assertEqual(only_h, [], "in lib/dump/dump_schema.h, not in docs/format.md")
+        self.assertEqual(only_d, [], "in docs/format.md, not in lib/dump/dump_schema.h")
+
+    def test_header_and_doc_agree_on_types(self):
+        for key, d in self.doc.items():
+            h = self.header.get(key)
+            if h is None:
+                continue
+            if d["dtype"] is not None:
+                self.assertEqual(h["dtype"], d["dtype"], key)
+                self.assertEqual(h["dims"], d["dims"], key)
+            if key[0] == "dataset":
+                self.assertEqual(h["diff"], d["diff"], "%s: Diff only in one of header and doc" % (key,))
+
+    def test_every_macro_in_the_table(self):
+        used = {k[1] for k in self.header} | {k[2] for k in self.header if k[2]}
+        groups = {"samples", "samples/%06zu", "noise", "attn"}
+        unused = sorted(m for m, v in self.macros.items() if v not in used and v not in groups)
+        self.assertEqual(unused, [], "macros of dump_schema.h that its table does not list")
+
+
+class DumpChecks:
+    """Real dumps against the header (mixed into DumpSchema, which writes the dumps)."""
+
+    def check_dump(self, path, diff):
+        header = header_schema()[0]
+        found, samples, sizes = dump_entries(path)
+        self.assertTrue(samples)
+        undeclared = sorted(k for k in found if k not in header)
+        self.assertEqual(undeclared, [], "%s holds entries dump_schema.h does not declare" % path)
+        for key, e in header.items():
+            applies = diff or not e["diff"]
+            got = found.get(key, [])
+            if not applies:
+                self.assertEqual(got, [], "%s: %s is Diff only" % (path, key))
+                continue
+            is_sample = not key[1].startswith("/")
+            if e["always"]:
+                want = len(samples) if is_sample else 1
+                self.assertEqual(len(got), want, "%s: %s missing (declared always written)" % (path, key))
+            for dtype, shape, smp in got:
+                self.assertIn(dtype, e["dtype"].split("|"), "%s: %s dtype" % (path, key))
+                dims = e["dims"].split(",") if e["dims"] else []
+                self.assertEqual(len(shape), len(dims), "%s: %s rank of %s" % (path, key, shape))
+                known = dict(sizes, M=3 if diff else 1, **{"M'": 2 if diff else 1})
+                if smp is not None:
+                    with h5py.File(path, "r") as f:
+                        g = f["samples/" + smp]
+                        known["T"] = g["tokens"].shape[0]
+                        if "attn" in g and "rows" in g["attn"]:
+                            known.update(Ls=g["attn/layers"].shape[0], Hs=g["attn/heads"].shape[0],
+                                         R=g["attn/rows"].shape[0])
+                for n, sym in zip(shape, dims):
+                    want = int(sym) if sym.isdigit() else known.get(sym)
+                    if sym == "B+1":
+                        want = sizes["B"] + 1
+                    if want is not None:
+                        self.assertEqual(n, want, "%s: %s dimension %s" % (path, key, sym))
+
+    def test_dump_llama(self):
+        self.check_dump(self.h5_llama, False)
+        self.check_dump(self.h5_nomaps, False)
+
+    def test_dump_diff_transformer(self):
+        self.check_dump(self.h5_difft, True)
+
+    def test_dump_diffllama(self):
+        self.check_dump(self.h5_diffllama, True)
+
+
+
+class DumpSchema(DumpChecks, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not os.access(PROBE, os.X_OK):
@@ -389,12 +655,6 @@ class DumpSchema(unittest.TestCase):
         self.assertEqual(os.stat(self.h5_nomaps).st_mtime_ns, before.st_mtime_ns)
         self.assertEqual(sorted(os.listdir(self.out)),
                          ["diffllama.h5", "difft.h5", "llama.h5", "nomaps.h5"])
-
-
-class ProbeBuilt(unittest.TestCase):
-    def test_probe_exists(self):
-        self.assertTrue(os.access(PROBE, os.X_OK),
-                        "%s not found or not executable (build it, or set BIN)" % PROBE)
 
 
 if __name__ == "__main__":

@@ -241,6 +241,20 @@ class MpiProbe(unittest.TestCase):
         with open(out) as f:
             self.assertEqual(f.read(), "not a dump")
 
+    def test_directory_out_fails_before_work_even_with_force(self):
+        out = self.path("adir.h5")
+        os.makedirs(out)
+        try:
+            r = mpirun(2, "--model", self.models["llama"], "--prompts", self.prompts, "--out", out, "--force",
+                       "--threads", "1")
+        finally:
+            os.rmdir(out)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        # refused by rank 0's output check, before any rank ran a prompt (no progress, no summary)
+        self.assertRegex(self.the_one_error(r), r"^probe: .*adir\.h5.*Is a directory")
+        self.assertNotIn("tok/s", r.stderr + r.stdout)
+        self.assertEqual(self.leftovers(out), [])
+
     def test_killed_rank_ends_the_job_and_a_rerun_cleans_up(self):
         model, slow = self.slow_model(), self.slow_prompts()
         out = self.path("killed.h5")

@@ -64,7 +64,8 @@ def write_dump(path, model_type, samples, L=2, H=2):
     """A dump as probe writes it (docs/format.md): root attributes, /model for Diff, one
     /samples/NNNNNN group per sample with segments and the noise datasets. Each sample
     is a dict: shares [M, L, H, 7], raw (default: shares, i.e. totals of 1),
-    shares_abs (default: shares), segments, id, depth (None = NaN), correct, nll."""
+    shares_abs (default: shares), segments, id, depth (None = NaN), correct, nll,
+    entropy [M', L, H] and negative [L, H] (Diff; default: zeros)."""
     M = 3 if model_type != "llama" else 1
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "difflens-dump"
@@ -95,6 +96,10 @@ def write_dump(path, model_type, samples, L=2, H=2):
             g["noise/shares_abs"] = np.asarray(s.get("shares_abs", sh), np.float32).reshape(M, L, H, 7)
             g["noise/rows"] = np.array([len(seg) - 2], np.int32)
             g["noise"].attrs["segments"] = ",".join(SEGS)
+            E = 2 if M == 3 else 1
+            g["noise/entropy"] = np.asarray(s.get("entropy", np.zeros((E, L, H))), np.float32).reshape(E, L, H)
+            if M == 3:
+                g["noise/negative_mass"] = np.asarray(s.get("negative", np.zeros((L, H))), np.float32).reshape(L, H)
             if "correct" in s:
                 g["target_correct"] = np.uint8(s["correct"])
                 g["target_nll"] = np.float32(s.get("nll", 1.0))
@@ -216,6 +221,18 @@ class NoiseConstructed(unittest.TestCase):
             dict(id="x", shares=sh, raw=raw, shares_abs=ab, depth=0.0, correct=1),
             dict(id="y", shares=sh2, shares_abs=ab, depth=1.0, correct=1),
         ])
+        # --stat: entropy [2, L, H] and negative mass [L, H] of two Diff samples, values
+        # that tell map, layer, head and sample apart; a softmax dump beside it
+        cls.ent = np.array([[[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]],
+                            [[[1.5, 2.5], [3.5, 4.5]], [[5.5, 6.5], [7.5, 8.5]]]])   # [S, E, L, H]
+        cls.neg = np.array([[[-0.1, -0.2], [-0.3, -0.4]], [[-0.5, -0.6], [-0.7, -0.8]]])  # [S, L, H]
+        cls.st = os.path.join(cls.root, "st.h5")
+        write_dump(cls.st, "diff_transformer", [
+            dict(id="p", shares=sh, depth=0.0, entropy=cls.ent[0], negative=cls.neg[0]),
+            dict(id="q", shares=sh, depth=1.0, entropy=cls.ent[1], negative=cls.neg[1]),
+        ])
+        cls.st_soft = os.path.join(cls.root, "soft.h5")
+        write_dump(cls.st_soft, "llama", [dict(id="s", shares=a, depth=0.0, entropy=np.full((1, 2, 2), 0.25))])
 
     @classmethod
     def tearDownClass(cls):
@@ -240,6 +257,65 @@ class NoiseConstructed(unittest.TestCase):
         self.assertEqual(v["samples"], 4)
         for seg in SEGS:
             self.assertIn(seg, v)
+
+    def test_stat_entropy_by_hand(self):
+        cols, rows = table([self.st, "--stat", "entropy"], "entropy")
+        self.assertEqual(cols, ["map", "st"])
+        v = {r[0]: r[1] for r in rows}
+        self.assertAlmostEqual(v["map1"], self.ent[:, 0].mean(), places=6)   # 4.75
+        self.assertAlmostEqual(v["map2"], self.ent[:, 1].mean(), places=6)   # 6.75
+        self.assertEqual(v["samples"], 2)
+        cols, rows = table([self.st, "--stat", "entropy", "--by", "layer"], "entropy")
+        self.assertEqual(cols, ["layer", "map1", "map2"])
+        for r in rows:
+            self.assertAlmostEqual(r[1], self.ent[:, 0, r[0]].mean(), places=6)
+            self.assertAlmostEqual(r[2], self.ent[:, 1, r[0]].mean(), places=6)
+        cols, rows = table([self.st, "--stat", "entropy", "--by", "head", "--layers", "1"], "entropy")
+        self.assertEqual([r[0] for r in rows], [0, 1])
+        for r in rows:
+            self.assertAlmostEqual(r[1], self.ent[:, 0, 1, r[0]].mean(), places=6)
+        cols, rows = table([self.st, "--stat", "entropy", "--by", "depth", "--heads", "1"], "entropy")
+        self.assertEqual([r[0] for r in rows], [0, 1])
+        for k, r in enumerate(rows):
+            self.assertAlmostEqual(r[2], self.ent[k, 1, :, 1].mean(), places=6)
+        # side by side with a softmax dump: its map2 is n/a, its map1 its own
+        cols, rows = table([self.st, self.st_soft, "--stat", "entropy"], "entropy")
+        v = {r[0]: r[1:] for r in rows}
+        self.assertAlmostEqual(v["map1"][1], 0.25, places=6)
+        self.assertIsNone(v["map2"][1])
+        out = run(self.st, self.st_soft, "--stat", "entropy").stdout
+        self.assertIn("n/a", out)
+        self.assertIn("Mean row entropy (nats)", out)
+
+    def test_stat_negative_mass_by_hand(self):
+        cols, rows = table([self.st, "--stat", "negative_mass"], "negative_mass")
+        v = {r[0]: r[1] for r in rows}
+        self.assertAlmostEqual(v["diff"], self.neg.mean(), places=6)
+        cols, rows = table([self.st, "--stat", "negative_mass", "--by", "head"], "negative_mass")
+        self.assertEqual(cols, ["head", "diff"])
+        for r in rows:
+            self.assertAlmostEqual(r[1], self.neg[:, :, r[0]].mean(), places=6)
+        cols, rows = table([self.st, self.st_soft, "--stat", "negative_mass", "--by", "layer"], "negative_mass")
+        self.assertEqual(cols, ["layer", "st diff"])          # the softmax dump has no column
+        out = json.loads(run(self.st, self.st_soft, "--stat", "negative_mass", "--format", "json").stdout)
+        self.assertTrue(any("no negative mass" in n for n in out["notes"]), out["notes"])
+        r = run(self.st_soft, "--stat", "negative_mass", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("Diff dumps only", r.stderr)
+
+    def test_stat_flag_errors_and_default(self):
+        r = run(self.st, "--stat", "lambda", check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not shares, entropy or negative_mass", r.stderr)
+        png = self.path("stat.png")
+        r = run(self.st, "--stat", "entropy", "--plot", png, check=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertFalse(os.path.exists(png))
+        # the default shows the shares only, exactly as --stat shares does
+        self.assertEqual(run(self.st).stdout, run(self.st, "--stat", "shares").stdout)
+        out = json.loads(run(self.st, "--format", "json").stdout)
+        self.assertEqual([t["name"] for t in out["tables"]], ["shares"])
+        self.assertNotIn("statistic", out["meta"])
 
     def test_layers_heads_restrict(self):
         # layer 0 head 0 only: answer A 0.3, B 0.1 -> 0.2
@@ -643,6 +719,41 @@ class NoisePipeline(unittest.TestCase):
                 cols, rows = table([self.dumps[t], "--norm", norm, "--by", "head", "--layers", "1", "--quiet"])
                 for r in rows:
                     self.assertAlmostEqual(r[2], sh[:, 1, r[0], 2].mean(), places=5)
+
+    def test_stat_against_maps(self):
+        """--stat entropy and negative_mass against the entropy and negative entries of
+        the dump's own f32 maps at its analysis rows (float64 numpy), not against probe's
+        noise/entropy."""
+        m = os.path.join(self.root, "diff_transformer")
+        d = os.path.join(self.root, "maps.h5")
+        r = subprocess.run([PROBE, "--model", m, "--prompts", self.prompts, "--out", d, "--maps", "all",
+                            "--map-dtype", "f32", "--quiet"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ent, neg = [], []
+        with h5py.File(d, "r") as f:
+            for n in sorted(f["samples"]):
+                s = f["samples"][n]
+                rows = s["noise/rows"][()]
+                at = s["attn/rows"][()]
+                idx = [int(np.nonzero(at == q)[0][0]) for q in rows]
+                e = []
+                for k in ("map1", "map2"):
+                    p = s["attn"][k][()].astype(np.float64)[:, :, idx, :]       # [L, H, R', T]
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        e.append(-np.where(p > 0, p * np.log(p), 0.0).sum(-1).mean(-1))
+                ent.append(e)
+                df = s["attn/diff"][()].astype(np.float64)[:, :, idx, :]
+                neg.append(np.minimum(df, 0).sum(-1).mean(-1))
+        ent, neg = np.array(ent), np.array(neg)                       # [S, 2, L, H], [S, L, H]
+        v = {r[0]: r[1] for r in table([d, "--stat", "entropy", "--quiet"], "entropy")[1]}
+        self.assertAlmostEqual(v["map1"], ent[:, 0].mean(), places=4)
+        self.assertAlmostEqual(v["map2"], ent[:, 1].mean(), places=4)
+        v = {r[0]: r[1] for r in table([d, "--stat", "negative_mass", "--quiet"], "negative_mass")[1]}
+        self.assertLess(neg.mean(), 0)
+        self.assertAlmostEqual(v["diff"], neg.mean(), places=5)
+        cols, rows = table([d, "--stat", "entropy", "--by", "layer", "--quiet"], "entropy")
+        for r in rows:
+            self.assertAlmostEqual(r[2], ent[:, 1, r[0]].mean(), places=4)
 
     def test_plots_of_real_dumps(self):
         out = os.path.join(self.root, "fig.png")

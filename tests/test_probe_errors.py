@@ -243,6 +243,71 @@ class ProbeErrors(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("out.h5", r.stderr)
 
+    # ---- --out is checked before any work (a bad one used to fail after the whole run).
+    # The model given is broken: an error about the output, not the model, shows that
+    # the output was checked first.
+    def broken_model(self):
+        d = self.model_copy("broken_for_out")
+        os.remove(os.path.join(d, "model.safetensors"))
+        return d
+
+    def one_line_error(self, r, code, needles, broken=True):
+        self.assertEqual(r.returncode, code, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        for n in needles:
+            self.assertIn(n, lines[0])
+        if broken:
+            self.assertNotIn("safetensors", lines[0], "the model was loaded before the output was checked")
+
+    def test_out_is_a_directory(self):
+        outdir = tempfile.mkdtemp(dir=self.root)
+        Path(outdir, "keep.txt").write_text("mine")
+        for force in ((), ("--force",)):
+            r = self.run_probe("--model", self.broken_model(), "--prompts", self.prompts, "--out", outdir, *force)
+            self.one_line_error(r, 2, [outdir, "Is a directory"])
+            self.assertEqual(os.listdir(outdir), ["keep.txt"])
+        # with a good model too: refused at once, not after the run
+        r = self.run_probe("--model", self.good, "--prompts", self.prompts, "--out", outdir, "--force")
+        self.one_line_error(r, 2, ["Is a directory"])
+        self.assertEqual(os.listdir(outdir), ["keep.txt"])
+
+    def test_out_folder_missing(self):
+        out = os.path.join(self.root, "no", "such", "dir", "out.h5")
+        r = self.run_probe("--model", self.broken_model(), "--prompts", self.prompts, "--out", out, "--force")
+        self.one_line_error(r, 1, [out, "cannot create a file in its folder"])
+
+    def test_out_folder_is_a_file(self):
+        f = os.path.join(self.root, "plainfile")
+        Path(f).write_text("x")
+        out = os.path.join(f, "out.h5")
+        r = self.run_probe("--model", self.broken_model(), "--prompts", self.prompts, "--out", out, "--force")
+        self.one_line_error(r, 1, [out, "cannot create a file in its folder"])
+        self.assertEqual(Path(f).read_text(), "x")
+
+    def test_out_is_an_input(self):
+        d = self.model_copy("input_model")
+        cfg = os.path.join(d, "config.json")
+        weights = os.path.join(d, "model.safetensors")
+        before = {x: Path(x).read_bytes() for x in (cfg, weights, self.prompts)}
+        link = os.path.join(self.root, "prompts_link.jsonl")   # the prompts under another name: same inode
+        if os.path.exists(link):
+            os.remove(link)
+        os.link(self.prompts, link)
+        for out in (cfg, weights, link):
+            r = self.run_probe("--model", d, "--prompts", self.prompts, "--out", out, "--force")
+            self.one_line_error(r, 2, [out, "is the input", "an output never replaces an input"], broken=False)
+        # the tokenizer is an input too (a BPE tokenizer.json of the model's 30 ids)
+        tok = os.path.join(self.root, "tok.json")
+        Path(tok).write_text(json.dumps({"model": {"type": "BPE", "merges": [],
+                                                   "vocab": {"t%d" % i: i for i in range(30)}}}))
+        before[tok] = Path(tok).read_bytes()
+        r = self.run_probe("--model", d, "--prompts", self.prompts, "--tokenizer", tok, "--out", tok, "--force")
+        self.one_line_error(r, 2, [tok, "is the input"], broken=False)
+        for x, data in before.items():
+            self.assertEqual(Path(x).read_bytes(), data, x + " changed")
+        os.remove(link)
+
     def test_long_prompt_warns(self):
         p = self.write_prompts("long.jsonl", [{"tokens": [1] * 70}])
         out = os.path.join(self.root, "long.h5")

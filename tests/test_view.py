@@ -479,6 +479,27 @@ class View(unittest.TestCase):
             self.assertTrue(lines[0].startswith("view: ") and needle in lines[0], lines[0])
             self.assertEqual(r.stdout, "")
 
+    def test_refuses_scales_not_ascending(self):
+        """A dump whose attn/layers, heads or rows scale is out of order is refused at
+        start, naming the dataset (the one sample reader every figure shares)."""
+        for name in ("layers", "heads", "rows"):
+            bad = os.path.join(self.root, "unordered_%s.h5" % name)
+            shutil.copy(self.df, bad)
+            with h5py.File(bad, "r+") as f:
+                d = f["samples/000001/attn/" + name]
+                v = d[:]
+                v[0], v[1] = v[1], v[0]
+                d[...] = v
+            p = subprocess.Popen([VIEW, bad, "--port", "0", "--quiet"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            url = p.stdout.readline()  # a server that accepted the dump prints its URL
+            if url:
+                p.kill()
+            out, err = p.communicate()
+            self.assertEqual(url + out, "", "view served a dump whose attn/%s is out of order" % name)
+            self.assertEqual(p.returncode, 1, (name, err))
+            self.assertIn("samples/000001/attn/%s is not strictly ascending" % name, err)
+
     # -------------------------------------------------------------- browser
     def test_browser(self):
         shots = os.path.join(BUILD, "view")

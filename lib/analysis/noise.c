@@ -11,6 +11,7 @@
 
 #include "base/cli.h"
 #include "dump/dump_read.h"
+#include "dump/dump_schema.h"
 #include "text/prompts.h"
 
 /* snprintf for messages that may be cut at the buffer's end (long paths): cutting is
@@ -28,10 +29,12 @@ void dfl__noise_put(char *buf, size_t cap, const char *fmt, ...)
 static const char *const map_names[] = {"auto", "map1", "map2", "diff"};
 static const char *const norm_names[] = {"total", "abs"};
 static const char *const by_names[] = {"none", "depth", "layer", "head"};
+static const char *const stat_names[] = {"shares", "entropy", "negative_mass"};
 
 const char *dfl_noise_map_name(dfl_noise_map m) { return (unsigned)m < 4 ? map_names[m] : "?"; }
 const char *dfl_noise_norm_name(dfl_noise_norm n) { return (unsigned)n < 2 ? norm_names[n] : "?"; }
 const char *dfl_noise_by_name(dfl_noise_by b) { return (unsigned)b < 4 ? by_names[b] : "?"; }
+const char *dfl_noise_stat_name(dfl_noise_stat s) { return (unsigned)s < 3 ? stat_names[s] : "?"; }
 
 dfl_status dfl_noise_map_parse(const char *text, dfl_noise_map *out, dfl_error *err)
 {
@@ -52,6 +55,13 @@ dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *er
     for (int i = 0; i < 4; i++)
         if (!strcmp(text, by_names[i])) return *out = (dfl_noise_by)i, DFL_OK;
     return dfl__fail(err, DFL_ERR_USAGE, "--by: '%s' is not none, depth, layer or head", text);
+}
+
+dfl_status dfl_noise_stat_parse(const char *text, dfl_noise_stat *out, dfl_error *err)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(text, stat_names[i])) return *out = (dfl_noise_stat)i, DFL_OK;
+    return dfl__fail(err, DFL_ERR_USAGE, "--stat: '%s' is not shares, entropy or negative_mass", text);
 }
 
 dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **out, size_t *n, dfl_error *err)
@@ -98,6 +108,7 @@ typedef struct sample_rec {
     double share[DFL_SHARE_SEGMENTS];
     int scored, correct;
     double nll;
+    double stat[2];                /* --stat: mean over the selection, per map */
 } sample_rec;
 
 static void acc_add_sample(acc *a, const sample_rec *s)
@@ -158,6 +169,8 @@ typedef struct reading {
     dfl_dump_reader *r;
     const char *path;
     const char *dset;        /* noise/shares or noise/shares_abs */
+    const char *stat_dset;   /* --stat: noise/entropy [E, L, H] or noise/negative_mass [L, H]; NULL */
+    int64_t E;               /* maps of stat_dset */
     int64_t M, L, H;         /* the shares are [M, L, H, 7] */
     int mi;                  /* index of the chosen map in M */
     size_t n4;               /* M·L·H·7 */
@@ -166,6 +179,8 @@ typedef struct reading {
     uint8_t *lmask, *hmask;  /* [L], [H]: selected */
     uint8_t *seg;            /* [T] segment codes of one sample */
     acc *lacc, *hacc;        /* [L], [H] */
+    float *sv;               /* [E, L, H] stat_dset of one sample */
+    double *svl, *svh;       /* [L, 2], [H, 2] sums of sv over samples and the other axis */
 } reading;
 
 /* The shares' shape from the first sample (every other sample must agree) and the
@@ -198,6 +213,91 @@ static dfl_status read_shape(reading *g, dfl_noise_dump *d, dfl_error *err)
     return DFL_OK;
 }
 
+/* --stat: the dataset to read and its maps (g->stat_dset, g->E, d->stat.n_maps) from
+ * the first sample; a softmax dump has no negative mass (n_maps 0, nothing read). */
+static dfl_status read_stat_shape(reading *g, dfl_noise_dump *d, dfl_error *err)
+{
+    int neg = g->p->stat == DFL_NOISE_STAT_NEGATIVE_MASS;
+    const char *name = neg ? DFL_DS_NOISE_NEGATIVE_MASS : DFL_DS_NOISE_ENTROPY;
+    char path_buf[256];
+    dfl_dump_dset_info info;
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dfl_dump_sample_at(g->r, 0)->group, name);
+    if (neg && g->M == 1) return DFL_OK;
+    dfl_status s = dfl_dump_dataset_info(g->r, path_buf, &info, err);
+    if (s) return s;
+    /* entropy [M', L, H] with M' = 1 (softmax) or 2 (Diff: map1, map2); negative mass [L, H] */
+    int64_t E = neg ? 1 : info.dims[0], want_E = g->M == 3 ? 2 : 1;
+    int off = neg ? 0 : 1;
+    if (info.ndim != 2 + off || E != (neg ? 1 : want_E) || info.dims[off] != g->L || info.dims[off + 1] != g->H)
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: not [%s%lld, %lld] as the shares say (docs/format.md)",
+                         g->path, path_buf, neg ? "" : want_E == 2 ? "2, " : "1, ", (long long)g->L, (long long)g->H);
+    g->stat_dset = name;
+    g->E = E;
+    d->stat.n_maps = (int)E;
+    return DFL_OK;
+}
+
+/* --stat: sample smp's stat_dset averaged over the selected layers and heads into
+ * rec->stat, and its sums per layer and per head. */
+static dfl_status read_sample_stat(reading *g, const dfl_dump_sample *smp, sample_rec *rec, dfl_error *err)
+{
+    const int64_t L = g->L, H = g->H;
+    char path_buf[256];
+    snprintf(path_buf, sizeof path_buf, "%s/%s", smp->group, g->stat_dset);
+    dfl_status s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, g->sv, (size_t)(g->E * L * H), err);
+    if (s) return s;
+    for (int64_t e = 0; e < g->E; e++) {
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t h = 0; h < H; h++) {
+                if (!g->lmask[l] || !g->hmask[h]) continue;
+                double v = g->sv[(e * L + l) * H + h]; /* [E, L, H] */
+                rec->stat[e] += v;
+                g->svl[l * 2 + e] += v;
+                g->svh[h * 2 + e] += v;
+            }
+        rec->stat[e] /= (double)(g->nl * g->nh);
+    }
+    return DFL_OK;
+}
+
+/* --stat: the means of d->stat from the samples' values and the per-layer and per-head
+ * sums (after the depth groups are known). */
+static dfl_status finish_stat(const reading *g, const sample_rec *recs, size_t ns, dfl_noise_dump *d, dfl_error *err)
+{
+    dfl_noise_values *v = &d->stat;
+    if (!v->n_maps) return DFL_OK;
+    v->by_layer = dfl__alloc_array((size_t)g->L * 2, sizeof *v->by_layer);
+    v->by_head = dfl__alloc_array((size_t)g->H * 2, sizeof *v->by_head);
+    v->by_depth = dfl__calloc_array(d->n_depths ? d->n_depths * 2 : 1, sizeof *v->by_depth);
+    size_t *count = dfl__calloc_array(d->n_depths ? d->n_depths : 1, sizeof *count);
+    if (!v->by_layer || !v->by_head || !v->by_depth || !count) {
+        free(count);
+        return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", g->path);
+    }
+    for (int e = 0; e < 2; e++) {
+        double sum = 0;
+        for (size_t i = 0; i < ns; i++) sum += recs[i].stat[e];
+        v->all[e] = e < v->n_maps ? sum / (double)ns : NAN;
+        for (int64_t l = 0; l < g->L; l++)
+            v->by_layer[l * 2 + e] = e < v->n_maps && g->lmask[l] ? g->svl[l * 2 + e] / (double)(ns * g->nh) : NAN;
+        for (int64_t h = 0; h < g->H; h++)
+            v->by_head[h * 2 + e] = e < v->n_maps && g->hmask[h] ? g->svh[h * 2 + e] / (double)(ns * g->nl) : NAN;
+    }
+    /* the depth groups of group_by_depth: each sample in the first group within eps */
+    for (size_t i = 0; i < ns && d->n_depths; i++) {
+        if (isnan(recs[i].depth)) continue;
+        size_t k = 0;
+        while (k + 1 < d->n_depths && recs[i].depth - d->depth[k] > DFL_NOISE_DEPTH_EPS) k++;
+        count[k]++;
+        for (int e = 0; e < 2; e++) v->by_depth[k * 2 + e] += recs[i].stat[e];
+    }
+    for (size_t k = 0; k < d->n_depths; k++)
+        for (int e = 0; e < 2; e++)
+            v->by_depth[k * 2 + e] = e < v->n_maps && count[k] ? v->by_depth[k * 2 + e] / (double)count[k] : NAN;
+    free(count);
+    return DFL_OK;
+}
+
 /* Sample i into rec (its mean shares over the selected layers and heads, depth,
  * retrieval result), the per-layer and per-head sums, and d's low-total count and
  * present segments. */
@@ -209,7 +309,7 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
     dfl_status s;
     snprintf(path_buf, sizeof path_buf, "%s/%s", smp->group, g->dset);
     if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, g->shares, g->n4, err))) return s;
-    snprintf(path_buf, sizeof path_buf, "%s/noise/raw", smp->group);
+    snprintf(path_buf, sizeof path_buf, "%s/" DFL_DS_NOISE_RAW, smp->group);
     if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, g->raw, g->n4, err))) return s;
 
     /* [M, L, H, 7]: entry (mi, l, h) starts at ((mi·L + l)·H + h)·7 */
@@ -239,7 +339,7 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
 
     /* which segments the sample has, from its per-token codes */
     size_t T = 0;
-    snprintf(path_buf, sizeof path_buf, "%s/segments", smp->group);
+    snprintf(path_buf, sizeof path_buf, "%s/" DFL_DS_SEGMENTS, smp->group);
     free(g->seg);
     g->seg = NULL;
     if ((s = dfl_dump_read_alloc(g->r, path_buf, DFL_H5_U8, (void **)&g->seg, &T, err))) return s;
@@ -255,20 +355,20 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
     }
 
     rec->depth = NAN;
-    if (dfl_dump_get_attr_f64(g->r, smp->group, "depth", &rec->depth, err)) rec->depth = NAN;
-    snprintf(path_buf, sizeof path_buf, "%s/target_correct", smp->group);
+    if (dfl_dump_get_attr_f64(g->r, smp->group, DFL_ATTR_DEPTH, &rec->depth, err)) rec->depth = NAN;
+    snprintf(path_buf, sizeof path_buf, "%s/" DFL_DS_TARGET_CORRECT, smp->group);
     if (dfl_dump_exists(g->r, path_buf)) {
         uint8_t tc = 0;
         float nll = NAN;
         if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_U8, &tc, 1, err))) return s;
-        snprintf(path_buf, sizeof path_buf, "%s/target_nll", smp->group);
+        snprintf(path_buf, sizeof path_buf, "%s/" DFL_DS_TARGET_NLL, smp->group);
         if (dfl_dump_exists(g->r, path_buf) && (s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, &nll, 1, err)))
             return s;
         rec->scored = 1;
         rec->correct = tc != 0;
         rec->nll = nll;
     }
-    return DFL_OK;
+    return g->stat_dset ? read_sample_stat(g, smp, rec, err) : DFL_OK;
 }
 
 /* Depth groups: the sorted distinct depths of recs[ns] (d->depth, d->n_depths) and
@@ -317,13 +417,13 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
     memset(&g, 0, sizeof g);
     g.p = p;
     g.path = path;
-    g.dset = p->norm == DFL_NOISE_NORM_ABS ? "noise/shares_abs" : "noise/shares";
+    g.dset = p->norm == DFL_NOISE_NORM_ABS ? DFL_DS_NOISE_SHARES_ABS : DFL_DS_NOISE_SHARES;
     dfl_status s = dfl_dump_open(path, &g.r, err);
     if (s) return s;
     sample_rec *recs = NULL;
     const size_t ns = dfl_dump_sample_count(g.r);
 
-    if (dfl_dump_get_attr_str(g.r, "/", "model_type", &d->model_type, err)) d->model_type = strdup("?");
+    if (dfl_dump_get_attr_str(g.r, "/", DFL_ATTR_MODEL_TYPE, &d->model_type, err)) d->model_type = strdup("?");
     if (!d->model_type) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         goto done;
@@ -334,6 +434,7 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
     }
     d->n_samples = ns;
     if ((s = read_shape(&g, d, err))) goto done;
+    if (p->stat != DFL_NOISE_STAT_SHARES && (s = read_stat_shape(&g, d, err))) goto done;
     const int64_t L = g.L, H = g.H;
     g.shares = dfl__alloc_array(g.n4, sizeof *g.shares);
     g.raw = dfl__alloc_array(g.n4, sizeof *g.raw);
@@ -342,7 +443,13 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
     recs = dfl__calloc_array(ns, sizeof *recs);
     g.lacc = dfl__calloc_array((size_t)L, sizeof *g.lacc);
     g.hacc = dfl__calloc_array((size_t)H, sizeof *g.hacc);
-    if (!g.shares || !g.raw || !g.lmask || !g.hmask || !recs || !g.lacc || !g.hacc) {
+    if (g.stat_dset) {
+        g.sv = dfl__alloc_array((size_t)(g.E * L), (size_t)H * sizeof *g.sv);
+        g.svl = dfl__calloc_array((size_t)L * 2, sizeof *g.svl);
+        g.svh = dfl__calloc_array((size_t)H * 2, sizeof *g.svh);
+    }
+    if (!g.shares || !g.raw || !g.lmask || !g.hmask || !recs || !g.lacc || !g.hacc ||
+        (g.stat_dset && (!g.sv || !g.svl || !g.svh))) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
@@ -378,9 +485,11 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
         acc_finish(&g.hacc[h], &d->by_head[h]);
     }
     s = group_by_depth(recs, ns, path, d, err);
+    if (!s) s = finish_stat(&g, recs, ns, d, err);
 
 done:
     free(g.shares), free(g.raw), free(g.lmask), free(g.hmask), free(g.seg), free(recs), free(g.lacc), free(g.hacc);
+    free(g.sv), free(g.svl), free(g.svh);
     dfl_dump_close(g.r);
     return s;
 }
@@ -392,6 +501,7 @@ void dfl_noise_result_free(dfl_noise_result *r)
         dfl_noise_dump *d = &r->dumps[i];
         free(d->path), free(d->label), free(d->model_type), free(d->depth), free(d->by_depth), free(d->by_layer),
             free(d->by_head);
+        free(d->stat.by_layer), free(d->stat.by_head), free(d->stat.by_depth);
     }
     free(r->dumps);
     free(r);
@@ -422,6 +532,8 @@ dfl_status dfl_noise_analyze(const dfl_noise_params *p, dfl_noise_result **out, 
         return dfl__fail(err, DFL_ERR_USAGE, "%zu dumps (at most %d)", p->n_dumps, DFL_NOISE_MAX_DUMPS);
     if ((p->layers && p->n_layers == 0) || (p->heads && p->n_heads == 0))
         return dfl__fail(err, DFL_ERR_USAGE, "an empty --layers or --heads list");
+    if ((unsigned)p->stat > DFL_NOISE_STAT_NEGATIVE_MASS)
+        return dfl__fail(err, DFL_ERR_USAGE, "unknown --stat %d", (int)p->stat);
     if (!(p->warn_total >= 0) || !isfinite(p->warn_total))
         return dfl__fail(err, DFL_ERR_USAGE, "warning threshold %g is not a finite number >= 0", p->warn_total);
     for (size_t i = 0; p->labels && i < p->n_dumps; i++) {
@@ -439,6 +551,7 @@ dfl_status dfl_noise_analyze(const dfl_noise_params *p, dfl_noise_result **out, 
     }
     res->n_dumps = p->n_dumps;
     res->norm = p->norm;
+    res->stat = p->stat;
     res->warn_total = p->warn_total;
     res->n_layers_sel = p->layers ? p->n_layers : 0;
     res->n_heads_sel = p->heads ? p->n_heads : 0;
@@ -487,7 +600,7 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
                 "%s: %zu of %zu (sample, layer, head) entries of %s are NaN or Inf (the forward pass produced "
                 "non-finite values: see the samples' nonfinite_layer attribute); every average over them is NaN",
                 d->path, d->n_nonfinite, d->n_entries, d->map);
-        if (r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
+        if (r->stat == DFL_NOISE_STAT_SHARES && r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
             dfl__noise_put(lines[n++], 256,
                      "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "
                      "e.g. %s: their shares (divided by that total) are unstable; --norm abs is not",

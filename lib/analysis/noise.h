@@ -9,6 +9,10 @@
  * "Noise" is context_before + context_after (the paper's definition: attention to the
  * context that is not the answer); signal-to-noise is mean answer / mean noise.
  *
+ * With a --stat other than shares, the tables hold instead the other per-head statistics
+ * probe writes (noise/entropy, noise/negative_mass: dump/dump_schema.h), averaged the
+ * same way; the default output reads and shows neither.
+ *
  * Groupings: all samples; per depth (samples with equal `depth`); per layer (averaged
  * over the selected heads and all samples); per head. Results come as a report
  * (report.h, printed as table, csv, json or markdown) and as two charts (plot.h): the
@@ -45,6 +49,12 @@ typedef enum dfl_noise_by {
     DFL_NOISE_BY_HEAD
 } dfl_noise_by;
 
+typedef enum dfl_noise_stat {
+    DFL_NOISE_STAT_SHARES = 0,   /* the segment shares: the Figure-1 and Table-3 tables (default) */
+    DFL_NOISE_STAT_ENTROPY,      /* noise/entropy: mean row entropy (nats) of each softmax map */
+    DFL_NOISE_STAT_NEGATIVE_MASS /* noise/negative_mass: Diff only, the summed negative entries of the diff map */
+} dfl_noise_stat;
+
 /* "auto", "map1", "map2", "diff" / "total", "abs" / "none", "depth", "layer", "head";
  * the parsers give DFL_ERR_USAGE listing the names. */
 const char *dfl_noise_map_name(dfl_noise_map m);
@@ -53,6 +63,9 @@ const char *dfl_noise_norm_name(dfl_noise_norm n);
 dfl_status dfl_noise_norm_parse(const char *text, dfl_noise_norm *out, dfl_error *err);
 const char *dfl_noise_by_name(dfl_noise_by b);
 dfl_status dfl_noise_by_parse(const char *text, dfl_noise_by *out, dfl_error *err);
+/* "shares", "entropy", "negative_mass". */
+const char *dfl_noise_stat_name(dfl_noise_stat s);
+dfl_status dfl_noise_stat_parse(const char *text, dfl_noise_stat *out, dfl_error *err);
 
 /* Parse a list of depths "0,0.25,0.5" (each in [0, 1]) into a malloc'ed array in the
  * order given (caller frees). DFL_ERR_USAGE, DFL_ERR_NOMEM. */
@@ -74,6 +87,7 @@ typedef struct dfl_noise_params {
     size_t n_heads;
     double warn_total;          /* warn on (sample, layer, head) with abs(row total) below
                                    this (default 0.05); the total is Σ noise/raw */
+    dfl_noise_stat stat;        /* what the tables show (default shares) */
 } dfl_noise_params;
 
 dfl_noise_params dfl_noise_params_default(void);
@@ -88,6 +102,18 @@ typedef struct dfl_noise_cell {
     double accuracy;               /* n_correct / n_scored, NaN when none is scored */
     double target_nll;             /* mean target_nll over the scored samples, NaN when none */
 } dfl_noise_cell;
+
+/* One dump's --stat values (entropy, negative mass): means over the selected layers and
+ * heads, the analysis rows (already averaged in the dump) and the samples, per map. */
+typedef struct dfl_noise_values {
+    int n_maps;          /* maps with values: 1 or 2 (map1, map2) for entropy, 1 (diff) for the
+                            negative mass; 0 when the dump has none (the negative mass of a
+                            softmax dump) or --stat is shares */
+    double all[2];       /* [n_maps] */
+    double *by_layer;    /* [layers, 2]: NaN for unselected layers */
+    double *by_head;     /* [heads, 2] */
+    double *by_depth;    /* [n_depths, 2]: the groups of depth[] */
+} dfl_noise_values;
 
 /* What one dump gave. */
 typedef struct dfl_noise_dump {
@@ -108,12 +134,14 @@ typedef struct dfl_noise_dump {
     size_t n_nonfinite;               /* entries whose row total is NaN or Inf (NaN under every norm) */
     double min_abs_total;             /* smallest abs(row total) seen */
     char low_example[160];            /* the first low entry: "sample 'd0-s1' layer 1 head 0 (total 0.012)" */
+    dfl_noise_values stat;            /* --stat entropy or negative_mass */
 } dfl_noise_dump;
 
 typedef struct dfl_noise_result {
     dfl_noise_dump *dumps;            /* [n_dumps] */
     size_t n_dumps;
     dfl_noise_norm norm;
+    dfl_noise_stat stat;
     double warn_total;
     size_t n_layers_sel, n_heads_sel; /* selection sizes (0 = all) */
     char layers_text[128], heads_text[128]; /* "all" or the lists as given, for the report */
@@ -133,7 +161,11 @@ void dfl_noise_result_free(dfl_noise_result *r);
  * unstable there), samples without depth under --by depth. */
 size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lines)[256], size_t cap);
 
-/* The tables of `by` as a report (caller owns *out: dfl_report_destroy): by none, table
+/* The tables of `by` as a report (caller owns *out: dfl_report_destroy). With --stat
+ * entropy or negative_mass, one table named after it: by none a row per map (map1,
+ * map2; diff for the negative mass) and a samples row, a column per dump; by depth,
+ * layer or head a row per group and per dump a column per map ("n/a" where a dump has
+ * none; DFL_ERR_USAGE when no dump has the negative mass). With --stat shares: by none, table
  * "shares" (a row per segment, noise, answer/noise, accuracy, target NLL and samples;
  * a column per dump); by depth "by_depth", by layer "by_layer", by head "by_head" (a
  * row per group; per dump columns n, answer, noise, answer/noise [, accuracy]). Meta

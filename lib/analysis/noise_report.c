@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump/dump_schema.h"
 #include "render/plot.h"
 
 /* ------------------------------------------------------------------ report */
@@ -74,9 +75,10 @@ static void report_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *e
     }
     dfl_report_add_meta(rep, "normalisation",
                         r->norm == DFL_NOISE_NORM_ABS
-                            ? "abs (noise/shares_abs: sum of |A| over the segment / sum of |A| over the row)"
-                            : "total (noise/shares: sum of A over the segment / the row's total; 1, or 1 - lambda "
-                              "for diff)",
+                            ? "abs (" DFL_DS_NOISE_SHARES_ABS ": sum of |A| over the segment / sum of |A| over the "
+                              "row)"
+                            : "total (" DFL_DS_NOISE_SHARES ": sum of A over the segment / the row's total; 1, or 1 - "
+                              "lambda for diff)",
                         err);
     snprintf(buf, sizeof buf, "layers %s, heads %s, analysis rows, samples (each layer and head weighs the same)",
              r->layers_text, r->heads_text);
@@ -253,14 +255,160 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
     return dfl_report_status(rep, err);
 }
 
+/* ------------------------------------------------------- --stat tables */
+
+/* The maps of a --stat value: entropy of map1 (and map2), the negative mass of diff. */
+static const char *stat_map(dfl_noise_stat stat, int e)
+{
+    return stat == DFL_NOISE_STAT_NEGATIVE_MASS ? "diff" : e == 0 ? "map1" : "map2";
+}
+
+/* Meta lines of a --stat report (the shares' normalisation and noise do not apply). */
+static void stat_meta(dfl_report *rep, const dfl_noise_result *r, dfl_error *err)
+{
+    char buf[512];
+    for (size_t i = 0; i < r->n_dumps; i++) {
+        const dfl_noise_dump *d = &r->dumps[i];
+        snprintf(buf, sizeof buf, "%s (%s, %zu samples, %lld layers x %lld heads)", d->path, d->model_type,
+                 d->n_samples, (long long)d->layers, (long long)d->heads);
+        dfl_report_add_meta(rep, d->label, buf, err);
+    }
+    dfl_report_add_meta(rep, "statistic",
+                        r->stat == DFL_NOISE_STAT_ENTROPY
+                            ? "entropy (" DFL_DS_NOISE_ENTROPY ": mean row entropy in nats of each softmax map, map1 "
+                              "and for Diff dumps map2)"
+                            : "negative_mass (" DFL_DS_NOISE_NEGATIVE_MASS ": the summed negative entries of a row "
+                              "of the diff map, map1 - lambda map2; Diff dumps only, <= 0)",
+                        err);
+    snprintf(buf, sizeof buf, "layers %s, heads %s, analysis rows, samples (each layer and head weighs the same)",
+             r->layers_text, r->heads_text);
+    dfl_report_add_meta(rep, "averaged over", buf, err);
+    for (size_t i = 0; i < r->n_dumps; i++)
+        if (!r->dumps[i].stat.n_maps)
+            dfl_report_add_note(rep, err, "%s: a softmax dump has no negative mass (n/a)", r->dumps[i].label);
+}
+
+/* The value of dump d for group k of `by` (k: the depth group, layer or head) and map e;
+ * NaN when the group is empty for d. */
+static double stat_value(const dfl_noise_dump *d, dfl_noise_by by, size_t k, int e)
+{
+    const dfl_noise_values *v = &d->stat;
+    if (by == DFL_NOISE_BY_NONE) return v->all[e];
+    if (by == DFL_NOISE_BY_DEPTH) return v->by_depth[k * 2 + e];
+    return by == DFL_NOISE_BY_LAYER ? v->by_layer[k * 2 + e] : v->by_head[k * 2 + e];
+}
+
+static dfl_status report_stat(dfl_report *rep, const dfl_noise_result *r, dfl_noise_by by, dfl_error *err)
+{
+    const char *name = dfl_noise_stat_name(r->stat);
+    int any = 0, maps = 0;
+    for (size_t i = 0; i < r->n_dumps; i++) {
+        any |= r->dumps[i].stat.n_maps > 0;
+        if (r->dumps[i].stat.n_maps > maps) maps = r->dumps[i].stat.n_maps;
+    }
+    if (!any)
+        return dfl__fail(err, DFL_ERR_USAGE, "--stat negative_mass: %s softmax dump%s; the negative mass is written "
+                         "for Diff dumps only", r->n_dumps == 1 ? "a" : "only", r->n_dumps == 1 ? "" : "s");
+    static const char *const keyname[] = {"map", "depth", "layer", "head"};
+    char title[96], cb[160];
+    snprintf(title, sizeof title, "%s by %s",
+             r->stat == DFL_NOISE_STAT_ENTROPY ? "Mean row entropy (nats)" : "Negative mass of the diff map",
+             by == DFL_NOISE_BY_NONE ? "map" : dfl_noise_by_name(by));
+    dfl_report_table *t;
+    dfl_status s = dfl_report_add_table(rep, name, title, &t, err);
+    if (s) return s;
+    dfl_report_add_column(t, keyname[by], DFL_NUM_GENERAL, 4, err);
+    if (by == DFL_NOISE_BY_NONE) {
+        /* a row per map, a column per dump */
+        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
+        for (int e = 0; e < maps; e++) {
+            dfl_report_add_row(t, err);
+            dfl_report_set_text(t, 0, stat_map(r->stat, e), err);
+            for (size_t i = 0; i < r->n_dumps; i++) {
+                if (e < r->dumps[i].stat.n_maps) set_num_or_missing(t, 1 + i, r->dumps[i].stat.all[e], err);
+                else dfl_report_set_missing(t, 1 + i, "n/a", err);
+            }
+        }
+        dfl_report_add_row(t, err);
+        dfl_report_set_text(t, 0, "samples", err);
+        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_set_int(t, 1 + i, (int64_t)r->dumps[i].n_samples, err);
+        return dfl_report_status(rep, err);
+    }
+    /* a row per group, per dump a column per map it has */
+    for (size_t i = 0; i < r->n_dumps; i++)
+        for (int e = 0; e < r->dumps[i].stat.n_maps; e++) {
+            char what[32];
+            snprintf(what, sizeof what, "%s", stat_map(r->stat, e));
+            dfl_report_add_column(t, colname(r, i, what, cb, sizeof cb), DFL_NUM_FIXED, 4, err);
+        }
+    size_t nkeys = 0, cap = 0;
+    double *keys = NULL;
+    for (size_t i = 0; i < r->n_dumps; i++) {
+        const dfl_noise_dump *d = &r->dumps[i];
+        size_t n = by == DFL_NOISE_BY_DEPTH ? d->n_depths : (size_t)(by == DFL_NOISE_BY_LAYER ? d->layers : d->heads);
+        cap = by == DFL_NOISE_BY_DEPTH ? cap + n : (n > cap ? n : cap);
+    }
+    if (by == DFL_NOISE_BY_DEPTH && cap == 0)
+        return dfl__fail(err, DFL_ERR_FORMAT, "--by depth: no sample in %s has a depth attribute",
+                         r->n_dumps == 1 ? r->dumps[0].path : "the dumps");
+    if (!(keys = dfl__alloc_array(cap ? cap : 1, sizeof *keys))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (by == DFL_NOISE_BY_DEPTH) {
+        for (size_t i = 0; i < r->n_dumps; i++)
+            for (size_t g = 0; g < r->dumps[i].n_depths; g++) keys[nkeys++] = r->dumps[i].depth[g];
+        qsort(keys, nkeys, sizeof *keys, dfl__noise_cmp_double);
+        size_t k = 0;
+        for (size_t i = 0; i < nkeys; i++)
+            if (k == 0 || keys[i] - keys[k - 1] > DFL_NOISE_DEPTH_EPS) keys[k++] = keys[i];
+        nkeys = k;
+    } else {
+        for (size_t k = 0; k < cap; k++) keys[nkeys++] = (double)k;
+    }
+    for (size_t k = 0; k < nkeys; k++) {
+        /* each dump's group for key k: its depth group, or the layer / head itself */
+        size_t group[DFL_NOISE_MAX_DUMPS];
+        int has[DFL_NOISE_MAX_DUMPS], shown = 0;
+        for (size_t i = 0; i < r->n_dumps; i++) {
+            const dfl_noise_dump *d = &r->dumps[i];
+            has[i] = 0;
+            if (by == DFL_NOISE_BY_DEPTH) {
+                for (size_t g = 0; g < d->n_depths; g++)
+                    if (fabs(d->depth[g] - keys[k]) <= DFL_NOISE_DEPTH_EPS) group[i] = g, has[i] = 1;
+            } else {
+                const dfl_noise_cell *c = by == DFL_NOISE_BY_LAYER ? d->by_layer : d->by_head;
+                int64_t n = by == DFL_NOISE_BY_LAYER ? d->layers : d->heads;
+                group[i] = k;
+                has[i] = (int64_t)k < n && c[k].n_samples > 0; /* selected */
+            }
+            shown |= has[i] && d->stat.n_maps > 0;
+        }
+        if (!shown) continue; /* a layer or head no dump averaged */
+        dfl_report_add_row(t, err);
+        if (by == DFL_NOISE_BY_DEPTH) dfl_report_set_num(t, 0, keys[k], err);
+        else dfl_report_set_int(t, 0, (int64_t)keys[k], err);
+        size_t col = 1;
+        for (size_t i = 0; i < r->n_dumps; i++)
+            for (int e = 0; e < r->dumps[i].stat.n_maps; e++, col++) {
+                if (has[i]) set_num_or_missing(t, col, stat_value(&r->dumps[i], by, group[i], e), err);
+                else dfl_report_set_missing(t, col, "-", err);
+            }
+    }
+    free(keys);
+    return dfl_report_status(rep, err);
+}
+
 dfl_status dfl_noise_report(const dfl_noise_result *r, dfl_noise_by by, dfl_report **out, dfl_error *err)
 {
     *out = NULL;
     dfl_report *rep = NULL;
     dfl_status s = dfl_report_create("noise: attention to the answer vs attention noise", &rep, err);
     if (s) return s;
-    report_meta(rep, r, err);
-    s = by == DFL_NOISE_BY_NONE ? report_shares(rep, r, err) : report_groups(rep, r, by, err);
+    if (r->stat != DFL_NOISE_STAT_SHARES) {
+        stat_meta(rep, r, err);
+        s = report_stat(rep, r, by, err);
+    } else {
+        report_meta(rep, r, err);
+        s = by == DFL_NOISE_BY_NONE ? report_shares(rep, r, err) : report_groups(rep, r, by, err);
+    }
     if (!s) s = dfl_report_status(rep, err);
     if (s) {
         dfl_report_destroy(rep);

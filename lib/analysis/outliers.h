@@ -177,7 +177,7 @@ dfl_status dfl_outliers_parse_list(const char *flag, const char *text, int64_t l
 /* Load every dump, build the report (tables "table5", and as asked "per_layer",
  * "per_head", "int8_features", "smoothquant", "sqnr", "channels"), write the plot.
  * The caller owns *out (dfl_report_destroy). Statuses of dfl_outliers_load,
- * dfl_plot_line_png (DFL_ERR_EXISTS, DFL_ERR_IO), DFL_ERR_USAGE for bad parameters. */
+ * dfl_plot_line_write (DFL_ERR_EXISTS, DFL_ERR_IO), DFL_ERR_USAGE for bad parameters. */
 dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_error *err);
 
 #endif

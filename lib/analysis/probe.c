@@ -2,24 +2,23 @@
 #include "base/clock.h"
 #include "analysis/probe.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/atomic.h"
 #include "dump/dump.h"
+#include "dump/dump_schema.h"
 #include "model/forward.h"
-#include "model/kernels.h"
 #include "model/model.h"
 #include "text/prompts.h"
 #include "text/tokenizer.h"
+#include "analysis/probe_capture.h"
 #include "analysis/stats.h"
-
-/* Attention maps are stored in tiles of 32 query rows x 512 keys (32 KB as f16). */
-#define MAP_TILE_ROWS 32
-#define MAP_TILE_KEYS 512
 
 dfl_probe_params dfl_probe_params_default(void)
 {
@@ -34,372 +33,81 @@ dfl_probe_params dfl_probe_params_default(void)
     return p;
 }
 
-/* ------------------------------------------------------------ one sample */
-
-/* Accumulators of one layer's attention logits (one per thread) or hidden states. */
-typedef struct logit_acc {
-    dfl_topk top;
-    dfl_hist sub[4];             /* sub-histograms, merged at the layer's end */
-    dfl_moments mom;
-} logit_acc;
-
-/* Outlier statistics of one kind (logits or hidden) for all layers. */
-typedef struct outlier_out {
-    float *top;          /* [L, K] descending, NaN-padded */
-    int32_t *top_index;  /* [L, K, nidx], -1-padded */
-    uint64_t *hist;      /* [L, B] */
-    double *mom;         /* [L, 6] */
-    int nidx;
-} outlier_out;
-
-/* Everything captured for one sample while its forward pass runs. */
-typedef struct sample_run {
-    const dfl_probe_params *p;
-    const dfl_model *m;
-    const dfl_prompt *pr;
-    int64_t T, L, Hs, D, K;
-    int M;                       /* maps in the noise stats: 1 (softmax) or 3 (map1, map2, diff) */
-    int nthreads;
-    uint8_t *seg, *share_seg;    /* [T] */
-    int64_t *arows;              /* [T] analysis rows, n_arows used */
-    size_t n_arows;
-    /* map selection, resolved: positions in the dump's layer/head/row axes, -1 = not stored */
-    int64_t *layer_pos, *head_pos; /* [L], [Hs] */
-    const int64_t *rows;         /* [R] stored rows, ascending */
-    int64_t *all_rows;           /* [T] 0..T-1 when every row is stored */
-    int64_t R;
-    dfl_dump_stream *maps[3];    /* map1, map2, diff: [Ls, Hs', R, T] */
-    /* noise sums over analysis rows */
-    double *shares, *raw, *shares_abs;  /* [M, L, Hs, 7] */
-    double *entropy;             /* [M', L, Hs] */
-    double *negative;            /* [L, Hs] */
-    /* outliers */
-    logit_acc *tacc;             /* [threads] attention logits, per thread */
-    logit_acc *hacc;             /* hidden states (serial) */
-    dfl_topk_item *tstore;       /* [threads + 1, K] heaps of tacc and hacc */
-    dfl_topk_item *sorted;       /* [threads + 1, K]: sorted output in [0, K), merge heap at [threads·K, …) */
-    outlier_out logits, hidden;
-    float *ch_absmax;            /* [L, D] */
-    uint32_t *ch_count;          /* [L, D] */
-    /* next-token predictions */
-    dfl_dump_stream *logit_stream; /* [T, V] or NULL */
-    float *nll;                  /* [T] */
-    int32_t *argmax;             /* [T] */
-    /* non-finite values: the first one's layer (L = the LM head) and site, -1 / NULL if none */
-    uint8_t *bad_scores;         /* [threads] a non-finite attention logit in this layer */
-    int64_t bad_layer;
-    const char *bad_site;
-    /* progress */
-    size_t index;                /* file-order index: the dump's sample name */
-    size_t ordinal, count;       /* position in this run, samples in this run */
-    int64_t tokens_done, tokens_total;
-    double start;
-} sample_run;
-
-/* ------------------------------------------------------- accumulators */
-
-/* One chunk (at most CHUNK values) of a row of logits, vectorized: float sums for
- * the moments (added in double here), the max magnitude, and each value's histogram
- * bin. */
-#define CHUNK 256
-#define LANES 16
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static float chunk_stats(const float *x, int64_t n, double *m, uint16_t *bin)
-{
-    /* LANES independent partial sums over fixed-length inner loops: what the
-     * vectorizer takes (an omp simd reduction of five values plus the bin store did not
-     * vectorize). */
-    float s1[LANES] = {0}, s2[LANES] = {0}, s3[LANES] = {0}, s4[LANES] = {0}, mx[LANES] = {0};
-    int64_t j = 0;
-    for (; j + LANES <= n; j += LANES)
-#pragma omp simd
-        for (int l = 0; l < LANES; l++) {
-            float v = x[j + l], v2 = v * v, a = fabsf(v);
-            s1[l] += v, s2[l] += v2, s3[l] += v2 * v, s4[l] += v2 * v2;
-            mx[l] = a > mx[l] ? a : mx[l];
-            bin[j + l] = (uint16_t)dfl_hist_bin(v);
-        }
-    for (; j < n; j++) {
-        float v = x[j], v2 = v * v, a = fabsf(v);
-        s1[0] += v, s2[0] += v2, s3[0] += v2 * v, s4[0] += v2 * v2;
-        mx[0] = a > mx[0] ? a : mx[0];
-        bin[j] = (uint16_t)dfl_hist_bin(v);
-    }
-    float top = 0;
-    for (int l = 0; l < LANES; l++) {
-        m[1] += s1[l], m[2] += s2[l], m[3] += s3[l], m[4] += s4[l];
-        top = mx[l] > top ? mx[l] : top;
-    }
-    if (top > m[5]) m[5] = top;
-    return top;
-}
-
-/* Values x[0..n) into accumulator a: moments, histogram (four sub-histograms break
- * the store-to-load chains of runs of values in the same bin) and top-K, where value j
- * gets position idx with idx[slot] += j. */
-static void acc_row(logit_acc *a, const float *x, int64_t n, const int32_t *idx, int slot)
-{
-    uint16_t bin[CHUNK];
-    a->mom.m[0] += (double)n;
-    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
-        int64_t c = n - j0 < CHUNK ? n - j0 : CHUNK, j = 0;
-        float mx = chunk_stats(x + j0, c, a->mom.m, bin);
-        for (; j + 4 <= c; j += 4) {
-            a->sub[0].count[bin[j]]++;
-            a->sub[1].count[bin[j + 1]]++;
-            a->sub[2].count[bin[j + 2]]++;
-            a->sub[3].count[bin[j + 3]]++;
-        }
-        for (; j < c; j++) a->sub[0].count[bin[j]]++;
-        /* the top-K threshold only rises: most chunks are below it */
-        if (a->top.n == a->top.k && mx <= a->top.items[0].value) continue;
-        for (j = 0; j < c; j++) {
-            float v = fabsf(x[j0 + j]);
-            if (dfl_topk_wants(&a->top, v)) {
-                int32_t at[4] = {idx[0], idx[1], idx[2], idx[3]};
-                at[slot] += (int32_t)(j0 + j);
-                dfl_topk_push(&a->top, v, at);
-            }
-        }
-    }
-}
-
-static void acc_reset(logit_acc *a, dfl_topk_item *storage, int32_t k)
-{
-    dfl_topk_init(&a->top, storage, k);
-    memset(a->sub, 0, sizeof a->sub);
-    memset(&a->mom, 0, sizeof a->mom);
-}
-
-/* ------------------------------------------------------------- capture */
-
-static int want_maps(void *user, int64_t layer)
-{
-    (void)user, (void)layer;
-    return 1; /* the noise shares need every layer's analysis rows */
-}
-
-static void on_layer(void *user, int64_t layer)
-{
-    sample_run *r = user;
-    for (int th = 0; th < r->nthreads; th++)
-        acc_reset(&r->tacc[th], r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
-    if (r->p->progress) {
-        dfl_probe_progress pg = {r->ordinal, r->count, layer, r->L, r->tokens_done, r->tokens_total,
-                                 dfl_clock_seconds() - r->start};
-        r->p->progress(r->p->user, &pg);
-    }
-}
-
-/* Raw attention logits of one block (worker thread), into this thread's accumulator. */
-static void on_scores(void *user, int thread, const dfl_score_block *b)
-{
-    sample_run *r = user;
-    for (int64_t i = 0; i < b->n; i++) {
-        /* keys outside a sliding window are masked like the future: not counted */
-        int64_t q = b->row0 + i, k0 = b->window && q - b->window + 1 > 0 ? q - b->window + 1 : 0;
-        int32_t idx[4] = {(int32_t)b->head, (int32_t)b->map, (int32_t)q, (int32_t)k0};
-        acc_row(&r->tacc[thread], b->scores + i * b->ld + k0, q + 1 - k0, idx, 3);
-        if (!dfl_all_finite(b->scores + i * b->ld + k0, (size_t)(q + 1 - k0))) r->bad_scores[thread] = 1;
-    }
-}
-
-/* Noise statistics of the analysis rows in this block, and the selected map rows. */
-static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
-{
-    sample_run *r = user;
-    const float *src[3] = {b->map1, b->map2, b->diff};
-    int64_t L = r->L, Hs = r->Hs, l = b->layer, h = b->head;
-    for (size_t k = 0; k < r->n_arows; k++) {
-        int64_t q = r->arows[k], i = q - b->row0;
-        if (i < 0 || i >= b->n) continue;
-        for (int mi = 0; mi < r->M; mi++) {
-            const float *row = src[mi] + i * b->ld;
-            double raw[DFL_SHARE_SEGMENTS] = {0}, absm[DFL_SHARE_SEGMENTS] = {0}, abs_total = 0;
-            double total = dfl_row_segment_sums(row, r->share_seg, q + 1, raw, absm);
-            for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) abs_total += absm[s];
-            size_t base = (((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h) * DFL_SHARE_SEGMENTS;
-            for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) {
-                r->raw[base + s] += raw[s];
-                r->shares[base + s] += raw[s] / total;
-                /* a NaN or Inf row stays NaN here too (a 0 would pass for a share) */
-                r->shares_abs[base + s] += !isfinite(abs_total) ? NAN : abs_total > 0 ? absm[s] / abs_total : 0.0;
-            }
-            if (mi < 2) r->entropy[((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h] +=
-                dfl_row_entropy(row, q + 1);
-            if (mi == 2) {
-                double neg = 0;
-                for (int64_t j = 0; j <= q; j++) neg += row[j] < 0 ? row[j] : 0;
-                r->negative[(size_t)l * (size_t)Hs + (size_t)h] += neg;
-            }
-        }
-    }
-    if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
-    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
-     * in one row of tiles and reach only the keys their last row sees: no write touches
-     * a tile wholly in its rows' future */
-    int64_t k = 0;
-    while (k < r->R && r->rows[k] < b->row0) k++;
-    while (k < r->R && r->rows[k] < b->row0 + b->n) {
-        int64_t run = 1;
-        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
-               (k + run) % MAP_TILE_ROWS != 0)
-            run++;
-        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
-        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
-        for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi]) continue;
-            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], start, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
-                                                     b->ld, err);
-            if (s) return s;
-        }
-        k += run;
-    }
-    return DFL_OK;
-}
-
-/* Merge accumulators acc[n] into layer l of o: sorted top-K (NaN / -1 padded),
- * histogram, moments. */
-static void finish_layer(sample_run *r, const logit_acc *acc, int n, outlier_out *o, int64_t l)
-{
-    dfl_topk all;
-    dfl_topk_init(&all, r->sorted + (size_t)r->K * (size_t)r->nthreads, (int32_t)r->K);
-    dfl_hist *h = (dfl_hist *)(o->hist + (size_t)l * DFL_HIST_BINS);
-    dfl_moments mom = {{0}};
-    for (int th = 0; th < n; th++) {
-        dfl_topk_merge(&all, &acc[th].top);
-        for (int k = 0; k < 4; k++) dfl_hist_merge(h, &acc[th].sub[k]);
-        dfl_moments_merge(&mom, &acc[th].mom);
-    }
-    int32_t kept = dfl_topk_sorted(&all, r->sorted);
-    for (int64_t i = 0; i < r->K; i++) {
-        o->top[l * r->K + i] = i < kept ? r->sorted[i].value : NAN;
-        for (int c = 0; c < o->nidx; c++) o->top_index[(l * r->K + i) * o->nidx + c] = i < kept ? r->sorted[i].idx[c] : -1;
-    }
-    memcpy(o->mom + l * 6, mom.m, sizeof mom.m);
-}
-
-/* Per-channel max |x| and count of |x| >= alpha over one row. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uint32_t *ccount)
-{
-#pragma omp simd
-    for (int64_t c = 0; c < D; c++) {
-        float a = fabsf(x[c]);
-        cmax[c] = a > cmax[c] ? a : cmax[c];
-        ccount[c] += a >= alpha;
-    }
-}
-
-/* Layer l's output x[T, D]: hidden-state outliers; also closes the layer's logits. */
-/* The first non-finite value of the sample (later ones add nothing a reader can use). */
-static void note_nonfinite(sample_run *r, int64_t layer, const char *site)
-{
-    if (r->bad_layer >= 0) return;
-    r->bad_layer = layer;
-    r->bad_site = site;
-}
-
-static dfl_status strict_fail(const sample_run *r, dfl_error *err)
-{
-    const char *id = r->pr->id && r->pr->id[0] ? r->pr->id : "(no id)";
-    return dfl__fail(err, DFL_ERR_RANGE, "sample %s: non-finite value (NaN or Inf) in the %s of layer %lld (--strict)",
-                     id, r->bad_site, (long long)r->bad_layer);
-}
-
-static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
-{
-    sample_run *r = user;
-    if (r->p->cancel && *r->p->cancel) return dfl__fail(err, DFL_ERR_CANCELLED, "cancelled");
-    for (int th = 0; th < r->nthreads && r->bad_layer < 0; th++)
-        if (r->bad_scores[th]) note_nonfinite(r, l, "attention logits");
-    if (r->bad_layer < 0 && !dfl_all_finite(x, (size_t)T * (size_t)D)) note_nonfinite(r, l, "hidden states");
-    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
-    finish_layer(r, r->tacc, r->nthreads, &r->logits, l);
-    acc_reset(r->hacc, r->tstore + (size_t)r->nthreads * (size_t)r->K, (int32_t)r->K);
-    for (int64_t t = 0; t < T; t++) {
-        int32_t idx[4] = {(int32_t)t, 0, 0, 0};
-        acc_row(r->hacc, x + t * D, D, idx, 1);
-        channel_row(x + t * D, D, (float)r->p->alpha, r->ch_absmax + l * D, r->ch_count + l * D);
-    }
-    finish_layer(r, r->hacc, 1, &r->hidden, l);
-    return DFL_OK;
-}
-
-/* nll[t] = −log softmax(logits[t])[tokens[t+1]] (NaN at T−1), argmax[t] (first max). */
-static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
-{
-    sample_run *r = user;
-    if (r->bad_layer < 0 && !dfl_all_finite(logits, (size_t)n * (size_t)V)) note_nonfinite(r, r->L, "output logits");
-    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
-    double lse[64];
-    for (int64_t i0 = 0; i0 < n; i0 += 64) {
-        int64_t m = n - i0 < 64 ? n - i0 : 64;
-        dfl_logsumexp_argmax(logits + i0 * V, m, V, lse, r->argmax + row0 + i0);
-        for (int64_t i = 0; i < m; i++) {
-            int64_t t = row0 + i0 + i;
-            r->nll[t] = t + 1 < r->T ? (float)(lse[i] - (double)logits[(i0 + i) * V + r->pr->tokens[t + 1]]) : NAN;
-        }
-    }
-    if (r->logit_stream) {
-        int64_t start[2] = {row0, 0}, count[2] = {n, V};
-        return dfl_dump_stream_write_f32(r->logit_stream, start, count, logits, V, err);
-    }
-    return DFL_OK;
-}
-
 /* ----------------------------------------------------- sample set-up/out */
+
+/* One buffer of a sample: where its pointer lives, its elements and their size, and
+ * whether it starts zeroed (sums). */
+typedef struct run_buffer {
+    void **at;
+    size_t n, size;
+    int zeroed;
+} run_buffer;
+
+/* Every buffer run_alloc allocates and run_free frees, in one list; returns how many
+ * (at most RUN_BUFFERS). all_rows, allocated only when every row is stored, is not
+ * in it. */
+#define RUN_BUFFERS 32
+static size_t run_buffers(sample_run *r, run_buffer *b)
+{
+    size_t T = (size_t)r->T, L = (size_t)r->L, Hs = (size_t)r->Hs, K = (size_t)r->K, M = (size_t)r->M;
+    size_t nth = (size_t)r->nthreads, D = (size_t)r->D, n4 = M * L * Hs * DFL_SHARE_SEGMENTS;
+    const run_buffer list[] = {
+        {(void **)&r->seg, T, 1, 0},
+        {(void **)&r->share_seg, T, 1, 0},
+        {(void **)&r->arows, T, sizeof(int64_t), 0},
+        {(void **)&r->layer_pos, L, sizeof(int64_t), 0},
+        {(void **)&r->head_pos, Hs, sizeof(int64_t), 0},
+        {(void **)&r->shares, n4, sizeof(double), 1},
+        {(void **)&r->raw, n4, sizeof(double), 1},
+        {(void **)&r->shares_abs, n4, sizeof(double), 1},
+        {(void **)&r->entropy, 2 * L * Hs, sizeof(double), 1},
+        {(void **)&r->negative, L * Hs, sizeof(double), 1},
+        {(void **)&r->tacc, nth, sizeof(logit_acc), 1},
+        {(void **)&r->hacc, 1, sizeof(logit_acc), 1},
+        {(void **)&r->tstore, (nth + 1) * K, sizeof(dfl_topk_item), 0},
+        {(void **)&r->sorted, (nth + 1) * K, sizeof(dfl_topk_item), 0},
+        {(void **)&r->logits.top, L * K, sizeof(float), 0},
+        {(void **)&r->logits.top_index, L * K * 4, sizeof(int32_t), 0},
+        {(void **)&r->logits.hist, L * DFL_HIST_BINS, sizeof(uint64_t), 1},
+        {(void **)&r->logits.mom, L * 6, sizeof(double), 1},
+        {(void **)&r->hidden.top, L * K, sizeof(float), 0},
+        {(void **)&r->hidden.top_index, L * K * 2, sizeof(int32_t), 0},
+        {(void **)&r->hidden.hist, L * DFL_HIST_BINS, sizeof(uint64_t), 1},
+        {(void **)&r->hidden.mom, L * 6, sizeof(double), 1},
+        {(void **)&r->ch_absmax, L * D, sizeof(float), 1},
+        {(void **)&r->ch_count, L * D, sizeof(uint32_t), 1},
+        {(void **)&r->nll, T, sizeof(float), 0},
+        {(void **)&r->argmax, T, sizeof(int32_t), 0},
+        {(void **)&r->bad_scores, nth, 1, 1},
+    };
+    _Static_assert(sizeof list / sizeof list[0] <= RUN_BUFFERS, "RUN_BUFFERS too small");
+    memcpy(b, list, sizeof list);
+    return sizeof list / sizeof list[0];
+}
 
 static void run_free(sample_run *r)
 {
     for (int i = 0; i < 3; i++) dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
-    void *bufs[] = {r->seg, r->share_seg, r->arows, r->all_rows, r->layer_pos, r->head_pos, r->shares, r->raw, r->shares_abs,
-                    r->entropy, r->negative, r->tacc, r->hacc, r->tstore, r->sorted, r->logits.top, r->logits.top_index,
-                    r->logits.hist, r->logits.mom, r->hidden.top, r->hidden.top_index, r->hidden.hist,
-                    r->hidden.mom, r->ch_absmax, r->ch_count, r->nll, r->argmax, r->bad_scores};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    run_buffer b[RUN_BUFFERS];
+    size_t n = run_buffers(r, b);
+    for (size_t i = 0; i < n; i++) free(*b[i].at);
+    free(r->all_rows);
 }
 
 static dfl_status run_alloc(sample_run *r, dfl_error *err)
 {
-    size_t T = (size_t)r->T, L = (size_t)r->L, Hs = (size_t)r->Hs, K = (size_t)r->K, M = (size_t)r->M;
-    size_t nth = (size_t)r->nthreads;
-    r->seg = dfl__alloc_array(T, 1);
-    r->share_seg = dfl__alloc_array(T, 1);
-    r->arows = dfl__alloc_array(T, sizeof(int64_t));
-    r->layer_pos = dfl__alloc_array(L, sizeof(int64_t));
-    r->head_pos = dfl__alloc_array(Hs, sizeof(int64_t));
-    r->shares = dfl__calloc_array(M * L * Hs * DFL_SHARE_SEGMENTS, sizeof(double));
-    r->raw = dfl__calloc_array(M * L * Hs * DFL_SHARE_SEGMENTS, sizeof(double));
-    r->shares_abs = dfl__calloc_array(M * L * Hs * DFL_SHARE_SEGMENTS, sizeof(double));
-    r->entropy = dfl__calloc_array(2 * L * Hs, sizeof(double));
-    r->negative = dfl__calloc_array(L * Hs, sizeof(double));
-    r->tacc = dfl__calloc_array(nth, sizeof(logit_acc));
-    r->hacc = dfl__calloc_array(1, sizeof(logit_acc));
-    r->tstore = dfl__alloc_array((nth + 1) * K, sizeof(dfl_topk_item));
-    r->sorted = dfl__alloc_array((nth + 1) * K, sizeof(dfl_topk_item));
-    r->logits.top = dfl__alloc_array(L * K, sizeof(float));
-    r->logits.top_index = dfl__alloc_array(L * K * 4, sizeof(int32_t));
-    r->logits.hist = dfl__calloc_array(L * DFL_HIST_BINS, sizeof(uint64_t));
-    r->logits.mom = dfl__calloc_array(L * 6, sizeof(double));
-    r->hidden.top = dfl__alloc_array(L * K, sizeof(float));
-    r->hidden.top_index = dfl__alloc_array(L * K * 2, sizeof(int32_t));
-    r->hidden.hist = dfl__calloc_array(L * DFL_HIST_BINS, sizeof(uint64_t));
-    r->hidden.mom = dfl__calloc_array(L * 6, sizeof(double));
-    r->ch_absmax = dfl__calloc_array(L * (size_t)r->D, sizeof(float));
-    r->ch_count = dfl__calloc_array(L * (size_t)r->D, sizeof(uint32_t));
-    r->nll = dfl__alloc_array(T, sizeof(float));
-    r->argmax = dfl__alloc_array(T, sizeof(int32_t));
-    r->bad_scores = dfl__calloc_array(nth, 1);
+    run_buffer b[RUN_BUFFERS];
+    size_t n = run_buffers(r, b);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        *b[i].at = b[i].zeroed ? dfl__calloc_array(b[i].n, b[i].size) : dfl__alloc_array(b[i].n, b[i].size);
+        ok &= *b[i].at != NULL;
+    }
     r->bad_layer = -1;
     r->logits.nidx = 4;
     r->hidden.nidx = 2;
-    if (!r->seg || !r->share_seg || !r->arows || !r->layer_pos || !r->head_pos || !r->shares || !r->raw ||
-        !r->shares_abs || !r->entropy || !r->negative || !r->tacc || !r->hacc || !r->tstore || !r->sorted || !r->logits.top ||
-        !r->logits.top_index || !r->logits.hist || !r->logits.mom || !r->hidden.top || !r->hidden.top_index ||
-        !r->hidden.hist || !r->hidden.mom || !r->ch_absmax || !r->ch_count || !r->nll || !r->argmax || !r->bad_scores)
-        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a sample of %lld tokens", (long long)r->T);
+    if (!ok) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for a sample of %lld tokens", (long long)r->T);
     return DFL_OK;
 }
 
@@ -457,13 +165,13 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     const dfl_map_select *sel = &r->p->maps;
     int64_t Ls = sel->layers ? (int64_t)sel->n_layers : r->L, Hsel = sel->heads ? (int64_t)sel->n_heads : r->Hs;
     dfl_status s;
-    if ((s = put_i64_as_i32(d, "attn/layers", sel->layers, Ls, err)) ||
-        (s = put_i64_as_i32(d, "attn/heads", sel->heads, Hsel, err)) ||
-        (s = put_i64_as_i32(d, "attn/rows", r->rows, r->R, err)) ||
-        (s = put_i64_as_i32(d, "attn/keys", NULL, r->T, err)))
+    if ((s = put_i64_as_i32(d, DFL_DS_ATTN_LAYERS, sel->layers, Ls, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_HEADS, sel->heads, Hsel, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_ROWS, r->rows, r->R, err)) ||
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_KEYS, NULL, r->T, err)))
         return s;
-    static const char *names[3] = {"attn/map1", "attn/map2", "attn/diff"};
-    static const char *scales[4] = {"attn/layers", "attn/heads", "attn/rows", "attn/keys"};
+    static const char *names[3] = {DFL_DS_ATTN_MAP1, DFL_DS_ATTN_MAP2, DFL_DS_ATTN_DIFF};
+    static const char *scales[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_HEADS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
     static const char *labels[4] = {"layer", "head", "query", "key"};
     /* Tiles of MAP_TILE_ROWS x MAP_TILE_KEYS: tiles wholly in the masked future are never
      * written, so they take no space and cost readers nothing to decompress. */
@@ -496,17 +204,17 @@ static dfl_status write_noise(sample_run *r, dfl_dump *d, dfl_error *err)
     int64_t d4[4] = {r->M, r->L, r->Hs, DFL_SHARE_SEGMENTS}, d3[3] = {r->M == 3 ? 2 : 1, r->L, r->Hs},
             d2[2] = {r->L, r->Hs};
     const double *src[3] = {r->shares, r->raw, r->shares_abs};
-    static const char *names[3] = {"noise/shares", "noise/raw", "noise/shares_abs"};
+    static const char *names[3] = {DFL_DS_NOISE_SHARES, DFL_DS_NOISE_RAW, DFL_DS_NOISE_SHARES_ABS};
     dfl_status s = DFL_OK;
     for (int k = 0; k < 3 && !s; k++) {
         for (size_t i = 0; i < n4; i++) buf[i] = (float)(src[k][i] * inv);
         s = dfl_dump_put(d, names[k], DFL_H5_F32, 4, d4, buf, err);
     }
     for (size_t i = 0; i < ne && !s; i++) buf[i] = (float)(r->entropy[i] * inv);
-    if (!s) s = dfl_dump_put(d, "noise/entropy", DFL_H5_F32, 3, d3, buf, err);
+    if (!s) s = dfl_dump_put(d, DFL_DS_NOISE_ENTROPY, DFL_H5_F32, 3, d3, buf, err);
     if (!s && r->M == 3) {
         for (size_t i = 0; i < nn; i++) buf[i] = (float)(r->negative[i] * inv);
-        s = dfl_dump_put(d, "noise/negative_mass", DFL_H5_F32, 2, d2, buf, err);
+        s = dfl_dump_put(d, DFL_DS_NOISE_NEGATIVE_MASS, DFL_H5_F32, 2, d2, buf, err);
     }
     free(buf);
     if (s) return s;
@@ -514,62 +222,63 @@ static dfl_status write_noise(sample_run *r, dfl_dump *d, dfl_error *err)
     char segs[160] = "";
     for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
         snprintf(segs + strlen(segs), sizeof segs - strlen(segs), "%s%s", k ? "," : "", dfl_share_name(k));
-    if ((s = put_i64_as_i32(d, "noise/rows", r->arows, n, err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "segments", segs, err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "maps", r->M == 3 ? "map1,map2,diff" : "map1", err)) ||
-        (s = dfl_dump_attr_str(d, "noise", "rows_rule", dfl_rows_rule_name(r->p->rows), err)))
+    if ((s = put_i64_as_i32(d, DFL_DS_NOISE_ROWS, r->arows, n, err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_SEGMENTS, segs, err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_MAPS, r->M == 3 ? "map1,map2,diff" : "map1", err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_NOISE, DFL_ATTR_ROWS_RULE, dfl_rows_rule_name(r->p->rows), err)))
         return s;
     return DFL_OK;
 }
 
-static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const char *kind, const outlier_out *o,
+/* The dataset paths of one kind of outlier statistics. */
+typedef struct outlier_paths {
+    const char *top, *top_index, *hist, *moments;
+} outlier_paths;
+
+static dfl_status write_outlier_set(sample_run *r, dfl_dump *d, const outlier_paths *name, const outlier_out *o,
                                     dfl_error *err)
 {
     static double edges[DFL_HIST_BINS + 1];
     dfl_hist_edges(edges);
-    char name[64];
     int64_t dk[2] = {r->L, r->K}, di[3] = {r->L, r->K, o->nidx}, dh[2] = {r->L, DFL_HIST_BINS}, dm[2] = {r->L, 6};
     dfl_status s;
-#define PUT(suffix, type, nd, dims, data)                                      \
-    snprintf(name, sizeof name, "outliers/%s/%s", kind, suffix);               \
-    if ((s = dfl_dump_put(d, name, type, nd, dims, data, err))) return s
     /* NaN / -1 padded for short prompts: deflated (exact) */
-    snprintf(name, sizeof name, "outliers/%s/top", kind);
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_F32, 2, dk, o->top, err))) return s;
-    snprintf(name, sizeof name, "outliers/%s/top_index", kind);
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_I32, 3, di, o->top_index, err))) return s;
-    snprintf(name, sizeof name, "outliers/%s/hist", kind);   /* mostly zeros: deflated, exact */
-    if ((s = dfl_dump_put_deflated(d, name, DFL_H5_U64, 2, dh, o->hist, err))) return s;
-    if ((s = dfl_dump_attr_f64(d, name, "edges", edges, DFL_HIST_BINS + 1, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "min_exponent", DFL_HIST_MIN_EXP, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "max_exponent", DFL_HIST_MAX_EXP, err)) ||
-        (s = dfl_dump_attr_i64(d, name, "sub_bins", DFL_HIST_SUB, err)) ||
-        (s = dfl_dump_attr_str(d, name, "bins",
+    if ((s = dfl_dump_put_deflated(d, name->top, DFL_H5_F32, 2, dk, o->top, err))) return s;
+    if ((s = dfl_dump_put_deflated(d, name->top_index, DFL_H5_I32, 3, di, o->top_index, err))) return s;
+    /* mostly zeros: deflated, exact */
+    if ((s = dfl_dump_put_deflated(d, name->hist, DFL_H5_U64, 2, dh, o->hist, err))) return s;
+    if ((s = dfl_dump_attr_f64(d, name->hist, DFL_ATTR_EDGES, edges, DFL_HIST_BINS + 1, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_MIN_EXPONENT, DFL_HIST_MIN_EXP, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_MAX_EXPONENT, DFL_HIST_MAX_EXP, err)) ||
+        (s = dfl_dump_attr_i64(d, name->hist, DFL_ATTR_SUB_BINS, DFL_HIST_SUB, err)) ||
+        (s = dfl_dump_attr_str(d, name->hist, DFL_ATTR_BINS,
                                "bin 0: |x| < 2^min_exponent (zeros); bin 1 + (e - min_exponent)*sub_bins + k: "
                                "[2^e (1 + k/sub_bins), 2^e (1 + (k+1)/sub_bins)); last bin: |x| >= 2^max_exponent "
                                "or NaN; edges[i] is the lower edge of bin i",
                                err)))
         return s;
-    PUT("moments", DFL_H5_F64, 2, dm, o->mom);
-    if ((s = dfl_dump_attr_str(d, name, "columns", "count,sum_x,sum_x2,sum_x3,sum_x4,max_abs", err))) return s;
-#undef PUT
-    return DFL_OK;
+    if ((s = dfl_dump_put(d, name->moments, DFL_H5_F64, 2, dm, o->mom, err))) return s;
+    return dfl_dump_attr_str(d, name->moments, DFL_ATTR_COLUMNS, "count,sum_x,sum_x2,sum_x3,sum_x4,max_abs", err);
 }
 
 static dfl_status write_outliers(sample_run *r, dfl_dump *d, dfl_error *err)
 {
+    static const outlier_paths logits = {DFL_DS_LOGITS_TOP, DFL_DS_LOGITS_TOP_INDEX, DFL_DS_LOGITS_HIST,
+                                         DFL_DS_LOGITS_MOMENTS};
+    static const outlier_paths hidden = {DFL_DS_HIDDEN_TOP, DFL_DS_HIDDEN_TOP_INDEX, DFL_DS_HIDDEN_HIST,
+                                         DFL_DS_HIDDEN_MOMENTS};
     dfl_status s;
-    if ((s = write_outlier_set(r, d, "logits", &r->logits, err)) ||
-        (s = write_outlier_set(r, d, "hidden", &r->hidden, err)))
+    if ((s = write_outlier_set(r, d, &logits, &r->logits, err)) ||
+        (s = write_outlier_set(r, d, &hidden, &r->hidden, err)))
         return s;
-    if ((s = dfl_dump_attr_str(d, "outliers/logits/top_index", "columns", "head,map,query,key", err)) ||
-        (s = dfl_dump_attr_str(d, "outliers/hidden/top_index", "columns", "token,channel", err)))
+    if ((s = dfl_dump_attr_str(d, DFL_DS_LOGITS_TOP_INDEX, DFL_ATTR_COLUMNS, "head,map,query,key", err)) ||
+        (s = dfl_dump_attr_str(d, DFL_DS_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "token,channel", err)))
         return s;
     int64_t dd[2] = {r->L, r->D};
-    if ((s = dfl_dump_put(d, "outliers/hidden/channel_absmax", DFL_H5_F32, 2, dd, r->ch_absmax, err)) ||
-        (s = dfl_dump_put(d, "outliers/hidden/channel_count", DFL_H5_U32, 2, dd, r->ch_count, err)))
+    if ((s = dfl_dump_put(d, DFL_DS_HIDDEN_CHANNEL_ABSMAX, DFL_H5_F32, 2, dd, r->ch_absmax, err)) ||
+        (s = dfl_dump_put(d, DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_H5_U32, 2, dd, r->ch_count, err)))
         return s;
-    return dfl_dump_attr_f64(d, "outliers/hidden/channel_count", "alpha", &r->p->alpha, 1, err);
+    return dfl_dump_attr_f64(d, DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, &r->p->alpha, 1, err);
 }
 
 /* target_correct / target_nll when the sample has target tokens after position 0:
@@ -592,8 +301,8 @@ static dfl_status write_targets(sample_run *r, dfl_dump *d, dfl_probe_report *re
     float mean = (float)(nll / (double)n);
     rep->targets++;
     rep->targets_correct += c;
-    dfl_status s = dfl_dump_put(d, "target_correct", DFL_H5_U8, 0, NULL, &c, err);
-    return s ? s : dfl_dump_put(d, "target_nll", DFL_H5_F32, 0, NULL, &mean, err);
+    dfl_status s = dfl_dump_put(d, DFL_DS_TARGET_CORRECT, DFL_H5_U8, 0, NULL, &c, err);
+    return s ? s : dfl_dump_put(d, DFL_DS_TARGET_NLL, DFL_H5_F32, 0, NULL, &mean, err);
 }
 
 /* A text prompt's character offsets per token and its input text. */
@@ -602,9 +311,9 @@ static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *
     dfl_status s = DFL_OK;
     if (pr->offsets) {
         int64_t dims[2] = {(int64_t)pr->n_tokens, 2};
-        s = dfl_dump_put(d, "token_offsets", DFL_H5_I32, 2, dims, pr->offsets, err);
+        s = dfl_dump_put(d, DFL_DS_TOKEN_OFFSETS, DFL_H5_I32, 2, dims, pr->offsets, err);
     }
-    if (!s && pr->input) s = dfl_dump_put_strings(d, "input", (const char *const *)&pr->input, 1, err);
+    if (!s && pr->input) s = dfl_dump_put_strings(d, DFL_DS_INPUT, (const char *const *)&pr->input, 1, err);
     return s;
 }
 
@@ -631,33 +340,32 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if ((s = resolve_selection(r, err))) return s;
 
     if ((s = dfl_dump_sample_begin(d, r->index, pr->id, pr->has_depth ? pr->depth : NAN, err))) return s;
-    if ((s = dfl_dump_put(d, "tokens", DFL_H5_I32, 1, &T, pr->tokens, err))) return s;
-    if ((s = dfl_dump_put(d, "segments", DFL_H5_U8, 1, &T, r->seg, err))) return s;
-    if (pr->text && (s = dfl_dump_put_strings(d, "token_text", (const char *const *)pr->text, pr->n_tokens, err)))
+    if ((s = dfl_dump_put(d, DFL_DS_TOKENS, DFL_H5_I32, 1, &T, pr->tokens, err))) return s;
+    if ((s = dfl_dump_put(d, DFL_DS_SEGMENTS, DFL_H5_U8, 1, &T, r->seg, err))) return s;
+    if (pr->text && (s = dfl_dump_put_strings(d, DFL_DS_TOKEN_TEXT, (const char *const *)pr->text, pr->n_tokens, err)))
         return s;
     if ((s = put_text_extras(d, pr, err))) return s;
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
-        if ((s = dfl_dump_stream_create(d, "logits", DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
+        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
             return s;
     }
 
-    dfl_capture cap = {.user = r, .want_maps = want_maps, .attn_rows = on_attn, .scores_rows = on_scores,
-                       .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
+    dfl_capture cap = dfl__probe_capture(r);
     double t0 = dfl_clock_seconds();
     s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;
     if (s) return s;
-    if ((s = dfl_dump_put(d, "nll", DFL_H5_F32, 1, &T, r->nll, err)) ||
-        (s = dfl_dump_put(d, "argmax", DFL_H5_I32, 1, &T, r->argmax, err)) ||
+    if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
+        (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
     if (r->bad_layer >= 0) {
-        if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_layer", r->bad_layer, err)) ||
-            (s = dfl_dump_attr_str(d, ".", "nonfinite_site", r->bad_site, err)))
+        if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_LAYER, r->bad_layer, err)) ||
+            (s = dfl_dump_attr_str(d, ".", DFL_ATTR_NONFINITE_SITE, r->bad_site, err)))
             return s;
         if (rep->nonfinite_samples++ == 0 && p->warn) {
             char msg[512];
@@ -797,6 +505,25 @@ static dfl_status check_room(const dfl_probe_params *p, const dfl_model *m, cons
     return DFL_OK;
 }
 
+dfl_status dfl_probe_check_out(const dfl_probe_params *p, dfl_error *err)
+{
+    struct stat st;
+    if (stat(p->out_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: %s; --out names the dump file to write", p->out_path,
+                         strerror(EISDIR));
+    const char *inputs[3] = {p->prompts_path, p->model_dir, p->tokenizer_path};
+    dfl_status s = dfl__check_not_input(p->out_path, inputs, 3, err);
+    if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* a file can be created beside it (the folder exists, is writable, is not on a
+     * read-only file system, no other process is writing the same dump): the dump's
+     * own temporary, made and removed at once */
+    char *tmp = NULL;
+    if (!s) s = dfl__make_tmp(p->out_path, &tmp, err);
+    if (tmp) dfl__discard_tmp(tmp);
+    free(tmp);
+    return s;
+}
+
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err)
 {
     dfl_model *m = NULL;
@@ -807,10 +534,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_status s = DFL_OK;
     if (p->topk < 1 || p->topk > DFL_TOPK_MAX)
         s = dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, %d]", DFL_TOPK_MAX);
-    /* Cheap checks first: an existing output or bad prompts fail before the load. */
-    const char *inputs[2] = {p->prompts_path, p->model_dir};
-    if (!s) s = dfl__check_not_input(p->out_path, inputs, 2, err);
-    if (!s) s = dfl__check_overwrite(p->out_path, p->overwrite, err);
+    /* Cheap checks first: a bad output or bad prompts fail before the load. */
+    if (!s) s = dfl_probe_check_out(p, err);
     if (!s) s = dfl_probe_read_prompts(p, &ps, err);
     dfl_load_opts lo = {p->allow_unused};
     if (!s) s = dfl_model_load_opts(p->model_dir, &lo, &m, err);
@@ -864,7 +589,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_dump_info info = {m, p->model_dir, p->forward.quant_bits, granularity_name(&p->forward),
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
-    if ((s = dfl_dump_attr_i64(d, ".", "topk", p->topk, err))) goto done;
+    if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
@@ -900,7 +625,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                  rep.nonfinite_samples, n_run);
         p->warn(p->user, msg);
     }
-    if ((s = dfl_dump_attr_i64(d, ".", "nonfinite_samples", (int64_t)rep.nonfinite_samples, err))) goto done;
+    if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_SAMPLES, (int64_t)rep.nonfinite_samples, err))) goto done;
     s = dfl_dump_finish(d, err);
     d = NULL;
 done:

@@ -120,6 +120,13 @@ typedef struct dfl_probe_report {
 /* Defaults as documented on each field. */
 dfl_probe_params dfl_probe_params_default(void);
 
+/* The output path, checked before any work (dfl_probe_run does it first): not a
+ * directory (DFL_ERR_USAGE, even with overwrite), not one of the inputs (the prompts,
+ * the model folder with its config and weights, the tokenizer: DFL_ERR_USAGE), not
+ * existing unless overwrite (DFL_ERR_EXISTS), in a folder where a file can be created
+ * (DFL_ERR_IO; DFL_ERR_EXISTS while another process writes the same path). */
+dfl_status dfl_probe_check_out(const dfl_probe_params *p, dfl_error *err);
+
 /* Run the probe. On any error nothing is left at out_path (and an existing file there
  * is untouched). report may be NULL. Statuses: those of model loading, prompt
  * reading (line numbers), DFL_ERR_RANGE for token ids outside the vocabulary,

@@ -80,11 +80,19 @@ dfl_status dfl_map_select_parse(const char *spec, dfl_map_select *out, dfl_error
     if (!strcmp(spec, "none")) return DFL_OK;
     out->enabled = 1;
     if (!strcmp(spec, "all")) return DFL_OK;
-    char *copy = strdup(spec), *save = NULL;
+    char *copy = strdup(spec);
     if (!copy) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     dfl_status s = DFL_OK;
     int seen[3] = {0, 0, 0};
-    for (char *item = strtok_r(copy, ";", &save); item && !s; item = strtok_r(NULL, ";", &save)) {
+    for (char *item = copy, *next; item && !s; item = next) {
+        /* items are separated by single ';': an empty one (";;", a leading or trailing ';',
+         * an empty spec) is a mistake, as an empty item of a list is */
+        if ((next = strchr(item, ';'))) *next++ = '\0';
+        if (!*item) {
+            s = dfl__fail(err, DFL_ERR_USAGE, "--maps: an empty item in '%s' (key=value items separated by single ';')",
+                          spec);
+            break;
+        }
         char *eq = strchr(item, '=');
         if (!eq) {
             s = dfl__fail(err, DFL_ERR_USAGE, "--maps: '%s' is not key=value (keys: layers, heads, rows)", item);

@@ -328,8 +328,9 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
     for (int r = 0; !s && r < size; r++)
         if (!(parts[r] = part_path(p->out_path, r, size))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (!s && p->subset) s = dfl__fail(err, DFL_ERR_USAGE, "an MPI run splits the prompts itself");
-    /* An existing output fails before any work; a killed job's parts go. */
-    if (!s && rank == 0 && !(s = dfl__check_overwrite(p->out_path, p->overwrite, err)))
+    /* A bad or existing output fails before any work (a directory even with --force);
+     * a killed job's parts go. */
+    if (!s && rank == 0 && !(s = dfl_probe_check_out(p, err)) && !(s = dfl__check_overwrite(p->out_path, p->overwrite, err)))
         remove_stale_parts(p->out_path);
     s = agree(s, err, rank, size);
     /* after each agreement every rank holds the same status, so the collectives below

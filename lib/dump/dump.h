@@ -1,5 +1,7 @@
 /* dump.h — writes the difflens HDF5 dump (docs/format.md "Dump", format_version 1).
- * The only module that includes hdf5.h.
+ * Only lib/dump includes hdf5.h (dump.c and dump_direct.c write, dump_read.c and
+ * dump_chunks.c read, dump_join.c copies); this header does not, so callers need not.
+ * Every dataset and attribute name is in dump/dump_schema.h.
  *
  * Layout written here (see docs/format.md for the whole schema):
  *   /                      attrs format, format_version, model_type, config, model,

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 
 #include "base/atomic.h"
+#include "dump/dump.h"
+#include "dump/dump_schema.h"
 
 #define PATH_MAX_LEN 256
 
@@ -117,7 +119,7 @@ static herr_t copy_sample(hid_t samples, const char *name, const H5L_info_t *inf
         return -1;
     }
     char src[64];
-    snprintf(src, sizeof src, "/samples/%s", name);
+    snprintf(src, sizeof src, "/" DFL_DS_SAMPLES "/%s", name);
     attach_list l = {NULL, 0, 0, strlen(src) + 1, NULL, 0, 0};
     hid_t g = H5Gopen2(c->part, src, H5P_DEFAULT);
     int ok = g >= 0 && H5Lvisit(g, H5_INDEX_NAME, H5_ITER_INC, on_link, &l) >= 0 && !l.failed;
@@ -140,17 +142,31 @@ static herr_t copy_sample(hid_t samples, const char *name, const H5L_info_t *inf
 static herr_t count_nonfinite(hid_t samples, const char *name, const H5L_info_t *info, void *data)
 {
     (void)info;
-    if (H5Aexists_by_name(samples, name, "nonfinite_layer", H5P_DEFAULT) > 0) ++*(int64_t *)data;
+    if (H5Aexists_by_name(samples, name, DFL_ATTR_NONFINITE_LAYER, H5P_DEFAULT) > 0) ++*(int64_t *)data;
     return 0;
 }
 
 static int recount_root(hid_t f, hid_t samples)
 {
-    if (H5Aexists(f, "nonfinite_samples") <= 0) return 1;
+    if (H5Aexists(f, DFL_ATTR_NONFINITE_SAMPLES) <= 0) return 1;
     int64_t n = 0;
     if (H5Literate(samples, H5_INDEX_NAME, H5_ITER_INC, NULL, count_nonfinite, &n) < 0) return 0;
-    hid_t a = H5Aopen(f, "nonfinite_samples", H5P_DEFAULT);
+    hid_t a = H5Aopen(f, DFL_ATTR_NONFINITE_SAMPLES, H5P_DEFAULT);
     int ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &n) >= 0;
+    if (a >= 0) H5Aclose(a);
+    return ok;
+}
+
+/* Whether file f says it is a dump (root attribute format == "difflens-dump"). */
+static int is_dump(hid_t f)
+{
+    if (H5Aexists(f, DFL_ATTR_FORMAT) <= 0) return 0;
+    hid_t a = H5Aopen(f, DFL_ATTR_FORMAT, H5P_DEFAULT), t = H5Tcopy(H5T_C_S1);
+    char *v = NULL;
+    int ok = a >= 0 && t >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
+             H5Aread(a, t, &v) >= 0 && v && !strcmp(v, DFL_DUMP_FORMAT);
+    if (v) H5free_memory(v);
+    if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
     return ok;
 }
@@ -182,8 +198,9 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(into, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to open the dump for joining", into);
-    hid_t samples = H5Lexists(f, "samples", H5P_DEFAULT) > 0 ? H5Gopen2(f, "samples", H5P_DEFAULT)
-                                                            : H5Gcreate2(f, "samples", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t samples = H5Lexists(f, DFL_DS_SAMPLES, H5P_DEFAULT) > 0
+                        ? H5Gopen2(f, DFL_DS_SAMPLES, H5P_DEFAULT)
+                        : H5Gcreate2(f, DFL_DS_SAMPLES, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     join_ctx c = {-1, samples, NULL, into, DFL_OK, err};
     if (samples < 0) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to open /samples", into);
     for (size_t i = 0; i < n && !c.status; i++) {
@@ -193,9 +210,15 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
             c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to open the part dump", parts[i]);
             break;
         }
+        if (!is_dump(c.part)) {
+            c.status = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (no format attribute \"%s\")",
+                                 parts[i], DFL_DUMP_FORMAT);
+            H5Fclose(c.part);
+            break;
+        }
         /* a part whose rank ran no prompt has no /samples */
-        if (H5Lexists(c.part, "samples", H5P_DEFAULT) > 0) {
-            hid_t ps = H5Gopen2(c.part, "samples", H5P_DEFAULT);
+        if (H5Lexists(c.part, DFL_DS_SAMPLES, H5P_DEFAULT) > 0) {
+            hid_t ps = H5Gopen2(c.part, DFL_DS_SAMPLES, H5P_DEFAULT);
             if (ps < 0 || H5Literate(ps, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_sample, &c) < 0)
                 if (!c.status) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to list /samples", parts[i]);
             if (ps >= 0) H5Gclose(ps);

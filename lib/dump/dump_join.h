@@ -18,10 +18,11 @@
  * compressed, with no decoding; the dimension scales inside each copied group are
  * attached anew, since HDF5 does not carry object references between files; root
  * counts over samples (nonfinite_samples) are counted again. The parts are only read.
- * DFL_ERR_IO when the file system of `into` has less room than the parts take (checked
- * before any copy), DFL_ERR_HDF5 (with the file and group), DFL_ERR_FORMAT (a
- * sample present twice, or a part that is not a dump). On error `into` is left
- * partly joined: remove it. */
+ * DFL_ERR_IO when a part cannot be read or the file system of `into` has less room than
+ * the parts take (checked before any copy), DFL_ERR_HDF5 (a file HDF5 cannot open,
+ * with the file and group), DFL_ERR_FORMAT (a sample present twice, or a part whose
+ * root attribute format is not "difflens-dump"). On error `into` is left partly
+ * joined: remove it. tests/test_dump_join.c checks it against a single-process dump. */
 dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, dfl_error *err);
 
 #endif

@@ -3,7 +3,7 @@
  *
  * Both round to nearest even and keep NaN payload bits the way the scalar
  * dfl_f32_to_f16 does (sign | 0x7e00 | top 10 payload bits), so they are bit-identical
- * to it for every input; tests/test_f16_pack.c checks that. A CPU with neither gets 0
+ * to it for every input; tests/test_dump_direct.c checks that. A CPU with neither gets 0
  * back and the caller converts with the scalar function. */
 #ifndef DFL_F16_PACK_H
 #define DFL_F16_PACK_H

@@ -1,20 +1,17 @@
-/* attnmap.c — the attnmap tool's logic: resolve what to draw in one or two dumps,
- * read and pool each map by hyperslabs, choose one colour scale for all tiles, lay out
- * the figure and write the PNG. */
-#include "base/clock.h"
+/* attnmap.c — the attnmap tool's logic: resolve what to draw in one or two dumps
+ * (read through dump/dump_sample), read and pool each map by hyperslabs, choose one
+ * colour scale for all tiles, then hand the plan to attnmap_draw.c. */
 #include "render/attnmap.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/atomic.h"
-#include "dump/dump_read.h"
-
-#define MAX_TILES 256
+#include "base/clock.h"
+#include "render/attnmap_internal.h"
+#include "dump/dump_schema.h"
 
 /* ------------------------------------------------------------- parameters */
 
@@ -74,37 +71,14 @@ dfl_status dfl_attnmap_parse_range(const char *flag, const char *text, int64_t o
 
 /* ---------------------------------------------------- one dump's sample */
 
-/* What one dump holds for the chosen sample. */
-typedef struct side {
-    dfl_dump_reader *r;
-    const dfl_dump_sample *s;
-    char *model_type;
-    int is_diff;             /* has map2 and diff */
-    const char *label;       /* model type or --labels */
-    char attn[96];           /* "samples/NNNNNN/attn" */
-    int64_t T;
-    int32_t *tokens;         /* [T] */
-    uint8_t *segments;       /* [T] */
-    char **text;             /* [T] or NULL */
-    size_t ntext;
-    float *lambda;           /* [L] or NULL */
-    size_t nlambda;
-    int32_t *layers, *heads, *rows; /* scales [Ls], [Hs], [R] */
-    int64_t Ls, Hs, R;
-    int map_f16;
-} side;
 
 static void side_free(side *d)
 {
     dfl_dump_close(d->r);
     free(d->model_type);
-    free(d->tokens);
-    free(d->segments);
-    dfl_dump_strings_free(d->text, d->ntext);
+    dfl_dump_tokens_free(&d->tk);
+    dfl_dump_attn_free(&d->at);
     free(d->lambda);
-    free(d->layers);
-    free(d->heads);
-    free(d->rows);
     memset(d, 0, sizeof *d);
 }
 
@@ -123,25 +97,6 @@ static void ranges_text(const int32_t *v, int64_t n, char *buf, size_t cap)
     if (n == 0) snprintf(buf, cap, "none");
 }
 
-/* Read a scale dataset [n], or 0..n-1 when the dump has none. */
-static dfl_status read_scale(side *d, const char *name, int64_t n, int32_t **out, dfl_error *err)
-{
-    char path[160];
-    snprintf(path, sizeof path, "%s/%s", d->attn, name);
-    *out = dfl__alloc_array((size_t)(n > 0 ? n : 1), sizeof **out);
-    if (!*out) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (!dfl_dump_exists(d->r, path)) {
-        for (int64_t i = 0; i < n; i++) (*out)[i] = (int32_t)i;
-        return DFL_OK;
-    }
-    dfl_status s = dfl_dump_read(d->r, path, DFL_H5_I32, *out, (size_t)n, err);
-    if (s) return dfl__context(err, "scale of the maps");
-    for (int64_t i = 1; i < n; i++)
-        if ((*out)[i] <= (*out)[i - 1])
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not strictly ascending", dfl_dump_path(d->r), path);
-    return DFL_OK;
-}
-
 static dfl_status side_open(side *d, const char *path, const char *sample, const char *label, dfl_error *err)
 {
     dfl_status s = dfl_dump_open(path, &d->r, err);
@@ -155,54 +110,16 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
     if ((s = dfl_dump_get_attr_str(d->r, "", "model_type", &d->model_type, err))) return s;
     d->is_diff = strcmp(d->model_type, "llama") != 0;
     d->label = label ? label : d->model_type;
-    snprintf(d->attn, sizeof d->attn, "%s/attn", d->s->group);
-
-    char p[160];
-    size_t n = 0;
-    snprintf(p, sizeof p, "%s/tokens", d->s->group);
-    if ((s = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&d->tokens, &n, err))) return s;
-    d->T = (int64_t)n;
-    if (d->T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is empty", path, p);
-    snprintf(p, sizeof p, "%s/segments", d->s->group);
-    d->segments = calloc((size_t)d->T, 1);
-    if (!d->segments) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    if (dfl_dump_exists(d->r, p) && (s = dfl_dump_read(d->r, p, DFL_H5_U8, d->segments, (size_t)d->T, err)))
+    if ((s = dfl_dump_tokens_read(d->r, d->s, &d->tk, err))) return s;
+    if (d->tk.T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/tokens is empty", path, d->s->group);
+    if (d->is_diff && dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA) &&
+        (s = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
         return s;
-    snprintf(p, sizeof p, "%s/token_text", d->s->group);
-    if (dfl_dump_exists(d->r, p)) {
-        if ((s = dfl_dump_read_strings(d->r, p, &d->text, &d->ntext, err))) return s;
-        if ((int64_t)d->ntext != d->T) {
-            dfl_dump_strings_free(d->text, d->ntext);
-            d->text = NULL;
-            d->ntext = 0;
-        }
-    }
-    if (d->is_diff && dfl_dump_exists(d->r, "model/lambda") &&
-        (s = dfl_dump_read_alloc(d->r, "model/lambda", DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
-        return s;
-
-    /* the maps: [Ls, Hs, R, T] and their scales */
-    snprintf(p, sizeof p, "%s/map1", d->attn);
-    if (!dfl_dump_exists(d->r, p))
+    if ((s = dfl_dump_attn_open(d->r, d->s, d->tk.T, &d->at, err))) return s;
+    if (!(d->at.maps & 1u << DFL_DUMP_MAP1))
         return dfl__fail(err, DFL_ERR_TENSOR,
-                         "%s: sample '%s' (#%zu) has no attention maps (%s missing; run probe with --maps)", path,
-                         d->s->id, d->s->index, p);
-    dfl_dump_dset_info info;
-    if ((s = dfl_dump_dataset_info(d->r, p, &info, err))) return s;
-    if (info.ndim != 4 || info.dims[3] != d->T)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s must be [layers, heads, rows, %lld tokens], has rank %d", path, p,
-                         (long long)d->T, info.ndim);
-    d->Ls = info.dims[0];
-    d->Hs = info.dims[1];
-    d->R = info.dims[2];
-    d->map_f16 = info.type == DFL_H5_F16;
-    if ((s = read_scale(d, "layers", d->Ls, &d->layers, err)) || (s = read_scale(d, "heads", d->Hs, &d->heads, err)) ||
-        (s = read_scale(d, "rows", d->R, &d->rows, err)))
-        return s;
-    for (int64_t i = 0; i < d->R; i++)
-        if (d->rows[i] < 0 || d->rows[i] >= d->T)
-            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/rows lists row %d outside the %lld tokens", path, d->attn,
-                             d->rows[i], (long long)d->T);
+                         "%s: sample '%s' (#%zu) has no attention maps (%s/map1 missing; run probe with --maps)", path,
+                         d->s->id, d->s->index, d->at.group);
     return DFL_OK;
 }
 
@@ -227,46 +144,6 @@ static const char *map_dataset(dfl_attn_map m)
     return m == DFL_ATTN_MAP2 ? "map2" : m == DFL_ATTN_DIFF ? "diff" : "map1";
 }
 
-/* ------------------------------------------------------------------- tiles */
-
-/* A tile is a sum of up to two terms, coef · map(side, layer, head or head mean). */
-typedef struct term {
-    int side;
-    dfl_attn_map map;
-    int64_t li;              /* index into the side's layers */
-    int64_t hi;              /* index into its heads, or -1 = mean over all */
-    double coef;
-} term;
-
-typedef struct tile {
-    term t[2];
-    int nt;
-    int diverging;           /* may hold negative values: drawn on the diverging map */
-    char title[128];
-    float *v;                /* pooled [ph][pw], NaN = masked */
-} tile;
-
-/* The drawing plan shared by every tile. */
-typedef struct plan {
-    side sd[2];
-    int nsides;
-    int64_t nr, nc;          /* rows and key columns shown */
-    int64_t *ridx[2];        /* [nr] row index into each side's R axis */
-    int32_t *rpos;           /* [nr] query position of each shown row */
-    int64_t c0;              /* first key position shown */
-    int strips;              /* rows-only dump: rows drawn as strips */
-    int64_t ph, pw;          /* pooled grid */
-    int cell_w, cell_h;      /* pixels per pooled cell */
-    int fit_mw;              /* > 0: maps drawn this many units wide, cells stretched
-                              * (--width); 0: pw x cell_w */
-    tile tiles[MAX_TILES];
-    int ntiles, grid_cols, grid_rows;
-    dfl_norm norm;
-    dfl_cmap cmap;
-    int extend_low, extend_high;
-    double data_min, data_max;
-    int robust;
-} plan;
 
 static void plan_free(plan *pl)
 {
@@ -294,7 +171,7 @@ static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, 
                          dfl_dump_path(d->r), d->model_type,
                          m == DFL_ATTN_ALL ? "--maps all" : m == DFL_ATTN_MAP2 ? "--map map2" : "--map diff");
     char p[160];
-    snprintf(p, sizeof p, "%s/%s", d->attn, map_dataset(m));
+    snprintf(p, sizeof p, "%s/%s", d->at.group, map_dataset(m));
     if (m != DFL_ATTN_ALL && !dfl_dump_exists(d->r, p))
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: no such dataset", dfl_dump_path(d->r), p);
     *out = m;
@@ -304,7 +181,7 @@ static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, 
 static void lambda_text(const side *d, int64_t li, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    int32_t layer = d->layers[li];
+    int32_t layer = d->at.layers[li];
     if (d->lambda && layer >= 0 && (size_t)layer < d->nlambda)
         snprintf(buf, cap, "\xce\xbb = %.3f", (double)d->lambda[layer]);
 }
@@ -320,7 +197,7 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
 
     const side *a = &pl->sd[0];
     /* items along the grid: the layers, heads or maps listed */
-    int64_t nitems = all_l ? a->Ls : all_h ? a->Hs : all_m ? 3 : 1;
+    int64_t nitems = all_l ? a->at.Ls : all_h ? a->at.Hs : all_m ? 3 : 1;
     dfl_attn_map maps[2];
     for (int k = 0; k < pl->nsides; k++) {
         dfl_status s = resolve_map(&pl->sd[k], p->map, &maps[k], err);
@@ -331,14 +208,14 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
     int64_t li[2] = {0, 0}, hi[2] = {0, 0};
     for (int k = 0; k < pl->nsides; k++) {
         const side *d = &pl->sd[k];
-        int64_t lv = p->layer == DFL_ATTNMAP_FIRST || all_l ? d->layers[0] : p->layer;
-        int64_t hv = p->head == DFL_ATTNMAP_FIRST || all_h ? d->heads[0] : p->head;
+        int64_t lv = p->layer == DFL_ATTNMAP_FIRST || all_l ? d->at.layers[0] : p->layer;
+        int64_t hv = p->head == DFL_ATTNMAP_FIRST || all_h ? d->at.heads[0] : p->head;
         dfl_status s;
-        if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].layers[li[0]];
-        if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].heads[hi[0]];
-        if ((s = find_index(d, "layer", d->layers, d->Ls, lv, &li[k], err))) return s;
+        if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].at.layers[li[0]];
+        if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].at.heads[hi[0]];
+        if ((s = find_index(d, "layer", d->at.layers, d->at.Ls, lv, &li[k], err))) return s;
         if (p->head == DFL_ATTNMAP_MEAN) hi[k] = -1;
-        else if ((s = find_index(d, "head", d->heads, d->Hs, hv, &hi[k], err))) return s;
+        else if ((s = find_index(d, "head", d->at.heads, d->at.Hs, hv, &hi[k], err))) return s;
     }
 
     int rows_of_sides = pl->nsides == 2 && !p->delta ? 2 : 1;
@@ -359,9 +236,9 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
                 tm->hi = hi[k];
                 tm->coef = q == 0 ? 1.0 : -1.0;
                 dfl_status s;
-                if (all_l && (s = find_index(d, "layer", d->layers, d->Ls, pl->sd[0].layers[it], &tm->li, err)))
+                if (all_l && (s = find_index(d, "layer", d->at.layers, d->at.Ls, pl->sd[0].at.layers[it], &tm->li, err)))
                     return s;
-                if (all_h && (s = find_index(d, "head", d->heads, d->Hs, pl->sd[0].heads[it], &tm->hi, err)))
+                if (all_h && (s = find_index(d, "head", d->at.heads, d->at.Hs, pl->sd[0].at.heads[it], &tm->hi, err)))
                     return s;
                 if (all_m && !d->is_diff)
                     return dfl__fail(err, DFL_ERR_USAGE, "%s: --maps all needs a Diff dump (a %s dump has only map1)",
@@ -373,9 +250,9 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
             const side *d0 = &pl->sd[t.t[0].side];
             if (all_l) {
                 lambda_text(d0, t.t[0].li, lam, sizeof lam);
-                snprintf(item, sizeof item, "layer %d%s%s", d0->layers[t.t[0].li], lam[0] ? " \xc2\xb7 " : "", lam);
+                snprintf(item, sizeof item, "layer %d%s%s", d0->at.layers[t.t[0].li], lam[0] ? " \xc2\xb7 " : "", lam);
             } else if (all_h) {
-                snprintf(item, sizeof item, "head %d", d0->heads[t.t[0].hi]);
+                snprintf(item, sizeof item, "head %d", d0->at.heads[t.t[0].hi]);
             } else if (all_m) {
                 snprintf(item, sizeof item, "%s", it == 0 ? "map1" : it == 1 ? "map2" : "diff = map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2");
             }
@@ -406,10 +283,10 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
     else if (pl->nsides == 2) snprintf(who, sizeof who, "%s vs %s", pl->sd[0].label, pl->sd[1].label);
     else snprintf(who, sizeof who, "%s", d->label);
     if (all_l) snprintf(lay, sizeof lay, "all layers");
-    else snprintf(lay, sizeof lay, "layer %d", d->layers[li[0]]);
+    else snprintf(lay, sizeof lay, "layer %d", d->at.layers[li[0]]);
     if (all_h) snprintf(hd, sizeof hd, "all heads");
-    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->Hs);
-    else snprintf(hd, sizeof hd, "head %d", d->heads[hi[0]]);
+    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->at.Hs);
+    else snprintf(hd, sizeof hd, "head %d", d->at.heads[hi[0]]);
     if (all_m) snprintf(mp, sizeof mp, "map1 | map2 | diff");
     else if (maps[0] == DFL_ATTN_DIFF) snprintf(mp, sizeof mp, "diff map");
     else if (maps[0] == DFL_ATTN_MAP1 && !d->is_diff) snprintf(mp, sizeof mp, "softmax map");
@@ -430,10 +307,10 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
 {
     const side *a = &pl->sd[0];
     int64_t lo = p->has_rows && p->rows[0] >= 0 ? p->rows[0] : 0;
-    int64_t hi = p->has_rows && p->rows[1] >= 0 ? p->rows[1] : a->T;
+    int64_t hi = p->has_rows && p->rows[1] >= 0 ? p->rows[1] : a->tk.T;
     int64_t c0 = p->has_cols && p->cols[0] >= 0 ? p->cols[0] : 0;
-    int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->T;
-    if (c1 > a->T) c1 = a->T;
+    int64_t c1 = p->has_cols && p->cols[1] >= 0 ? p->cols[1] : a->tk.T;
+    if (c1 > a->tk.T) c1 = a->tk.T;
     if (c0 >= c1) {
         /* quote the range as typed, not as clipped to the sample */
         char typed[64] = "", hi_txt[24] = "";
@@ -441,39 +318,39 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
         if (p->cols[0] >= 0) snprintf(typed, sizeof typed, "%lld:%s", (long long)p->cols[0], hi_txt);
         else snprintf(typed, sizeof typed, ":%s", hi_txt);
         return dfl__fail(err, DFL_ERR_RANGE, "--cols %s selects no keys (the sample has %lld tokens, keys 0:%lld)", typed,
-                         (long long)a->T, (long long)a->T);
+                         (long long)a->tk.T, (long long)a->tk.T);
     }
     pl->c0 = c0;
     pl->nc = c1 - c0;
-    pl->rpos = dfl__alloc_array((size_t)a->R, sizeof *pl->rpos);
-    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->R, sizeof *pl->ridx[k]);
+    pl->rpos = dfl__alloc_array((size_t)a->at.R, sizeof *pl->rpos);
+    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->at.R, sizeof *pl->ridx[k]);
     if (!pl->rpos || !pl->ridx[0] || (pl->nsides == 2 && !pl->ridx[1]))
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pl->nr = 0;
-    for (int64_t i = 0; i < a->R; i++) {
-        if (a->rows[i] < lo || a->rows[i] >= hi) continue;
-        pl->rpos[pl->nr] = a->rows[i];
+    for (int64_t i = 0; i < a->at.R; i++) {
+        if (a->at.rows[i] < lo || a->at.rows[i] >= hi) continue;
+        pl->rpos[pl->nr] = a->at.rows[i];
         pl->ridx[0][pl->nr] = i;
         if (pl->nsides == 2) {
             const side *b = &pl->sd[1];
             int64_t j = -1;
-            for (int64_t q = 0; q < b->R; q++)
-                if (b->rows[q] == a->rows[i]) j = q;
+            for (int64_t q = 0; q < b->at.R; q++)
+                if (b->at.rows[q] == a->at.rows[i]) j = q;
             if (j < 0)
                 return dfl__fail(err, DFL_ERR_RANGE, "%s: query row %d is captured in %s but not here",
-                                 dfl_dump_path(b->r), a->rows[i], dfl_dump_path(a->r));
+                                 dfl_dump_path(b->r), a->at.rows[i], dfl_dump_path(a->r));
             pl->ridx[1][pl->nr] = j;
         }
         pl->nr++;
     }
     if (pl->nr == 0) {
         char have[200];
-        ranges_text(a->rows, a->R, have, sizeof have);
+        ranges_text(a->at.rows, a->at.R, have, sizeof have);
         return dfl__fail(err, DFL_ERR_RANGE, "%s: --rows %lld:%lld selects none of the captured query rows (%s)",
                          dfl_dump_path(a->r), (long long)lo, (long long)hi, have);
     }
     /* a dump that captured only some rows draws them as strips */
-    pl->strips = a->R < a->T || (pl->nsides == 2 && pl->sd[1].R < pl->sd[1].T);
+    pl->strips = a->at.R < a->tk.T || (pl->nsides == 2 && pl->sd[1].at.R < pl->sd[1].tk.T);
     return DFL_OK;
 }
 
@@ -533,15 +410,15 @@ static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_
 {
     if (!rs->slab[k][m]) {
         char path[160];
-        snprintf(path, sizeof path, "%s/%s", pl->sd[k].attn, map_dataset(m));
+        snprintf(path, sizeof path, "%s/%s", pl->sd[k].at.group, map_dataset(m));
         dfl_status s = dfl_dump_slab_open(pl->sd[k].r, path, &rs->slab[k][m], err);
         if (s) return s;
         const dfl_dump_dset_info *in = dfl_dump_slab_info(rs->slab[k][m]);
         const side *d = &pl->sd[k];
-        if (in->ndim != 4 || in->dims[0] != d->Ls || in->dims[1] != d->Hs || in->dims[2] != d->R || in->dims[3] != d->T)
+        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != d->at.Hs || in->dims[2] != d->at.R || in->dims[3] != d->tk.T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from map1's [%lld, %lld, %lld, %lld]",
-                             dfl_dump_path(d->r), path, (long long)d->Ls, (long long)d->Hs, (long long)d->R,
-                             (long long)d->T);
+                             dfl_dump_path(d->r), path, (long long)d->at.Ls, (long long)d->at.Hs, (long long)d->at.R,
+                             (long long)d->tk.T);
     }
     *out = rs->slab[k][m];
     return DFL_OK;
@@ -600,7 +477,7 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
                 s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, w, acc, err);
                 break;
             }
-            int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->Hs;
+            int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->at.Hs;
             float c = (float)(tm->coef / (double)(h1 - h0));
             for (int64_t h = h0; !s && h < h1; h++) {
                 if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, w, rs->buf, err))) break;
@@ -635,7 +512,7 @@ static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error
     }
     const side *a = &pl->sd[0];
     for (int64_t j = 0; j < pl->nc; j++) {
-        if (a->segments[pl->c0 + j] != 1) continue;
+        if (a->tk.segments[pl->c0 + j] != 1) continue;
         int64_t x = j * pl->pw / pl->nc;
         bos_col[x] = 1;
         if (x + 1 < pl->pw && (j + 1) * pl->pw > (x + 1) * pl->nc) bos_col[x + 1] = 1;
@@ -695,288 +572,15 @@ static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error
     return DFL_OK;
 }
 
-/* ------------------------------------------------------------------ drawing */
-
-static const dfl_rgb WHITE = {255, 255, 255}, INK = {0x22, 0x22, 0x22}, GREY = {0x66, 0x66, 0x66};
-static const dfl_rgb NODATA = {200, 200, 200}, HATCH = {160, 160, 160};
-
-/* Segment colours (Okabe-Ito, colour-blind safe), by code: context, bos, answer,
- * query, distractor, target. */
-static const dfl_rgb SEG_COLOR[6] = {{232, 232, 232}, {0, 0, 0}, {0, 158, 115}, {0, 114, 178}, {230, 159, 0},
-                                     {204, 121, 167}};
-static const char *const SEG_NAME[6] = {"context", "bos", "answer", "query", "distractor", "target"};
-/* Which segment wins when a pooled band cell covers several. */
-static const int SEG_RANK[6] = {0, 1, 5, 2, 3, 4};
-
-static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
-{
-    int best = 0;
-    for (int64_t i = from; i < to; i++) {
-        int s = seg[i] < 6 ? seg[i] : 0;
-        if (SEG_RANK[s] > SEG_RANK[best]) best = s;
-    }
-    return best;
-}
-
-#define M 16          /* outer margin (6 in a figure sized by --width) */
-#define BAND 6        /* segment band thickness */
-#define BGAP 2        /* band to map */
-#define GAPX 24       /* between tiles */
-#define GAPY 14
-#define LABEL_CHARS 10 /* token labels are clipped to this many characters */
-
-typedef struct layout {
-    int mw, mh;              /* map area of a tile */
-    int left_w, bottom_h;    /* tick or token labels */
-    int tile_title_h;
-    int tw, th;              /* whole tile */
-    int token_x, token_y;    /* print token text along x / y */
-    int grid_x, grid_y;      /* top-left of the grid */
-    int cb_x, cb_y, cb_h, cb_w;
-    int width, height;
-    int title_scale;
-    int legend_y;
-    int m, cb_gap;           /* outer margin; grid to colour bar */
-} layout;
-
-/* Position (centre) of shown key k on the x axis of a tile's map. */
-static int key_px(const plan *pl, const layout *L, double k)
-{
-    return (int)floor((k + 0.5) * L->mw / (double)pl->nc);
-}
-static int row_px(const plan *pl, const layout *L, double r)
-{
-    return (int)floor((r + 0.5) * L->mh / (double)pl->nr);
-}
-
-static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile *t, int x, int y)
-{
-    const side *a = &pl->sd[0];
-    if (pl->grid_cols * pl->grid_rows > 1 || t->title[0])
-        dfl_canvas_text(c, x + L->left_w + BAND + BGAP, y, t->title, 1, INK, DFL_ALIGN_LEFT);
-    int mx = x + L->left_w + BAND + BGAP, my = y + L->tile_title_h + BAND + BGAP;
-    /* key band (top) and query band (left): one rectangle per run of a segment, so
-     * vector outputs get a few shapes without seams between them */
-    int run = 0, run_s = -1;
-    for (int64_t px = 0; px <= L->mw; px++) {
-        int s = -1;
-        if (px < L->mw) {
-            int64_t k0 = px * pl->nc / L->mw, k1 = ((px + 1) * pl->nc + L->mw - 1) / L->mw;
-            if (k1 <= k0) k1 = k0 + 1;
-            s = band_segment(a->segments + pl->c0, k0, k1);
-        }
-        if (s != run_s) {
-            if (run_s >= 0) dfl_canvas_fill(c, mx + run, my - BGAP - BAND, (int)px - run, BAND, SEG_COLOR[run_s]);
-            run = (int)px;
-            run_s = s;
-        }
-    }
-    run = 0, run_s = -1;
-    for (int64_t py = 0; py <= L->mh; py++) {
-        int best = -1;
-        if (py < L->mh) {
-            int64_t r0 = py * pl->nr / L->mh, r1 = ((py + 1) * pl->nr + L->mh - 1) / L->mh;
-            if (r1 <= r0) r1 = r0 + 1;
-            best = 0;
-            for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
-                int s = a->segments[pl->rpos[r]] < 6 ? a->segments[pl->rpos[r]] : 0;
-                if (SEG_RANK[s] > SEG_RANK[best]) best = s;
-            }
-        }
-        if (best != run_s) {
-            if (run_s >= 0) dfl_canvas_fill(c, mx - BGAP - BAND, my + run, BAND, (int)py - run, SEG_COLOR[run_s]);
-            run = (int)py;
-            run_s = best;
-        }
-    }
-    dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA,
-                           HATCH);
-    dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
-
-    char buf[64];
-    /* x axis: token text or position ticks */
-    int by = my + L->mh + 2;
-    if (L->token_x) {
-        for (int64_t k = 0; k < pl->nc; k++) {
-            int px = mx + key_px(pl, L, (double)k);
-            dfl_text_clip(buf, sizeof buf, a->text[pl->c0 + k], LABEL_CHARS);
-            dfl_canvas_text_up(c, px - DFL_FONT_H / 2, by + 4, buf, 1, INK, DFL_ALIGN_RIGHT);
-        }
-    } else {
-        double ticks[32];
-        /* about one tick per 7 line heights, as matplotlib spaces them; at least 4 */
-        int max_t = L->mw / (7 * DFL_FONT_H) + 1;
-        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), max_t < 4 ? 4 : max_t, ticks, 32, NULL);
-        for (int i = 0; i < nt; i++) {
-            if (ticks[i] != floor(ticks[i])) continue;
-            int px = mx + key_px(pl, L, ticks[i] - (double)pl->c0);
-            dfl_canvas_fill(c, px, by, 1, 4, INK);
-            snprintf(buf, sizeof buf, "%.0f", ticks[i]);
-            dfl_canvas_text(c, px, by + 5, buf, 1, INK, DFL_ALIGN_CENTER);
-        }
-    }
-    /* y axis: token text, each strip's position, or position ticks */
-    int lx = mx - BGAP - BAND - 2;
-    if (L->token_y) {
-        for (int64_t r = 0; r < pl->nr; r++) {
-            int py = my + row_px(pl, L, (double)r);
-            dfl_text_clip(buf, sizeof buf, a->text[pl->rpos[r]], LABEL_CHARS);
-            dfl_canvas_text(c, lx - 2, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
-        }
-    } else if (pl->strips) {
-        /* label strips at least a line apart */
-        int step = 1;
-        while ((double)L->mh / (double)pl->nr * step < DFL_FONT_H + 4) step++;
-        for (int64_t r = 0; r < pl->nr; r += step) {
-            int py = my + row_px(pl, L, (double)r);
-            dfl_canvas_fill(c, lx - 3, py, 3, 1, INK);
-            snprintf(buf, sizeof buf, "%d", pl->rpos[r]);
-            dfl_canvas_text(c, lx - 5, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
-        }
-    } else {
-        double ticks[32];
-        double p0 = pl->rpos[0];
-        int max_t = L->mh / (5 * DFL_FONT_H) + 1;
-        int nt = dfl_ticks_linear(p0, (double)pl->rpos[pl->nr - 1], max_t < 4 ? 4 : max_t, ticks, 32, NULL);
-        for (int i = 0; i < nt; i++) {
-            if (ticks[i] != floor(ticks[i])) continue;
-            int py = my + row_px(pl, L, ticks[i] - p0);
-            dfl_canvas_fill(c, lx - 3, py, 3, 1, INK);
-            snprintf(buf, sizeof buf, "%.0f", ticks[i]);
-            dfl_canvas_text(c, lx - 5, py - DFL_FONT_H / 2, buf, 1, INK, DFL_ALIGN_RIGHT);
-        }
-    }
-}
-
-static int max_label_width(const plan *pl, const char *font, int y_axis)
-{
-    const side *a = &pl->sd[0];
-    int w = 0;
-    char buf[64];
-    int64_t n = y_axis ? pl->nr : pl->nc;
-    for (int64_t i = 0; i < n; i++) {
-        dfl_text_clip(buf, sizeof buf, a->text[y_axis ? pl->rpos[i] : pl->c0 + i], LABEL_CHARS);
-        int tw = dfl_font_text_width(font, buf, 1);
-        if (tw > w) w = tw;
-    }
-    return w;
-}
-
-/* The layout for the pooled grid; fit_w > 0: the figure is exactly that wide (the maps
- * were sized for it) and titles are clipped to it rather than widening it. */
-static void make_layout(const plan *pl, const dfl_attnmap_params *p, const dfl_colorbar *cb, const char *title,
-                        const char *subtitle, const dfl_legend_item *items, int nitems, int fit_w, layout *L)
-{
-    memset(L, 0, sizeof *L);
-    const side *a = &pl->sd[0];
-    L->mw = (int)pl->pw * pl->cell_w;
-    L->mh = (int)pl->ph * pl->cell_h;
-    if (pl->fit_mw > 0) {
-        /* both sides stretched alike: cells keep their aspect */
-        L->mh = (int)lround((double)L->mh * pl->fit_mw / L->mw);
-        if (L->mh < 1) L->mh = 1;
-        L->mw = pl->fit_mw;
-    }
-    int has_text = a->text && p->token_labels;
-    L->token_x = has_text && pl->pw == pl->nc && (double)L->mw / (double)pl->pw >= DFL_FONT_H;
-    L->token_y = has_text && pl->ph == pl->nr && (double)L->mh / (double)pl->ph >= DFL_FONT_H;
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)(pl->sd[0].T));
-    int digits_w = dfl_font_text_width(p->font, buf, 1);
-    L->left_w = (L->token_y ? max_label_width(pl, p->font, 1) : digits_w) + 8;
-    L->bottom_h = L->token_x ? max_label_width(pl, p->font, 0) + 8 : DFL_FONT_H + 8;
-    L->tile_title_h = pl->ntiles > 1 || pl->tiles[0].title[0] ? DFL_FONT_H + 4 : 0;
-    L->tw = L->left_w + BAND + BGAP + L->mw;
-    L->th = L->tile_title_h + BAND + BGAP + L->mh + L->bottom_h;
-
-    int axis_w = DFL_FONT_H + 6; /* the rotated "query position" */
-    int grid_w = pl->grid_cols * L->tw + (pl->grid_cols - 1) * GAPX;
-    int grid_h = pl->grid_rows * L->th + (pl->grid_rows - 1) * GAPY;
-    L->cb_w = dfl_colorbar_width(cb, 18);
-    if (fit_w) L->cb_w += DFL_FONT_H + 6; /* the bar's title, turned, on its right */
-    L->m = fit_w ? 6 : M;
-    L->cb_gap = fit_w ? 12 : 28;
-    int width = L->m + axis_w + grid_w + L->cb_gap + L->cb_w + L->m;
-    if (fit_w > width) width = fit_w;
-    L->title_scale = dfl_font_text_width(p->font, title, 2) + 2 * L->m <= width ? 2 : 1;
-    int title_w = dfl_font_text_width(p->font, title, L->title_scale) + 2 * L->m;
-    int sub_w = dfl_font_text_width(p->font, subtitle, 1) + 2 * L->m;
-    if (title_w > width && !fit_w) width = title_w;
-    if (sub_w > width && !fit_w) width = sub_w;
-    L->width = width;
-
-    L->grid_x = L->m + axis_w;
-    L->grid_y = L->m + DFL_FONT_H * L->title_scale + 6 + DFL_FONT_H + 12;
-    /* the colour bar spans the maps of the grid, at least 160 px */
-    L->cb_x = L->grid_x + grid_w + L->cb_gap;
-    L->cb_y = L->grid_y + L->tile_title_h + BAND + BGAP + DFL_FONT_H + 16;
-    int maps_span = grid_h - L->tile_title_h - BAND - BGAP - L->bottom_h;
-    L->cb_h = maps_span - DFL_FONT_H - 16;
-    /* a bar at least 160 units tall (5 labelled ticks), less in a figure sized to a
-     * paper width, where it would otherwise set the height */
-    int cb_min = fit_w ? 4 * (DFL_FONT_H + 4) : 160;
-    if (L->cb_h < cb_min) L->cb_h = cb_min;
-    int cb_bottom = L->cb_y + L->cb_h + 18 + (cb->note ? 5 * (DFL_FONT_H + 2) : 0);
-    int bottom = L->grid_y + grid_h + DFL_FONT_H + 8; /* + "key position" */
-    if (cb_bottom > bottom) bottom = cb_bottom;
-    int lw, lh;
-    dfl_legend_size(items, nitems, 1, width - 2 * L->m, &lw, &lh);
-    L->legend_y = bottom + 8;
-    L->height = L->legend_y + lh + L->m;
-}
-
-/* The map width (units) that makes the figure fit_w units wide, from the layout at the
- * current pooled size (colour bar ticks of a 0..1 scale stand in for the data's). */
-static int fit_map_width(const plan *pl, const dfl_attnmap_params *p, int fit_w)
-{
-    dfl_colorbar cb = {pl->cmap, {DFL_SCALE_LINEAR, 0, 0.0, 1.0, 0.0}, NULL, NULL, 1, 1, 1, p->font};
-    dfl_legend_item none = {"context", WHITE, 0, WHITE};
-    layout L;
-    make_layout(pl, p, &cb, "", "", &none, 1, 1, &L);
-    int over = L.width - pl->grid_cols * L.mw;
-    int per = (fit_w - over) / pl->grid_cols;
-    return per < 16 ? 16 : per;
-}
-
-/* Cut text (in place, buffer cap) with an ellipsis until it is at most w units wide. */
-static void fit_text(const char *font, char *text, size_t cap, int scale, int w)
-{
-    size_t n = dfl_text_length(text);
-    char *orig = strdup(text);
-    if (!orig) return; /* out of memory: the text runs off the edge */
-    while (n > 1 && dfl_font_text_width(font, text, scale) > w) {
-        n = n * 9 / 10 < n - 1 ? n * 9 / 10 : n - 1;
-        dfl_text_clip(text, cap, orig, n);
-    }
-    free(orig);
-}
-
 /* ------------------------------------------------------------------- run */
 
-static void scale_note(const plan *pl, const dfl_attnmap_params *p, char *buf, size_t cap)
+/* The checks that need no reading: an output that is an input, a bad extension or an
+ * existing output fails before any dump is opened. */
+static dfl_status check_params(const dfl_attnmap_params *p, dfl_error *err)
 {
-    char lo[32], hi[32];
-    size_t used = 0;
-    if (pl->robust)
-        used += (size_t)snprintf(buf + used, cap - used, "limits: p99.5%s\n(bos keys left out)\n",
-                                 pl->norm.diverging ? " of |v|" : "");
-    else
-        used += (size_t)snprintf(buf + used, cap - used, "limits: --vmin/--vmax\n");
-    dfl_tick_label(pl->data_min, lo, sizeof lo);
-    dfl_tick_label(pl->data_max, hi, sizeof hi);
-    used += (size_t)snprintf(buf + used, cap - used, "data %s to %s\n", lo, hi);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "%s scale, %s pool", dfl_scale_name(p->scale), dfl_pool_name(p->pool));
-}
-
-dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep, dfl_error *err)
-{
-    double t0 = dfl_clock_seconds();
     if (!p->dump_path || !p->out_path) return dfl__fail(err, DFL_ERR_USAGE, "a dump and an output path are required");
     if (p->size < 0 || p->size > 8192) return dfl__fail(err, DFL_ERR_USAGE, "--size %d is outside 16 to 8192", p->size);
     if (p->labels[0] && !p->vs_path) return dfl__fail(err, DFL_ERR_USAGE, "--labels needs --vs");
-    /* the cheap checks first: an output that is an input, a bad extension or an
-     * existing output fails before any reading */
     dfl_format fmt;
     const char *inputs[2] = {p->dump_path, p->vs_path};
     dfl_status s = dfl__check_not_input(p->out_path, inputs, 2, err);
@@ -985,44 +589,42 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     if (!(p->width_in >= 0 && p->width_in <= 100) || !(p->dpi >= 0 && p->dpi <= 10000) ||
         !(p->px_scale >= 0 && p->px_scale <= 64))
         return dfl__fail(err, DFL_ERR_USAGE, "--width, --dpi or --pixel-scale out of range");
-    if ((s = dfl__check_overwrite(p->out_path, p->overwrite, err))) return s;
+    return dfl__check_overwrite(p->out_path, p->overwrite, err);
+}
 
-    plan *pl = calloc(1, sizeof *pl);
-    dfl_canvas *c = NULL;
-    reader_set rs;
-    memset(&rs, 0, sizeof rs);
-    if (!pl) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+/* The chosen sample of the dump and of --vs, which must hold the same prompt. */
+static dfl_status open_sides(plan *pl, const dfl_attnmap_params *p, dfl_error *err)
+{
     pl->nsides = p->vs_path ? 2 : 1;
-    char title[384], subtitle[384], note[256];
-    if ((s = side_open(&pl->sd[0], p->dump_path, p->sample, p->labels[0], err))) goto done;
-    if (p->vs_path) {
-        if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->labels[1], err))) goto done;
-        const side *a = &pl->sd[0], *b = &pl->sd[1];
-        if (a->T != b->T) {
-            s = dfl__fail(err, DFL_ERR_TENSOR, "--vs: the samples' tokens differ: %s sample '%s' has %lld tokens, %s sample '%s' has %lld",
-                          p->dump_path, a->s->id, (long long)a->T, p->vs_path, b->s->id, (long long)b->T);
-            goto done;
-        }
-        for (int64_t i = 0; i < a->T; i++)
-            if (a->tokens[i] != b->tokens[i]) {
-                s = dfl__fail(err, DFL_ERR_TENSOR,
-                              "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
-                              (long long)i, a->tokens[i], p->dump_path, b->tokens[i], p->vs_path);
-                goto done;
-            }
-    }
-    if ((s = make_tiles(pl, p, title, sizeof title, err))) goto done;
-    if ((s = choose_rows(pl, p, err))) goto done;
+    dfl_status s = side_open(&pl->sd[0], p->dump_path, p->sample, p->labels[0], err);
+    if (s || !p->vs_path) return s;
+    if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->labels[1], err))) return s;
+    const side *a = &pl->sd[0], *b = &pl->sd[1];
+    if (a->tk.T != b->tk.T)
+        return dfl__fail(err, DFL_ERR_TENSOR,
+                         "--vs: the samples' tokens differ: %s sample '%s' has %lld tokens, %s sample '%s' has %lld",
+                         p->dump_path, a->s->id, (long long)a->tk.T, p->vs_path, b->s->id, (long long)b->tk.T);
+    for (int64_t i = 0; i < a->tk.T; i++)
+        if (a->tk.tokens[i] != b->tk.tokens[i])
+            return dfl__fail(err, DFL_ERR_TENSOR,
+                             "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
+                             (long long)i, a->tk.tokens[i], p->dump_path, b->tk.tokens[i], p->vs_path);
+    return DFL_OK;
+}
+
+/* The pooled size of the tiles. Returns the figure's width in units under --width
+ * (72 per inch, text at 8 pt), 0 without it. */
+static int size_tiles(plan *pl, const dfl_attnmap_params *p)
+{
     int size = p->size > 0 ? p->size : pl->ntiles > 1 ? 512 : 1024;
     int fit_w = 0;
     if (p->width_in > 0) {
-        /* 72 units per inch (text at 8 pt): the maps get what the labels, bands and
-         * colour bar leave of the width; two rounds, as token labels come and go with
-         * the cell size */
+        /* the maps get what the labels, bands and colour bar leave of the width; two
+         * rounds, as token labels come and go with the cell size */
         fit_w = (int)lround(p->width_in * 72.0);
         choose_size(pl, 512);
         for (int round = 0; round < 2; round++) {
-            pl->fit_mw = fit_map_width(pl, p, fit_w);
+            pl->fit_mw = dfl__attnmap_fit_map_width(pl, p, fit_w);
             /* pooled to what 300 dpi can show (size is the longer side), never more
              * than the map has: the cells are then stretched to the units */
             int64_t want = (int64_t)pl->fit_mw * 300 / 72;
@@ -1033,91 +635,30 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     }
     if (size < 16) size = 16;
     choose_size(pl, size);
+    return fit_w;
+}
 
+dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep, dfl_error *err)
+{
+    double t0 = dfl_clock_seconds();
+    dfl_status s = check_params(p, err);
+    if (s) return s;
+    plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    reader_set rs;
+    memset(&rs, 0, sizeof rs);
+    char title[384];
+    double read_seconds = 0;
+    if ((s = open_sides(pl, p, err)) || (s = make_tiles(pl, p, title, sizeof title, err)) ||
+        (s = choose_rows(pl, p, err)))
+        goto done;
+    int fit_w = size_tiles(pl, p);
     double tr = dfl_clock_seconds();
-    for (int i = 0; i < pl->ntiles; i++)
-        if ((s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err))) goto done;
-    double read_seconds = dfl_clock_seconds() - tr;
-    if ((s = choose_limits(pl, p, err))) goto done;
-
-    /* subtitle: what the pixels are */
-    const side *a = &pl->sd[0];
-    snprintf(subtitle, sizeof subtitle, "%s%s%s \xc2\xb7 %lld tokens \xc2\xb7 %s %d:%d \xc2\xb7 keys %lld:%lld \xc2\xb7 %lld rows x %lld keys %s %lld x %lld px",
-             p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "", (long long)a->T,
-             pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
-             (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
-             pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
-             (long long)pl->pw * (fit_w ? 1 : pl->cell_w), (long long)pl->ph * (fit_w ? 1 : pl->cell_h));
-    /* a figure sized by --width stretches cells: say how many, not how many pixels */
-    if (fit_w && strlen(subtitle) > 3) subtitle[strlen(subtitle) - 3] = '\0', strcat(subtitle, " cells");
-    scale_note(pl, p, note, sizeof note);
-    int any_div = pl->norm.diverging, all_div = 1;
-    for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;
-    dfl_colorbar cb = {pl->cmap, pl->norm,
-                       p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
-                       note, pl->extend_low, pl->extend_high, 1, p->font};
-    (void)any_div;
-    /* a figure sized to a paper width keeps the bar narrow: its title runs along it,
-     * and the note on the limits is left out */
-    const char *cb_title = cb.title;
-    if (fit_w) cb.title = cb.note = NULL;
-
-    /* legend: the segments present, then masked */
-    dfl_legend_item items[8];
-    int nitems = 0;
-    int present[6] = {0};
-    for (int64_t i = 0; i < a->T; i++) present[a->segments[i] < 6 ? a->segments[i] : 0] = 1;
-    for (int sg = 1; sg <= 6; sg++) {
-        int code = sg % 6; /* bos, answer, query, distractor, target, then context */
-        if (!present[code]) continue;
-        dfl_legend_item it = {SEG_NAME[code], SEG_COLOR[code], 0, SEG_COLOR[code]};
-        items[nitems++] = it;
-    }
-    dfl_legend_item masked = {"masked (future keys)", NODATA, 1, HATCH};
-    items[nitems++] = masked;
-
-    layout L;
-    make_layout(pl, p, &cb, title, subtitle, items, nitems, fit_w, &L);
-    if ((s = dfl_canvas_create(L.width, L.height, WHITE, &c, err))) goto done;
-    dfl_canvas_set_font(c, p->font);
-    fit_text(p->font, title, sizeof title, L.title_scale, L.width - 2 * L.m);
-    fit_text(p->font, subtitle, sizeof subtitle, 1, L.width - 2 * L.m);
-    dfl_canvas_text(c, L.m, L.m, title, L.title_scale, INK, DFL_ALIGN_LEFT);
-    dfl_canvas_text(c, L.m, L.m + DFL_FONT_H * L.title_scale + 6, subtitle, 1, GREY, DFL_ALIGN_LEFT);
-    for (int i = 0; i < pl->ntiles; i++) {
-        int gx = i % pl->grid_cols, gy = i / pl->grid_cols;
-        draw_tile(c, pl, &L, &pl->tiles[i], L.grid_x + gx * (L.tw + GAPX), L.grid_y + gy * (L.th + GAPY));
-    }
-    int grid_w = pl->grid_cols * L.tw + (pl->grid_cols - 1) * GAPX;
-    int grid_h = pl->grid_rows * L.th + (pl->grid_rows - 1) * GAPY;
-    /* the longest y-axis title that fits beside the grid */
-    const char *ytitles[3] = {pl->strips ? "query position (captured rows)" : "query position", "query position",
-                              "query"};
-    int yt = 0;
-    while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h) yt++;
-    dfl_canvas_text_up(c, L.m, L.grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
-    dfl_canvas_text(c, L.grid_x + grid_w / 2, L.grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
-    dfl_canvas_colorbar(c, L.cb_x, L.cb_y, 18, L.cb_h, &cb);
-    if (fit_w) /* the bar's title along its right side, as matplotlib labels a colour bar */
-        dfl_canvas_text_up(c, L.cb_x + L.cb_w - DFL_FONT_H, L.cb_y + L.cb_h / 2, cb_title, 1, INK, DFL_ALIGN_CENTER);
-    dfl_canvas_legend(c, L.m, L.legend_y, items, nitems, 1, L.width - 2 * L.m, INK);
-
-    const char *keys[3] = {"Software", "Title", "Source"};
-    char source[1024];
-    snprintf(source, sizeof source, "%s%s%s", p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "");
-    const char *vals[3] = {"difflens attnmap", title, source};
-    (void)keys;
-    dfl_output o = dfl_output_default();
-    o.width_in = p->width_in > 0 ? p->width_in : L.width / 72.0;
-    o.dpi = p->dpi > 0 ? p->dpi : p->width_in > 0 && p->px_scale <= 0 ? 300 : 0;
-    o.scale = p->px_scale;
-    o.title = vals[1];
-    o.software = vals[0];
-    if ((s = dfl_canvas_write(c, p->out_path, p->overwrite, &o, err))) goto done;
+    for (int i = 0; !s && i < pl->ntiles; i++) s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err);
+    read_seconds = dfl_clock_seconds() - tr;
+    if (s || (s = choose_limits(pl, p, err))) goto done;
+    if ((s = dfl__attnmap_draw(pl, p, title, sizeof title, fit_w, rep, err))) goto done;
     if (rep) {
-        rep->width_in = o.width_in;
-        rep->width = L.width;
-        rep->height = L.height;
         rep->tiles = pl->ntiles;
         rep->vmin = pl->norm.vmin;
         rep->vmax = pl->norm.vmax;
@@ -1127,7 +668,6 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     }
 done:
     reader_set_free(&rs);
-    dfl_canvas_destroy(c);
     plan_free(pl);
     free(pl);
     return s;

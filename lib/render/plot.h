@@ -138,10 +138,10 @@ dfl_status dfl_plot_line_canvas(const dfl_line_chart *p, dfl_canvas **out, dfl_e
 dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_error *err);
 
 /* The chart as a PNG, SVG or PDF at path by its extension (atomic, as dfl_canvas_write;
- * "Software" = "difflens"; the names keep their first format). DFL_ERR_USAGE for another
- * extension, DFL_ERR_EXISTS when path exists and !overwrite, DFL_ERR_IO, and the above. */
-dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err);
-dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err);
+ * "Software" = "difflens"). DFL_ERR_USAGE for another extension, DFL_ERR_EXISTS when
+ * path exists and !overwrite, DFL_ERR_IO, and the above. */
+dfl_status dfl_plot_line_write(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err);
+dfl_status dfl_plot_bar_write(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err);
 
 /* Paper options a chart tool takes from --font and --width. Zeroed = the chart as
  * before: DejaVu Sans, canvas units at DFL_UNITS_PER_INCH. */

@@ -405,6 +405,23 @@ void dfl_canvas_text_up(dfl_canvas *c, int x, int y, const char *s, int scale, d
     cairo_restore(cr);
 }
 
+int dfl__canvas_text_lines(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, int step)
+{
+    char line[512];
+    while (s && *s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, s, len);
+        line[len] = '\0';
+        dfl_canvas_text(c, x, y, line, scale, col, DFL_ALIGN_LEFT);
+        y += step;
+        if (!nl) break;
+        s = nl + 1;
+    }
+    return y;
+}
+
 char *dfl_text_clip(char *dst, size_t cap, const char *src, size_t max_chars)
 {
     if (cap == 0) return dst;

@@ -242,22 +242,7 @@ int dfl_canvas_colorbar(dfl_canvas *c, int x, int y, int bar_w, int bar_h, const
     }
     /* title above (clear of the triangle), note lines below */
     if (cb->title) dfl_canvas_text(c, x, y - th - 4 - fh, cb->title, scale, INK, DFL_ALIGN_LEFT);
-    if (cb->note) {
-        const char *s = cb->note;
-        int ly = y + bar_h + th + 6;
-        char line[256];
-        while (*s) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            if (len >= sizeof line) len = sizeof line - 1;
-            memcpy(line, s, len);
-            line[len] = '\0';
-            dfl_canvas_text(c, x, ly, line, scale, INK, DFL_ALIGN_LEFT);
-            ly += fh + 2;
-            if (!nl) break;
-            s = nl + 1;
-        }
-    }
+    if (cb->note) dfl__canvas_text_lines(c, x, y + bar_h + th + 6, cb->note, scale, INK, fh + 2);
     return n;
 }
 

@@ -34,6 +34,10 @@ void dfl__canvas_touch(dfl_canvas *c);
  * 4 MB). Destroys it at once if the list cannot grow. */
 void dfl__canvas_keep(dfl_canvas *c, cairo_surface_t *img);
 void dfl__set_rgb(cairo_t *cr, dfl_rgb col);
+/* Draw text that may hold '\n' as left-aligned lines from (x, y), each `step` units
+ * below the last (lines past 511 bytes are cut); returns the y below the last line.
+ * The one multi-line drawer: colour-bar notes and chart notes. */
+int dfl__canvas_text_lines(dfl_canvas *c, int x, int y, const char *s, int scale, dfl_rgb col, int step);
 
 /* An 8-bit RGB image: px [h][w][3]. */
 typedef struct dfl__raster {

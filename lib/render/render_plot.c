@@ -462,21 +462,9 @@ static void frame_text(dfl_canvas *c, const frame *f)
         yb += fh + 4 * fs;
     }
     if (f->y_label) dfl_canvas_text_up(c, f->x + pad, (f->py0 + f->py1) / 2, f->y_label, fs, INK, DFL_ALIGN_CENTER);
-    if (f->note) {
-        int ny = f->y + f->h - pad - count_lines(f->note) * (fh + 2 * fs);
-        const char *s = f->note;
-        while (*s) {
-            const char *nl = strchr(s, '\n');
-            size_t len = nl ? (size_t)(nl - s) : strlen(s);
-            if (len >= sizeof line) len = sizeof line - 1;
-            memcpy(line, s, len);
-            line[len] = '\0';
-            dfl_canvas_text(c, f->x + pad, ny, line, fs, AXIS, DFL_ALIGN_LEFT);
-            ny += fh + 2 * fs;
-            if (!nl) break;
-            s = nl + 1;
-        }
-    }
+    if (f->note)
+        dfl__canvas_text_lines(c, f->x + pad, f->y + f->h - pad - count_lines(f->note) * (fh + 2 * fs), f->note, fs,
+                               AXIS, fh + 2 * fs);
 }
 
 /* y axis: grid, ticks (major and minor) and labels on the left of the plot area. */
@@ -605,16 +593,9 @@ static int points_inside(const dfl_line_chart *p, const frame *f, const axis *xa
     return n;
 }
 
-dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_line_chart *p, dfl_error *err)
+/* Legend entries of the labelled series into ents; returns how many. */
+static int line_entries(const dfl_line_chart *p, const char *font, int fs, entry *ents)
 {
-    dfl_status st = line_check(p, err);
-    if (st) return st;
-    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x.label, p->y.label);
-    const char *font = p->font ? p->font : c->impl->font;
-    int fs = f.fs, fh = DFL_FONT_H * fs;
-
-    entry ents[DFL_PLOT_MAX_SERIES];
-    memset(ents, 0, sizeof ents);
     int ne = 0;
     for (int s = 0; s < p->n_series; s++) {
         const dfl_plot_series *se = &p->series[s];
@@ -628,67 +609,145 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
         e->dash = se->dash;
         e->line_width = se->line_width > 0 ? se->line_width : 1.5 * fs;
     }
-    f.lb = legend_vertical_size(ents, ne, fs);
-    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
-    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+    return ne;
+}
 
+/* Both axes of a w x h line chart, ticks spaced for the region; categorical x axes
+ * label integer positions with the given strings. */
+static dfl_status line_axes(const dfl_line_chart *p, int w, int h, int fs, axis *xa, axis *ya, dfl_error *err)
+{
+    int fh = DFL_FONT_H * fs;
     double xlo, xhi, ylo, yhi;
     line_ranges(p, &xlo, &xhi, &ylo, &yhi);
     char msg[200];
-    axis xa, ya;
     int est_h = h - 12 * fh, est_w = w - 20 * 6 * fs;
     int ymax_t = est_h / (3 * fh), xmax_t = est_w / (6 * DFL_FONT_W * fs);
     if (ymax_t < 3) ymax_t = 3;
     if (ymax_t > 10) ymax_t = 10;
     if (xmax_t < 3) xmax_t = 3;
     if (xmax_t > 12) xmax_t = 12;
-    if (!axis_resolve(&p->y, ylo, yhi, ymax_t, 0.04, 1, 0, &ya, msg, sizeof msg))
+    if (!axis_resolve(&p->y, ylo, yhi, ymax_t, 0.04, 1, 0, ya, msg, sizeof msg))
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: y %s", msg);
     int categorical = p->x.n_tick_labels > 0;
     dfl_plot_axis xs = p->x;
     if (categorical) xs.integer_ticks = 1;
     /* x: a little room on both sides so end markers do not sit on the frame */
-    if (!axis_resolve(&xs, xlo, xhi, xmax_t, 0.04, 0, 0, &xa, msg, sizeof msg))
+    if (!axis_resolve(&xs, xlo, xhi, xmax_t, 0.04, 0, 0, xa, msg, sizeof msg))
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: x %s", msg);
     if (categorical) {
-        /* label integer positions with the given strings */
-        for (int i = 0; i < xa.nt; i++) {
-            double v = xa.ticks[i];
+        for (int i = 0; i < xa->nt; i++) {
+            double v = xa->ticks[i];
             long k = lround(v);
             if (fabs(v - k) < 1e-9 && k >= 0 && k < p->x.n_tick_labels)
-                dfl_text_clip(xa.labels[i], sizeof xa.labels[0], p->x.tick_labels[k], 12);
-            else xa.labels[i][0] = '\0';
+                dfl_text_clip(xa->labels[i], sizeof xa->labels[0], p->x.tick_labels[k], 12);
+            else xa->labels[i][0] = '\0';
         }
     }
+    return DFL_OK;
+}
+
+/* DFL_LEGEND_AUTO: the inside corner covering the fewest points; outside right if all
+ * are busy, below when right leaves the plot too narrow. */
+static void line_place_legend(const dfl_line_chart *p, frame *f, const axis *xa, const axis *ya, int ylab_w, int over,
+                              const entry *ents, int ne)
+{
+    static const dfl_legend_pos corners[4] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL, DFL_LEGEND_INSIDE_BR,
+                                              DFL_LEGEND_INSIDE_BL};
+    int fh = DFL_FONT_H * f->fs;
+    int best = -1, best_n = 0;
+    for (int i = 0; i < 4; i++) {
+        int lx, ly;
+        f->legend = corners[i];
+        inside_rect(f, corners[i], &lx, &ly);
+        int n = points_inside(p, f, xa, ya, lx, ly, f->lb.w, f->lb.h);
+        if (best < 0 || n < best_n) best = i, best_n = n;
+    }
+    if (best_n == 0 && f->lb.w < (f->px1 - f->px0) / 2 && f->lb.h < (f->py1 - f->py0) / 2) {
+        f->legend = corners[best];
+        return;
+    }
+    f->legend = DFL_LEGEND_RIGHT;
+    frame_layout(f, ylab_w, fh, over, ents, ne);
+    if (f->px1 - f->px0 < 40) {
+        f->legend = DFL_LEGEND_BELOW;
+        frame_layout(f, ylab_w, fh, over, ents, ne);
+    }
+}
+
+/* x axis of a line chart: grid lines, ticks and labels below the plot area. */
+static void line_x_axis(dfl_canvas *c, const frame *f, const axis *xa, int grid)
+{
+    int fs = f->fs, tick = 5 * fs;
+    for (int i = 0; i < xa->nt; i++) {
+        double px = axis_map(xa, xa->ticks[i], f->px0, f->px1 - 1);
+        int xx = (int)lround(px);
+        if (grid) dfl_canvas_fill(c, xx, f->py0, fs > 1 ? 2 : 1, f->py1 - f->py0, GRID);
+        dfl_canvas_fill(c, xx, f->py1, fs > 1 ? 2 : 1, tick, AXIS);
+        dfl_canvas_text(c, xx, f->py1 + tick + 3 * fs, xa->labels[i], fs, INK, DFL_ALIGN_CENTER);
+    }
+    for (int i = 0; i < xa->nminor; i++) {
+        int xx = (int)lround(axis_map(xa, xa->minor[i], f->px0, f->px1 - 1));
+        dfl_canvas_fill(c, xx, f->py1, 1, tick / 2 + 1, AXIS);
+    }
+}
+
+/* Series s: its line (when dashed or solid) and its markers, clipped to the plot area.
+ * DFL_ERR_NOMEM. */
+static dfl_status line_series(dfl_canvas *c, const dfl_line_chart *p, int s, const frame *f, const axis *xa,
+                              const axis *ya, dfl_error *err)
+{
+    const dfl_plot_series *se = &p->series[s];
+    clip k = {f->px0, f->py0, f->px1, f->py1};
+    int mr = 2 * f->fs + 1;
+    dfl_rgb col = se->has_color ? se->color : dfl_plot_color(s);
+    double lw = se->line_width > 0 ? se->line_width : 1.5 * f->fs;
+    if (se->dash != DFL_DASH_NONE && se->n > 0) {
+        /* one path per series: dashes run on across points; NaN or log <= 0 is a gap */
+        double *xy = dfl__alloc_array((size_t)se->n * 2, sizeof *xy); /* [2][n] x then y */
+        if (!xy) return dfl__fail(err, DFL_ERR_NOMEM, "line chart: out of memory");
+        for (int i = 0; i < se->n; i++) {
+            xy[i] = axis_map(xa, se->x ? se->x[i] : i, f->px0, f->px1 - 1);
+            xy[se->n + i] = axis_map(ya, se->y[i], f->py1 - 1, f->py0);
+        }
+        dfl_canvas_polyline(c, xy, xy + se->n, se->n, lw, stroke_dash(se->dash), col, k.x0, k.y0, k.x1 - k.x0,
+                            k.y1 - k.y0);
+        free(xy);
+    }
+    dfl_plot_marker m = series_marker(se, s);
+    /* markers thin out on long series so that they do not merge into a band */
+    int every = se->n > 0 ? 1 + se->n / ((f->px1 - f->px0) / (3 * mr + 2) + 1) : 1;
+    for (int i = 0; i < se->n; i += every) {
+        double px = axis_map(xa, se->x ? se->x[i] : i, f->px0, f->px1 - 1);
+        double py = axis_map(ya, se->y[i], f->py1 - 1, f->py0);
+        if (isfinite(px) && isfinite(py)) marker(c, &k, px, py, mr, m, col);
+    }
+    return DFL_OK;
+}
+
+dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_line_chart *p, dfl_error *err)
+{
+    dfl_status st = line_check(p, err);
+    if (st) return st;
+    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x.label, p->y.label);
+    const char *font = p->font ? p->font : c->impl->font;
+    int fs = f.fs, fh = DFL_FONT_H * fs;
+
+    entry ents[DFL_PLOT_MAX_SERIES];
+    memset(ents, 0, sizeof ents);
+    int ne = line_entries(p, font, fs, ents);
+    f.lb = legend_vertical_size(ents, ne, fs);
+    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
+    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+
+    axis xa, ya;
+    if ((st = line_axes(p, w, h, fs, &xa, &ya, err))) return st;
     int ylab_w = max_label_width(&ya, font, fs);
     int over = max_label_width(&xa, font, fs) / 2;
     frame_layout(&f, ylab_w, fh, over, ents, ne);
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot (font scale %d)",
                          w, h, fs);
-
-    /* AUTO: the inside corner covering the fewest points; outside right if all are busy */
-    if (f.legend == DFL_LEGEND_AUTO) {
-        static const dfl_legend_pos corners[4] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL, DFL_LEGEND_INSIDE_BR,
-                                                  DFL_LEGEND_INSIDE_BL};
-        int best = -1, best_n = 0;
-        for (int i = 0; i < 4; i++) {
-            int lx, ly;
-            f.legend = corners[i];
-            inside_rect(&f, corners[i], &lx, &ly);
-            int n = points_inside(p, &f, &xa, &ya, lx, ly, f.lb.w, f.lb.h);
-            if (best < 0 || n < best_n) best = i, best_n = n;
-        }
-        if (best_n == 0 && f.lb.w < (f.px1 - f.px0) / 2 && f.lb.h < (f.py1 - f.py0) / 2) f.legend = corners[best];
-        else {
-            f.legend = DFL_LEGEND_RIGHT;
-            frame_layout(&f, ylab_w, fh, over, ents, ne);
-            if (f.px1 - f.px0 < 40) {
-                f.legend = DFL_LEGEND_BELOW;
-                frame_layout(&f, ylab_w, fh, over, ents, ne);
-            }
-        }
-    }
+    if (f.legend == DFL_LEGEND_AUTO) line_place_legend(p, &f, &xa, &ya, ylab_w, over, ents, ne);
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40)
         return dfl__fail(err, DFL_ERR_USAGE, "line chart: a %d x %d region is too small for the plot and legend", w, h);
 
@@ -698,54 +757,13 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
-    int tick = 5 * fs;
-    for (int i = 0; i < xa.nt; i++) {
-        double px = axis_map(&xa, xa.ticks[i], f.px0, f.px1 - 1);
-        int xx = (int)lround(px);
-        if (p->grid) dfl_canvas_fill(c, xx, f.py0, fs > 1 ? 2 : 1, f.py1 - f.py0, GRID);
-        dfl_canvas_fill(c, xx, f.py1, fs > 1 ? 2 : 1, tick, AXIS);
-        dfl_canvas_text(c, xx, f.py1 + tick + 3 * fs, xa.labels[i], fs, INK, DFL_ALIGN_CENTER);
-    }
-    for (int i = 0; i < xa.nminor; i++) {
-        int xx = (int)lround(axis_map(&xa, xa.minor[i], f.px0, f.px1 - 1));
-        dfl_canvas_fill(c, xx, f.py1, 1, tick / 2 + 1, AXIS);
-    }
+    line_x_axis(c, &f, &xa, p->grid);
     draw_plot_frame(c, &f);
-    clip k = {f.px0, f.py0, f.px1, f.py1};
-    int mr = 2 * fs + 1;
-    for (int s = 0; s < p->n_series; s++) {
-        const dfl_plot_series *se = &p->series[s];
-        dfl_rgb col = se->has_color ? se->color : dfl_plot_color(s);
-        double lw = se->line_width > 0 ? se->line_width : 1.5 * fs;
-        if (se->dash != DFL_DASH_NONE && se->n > 0) {
-            /* one path per series: dashes run on across points; NaN or log <= 0 is a gap */
-            double *xy = dfl__alloc_array((size_t)se->n * 2, sizeof *xy);
-            if (!xy) {
-                if (saved_font) dfl_canvas_set_font(c, saved_font);
-                free(saved_font);
-                return dfl__fail(err, DFL_ERR_NOMEM, "line chart: out of memory");
-            }
-            for (int i = 0; i < se->n; i++) {
-                xy[i] = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
-                xy[se->n + i] = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
-            }
-            dfl_canvas_polyline(c, xy, xy + se->n, se->n, lw, stroke_dash(se->dash), col, k.x0, k.y0, k.x1 - k.x0,
-                                k.y1 - k.y0);
-            free(xy);
-        }
-        dfl_plot_marker m = series_marker(se, s);
-        /* markers thin out on long series so that they do not merge into a band */
-        int every = se->n > 0 ? 1 + se->n / ((f.px1 - f.px0) / (3 * mr + 2) + 1) : 1;
-        for (int i = 0; i < se->n; i += every) {
-            double px = axis_map(&xa, se->x ? se->x[i] : i, f.px0, f.px1 - 1);
-            double py = axis_map(&ya, se->y[i], f.py1 - 1, f.py0);
-            if (isfinite(px) && isfinite(py)) marker(c, &k, px, py, mr, m, col);
-        }
-    }
-    draw_legend(c, &f, ents, ne);
+    for (int s = 0; !st && s < p->n_series; s++) st = line_series(c, p, s, &f, &xa, &ya, err);
+    if (!st) draw_legend(c, &f, ents, ne);
     if (saved_font) dfl_canvas_set_font(c, saved_font);
     free(saved_font);
-    return DFL_OK;
+    return st;
 }
 
 /* -------------------------------------------------------------- bar chart */
@@ -763,20 +781,11 @@ static dfl_status bar_check(const dfl_bar_chart *p, dfl_error *err)
     return DFL_OK;
 }
 
-dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_bar_chart *p, dfl_error *err)
+/* Legend entries of the named series into ents; returns how many. */
+static int bar_entries(const dfl_bar_chart *p, const char *font, entry *ents)
 {
-    dfl_status st = bar_check(p, err);
-    if (st) return st;
-    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x_label, p->y.label);
-    const char *font = p->font ? p->font : c->impl->font;
-    int fs = f.fs, fh = DFL_FONT_H * fs;
-    int G = p->n_groups, S = p->n_series;
-    int ylog = p->y.scale == DFL_SCALE_LOG;
-
-    entry ents[DFL_PLOT_MAX_SERIES];
-    memset(ents, 0, sizeof ents);
     int ne = 0;
-    for (int s = 0; s < S; s++) {
+    for (int s = 0; s < p->n_series; s++) {
         if (!p->series || !p->series[s]) continue;
         entry *e = &ents[ne++];
         e->font = font;
@@ -784,13 +793,16 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
         e->color = p->colors ? p->colors[s] : dfl_plot_color(s);
         e->bar = 1;
     }
-    f.lb = legend_vertical_size(ents, ne, fs);
-    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
-    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+    return ne;
+}
 
-    /* value range, error bars included */
+/* The value axis of an h units tall bar chart: the values' range, error bars included,
+ * with headroom for value labels. */
+static dfl_status bar_value_axis(const dfl_bar_chart *p, int h, int fs, axis *ya, dfl_error *err)
+{
+    int fh = DFL_FONT_H * fs, ylog = p->y.scale == DFL_SCALE_LOG;
     double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < G * S; i++) {
+    for (int i = 0; i < p->n_groups * p->n_series; i++) {
         double v = p->values[i], e = p->errors && isfinite(p->errors[i]) ? fabs(p->errors[i]) : 0;
         if (!isfinite(v) || (ylog && v <= 0)) continue;
         double a = v - e, b = v + e;
@@ -799,60 +811,153 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
         if (b > hi) hi = b;
     }
     if (!(lo <= hi)) lo = hi = NAN;
-    /* headroom for value labels above the bars */
     if (p->value_labels && isfinite(hi) && !ylog) hi += (hi - (lo < 0 ? lo : 0)) * 0.06;
     char msg[200];
-    axis ya;
     int ymax_t = (h - 14 * fh) / (3 * fh);
     if (ymax_t < 3) ymax_t = 3;
     if (ymax_t > 10) ymax_t = 10;
-    if (!axis_resolve(&p->y, lo, hi, ymax_t, 0.0, 1, 1, &ya, msg, sizeof msg))
+    if (!axis_resolve(&p->y, lo, hi, ymax_t, 0.0, 1, 1, ya, msg, sizeof msg))
         return dfl__fail(err, DFL_ERR_USAGE, "bar chart: value axis %s", msg);
+    return DFL_OK;
+}
 
-    /* group labels: horizontal if they fit their slot, else vertical */
+/* Whether a legend at inside corner pos would cover a bar, its error bar or its label. */
+static int bar_corner_busy(const dfl_bar_chart *p, const frame *f, const axis *ya, dfl_legend_pos pos)
+{
+    int G = p->n_groups, S = p->n_series, fh = DFL_FONT_H * f->fs;
+    int lx, ly;
+    inside_rect(f, pos, &lx, &ly);
+    double gw = (double)(f->px1 - f->px0) / G;
+    for (int g = 0; g < G; g++)
+        for (int s = 0; s < S; s++) {
+            double v = p->values[g * S + s];
+            double e = p->errors && isfinite(p->errors[g * S + s]) ? fabs(p->errors[g * S + s]) : 0;
+            double top = axis_map(ya, v + e, f->py1 - 1, f->py0);
+            double bx0 = f->px0 + g * gw, bx1 = bx0 + gw;
+            if (isfinite(top) && bx1 > lx && bx0 < lx + f->lb.w && top - (p->value_labels ? fh : 0) < ly + f->lb.h)
+                return 1;
+        }
+    return 0;
+}
+
+/* Place the plot area: group labels horizontal if they fit their slot, else vertical;
+ * DFL_LEGEND_AUTO becomes the inside corner no bar reaches, else outside right (below
+ * when right leaves the plot too narrow). */
+static void bar_layout(const dfl_bar_chart *p, const char *font, frame *f, const axis *ya, int ylab_w,
+                       const entry *ents, int ne)
+{
+    int fs = f->fs, fh = DFL_FONT_H * fs, G = p->n_groups;
     int glab_w = 0;
     for (int g = 0; g < G; g++) {
         int tw = p->groups && p->groups[g] ? dfl_font_text_width(font, p->groups[g], fs) : 0;
         if (tw > glab_w) glab_w = tw;
     }
-    int ylab_w = max_label_width(&ya, font, fs);
-    frame_layout(&f, ylab_w, fh, 0, ents, ne);
-    int slot = (f.px1 - f.px0) / G;
+    frame_layout(f, ylab_w, fh, 0, ents, ne);
+    int slot = (f->px1 - f->px0) / G;
     if (glab_w > slot - 4 * fs) {
-        f.x_rotated = 1;
+        f->x_rotated = 1;
         int band = glab_w < 30 * DFL_FONT_W * fs ? glab_w : 30 * DFL_FONT_W * fs;
-        frame_layout(&f, ylab_w, band, 0, ents, ne);
+        frame_layout(f, ylab_w, band, 0, ents, ne);
     }
-    if (f.legend == DFL_LEGEND_AUTO) {
-        /* the inside corner no bar reaches, else outside right */
-        static const dfl_legend_pos corners[2] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL};
-        f.legend = DFL_LEGEND_RIGHT;
-        for (int ci = 0; ci < 2; ci++) {
-            int lx, ly, hit = 0;
-            inside_rect(&f, corners[ci], &lx, &ly);
-            double gw = (double)(f.px1 - f.px0) / G;
-            for (int g = 0; g < G && !hit; g++)
-                for (int s = 0; s < S && !hit; s++) {
-                    double v = p->values[g * S + s];
-                    double e = p->errors && isfinite(p->errors[g * S + s]) ? fabs(p->errors[g * S + s]) : 0;
-                    double top = axis_map(&ya, v + e, f.py1 - 1, f.py0);
-                    double bx0 = f.px0 + g * gw, bx1 = bx0 + gw;
-                    if (isfinite(top) && bx1 > lx && bx0 < lx + f.lb.w && top - (p->value_labels ? fh : 0) < ly + f.lb.h)
-                        hit = 1;
-                }
-            if (!hit) {
-                f.legend = corners[ci];
-                break;
-            }
+    if (f->legend != DFL_LEGEND_AUTO) return;
+    static const dfl_legend_pos corners[2] = {DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL};
+    for (int ci = 0; ci < 2; ci++)
+        if (!bar_corner_busy(p, f, ya, corners[ci])) {
+            f->legend = corners[ci];
+            return;
         }
-        if (f.legend == DFL_LEGEND_RIGHT) {
-            frame_layout(&f, ylab_w, f.x_rotated ? f.x_label_h : fh, 0, ents, ne);
-            if (f.px1 - f.px0 < 40 * fs) {
-                f.legend = DFL_LEGEND_BELOW;
-                frame_layout(&f, ylab_w, f.x_rotated ? f.x_label_h : fh, 0, ents, ne);
-            }
+    f->legend = DFL_LEGEND_RIGHT;
+    frame_layout(f, ylab_w, f->x_rotated ? f->x_label_h : fh, 0, ents, ne);
+    if (f->px1 - f->px0 < 40 * fs) {
+        f->legend = DFL_LEGEND_BELOW;
+        frame_layout(f, ylab_w, f->x_rotated ? f->x_label_h : fh, 0, ents, ne);
+    }
+}
+
+/* Where the bars of a chart go: group width gw, bar width bw, the baseline's y. */
+typedef struct bar_geom {
+    double gw, bw, base;
+    int ylog;
+} bar_geom;
+
+/* Bar s of group g: the bar from the baseline, its error bar and its value label. */
+static void bar_one(dfl_canvas *c, const dfl_bar_chart *p, const frame *f, const axis *ya, const bar_geom *bg,
+                    const char *font, int g, int s)
+{
+    int fs = f->fs, S = p->n_series, vfs = fs;
+    clip k = {f->px0, f->py0, f->px1, f->py1};
+    double gx = f->px0 + g * bg->gw, bw = bg->bw, base = bg->base;
+    double v = p->values[g * S + s];
+    double top = axis_map(ya, v, f->py1 - 1, f->py0);
+    if (!isfinite(top)) return;
+    int bx0 = (int)lround(gx + bg->gw * 0.1 + s * bw), bx1 = (int)lround(gx + bg->gw * 0.1 + (s + 1) * bw);
+    if (bx1 - bx0 > 2 && S > 1) bx1 -= 1; /* a hairline between neighbours */
+    double y0 = top < base ? top : base, y1 = top < base ? base : top;
+    int iy0 = (int)lround(y0), iy1 = (int)lround(y1);
+    if (iy0 < k.y0) iy0 = k.y0;
+    if (iy1 > k.y1) iy1 = k.y1;
+    dfl_rgb col = p->colors ? p->colors[s] : dfl_plot_color(s);
+    if (iy1 - iy0 < 1) iy1 = iy0 + 1;
+    dfl_canvas_fill(c, bx0, iy0, bx1 - bx0, iy1 - iy0, col);
+    int cx = (bx0 + bx1) / 2;
+    double e = p->errors ? p->errors[g * S + s] : NAN;
+    double etop = top;
+    if (isfinite(e) && e != 0) {
+        double a = axis_map(ya, v - fabs(e), f->py1 - 1, f->py0), b = axis_map(ya, v + fabs(e), f->py1 - 1, f->py0);
+        if (!isfinite(a)) a = f->py1 - 1;
+        if (isfinite(b)) {
+            int cap = (bx1 - bx0) / 4 > 2 * fs ? (bx1 - bx0) / 4 : 2 * fs;
+            double ew = fs > 1 ? 2 : 1;
+            seg(c, &k, cx + 0.5, a, cx + 0.5, b, ew, DFL_DASH_SOLID, INK);
+            seg(c, &k, cx - cap, b, cx + cap + 1, b, ew, DFL_DASH_SOLID, INK);
+            seg(c, &k, cx - cap, a, cx + cap + 1, a, ew, DFL_DASH_SOLID, INK);
+            etop = b < top ? b : top;
         }
     }
+    if (!p->value_labels) return;
+    char lab[64];
+    snprintf(lab, sizeof lab, "%.*g", p->value_precision > 0 ? p->value_precision : 1, v);
+    minus_sign(lab, sizeof lab);
+    int lw = dfl_font_text_width(font, lab, vfs);
+    int ly = (int)lround(v >= 0 || bg->ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
+    if (v < 0 && !bg->ylog) ly = (int)lround(y1) + 2;
+    if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
+    else if (bw >= DFL_FONT_H * vfs + 2)
+        dfl_canvas_text_up(c, cx - DFL_FONT_H * vfs / 2, ly + DFL_FONT_H * vfs, lab, vfs, INK, DFL_ALIGN_LEFT);
+}
+
+/* Group g's label under the plot area and its tick. */
+static void bar_group_label(dfl_canvas *c, const dfl_bar_chart *p, const frame *f, const bar_geom *bg, int g)
+{
+    int fs = f->fs, fh = DFL_FONT_H * fs, tick = 5 * fs;
+    int gcx = (int)lround(f->px0 + g * bg->gw + bg->gw / 2);
+    if (p->groups && p->groups[g]) {
+        if (f->x_rotated) {
+            char clipped[256];
+            dfl_text_clip(clipped, sizeof clipped, p->groups[g], (size_t)(f->x_label_h / (DFL_FONT_W * fs)));
+            dfl_canvas_text_up(c, gcx - fh / 2, f->py1 + tick + 3 * fs, clipped, fs, INK, DFL_ALIGN_RIGHT);
+        } else dfl_canvas_text(c, gcx, f->py1 + tick + 3 * fs, p->groups[g], fs, INK, DFL_ALIGN_CENTER);
+    }
+    dfl_canvas_fill(c, gcx, f->py1, fs > 1 ? 2 : 1, tick, AXIS);
+}
+
+dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const dfl_bar_chart *p, dfl_error *err)
+{
+    dfl_status st = bar_check(p, err);
+    if (st) return st;
+    frame f = frame_start(x, y, w, h, p->font_scale, p->title, p->subtitle, p->note, p->x_label, p->y.label);
+    const char *font = p->font ? p->font : c->impl->font;
+    int fs = f.fs, G = p->n_groups, S = p->n_series;
+
+    entry ents[DFL_PLOT_MAX_SERIES];
+    memset(ents, 0, sizeof ents);
+    int ne = bar_entries(p, font, ents);
+    f.lb = legend_vertical_size(ents, ne, fs);
+    f.legend = ne ? p->legend : DFL_LEGEND_OFF;
+    if (f.legend == DFL_LEGEND_AUTO && ne > 6) f.legend = DFL_LEGEND_RIGHT;
+    axis ya;
+    if ((st = bar_value_axis(p, h, fs, &ya, err))) return st;
+    bar_layout(p, font, &f, &ya, max_label_width(&ya, font, fs), ents, ne);
     if (f.px1 - f.px0 < 40 || f.py1 - f.py0 < 40 || (f.px1 - f.px0) / G < 2)
         return dfl__fail(err, DFL_ERR_USAGE, "bar chart: a %d x %d region is too small for %d groups (font scale %d)",
                          w, h, G, fs);
@@ -863,67 +968,18 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     dfl_canvas_fill(c, x, y, w, h, WHITE);
     frame_text(c, &f);
     draw_y_axis(c, &f, &ya, p->grid);
-    clip k = {f.px0, f.py0, f.px1, f.py1};
-    double gw = (double)(f.px1 - f.px0) / G;
-    double bw = gw * 0.8 / S;
+    bar_geom bg;
+    bg.ylog = p->y.scale == DFL_SCALE_LOG;
+    bg.gw = (double)(f.px1 - f.px0) / G;
+    bg.bw = bg.gw * 0.8 / S;
     /* bars start at 0 on linear axes (clamped to the limits), at the bottom on log */
-    double base = ylog ? f.py1 : axis_map(&ya, 0 < ya.lo ? ya.lo : (0 > ya.hi ? ya.hi : 0), f.py1 - 1, f.py0);
-    int tick = 5 * fs;
-    int vfs = fs;
-    char lab[64], clipped[256];
+    bg.base = bg.ylog ? f.py1 : axis_map(&ya, 0 < ya.lo ? ya.lo : (0 > ya.hi ? ya.hi : 0), f.py1 - 1, f.py0);
     for (int g = 0; g < G; g++) {
-        double gx = f.px0 + g * gw;
-        for (int s = 0; s < S; s++) {
-            double v = p->values[g * S + s];
-            double top = axis_map(&ya, v, f.py1 - 1, f.py0);
-            if (!isfinite(top)) continue;
-            int bx0 = (int)lround(gx + gw * 0.1 + s * bw), bx1 = (int)lround(gx + gw * 0.1 + (s + 1) * bw);
-            if (bx1 - bx0 > 2 && S > 1) bx1 -= 1; /* a hairline between neighbours */
-            double y0 = top < base ? top : base, y1 = top < base ? base : top;
-            int iy0 = (int)lround(y0), iy1 = (int)lround(y1);
-            if (iy0 < k.y0) iy0 = k.y0;
-            if (iy1 > k.y1) iy1 = k.y1;
-            dfl_rgb col = p->colors ? p->colors[s] : dfl_plot_color(s);
-            if (iy1 - iy0 < 1) iy1 = iy0 + 1;
-            dfl_canvas_fill(c, bx0, iy0, bx1 - bx0, iy1 - iy0, col);
-            int cx = (bx0 + bx1) / 2;
-            double e = p->errors ? p->errors[g * S + s] : NAN;
-            double etop = top;
-            if (isfinite(e) && e != 0) {
-                double a = axis_map(&ya, v - fabs(e), f.py1 - 1, f.py0), b = axis_map(&ya, v + fabs(e), f.py1 - 1, f.py0);
-                if (!isfinite(a)) a = f.py1 - 1;
-                if (isfinite(b)) {
-                    int cap = (bx1 - bx0) / 4 > 2 * fs ? (bx1 - bx0) / 4 : 2 * fs;
-                    double ew = fs > 1 ? 2 : 1;
-                    seg(c, &k, cx + 0.5, a, cx + 0.5, b, ew, DFL_DASH_SOLID, INK);
-                    seg(c, &k, cx - cap, b, cx + cap + 1, b, ew, DFL_DASH_SOLID, INK);
-                    seg(c, &k, cx - cap, a, cx + cap + 1, a, ew, DFL_DASH_SOLID, INK);
-                    etop = b < top ? b : top;
-                }
-            }
-            if (p->value_labels) {
-                snprintf(lab, sizeof lab, "%.*g", p->value_precision > 0 ? p->value_precision : 1, v);
-                minus_sign(lab, sizeof lab);
-                int lw = dfl_font_text_width(font, lab, vfs);
-                int ly = (int)lround(v >= 0 || ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
-                if (v < 0 && !ylog) ly = (int)lround(y1) + 2;
-                if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
-                else if (bw >= DFL_FONT_H * vfs + 2)
-                    dfl_canvas_text_up(c, cx - DFL_FONT_H * vfs / 2, ly + DFL_FONT_H * vfs, lab, vfs, INK, DFL_ALIGN_LEFT);
-            }
-        }
-        /* group label and a tick between groups */
-        int gcx = (int)lround(gx + gw / 2);
-        if (p->groups && p->groups[g]) {
-            if (f.x_rotated) {
-                dfl_text_clip(clipped, sizeof clipped, p->groups[g], (size_t)(f.x_label_h / (DFL_FONT_W * fs)));
-                dfl_canvas_text_up(c, gcx - fh / 2, f.py1 + tick + 3 * fs, clipped, fs, INK, DFL_ALIGN_RIGHT);
-            } else dfl_canvas_text(c, gcx, f.py1 + tick + 3 * fs, p->groups[g], fs, INK, DFL_ALIGN_CENTER);
-        }
-        dfl_canvas_fill(c, gcx, f.py1, fs > 1 ? 2 : 1, tick, AXIS);
+        for (int s = 0; s < S; s++) bar_one(c, p, &f, &ya, &bg, font, g, s);
+        bar_group_label(c, p, &f, &bg, g);
     }
     /* a zero line when the axis spans both signs */
-    if (!ylog && ya.lo < 0 && ya.hi > 0) dfl_canvas_fill(c, f.px0, (int)lround(base), f.px1 - f.px0, 1, AXIS);
+    if (!bg.ylog && ya.lo < 0 && ya.hi > 0) dfl_canvas_fill(c, f.px0, (int)lround(bg.base), f.px1 - f.px0, 1, AXIS);
     draw_plot_frame(c, &f);
     draw_legend(c, &f, ents, ne);
     if (saved_font) dfl_canvas_set_font(c, saved_font);
@@ -971,7 +1027,7 @@ dfl_status dfl_plot_bar_canvas(const dfl_bar_chart *p, dfl_canvas **out, dfl_err
     return chart_canvas(p->width, p->height, draw_bar, p, out, err);
 }
 
-static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
+static dfl_status write_and_destroy(dfl_canvas *c, const char *path, int overwrite, dfl_error *err)
 {
     const char *keys[1] = {"Software"}, *vals[1] = {"difflens"};
     dfl_status s = dfl_png_write(c, path, overwrite, keys, vals, 1, err);
@@ -979,18 +1035,18 @@ static dfl_status write_png(dfl_canvas *c, const char *path, int overwrite, dfl_
     return s;
 }
 
-dfl_status dfl_plot_line_png(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err)
+dfl_status dfl_plot_line_write(const dfl_line_chart *p, const char *path, int overwrite, dfl_error *err)
 {
     dfl_canvas *c;
     dfl_status s = dfl_plot_line_canvas(p, &c, err);
-    return s ? s : write_png(c, path, overwrite, err);
+    return s ? s : write_and_destroy(c, path, overwrite, err);
 }
 
-dfl_status dfl_plot_bar_png(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err)
+dfl_status dfl_plot_bar_write(const dfl_bar_chart *p, const char *path, int overwrite, dfl_error *err)
 {
     dfl_canvas *c;
     dfl_status s = dfl_plot_bar_canvas(p, &c, err);
-    return s ? s : write_png(c, path, overwrite, err);
+    return s ? s : write_and_destroy(c, path, overwrite, err);
 }
 
 dfl_status dfl_plot_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_plot_paper *pp,

@@ -7,7 +7,8 @@
  *
  * Files: train_model.c (layout, init, config.json, saving), train_pass.c (forward and
  * backward), train_optim.c (AdamW, schedule, clipping), train_run.c (the loop),
- * train_plot.c (curves as PNG through plot.h), train_seeds.c (summaries over seeds).
+ * train_plot.c (curves as PNG through plot.h), train_seeds.c (the pair and the loop over
+ * seeds, summaries over seeds).
  *
  * Restrictions: multi-head attention only (num_key_value_heads == num_attention_heads;
  * GQA is refused with DFL_ERR_CONFIG), no RoPE scaling. Matmuls run through CBLAS
@@ -17,8 +18,10 @@
  *
  * A training directory holds config.json + model.safetensors (a model that
  * dfl_model_load / probe read), checkpoint.safetensors (model + AdamW moments +
- * "train.step" + "train.args"), train.csv, train.png (the curves) and nothing
- * half-written: each file is written to a temporary name and renamed.
+ * "train.step" + "train.args" + ... + "train.checksum", a CRC-32 over the rest:
+ * docs/train.md "Checkpoints"), train.csv, train.png (the curves) and nothing
+ * half-written: each file is written to a temporary name and renamed. One run writes a
+ * directory at a time (a lock of base/atomic.h); nothing non-finite is ever written.
  */
 #ifndef DFL_TRAIN_H
 #define DFL_TRAIN_H
@@ -206,9 +209,14 @@ typedef struct dfl_train_result {
  * training files unless p->overwrite (DFL_ERR_EXISTS); p->resume continues from
  * out/checkpoint.safetensors, which must have been made with the same flags (except
  * eval/checkpoint intervals and stop_at; the schedule — steps, lr, min_lr, warmup — may
- * differ only with force_schedule; DFL_ERR_USAGE otherwise) and gives
- * bit-identical results to an uninterrupted run with the same thread count.
- * hooks may be NULL. DFL_ERR_USAGE, DFL_ERR_CONFIG, DFL_ERR_IO, DFL_ERR_NOMEM, ... */
+ * differ only with force_schedule; DFL_ERR_USAGE otherwise), match its checksum
+ * (DFL_ERR_FORMAT), hold finite weights and moments, second moments >= 0 and a step in
+ * [0, steps] (DFL_ERR_RANGE); it gives bit-identical results to an uninterrupted run
+ * with the same thread count. Refused before anything is touched: a directory another
+ * run holds (DFL_ERR_EXISTS naming its pid) and sizes whose memory exceeds MemAvailable
+ * (DFL_ERR_NOMEM). A non-finite loss, gradient norm, held-out loss or state stops the
+ * run with DFL_ERR_RANGE naming the step, writing nothing of that step. hooks may be
+ * NULL. DFL_ERR_USAGE, DFL_ERR_CONFIG, DFL_ERR_IO, DFL_ERR_NOMEM, ... */
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                          dfl_error *err);
 
@@ -218,6 +226,48 @@ dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks
  * differ only by the 6·head_dim λ/subln scalars per layer. H must be even. */
 dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *llama, dfl_train_params *diff,
                                  dfl_error *err);
+
+/* ------------------------------------------------------ pairs and seeds */
+
+/* What `train --pair` runs (train_seeds.c): the matched pair into dir/transformer and
+ * dir/diff, or with seeds one pair per seed into dir/seed-S/ and then the summary. */
+typedef struct dfl_train_pairs_params {
+    dfl_train_params llama, diff;   /* from dfl_train_pair_params; `out` and (with seeds) `seed` are set per run */
+    const char *dir;                /* OUTDIR, at most 3000 bytes */
+    const uint64_t *seeds;          /* [n_seeds]; NULL: one pair into dir */
+    int n_seeds;                    /* 0..64 */
+    int summarize;                  /* with seeds: train nothing, only (re)write the summary */
+    const dfl_plot_paper *paper;    /* font and width of dir/train.png and seeds.png; NULL = defaults */
+} dfl_train_pairs_params;
+
+/* dfl_train_pairs_params with seeds NULL and every field zero but the pair's defaults. */
+dfl_train_pairs_params dfl_train_pairs_params_default(void);
+
+typedef struct dfl_train_pairs_hooks {
+    dfl_train_hooks train;          /* handed to every model's dfl_train_run; train.user is every hook's user */
+    /* Before and after each model ("transformer" or "diff", its params with `out` set;
+     * r as dfl_train_run returned it). May be NULL. */
+    void (*begin)(void *user, const char *name, const dfl_train_params *p);
+    void (*end)(void *user, const char *name, const dfl_train_params *p, const dfl_train_result *r);
+    /* One line of progress ("seed 2 (1 of 3) into DIR", "wrote DIR/train.png"). May be NULL. */
+    void (*note)(void *user, const char *msg);
+} dfl_train_pairs_hooks;
+
+typedef struct dfl_train_pairs_result {
+    int stopped;        /* train.stop was raised: the run ended after a model's checkpoint, no summary */
+    int models;         /* models trained (or found already trained) */
+    char *summary_md;   /* with seeds, when written: the steps-to table as markdown (caller frees), else NULL */
+} dfl_train_pairs_result;
+
+/* Train the pair (llama, then Diff; a --resume whose Diff model has no checkpoint yet
+ * starts it), then both curves into dir/train.png (a failure there is a warning). With
+ * seeds: that for each seed into dir/seed-S/ (a resume starts the seeds not begun),
+ * stopping at the first error or stop, then dir/seeds_curves.csv, seeds_steps_to.csv,
+ * seeds_steps_to.md and seeds.png (dfl_train_seeds_summary). h may be NULL; *res is
+ * always set (free summary_md). DFL_ERR_USAGE (params), then dfl_train_run's and
+ * dfl_train_seeds_summary's statuses. */
+dfl_status dfl_train_pairs_run(const dfl_train_pairs_params *pp, const dfl_train_pairs_hooks *h,
+                               dfl_train_pairs_result *res, dfl_error *err);
 
 /* Curves of n (1..8) runs' train.csv files as one PNG at png (overwritten, atomic):
  * loss against step (train dashed, held-out solid) and held-out retrieval accuracy,

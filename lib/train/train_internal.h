@@ -47,6 +47,11 @@ void dfl__train_curve_free(dfl__train_curve *c);
 dfl_status dfl__train_panels_write(const char *path, dfl_line_chart loss, dfl_line_chart acc, const dfl_plot_paper *pp,
                                    dfl_error *err);
 
+/* The bytes dfl_train_ws_create would allocate for config c (nothing is allocated), so
+ * that a run can refuse sizes the machine cannot hold before it allocates. DFL_ERR_NOMEM
+ * when the sizes overflow, DFL_ERR_USAGE as dfl_train_ws_create. */
+dfl_status dfl__train_ws_bytes(const dfl_config *c, int64_t max_batch, int64_t T, size_t *bytes, dfl_error *err);
+
 /* Attention block size of a workspace (default 64; tests use small ones so that tiny
  * sequences cross blocks). <= 0 restores the default. */
 struct dfl_train_ws;

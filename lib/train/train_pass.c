@@ -73,6 +73,8 @@ struct dfl_train_ws {
     void **owned;
     size_t n_owned, cap_owned;
     int failed;
+    int dry;                   /* only count: ws_take adds to `need` and allocates nothing */
+    size_t need;               /* bytes ws_take was asked for */
 };
 
 /* Allocate a × b elements of `size` bytes, overflow-checked, registered for freeing. */
@@ -83,6 +85,9 @@ static void *ws_take(dfl_train_ws *w, size_t a, size_t b, size_t size)
         w->failed = 1;
         return NULL;
     }
+    if (bytes > SIZE_MAX - w->need) w->failed = 1;
+    else w->need += bytes;
+    if (w->dry) return NULL;
     void *p = calloc(bytes ? bytes : 1, 1);
     if (!p) w->failed = 1;
     else w->owned[w->n_owned++] = p;
@@ -97,11 +102,13 @@ void dfl_train_ws_free(dfl_train_ws *w)
     free(w);
 }
 
-dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int64_t T, dfl_train_ws **out,
-                               dfl_error *err)
+/* The workspace for config c, or with dry only its size: *need gets the bytes it
+ * allocates (the plan and the per-layer table, then every array) and nothing else is
+ * allocated or filled. */
+static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, int dry, dfl_train_ws **out,
+                           size_t *need, dfl_error *err)
 {
     *out = NULL;
-    const dfl_config *c = &m->config;
     if (max_batch < 1 || T < 1 || max_batch > (1 << 20) || T > (1 << 20))
         return dfl__fail(err, DFL_ERR_USAGE, "training batch %lld x %lld tokens is out of range",
                          (long long)max_batch, (long long)T);
@@ -125,6 +132,7 @@ dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int6
     if (!dfl__mul_ok((size_t)max_batch * H * (size_t)g->nmaps, TT, &maps_n)) w->failed = 1;
     w->plan = ws_take(w, H, 1, sizeof(dfl__head_plan));
     w->acts = ws_take(w, L, 1, sizeof(layer_acts));
+    w->dry = dry;   /* the two tables above are needed to lay out the rest */
     for (size_t l = 0; l < L && !w->failed; l++) {
         layer_acts *a = &w->acts[l];
         a->x_in = ws_take(w, BT, D, 4);
@@ -174,6 +182,11 @@ dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int6
     w->sin_t = ws_take(w, t, (size_t)g->dq / 2, 4);
     w->nsin_t = ws_take(w, t, (size_t)g->dq / 2, 4);
     double *inv_freq = ws_take(w, (size_t)g->dq / 2, 1, sizeof(double));
+    if (need) *need = w->need;
+    if (dry && !w->failed) {
+        dfl_train_ws_free(w);
+        return DFL_OK;
+    }
     if (w->failed) {
         dfl_train_ws_free(w);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for training on %lld x %lld tokens",
@@ -186,6 +199,18 @@ dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int6
     for (size_t i = 0; i < t * (size_t)g->dq / 2; i++) w->nsin_t[i] = -w->sin_t[i];
     *out = w;
     return DFL_OK;
+}
+
+dfl_status dfl_train_ws_create(const dfl_train_model *m, int64_t max_batch, int64_t T, dfl_train_ws **out,
+                               dfl_error *err)
+{
+    return ws_build(&m->config, max_batch, T, 0, out, NULL, err);
+}
+
+dfl_status dfl__train_ws_bytes(const dfl_config *c, int64_t max_batch, int64_t T, size_t *bytes, dfl_error *err)
+{
+    dfl_train_ws *w = NULL;
+    return ws_build(c, max_batch, T, 1, &w, bytes, err);
 }
 
 const float *dfl_train_logits(const dfl_train_ws *w) { return w->logits; }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -177,15 +178,71 @@ static const char *const OUT_FILES[] = {"config.json", "model.safetensors", "che
 
 /* ---------------------------------------------------------- checkpoint */
 
+#define CKPT_CHECKSUM "train.checksum"
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(const dfl_tensor *const *)a)->name, (*(const dfl_tensor *const *)b)->name);
+}
+
+/* The checkpoint's checksum (docs/train.md "Checkpoints"): CRC-32 (zlib's, the IEEE
+ * 802.3 polynomial) over the tensors ts[n] other than "train.checksum", taken in
+ * strcmp order of their names, each as its name, one 0 byte, then its data bytes.
+ * Sorts ts. */
+static uint32_t ckpt_crc(const dfl_tensor **ts, size_t n)
+{
+    qsort(ts, n, sizeof *ts, by_name);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(ts[i]->name, CKPT_CHECKSUM)) continue;
+        crc = crc32(crc, (const Bytef *)ts[i]->name, (uInt)strlen(ts[i]->name) + 1);
+        const Bytef *d = ts[i]->data;
+        for (size_t left = ts[i]->nbytes; left > 0;) {   /* crc32 takes at most 4 GB at a time */
+            uInt k = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            crc = crc32(crc, d, k);
+            d += k, left -= k;
+        }
+    }
+    return (uint32_t)crc;
+}
+
+/* The first element of x[n] that is not finite (or, nonneg, negative), as its index;
+ * n when all are good. */
+static size_t first_bad(const float *x, size_t n, int nonneg)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (nonneg && x[i] < 0)) return i;
+    return n;
+}
+
+/* DFL_OK when the weights and both AdamW moments are finite and the second moment is
+ * >= 0; else DFL_ERR_RANGE naming the tensor and element (what = the file or "the model"). */
+static dfl_status check_state(const dfl_train_model *m, const char *what, dfl_error *err)
+{
+    const float *base[3] = {m->params, m->m, m->v};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < m->n_tensors; i++) {
+            const dfl_train_tensor *t = &m->tensors[i];
+            const float *x = base[k] + t->offset;
+            size_t j = first_bad(x, t->numel, k == 2);
+            if (j == t->numel) continue;
+            return dfl__fail(err, DFL_ERR_RANGE, "%s: %s%s element %zu is %g (%s)", what,
+                             k == 0 ? "" : k == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.", t->name, j,
+                             (double)x[j], isfinite(x[j]) ? "a second moment below 0" : "not finite");
+        }
+    return DFL_OK;
+}
+
 static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int64_t step, double elapsed,
                                   const ckpt_meta *meta, dfl_error *err)
 {
     const char *args = meta->args;
-    const size_t n = m->n_tensors, total = 3 * n + 5;
+    const size_t n = m->n_tensors, total = 3 * n + 6;
     dfl_tensor *ts = dfl__calloc_array(total, sizeof *ts);
+    const dfl_tensor **sorted = dfl__calloc_array(total, sizeof *sorted);
     char (*names)[128] = dfl__calloc_array(2 * n, sizeof *names);
     dfl_status s = DFL_OK;
-    if (!ts || !names) {
+    if (!ts || !sorted || !names) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -214,27 +271,61 @@ static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int
     st[3] = (dfl_tensor){"train.schedule", DFL_DTYPE_U8, 1, {(int64_t)strlen(meta->sched)}, meta->sched,
                          strlen(meta->sched)};
     st[4] = (dfl_tensor){"train.window", DFL_DTYPE_F64, 1, {2}, meta->win, 16};
+    /* last, so that every other tensor keeps the offset it had before checksums */
+    for (size_t i = 0; i + 1 < total; i++) sorted[i] = &ts[i];
+    int64_t crc = ckpt_crc(sorted, total - 1);
+    st[5] = (dfl_tensor){CKPT_CHECKSUM, DFL_DTYPE_I64, 1, {1}, &crc, 8};
     char path[4096];
     join(path, sizeof path, dir, "checkpoint.safetensors");
     s = dfl_st_write(path, ts, total, 1, err);
 done:
     free(ts);
+    free(sorted);
     free(names);
     return s;
 }
 
-/* Load dir/checkpoint.safetensors into m; *step, *elapsed and meta->win from it. The
- * stored args must equal meta->args, and the schedule meta->sched unless force_schedule. */
+/* Load dir/checkpoint.safetensors into m; *step, *elapsed and meta->win from it. Its
+ * checksum must match (a checkpoint made before checksums: hooks' warning), the stored
+ * args must equal meta->args, and the schedule meta->sched unless force_schedule; the
+ * step must lie in [0, steps], weights and moments be finite and the second moment >= 0.
+ * DFL_ERR_FORMAT / DFL_ERR_USAGE / DFL_ERR_RANGE naming the file and what is wrong. */
 static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta *meta, int force_schedule,
-                                  int64_t *step, double *elapsed, dfl_error *err)
+                                  int64_t steps, const dfl_train_hooks *hooks, int64_t *step, double *elapsed,
+                                  dfl_error *err)
 {
     const char *args = meta->args;
     char path[4096], name[160];
     join(path, sizeof path, dir, "checkpoint.safetensors");
     if (!exists(path)) return dfl__fail(err, DFL_ERR_IO, "%s: no checkpoint to resume from", path);
     dfl_st_file *f = NULL;
+    const dfl_tensor **sorted = NULL;
     dfl_status s = dfl_st_open(path, &f, err);
     if (s) return s;
+    const dfl_tensor *tck = dfl_st_find(f, CKPT_CHECKSUM);
+    if (tck) {
+        size_t nt = dfl_st_count(f);
+        int64_t stored = -1;
+        if (!(sorted = dfl__calloc_array(nt, sizeof *sorted))) {
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < nt; i++) sorted[i] = dfl_st_at(f, i);
+        if (tck->dtype == DFL_DTYPE_I64 && tck->nbytes == 8) memcpy(&stored, tck->data, 8);
+        uint32_t crc = ckpt_crc(sorted, nt);
+        if (stored != (int64_t)crc) {
+            s = dfl__fail(err, DFL_ERR_FORMAT,
+                          "%s: checksum mismatch (stored %lld, computed %lu): the file was changed or damaged "
+                          "after it was written; refusing to resume from it",
+                          path, (long long)stored, (unsigned long)crc);
+            goto done;
+        }
+    } else if (hooks && hooks->warn) {
+        char w[4300];
+        snprintf(w, sizeof w, "%s: no checksum (a checkpoint from before checksums); its values are checked only",
+                 path);
+        hooks->warn(hooks->user, w);
+    }
     const dfl_tensor *ta = dfl_st_find(f, "train.args"), *tst = dfl_st_find(f, "train.step");
     const dfl_tensor *tel = dfl_st_find(f, "train.elapsed_s");
     if (!ta || ta->dtype != DFL_DTYPE_U8 || !tst || tst->dtype != DFL_DTYPE_I64 || tst->nbytes != 8 || !tel ||
@@ -260,6 +351,11 @@ static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta
     if (tw && tw->dtype == DFL_DTYPE_F64 && tw->nbytes == 16) memcpy(meta->win, tw->data, 16);
     memcpy(step, tst->data, 8);
     memcpy(elapsed, tel->data, 8);
+    if (*step < 0 || *step > steps) {
+        s = dfl__fail(err, DFL_ERR_RANGE, "%s: train.step %lld is not in [0, %lld] (--steps)", path, (long long)*step,
+                      (long long)steps);
+        goto done;
+    }
     float *base[3] = {m->params, m->m, m->v};
     for (size_t k = 0; k < 3 && !s; k++)
         for (size_t i = 0; i < m->n_tensors && !s; i++) {
@@ -271,7 +367,9 @@ static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta
                 s = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, name);
             else memcpy(base[k] + t->offset, x->data, x->nbytes);
         }
+    if (!s) s = check_state(m, path, err);
 done:
+    free(sorted);
     dfl_st_close(f);
     return s;
 }
@@ -361,6 +459,45 @@ static dfl_status evaluate(const dfl_train_model *m, dfl_train_ws *ws, const dfl
     return DFL_OK;
 }
 
+/* ------------------------------------------------------------- memory */
+
+/* MemAvailable of /proc/meminfo in bytes (the kernel's estimate of what can be
+ * allocated without swapping), or -1 when it cannot be read. */
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+/* Every allocation whose size comes from a flag (the model's four arrays from --vocab,
+ * --hidden, --layers, --ffn; the activations from those and --batch, --seq, --heads;
+ * the batch) added up and compared with the memory available before any is made: a
+ * size the machine cannot hold fails with one line instead of the OOM killer. */
+static dfl_status check_memory(const dfl_config *c, const dfl_train_params *p, dfl_error *err)
+{
+    const double gb = 1e9;
+    size_t ws = 0, np = dfl_train_param_count(c);
+    dfl_status s = dfl__train_ws_bytes(c, p->batch, p->task.seq_len, &ws, err);
+    if (s) return s;
+    double model = 4.0 * (double)np * sizeof(float);   /* params, grads, m, v */
+    double batch = 2.0 * (double)p->batch * (double)p->task.seq_len * sizeof(int32_t);
+    double need = model + (double)ws + batch, avail = mem_available();
+    if (avail >= 0 && need > avail)
+        return dfl__fail(err, DFL_ERR_NOMEM,
+                         "%s: training needs %.2f GB (model and AdamW state %.2f GB for %zu parameters, activations "
+                         "%.2f GB for batch %lld x %lld), more than the %.2f GB of memory available (MemAvailable); "
+                         "use a smaller --vocab, --hidden, --layers, --ffn, --batch or --seq",
+                         p->out, need / gb, model / gb, np, (double)ws / gb, (long long)p->batch,
+                         (long long)p->task.seq_len, avail / gb);
+    return DFL_OK;
+}
+
 /* ---------------------------------------------------------------- run */
 
 /* Flush subnormal floats to zero in every worker thread: as training converges, tiny
@@ -392,6 +529,46 @@ static void restore_subnormals(unsigned before)
 
 static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                             dfl_error *err);
+
+/* What a run that stopped on a non-finite value leaves on disk. */
+static void kept_text(char *buf, size_t cap, int64_t last_ckpt)
+{
+    if (last_ckpt >= 0)
+        snprintf(buf, cap, "checkpoint.safetensors and model.safetensors are those of step %lld", (long long)last_ckpt);
+    else snprintf(buf, cap, "no checkpoint had been written yet");
+}
+
+/* A run that turned non-finite: the message names the step and the quantity and says
+ * what is left on disk (nothing of this step is written). DFL_ERR_RANGE. */
+static dfl_status diverged(dfl_error *err, const char *out, int64_t step, const char *what, double x,
+                           int64_t last_ckpt)
+{
+    char kept[160];
+    kept_text(kept, sizeof kept, last_ckpt);
+    char val[32];
+    if (isnan(x)) snprintf(val, sizeof val, "NaN");
+    else snprintf(val, sizeof val, "%g", x);
+    return dfl__fail(err, DFL_ERR_RANGE,
+                     "%s: step %lld: %s is %s: training diverged (try a smaller --lr or --init-std, or --clip); "
+                     "stopped without writing this step: %s",
+                     out, (long long)step, what, val, kept);
+}
+
+/* Before a checkpoint or a kept model is written: weights and moments must be finite. */
+static dfl_status check_finite(const dfl_train_model *m, const char *out, int64_t step, int64_t last_ckpt,
+                               dfl_error *err)
+{
+    char what[64];
+    snprintf(what, sizeof what, "the model after step %lld", (long long)step);
+    dfl_status s = check_state(m, what, err);
+    if (!s) return DFL_OK;
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    char kept[160];
+    kept_text(kept, sizeof kept, last_ckpt);
+    return dfl__fail(err, DFL_ERR_RANGE, "%s: step %lld: training diverged (%s); stopped without writing this step: %s",
+                     out, (long long)step, why, kept);
+}
 
 dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
                          dfl_error *err)
@@ -425,23 +602,46 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     dfl_strbuf csv = {0};
     const int64_t T = task.seq_len, B = p->batch;
 
+    if ((s = check_memory(&cfg, p, err))) return s;
     /* the directory: fresh (refusing or clearing old training files) or resumed */
     /* a resume makes nothing: a wrong DIR fails without leaving a new folder */
+    join(path, sizeof path, p->out, "checkpoint.safetensors");
+    if (p->resume && !exists(path)) return dfl__fail(err, DFL_ERR_IO, "%s: no checkpoint to resume from", path);
     if (!p->resume && (s = make_dirs(p->out, err))) return s;
+    /* One writer per folder: the lock is a temporary file of atomic.h beside train.lock
+     * (never renamed into place), held with flock for the whole run; a second run into
+     * the folder finds it held and stops before it touches anything. */
+    char *lock = NULL;
+    join(path, sizeof path, p->out, "train.lock");
+    if ((s = dfl__make_tmp(path, &lock, err))) {
+        if (s == DFL_ERR_EXISTS) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            s = dfl__fail(err, DFL_ERR_EXISTS, "%s: another train run is writing this folder (%s); wait for it or "
+                          "choose another --out", p->out, why);
+        }
+        return s;
+    }
     if (!p->resume) {
         for (size_t i = 0; i < sizeof OUT_FILES / sizeof OUT_FILES[0]; i++) {
             join(path, sizeof path, p->out, OUT_FILES[i]);
             if (!exists(path)) continue;
-            if (!p->overwrite)
-                return dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to start over or --resume to continue)", path);
-            if (remove(path) != 0) return dfl__fail(err, DFL_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+            if (!p->overwrite) {
+                s = dfl__fail(err, DFL_ERR_EXISTS, "%s: exists (use --force to start over or --resume to continue)",
+                              path);
+                goto done;
+            }
+            if (remove(path) != 0) {
+                s = dfl__fail(err, DFL_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+                goto done;
+            }
         }
     }
-    if ((s = dfl_train_model_create(&cfg, &m, err))) return s;
+    if ((s = dfl_train_model_create(&cfg, &m, err))) goto done;
     r.n_params = m->n_params;
     int64_t step = 0;
     double elapsed0 = 0.0;
-    if (p->resume) s = load_checkpoint(m, p->out, &meta, p->force_schedule, &step, &elapsed0, err);
+    if (p->resume) s = load_checkpoint(m, p->out, &meta, p->force_schedule, p->steps, hooks, &step, &elapsed0, err);
     else {
         dfl_train_init(m, p->seed, p->init_std);
         if (p->ablate_lambda) dfl_train_lambda_zero(m);
@@ -454,6 +654,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     if (s) goto done;
 
     r.start_step = step;
+    int64_t last_ckpt = p->resume ? step : -1;   /* the step of the checkpoint on disk; -1: none */
     const double t_start = dfl_clock_seconds();
     double t_win = t_start, loss_sum = meta.win[0], steady_s = 0.0;   /* steady: step times after the first */
     int64_t win_steps = (int64_t)meta.win[1];
@@ -467,9 +668,17 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
                    targets);
         double loss;
         if ((s = dfl_train_forward(m, ws, tokens, targets, B, &loss, NULL, err))) goto done;
+        if (!isfinite(loss)) {
+            s = diverged(err, p->out, step + 1, "the training loss", loss, last_ckpt);
+            goto done;
+        }
         dfl_train_backward(m, ws);
         if (p->ablate_lambda) dfl_train_lambda_freeze(m);
-        dfl_train_clip(m, p->clip);
+        double gnorm = dfl_train_clip(m, p->clip);
+        if (!isfinite(gnorm)) {
+            s = diverged(err, p->out, step + 1, "the gradient norm", gnorm, last_ckpt);
+            goto done;
+        }
         dfl_adamw o = {lr, p->beta1, p->beta2, p->eps, p->weight_decay};
         dfl_train_adamw(m, &o, step + 1);
         step++;
@@ -489,6 +698,10 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
 
         if ((p->eval_every > 0 && step % p->eval_every == 0) || step == p->steps) {
             if ((s = evaluate(m, ws, &task, p, tokens, targets, &r.eval_loss, &r.eval_acc, err))) goto done;
+            if (!isfinite(r.eval_loss)) {
+                s = diverged(err, p->out, step, "the held-out loss", r.eval_loss, last_ckpt);
+                goto done;
+            }
             r.eval_step = step;
             double t2 = dfl_clock_seconds();
             char row[256];
@@ -520,10 +733,14 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         if (stopped || step == p->steps || (p->ckpt_every > 0 && step % p->ckpt_every == 0)) {
             double el = elapsed0 + (dfl_clock_seconds() - t_start);
             meta.win[0] = loss_sum, meta.win[1] = (double)win_steps;
+            if ((s = check_finite(m, p->out, step, last_ckpt, err))) goto done;
             if ((s = save_checkpoint(m, p->out, step, el, &meta, err))) goto done;
             if ((s = dfl_train_save_model(m, p->out, 1, err))) goto done;
+            last_ckpt = step;
         }
-        if (p->keep_every > 0 && step % p->keep_every == 0 && (s = keep_model(m, p->out, step, err))) goto done;
+        if (p->keep_every > 0 && step % p->keep_every == 0 &&
+            ((s = check_finite(m, p->out, step, last_ckpt, err)) || (s = keep_model(m, p->out, step, err))))
+            goto done;
     }
     double t_end = dfl_clock_seconds();
     r.seconds = t_end - t_start;
@@ -538,6 +755,8 @@ done:
     free(csv.p);
     dfl_train_ws_free(ws);
     dfl_train_model_free(m);
+    dfl__discard_tmp(lock);
+    free(lock);
     if (res) *res = r;
     return s;
 }

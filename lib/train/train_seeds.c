@@ -1,11 +1,16 @@
 /* train_seeds.c — seeds as an axis: the runs of one protocol under
  * dir/seed-S/<model>/train.csv summarised as held-out curves (mean and min–max over
- * seeds) and the steps each run took to reach 25, 50 and 90% retrieval. */
+ * seeds) and the steps each run took to reach 25, 50 and 90% retrieval; and the runs
+ * behind them: a matched pair, or one pair per seed then that summary. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/atomic.h"
 
 #include "render/plot.h"
 #include "train/train.h"
@@ -243,4 +248,143 @@ dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds,
     }
     *curves = rc, *steps_to = rs;
     return DFL_OK;
+}
+
+/* ------------------------------------------------------ pairs and seeds */
+
+dfl_train_pairs_params dfl_train_pairs_params_default(void)
+{
+    dfl_train_pairs_params pp;
+    memset(&pp, 0, sizeof pp);
+    dfl_train_params p = dfl_train_params_default();
+    dfl_error err;
+    dfl_train_pair_params(&p, &pp.llama, &pp.diff, &err);   /* the defaults (4 heads) always pair */
+    return pp;
+}
+
+static void note(const dfl_train_pairs_hooks *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const dfl_train_pairs_hooks *h, const char *fmt, ...)
+{
+    if (!h || !h->note) return;
+    char msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    h->note(h->train.user, msg);
+}
+
+static int stop_raised(const dfl_train_pairs_hooks *h) { return h && h->train.stop && *h->train.stop; }
+
+/* One model of a pair: begin, dfl_train_run, end. */
+static dfl_status pair_model(const dfl_train_params *p, const char *name, const dfl_train_pairs_hooks *h,
+                             dfl_train_pairs_result *res, dfl_error *err)
+{
+    dfl_train_result r;
+    if (h && h->begin) h->begin(h->train.user, name, p);
+    dfl_status s = dfl_train_run(p, h ? &h->train : NULL, &r, err);
+    if (h && h->end) h->end(h->train.user, name, p, s ? NULL : &r);
+    if (!s) res->models++;
+    return s;
+}
+
+/* The pair llama (into dir/transformer) then diff (dir/diff), then both curves in
+ * dir/train.png titled with the parameter counts. */
+static dfl_status run_pair(const dfl_train_params *llama, const dfl_train_params *diff, const char *dir,
+                           const dfl_plot_paper *paper, const dfl_train_pairs_hooks *h, dfl_train_pairs_result *res,
+                           dfl_error *err)
+{
+    char out_l[4200], out_d[4200], ck[4300];
+    snprintf(out_l, sizeof out_l, "%s/transformer", dir);
+    snprintf(out_d, sizeof out_d, "%s/diff", dir);
+    dfl_train_params pl = *llama, pd = *diff;
+    pl.out = out_l, pd.out = out_d;
+    dfl_config cl, cd;
+    dfl_status s = dfl_train_params_config(&pl, &cl, err);
+    if (!s) s = dfl_train_params_config(&pd, &cd, err);
+    if (!s) s = pair_model(&pl, "transformer", h, res, err);
+    if (s || stop_raised(h)) {
+        res->stopped = !s;
+        return s;
+    }
+    /* A pair stopped during its first model has no Diff checkpoint yet: --resume
+     * starts that one afresh. */
+    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", pd.out);
+    if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
+    if ((s = pair_model(&pd, "diff", h, res, err))) return s;
+    if (stop_raised(h)) {
+        res->stopped = 1;
+        return DFL_OK;
+    }
+    /* both curves in one figure; a failure is worth a warning, not the run */
+    char png[4200], title[128], c0[4300], c1[4300];
+    const char *csvs[2] = {c0, c1}, *labels[2] = {"Transformer", "Diff"};
+    snprintf(c0, sizeof c0, "%s/train.csv", out_l);
+    snprintf(c1, sizeof c1, "%s/train.csv", out_d);
+    snprintf(png, sizeof png, "%s/train.png", dir);
+    snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", dfl_train_param_count(&cl),
+             dfl_train_param_count(&cd));
+    dfl_error perr = {DFL_OK, ""};
+    if (dfl_train_plot_paper(png, csvs, labels, 2, title, paper, &perr)) {
+        if (h && h->train.warn) h->train.warn(h->train.user, perr.msg);
+    } else note(h, "wrote %s", png);
+    return DFL_OK;
+}
+
+/* dir/seeds_curves.csv, seeds_steps_to.csv and .md, seeds.png; *md gets the markdown. */
+static dfl_status write_summary(const dfl_train_pairs_params *pp, const dfl_train_pairs_hooks *h, char **md,
+                                dfl_error *err)
+{
+    static const char *const models[] = {"transformer", "diff", "diff_lambda0"};
+    static const char *const labels[] = {"Transformer", "Diff", "Diff lambda=0"};
+    char png[4200], path[4200];
+    snprintf(png, sizeof png, "%s/seeds.png", pp->dir);
+    dfl_report *rc = NULL, *rs = NULL;
+    char *csv_c = NULL, *csv_s = NULL;
+    dfl_status s = dfl_train_seeds_summary_paper(pp->dir, pp->seeds, pp->n_seeds, models, labels, 3, png, pp->paper,
+                                                 &rc, &rs, err);
+    if (!s) s = dfl_report_render(rc, DFL_REPORT_CSV, &csv_c, NULL, err);
+    if (!s) s = dfl_report_render(rs, DFL_REPORT_CSV, &csv_s, NULL, err);
+    if (!s) s = dfl_report_render(rs, DFL_REPORT_MARKDOWN, md, NULL, err);
+    const char *files[3] = {"seeds_curves.csv", "seeds_steps_to.csv", "seeds_steps_to.md"};
+    const char *texts[3] = {csv_c, csv_s, s ? NULL : *md};
+    for (int i = 0; i < 3 && !s; i++) {
+        snprintf(path, sizeof path, "%s/%s", pp->dir, files[i]);
+        s = dfl__atomic_write(path, texts[i], strlen(texts[i]), 1, err);
+    }
+    if (!s) note(h, "wrote %s/seeds_curves.csv, seeds_steps_to.csv, seeds_steps_to.md, seeds.png", pp->dir);
+    free(csv_c), free(csv_s);
+    dfl_report_destroy(rc);
+    dfl_report_destroy(rs);
+    return s;
+}
+
+dfl_status dfl_train_pairs_run(const dfl_train_pairs_params *pp, const dfl_train_pairs_hooks *h,
+                               dfl_train_pairs_result *res, dfl_error *err)
+{
+    memset(res, 0, sizeof *res);
+    if (!pp->dir || !*pp->dir || strlen(pp->dir) > 3000)
+        return dfl__fail(err, DFL_ERR_USAGE, "pairs: an output folder of 1 to 3000 bytes is needed");
+    if (pp->n_seeds < 0 || pp->n_seeds > 64 || (pp->n_seeds > 0) != (pp->seeds != NULL))
+        return dfl__fail(err, DFL_ERR_USAGE, "pairs: 0 to 64 seeds, got %d", pp->n_seeds);
+    if (pp->summarize && !pp->seeds) return dfl__fail(err, DFL_ERR_USAGE, "pairs: the summary needs seeds");
+    if (!pp->seeds) return run_pair(&pp->llama, &pp->diff, pp->dir, pp->paper, h, res, err);
+    dfl_status s = DFL_OK;
+    for (int i = 0; i < pp->n_seeds && !s && !res->stopped && !pp->summarize; i++) {
+        char dir[3100], ck[3200];   /* dir is at most 3000 bytes (checked above) */
+        snprintf(dir, sizeof dir, "%s/seed-%llu", pp->dir, (unsigned long long)pp->seeds[i]);
+        dfl_train_params sl = pp->llama, sd = pp->diff;
+        sl.seed = sd.seed = pp->seeds[i];
+        /* --resume over seeds: a seed not begun yet starts */
+        snprintf(ck, sizeof ck, "%s/transformer/checkpoint.safetensors", dir);
+        if (sl.resume && access(ck, F_OK) != 0) sl.resume = sd.resume = 0;
+        note(h, "seed %llu (%d of %d) into %s", (unsigned long long)pp->seeds[i], i + 1, pp->n_seeds, dir);
+        s = run_pair(&sl, &sd, dir, pp->paper, h, res, err);
+    }
+    if (!s && !res->stopped) s = write_summary(pp, h, &res->summary_md, err);
+    if (s) {
+        free(res->summary_md);
+        res->summary_md = NULL;
+    }
+    return s;
 }

@@ -92,12 +92,101 @@ static int parse_index(const char *flag, const char *text, int allow_mean, int64
     return 0;
 }
 
-int main(int argc, char **argv)
+enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL, O_CMAP,
+       O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE, O_FONT };
+
+/* One option c with its argument into p (*labels: the --labels block, replaced).
+ * Returns -1 to go on, else the exit code (0 after --help). */
+static int parse_option(int c, dfl_attnmap_params *p, char ***labels, int *quiet, dfl_error *err)
 {
-    dfl_cli_catch_signals(on_signal);
-    enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL,
-           O_CMAP, O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE,
-           O_FONT };
+    int rc = 0;
+    int64_t v;
+    switch (c) {
+    case 'o': p->out_path = optarg; break;
+    case O_SAMPLE: p->sample = optarg; break;
+    case O_LAYER:
+        if (parse_index("--layer", optarg, 0, &p->layer, err)) return bad(err);
+        break;
+    case O_HEAD:
+        if (parse_index("--head", optarg, 1, &p->head, err)) return bad(err);
+        break;
+    case O_MAP:
+        if (dfl_attn_map_parse(optarg, &p->map, err) || p->map == DFL_ATTN_AUTO) {
+            fprintf(stderr, "attnmap: --map: '%s' is not map1, map2, diff or all\n", optarg);
+            return 2;
+        }
+        break;
+    case O_VS: p->vs_path = optarg; break;
+    case O_LABELS: {
+        free(*labels);
+        *labels = NULL;
+        size_t k = 0;
+        if (dfl_cli_split("--labels", optarg, 0, labels, &k, err) || k != 2) {
+            fprintf(stderr, "attnmap: --labels: '%s' is not two names A,B\n", optarg);
+            return 2; /* main frees *labels */
+        }
+        p->labels[0] = (*labels)[0];
+        p->labels[1] = (*labels)[1];
+        break;
+    }
+    case O_DELTA: p->delta = 1; break;
+    case O_ROWS:
+        if (dfl_attnmap_parse_range("--rows", optarg, p->rows, err)) rc = bad(err);
+        p->has_rows = 1;
+        break;
+    case O_COLS:
+        if (dfl_attnmap_parse_range("--cols", optarg, p->cols, err)) rc = bad(err);
+        p->has_cols = 1;
+        break;
+    case O_SIZE:
+        if (dfl_cli_int("--size", optarg, 16, 8192, &v, err)) rc = bad(err);
+        p->size = (int)v;
+        break;
+    case O_POOL:
+        if (dfl_pool_parse(optarg, &p->pool, err)) rc = bad(err);
+        break;
+    case O_CMAP:
+        if (dfl_cmap_parse(optarg, &p->cmap, err)) rc = bad(err);
+        else if (dfl_cmap_is_diverging(p->cmap)) {
+            fprintf(stderr, "attnmap: --cmap: '%s' is diverging; it is chosen by itself for maps with negative "
+                            "entries (use viridis or magma)\n", optarg);
+            rc = 2;
+        }
+        break;
+    case O_SCALE:
+        if (dfl_scale_parse(optarg, &p->scale, err)) rc = bad(err);
+        break;
+    case O_VMIN:
+        if (dfl_cli_double("--vmin", optarg, -1e30, 1e30, &p->vmin, err)) rc = bad(err);
+        p->has_vmin = 1;
+        break;
+    case O_VMAX:
+        if (dfl_cli_double("--vmax", optarg, -1e30, 1e30, &p->vmax, err)) rc = bad(err);
+        p->has_vmax = 1;
+        break;
+    case O_NOTOK: p->token_labels = 0; break;
+    case O_WIDTH:
+        if (dfl_cli_double("--width", optarg, 1.0, 100.0, &p->width_in, err)) rc = bad(err);
+        break;
+    case O_DPI:
+        if (dfl_cli_double("--dpi", optarg, 50.0, 2400.0, &p->dpi, err)) rc = bad(err);
+        break;
+    case O_PXSCALE:
+        if (dfl_cli_double("--pixel-scale", optarg, 0.25, 16.0, &p->px_scale, err)) rc = bad(err);
+        break;
+    case O_FONT: p->font = optarg; break;
+    case O_FORCE: p->overwrite = 1; break;
+    case O_QUIET: *quiet = 1; break;
+    case O_HELP: usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+    return rc ? rc : -1;
+}
+
+/* The command line into p; the positional DUMP and the flags that need each other.
+ * Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, dfl_attnmap_params *p, char ***labels, int *quiet)
+{
     static const struct option opts[] = {
         {"out", required_argument, 0, 'o'},      {"sample", required_argument, 0, O_SAMPLE},
         {"layer", required_argument, 0, O_LAYER}, {"layers", required_argument, 0, O_LAYER},
@@ -113,119 +202,45 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP},         {"width", required_argument, 0, O_WIDTH},
         {"dpi", required_argument, 0, O_DPI},     {"pixel-scale", required_argument, 0, O_PXSCALE},
         {"font", required_argument, 0, O_FONT},   {0, 0, 0, 0}};
-    dfl_attnmap_params p = dfl_attnmap_params_default();
     dfl_error err = {DFL_OK, ""};
-    char **labels = NULL; /* one block (dfl_cli_split) */
-    int quiet = 0, c, rc = 0;
-    int64_t v;
+    int c;
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': p.out_path = optarg; break;
-        case O_SAMPLE: p.sample = optarg; break;
-        case O_LAYER:
-            if (parse_index("--layer", optarg, 0, &p.layer, &err)) return bad(&err);
-            break;
-        case O_HEAD:
-            if (parse_index("--head", optarg, 1, &p.head, &err)) return bad(&err);
-            break;
-        case O_MAP:
-            if (dfl_attn_map_parse(optarg, &p.map, &err) || p.map == DFL_ATTN_AUTO) {
-                fprintf(stderr, "attnmap: --map: '%s' is not map1, map2, diff or all\n", optarg);
-                return 2;
-            }
-            break;
-        case O_VS: p.vs_path = optarg; break;
-        case O_LABELS: {
-            free(labels);
-            size_t k = 0;
-            if (dfl_cli_split("--labels", optarg, 0, &labels, &k, &err) || k != 2) {
-                fprintf(stderr, "attnmap: --labels: '%s' is not two names A,B\n", optarg);
-                free(labels);
-                return 2;
-            }
-            p.labels[0] = labels[0];
-            p.labels[1] = labels[1];
-            break;
-        }
-        case O_DELTA: p.delta = 1; break;
-        case O_ROWS:
-            if (dfl_attnmap_parse_range("--rows", optarg, p.rows, &err)) rc = bad(&err);
-            p.has_rows = 1;
-            break;
-        case O_COLS:
-            if (dfl_attnmap_parse_range("--cols", optarg, p.cols, &err)) rc = bad(&err);
-            p.has_cols = 1;
-            break;
-        case O_SIZE:
-            if (dfl_cli_int("--size", optarg, 16, 8192, &v, &err)) rc = bad(&err);
-            p.size = (int)v;
-            break;
-        case O_POOL:
-            if (dfl_pool_parse(optarg, &p.pool, &err)) rc = bad(&err);
-            break;
-        case O_CMAP:
-            if (dfl_cmap_parse(optarg, &p.cmap, &err)) rc = bad(&err);
-            else if (dfl_cmap_is_diverging(p.cmap)) {
-                fprintf(stderr, "attnmap: --cmap: '%s' is diverging; it is chosen by itself for maps with negative "
-                                "entries (use viridis or magma)\n", optarg);
-                rc = 2;
-            }
-            break;
-        case O_SCALE:
-            if (dfl_scale_parse(optarg, &p.scale, &err)) rc = bad(&err);
-            break;
-        case O_VMIN:
-            if (dfl_cli_double("--vmin", optarg, -1e30, 1e30, &p.vmin, &err)) rc = bad(&err);
-            p.has_vmin = 1;
-            break;
-        case O_VMAX:
-            if (dfl_cli_double("--vmax", optarg, -1e30, 1e30, &p.vmax, &err)) rc = bad(&err);
-            p.has_vmax = 1;
-            break;
-        case O_NOTOK: p.token_labels = 0; break;
-        case O_WIDTH:
-            if (dfl_cli_double("--width", optarg, 1.0, 100.0, &p.width_in, &err)) rc = bad(&err);
-            break;
-        case O_DPI:
-            if (dfl_cli_double("--dpi", optarg, 50.0, 2400.0, &p.dpi, &err)) rc = bad(&err);
-            break;
-        case O_PXSCALE:
-            if (dfl_cli_double("--pixel-scale", optarg, 0.25, 16.0, &p.px_scale, &err)) rc = bad(&err);
-            break;
-        case O_FONT: p.font = optarg; break;
-        case O_FORCE: p.overwrite = 1; break;
-        case O_QUIET: quiet = 1; break;
-        case O_HELP: usage(stdout); free(labels); return 0;
-        default: usage(stderr); free(labels); return 2;
-        }
-        if (rc) {
-            free(labels);
-            return rc;
-        }
+        int rc = parse_option(c, p, labels, quiet, &err);
+        if (rc >= 0) return rc;
     }
-    if (optind < argc) p.dump_path = argv[optind++];
+    if (optind < argc) p->dump_path = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "attnmap: unexpected argument '%s'\n", argv[optind]);
-        free(labels);
         return 2;
     }
-    if (!p.dump_path || !p.out_path) {
+    if (!p->dump_path || !p->out_path) {
         fprintf(stderr, "attnmap: a dump and -o OUT.png|.svg|.pdf are required (see --help)\n");
-        free(labels);
         return 2;
     }
-    if (p.delta && !p.vs_path) {
+    if (p->delta && !p->vs_path) {
         fprintf(stderr, "attnmap: --delta needs --vs OTHER.h5\n");
-        free(labels);
         return 2;
     }
-    if (p.labels[0] && !p.vs_path) {
+    if (p->labels[0] && !p->vs_path) {
         fprintf(stderr, "attnmap: --labels needs --vs OTHER.h5\n");
-        free(labels);
         return 2;
     }
+    return -1;
+}
 
+int main(int argc, char **argv)
+{
+    dfl_cli_catch_signals(on_signal);
+    dfl_attnmap_params p = dfl_attnmap_params_default();
+    char **labels = NULL; /* one block (dfl_cli_split) */
+    int quiet = 0;
+    int rc = parse_args(argc, argv, &p, &labels, &quiet);
+    if (rc >= 0) {
+        free(labels);
+        return rc;
+    }
     dfl_attnmap_report rep;
+    dfl_error err = {DFL_OK, ""};
     dfl_status s = dfl_attnmap_run(&p, &rep, &err);
     free(labels);
     if (s) {

@@ -44,6 +44,12 @@ static void usage(FILE *out)
             "  --by none|depth|layer|head  group: none = one table of shares (Figure 1); depth =\n"
             "                        answer and noise per answer depth with counts (Table 3); layer,\n"
             "                        head = where the signal lives (default: none)\n"
+            "  --stat shares|entropy|negative_mass  what the tables show: shares = the segment shares\n"
+            "                        above; entropy = noise/entropy, the mean row entropy (nats) of each\n"
+            "                        softmax map (map1, and map2 for Diff dumps); negative_mass =\n"
+            "                        noise/negative_mass, the summed negative entries of the diff map\n"
+            "                        (Diff dumps only, <= 0); grouped by --by like the shares, no plots\n"
+            "                        (default: shares)\n"
             "  --layers LIST         average over these layers only, e.g. 0,2-3 (default: all)\n"
             "  --heads LIST          average over these heads only (default: all)\n"
             "  --labels A,B,...      names of the dumps (default: file names without .h5)\n"
@@ -236,7 +242,7 @@ static int run_prompts(int argc, char **argv)
 static int run_analysis(int argc, char **argv)
 {
     enum { O_MAP = 256, O_NORM, O_BY, O_LAYERS, O_HEADS, O_LABELS, O_FORMAT, O_PLOT, O_PLOTD, O_WARN, O_FORCE,
-           O_QUIET, O_HELP, O_WIDTH, O_FONT };
+           O_QUIET, O_HELP, O_WIDTH, O_FONT, O_STAT };
     static const struct option opts[] = {
         {"map", required_argument, 0, O_MAP},         {"norm", required_argument, 0, O_NORM},
         {"by", required_argument, 0, O_BY},           {"layers", required_argument, 0, O_LAYERS},
@@ -245,7 +251,8 @@ static int run_analysis(int argc, char **argv)
         {"plot-depth", required_argument, 0, O_PLOTD}, {"warn-total", required_argument, 0, O_WARN},
         {"force", no_argument, 0, O_FORCE},           {"quiet", no_argument, 0, O_QUIET},
         {"help", no_argument, 0, O_HELP},             {"width", required_argument, 0, O_WIDTH},
-        {"font", required_argument, 0, O_FONT},       {0, 0, 0, 0}};
+        {"font", required_argument, 0, O_FONT},       {"stat", required_argument, 0, O_STAT},
+        {0, 0, 0, 0}};
     dfl_plot_paper paper = {NULL, 0.0};
     dfl_noise_params p = dfl_noise_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -265,6 +272,9 @@ static int run_analysis(int argc, char **argv)
             break;
         case O_BY:
             if (dfl_noise_by_parse(optarg, &p.by, &err)) rc = bad(&err);
+            break;
+        case O_STAT:
+            if (dfl_noise_stat_parse(optarg, &p.stat, &err)) rc = bad(&err);
             break;
         case O_LAYERS:
             free(layers);
@@ -304,6 +314,11 @@ static int run_analysis(int argc, char **argv)
     dfl_format plot_fmt;
     if (!rc && plot && dfl_format_of_path(plot, &plot_fmt, &err)) rc = bad(&err);
     if (!rc && plot_depth && dfl_format_of_path(plot_depth, &plot_fmt, &err)) rc = bad(&err);
+    if (!rc && p.stat != DFL_NOISE_STAT_SHARES && (plot || plot_depth)) {
+        fprintf(stderr, "noise: --plot and --plot-depth draw the shares; --stat %s has tables only\n",
+                dfl_noise_stat_name(p.stat));
+        rc = 2;
+    }
     size_t n_dumps = optind < argc ? (size_t)(argc - optind) : 0;
     if (!rc && n_dumps == 0) {
         fprintf(stderr, "noise: at least one dump is required (see --help)\n");

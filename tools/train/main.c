@@ -106,8 +106,10 @@ static void usage(FILE *out)
             "  --quiet             no progress bar and no log lines\n"
             "  --help              this text\n"
             "\n"
-            "Exit status: 0 done, 1 runtime error, 2 usage error, 130 stopped by Ctrl-C (a\n"
-            "checkpoint and the model of the last step are written first).\n",
+            "Exit status: 0 done, 1 runtime error (also: a damaged checkpoint, a DIR another\n"
+            "train is writing, a run that diverged, sizes over the memory available), 2 usage\n"
+            "error, 130 stopped by Ctrl-C (a checkpoint and the model of the last step are\n"
+            "written first).\n",
             (long long)d.layers, (long long)d.hidden, (long long)d.heads, (long long)d.ffn, (long long)d.vocab,
             d.init_std, (long long)d.task.seq_len, d.task.needles, d.task.queries, d.task.digits, (long long)d.batch,
             (long long)d.steps, d.lr, d.min_lr, (long long)d.warmup, d.weight_decay, d.beta1, d.beta2, d.clip,
@@ -157,111 +159,59 @@ static int write_plot(const char *plot, const char *const *csvs, const char *con
     return 0;
 }
 
+/* Before each model: its progress bar. */
+static void on_begin(void *user, const char *name, const dfl_train_params *p)
+{
+    (void)p;
+    tool_state *st = user;
+    st->name = name;
+    st->bar = dfl_progress_start(stderr, "train", st->quiet);
+}
+
+/* After each model (r NULL: it failed; the caller prints why): its summary line. */
+static void on_end(void *user, const char *name, const dfl_train_params *p, const dfl_train_result *r)
+{
+    tool_state *st = user;
+    dfl_progress_end(&st->bar);
+    if (!r) return;
+    if (r->steps_done == r->start_step && !r->interrupted) {
+        if (!st->quiet)
+            fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)r->steps_done, p->out);
+        return;
+    }
+    /* the eval quoted is the last one made, which need not be at the last step */
+    char evaltxt[48];
+    if (r->eval_step > 0) snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)r->eval_step);
+    else snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
+    if (!st->quiet || r->interrupted)
+        fprintf(stderr,
+                "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
+                "final loss %.4f, eval_loss %.4f, eval_acc %.3f (%s)%s\n",
+                name, (long long)r->steps_done, (long long)p->steps, p->out, (long long)(r->steps_done - r->start_step),
+                r->seconds, r->tokens_per_s, r->steady_tokens_per_s, r->loss, r->eval_loss, r->eval_acc, evaltxt,
+                r->interrupted ? " (stopped; continue with --resume)" : "");
+}
+
+static void on_note(void *user, const char *msg)
+{
+    tool_state *st = user;
+    if (!st->quiet) fprintf(stderr, "train: %s\n", msg);
+}
+
+/* One model into p->out. Returns the exit code (0, 1, 2, 128 + signal). */
 static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
 {
     dfl_error err = {DFL_OK, ""};
     dfl_train_result res;
     dfl_train_hooks hooks = {st, on_report, &g_stop, on_warn};
-    st->name = name;
-    st->bar = dfl_progress_start(stderr, "train", st->quiet);
+    on_begin(st, name, p);
     dfl_status s = dfl_train_run(p, &hooks, &res, &err);
-    dfl_progress_end(&st->bar);
+    on_end(st, name, p, s ? NULL : &res);
     if (s) {
         fprintf(stderr, "train: %s\n", err.msg);
         return dfl_status_exit_code(s);
     }
-    if (res.steps_done == res.start_step && !res.interrupted) {
-        if (!st->quiet) fprintf(stderr, "train: %s: already trained (%lld steps) in %s\n", name, (long long)res.steps_done, p->out);
-        return 0;
-    }
-    /* the eval quoted is the last one made, which need not be at the last step */
-    char evaltxt[48];
-    if (res.eval_step > 0) snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)res.eval_step);
-    else snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
-    if (!st->quiet || res.interrupted)
-        fprintf(stderr,
-                "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
-                "final loss %.4f, eval_loss %.4f, eval_acc %.3f (%s)%s\n",
-                name, (long long)res.steps_done, (long long)p->steps, p->out, (long long)(res.steps_done - res.start_step),
-                res.seconds, res.tokens_per_s, res.steady_tokens_per_s, res.loss, res.eval_loss, res.eval_acc, evaltxt,
-                res.interrupted ? " (stopped; continue with --resume)" : "");
-    if (res.interrupted && g_stop) return 128 + g_stop;
-    return 0;
-}
-
-/* Train the pair (llama, then Diff) into pl->out and pd->out, then both curves in
- * dir/train.png. Returns the exit code. */
-static int run_pair(const dfl_train_params *pl, const dfl_train_params *pd0, const char *dir, size_t nl, size_t nd,
-                    tool_state *st, const char *plot, int plot_only)
-{
-    dfl_train_params pd = *pd0;
-    dfl_error err = {DFL_OK, ""};
-    /* A pair stopped during its first model has no Diff checkpoint yet: --resume
-     * starts that one afresh. */
-    char ck[4200];
-    snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", pd.out);
-    int rc = 0;
-    if (!plot_only) {
-        rc = run_one(pl, "transformer", st);
-        if (pd.resume && access(ck, F_OK) != 0) pd.resume = 0;
-        if (rc == 0 && !g_stop) rc = run_one(&pd, "diff", st);
-    }
-    if (rc == 0) {   /* both curves in one figure */
-        char png[4200], title[128], c0[4200], c1[4200];
-        const char *csvs[2] = {c0, c1}, *labels[2] = {"Transformer", "Diff"};
-        snprintf(c0, sizeof c0, "%s/train.csv", pl->out);
-        snprintf(c1, sizeof c1, "%s/train.csv", pd.out);
-        snprintf(png, sizeof png, "%s/train.png", dir);
-        snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
-        if (!plot_only) {
-            if (dfl_train_plot_paper(png, csvs, labels, 2, title, &g_paper, &err)) on_warn(NULL, err.msg);
-            else if (!st->quiet) fprintf(stderr, "train: wrote %s\n", png);
-        }
-        if (plot) rc = write_plot(plot, csvs, labels, 2, title, st->quiet);
-    }
-    return rc;
-}
-
-/* Write `text` to path through a temporary name. Returns 0 or prints and returns 1. */
-static int write_file(const char *path, const char *text)
-{
-    dfl_error err = {DFL_OK, ""};
-    if (!dfl__atomic_write(path, text, strlen(text), 1, &err)) return 0;
-    fprintf(stderr, "train: %s\n", err.msg);
-    return 1;
-}
-
-/* The summary over seeds: OUTDIR/seeds_curves.csv, seeds_steps_to.csv and .md,
- * seeds.png; the steps-to table on stdout. Returns the exit code. */
-static int write_summary(const char *dir, const int64_t *seeds, size_t n_seeds, int quiet)
-{
-    static const char *const models[] = {"transformer", "diff", "diff_lambda0"};
-    static const char *const labels[] = {"Transformer", "Diff", "Diff lambda=0"};
-    uint64_t us[64];
-    for (size_t i = 0; i < n_seeds; i++) us[i] = (uint64_t)seeds[i];
-    char png[4200], path[4200];
-    snprintf(png, sizeof png, "%s/seeds.png", dir);
-    dfl_report *rc = NULL, *rs = NULL;
-    dfl_error err = {DFL_OK, ""};
-    char *csv_c = NULL, *csv_s = NULL, *md = NULL;
-    dfl_status s = dfl_train_seeds_summary_paper(dir, us, (int)n_seeds, models, labels, 3, png, &g_paper, &rc, &rs,
-                                                 &err);
-    if (!s) s = dfl_report_render(rc, DFL_REPORT_CSV, &csv_c, NULL, &err);
-    if (!s) s = dfl_report_render(rs, DFL_REPORT_CSV, &csv_s, NULL, &err);
-    if (!s) s = dfl_report_render(rs, DFL_REPORT_MARKDOWN, &md, NULL, &err);
-    int code = s ? dfl_status_exit_code(s) : 0;
-    if (s) fprintf(stderr, "train: %s\n", err.msg);
-    if (!code) snprintf(path, sizeof path, "%s/seeds_curves.csv", dir), code = write_file(path, csv_c);
-    if (!code) snprintf(path, sizeof path, "%s/seeds_steps_to.csv", dir), code = write_file(path, csv_s);
-    if (!code) snprintf(path, sizeof path, "%s/seeds_steps_to.md", dir), code = write_file(path, md);
-    if (!code) {
-        fputs(md, stdout);
-        if (!quiet) fprintf(stderr, "train: wrote %s/seeds_curves.csv, seeds_steps_to.csv, seeds_steps_to.md, seeds.png\n", dir);
-    }
-    free(csv_c), free(csv_s), free(md);
-    dfl_report_destroy(rc);
-    dfl_report_destroy(rs);
-    return code;
+    return res.interrupted && g_stop ? 128 + g_stop : 0;
 }
 
 int main(int argc, char **argv)
@@ -445,22 +395,28 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     int rc = 0;
-    if (!seeds) return run_pair(&pl, &pd, pair, nl, nd, &st, plot, plot_only);
-    for (size_t i = 0; i < n_seeds && rc == 0 && !summarize; i++) {
-        char dir[3100];   /* pair is at most 3000 bytes (checked above) */
-        snprintf(dir, sizeof dir, "%s/seed-%lld", pair, (long long)seeds[i]);
-        snprintf(out_l, sizeof out_l, "%s/transformer", dir);
-        snprintf(out_d, sizeof out_d, "%s/diff", dir);
-        dfl_train_params sl = pl, sd = pd;
-        sl.seed = sd.seed = (uint64_t)seeds[i];
-        /* --resume over seeds: a seed not begun yet starts */
-        char ck[4300];
-        snprintf(ck, sizeof ck, "%s/checkpoint.safetensors", out_l);
-        if (sl.resume && access(ck, F_OK) != 0) sl.resume = sd.resume = 0;
-        if (!quiet) fprintf(stderr, "train: seed %lld (%zu of %zu) into %s\n", (long long)seeds[i], i + 1, n_seeds, dir);
-        rc = run_pair(&sl, &sd, dir, nl, nd, &st, NULL, 0);
+    if (!plot_only) {
+        dfl_train_pairs_params pp = dfl_train_pairs_params_default();
+        uint64_t us[64];
+        for (size_t i = 0; i < n_seeds; i++) us[i] = (uint64_t)seeds[i];
+        pp.llama = pl, pp.diff = pd, pp.dir = pair, pp.paper = &g_paper;
+        pp.seeds = seeds ? us : NULL, pp.n_seeds = (int)n_seeds, pp.summarize = summarize;
+        dfl_train_pairs_hooks hooks = {{&st, on_report, &g_stop, on_warn}, on_begin, on_end, on_note};
+        dfl_train_pairs_result res;
+        dfl_status ps = dfl_train_pairs_run(&pp, &hooks, &res, &err);
+        if (ps) fprintf(stderr, "train: %s\n", err.msg), rc = dfl_status_exit_code(ps);
+        else if (res.stopped) rc = 128 + g_stop;
+        if (res.summary_md) fputs(res.summary_md, stdout);
+        free(res.summary_md);
     }
-    if (rc == 0) rc = write_summary(pair, seeds, n_seeds, quiet);
+    if (rc == 0 && plot) {   /* --plot of the pair (refused with --seeds) */
+        char title[128], c0[4200], c1[4200];
+        const char *csvs[2] = {c0, c1}, *labels[2] = {"Transformer", "Diff"};
+        snprintf(c0, sizeof c0, "%s/train.csv", pl.out);
+        snprintf(c1, sizeof c1, "%s/train.csv", pd.out);
+        snprintf(title, sizeof title, "Transformer vs Diff, %zu / %zu params", nl, nd);
+        rc = write_plot(plot, csvs, labels, 2, title, quiet);
+    }
     free(seeds);
     return rc;
 }

@@ -1,0 +1,245 @@
+/* dump_schema.h — every dataset and attribute of the dump (docs/format.md "Dump",
+ * format_version 1), named once.
+ *
+ * Two forms of the same names:
+ *   - a macro per name (DFL_DS_* dataset paths, DFL_ATTR_* attribute names), string
+ *     literals that writers and readers pass to dump.h / dump_read.h and that paste
+ *     into longer literals ("%s/" DFL_DS_NOISE_RAW);
+ *   - dfl_dump_schema[], a table of every entry: where it is, its dtype, its symbolic
+ *     dimensions, for which model types, and whether every dump has it.
+ * Dataset paths are relative to a sample group (/samples/NNNNNN/) unless they start
+ * with '/'. tests/test_dump_schema.py checks this header against docs/format.md's
+ * tables and against real dumps of every model type, so a name added here and not
+ * there (or written by probe and not named here) fails a test.
+ *
+ * Adding a dataset: its macro and its table row here, its row in docs/format.md's
+ * Datasets table, the write in lib/analysis/probe.c (what it sums, in probe_capture.c,
+ * with its buffer in probe.c's buffer table), and the reader that shows it through the
+ * macro; tests/test_dump_schema.py then checks it in every real dump without an edit.
+ *
+ * Dimension symbols: L layers, H heads as analysed (num_heads), T tokens, V vocabulary,
+ * D hidden size, K topk, B histogram bins (3074), M maps in the noise statistics (1, or
+ * 3 for Diff: map1, map2, diff), M' softmax maps (1, or 2 for Diff), 7 share segments,
+ * Ls / Hs / R the layers, heads and query rows of stored maps, R' analysis rows.
+ */
+#ifndef DFL_DUMP_SCHEMA_H
+#define DFL_DUMP_SCHEMA_H
+
+#include <stddef.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ groups */
+
+#define DFL_DS_SAMPLES "samples"
+#define DFL_DS_SAMPLE_FMT "samples/%06zu" /* one group per prompt, its index in file order */
+
+/* ------------------------------------------------- root attributes (on /) */
+
+#define DFL_ATTR_FORMAT "format"
+#define DFL_ATTR_FORMAT_VERSION "format_version"
+#define DFL_ATTR_MODEL_TYPE "model_type"
+#define DFL_ATTR_CONFIG "config"
+#define DFL_ATTR_MODEL "model"
+#define DFL_ATTR_NUM_LAYERS "num_layers"
+#define DFL_ATTR_NUM_HEADS "num_heads"
+#define DFL_ATTR_HEAD_DIM "head_dim"
+#define DFL_ATTR_LOGIT_QUANT_BITS "logit_quant_bits"
+#define DFL_ATTR_LOGIT_QUANT_GRANULARITY "logit_quant_granularity"
+#define DFL_ATTR_ROWS "rows"
+#define DFL_ATTR_TOPK "topk"
+#define DFL_ATTR_NONFINITE_SAMPLES "nonfinite_samples"
+
+/* ---------------------------------------------------------- root datasets */
+
+#define DFL_DS_MODEL_LAMBDA "/model/lambda"
+#define DFL_DS_MODEL_LAMBDA_INIT "/model/lambda_init"
+
+/* ----------------------------------- sample group attributes (on samples/N) */
+
+#define DFL_ATTR_ID "id"
+#define DFL_ATTR_DEPTH "depth"
+#define DFL_ATTR_NONFINITE_LAYER "nonfinite_layer"
+#define DFL_ATTR_NONFINITE_SITE "nonfinite_site"
+
+/* ------------------------------------------ datasets of a sample group */
+
+#define DFL_DS_TOKENS "tokens"
+#define DFL_DS_SEGMENTS "segments"
+#define DFL_DS_TOKEN_TEXT "token_text"
+#define DFL_DS_TOKEN_OFFSETS "token_offsets"
+#define DFL_DS_INPUT "input"
+#define DFL_DS_ATTN "attn" /* the group of stored maps; its datasets are named below */
+#define DFL_DS_ATTN_MAP1 "attn/map1"
+#define DFL_DS_ATTN_MAP2 "attn/map2"
+#define DFL_DS_ATTN_DIFF "attn/diff"
+#define DFL_DS_ATTN_LAYERS "attn/layers"
+#define DFL_DS_ATTN_HEADS "attn/heads"
+#define DFL_DS_ATTN_ROWS "attn/rows"
+#define DFL_DS_ATTN_KEYS "attn/keys"
+#define DFL_DS_LOGITS "logits"
+#define DFL_DS_NLL "nll"
+#define DFL_DS_ARGMAX "argmax"
+#define DFL_DS_TARGET_CORRECT "target_correct"
+#define DFL_DS_TARGET_NLL "target_nll"
+#define DFL_DS_NOISE "noise" /* the group */
+#define DFL_DS_NOISE_SHARES "noise/shares"
+#define DFL_DS_NOISE_RAW "noise/raw"
+#define DFL_DS_NOISE_SHARES_ABS "noise/shares_abs"
+#define DFL_DS_NOISE_ENTROPY "noise/entropy"
+#define DFL_DS_NOISE_NEGATIVE_MASS "noise/negative_mass"
+#define DFL_DS_NOISE_ROWS "noise/rows"
+#define DFL_DS_LOGITS_TOP "outliers/logits/top"
+#define DFL_DS_LOGITS_TOP_INDEX "outliers/logits/top_index"
+#define DFL_DS_LOGITS_HIST "outliers/logits/hist"
+#define DFL_DS_LOGITS_MOMENTS "outliers/logits/moments"
+#define DFL_DS_HIDDEN_TOP "outliers/hidden/top"
+#define DFL_DS_HIDDEN_TOP_INDEX "outliers/hidden/top_index"
+#define DFL_DS_HIDDEN_HIST "outliers/hidden/hist"
+#define DFL_DS_HIDDEN_MOMENTS "outliers/hidden/moments"
+#define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
+#define DFL_DS_HIDDEN_CHANNEL_COUNT "outliers/hidden/channel_count"
+
+/* ------------------------------- attributes of datasets and sub-groups */
+
+#define DFL_ATTR_SEGMENTS "segments"   /* on noise: the 7 share segments, comma-separated */
+#define DFL_ATTR_MAPS "maps"           /* on noise: "map1" or "map1,map2,diff" */
+#define DFL_ATTR_ROWS_RULE "rows_rule" /* on noise: the analysis-row rule */
+#define DFL_ATTR_COLUMNS "columns"     /* on top_index and moments: what each column holds */
+#define DFL_ATTR_EDGES "edges"         /* on hist: f64 [B+1] lower bin edges */
+#define DFL_ATTR_MIN_EXPONENT "min_exponent"
+#define DFL_ATTR_MAX_EXPONENT "max_exponent"
+#define DFL_ATTR_SUB_BINS "sub_bins"
+#define DFL_ATTR_BINS "bins"           /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA "alpha"         /* on channel_count: the threshold */
+
+/* ------------------------------------------------------------ the table */
+
+typedef enum dfl_dump_entry_kind {
+    DFL_ENTRY_DATASET = 0,
+    DFL_ENTRY_ATTRIBUTE /* attribute `name` of object `path` ("/" root, "" the sample group) */
+} dfl_dump_entry_kind;
+
+typedef enum dfl_dump_entry_models {
+    DFL_MODELS_ALL = 0,
+    DFL_MODELS_DIFF /* diff_transformer and diffllama only */
+} dfl_dump_entry_models;
+
+typedef enum dfl_dump_entry_presence {
+    DFL_ALWAYS = 0, /* in every dump (of the model types above), every sample */
+    DFL_OPTIONAL    /* only with a flag or prompt field (`when` says which) */
+} dfl_dump_entry_presence;
+
+typedef struct dfl_dump_entry {
+    dfl_dump_entry_kind kind;
+    const char *path;   /* dataset path, or the object an attribute is on */
+    const char *name;   /* attribute name; NULL for datasets */
+    const char *dtype;  /* f16 f32 f64 i32 i64 u8 u32 u64 str; "f16|f32": either */
+    const char *dims;   /* symbolic, comma-separated ("M,L,H,7"); "" a scalar */
+    dfl_dump_entry_models models;
+    dfl_dump_entry_presence presence;
+    const char *when;   /* for optional entries: when they are written */
+} dfl_dump_entry;
+
+#define DFL_DS_(path, dtype, dims, models, presence, when) \
+    {DFL_ENTRY_DATASET, path, NULL, dtype, dims, models, presence, when}
+#define DFL_AT_(object, name, dtype, dims, models, presence, when) \
+    {DFL_ENTRY_ATTRIBUTE, object, name, dtype, dims, models, presence, when}
+
+/* Every entry of the schema, in docs/format.md's order. */
+static const dfl_dump_entry dfl_dump_schema[] = {
+    /* root attributes */
+    DFL_AT_("/", DFL_ATTR_FORMAT, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_FORMAT_VERSION, "i32", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_MODEL_TYPE, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_CONFIG, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_MODEL, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_NUM_LAYERS, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_NUM_HEADS, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_HEAD_DIM, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_LOGIT_QUANT_BITS, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_LOGIT_QUANT_GRANULARITY, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_ROWS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_TOPK, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("/", DFL_ATTR_NONFINITE_SAMPLES, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    /* /model */
+    DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
+    /* the sample group's attributes */
+    DFL_AT_("", DFL_ATTR_ID, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("", DFL_ATTR_DEPTH, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_("", DFL_ATTR_NONFINITE_LAYER, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "a NaN or Inf in the forward pass"),
+    DFL_AT_("", DFL_ATTR_NONFINITE_SITE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "a NaN or Inf in the forward pass"),
+    /* per token */
+    DFL_DS_(DFL_DS_TOKENS, "i32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_SEGMENTS, "u8", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_TOKEN_TEXT, "str", "T", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has text (or a tokenizer)"),
+    DFL_DS_(DFL_DS_TOKEN_OFFSETS, "i32", "T,2", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has offsets (text prompts)"),
+    DFL_DS_(DFL_DS_INPUT, "str", "1", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has input (text prompts)"),
+    /* maps */
+    DFL_DS_(DFL_DS_ATTN_MAP1, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_MAP2, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_DIFF, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_LAYERS, "i32", "Ls", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_HEADS, "i32", "Hs", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_ROWS, "i32", "R", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_KEYS, "i32", "T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    /* next-token predictions */
+    DFL_DS_(DFL_DS_LOGITS, "f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
+    DFL_DS_(DFL_DS_NLL, "f32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_ARGMAX, "i32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_TARGET_CORRECT, "u8", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has target tokens"),
+    DFL_DS_(DFL_DS_TARGET_NLL, "f32", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has target tokens"),
+    /* noise statistics of the analysis rows */
+    DFL_DS_(DFL_DS_NOISE_SHARES, "f32", "M,L,H,7", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_NOISE_RAW, "f32", "M,L,H,7", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_NOISE_SHARES_ABS, "f32", "M,L,H,7", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_NOISE_ENTROPY, "f32", "M',L,H", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_NOISE_NEGATIVE_MASS, "f32", "L,H", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_NOISE_ROWS, "i32", "R'", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_NOISE, DFL_ATTR_SEGMENTS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_NOISE, DFL_ATTR_MAPS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_NOISE, DFL_ATTR_ROWS_RULE, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    /* outliers */
+    DFL_DS_(DFL_DS_LOGITS_TOP, "f32", "L,K", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_LOGITS_TOP_INDEX, "i32", "L,K,4", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_TOP, "f32", "L,K", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_TOP_INDEX, "i32", "L,K,2", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_LOGITS_HIST, "u64", "L,B", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_HIST, DFL_ATTR_EDGES, "f64", "B+1", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_HIST, DFL_ATTR_MIN_EXPONENT, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_HIST, DFL_ATTR_MAX_EXPONENT, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_HIST, DFL_ATTR_SUB_BINS, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_HIST, DFL_ATTR_BINS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_HIST, "u64", "L,B", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_HIST, DFL_ATTR_EDGES, "f64", "B+1", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_HIST, DFL_ATTR_MIN_EXPONENT, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_HIST, DFL_ATTR_MAX_EXPONENT, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_HIST, DFL_ATTR_SUB_BINS, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_HIST, DFL_ATTR_BINS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_LOGITS_MOMENTS, "f64", "L,6", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_LOGITS_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_MOMENTS, "f64", "L,6", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_CHANNEL_ABSMAX, "f32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_DS_(DFL_DS_HIDDEN_CHANNEL_COUNT, "u32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    DFL_AT_(DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+};
+
+#undef DFL_DS_
+#undef DFL_AT_
+
+#define DFL_DUMP_SCHEMA_ENTRIES (sizeof dfl_dump_schema / sizeof dfl_dump_schema[0])
+
+/* The dataset entry of `path` (sample-relative, or absolute with a leading '/'), or
+ * NULL when the schema has no such dataset. */
+static inline const dfl_dump_entry *dfl_dump_schema_dataset(const char *path)
+{
+    for (size_t i = 0; i < DFL_DUMP_SCHEMA_ENTRIES; i++)
+        if (dfl_dump_schema[i].kind == DFL_ENTRY_DATASET && !strcmp(dfl_dump_schema[i].path, path))
+            return &dfl_dump_schema[i];
+    return NULL;
+}
+
+#endif
