@@ -108,6 +108,40 @@ for _i, _c in enumerate(CASES):
     _add_case(_i, _c)
 
 
+class DiffV2Dump(unittest.TestCase):
+    """The dump of a DIFF V2 model: σ(λ) per layer, token and head (the sample's lambda)
+    against the reference, no per-layer /model/lambda, and every entry the schema
+    header declares (test_dump_schema's check of real dumps)."""
+
+    def test_lambda_dataset(self):
+        import h5py
+        import test_dump_schema as ts
+        tmp = tempfile.mkdtemp(prefix="dfl-v2-dump-")
+        try:
+            mdir = os.path.join(tmp, "m")
+            make_model.make_model(mdir, V2, layers=2, hidden=tr.HIDDEN, heads=4, kv_heads=2, ffn=tr.FFN,
+                                  vocab=tr.VOCAB, seed=12)
+            prompts = tr.write_prompts(os.path.join(tmp, "p.jsonl"), (22, 9), 4)
+            out = os.path.join(tmp, "o.h5")
+            tr.run_probe(mdir, os.path.join(tmp, "p.jsonl"), out, "--maps", "all", "--map-dtype", "f32", "--quiet")
+            m = reference.load_model(mdir)
+            with h5py.File(out, "r") as f:
+                self.assertEqual(f.attrs["model_type"], V2)
+                self.assertNotIn("model", f)
+                for si, p in enumerate(prompts):
+                    want = reference.forward(m, p["tokens"])["sigma"]           # [L, T, H]
+                    got = f["samples/%06d/lambda" % si][()]
+                    self.assertEqual(got.dtype, np.float32)
+                    self.assertEqual(got.shape, want.shape)
+                    self.assertLess(float(np.abs(got - want).max()), 1e-6)
+                    # each stored diff row sums to 1 − σ(λ) of its row and head
+                    dsum = f["samples/%06d/attn/diff" % si][()].astype(np.float64).sum(-1)  # [L, H, T]
+                    np.testing.assert_allclose(dsum, 1 - got.transpose(0, 2, 1), atol=1e-5)
+            ts.DumpChecks.check_dump(self, out, True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     prog = unittest.main(exit=False, verbosity=1)
     for line in tr.SUMMARY:

@@ -149,6 +149,36 @@ for _i, _c in enumerate(CASES):
     _add_case(_i, _c)
 
 
+class MotifDump(unittest.TestCase):
+    """Motif dumps: the GDA noise groups, and every entry the schema header declares."""
+
+    def test_dumps(self):
+        import h5py
+        import test_dump_schema as ts
+        tmp = tempfile.mkdtemp(prefix="dfl-motif-dump-")
+        try:
+            for name, sizes, groups in (("Motif-2.6B", dict(heads=4, head_dim=8), None),
+                                        ("Motif-2-12.7B-Base", dict(heads=10, head_dim=8), [0] * 4 + [1] * 4)):
+                d = os.path.join(tmp, name)
+                motif_model(os.path.join(d, "m"), name, sizes)
+                tr.write_prompts(os.path.join(d, "p.jsonl"), (15, 9), 3)
+                out = os.path.join(d, "o.h5")
+                tr.run_probe(os.path.join(d, "m"), os.path.join(d, "p.jsonl"), out, "--maps", "all", "--quiet")
+                with h5py.File(out, "r") as f:
+                    self.assertEqual(f.attrs["model_type"], "motif")
+                    if groups is None:
+                        self.assertNotIn("noise_group", f["model"])
+                    else:
+                        self.assertEqual(f["model/noise_group"].dtype, np.int32)
+                        np.testing.assert_array_equal(f["model/noise_group"][()], groups)
+                        m2 = f["samples/000000/attn/map2"][()]
+                        for s_, g in enumerate(groups):   # the group's one noise map
+                            np.testing.assert_array_equal(m2[:, s_], m2[:, groups.index(g)])
+                ts.DumpChecks.check_dump(self, out, True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class MotifProbeEdits(unittest.TestCase):
     """Published configs with one key changed: logits against the reference."""
 

@@ -76,6 +76,7 @@ static size_t run_buffers(sample_run *r, run_buffer *b)
         {(void **)&r->hidden.mom, L * 6, sizeof(double), 1},
         {(void **)&r->ch_absmax, L * D, sizeof(float), 1},
         {(void **)&r->ch_count, L * D, sizeof(uint32_t), 1},
+        {(void **)&r->lambda, r->m->config.type == DFL_MODEL_DIFF_V2 ? L * T * Hs : 0, sizeof(float), 0},
         {(void **)&r->nll, T, sizeof(float), 0},
         {(void **)&r->argmax, T, sizeof(int32_t), 0},
         {(void **)&r->bad_scores, nth, 1, 1},
@@ -363,6 +364,10 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
+    if (c->type == DFL_MODEL_DIFF_V2) {
+        int64_t dims[3] = {r->L, T, r->Hs};
+        if ((s = dfl_dump_put(d, DFL_DS_LAMBDA, DFL_H5_F32, 3, dims, r->lambda, err))) return s;
+    }
     if (r->bad_layer >= 0) {
         if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_LAYER, r->bad_layer, err)) ||
             (s = dfl_dump_attr_str(d, ".", DFL_ATTR_NONFINITE_SITE, r->bad_site, err)))

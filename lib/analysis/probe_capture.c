@@ -221,6 +221,15 @@ static dfl_status strict_fail(const sample_run *r, dfl_error *err)
                      id, r->bad_site, (long long)r->bad_layer);
 }
 
+/* DIFF V2: layer l's σ(λ) [T, H], kept for the sample's lambda dataset. */
+static dfl_status on_lambda(void *user, int64_t l, const float *lam, int64_t T, int64_t H, dfl_error *err)
+{
+    (void)err;
+    sample_run *r = user;
+    memcpy(r->lambda + (size_t)l * (size_t)T * (size_t)H, lam, (size_t)T * (size_t)H * sizeof(float));
+    return DFL_OK;
+}
+
 static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
 {
     sample_run *r = user;
@@ -267,5 +276,6 @@ dfl_capture dfl__probe_capture(sample_run *r)
 {
     dfl_capture cap = {.user = r, .want_maps = want_maps, .attn_rows = on_attn, .scores_rows = on_scores,
                        .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
+    if (r->m->config.type == DFL_MODEL_DIFF_V2) cap.lambda_rows = on_lambda;
     return cap;
 }

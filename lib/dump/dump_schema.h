@@ -53,6 +53,7 @@
 
 #define DFL_DS_MODEL_LAMBDA "/model/lambda"
 #define DFL_DS_MODEL_LAMBDA_INIT "/model/lambda_init"
+#define DFL_DS_MODEL_NOISE_GROUP "/model/noise_group" /* Motif GDA: each signal head's noise group */
 
 /* ----------------------------------- sample group attributes (on samples/N) */
 
@@ -76,6 +77,7 @@
 #define DFL_DS_ATTN_HEADS "attn/heads"
 #define DFL_DS_ATTN_ROWS "attn/rows"
 #define DFL_DS_ATTN_KEYS "attn/keys"
+#define DFL_DS_LAMBDA "lambda" /* DIFF V2: σ(λ) [L, T, H] of the sample */
 #define DFL_DS_LOGITS "logits"
 #define DFL_DS_NLL "nll"
 #define DFL_DS_ARGMAX "argmax"
@@ -121,7 +123,8 @@ typedef enum dfl_dump_entry_kind {
 
 typedef enum dfl_dump_entry_models {
     DFL_MODELS_ALL = 0,
-    DFL_MODELS_DIFF /* diff_transformer and diffllama only */
+    DFL_MODELS_DIFF /* the differential types only (diff_transformer, diffllama, motif,
+                     * diff_transformer_v2; /model/lambda*: all but diff_transformer_v2) */
 } dfl_dump_entry_models;
 
 typedef enum dfl_dump_entry_presence {
@@ -162,8 +165,10 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_TOPK, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("/", DFL_ATTR_NONFINITE_SAMPLES, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     /* /model */
-    DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
-    DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
+    /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */
+    DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
+    DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
+    DFL_DS_(DFL_DS_MODEL_NOISE_GROUP, "i32", "H", DFL_MODELS_DIFF, DFL_OPTIONAL, "Motif GDA models"),
     /* the sample group's attributes */
     DFL_AT_("", DFL_ATTR_ID, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("", DFL_ATTR_DEPTH, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
@@ -183,6 +188,7 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_ATTN_HEADS, "i32", "Hs", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_ROWS, "i32", "R", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_KEYS, "i32", "T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_LAMBDA, "f32", "L,T,H", DFL_MODELS_DIFF, DFL_OPTIONAL, "DIFF V2 models"),
     /* next-token predictions */
     DFL_DS_(DFL_DS_LOGITS, "f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
     DFL_DS_(DFL_DS_NLL, "f32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),

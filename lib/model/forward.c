@@ -350,8 +350,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             const float *base = w->maps + (size_t)h * (size_t)g->nstore * (size_t)rows * (size_t)T;
             dfl_attn_block b = {l, h, r0, nb, r0 + nb, T, T, base,
                                 g->nmaps == 2 ? base + (size_t)rows * (size_t)T : NULL,
-                                g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL,
-                                w->lam ? w->lam + r0 * g->heads + h : NULL, g->heads};
+                                g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL};
             s = cap->attn_rows(cap->user, &b, err);
         }
     }
@@ -427,7 +426,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         /* Qwen3: each head of q and k RMS-normalised over its hd values, before RoPE */
         if (lw->q_norm) dfl_rmsnorm(w.q, w.q, lw->q_norm, T * g.n_qheads, g.dq, (float)c->rms_norm_eps, 1.0f);
         if (lw->k_norm) dfl_rmsnorm(w.k, w.k, lw->k_norm, T * g.n_kheads, g.dq, (float)c->rms_norm_eps, 1.0f);
-        if (lw->w_lambda.data) lambda_tokens(w.lam, w.xn, &lw->w_lambda, T, w.scratch);
+        if (lw->w_lambda.data) {
+            lambda_tokens(w.lam, w.xn, &lw->w_lambda, T, w.scratch);
+            if (cap && cap->lambda_rows && (s = cap->lambda_rows(cap->user, l, w.lam, T, g.heads, err))) break;
+        }
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;

@@ -22,10 +22,6 @@ typedef struct dfl_attn_block {
     int64_t layer, head;
     int64_t row0, n, ncols, ld, T;
     const float *map1, *map2, *diff;
-    /* DIFF V2: σ(λ) of each row, the factor on map 2 (row i at row_lambda[i·lambda_ld]);
-     * NULL for the other types (one λ per layer: dfl_layer_weights.lambda) */
-    const float *row_lambda;
-    int64_t lambda_ld;
 } dfl_attn_block;
 
 /* Raw attention logits of one map of one analysis head: q·k/√d after RoPE and
@@ -53,6 +49,10 @@ typedef struct dfl_capture {
     void (*layer_begin)(void *user, int64_t layer);
     /* Each layer's output x[T, D] after both residual additions. */
     dfl_status (*hidden)(void *user, int64_t layer, const float *x, int64_t T, int64_t D, dfl_error *err);
+    /* DIFF V2, before layer l's attention: lam[T, H] = σ(λ) of every token and head, the
+     * factor on map 2 (dfl_attn_block's diff = map1 − lam[row, head]·map2). NULL = not
+     * wanted; never called for the other types (their λ is one per layer). */
+    dfl_status (*lambda_rows)(void *user, int64_t layer, const float *lam, int64_t T, int64_t H, dfl_error *err);
     /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
     dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V,
                               const float *logits, dfl_error *err);

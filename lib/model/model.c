@@ -422,6 +422,12 @@ int64_t dfl_config_analysis_heads(const dfl_config *c) { return dfl__attn_shape_
 
 int dfl_config_maps_per_head(const dfl_config *c) { return dfl__attn_of(c)->maps; }
 
+int64_t dfl_config_noise_group(const dfl_config *c, int64_t head)
+{
+    if (c->type != DFL_MODEL_MOTIF || !c->num_noise_heads) return -1;
+    return head / ((c->num_heads - c->num_noise_heads) / c->num_noise_heads);
+}
+
 int64_t dfl_config_window(const dfl_config *c, int64_t layer)
 {
     return c->sliding_window > 0 && layer >= c->window_from ? c->sliding_window : 0;

@@ -81,6 +81,9 @@ int dfl_config_maps_per_head(const dfl_config *c);
 /* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·(l − s)),
  * s = lambda_layer_shift (0; Motif 1). */
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer);
+/* Motif GDA: the noise group whose map 2 analysis head h shares (h / gr, gr signal
+ * heads per group); −1 for the other types (each head its own map 2). */
+int64_t dfl_config_noise_group(const dfl_config *c, int64_t head);
 /* Sliding window W of layer l (query i sees keys i − W < j <= i), 0 = full causal. */
 int64_t dfl_config_window(const dfl_config *c, int64_t layer);
 
