@@ -162,8 +162,9 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
         int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
         int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
         for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi]) continue;
-            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], start, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
+            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue;   /* GDA: the group's map, once */
+            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
+            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
                                                      b->ld, err);
             if (s) return s;
         }
