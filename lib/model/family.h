@@ -7,11 +7,12 @@
  *
  * The attention variant (dfl_model_type) is the block structure shared by several
  * families — softmax heads (llama, qwen2, qwen3, mistral), unilm's differential heads
- * (diff_transformer), Hugging Face DiffLlama's (diffllama) — and says how a head reads
+ * (diff_transformer), Hugging Face DiffLlama's (diffllama), Motif's stripe pairs and
+ * grouped noise heads (motif), DIFF V2's per-token λ (diff_transformer_v2) — and says how a head reads
  * q, k and v (the head plan), the projections' shapes and names, λ and the sub-layer
- * norm. Every family here has RMS norms, a SwiGLU MLP and RoPE (interleaved or
- * rotate-half); one that differs names its kind in the entry and gets its kernel in
- * kernels.c.
+ * norm. Every family here has RMS norms, a SwiGLU MLP (Motif: PolyNorm, kernels_polynorm.c)
+ * and RoPE (interleaved or rotate-half); one that differs names its kind in the entry and
+ * gets its kernel in kernels.c.
  *
  * Adding a family: one entry in family.c's table (and, for a new attention variant,
  * one entry in its variant table plus the forward and backward code of the variant).

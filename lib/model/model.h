@@ -1,7 +1,9 @@
-/* model.h — config.json parsing and weight binding for the three attention variants
+/* model.h — config.json parsing and weight binding for the attention variants
  * (docs/format.md "Model directory"): `llama` (with the Llama-family checkpoints
  * `qwen2`, `qwen3` and `mistral`), `diff_transformer` (official unilm
- * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama). What differs by
+ * MultiheadDiffAttn layout), `diffllama` (Hugging Face DiffLlama), `motif` (Motif
+ * Technologies' checkpoints, model_type "Motif"/"motif": V1 pairs and grouped
+ * differential attention) and `diff_transformer_v2` (unilm's DIFF V2 module). What differs by
  * model_type (keys, defaults, biases, windows) is one entry of model/family.h's table.
  *
  * A model is a directory: config.json plus model.safetensors or index-listed shards.
