@@ -28,7 +28,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS_OK  := $(BUILD)/.deps-ok
 
-.PHONY: all test asan lint fuzz bench bench-8b demo demo-models format clean deps
+.PHONY: all test asan lint fuzz bench bench-8b bench-motif demo demo-models format clean deps
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -123,6 +123,13 @@ bench-8b: all
 	@[ -n "$(DIR)" ] || { echo "usage: make bench-8b DIR=folder-for-the-16-GB-model" >&2; exit 2; }
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) DIR=$(DIR) sh bench/bench_8b.sh
+
+# The published Motif shapes in bf16 (Motif-2.6B at 2048 tokens, Motif-2-12.7B at 1024:
+# 5.2 and 25.4 GB, written once into DIR) through probe: peak RSS, time, GFLOP/s.
+bench-motif: all
+	@[ -n "$(DIR)" ] || { echo "usage: make bench-motif DIR=folder-for-the-31-GB-of-models" >&2; exit 2; }
+	@scripts/deps.sh --bench
+	@BIN=$(BIN) DIR=$(DIR) sh bench/bench_motif.sh
 
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh
