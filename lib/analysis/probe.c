@@ -77,7 +77,8 @@ static size_t run_buffers(sample_run *r, run_buffer *b)
         {(void **)&r->hidden.mom, L * 6, sizeof(double), 1},
         {(void **)&r->ch_absmax, L * D, sizeof(float), 1},
         {(void **)&r->ch_count, L * D, sizeof(uint32_t), 1},
-        {(void **)&r->lambda, r->m->config.type == DFL_MODEL_DIFF_V2 ? L * T * Hs : 0, sizeof(float), 0},
+        /* r->m is unset when run_free runs on a sample never started */
+        {(void **)&r->lambda, r->m && r->m->config.type == DFL_MODEL_DIFF_V2 ? L * T * Hs : 0, sizeof(float), 0},
         {(void **)&r->nll, T, sizeof(float), 0},
         {(void **)&r->argmax, T, sizeof(int32_t), 0},
         {(void **)&r->bad_scores, nth, 1, 1},
