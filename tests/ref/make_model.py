@@ -16,6 +16,9 @@ Head conventions (docs/format.md "The three model types"):
   llama             H softmax heads of head_dim [D/H]
   diff_transformer  H differential heads, head_dim d [D/H/2] per sub-head
   diffllama         H softmax maps of head_dim [D/H] (H even; H/2 differential heads)
+  diff_transformer_v2  H output heads of head_dim [D/H] from 2H q heads, lambda_proj [H, D]
+Motif checkpoints come from PUBLISHED (published_config + make_weights; docs/format.md
+"Motif"): V1 pairs, or grouped noise heads with num_noise_heads.
 Weights are PyTorch Linear layout [out, in] (y = x @ W.T), normal with std
 1/sqrt(fan_in) so activations stay O(1); norm gains 1 + 0.1·N(0,1); lambda_* N(0, 0.1).
 """

@@ -11,9 +11,14 @@ config asks for one (query i sees keys j with i − W < j <= i).
     r["logits"]                     # [T, V]
     r["map1"]                       # [L, Hd, T, T] softmax map (map 1 for Diff)
     r["map2"], r["diff"]            # Diff only: map 2, map1 − λ·map2
-    r["lambda"], r["lambda_init"]   # Diff only: [L]
+    r["lambda"], r["lambda_init"]   # Diff only: [L] (not DIFF V2)
+    r["noise"]                      # Motif GDA: [L, Gn, T, T] each group's noise map
+    r["sigma"]                      # DIFF V2: [L, T, H] σ(lambda_proj(x)), the factor on map 2
 
-Hd = H (llama, diff_transformer) or H/2 (diffllama). Masked (future) entries are 0.
+Hd = H (llama, diff_transformer, diff_transformer_v2), H/2 (diffllama, Motif V1) or
+H − Gn (Motif GDA: the signal heads). Masked (future) entries are 0. Motif follows vLLM's
+motif.py and the MLX port (docs/format.md "Motif"); DIFF V2 follows unilm's
+multihead_flashdiffv2.py.
 Also usable as a tool: reference.py MODEL_DIR TOKEN... prints logits' argmax and λ.
 """
 import json
