@@ -37,7 +37,7 @@ SOMAJOR  := $(firstword $(subst ., ,$(VERSION)))
 PIC_OBJ  := $(LIB_SRC:lib/%.c=$(BUILD)/pic/lib/%.o)
 LIB_SO   := $(BUILD)/libdifflens.so.$(VERSION)
 
-.PHONY: all test asan lint fuzz bench bench-8b demo demo-models format clean deps install uninstall man completion shared
+.PHONY: all test asan lint fuzz bench bench-8b bench-motif demo demo-models format clean deps install uninstall man completion shared
 all: $(TOOL_BIN)
 
 # Installs missing Debian packages as root, or prints the command and stops.
@@ -141,6 +141,13 @@ bench-8b: all
 	@[ -n "$(DIR)" ] || { echo "usage: make bench-8b DIR=folder-for-the-16-GB-model" >&2; exit 2; }
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) DIR=$(DIR) sh bench/bench_8b.sh
+
+# The published Motif shapes in bf16 (Motif-2.6B at 2048 tokens, Motif-2-12.7B at 1024:
+# 5.2 and 25.4 GB, written once into DIR) through probe: peak RSS, time, GFLOP/s.
+bench-motif: all
+	@[ -n "$(DIR)" ] || { echo "usage: make bench-motif DIR=folder-for-the-31-GB-of-models" >&2; exit 2; }
+	@scripts/deps.sh --bench
+	@BIN=$(BIN) DIR=$(DIR) sh bench/bench_motif.sh
 
 demo: all
 	@BIN=$(BIN) sh scripts/demo.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """make_big_model.py — write a full-size random-weight checkpoint of a published shape
-(tests/ref/make_model.py PUBLISHED: Llama-3.2-1B, Meta-Llama-3-8B, ...) for the
+(tests/ref/make_model.py PUBLISHED: Llama-3.2-1B, Meta-Llama-3-8B, Motif-2.6B, ...) for the
 benchmarks, streaming: one tensor at a time, in chunks cut from pools of random values drawn once,
 so memory stays small and the time is the disk's whatever the model size (an 8B bf16
 model is 16 GB on disk).
@@ -84,6 +84,14 @@ def tensor_list(cfg):
                 (p + "mlp.gate_proj.weight", (F, D), "lin"),
                 (p + "mlp.up_proj.weight", (F, D), "lin"),
                 (p + "mlp.down_proj.weight", (D, F), "lin")]
+        if cfg["model_type"] in ("Motif", "motif"):
+            # Motif (docs/format.md): o_proj over the signal heads, λ vectors, sub-norm, PolyNorm
+            out = [e for e in out if not e[0].endswith("o_proj.weight") or not e[0].startswith(p)]
+            out += [(p + "self_attn.o_proj.weight", (D, make_model.motif_o_cols(cfg, hd)), "lin"),
+                    (p + "self_attn.subln.weight", (2 * hd,), "gain"),
+                    (p + "mlp.act_fn.weight", (3,), "small"), (p + "mlp.act_fn.bias", (1,), "small")]
+            out += [(p + "self_attn." + n, (hd,), "small") for n in ("lambda_q1", "lambda_k1", "lambda_q2",
+                                                                        "lambda_k2")]
         if cfg["model_type"] == "qwen2":
             out += [(p + "self_attn.%s_proj.bias" % x, (n,), "gain")
                     for x, n in (("q", H * hd), ("k", Hkv * hd), ("v", Hkv * hd))]
@@ -110,6 +118,8 @@ class Pools:
                 a *= np.float32(0.1)
             elif kind == "gain":
                 a = np.float32(1.0) + np.float32(0.1) * a
+            elif kind == "small":   # λ vectors, PolyNorm coefficients
+                a = np.float32(0.1) * a
             self.pools[key] = make_model.encode(a, self.dtype)[1]
         return self.pools[key]
 
@@ -157,8 +167,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
     shards, cfg = make_model.PUBLISHED[a.shape]
-    if cfg["model_type"] not in ("llama", "mistral", "qwen2", "gpt2", "gpt_neox"):
-        print("make_big_model.py: %s is not a llama-family, GPT-2 or GPT-NeoX shape" % a.shape, file=sys.stderr)
+    if cfg["model_type"] not in ("llama", "mistral", "qwen2", "gpt2", "gpt_neox", "Motif", "motif"):
+        print("make_big_model.py: %s is not a llama-family, GPT-2, GPT-NeoX or Motif shape" % a.shape, file=sys.stderr)
         return 2
     os.makedirs(a.outdir, exist_ok=True)
     pools = Pools(np.random.default_rng(a.seed), a.dtype)

@@ -13,6 +13,7 @@
 
 #include "model/kernels.h"
 #include "model/kernels_norm.h"
+#include "model/kernels_polynorm.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 
@@ -407,6 +408,26 @@ static void test_geglu_softcap_longrope(void **state)
     free(g), free(u), free(a), free(r);
 }
 
+/* PolyNorm against its twin, and one row by hand: g = (1, −2), u = 1, w = (0, 0, 1),
+ * b = 0.5 gives N(g) + 0.5 = g / sqrt(2.5 + eps) + 0.5. */
+static void test_polynorm_matches_naive(void **state)
+{
+    (void)state;
+    const int64_t n = 30, f = 41;
+    float *g = rand_array(n * f, 7), *u = rand_array(n * f, 3), *gr = malloc(n * f * 4);
+    const float w[3] = {0.3f, -0.45f, 0.6f}, b[1] = {0.1f};
+    memcpy(gr, g, n * f * 4);
+    dfl_polynorm_glu(g, u, n, f, w, b, DFL_POLYNORM_EPS);
+    dfl_polynorm_glu_naive(gr, u, n, f, w, b, DFL_POLYNORM_EPS);
+    assert_true(max_abs_diff(g, gr, n * f) < 1e-5);
+    float h[2] = {1.0f, -2.0f}, one[2] = {1.0f, 1.0f};
+    const float w2[3] = {0.0f, 0.0f, 1.0f}, b2[1] = {0.5f};
+    dfl_polynorm_glu(h, one, 1, 2, w2, b2, 1e-6);
+    assert_true(fabs(h[0] - (1.0 / sqrt(2.5 + 1e-6) + 0.5)) < 1e-6);
+    assert_true(fabs(h[1] - (-2.0 / sqrt(2.5 + 1e-6) + 0.5)) < 1e-6);
+    free(g), free(u), free(gr);
+}
+
 static void test_logsumexp_argmax_matches_naive(void **state)
 {
     (void)state;
@@ -532,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_gelu_matches_naive),
         cmocka_unit_test(test_matmul_io_matches_naive),
         cmocka_unit_test(test_geglu_softcap_longrope),
+        cmocka_unit_test(test_polynorm_matches_naive),
         cmocka_unit_test(test_logsumexp_argmax_matches_naive),
         cmocka_unit_test(test_kernels_on_nan_and_inf),
     };

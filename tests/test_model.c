@@ -303,10 +303,12 @@ static void test_family_table(void **state)
         for (int64_t i = 0; i < sh.q_ld / hd; i++) assert_int_equal(q_reads[i], 1);
         for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(out_writes[j], 1);
         /* the Diff heads' sub-layer norm: unilm's fixed 1e-5, DiffLlama's rms_norm_eps */
-        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER ? 1e-5f : c.type == DFL_MODEL_DIFFLLAMA ? 0.25f : 0.0f;
+        float want = c.type == DFL_MODEL_DIFF_TRANSFORMER || c.type == DFL_MODEL_MOTIF ? 1e-5f
+                     : c.type == DFL_MODEL_DIFFLLAMA                               ? 0.25f
+                                                                                   : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
-    assert_int_equal(families, 12);
+    assert_int_equal(families, 15);
     assert_null(dfl__family_find("bert"));
 }
 
@@ -490,6 +492,60 @@ static void test_config_olmo2(void **state)
                    "attention_bias");
 }
 
+/* Motif GDA's head plan, as published (40 q heads = 8 groups of 4 + 1 over 16 kv heads)
+ * and with two noise heads on one kv pair: every signal q head is read once as map 1,
+ * each group's noise q head gr times as map 2 (reported once: repeat), never a noise q
+ * head as map 1; map 1 and map 2 read the two k heads of one pair; every output column
+ * is written once; V1 and DIFF V2 plans read each q head once. */
+static void test_grouped_and_v2_plans(void **state)
+{
+    (void)state;
+    static const struct { const char *json; int64_t heads, att_ld, q_ld; } cases[] = {
+        {"{\"model_type\": \"Motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 40, \"num_key_value_heads\": 16, \"head_dim\": 2, "
+         "\"num_noise_heads\": 8, \"k_ratio\": 1, \"hidden_act\": \"poly_norm\"}", 32, 128, 80},
+        {"{\"model_type\": \"motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 10, \"num_key_value_heads\": 2, \"head_dim\": 2, "
+         "\"num_noise_heads\": 2}", 8, 32, 20},
+        {"{\"model_type\": \"Motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 8, \"num_key_value_heads\": 4}", 4, 64, 64},
+        {"{\"model_type\": \"diff_transformer_v2\", \"vocab_size\": 11, \"hidden_size\": 64, "
+         "\"intermediate_size\": 12, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+         "\"num_key_value_heads\": 2}", 4, 64, 128},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        dfl_config c;
+        dfl_error e;
+        if (parse(cases[ci].json, &c, &e)) fail_msg("case %zu: %s", ci, e.msg);
+        dfl__attn_shape sh = dfl__attn_shape_of(&c);
+        int64_t hd = c.head_dim, Gn = c.num_noise_heads, gr = Gn ? (c.num_heads - Gn) / Gn : 1;
+        assert_int_equal(sh.heads, cases[ci].heads);
+        assert_int_equal(sh.att_ld, cases[ci].att_ld);
+        assert_int_equal(sh.q_ld, cases[ci].q_ld);
+        int reads[2][64] = {{0}}, writes[256] = {0}, reported = 0;
+        for (int64_t h = 0; h < sh.heads; h++) {
+            dfl__head_plan p = dfl__head_plan_make(&c, h);
+            for (int t = 0; t < 2; t++) {
+                assert_true(p.q_col[t] % hd == 0 && p.q_col[t] + hd <= sh.q_ld);
+                assert_true(p.k_col[t] + hd <= sh.k_ld && p.v_col[0] + p.v_width[0] <= sh.v_ld);
+                reads[t][p.q_col[t] / hd]++;
+            }
+            reported += !p.repeat[1];
+            if (c.type == DFL_MODEL_MOTIF) assert_int_equal(p.k_col[1], p.k_col[0] + hd);   /* one (signal, noise) pair */
+            if (c.type == DFL_MODEL_DIFF_V2) assert_int_equal(p.k_col[1], p.k_col[0]);      /* one GQA group */
+            assert_int_equal(dfl_config_noise_group(&c, h), Gn ? h / gr : -1);
+            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++) writes[j]++;
+        }
+        for (int64_t i = 0; i < sh.q_ld / hd; i++) {
+            int noise = Gn && i % (gr + 1) == gr;
+            assert_int_equal(reads[0][i], noise ? 0 : c.type == DFL_MODEL_MOTIF ? (i % 2 == 0 || Gn) : i % 2 == 0);
+            assert_int_equal(reads[1][i], noise ? gr : Gn || reads[0][i] ? 0 : 1);
+        }
+        assert_int_equal(reported, Gn ? Gn : sh.heads);
+        for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(writes[j], 1);
+    }
+}
+
 /* ------------------------------------------------------------ tiny model */
 
 /* A 1-layer llama (D 8, H 2, F 12, V 11) or diff_transformer written to dir; `drop`
@@ -636,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_config_olmo2),
         cmocka_unit_test(test_config_phi3),
+        cmocka_unit_test(test_grouped_and_v2_plans),
         cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };

@@ -311,7 +311,7 @@ class ReferenceSelfTest(unittest.TestCase):
         sizes = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size",
                  "intermediate_size", "vocab_size", "head_dim", "bos_token_id", "eos_token_id",
                  "max_window_layers", "rope_scaling", "n_layer", "n_head", "n_embd",
-                 "original_max_position_embeddings", "max_position_embeddings"}
+                 "original_max_position_embeddings", "max_position_embeddings", "num_noise_heads"}
         for name, (shards, pub) in make_model.PUBLISHED.items():
             cfg, n = make_model.published_config(name)
             self.assertEqual(n, shards)
@@ -516,6 +516,8 @@ class ProbeAgainstReference(unittest.TestCase):
                 for key in (("map1", "map2", "diff") if diff else ("map1",)):
                     got = at[key][()]
                     want = r[key][np.ix_(layers, heads, rows, np.arange(T))]
+                    if key == "map2" and "noise_groups" in at:   # Motif GDA: one map per noise group
+                        want = r["noise"][np.ix_(layers, at["noise_groups"][()], rows, np.arange(T))]
                     self.assertEqual(got.shape, want.shape, key)
                     self.assertEqual(got.dtype, np.float32, key)
                     e = float(np.abs(got - want).max())
@@ -544,8 +546,8 @@ class ProbeAgainstReference(unittest.TestCase):
                 if len(bad):
                     problems.append("sample %d: argmax differs at %s" % (si, bad.tolist()))
                 self.compare_extras(s, r, prompt, si, extras, problems)
-            # lambda
-            if diff:
+            # lambda (one per layer; DIFF V2's is per token: its own test)
+            if diff and "lambda" in r:
                 lam, li = f["model/lambda"][()], f["model/lambda_init"][()]
                 self.assertEqual(lam.dtype, np.float32)
                 e = max(float(np.abs(lam - r["lambda"]).max()),
@@ -559,7 +561,7 @@ class ProbeAgainstReference(unittest.TestCase):
                 self.assertNotIn("lambda", f.get("model", {}))
         line = "%s: logits rel %.1e maps %.1e nll %.1e" % (name, err["logits"], err["maps"],
                                                              err["nll"])
-        if diff:
+        if diff and mtype != "diff_transformer_v2":
             line += " lambda %.1e" % err["lambda"]
         for k in sorted(extras):
             line += " %s %.1e" % (k, extras[k])

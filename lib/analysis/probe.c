@@ -58,6 +58,7 @@ static size_t run_buffers(sample_run *r, run_buffer *b)
         {(void **)&r->arows, T, sizeof(int64_t), 0},
         {(void **)&r->layer_pos, L, sizeof(int64_t), 0},
         {(void **)&r->head_pos, Hs, sizeof(int64_t), 0},
+        {(void **)&r->noise_pos, Hs, sizeof(int64_t), 0},
         {(void **)&r->shares, n4, sizeof(double), 1},
         {(void **)&r->raw, n4, sizeof(double), 1},
         {(void **)&r->shares_abs, n4, sizeof(double), 1},
@@ -77,6 +78,8 @@ static size_t run_buffers(sample_run *r, run_buffer *b)
         {(void **)&r->hidden.mom, L * 6, sizeof(double), 1},
         {(void **)&r->ch_absmax, L * D, sizeof(float), 1},
         {(void **)&r->ch_count, L * D, sizeof(uint32_t), 1},
+        /* r->m is unset when run_free runs on a sample never started */
+        {(void **)&r->lambda, r->m && r->m->config.type == DFL_MODEL_DIFF_V2 ? L * T * Hs : 0, sizeof(float), 0},
         {(void **)&r->nll, T, sizeof(float), 0},
         {(void **)&r->argmax, T, sizeof(int32_t), 0},
         {(void **)&r->bad_scores, nth, 1, 1},
@@ -160,6 +163,33 @@ static dfl_status put_i64_as_i32(dfl_dump *d, const char *name, const int64_t *v
     return s;
 }
 
+/* Where each head writes map2 (r->noise_pos): its own position, or under Motif GDA the
+ * position of its noise group among the stored heads' groups, written by the group's
+ * first stored head only (the others compute the same map); the groups go to
+ * attn/noise_groups, their count to *groups. */
+static dfl_status noise_positions(sample_run *r, dfl_dump *d, int64_t *groups, dfl_error *err)
+{
+    const dfl_config *c = &r->m->config;
+    for (int64_t h = 0; h < r->Hs; h++) r->noise_pos[h] = r->head_pos[h];
+    if (dfl_config_noise_group(c, 0) < 0) return DFL_OK;
+    int32_t *ids = dfl__alloc_array((size_t)r->Hs, sizeof *ids);
+    if (!ids) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    int64_t n = 0;
+    /* stored heads in dump order (head_pos ascending): groups ascend with them */
+    for (int64_t pos = 0; pos < r->Hs; pos++)
+        for (int64_t h = 0; h < r->Hs; h++) {
+            if (r->head_pos[h] != pos) continue;
+            int32_t g = (int32_t)dfl_config_noise_group(c, h);
+            int fresh = n == 0 || ids[n - 1] != g;
+            if (fresh) ids[n++] = g;
+            r->noise_pos[h] = fresh ? n - 1 : -1;
+        }
+    *groups = n;
+    dfl_status s = dfl_dump_put(d, DFL_DS_ATTN_NOISE_GROUPS, DFL_H5_I32, 1, &n, ids, err);
+    free(ids);
+    return s;
+}
+
 /* attn/map1 (+ map2, diff) [Ls, Hs', R, T] with their dimension scales. */
 static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
 {
@@ -176,7 +206,8 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     static const char *labels[4] = {"layer", "head", "query", "key"};
     /* Tiles of MAP_TILE_ROWS x MAP_TILE_KEYS: tiles wholly in the masked future are never
      * written, so they take no space and cost readers nothing to decompress. */
-    int64_t dims[4] = {Ls, Hsel, r->R, r->T};
+    int64_t dims[4] = {Ls, Hsel, r->R, r->T}, groups = Hsel;
+    if ((s = noise_positions(r, d, &groups, err))) return s;
     int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS, r->T < MAP_TILE_KEYS ? r->T : MAP_TILE_KEYS};
     /* Tiles are assembled in memory and compressed by background threads while the
      * forward goes on. A block of rows reaches every head and may end inside a tile row:
@@ -185,11 +216,16 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     dfl_dump_direct opt = dfl_dump_direct_default();
     opt.gzip = r->p->map_gzip;
     opt.open_rows = 4 * Hsel;
+    static const char *gscales[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_NOISE_GROUPS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
+    static const char *glabels[4] = {"layer", "noise_group", "query", "key"};
     for (int i = 0; i < r->M; i++) {
-        if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, dims, chunk,
+        int grouped = i == 1 && dfl_config_noise_group(&r->m->config, 0) >= 0;   /* map2 of Motif GDA */
+        int64_t di[4] = {dims[0], grouped ? groups : dims[1], dims[2], dims[3]};
+        if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, di, chunk,
                                                &opt, &r->maps[i], err)))
             return s;
-        if ((s = dfl_dump_attach_scales(d, names[i], 4, scales, labels, err))) return s;
+        if ((s = dfl_dump_attach_scales(d, names[i], 4, grouped ? gscales : scales, grouped ? glabels : labels, err)))
+            return s;
     }
     return DFL_OK;
 }
@@ -364,6 +400,10 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
+    if (c->type == DFL_MODEL_DIFF_V2) {
+        int64_t dims[3] = {r->L, T, r->Hs};
+        if ((s = dfl_dump_put(d, DFL_DS_LAMBDA, DFL_H5_F32, 3, dims, r->lambda, err))) return s;
+    }
     if (r->bad_layer >= 0) {
         if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_NONFINITE_LAYER, r->bad_layer, err)) ||
             (s = dfl_dump_attr_str(d, ".", DFL_ATTR_NONFINITE_SITE, r->bad_site, err)))

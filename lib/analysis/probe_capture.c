@@ -162,8 +162,9 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
         int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
         int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
         for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi]) continue;
-            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], start, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
+            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue;   /* GDA: the group's map, once */
+            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
+            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
                                                      b->ld, err);
             if (s) return s;
         }
@@ -221,6 +222,15 @@ static dfl_status strict_fail(const sample_run *r, dfl_error *err)
                      id, r->bad_site, (long long)r->bad_layer);
 }
 
+/* DIFF V2: layer l's σ(λ) [T, H], kept for the sample's lambda dataset. */
+static dfl_status on_lambda(void *user, int64_t l, const float *lam, int64_t T, int64_t H, dfl_error *err)
+{
+    (void)err;
+    sample_run *r = user;
+    memcpy(r->lambda + (size_t)l * (size_t)T * (size_t)H, lam, (size_t)T * (size_t)H * sizeof(float));
+    return DFL_OK;
+}
+
 static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, int64_t D, dfl_error *err)
 {
     sample_run *r = user;
@@ -267,5 +277,6 @@ dfl_capture dfl__probe_capture(sample_run *r)
 {
     dfl_capture cap = {.user = r, .want_maps = want_maps, .attn_rows = on_attn, .scores_rows = on_scores,
                        .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
+    if (r->m->config.type == DFL_MODEL_DIFF_V2) cap.lambda_rows = on_lambda;
     return cap;
 }

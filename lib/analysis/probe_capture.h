@@ -48,7 +48,9 @@ typedef struct dfl__probe_sample {
     const int64_t *rows;         /* [R] stored rows, ascending */
     int64_t *all_rows;           /* [T] 0..T-1 when every row is stored */
     int64_t R;
-    dfl_dump_stream *maps[3];    /* map1, map2, diff: [Ls, Hs', R, T] */
+    dfl_dump_stream *maps[3];    /* map1, map2, diff: [Ls, Hs', R, T] (map2 of Motif GDA: [Ls, Gs, R, T]) */
+    int64_t *noise_pos;          /* [Hs] position on map2's head axis that head h writes: head_pos[h], or
+                                  * (Motif GDA) its noise group's, −1 when an earlier head writes it */
     /* noise sums over analysis rows */
     double *shares, *raw, *shares_abs;  /* [M, L, Hs, 7] */
     double *entropy;             /* [M', L, Hs] */
@@ -63,6 +65,7 @@ typedef struct dfl__probe_sample {
     uint32_t *ch_count;          /* [L, D] */
     /* next-token predictions */
     dfl_dump_stream *logit_stream; /* [T, V] or NULL */
+    float *lambda;               /* [L, T, Hs] DIFF V2's σ(λ) (an unused byte for the other types) */
     float *nll;                  /* [T] */
     int32_t *argmax;             /* [T] */
     /* non-finite values: the first one's layer (L = the LM head) and site, -1 / NULL if none */

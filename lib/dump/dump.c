@@ -109,10 +109,24 @@ static hid_t lcpl_parents(void)
 
 /* ------------------------------------------------------------ create/close */
 
+/* Motif GDA: /model/noise_group i32 [H], the noise group whose map 2 each signal head
+ * shares. */
+static dfl_status write_noise_groups(dfl_dump *d, const dfl_config *c, dfl_error *err)
+{
+    int64_t H = dfl_config_analysis_heads(c);
+    int32_t *g = dfl__alloc_array((size_t)H, sizeof *g);
+    if (!g) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (int64_t h = 0; h < H; h++) g[h] = (int32_t)dfl_config_noise_group(c, h);
+    dfl_status s = dfl_dump_put(d, DFL_DS_MODEL_NOISE_GROUP, DFL_H5_I32, 1, &H, g, err);
+    free(g);
+    return s;
+}
+
 static dfl_status write_model_group(dfl_dump *d, const dfl_model *m, dfl_error *err)
 {
     const dfl_config *c = &m->config;
-    if (c->type == DFL_MODEL_LLAMA) return DFL_OK;
+    /* DIFF V2 has no per-layer λ: its σ(λ) is per token (samples' lambda) */
+    if (c->type == DFL_MODEL_LLAMA || c->type == DFL_MODEL_DIFF_V2) return DFL_OK;
     float *buf = dfl__alloc_array((size_t)c->num_layers * 2, sizeof(float));
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (int64_t l = 0; l < c->num_layers; l++) {
@@ -123,6 +137,7 @@ static dfl_status write_model_group(dfl_dump *d, const dfl_model *m, dfl_error *
     dfl_status s = dfl_dump_put(d, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, 1, dims, buf, err);
     if (!s) s = dfl_dump_put(d, DFL_DS_MODEL_LAMBDA_INIT, DFL_H5_F32, 1, dims, buf + c->num_layers, err);
     free(buf);
+    if (!s && dfl_config_noise_group(c, 0) >= 0) s = write_noise_groups(d, c, err);
     return s;
 }
 

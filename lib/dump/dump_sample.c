@@ -93,7 +93,44 @@ void dfl_dump_attn_free(dfl_dump_attn *a)
     free(a->layers);
     free(a->heads);
     free(a->rows);
+    free(a->map2_head);
     memset(a, 0, sizeof *a);
+}
+
+/* map2_head[Hs]: identity, or under attn/noise_groups [Gs] (Motif GDA) the position of
+ * each stored head's noise group (/model/noise_group) on map2's head axis (Gs long). */
+static dfl_status read_map2_heads(const dfl_dump_reader *r, dfl_dump_attn *a, int64_t Gs, dfl_error *err)
+{
+    char p[160];
+    snprintf(p, sizeof p, "%s/noise_groups", a->group);
+    if (!(a->map2_head = dfl__alloc_array((size_t)a->Hs, sizeof(int32_t))))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < a->Hs; i++) a->map2_head[i] = (int32_t)i;
+    if (!dfl_dump_exists(r, p)) {
+        if (Gs != a->Hs)
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/map2: shape differs from the other maps", dfl_dump_path(r),
+                             a->group);
+        return DFL_OK;
+    }
+    int32_t *groups = NULL, *of = NULL;
+    size_t ng = 0, nh = 0;
+    dfl_status st = dfl_dump_read_alloc(r, p, DFL_H5_I32, (void **)&groups, &ng, err);
+    if (!st) st = dfl_dump_read_alloc(r, DFL_DS_MODEL_NOISE_GROUP, DFL_H5_I32, (void **)&of, &nh, err);
+    if (!st && (int64_t)ng != Gs)
+        st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s holds %zu groups, map2 %lld", dfl_dump_path(r), p, ng,
+                       (long long)Gs);
+    for (int64_t i = 0; !st && i < a->Hs; i++) {
+        int64_t pos = -1;
+        for (size_t k = 0; a->heads[i] >= 0 && (size_t)a->heads[i] < nh && k < ng && pos < 0; k++)
+            if (groups[k] == of[a->heads[i]]) pos = (int64_t)k;
+        if (pos < 0)
+            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: the noise group of head %d is not stored", dfl_dump_path(r),
+                           p, a->heads[i]);
+        a->map2_head[i] = (int32_t)pos;
+    }
+    free(groups);
+    free(of);
+    return st;
 }
 
 dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s, int64_t T, dfl_dump_attn *out,
@@ -103,6 +140,7 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
     snprintf(out->group, sizeof out->group, "%s/" DFL_DS_ATTN, s->group);
     out->T = T;
     dfl_dump_dset_info first = {0};
+    int64_t Gs = -1;   /* map2's head count */
     for (int m = 0; m < DFL_DUMP_NMAPS; m++) {
         char p[160];
         snprintf(p, sizeof p, "%s/%s", out->group, map_names[m]);
@@ -113,6 +151,10 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
         if (x.ndim != 4 || x.dims[3] != T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s must be [layers, heads, rows, %lld tokens], has rank %d%s",
                              dfl_dump_path(r), p, (long long)T, x.ndim, x.ndim == 4 ? " and another key count" : "");
+        if (m == DFL_DUMP_MAP2) {   /* its head axis may be the noise groups' (read_map2_heads) */
+            Gs = x.dims[1];
+            x.dims[1] = out->maps ? first.dims[1] : x.dims[1];
+        }
         if (out->maps && memcmp(x.dims, first.dims, sizeof x.dims))
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from the other maps", dfl_dump_path(r), p);
         if (!out->maps) first = x;
@@ -126,7 +168,8 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
     dfl_status st;
     if ((st = dfl_dump_read_scale(r, out->group, "layers", out->Ls, &out->layers, err)) ||
         (st = dfl_dump_read_scale(r, out->group, "heads", out->Hs, &out->heads, err)) ||
-        (st = dfl_dump_read_scale(r, out->group, "rows", out->R, &out->rows, err))) {
+        (st = dfl_dump_read_scale(r, out->group, "rows", out->R, &out->rows, err)) ||
+        (st = read_map2_heads(r, out, Gs < 0 ? out->Hs : Gs, err))) {
         dfl_dump_attn_free(out);
         return st;
     }

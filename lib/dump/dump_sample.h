@@ -7,7 +7,9 @@
  *   samples/NNNNNN/tokens         i32 [T]
  *   samples/NNNNNN/segments       u8 [T]      (optional: all context when absent)
  *   samples/NNNNNN/token_text     str [T]     (optional; ignored unless one per token)
- *   samples/NNNNNN/attn/map1      [Ls, Hs, R, T]; map2 and diff (Diff dumps) the same shape
+ *   samples/NNNNNN/attn/map1      [Ls, Hs, R, T]; map2 and diff (Diff dumps) the same shape,
+ *                                 but map2 [Ls, Gs, R, T] under attn/noise_groups (Motif GDA)
+ *   samples/NNNNNN/attn/noise_groups i32 [Gs], with /model/noise_group i32 [H]
  *   samples/NNNNNN/attn/layers    i32 [Ls]  \
  *   samples/NNNNNN/attn/heads     i32 [Hs]   > strictly ascending (0 .. n-1 when absent);
  *   samples/NNNNNN/attn/rows      i32 [R]   /  rows are query positions inside [0, T)
@@ -56,10 +58,21 @@ typedef struct dfl_dump_attn {
     int f16;                        /* the maps are stored as IEEE half */
     int64_t Ls, Hs, R, T;           /* the maps' shape; Ls = Hs = R = 0 when none is stored */
     int32_t *layers, *heads, *rows; /* [Ls], [Hs], [R] the scales; NULL when no map */
+    int32_t *map2_head;             /* [Hs] where stored head i is on map2's head axis: i, or
+                                     * (Motif GDA, attn/noise_groups) its noise group's
+                                     * position; NULL when no map */
 } dfl_dump_attn;
 
+/* The index on map m's head axis of stored head position hi (map2 of Motif GDA dumps
+ * holds one map per noise group: a->map2_head[hi]; every other map: hi). */
+static inline int64_t dfl_dump_attn_head_index(const dfl_dump_attn *a, dfl_dump_map m, int64_t hi)
+{
+    return m == DFL_DUMP_MAP2 && a->map2_head ? a->map2_head[hi] : hi;
+}
+
 /* Find the maps of sample s, whose tokens number T, check that each stored map is
- * [Ls, Hs, R, T] with one shape for all, and read their scales (dfl_dump_read_scale;
+ * [Ls, Hs, R, T] with one shape for all (map2 of a Motif GDA dump: [Ls, Gs, R, T], each
+ * stored head's noise group among attn/noise_groups: map2_head), and read their scales (dfl_dump_read_scale;
  * rows must also lie inside [0, T)). No map at all is not an error (maps == 0).
  * DFL_ERR_FORMAT naming the dataset, statuses of dfl_dump_read, DFL_ERR_NOMEM. On
  * failure nothing is left to free. */

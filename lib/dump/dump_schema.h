@@ -20,7 +20,8 @@
  * Dimension symbols: L layers, H heads as analysed (num_heads), T tokens, V vocabulary,
  * D hidden size, K topk, B histogram bins (3074), M maps in the noise statistics (1, or
  * 3 for Diff: map1, map2, diff), M' softmax maps (1, or 2 for Diff), 7 share segments,
- * Ls / Hs / R the layers, heads and query rows of stored maps, R' analysis rows.
+ * Ls / Hs / R the layers, heads and query rows of stored maps, Gs map2's heads (Hs, or the
+ * stored noise groups of a Motif GDA dump: attn/noise_groups), R' analysis rows.
  */
 #ifndef DFL_DUMP_SCHEMA_H
 #define DFL_DUMP_SCHEMA_H
@@ -56,6 +57,7 @@
 
 #define DFL_DS_MODEL_LAMBDA "/model/lambda"
 #define DFL_DS_MODEL_LAMBDA_INIT "/model/lambda_init"
+#define DFL_DS_MODEL_NOISE_GROUP "/model/noise_group" /* Motif GDA: each signal head's noise group */
 
 /* ----------------------------------- sample group attributes (on samples/N) */
 
@@ -79,6 +81,8 @@
 #define DFL_DS_ATTN_HEADS "attn/heads"
 #define DFL_DS_ATTN_ROWS "attn/rows"
 #define DFL_DS_ATTN_KEYS "attn/keys"
+#define DFL_DS_ATTN_NOISE_GROUPS "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
+#define DFL_DS_LAMBDA "lambda" /* DIFF V2: σ(λ) [L, T, H] of the sample */
 #define DFL_DS_LOGITS "logits"
 #define DFL_DS_NLL "nll"
 #define DFL_DS_ARGMAX "argmax"
@@ -124,7 +128,8 @@ typedef enum dfl_dump_entry_kind {
 
 typedef enum dfl_dump_entry_models {
     DFL_MODELS_ALL = 0,
-    DFL_MODELS_DIFF /* diff_transformer and diffllama only */
+    DFL_MODELS_DIFF /* the differential types only (diff_transformer, diffllama, motif,
+                     * diff_transformer_v2; /model/lambda*: all but diff_transformer_v2) */
 } dfl_dump_entry_models;
 
 typedef enum dfl_dump_entry_presence {
@@ -168,8 +173,10 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps logits"),
     DFL_AT_("/", DFL_ATTR_LOGIT_STATS_SOFTCAP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
     /* /model */
-    DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
-    DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_ALWAYS, NULL),
+    /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */
+    DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
+    DFL_DS_(DFL_DS_MODEL_LAMBDA_INIT, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
+    DFL_DS_(DFL_DS_MODEL_NOISE_GROUP, "i32", "H", DFL_MODELS_DIFF, DFL_OPTIONAL, "Motif GDA models"),
     /* the sample group's attributes */
     DFL_AT_("", DFL_ATTR_ID, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("", DFL_ATTR_DEPTH, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
@@ -183,12 +190,14 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_INPUT, "str", "1", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has input (text prompts)"),
     /* maps */
     DFL_DS_(DFL_DS_ATTN_MAP1, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
-    DFL_DS_(DFL_DS_ATTN_MAP2, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_MAP2, "f16|f32", "Ls,Gs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_DIFF, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_LAYERS, "i32", "Ls", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_HEADS, "i32", "Hs", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_ROWS, "i32", "R", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_KEYS, "i32", "T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
+    DFL_DS_(DFL_DS_ATTN_NOISE_GROUPS, "i32", "Gs", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps, Motif GDA models"),
+    DFL_DS_(DFL_DS_LAMBDA, "f32", "L,T,H", DFL_MODELS_DIFF, DFL_OPTIONAL, "DIFF V2 models"),
     /* next-token predictions */
     DFL_DS_(DFL_DS_LOGITS, "f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
     DFL_DS_(DFL_DS_NLL, "f32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),

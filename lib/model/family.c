@@ -62,6 +62,60 @@ static dfl__head_plan plan_diffllama(const dfl_config *c, int64_t h)
     return p;
 }
 
+/* Motif (vLLM motif.py and its DIFFERENTIAL_FLASH_ATTN backend; the MLX port): q heads
+ * in stripes, k and v heads in adjacent pairs. V1 (no num_noise_heads): head i pairs q
+ * heads 2i and 2i+1 against k heads 2m and 2m+1, m = i / (H/Hkv). GDA: groups of gr
+ * signal heads and one noise head, q heads [g·(gr+1) .. g·(gr+1)+gr−1 | g·(gr+1)+gr];
+ * signal head s (group g = s / gr) pairs its q head with its group's noise q head,
+ * against k heads 2m, 2m+1, m = g / (Gn / (Hkv/2)). The value is v heads 2m and 2m+1
+ * (2d wide), the output 2d wide at column 2d·s. With gr = 1 the two coincide. */
+static dfl__head_plan plan_motif(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t hd = c->head_dim, Gn = c->num_noise_heads, m, qs, qn;
+    if (Gn) {
+        int64_t gr = (c->num_heads - Gn) / Gn, g = h / gr;
+        m = g / (Gn / (c->num_kv_heads / 2));
+        qs = g * (gr + 1) + h % gr;
+        qn = g * (gr + 1) + gr;
+        p.repeat[1] = h % gr != 0;
+    } else {
+        m = h / (c->num_heads / c->num_kv_heads);
+        qs = 2 * h;
+        qn = 2 * h + 1;
+    }
+    p.q_col[0] = qs * hd;
+    p.q_col[1] = qn * hd;
+    for (int t = 0; t < 2; t++) p.k_col[t] = (2 * m + t) * hd;
+    p.v_col[0] = 2 * m * hd;
+    p.v_width[0] = 2 * hd;
+    p.n_vparts = 1;
+    p.out_col = h * 2 * hd;
+    p.out_width = 2 * hd;
+    return p;
+}
+
+/* DIFF Transformer V2 (unilm multihead_flashdiffv2.py): 2H q heads; output head h
+ * pairs q heads 2h (map 1) and 2h + 1 (map 2), which flash attention's GQA puts in the
+ * same group: both read kv head h / (H/Hkv); the value is that head (hd wide). */
+static dfl__head_plan plan_diff_v2(const dfl_config *c, int64_t h)
+{
+    dfl__head_plan p;
+    memset(&p, 0, sizeof p);
+    int64_t hd = c->head_dim, kv = h / (c->num_heads / c->num_kv_heads);
+    for (int t = 0; t < 2; t++) {
+        p.q_col[t] = (2 * h + t) * hd;
+        p.k_col[t] = kv * hd;
+    }
+    p.v_col[0] = kv * hd;
+    p.v_width[0] = hd;
+    p.n_vparts = 1;
+    p.out_col = h * hd;
+    p.out_width = hd;
+    return p;
+}
+
 /* ------------------------------------------------------ attention variants */
 
 /* Indexed by dfl_model_type. */
@@ -77,6 +131,16 @@ static const dfl__attn_variant variants[] = {
     [DFL_MODEL_DIFFLLAMA] = {.type = DFL_MODEL_DIFFLLAMA, .name = "diffllama", .maps = 2, .heads_per_analysis = 2,
                              .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subnorm_eps = 0.0f,
                              .plan = plan_diffllama},
+    /* Motif: RMSNorm(2d, eps attn_rms_norm_eps, gain subln); the analysis heads and
+     * the o_proj width are motif_shape's (GDA has H − Gn heads) */
+    [DFL_MODEL_MOTIF] = {.type = DFL_MODEL_MOTIF, .name = "motif", .maps = 2, .heads_per_analysis = 1,
+                         .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subln = 1,
+                         .subnorm_eps = 1e-5f, .plan = plan_motif},
+    /* DIFF V2: no sub-layer norm, no λ vectors (λ is per token: lambda_proj), 2H q heads
+     * (dfl__attn_shape_of) */
+    [DFL_MODEL_DIFF_V2] = {.type = DFL_MODEL_DIFF_V2, .name = "diff_transformer_v2", .maps = 2,
+                           .heads_per_analysis = 1, .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj",
+                           .subnorm_eps = -1.0f, .plan = plan_diff_v2},
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
@@ -174,6 +238,18 @@ static const char *const phi3_keys[] = {"sliding_window", "original_max_position
 static const char *const phi3_harmless[] = {"resid_pdrop", "embd_pdrop", "diff_lambda_init", "diff_kv_pairing", NULL};
 static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambda_init", "diff_kv_pairing", NULL};
 
+/* Motif's configuration keys (the ports' ModelArgs: MLX motif.py, Swift MotifModelConfiguration,
+ * vLLM motif.py; docs/format.md "Motif"). num_noise_heads turns on GDA. */
+static const char *const motif_keys[] = {"num_noise_heads", "k_ratio", "attn_rms_norm_eps", NULL};
+/* Kernel choices, or keys every port ignores (vLLM sets no sliding window). */
+static const char *const motif_harmless[] = {"fused_rope", "expanded", "sliding_window", "use_sliding_window",
+                                             "max_window_layers", NULL};
+static const dfl__refused_key motif_refused[] = {
+    {"use_bias", "\"use_bias\" = true (biases on every projection of %s) is not implemented"},
+    {"qkv_bias", "\"qkv_bias\" = true (q/k/v biases) is not implemented for model_type %s"},
+    {"quantization", "\"quantization\": an MLX-quantized %s checkpoint (dequantize to F32, F16 or BF16 first)"},
+    {NULL, NULL}};
+
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
     {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
@@ -212,6 +288,16 @@ static const dfl__family families[] = {
     /* Phi3Config: fused projections, Mistral's window rule (sliding_window on every layer) */
     {.model_type = "phi3", .attn = DFL_MODEL_LLAMA, .keys = phi3_keys, .harmless = phi3_harmless,
      .window = DFL__WINDOW_EVERY_LAYER, .fused_proj = 1},
+    /* "Motif" as vLLM's config class and the hub's configuration_motif.py write it,
+     * "motif" as MLX conversions do */
+    /* difflens's convention for DIFF V2 (docs/format.md): Llama keys, interleaved RoPE */
+    {.model_type = "diff_transformer_v2", .attn = DFL_MODEL_DIFF_V2, .refused = no_window, .rope_interleaved = 1},
+    {.model_type = "Motif", .attn = DFL_MODEL_MOTIF, .keys = motif_keys, .harmless = motif_harmless,
+     .refused = motif_refused, .mlp = DFL__MLP_POLYNORM, .hidden_act = "poly_norm", .lambda_layer_shift = 1,
+     .subnorm_eps = 1e-5},
+    {.model_type = "motif", .attn = DFL_MODEL_MOTIF, .keys = motif_keys, .harmless = motif_harmless,
+     .refused = motif_refused, .mlp = DFL__MLP_POLYNORM, .hidden_act = "poly_norm", .lambda_layer_shift = 1,
+     .subnorm_eps = 1e-5},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
@@ -231,7 +317,11 @@ const dfl__family *dfl__family_of(const dfl_config *c)
     return NULL;
 }
 
-const char *dfl__family_names(void) { return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2, phi3"; }
+const char *dfl__family_names(void)
+{
+    return "llama, qwen2, qwen3, mistral, diff_transformer, diffllama, gpt2, gpt_neox, gemma2, gemma3_text, olmo2, "
+           "phi3, diff_transformer_v2, Motif, motif";
+}
 
 const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 {
@@ -239,6 +329,14 @@ const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
 }
 
 const dfl__attn_variant *dfl__attn_of(const dfl_config *c) { return dfl__attn_variant_of_type(c->type); }
+
+/* Motif V1: H/2 heads; GDA: H − Gn signal heads, each writing 2d columns. */
+static void motif_shape(const dfl_config *c, dfl__attn_shape *s)
+{
+    int64_t signal = c->num_noise_heads ? c->num_heads - c->num_noise_heads : c->num_heads / 2;
+    s->heads = signal;
+    s->att_ld = signal * 2 * c->head_dim;
+}
 
 dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
 {
@@ -252,6 +350,11 @@ dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
     s.v_ld = c->num_kv_heads * a->v_per_kv * hd;
     s.att_ld = c->num_heads * a->v_per_kv * hd;
     s.heads = c->num_heads / a->heads_per_analysis;
+    if (c->type == DFL_MODEL_MOTIF) motif_shape(c, &s);
+    if (c->type == DFL_MODEL_DIFF_V2) {   /* 2H q heads of hd (RoPE runs on each) */
+        s.n_qheads = 2 * c->num_heads;
+        s.q_ld = s.n_qheads * hd;
+    }
     return s;
 }
 
@@ -260,6 +363,7 @@ dfl__head_plan dfl__head_plan_make(const dfl_config *c, int64_t h) { return dfl_
 float dfl__subnorm_eps(const dfl_config *c)
 {
     float e = dfl__attn_of(c)->subnorm_eps;
+    if (c->subnorm_eps > 0) return (float)c->subnorm_eps;
     return e > 0 ? e : e == 0 ? (float)c->rms_norm_eps : 0.0f;
 }
 

@@ -7,12 +7,14 @@
  *
  * The attention variant (dfl_model_type) is the block structure shared by several
  * families — softmax heads (llama, qwen2, qwen3, mistral), unilm's differential heads
- * (diff_transformer), Hugging Face DiffLlama's (diffllama) — and says how a head reads
+ * (diff_transformer), Hugging Face DiffLlama's (diffllama), Motif's stripe pairs and
+ * grouped noise heads (motif), DIFF V2's per-token λ (diff_transformer_v2) — and says how a head reads
  * q, k and v (the head plan), the projections' shapes and names, λ and the sub-layer
  * norm. The Llama-family entries have RMS norms, a SwiGLU MLP and RoPE (interleaved or
  * rotate-half); one that differs names its norm, MLP and layout in the entry (GPT-2:
- * LayerNorm, a GELU MLP, Conv1D weights and learned positions) and gets its kernels in
- * kernels_norm.c and its block in forward.c.
+ * LayerNorm, a GELU MLP, Conv1D weights and learned positions; Motif: a PolyNorm MLP,
+ * kernels_polynorm.c) and gets its kernels in kernels_norm.c or its own file and its
+ * block in forward.c.
  *
  * Adding a family: one entry in family.c's table (and, for a new attention variant,
  * one entry in its variant table plus the forward and backward code of the variant).
@@ -46,7 +48,8 @@ typedef enum dfl__norm_kind {
 typedef enum dfl__mlp_kind {
     DFL__MLP_SWIGLU = 0,
     DFL__MLP_GELU,             /* up (+bias) → GELU (hidden_act) → down (+bias) */
-    DFL__MLP_GEGLU             /* down(gelu(gate) · up), Gemma's hidden_activation */
+    DFL__MLP_GEGLU,            /* down(gelu(gate) · up), Gemma's hidden_activation */
+    DFL__MLP_POLYNORM          /* Motif: down(PolyNorm(gate(x)) ⊙ up(x)), mlp.act_fn.weight [3] and .bias [1] */
 } dfl__mlp_kind;
 
 /* Where a block's norms sit. PRE (Llama): x += attn(n1(x)); x += mlp(n2(x)).
@@ -87,6 +90,9 @@ typedef struct dfl__head_plan {
     int64_t v_col[2], v_width[2];    /* value parts, concatenated in order */
     int n_vparts;
     int64_t out_col, out_width;
+    int repeat[2];                   /* map t is an earlier head's map computed again (Motif
+                                      * GDA: the group's noise map): its raw logits are
+                                      * reported once, by the group's first head */
 } dfl__head_plan;
 
 /* An attention variant: the geometry and tensors of one block structure. */
@@ -137,6 +143,9 @@ typedef struct dfl__family {
                                        * bos_token_id is <|endoftext|>, the document separator) */
     int fused_proj;                   /* Phi-3: self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
                                        * (gate | up rows), bound as views of their rows */
+    const char *hidden_act;           /* the one hidden_act accepted; NULL = "silu" */
+    int64_t lambda_layer_shift;       /* λ_init of layer l uses l − shift (Motif: 1) */
+    double subnorm_eps;               /* default of the config's sub-layer eps (Motif) */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

@@ -11,6 +11,7 @@
 #include "model/family.h"
 #include "model/kernels.h"
 #include "model/kernels_norm.h"
+#include "model/kernels_polynorm.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -65,6 +66,7 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     attn_geom g = make_geom(c);
     double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
+    if (c->type == DFL_MODEL_DIFF_V2) proj += D * (double)g.heads;   /* lambda_proj */
     double mlp = (dfl__family_of(c)->mlp == DFL__MLP_GELU ? 2.0 : 3.0) * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
     double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
@@ -108,6 +110,7 @@ typedef struct fwd_ws {
     float *logits;          /* [LM_HEAD_ROWS, V] */
     float *fused;           /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
     size_t scratch_n;       /* floats of scratch */
+    float *lam;             /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
 } fwd_ws;
@@ -160,6 +163,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(fused, fused ? t : 0, qkv, float);
     BUF(cos_l, c->rope_local_theta > 0 ? t : 0, hq, float);
     BUF(sin_l, c->rope_local_theta > 0 ? t : 0, hq, float);
+    BUF(lam, c->type == DFL_MODEL_DIFF_V2 ? t : 0, H, float);
 #undef BUF
     w->nbufs = n;
     return ok;
@@ -241,7 +245,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
     for (int t = 0; t < g->nmaps; t++) {
         m[t] = task_scores(x, h, t, a, n);
-        if (x->cap && x->cap->scores_rows) {
+        if (x->cap && x->cap->scores_rows && !p->repeat[t]) {
             dfl_score_block sb = {x->layer, h, t, a, n, T, m[t], x->window};
             x->cap->scores_rows(x->cap->user, omp_get_thread_num(), &sb);
         }
@@ -262,9 +266,12 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     const float *A = m[0];
     if (g->nmaps == 2) {
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
-        float lam = x->lw->lambda;
-        for (int64_t i = 0; i < n; i++)
+        /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
+        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + a * g->heads + h : NULL;
+        for (int64_t i = 0; i < n; i++) {
+            float lam = sig ? sig[i * g->heads] : x->lw->lambda;
             for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+        }
         A = m[2];
     }
     float *out = w->att + a * g->att_ld + p->out_col;   /* [n, out_width], stride att_ld */
@@ -525,6 +532,14 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     return DFL_OK;
 }
 
+/* DIFF V2's per-token λ: lam[T, H] = sigmoid(xn[T, D] · lambda_projᵀ), the factor on
+ * map 2 of each row and head. */
+static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_t T, float *scratch)
+{
+    dfl_matmul_wmat(lam, xn, w, T, scratch);
+    for (int64_t i = 0; i < T * w->rows; i++) lam[i] = (float)(1.0 / (1.0 + exp(-(double)lam[i])));
+}
+
 /* ---------------------------------------------------------------- forward */
 
 dfl_forward_opts dfl_forward_opts_default(void)
@@ -618,18 +633,23 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         /* Qwen3: each head of q and k RMS-normalised over its hd values, before RoPE */
         if (lw->q_norm) dfl_rmsnorm(w.q, w.q, lw->q_norm, T * g.n_qheads, g.dq, (float)c->rms_norm_eps, 1.0f);
         if (lw->k_norm) dfl_rmsnorm(w.k, w.k, lw->k_norm, T * g.n_kheads, g.dq, (float)c->rms_norm_eps, 1.0f);
+        if (lw->w_lambda.data) {
+            lambda_tokens(w.lam, w.xn, &lw->w_lambda, T, w.scratch);
+            if (cap && cap->lambda_rows && (s = cap->lambda_rows(cap->user, l, w.lam, T, g.heads, err))) break;
+        }
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
-        /* x += down(silu(gate(xn)) · up(xn)) */
+        /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
             dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
-            dfl_swiglu(w.gate, w.up, n, F);
+            if (lw->poly_w) dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
+            else dfl_swiglu(w.gate, w.up, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);

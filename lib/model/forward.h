@@ -17,7 +17,7 @@
 /* One block of attention rows of one analysis head: rows [row0, row0 + n) of the
  * T×T map, each row given over keys [0, ncols) with stride ld (keys ≥ ncols are
  * masked, hence 0; so are keys before a sliding window, dfl_config_window). map1 is the softmax map (map 1 of a Diff head); map2 and diff
- * (= map1 − λ·map2) are NULL for llama. */
+ * (= map1 − λ·map2, λ per row for DIFF V2) are NULL for llama. */
 typedef struct dfl_attn_block {
     int64_t layer, head;
     int64_t row0, n, ncols, ld, T;
@@ -50,6 +50,10 @@ typedef struct dfl_capture {
     void (*layer_begin)(void *user, int64_t layer);
     /* Each layer's output x[T, D] after both residual additions. */
     dfl_status (*hidden)(void *user, int64_t layer, const float *x, int64_t T, int64_t D, dfl_error *err);
+    /* DIFF V2, before layer l's attention: lam[T, H] = σ(λ) of every token and head, the
+     * factor on map 2 (dfl_attn_block's diff = map1 − lam[row, head]·map2). NULL = not
+     * wanted; never called for the other types (their λ is one per layer). */
+    dfl_status (*lambda_rows)(void *user, int64_t layer, const float *lam, int64_t T, int64_t H, dfl_error *err);
     /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
     dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V,
                               const float *logits, dfl_error *err);

@@ -451,6 +451,45 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
     return DFL_OK;
 }
 
+/* Motif (docs/format.md "Motif"): λ_init's layer shift, the sub-layer eps
+ * attn_rms_norm_eps, and the head layout: V1 pairs (no num_noise_heads) or GDA groups
+ * of gr = (H − Gn)/Gn signal heads and one noise head, k and v heads in (signal, noise)
+ * pairs (k_ratio 1). */
+static dfl_status parse_motif(const cJSON *root, const char *label, const dfl__family *f, dfl_config *c,
+                              dfl_error *err)
+{
+    dfl_status s;
+    int64_t H = c->num_heads, Hkv = c->num_kv_heads, kr;
+    c->lambda_layer_shift = f->lambda_layer_shift;
+    if ((s = get_num(root, "attn_rms_norm_eps", f->subnorm_eps, label, &c->subnorm_eps, err))) return s;
+    if (!(c->subnorm_eps > 0)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: attn_rms_norm_eps must be > 0", label);
+    if ((s = get_int(root, "num_noise_heads", 0, 4096, label, &c->num_noise_heads, err))) return s;
+    if ((s = get_int(root, "k_ratio", 1, 4096, label, &kr, err))) return s;
+    if (Hkv % 2)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: Motif needs an even num_key_value_heads (k and v heads come in "
+                         "pairs; got %lld)", label, (long long)Hkv);
+    const cJSON *gn = cJSON_GetObjectItemCaseSensitive(root, "num_noise_heads");
+    if (!gn || cJSON_IsNull(gn)) {   /* V1: q heads in adjacent pairs; k_ratio unused */
+        if (H % 2 || (H / 2) % (Hkv / 2))
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: Motif needs an even num_attention_heads whose half is a "
+                             "multiple of num_key_value_heads / 2 (got %lld and %lld)", label, (long long)H,
+                             (long long)Hkv);
+        return DFL_OK;
+    }
+    int64_t Gn = c->num_noise_heads, kgroups = Hkv / 2;
+    if (Gn < 1 || Gn >= H || H % Gn)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: num_noise_heads (%lld) must divide num_attention_heads (%lld) "
+                         "with signal heads left over", label, (long long)Gn, (long long)H);
+    if (kr != 1)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"k_ratio\" = %lld is not supported (only 1: every published "
+                         "Motif GDA checkpoint; the ports disagree on the head mapping of other ratios)", label,
+                         (long long)kr);
+    if (Gn % kgroups)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: num_noise_heads (%lld) must be a multiple of "
+                         "num_key_value_heads / 2 (%lld)", label, (long long)Gn, (long long)kgroups);
+    return DFL_OK;
+}
+
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl_config *cfg, dfl_error *err)
 {
     /* as Python's json (Hugging Face): the last of duplicate keys wins; nothing may
@@ -480,7 +519,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       dfl__family_names());
         goto done;
     }
-    if (f->norm > DFL__NORM_RMS_1P || f->mlp > DFL__MLP_GEGLU) {   /* an entry ahead of its kernels */
+    if (f->norm > DFL__NORM_RMS_1P || f->mlp > DFL__MLP_POLYNORM) {   /* an entry ahead of its kernels */
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
                       f->model_type);
         goto done;
@@ -503,7 +542,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: sizes, layer and head counts must be >= 1", label);
         goto done;
     }
-    if (c.num_heads % c.num_kv_heads) {
+    if (c.num_heads % c.num_kv_heads && c.type != DFL_MODEL_MOTIF) {   /* Motif: parse_motif's rules */
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)",
                       label, (long long)c.num_heads, (long long)c.num_kv_heads);
         goto done;
@@ -564,11 +603,12 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     if (f->fused_proj && (s = parse_phi3(root, label, err))) goto done;
-    if (f->mlp != DFL__MLP_SWIGLU) {
+    const char *want_act = f->hidden_act ? f->hidden_act : "silu";
+    if (f->mlp == DFL__MLP_GELU || f->mlp == DFL__MLP_GEGLU) {
         if ((s = parse_gelu_family(root, f, label, &c, err))) goto done;
-    } else if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu"))) {
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported (only silu)", label,
-                      cJSON_IsString(act) ? act->valuestring : "?");
+    } else if (act && !cJSON_IsNull(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, want_act))) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported (only %s)", label,
+                      cJSON_IsString(act) ? act->valuestring : "?", want_act);
         goto done;
     }
 
@@ -596,6 +636,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
             }
         }
     }
+    if (c.type == DFL_MODEL_MOTIF && (s = parse_motif(root, label, f, &c, err))) goto done;
     *cfg = c;
 done:
     cJSON_Delete(root);
@@ -612,6 +653,12 @@ int64_t dfl_config_analysis_heads(const dfl_config *c) { return dfl__attn_shape_
 
 int dfl_config_maps_per_head(const dfl_config *c) { return dfl__attn_of(c)->maps; }
 
+int64_t dfl_config_noise_group(const dfl_config *c, int64_t head)
+{
+    if (c->type != DFL_MODEL_MOTIF || !c->num_noise_heads) return -1;
+    return head / ((c->num_heads - c->num_noise_heads) / c->num_noise_heads);
+}
+
 int64_t dfl_config_window(const dfl_config *c, int64_t layer)
 {
     if (c->window_pattern > 0) return c->sliding_window > 0 && (layer + 1) % c->window_pattern ? c->sliding_window : 0;
@@ -620,7 +667,7 @@ int64_t dfl_config_window(const dfl_config *c, int64_t layer)
 
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer)
 {
-    return c->has_lambda_init ? c->lambda_init : 0.8 - 0.6 * exp(-0.3 * (double)layer);
+    return c->has_lambda_init ? c->lambda_init : 0.8 - 0.6 * exp(-0.3 * (double)(layer - c->lambda_layer_shift));
 }
 
 /* ---------------------------------------------------------------- weights */
@@ -849,6 +896,11 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         BIND_MAT(w_up, "mlp.up_proj.weight", F, D);
     }
     BIND_MAT(w_down, "mlp.down_proj.weight", D, F);
+    if (c->type == DFL_MODEL_DIFF_V2) BIND_MAT(w_lambda, "self_attn.lambda_proj.weight", c->num_heads, D);
+    if (dfl__family_of(c)->mlp == DFL__MLP_POLYNORM) {
+        BIND(poly_w, "mlp.act_fn.weight", 3, 0);
+        BIND(poly_b, "mlp.act_fn.bias", 1, 0);
+    }
     if (c->qkv_bias) {
         BIND(bq, "self_attn.q_proj.bias", q_rows, 0);
         BIND(bk, "self_attn.k_proj.bias", k_rows, 0);

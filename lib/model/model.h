@@ -1,7 +1,9 @@
-/* model.h — config.json parsing and weight binding for the three attention variants
+/* model.h — config.json parsing and weight binding for the attention variants
  * (docs/format.md "Model directory"): `llama` (with the Llama-family checkpoints
  * `qwen2`, `qwen3` and `mistral`), `diff_transformer` (official unilm
- * MultiheadDiffAttn layout) and `diffllama` (Hugging Face DiffLlama). What differs by
+ * MultiheadDiffAttn layout), `diffllama` (Hugging Face DiffLlama), `motif` (Motif
+ * Technologies' checkpoints, model_type "Motif"/"motif": V1 pairs and grouped
+ * differential attention) and `diff_transformer_v2` (unilm's DIFF V2 module). What differs by
  * model_type (keys, defaults, biases, windows) is one entry of model/family.h's table.
  *
  * A model is a directory: config.json plus model.safetensors or index-listed shards;
@@ -23,7 +25,9 @@
 typedef enum dfl_model_type {
     DFL_MODEL_LLAMA = 0,
     DFL_MODEL_DIFF_TRANSFORMER,
-    DFL_MODEL_DIFFLLAMA
+    DFL_MODEL_DIFFLLAMA,
+    DFL_MODEL_MOTIF,             /* Motif Technologies' differential heads (V1 and GDA) */
+    DFL_MODEL_DIFF_V2            /* DIFF Transformer V2: per-token λ = sigmoid(lambda_proj(x)) */
 } dfl_model_type;
 
 /* DYNAMIC (NTK) leaves the frequencies unchanged up to rope_original_max_pos tokens;
@@ -80,6 +84,10 @@ typedef struct dfl_config {
     float embed_scale;                 /* > 0: embeddings × this (Gemma: √D in f32) */
     double rope_short[DFL_LONGROPE_MAX], rope_long[DFL_LONGROPE_MAX]; /* longrope: [head_dim/2] factors */
     double rope_attn_factor;           /* longrope: cos and sin × this */
+    int64_t num_noise_heads;           /* Motif GDA: noise heads (groups), 0 = V1 pairs */
+    double subnorm_eps;                /* > 0: the heads' sub-layer RMSNorm eps from the
+                                        * config (Motif's attn_rms_norm_eps) */
+    int64_t lambda_layer_shift;        /* λ_init uses layer − shift (Motif: 1) */
 } dfl_config;
 
 /* Parse and validate config.json text (len bytes). `label` names the file in errors.
@@ -89,15 +97,19 @@ typedef struct dfl_config {
 dfl_status dfl_config_parse(const char *json, size_t len, const char *label,
                             dfl_config *cfg, dfl_error *err);
 
-/* "llama", "diff_transformer", "diffllama". */
+/* "llama", "diff_transformer", "diffllama", "motif", "diff_transformer_v2". */
 const char *dfl_model_type_name(dfl_model_type t);
 
 /* Differential heads for Diff models (H, or H/2 for diffllama); H for llama. */
 int64_t dfl_config_analysis_heads(const dfl_config *c);
 /* 1 for llama, 2 for the Diff models (softmax maps per analysis head). */
 int dfl_config_maps_per_head(const dfl_config *c);
-/* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·l). */
+/* λ_init of layer l: diff_lambda_init if given, else 0.8 − 0.6·exp(−0.3·(l − s)),
+ * s = lambda_layer_shift (0; Motif 1). */
 double dfl_config_lambda_init(const dfl_config *c, int64_t layer);
+/* Motif GDA: the noise group whose map 2 analysis head h shares (h / gr, gr signal
+ * heads per group); −1 for the other types (each head its own map 2). */
+int64_t dfl_config_noise_group(const dfl_config *c, int64_t head);
 /* Sliding window W of layer l (query i sees keys i − W < j <= i), 0 = full causal. */
 int64_t dfl_config_window(const dfl_config *c, int64_t layer);
 
@@ -117,7 +129,7 @@ typedef struct dfl_layer_weights {
     float *post_attn_norm, *post_mlp_norm; /* [D] norms of the attention and MLP outputs (Gemma, OLMo 2);
                                             * Gemma's gains here and everywhere already hold 1 + w */
     float *lambda_q1, *lambda_k1, *lambda_q2, *lambda_k2; /* [dq] Diff only */
-    float *subln;        /* [2d] diff_transformer only (ones when absent) */
+    float *subln;        /* [2d] diff_transformer and motif (ones when absent) */
     float *mlp_norm;     /* [D] post_attention_layernorm */
     dfl_wmat w_gate;     /* [F, D] */
     dfl_wmat w_up;       /* [F, D] */
@@ -131,6 +143,8 @@ typedef struct dfl_layer_weights {
      * (query_key_value), wo [D, D] (dense), w_up [F, D], w_down [D, F]; biases (NULL
      * under attention_bias false for bqkv and bo). */
     float *attn_norm_b, *mlp_norm_b;   /* [D] LayerNorm biases */
+    float *poly_w, *poly_b; /* [3], [1] Motif's PolyNorm (mlp.act_fn), NULL for SwiGLU */
+    dfl_wmat w_lambda;   /* [H, D] DIFF V2's lambda_proj (data NULL otherwise) */
     float lambda;        /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (Diff) */
     float lambda_init;
 } dfl_layer_weights;

@@ -414,7 +414,9 @@ static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_
         if (s) return s;
         const dfl_dump_dset_info *in = dfl_dump_slab_info(rs->slab[k][m]);
         const side *d = &pl->sd[k];
-        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != d->at.Hs || in->dims[2] != d->at.R || in->dims[3] != d->tk.T)
+        /* map2 of a Motif GDA dump holds one map per noise group (dump_sample.h, checked there) */
+        int64_t heads = m == DFL_ATTN_MAP2 ? in->dims[1] : d->at.Hs;
+        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != heads || in->dims[2] != d->at.R || in->dims[3] != d->tk.T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from map1's [%lld, %lld, %lld, %lld]",
                              dfl_dump_path(d->r), path, (long long)d->at.Ls, (long long)d->at.Hs, (long long)d->at.R,
                              (long long)d->tk.T);
@@ -472,14 +474,18 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
             const side *d = &pl->sd[tm->side];
             dfl_dump_slab *sl = NULL;
             if ((s = slab_for(pl, rs, tm->side, tm->map, &sl, err))) break;
+            dfl_dump_map dm = (dfl_dump_map)(tm->map - DFL_ATTN_MAP1);
             if (direct) {
-                s = read_rows(pl, sl, tm->side, tm->li, tm->hi, r0, n, w, acc, err);
+                s = read_rows(pl, sl, tm->side, tm->li, dfl_dump_attn_head_index(&d->at, dm, tm->hi), r0, n, w, acc,
+                              err);
                 break;
             }
             int64_t h0 = tm->hi >= 0 ? tm->hi : 0, h1 = tm->hi >= 0 ? tm->hi + 1 : d->at.Hs;
             float c = (float)(tm->coef / (double)(h1 - h0));
             for (int64_t h = h0; !s && h < h1; h++) {
-                if ((s = read_rows(pl, sl, tm->side, tm->li, h, r0, n, w, rs->buf, err))) break;
+                if ((s = read_rows(pl, sl, tm->side, tm->li, dfl_dump_attn_head_index(&d->at, dm, h), r0, n, w, rs->buf,
+                                   err)))
+                    break;
                 for (size_t i = 0; i < cnt; i++) acc[i] += c * rs->buf[i];
             }
         }

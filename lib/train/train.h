@@ -44,6 +44,7 @@ typedef struct dfl_train_layer {
     float *wq, *wk, *wv, *wo;          /* [q_ld, D], [k_ld, D], [v_ld, D], [D, att_ld] */
     float *lq1, *lk1, *lq2, *lk2;      /* [dq] Diff only, else NULL */
     float *subln;                      /* [2d] diff_transformer only, else NULL */
+    float *wlam;                       /* [H, D] diff_transformer_v2's lambda_proj, else NULL */
     float *mlp_norm;                   /* [D] */
     float *w_gate, *w_up, *w_down;     /* [F, D], [F, D], [D, F] */
 } dfl_train_layer;

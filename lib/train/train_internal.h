@@ -16,14 +16,19 @@
  *                     value = v columns h·2d (2d wide); RMSNorm(2d, eps 1e-5, subln)
  *   diffllama         H/2 heads; map t of head h = q/k head h + t·H/2; value =
  *                     concat(v head h, v head h + H/2); RMSNorm(2hd, eps, no gain)
+ *   diff_transformer_v2  H heads from 2H q heads; map t of head h = q head 2h+t, k and v
+ *                     head h (hd wide); λ per token and head: σ(lambda_proj(xn1))
  * Diff heads: A = softmax1 − λ·softmax2, out = RMSNorm(A·v)·(1 − λ_init), the norm's
- * eps dfl__subnorm_eps. */
+ * eps dfl__subnorm_eps; DIFF V2: out = A·v (no sub-layer norm, λ of each row). */
 typedef struct dfl__train_geom {
     int nmaps;                    /* 1 llama, 2 Diff */
     int64_t heads;                /* analysis heads */
     int64_t dq;                   /* q/k width of one map */
     int64_t q_ld, k_ld, v_ld, att_ld;
-    int64_t n_qheads;             /* q (and k) heads of width dq, for RoPE */
+    int64_t n_qheads;             /* q heads of width dq, for RoPE */
+    int64_t n_kheads;             /* k heads of width dq (n_qheads but for DIFF V2: H) */
+    int subnorm;                  /* Diff heads with the sub-layer norm (not DIFF V2) */
+    int token_lambda;             /* DIFF V2: λ per token and head */
     int64_t width;                /* output width of one head (hd, or 2·dq for Diff) */
     float scale;                  /* 1/sqrt(dq) */
 } dfl__train_geom;

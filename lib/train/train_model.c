@@ -26,11 +26,18 @@ dfl__train_geom dfl__train_geom_make(const dfl_config *c)
     case DFL_MODEL_DIFFLLAMA:
         g.nmaps = 2, g.heads = H / 2, g.n_qheads = H, g.width = 2 * hd;
         break;
+    case DFL_MODEL_DIFF_V2:
+        g.nmaps = 2, g.heads = H, g.n_qheads = 2 * H, g.width = hd;
+        break;
     default:
         g.nmaps = 1, g.heads = H, g.n_qheads = H, g.width = hd;
         break;
     }
-    g.q_ld = g.k_ld = g.n_qheads * hd;
+    g.n_kheads = c->type == DFL_MODEL_DIFF_V2 ? H : g.n_qheads;
+    g.subnorm = g.nmaps == 2 && c->type != DFL_MODEL_DIFF_V2;
+    g.token_lambda = c->type == DFL_MODEL_DIFF_V2;
+    g.q_ld = g.n_qheads * hd;
+    g.k_ld = g.n_kheads * hd;
     g.v_ld = g.att_ld = g.heads * g.width;
     return g;
 }
@@ -49,6 +56,8 @@ dfl_status dfl_train_config_check(const dfl_config *c, dfl_error *err)
     if (c->type == DFL_MODEL_DIFFLLAMA && c->num_heads % 2)
         return dfl__fail(err, DFL_ERR_CONFIG, "diffllama needs an even number of heads (got %lld)",
                          (long long)c->num_heads);
+    if (c->type == DFL_MODEL_MOTIF)
+        return dfl__fail(err, DFL_ERR_CONFIG, "training Motif models is not implemented (PolyNorm MLP)");
     if (c->head_dim < 2 || c->head_dim % 2)
         return dfl__fail(err, DFL_ERR_CONFIG, "head_dim must be even and >= 2 (got %lld)", (long long)c->head_dim);
     if (c->vocab_size > (1 << 24) || c->hidden_size > (1 << 16) || c->intermediate_size > (1 << 18) ||
@@ -90,7 +99,8 @@ static size_t layout(const dfl_config *c, dfl_train_tensor *t, size_t *total)
         LADD("self_attn.v_proj.weight", g.v_ld, D, 1);
         if (c->type == DFL_MODEL_DIFF_TRANSFORMER) LADD("self_attn.out_proj.weight", D, g.att_ld, 1);
         else LADD("self_attn.o_proj.weight", D, g.att_ld, 1);
-        if (c->type != DFL_MODEL_LLAMA) {
+        if (c->type == DFL_MODEL_DIFF_V2) LADD("self_attn.lambda_proj.weight", c->num_heads, D, 1);
+        if (c->type != DFL_MODEL_LLAMA && c->type != DFL_MODEL_DIFF_V2) {
             LADD("self_attn.lambda_q1", g.dq, 0, 0);
             LADD("self_attn.lambda_k1", g.dq, 0, 0);
             LADD("self_attn.lambda_q2", g.dq, 0, 0);
@@ -132,7 +142,8 @@ static void bind_views(const dfl_train_model *m, float *base, dfl_train_views *v
         y->wk = base + t[i++].offset;
         y->wv = base + t[i++].offset;
         y->wo = base + t[i++].offset;
-        if (c->type != DFL_MODEL_LLAMA) {
+        if (c->type == DFL_MODEL_DIFF_V2) y->wlam = base + t[i++].offset;
+        if (c->type != DFL_MODEL_LLAMA && c->type != DFL_MODEL_DIFF_V2) {
             y->lq1 = base + t[i++].offset;
             y->lk1 = base + t[i++].offset;
             y->lq2 = base + t[i++].offset;
@@ -269,7 +280,7 @@ char *dfl_train_config_json(const dfl_config *c)
                      (long long)c->num_kv_heads, (long long)c->head_dim, c->rms_norm_eps, c->rope_theta,
                      c->rope_interleaved ? "true" : "false", c->tie_word_embeddings ? "true" : "false",
                      (long long)c->max_position_embeddings, DFL_TOK_EOS);
-    if (n > 0 && (size_t)n < cap && c->type != DFL_MODEL_LLAMA) {
+    if (n > 0 && (size_t)n < cap && c->type != DFL_MODEL_LLAMA && c->type != DFL_MODEL_DIFF_V2) {
         if (c->has_lambda_init)
             n += snprintf(s + n, cap - (size_t)n, ",\n  \"diff_lambda_init\": %.17g", c->lambda_init);
         else

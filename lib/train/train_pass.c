@@ -42,6 +42,7 @@ typedef struct layer_acts {
     float *rstd2;       /* [BT] */
     float *gate, *up;   /* [BT, F] before the activation */
     float *hsw;         /* [BT, F] silu(gate)·up */
+    float *lam;         /* [BT, heads] DIFF V2: σ(lambda_proj(xn1)), the factor on map 2 of each row */
 } layer_acts;
 
 struct dfl_train_ws {
@@ -67,6 +68,7 @@ struct dfl_train_ws {
                                 * attention regions run at most nth threads */
     size_t scratch_per;
     double *dlam_part;         /* [Bmax·heads] */
+    float *dlamt;              /* [BT, heads] DIFF V2: dloss/dσ(λ) of each row, then dloss/d(lambda_proj·xn1) */
     float *dsub_part;          /* [Bmax·heads, width] */
     float *gpart;              /* [NCHUNK, D] norm-gain partial sums */
     float *cos_t, *sin_t, *nsin_t;  /* [T, dq/2]; nsin = −sin rotates back */
@@ -115,7 +117,7 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
     dfl_train_ws *w = calloc(1, sizeof *w);
     if (!w) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     const size_t L = (size_t)c->num_layers;
-    w->cap_owned = 64 + 16 * L;
+    w->cap_owned = 64 + 17 * L;
     w->owned = calloc(w->cap_owned, sizeof *w->owned);
     if (!w->owned) {
         free(w);
@@ -142,10 +144,11 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
         a->k = ws_take(w, BT, (size_t)g->k_ld, 4);
         a->v = ws_take(w, BT, (size_t)g->v_ld, 4);
         a->P = ws_take(w, maps_n, 1, 4);
-        if (g->nmaps == 2) {
+        if (g->subnorm) {
             a->opre = ws_take(w, BT, (size_t)g->att_ld, 4);
             a->rstdh = ws_take(w, BT, H, 4);
         }
+        if (g->token_lambda) a->lam = ws_take(w, BT, H, 4);
         a->att = ws_take(w, BT, (size_t)g->att_ld, 4);
         a->x_mid = ws_take(w, BT, D, 4);
         a->xn2 = ws_take(w, BT, D, 4);
@@ -176,6 +179,7 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
     w->scratch_per = 3 * TT + t * (size_t)g->width;   /* T ≤ 2^20 keeps this in range */
     w->scratch = ws_take(w, (size_t)w->nth, w->scratch_per, 4);
     w->dlam_part = ws_take(w, (size_t)max_batch, H, sizeof(double));
+    if (g->token_lambda) w->dlamt = ws_take(w, BT, H, 4);
     w->dsub_part = ws_take(w, (size_t)max_batch * H, (size_t)g->width, 4);
     w->gpart = ws_take(w, NCHUNK, D > (size_t)g->width ? D : (size_t)g->width, 4);
     w->cos_t = ws_take(w, t, (size_t)g->dq / 2, 4);
@@ -319,6 +323,19 @@ static void diff_map(float *A, const float *P1, const float *P2, float lam, int6
         for (int64_t j = 0; j < T; j++) A[i * T + j] = P1[i * T + j] - lam * P2[i * T + j];
 }
 
+/* DIFF V2: row i uses its own λ, lam[i·ld]. */
+static void diff_map_rows(float *A, const float *P1, const float *P2, const float *lam, int64_t ld, int64_t T)
+{
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) A[i * T + j] = P1[i * T + j] - lam[i * ld] * P2[i * T + j];
+}
+
+/* λ of row i of head h of sequence b: DIFF V2's per-token σ(λ), else the layer's. */
+static const float *row_lambda(const attn_args *x, int64_t b, int64_t h)
+{
+    return x->a->lam ? x->a->lam + (size_t)b * (size_t)x->T * (size_t)x->w->g.heads + (size_t)h : NULL;
+}
+
 /* Head h of sequence b: maps, values, and the Diff sub-layer norm. Runs inside the
  * parallel region: serial BLAS, this thread's scratch only, disjoint output columns. */
 static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
@@ -341,12 +358,15 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         }
         for (int64_t i = 0; i < T; i++) softmax_row(P + i * T, i, T);
     }
-    const float *A = map_at(x, b, h, 0);
-    if (g->nmaps == 2) {
+    const float *A = map_at(x, b, h, 0), *lrow = row_lambda(x, b, h);
+    if (lrow) {
+        diff_map_rows(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), lrow, g->heads, T);
+        A = scr;
+    } else if (g->nmaps == 2) {
         diff_map(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, T);
         A = scr;
     }
-    float *o = (g->nmaps == 2 ? a->opre : a->att) + (size_t)b * T * g->att_ld + p->out_col;   /* [T, width] ld att_ld */
+    float *o = (g->subnorm ? a->opre : a->att) + (size_t)b * T * g->att_ld + p->out_col;   /* [T, width] ld att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
         for (int64_t r0 = 0; r0 < T; r0 += RB) {
@@ -357,7 +377,7 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         }
         off += p->v_width[part];
     }
-    if (g->nmaps == 1) return;
+    if (!g->subnorm) return;
     /* y = O·rstd·gain·(1 − λ_init), rstd = 1/sqrt(mean(O²) + eps) over the head's width */
     float *y = a->att + (size_t)b * T * g->att_ld + p->out_col;
     const int64_t W = g->width;
@@ -393,7 +413,7 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
 
     const float *dO = dy;
     int64_t ldo = g->att_ld;
-    if (g->nmaps == 2) {
+    if (g->subnorm) {
         /* sub-layer norm backward: y = c·g·O·r; u = c·g·dy;
          * dO = r·u − O·r³·(u·O)/W; dgain += dy·c·O·r */
         const float *O = a->opre + (size_t)b * T * g->att_ld + p->out_col;
@@ -415,8 +435,11 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         ldo = W;
     }
     /* dA = dO·vᵀ over the value parts; dv_part = Aᵀ·dO_part */
-    const float *A = map_at(x, b, h, 0);
-    if (g->nmaps == 2) {
+    const float *A = map_at(x, b, h, 0), *lrow = row_lambda(x, b, h);
+    if (lrow) {
+        diff_map_rows(sA, map_at(x, b, h, 0), map_at(x, b, h, 1), lrow, g->heads, T);
+        A = sA;
+    } else if (g->nmaps == 2) {
         diff_map(sA, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, T);
         A = sA;
     }
@@ -436,7 +459,14 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         }
         off += vw;
     }
-    if (g->nmaps == 2) {   /* dλ = −Σ dA ⊙ P2 over the causal entries */
+    if (lrow) {   /* DIFF V2: dσ(λ) of row i = −Σ_j dA ⊙ P2 over its causal entries */
+        const float *P2 = map_at(x, b, h, 1);
+        for (int64_t i = 0; i < T; i++) {
+            double s = 0.0;
+            for (int64_t j = 0; j <= i; j++) s -= (double)sdA[i * T + j] * P2[i * T + j];
+            w->dlamt[((size_t)b * (size_t)T + (size_t)i) * (size_t)g->heads + (size_t)h] = (float)s;
+        }
+    } else if (g->nmaps == 2) {   /* dλ = −Σ dA ⊙ P2 over the causal entries */
         const float *P2 = map_at(x, b, h, 1);
         double s = 0.0;
         for (int64_t i = 0; i < T; i++)
@@ -446,8 +476,8 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
     for (int t = 0; t < g->nmaps; t++) {
         /* softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)), dP = coef·dA */
         const float *P = map_at(x, b, h, t);
-        const float coef = t == 0 ? 1.0f : -x->lambda;
         for (int64_t i = 0; i < T; i++) {
+            const float coef = t == 0 ? 1.0f : lrow ? -lrow[i * g->heads] : -x->lambda;
             const float *pr = P + i * T, *dar = sdA + i * T;
             float *dsr = sdS + i * T, dot = 0.0f;
             for (int64_t j = 0; j <= i; j++) dot += pr[j] * dar[j];
@@ -460,8 +490,10 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)g->dq, (int)(r0 + n), g->scale,
                         sdS + r0 * T, (int)T, kb + p->k_col[t], (int)g->k_ld, 0.0f, dqb + r0 * g->q_ld + p->q_col[t],
                         (int)g->q_ld);
+            /* DIFF V2: both maps read one k head, whose gradient is their sum */
+            float kbeta = t == 1 && p->k_col[1] == p->k_col[0] ? 1.0f : 0.0f;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)g->dq, (int)(T - r0), g->scale,
-                        sdS + r0 * T + r0, (int)T, qb + r0 * g->q_ld + p->q_col[t], (int)g->q_ld, 0.0f,
+                        sdS + r0 * T + r0, (int)T, qb + r0 * g->q_ld + p->q_col[t], (int)g->q_ld, kbeta,
                         dkb + r0 * g->k_ld + p->k_col[t], (int)g->k_ld);
         }
     }
@@ -519,14 +551,18 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         const dfl_train_layer *y = &m->w.layers[l];
         layer_acts *a = &w->acts[l];
         float *x_next = l + 1 < c->num_layers ? w->acts[l + 1].x_in : w->x_out;
-        w->lambda[l] = g->nmaps == 2 ? layer_lambda(m, l) : 0.0f;
+        w->lambda[l] = g->nmaps == 2 && !g->token_lambda ? layer_lambda(m, l) : 0.0f;
         /* attention: x_mid = x_in + o_proj(attn(rmsnorm(x_in))) */
         dfl_rmsnorm_rstd(a->xn1, a->rstd1, a->x_in, y->attn_norm, BT, D, eps);
         dfl_matmul_xwt(a->q, a->xn1, y->wq, BT, D, g->q_ld);
         dfl_matmul_xwt(a->k, a->xn1, y->wk, BT, D, g->k_ld);
         dfl_matmul_xwt(a->v, a->xn1, y->wv, BT, D, g->v_ld);
+        if (g->token_lambda) {   /* DIFF V2: σ(lambda_proj(xn1)) [BT, H] */
+            dfl_matmul_xwt(a->lam, a->xn1, y->wlam, BT, D, g->heads);
+            for (int64_t i = 0; i < BT * g->heads; i++) a->lam[i] = 1.0f / (1.0f + expf(-a->lam[i]));
+        }
         rope_rows(a->q, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
-        rope_rows(a->k, BT, T, g->k_ld, g->n_qheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
+        rope_rows(a->k, BT, T, g->k_ld, g->n_kheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
         attn_args ax = make_attn_args(m, w, l);
         int64_t tasks = B * g->heads;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
@@ -625,7 +661,7 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
         for (int64_t task = 0; task < tasks; task++)
             attn_bwd_task(&ax, task / g->heads, task % g->heads, w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
-        if (g->nmaps == 2) {
+        if (g->nmaps == 2 && !g->token_lambda) {
             double dlam = 0.0;
             for (int64_t t = 0; t < tasks; t++) dlam += w->dlam_part[t];
             int64_t n = c->head_dim;
@@ -642,10 +678,14 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         }
         /* RoPE is a rotation: its backward rotates by the negative angle */
         rope_rows(w->dq, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
-        rope_rows(w->dk, BT, T, g->k_ld, g->n_qheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
+        rope_rows(w->dk, BT, T, g->k_ld, g->n_kheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
         mm_bwd(w->dxn, 0.0f, gy->wq, w->dq, a->xn1, y->wq, BT, D, g->q_ld);
         mm_bwd(w->dxn, 1.0f, gy->wk, w->dk, a->xn1, y->wk, BT, D, g->k_ld);
         mm_bwd(w->dxn, 1.0f, gy->wv, w->dv, a->xn1, y->wv, BT, D, g->v_ld);
+        if (g->token_lambda) {   /* σ' = σ(1 − σ), then through lambda_proj */
+            for (int64_t i = 0; i < BT * g->heads; i++) w->dlamt[i] *= a->lam[i] * (1.0f - a->lam[i]);
+            mm_bwd(w->dxn, 1.0f, gy->wlam, w->dlamt, a->xn1, y->wlam, BT, D, g->heads);
+        }
         rmsnorm_bwd(w->dx, gy->attn_norm, w->gpart, w->dxn, a->x_in, y->attn_norm, a->rstd1, BT, D);
     }
     /* embedding rows (serial: tokens repeat, and the order fixes the sum) */

@@ -68,7 +68,7 @@ dfl_status dfl_train_params_config(const dfl_train_params *p, dfl_config *c, dfl
     c->head_dim = p->hidden / div;
     c->rms_norm_eps = 1e-6;
     c->rope_theta = 10000.0;
-    c->rope_interleaved = p->type == DFL_MODEL_DIFF_TRANSFORMER;
+    c->rope_interleaved = p->type == DFL_MODEL_DIFF_TRANSFORMER || p->type == DFL_MODEL_DIFF_V2;
     c->rope_kind = DFL_ROPE_NONE;
     c->tie_word_embeddings = p->tie;
     c->max_position_embeddings = p->task.seq_len;
@@ -96,6 +96,9 @@ static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *tas
         return dfl__fail(err, DFL_ERR_USAGE, "eval/checkpoint settings out of range");
     if (p->ablate_lambda && p->type == DFL_MODEL_LLAMA)
         return dfl__fail(err, DFL_ERR_USAGE, "the lambda ablation needs a Diff model (llama has no lambda)");
+    if (p->ablate_lambda && p->type == DFL_MODEL_DIFF_V2)
+        return dfl__fail(err, DFL_ERR_USAGE, "the lambda ablation fixes one lambda per layer: diff_transformer_v2's "
+                         "lambda is per token (sigmoid(lambda_proj(x)))");
     return DFL_OK;
 }
 

@@ -33,6 +33,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
     dfl_status st;
     pthread_mutex_lock(&v->dump_lock);
     const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
+    start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)q->map, q->hi);   /* Motif GDA: map2 by group */
     snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", s->group, dfl_view_map_name(q->map));
     st = dfl_dump_read_slab_f32(v->d[q->dump].r, p, start, count, out, err);
     if (!st && q->minus >= 0) {
@@ -43,7 +44,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
             if (so->at.layers[i] == q->layer) li = i;
         for (int64_t i = 0; i < so->info.Hs; i++)
             if (so->at.heads[i] == q->head) hi = i;
-        int64_t st2[4] = {li, hi, r0, c0};
+        int64_t st2[4] = {li, dfl_dump_attn_head_index(&so->at, (dfl_dump_map)q->map, hi), r0, c0};
         snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", so->group, dfl_view_map_name(q->map));
         st = dfl_dump_read_slab_f32(o->r, p, st2, count, tmp, err);
         size_t cnt = (size_t)n * (size_t)(c1 - c0);

@@ -150,14 +150,23 @@ dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **o
         else cJSON_AddNullToObject(tk, "text");
     }
     int64_t layer = q->layer;
-    cJSON_AddItemToObject(o, "lambda", d->lambda && layer < d->L ? num(d->lambda[layer]) : cJSON_CreateNull());
     int64_t start[4] = {q->li, q->hi, q->ri, q->k}, count[4] = {1, 1, 1, 1};
     pthread_mutex_lock(&v->dump_lock);
+    /* λ of the layer, or DIFF V2's σ(λ) of this row and head (the sample's lambda [L, T, H]) */
+    char lp[96];
+    snprintf(lp, sizeof lp, "%s/" DFL_DS_LAMBDA, s->group);
+    float row_lam = NAN;
+    int64_t lstart[3] = {layer, q->q, q->head}, lcount[3] = {1, 1, 1};
+    if (!d->lambda && dfl_dump_exists(d->r, lp)) st = dfl_dump_read_slab_f32(d->r, lp, lstart, lcount, &row_lam, err);
+    cJSON_AddItemToObject(o, "lambda", d->lambda && layer < d->L ? num(d->lambda[layer])
+                                       : !isnan(row_lam)          ? num(row_lam)
+                                                                  : cJSON_CreateNull());
     for (int m = 0; !st && m < DFL_VIEW_NMAPS; m++) {
         if (!(s->info.maps & (1u << m))) continue;
         char p[96];
         float x = NAN;
         snprintf(p, sizeof p, "%s/attn/%s", s->group, dfl_view_map_name((dfl_view_map)m));
+        start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)m, q->hi);   /* Motif GDA: map2 by group */
         st = dfl_dump_read_slab_f32(d->r, p, start, count, &x, err);
         cJSON_AddItemToObject(o, dfl_view_map_name((dfl_view_map)m), num(x));
     }

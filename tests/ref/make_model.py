@@ -16,6 +16,9 @@ Head conventions (docs/format.md "The three model types"):
   llama             H softmax heads of head_dim [D/H]
   diff_transformer  H differential heads, head_dim d [D/H/2] per sub-head
   diffllama         H softmax maps of head_dim [D/H] (H even; H/2 differential heads)
+  diff_transformer_v2  H output heads of head_dim [D/H] from 2H q heads, lambda_proj [H, D]
+Motif checkpoints come from PUBLISHED (published_config + make_weights; docs/format.md
+"Motif"): V1 pairs, or grouped noise heads with num_noise_heads.
 Weights are PyTorch Linear layout [out, in] (y = x @ W.T), normal with std
 1/sqrt(fan_in) so activations stay O(1); norm gains 1 + 0.1·N(0,1); lambda_* N(0, 0.1).
 """
@@ -29,7 +32,7 @@ import numpy as np
 
 import families  # noqa: E402  (gpt2...: configs and weights in their own layout)
 
-TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral") + families.TYPES
+TYPES = ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral", "diff_transformer_v2") + families.TYPES
 LLAMA_FAMILY = ("llama", "qwen2", "qwen3", "mistral")
 DTYPES = ("f32", "f16", "bf16")
 
@@ -237,6 +240,29 @@ PUBLISHED = {
         "rope_scaling": {"long_factor": [1.0] * 48, "short_factor": [1.0] * 48, "type": "longrope"},
         "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
         "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}),
+    # Motif Technologies. The hub's config.json and configuration_motif.py were not
+    # reachable from here: the keys are those the ports read (MLX motif.py ModelArgs,
+    # Swift MotifModelConfiguration, vLLM motif.py), the sizes those whose parameter
+    # count gives the published 2.6B (tied) and 12.7B (untied); the unconfirmed values
+    # are listed in docs/format.md "Motif". Shards: 5 GB hub shards of bf16.
+    "Motif-2.6B": (2, {
+        "architectures": ["MotifForCausalLM"], "attention_dropout": 0.0, "attn_rms_norm_eps": 1e-05,
+        "bos_token_id": 219396, "eos_token_id": 219395, "fused_rope": True, "hidden_act": "poly_norm",
+        "hidden_size": 2048, "initializer_range": 2e-05, "intermediate_size": 8192,
+        "max_position_embeddings": 16384, "max_window_layers": 28, "model_type": "Motif",
+        "num_attention_heads": 16, "num_hidden_layers": 32, "num_key_value_heads": 16,
+        "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000.0, "sliding_window": None,
+        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "transformers_version": "4.46.3",
+        "use_bias": False, "use_cache": True, "use_sliding_window": False, "vocab_size": 219520}),
+    "Motif-2-12.7B-Base": (6, {
+        "architectures": ["MotifForCausalLM"], "attention_dropout": 0.0, "attn_rms_norm_eps": 1e-05,
+        "bos_token_id": 219396, "eos_token_id": 219395, "fused_rope": True, "head_dim": 128,
+        "hidden_act": "poly_norm", "hidden_size": 4096, "initializer_range": 2e-05,
+        "intermediate_size": 16384, "k_ratio": 1, "max_position_embeddings": 16384,
+        "model_type": "Motif", "num_attention_heads": 40, "num_hidden_layers": 40,
+        "num_key_value_heads": 16, "num_noise_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": None,
+        "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.51.3", "use_bias": False, "use_cache": True, "vocab_size": 219520}),
 }
 
 
@@ -264,6 +290,9 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
             cfg[key.get(k, k)] = v
     if key["head_dim"] and ("head_dim" in cfg or head_dim is not None):
         cfg["head_dim"] = hd
+    if cfg.get("num_noise_heads"):
+        # Motif GDA: keep the group shape (gr signal heads per noise head)
+        cfg["num_noise_heads"] = max(1, heads * cfg["num_noise_heads"] // H0)
     for k in ("bos_token_id", "eos_token_id"):
         if isinstance(cfg.get(k), int) and cfg[k] >= vocab:
             cfg[k] = cfg[k] % vocab
@@ -287,6 +316,12 @@ def published_config(name, layers=2, hidden=None, heads=None, kv_heads=None, hea
 # ---------------------------------------------------------------------------
 # config and weights
 # ---------------------------------------------------------------------------
+
+def motif_o_cols(cfg, hd):
+    """o_proj columns of a Motif config: H·hd (V1 pairs) or 2·(H − Gn)·hd (GDA)."""
+    H, Gn = cfg["num_attention_heads"], cfg.get("num_noise_heads") or 0
+    return 2 * (H - Gn) * hd if Gn else H * hd
+
 
 def default_head_dim(mtype, hidden, heads):
     if mtype == "diff_transformer":
@@ -314,7 +349,8 @@ def make_config(mtype, layers, hidden, heads, kv_heads=None, head_dim=None, ffn=
         "architectures": {"llama": ["LlamaForCausalLM"], "diffllama": ["DiffLlamaForCausalLM"],
                           "diff_transformer": ["DiffTransformerForCausalLM"],
                           "qwen2": ["Qwen2ForCausalLM"], "qwen3": ["Qwen3ForCausalLM"],
-                          "mistral": ["MistralForCausalLM"]}[mtype],
+                          "mistral": ["MistralForCausalLM"],
+                          "diff_transformer_v2": ["DiffTransformerV2ForCausalLM"]}[mtype],
         "vocab_size": vocab,
         "hidden_size": hidden,
         "intermediate_size": ffn if ffn is not None else 4 * hidden,
@@ -411,6 +447,21 @@ def make_weights(cfg, seed=0, subln=True, hub=False):
                 t.append((a + n, small(d)))
             if subln:
                 t.append((a + "subln.weight", gain(2 * d)))
+        elif mtype == "diff_transformer_v2":
+            # unilm MultiheadFlashDiffV2: 2H q heads, Hkv k/v heads, lambda_proj [H, D]
+            t.append((a + "q_proj.weight", lin(2 * H * hd, D)))
+            t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "o_proj.weight", lin(D, H * hd)))
+            t.append((a + "lambda_proj.weight", lin(H, D)))
+        elif mtype in ("Motif", "motif"):
+            t.append((a + "q_proj.weight", lin(H * hd, D)))
+            t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "v_proj.weight", lin(Hkv * hd, D)))
+            t.append((a + "o_proj.weight", lin(D, motif_o_cols(cfg, hd))))
+            for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                t.append((a + n, small(hd)))
+            t.append((a + "subln.weight", gain(2 * hd)))
         else:
             t.append((a + "q_proj.weight", lin(H * hd, D)))
             t.append((a + "k_proj.weight", lin(Hkv * hd, D)))
@@ -431,6 +482,10 @@ def make_weights(cfg, seed=0, subln=True, hub=False):
         t.append((p + "mlp.gate_proj.weight", lin(F, D)))
         t.append((p + "mlp.up_proj.weight", lin(F, D)))
         t.append((p + "mlp.down_proj.weight", lin(D, F)))
+        if mtype in ("Motif", "motif"):
+            # PolyNorm: weight around its init ones/3, a visible bias
+            t.append((p + "mlp.act_fn.weight", (1.0 / 3 + 0.2 * rng.standard_normal(3)).astype(np.float32)))
+            t.append((p + "mlp.act_fn.bias", small(1)))
     t.append(("model.norm.weight", gain(D)))
     if not cfg.get("tie_word_embeddings", False):
         t.append(("lm_head.weight", lin(V, D)))

@@ -12,9 +12,14 @@ another layout (gpt2: Hugging Face modeling_gpt2.py) are in families.py.
     r["logits"]                     # [T, V]
     r["map1"]                       # [L, Hd, T, T] softmax map (map 1 for Diff)
     r["map2"], r["diff"]            # Diff only: map 2, map1 − λ·map2
-    r["lambda"], r["lambda_init"]   # Diff only: [L]
+    r["lambda"], r["lambda_init"]   # Diff only: [L] (not DIFF V2)
+    r["noise"]                      # Motif GDA: [L, Gn, T, T] each group's noise map
+    r["sigma"]                      # DIFF V2: [L, T, H] σ(lambda_proj(x)), the factor on map 2
 
-Hd = H (llama, diff_transformer) or H/2 (diffllama). Masked (future) entries are 0.
+Hd = H (llama, diff_transformer, diff_transformer_v2), H/2 (diffllama, Motif V1) or
+H − Gn (Motif GDA: the signal heads). Masked (future) entries are 0. Motif follows vLLM's
+motif.py and the MLX port (docs/format.md "Motif"); DIFF V2 follows unilm's
+multihead_flashdiffv2.py.
 Also usable as a tool: reference.py MODEL_DIR TOKEN... prints logits' argmax and λ.
 """
 import json
@@ -104,15 +109,20 @@ class Model:
         if self.arch in families.TYPES:
             families.init(self, cfg)        # families.py: GPT-2...
             return
-        if self.arch not in ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral"):
+        if self.arch not in ("llama", "diff_transformer", "diffllama", "qwen2", "qwen3", "mistral",
+                             "Motif", "motif", "diff_transformer_v2"):
             raise ValueError("unknown model_type %r" % self.arch)
         self.type = "llama" if self.arch in ("qwen2", "qwen3", "mistral") else self.arch
+        if self.arch in ("Motif", "motif"):
+            self.type = "motif"
         self.qkv_bias = self.arch == "qwen2"        # Qwen2Attention: q/k/v Linear(bias=True)
         self.qk_norm = self.arch == "qwen3"         # Qwen3Attention: q_norm, k_norm over head_dim
         if cfg.get("attention_bias") or cfg.get("mlp_bias"):
             raise ValueError("attention_bias / mlp_bias are not supported")
-        if cfg.get("hidden_act", "silu") != "silu":
-            raise ValueError("hidden_act must be silu")
+        if cfg.get("hidden_act", "silu") != ("poly_norm" if self.type == "motif" else "silu"):
+            raise ValueError("hidden_act must be silu (Motif: poly_norm)")
+        if self.type == "motif":
+            _motif_config(self, cfg)
         self.V = cfg["vocab_size"]
         self.D = cfg["hidden_size"]
         self.F = cfg["intermediate_size"]
@@ -127,7 +137,8 @@ class Model:
         self.hd = hd
         self.eps = cfg.get("rms_norm_eps", 1e-6)
         interleaved = cfg.get("rope_interleaved")
-        self.interleaved = (self.type == "diff_transformer") if interleaved is None else interleaved
+        self.interleaved = (self.type in ("diff_transformer", "diff_transformer_v2")) \
+            if interleaved is None else interleaved
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         self.kv_pairing = cfg.get("diff_kv_pairing") or "flash"
         if self.kv_pairing not in ("flash", "naive"):
@@ -164,20 +175,37 @@ class Model:
                 first = cfg.get("max_window_layers", 28)
                 types = ["sliding_attention" if l >= first else "full_attention" for l in range(self.L)]
             self.windows = [int(cfg["sliding_window"]) if t == "sliding_attention" else 0 for t in types]
-        if self.H % self.Hkv:
+        if self.H % self.Hkv and self.type != "motif":   # GDA: 40 q heads over 16 kv heads
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         if self.type == "diffllama" and self.H % 2:
             raise ValueError("diffllama needs an even num_attention_heads")
 
     def diff_heads(self):
-        """Heads as the dump counts them: differential heads for Diff models."""
+        """Heads as the dump counts them: differential heads for Diff models (Motif:
+        H/2 pairs, or the H − Gn signal heads of GDA)."""
+        if self.type == "motif":
+            return self.H - self.Gn if self.Gn else self.H // 2
         return self.H // 2 if self.type == "diffllama" else self.H
 
     def lambda_init(self, l):
         li = self.raw.get("diff_lambda_init")
         if li is not None:
             return float(li)
+        if self.type == "motif":
+            # vLLM motif.py / MLX: lambda_init_fn(depth) = 0.8 − 0.6·exp(−0.3·(depth − 1))
+            return 0.8 - 0.6 * math.exp(-0.3 * (l - 1))
         return 0.8 - 0.6 * math.exp(-0.3 * l)
+
+
+def _motif_config(m, cfg):
+    """Motif's own keys (the ports' ModelArgs): num_noise_heads (GDA), k_ratio,
+    attn_rms_norm_eps (default 1e-5); head_dim defaults to D/H; rotate-half RoPE."""
+    m.Gn = cfg.get("num_noise_heads") or 0
+    m.sub_eps = cfg.get("attn_rms_norm_eps", 1e-5)
+    if cfg.get("use_bias"):
+        raise ValueError("use_bias is not supported")
+    if m.Gn and cfg.get("k_ratio", 1) != 1:
+        raise ValueError("k_ratio must be 1")
 
 
 def load_model(model_dir):
@@ -380,8 +408,128 @@ def attn_diffllama(m, l, h, quant=None):
                "lambda": lam, "lambda_init": li, "scores": scores}
 
 
+def _motif_qkv(m, l, h):
+    a = "model.layers.%d.self_attn." % l
+    T = h.shape[0]
+    fr = inv_freq(m, m.hd)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, m.H, m.hd), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, m.Hkv, m.hd), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, m.Hkv, m.hd)
+    lam, li = _lambda(m, a, l)
+    gain = m.t.get(a + "subln.weight")
+    return a, q, k, v, lam, li, np.ones(2 * m.hd) if gain is None else gain
+
+
+def attn_motif_v1(m, l, h, quant=None):
+    """Motif-2.6B (vLLM DIFFERENTIAL_FLASH_ATTN split_heads): q, k and v heads split in
+    stripes, map 1 from the even heads, map 2 from the odd; differential head i uses
+    q heads 2i, 2i+1 and kv pair i // n_rep (flash-attention GQA over H/2 and Hkv/2
+    heads); its value concatenates the pair's two v heads (attn11 | attn12)."""
+    a, q, k, v, lam, li, gain = _motif_qkv(m, l, h)
+    T, d = h.shape[0], m.hd
+    q1, q2 = q[:, 0::2], q[:, 1::2]
+    k1, k2 = k[:, 0::2], k[:, 1::2]
+    v1, v2 = v[:, 0::2], v[:, 1::2]
+    Hd, n_rep = m.H // 2, m.H // m.Hkv
+    maps = np.zeros((2, Hd, T, T))
+    scores = np.zeros((2, Hd, T, T))
+    out = np.zeros((T, Hd, 2 * d))
+    for i in range(Hd):
+        g = i // n_rep
+        maps[0, i], scores[0, i] = causal_softmax(q1[:, i], k1[:, g], d ** -0.5, quant)
+        maps[1, i], scores[1, i] = causal_softmax(q2[:, i], k2[:, g], d ** -0.5, quant)
+        A1, A2 = maps[0, i], maps[1, i]
+        attn1 = np.concatenate([A1 @ v1[:, g], A1 @ v2[:, g]], axis=1)
+        attn2 = np.concatenate([A2 @ v1[:, g], A2 @ v2[:, g]], axis=1)
+        out[:, i] = rmsnorm(attn1 - lam * attn2, gain, m.sub_eps) * (1 - li)
+    y = out.reshape(T, Hd * 2 * d) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1],
+               "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * Hd, T, T)}
+
+
+def attn_motif_gda(m, l, h, quant=None):
+    """Motif-2-12.7B grouped differential attention (MLX port _forward_grouped, k_ratio
+    1): q heads in Gn groups of gr signal heads then one noise head; k and v heads in
+    (signal, noise) pairs. Signal head s of group s // gr: softmax(q_s, k1) − λ·
+    softmax(q_noise(group), k2), values (v1 | v2) of its kv pair; the noise map is
+    computed once per group. Returns map2 per signal head and "noise" [Gn, T, T]."""
+    a, q, k, v, lam, li, gain = _motif_qkv(m, l, h)
+    T, d, Gn = h.shape[0], m.hd, m.Gn
+    gr = (m.H - Gn) // Gn
+    qg = q.reshape(T, Gn, gr + 1, d)
+    q1 = qg[:, :, :gr].reshape(T, Gn * gr, d)
+    q2 = qg[:, :, gr]
+    kp, vp = k.reshape(T, m.Hkv // 2, 2, d), v.reshape(T, m.Hkv // 2, 2, d)
+    k1, k2, v1, v2 = kp[:, :, 0], kp[:, :, 1], vp[:, :, 0], vp[:, :, 1]
+    ns, kg = Gn * gr, m.Hkv // 2
+    noise = np.zeros((Gn, T, T))
+    nscores = np.zeros((Gn, T, T))
+    nout = np.zeros((T, Gn, 2 * d))
+    for g in range(Gn):
+        kv = g // (Gn // kg)                      # repeat_interleave of k2 over noise heads
+        noise[g], nscores[g] = causal_softmax(q2[:, g], k2[:, kv], d ** -0.5, quant)
+        nout[:, g] = np.concatenate([noise[g] @ v1[:, kv], noise[g] @ v2[:, kv]], axis=1)
+    maps = np.zeros((2, ns, T, T))
+    scores = np.zeros((ns, T, T))
+    out = np.zeros((T, ns, 2 * d))
+    for s_ in range(ns):
+        kv = s_ // (ns // kg)
+        maps[0, s_], scores[s_] = causal_softmax(q1[:, s_], k1[:, kv], d ** -0.5, quant)
+        maps[1, s_] = noise[s_ // gr]
+        sig = np.concatenate([maps[0, s_] @ v1[:, kv], maps[0, s_] @ v2[:, kv]], axis=1)
+        out[:, s_] = rmsnorm(sig - lam * nout[:, s_ // gr], gain, m.sub_eps) * (1 - li)
+    y = out.reshape(T, ns * 2 * d) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1], "noise": noise,
+               "lambda": lam, "lambda_init": li, "scores": np.concatenate([scores, nscores])}
+
+
+def attn_motif(m, l, h, quant=None):
+    return (attn_motif_gda if m.Gn else attn_motif_v1)(m, l, h, quant)
+
+
+def attn_diff_v2(m, l, h, quant=None):
+    """DIFF Transformer V2 (unilm Diff-Transformer-V2/multihead_flashdiffv2.py): 2H q heads
+    under flash attention's GQA (q head j reads kv head j // (2H/Hkv)), interleaved
+    RoPE; per token t and output head i, attn_i = A_2i·v − sigmoid(lambda_proj(x))_ti ·
+    A_2i+1·v; no λ_init, no sub-layer norm. "lambda" here is σ(λ) [T, H]."""
+    a = "model.layers.%d.self_attn." % l
+    T, H, Hkv, d = h.shape[0], m.H, m.Hkv, m.hd
+    fr = inv_freq(m, d)
+    q = rope((h @ m.t[a + "q_proj.weight"].T).reshape(T, 2 * H, d), fr, m.interleaved)
+    k = rope((h @ m.t[a + "k_proj.weight"].T).reshape(T, Hkv, d), fr, m.interleaved)
+    v = (h @ m.t[a + "v_proj.weight"].T).reshape(T, Hkv, d)
+    sig = 1.0 / (1.0 + np.exp(-(h @ m.t[a + "lambda_proj.weight"].T)))      # [T, H]
+    A = np.zeros((2 * H, T, T))
+    scores = np.zeros((2 * H, T, T))
+    o = np.zeros((T, 2 * H, d))
+    for j in range(2 * H):
+        kv = j // (2 * H // Hkv)
+        A[j], scores[j] = causal_softmax(q[:, j], k[:, kv], d ** -0.5, quant)
+        o[:, j] = A[j] @ v[:, kv]
+    out = o[:, 0::2] - sig[:, :, None] * o[:, 1::2]
+    y = out.reshape(T, H * d) @ m.t[a + "o_proj.weight"].T
+    diff = A[0::2] - sig.T[:, :, None] * A[1::2]
+    return y, {"map1": A[0::2], "map2": A[1::2], "diff": diff, "sigma": sig,
+               "scores": scores}
+
+
+def polynorm(x, w, b, eps=1e-6):
+    """PolyNorm (arXiv 2411.03884; vLLM PolyNorm, eps 1e-6): w0·n(x³) + w1·n(x²) +
+    w2·n(x) + b, n(z) = z / sqrt(mean(z²) + eps) over the last axis."""
+    def n(z):
+        return z / np.sqrt(np.mean(z * z, axis=-1, keepdims=True) + eps)
+    return w[0] * n(x ** 3) + w[1] * n(x ** 2) + w[2] * n(x) + b[0]
+
+
+def mlp_act(m, p, g):
+    """The gate activation of layer prefix p: silu, or Motif's PolyNorm."""
+    if m.type == "motif":
+        return polynorm(g, m.t[p + "mlp.act_fn.weight"], m.t[p + "mlp.act_fn.bias"])
+    return silu(g)
+
+
 _ATTN = {"llama": attn_llama, "diff_transformer": attn_diff_transformer,
-         "diffllama": attn_diffllama}
+         "diffllama": attn_diffllama, "motif": attn_motif, "diff_transformer_v2": attn_diff_v2}
 
 
 # ---------------------------------------------------------------------------
@@ -418,7 +566,7 @@ def forward(m, tokens, quant=None):
         hh = rmsnorm(x, t[p + "post_attention_layernorm.weight"], m.eps)
         g = hh @ t[p + "mlp.gate_proj.weight"].T
         u = hh @ t[p + "mlp.up_proj.weight"].T
-        x = x + (silu(g) * u) @ t[p + "mlp.down_proj.weight"].T
+        x = x + (mlp_act(m, p, g) * u) @ t[p + "mlp.down_proj.weight"].T
         hidden.append(x.copy())
         for key, val in maps.items():
             per.setdefault(key, []).append(val)

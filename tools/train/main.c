@@ -1,4 +1,4 @@
-/* train — train a llama, diff_transformer or diffllama model (or a matched pair) on
+/* train — train a llama, diff_transformer, diffllama or diff_transformer_v2 model (or a matched pair) on
  * the needle task; see docs/train.md. */
 #include <getopt.h>
 #include <math.h>
@@ -44,12 +44,14 @@ static void usage(FILE *out)
             "(num_key_value_heads = heads; GQA is not trained). See docs/train.md.\n"
             "\n"
             "model\n"
-            "  --type T            llama | diff_transformer | diffllama (default: llama)\n"
+            "  --type T            llama | diff_transformer | diffllama | diff_transformer_v2\n"
+            "                      (default: llama)\n"
             "  --layers N          layers (default: %lld)\n"
             "  --hidden D          hidden size (default: %lld)\n"
             "  --heads H           num_attention_heads: llama heads of D/H; diff_transformer\n"
             "                      differential heads of 2 sub-heads of D/H/2; diffllama maps of D/H\n"
-            "                      (even); with --pair the llama heads (the Diff model gets H/2)\n"
+            "                      (even); diff_transformer_v2 output heads of D/H from 2H q heads;\n"
+            "                      with --pair the llama heads (the Diff model gets H/2)\n"
             "                      (default: %lld)\n"
             "  --ffn F             intermediate size (default: %lld)\n"
             "  --vocab V           vocabulary size, >= 128 (default: %lld)\n"
@@ -267,7 +269,9 @@ int main(int argc, char **argv)
             if (!strcmp(optarg, "llama")) p.type = DFL_MODEL_LLAMA;
             else if (!strcmp(optarg, "diff_transformer")) p.type = DFL_MODEL_DIFF_TRANSFORMER;
             else if (!strcmp(optarg, "diffllama")) p.type = DFL_MODEL_DIFFLLAMA;
-            else s = dfl__fail(&err, DFL_ERR_USAGE, "--type: '%s' is not llama, diff_transformer or diffllama", optarg);
+            else if (!strcmp(optarg, "diff_transformer_v2")) p.type = DFL_MODEL_DIFF_V2;
+            else s = dfl__fail(&err, DFL_ERR_USAGE, "--type: '%s' is not llama, diff_transformer, diffllama or "
+                               "diff_transformer_v2", optarg);
             break;
         case O_PAIR: pair = optarg; break;
         case O_OUT: p.out = optarg; break;
