@@ -19,8 +19,8 @@
 #include "dump/dump_read.h"
 #include "model/model.h"
 
-#define TILE_ROWS 32
-#define TILE_KEYS 512
+#define TILE_ROWS  32
+#define TILE_KEYS  512
 #define BLOCK_ROWS 128
 
 static double now(void)

@@ -15,9 +15,10 @@
 #include <time.h>
 
 static const char *const names[10] = {
-    "outliers/logits/top", "outliers/logits/top_index", "outliers/logits/hist", "outliers/logits/moments",
-    "outliers/hidden/top", "outliers/hidden/top_index", "outliers/hidden/hist", "outliers/hidden/moments",
-    "outliers/hidden/channel_absmax", "outliers/hidden/channel_count"};
+    "outliers/logits/top",          "outliers/logits/top_index", "outliers/logits/hist",
+    "outliers/logits/moments",      "outliers/hidden/top",       "outliers/hidden/top_index",
+    "outliers/hidden/hist",         "outliers/hidden/moments",   "outliers/hidden/channel_absmax",
+    "outliers/hidden/channel_count"};
 
 typedef struct run_state {
     unsigned char *buf; /* [cap] every dataset lands here */
@@ -57,11 +58,14 @@ static herr_t one_sample(hid_t samples, const char *name, const H5L_info_t *info
     }
     hid_t ds = H5Dopen2(g, "tokens", H5P_DEFAULT), sp = ds >= 0 ? H5Dget_space(ds) : -1;
     hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-    if (n < 0) st->failed = 1;
-    else st->tokens += (long)n;
+    if (n < 0)
+        st->failed = 1;
+    else
+        st->tokens += (long)n;
     if (sp >= 0) H5Sclose(sp);
     if (ds >= 0) H5Dclose(ds);
-    for (int i = 0; i < 10; i++) read_one(g, names[i], st);
+    for (int i = 0; i < 10; i++)
+        read_one(g, names[i], st);
     H5Gclose(g);
     st->samples++;
     return 0;

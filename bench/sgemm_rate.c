@@ -71,7 +71,7 @@ static double time_shape(int M, int K, int N, int repeats)
     float *c = filled((size_t)M * (size_t)N, 3);
     double best = -1.0;
     if (a && b && c) {
-        for (int r = 0; r <= repeats; r++) {   /* r = 0: warm-up (thread pool, pages) */
+        for (int r = 0; r <= repeats; r++) { /* r = 0: warm-up (thread pool, pages) */
             double t0 = now_seconds();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
             double dt = now_seconds() - t0;
@@ -101,8 +101,15 @@ int main(int argc, char **argv)
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
 
-    struct { const char *name; int K, N; double count; } shapes[] = {
-        {"q/k/v/o", D, D, 4.0 * L}, {"gate/up", D, F, 2.0 * L}, {"down", F, D, 1.0 * L}, {"lm_head", D, V, 1.0},
+    struct {
+        const char *name;
+        int K, N;
+        double count;
+    } shapes[] = {
+        {"q/k/v/o", D, D, 4.0 * L},
+        {"gate/up", D, F, 2.0 * L},
+        {"down", F, D, 1.0 * L},
+        {"lm_head", D, V, 1.0},
     };
     double flops = 0.0, seconds = 0.0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

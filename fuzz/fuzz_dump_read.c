@@ -12,11 +12,30 @@
 #include "dump/dump_read.h"
 
 /* what the tools read from a sample (docs/format.md) */
-static const char *const k_paths[] = {
-    "tokens", "segments", "nll", "argmax", "target_correct", "target_nll", "attn/map1", "attn/map2", "attn/diff",
-    "attn/layers", "attn/heads", "attn/rows", "noise/shares", "noise/shares_abs", "noise/raw", "noise/rows",
-    "outliers/logits/top_values", "outliers/logits/hist", "outliers/logits/moments", "outliers/hidden/top_values",
-    "outliers/hidden/hist", "outliers/hidden/channel_absmax", "outliers/hidden/channel_count", "logits"};
+static const char *const k_paths[] = {"tokens",
+                                      "segments",
+                                      "nll",
+                                      "argmax",
+                                      "target_correct",
+                                      "target_nll",
+                                      "attn/map1",
+                                      "attn/map2",
+                                      "attn/diff",
+                                      "attn/layers",
+                                      "attn/heads",
+                                      "attn/rows",
+                                      "noise/shares",
+                                      "noise/shares_abs",
+                                      "noise/raw",
+                                      "noise/rows",
+                                      "outliers/logits/top_values",
+                                      "outliers/logits/hist",
+                                      "outliers/logits/moments",
+                                      "outliers/hidden/top_values",
+                                      "outliers/hidden/hist",
+                                      "outliers/hidden/channel_absmax",
+                                      "outliers/hidden/channel_count",
+                                      "logits"};
 
 static void read_sample(const dfl_dump_reader *r, const dfl_dump_sample *s)
 {
@@ -27,8 +46,9 @@ static void read_sample(const dfl_dump_reader *r, const dfl_dump_sample *s)
         dfl_dump_dset_info info;
         if (dfl_dump_dataset_info(r, path, &info, &err)) continue;
         int64_t n = 1;
-        for (int d = 0; d < info.ndim; d++) n = info.dims[d] > 0 && n < (1 << 22) ? n * info.dims[d] : 0;
-        if (n <= 0 || n > (1 << 20)) continue;   /* the fuzzer's memory, not a reader bug */
+        for (int d = 0; d < info.ndim; d++)
+            n = info.dims[d] > 0 && n < (1 << 22) ? n * info.dims[d] : 0;
+        if (n <= 0 || n > (1 << 20)) continue; /* the fuzzer's memory, not a reader bug */
         void *buf = NULL;
         if (!dfl_dump_read_alloc(r, path, DFL_H5_F64, &buf, NULL, &err)) free(buf);
         char **str = NULL;
@@ -67,12 +87,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t v;
         char *s = NULL;
         const char *ints[] = {"num_layers", "num_heads", "head_dim", "topk", "format_version"};
-        for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) dfl_dump_get_attr_i64(r, "/", ints[i], &v, &err);
+        for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+            dfl_dump_get_attr_i64(r, "/", ints[i], &v, &err);
         if (!dfl_dump_get_attr_str(r, "/", "model_type", &s, &err)) free(s);
         const dfl_dump_sample *found = NULL;
         dfl_dump_sample_find(r, "0", &found, &err);
         size_t n = dfl_dump_sample_count(r);
-        for (size_t i = 0; i < n && i < 4; i++) read_sample(r, dfl_dump_sample_at(r, i));
+        for (size_t i = 0; i < n && i < 4; i++)
+            read_sample(r, dfl_dump_sample_at(r, i));
         dfl_dump_close(r);
     }
     unlink(path);

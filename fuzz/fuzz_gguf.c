@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dfl_gguf *g = NULL;
     dfl_error err;
     if (dfl_gguf_open_memory(data, size, "fuzz", &g, &err) != DFL_OK) {
-        if (err.status == DFL_OK || err.msg[0] == '\0') abort();   /* a refusal must say why */
+        if (err.status == DFL_OK || err.msg[0] == '\0') abort(); /* a refusal must say why */
         return 0;
     }
     for (size_t i = 0; i < dfl_gguf_kv_count(g); i++) {

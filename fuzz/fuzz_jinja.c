@@ -11,7 +11,10 @@
 #include "base/strbuf.h"
 #include "text/jinja.h"
 
-#define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
+    } while (0)
 
 static const char VARS[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \" Hi \"},"
@@ -31,8 +34,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     dfl_strbuf out = {0};
     memset(&err, 0, sizeof err);
     s = dfl_jinja_render(t, VARS, &out, &err);
-    if (s) CHECK(err.status == s && err.msg[0] != '\0');
-    else CHECK(out.len == 0 || (out.p && out.p[out.len] == '\0'));
+    if (s)
+        CHECK(err.status == s && err.msg[0] != '\0');
+    else
+        CHECK(out.len == 0 || (out.p && out.p[out.len] == '\0'));
     dfl_strbuf_free(&out);
     dfl_jinja_free(t);
     return 0;

@@ -16,7 +16,10 @@
 
 #include "text/noise_prompts.h"
 
-#define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
+    } while (0)
 
 static int same(const int32_t *a, const int32_t *b, size_t n)
 {
@@ -29,9 +32,11 @@ static void check_template(const dfl_noise_template *t)
     CHECK(t->query && t->n_query >= 1 && t->target && t->n_target >= 1);
     CHECK(t->answer.start >= 0 && t->answer.start < t->answer.end && (size_t)t->answer.end <= t->n_needle);
     CHECK(t->n_distractors <= DFL_NOISE_MAX_DISTRACTORS);
-    for (size_t i = 0; i < t->n_distractors; i++) CHECK(t->distractor[i] && t->n_distractor[i] >= 1);
+    for (size_t i = 0; i < t->n_distractors; i++)
+        CHECK(t->distractor[i] && t->n_distractor[i] >= 1);
     if (t->vocab_size > 0) {
-        for (size_t i = 0; i < t->n_needle; i++) CHECK(t->needle[i] < t->vocab_size);
+        for (size_t i = 0; i < t->n_needle; i++)
+            CHECK(t->needle[i] < t->vocab_size);
         if (t->has_bos) CHECK(t->bos < t->vocab_size);
     }
     CHECK(dfl_noise_template_min_length(t) >= (int64_t)(t->n_needle + t->n_query + t->n_target));
@@ -43,13 +48,13 @@ static void check_prompt(const dfl_noise_template *t, const dfl_prompt *p, int64
     CHECK(p->n_tokens == (size_t)T && p->tokens && p->has_depth && p->depth == depth);
     CHECK(p->bos == t->has_bos);
     if (t->has_bos) CHECK(p->tokens[0] == t->bos);
-    for (size_t i = 0; i < p->n_tokens; i++) CHECK(p->tokens[i] >= 0);
+    for (size_t i = 0; i < p->n_tokens; i++)
+        CHECK(p->tokens[i] >= 0);
     CHECK(p->n_spans[DFL_SPAN_ANSWER] == 1 && p->n_spans[DFL_SPAN_QUERY] == 1 && p->n_spans[DFL_SPAN_TARGET] == 1);
     CHECK(p->n_spans[DFL_SPAN_DISTRACTOR] == t->n_distractors);
     for (int k = 0; k < DFL_SPAN_KINDS; k++)
         for (size_t j = 0; j < p->n_spans[k]; j++)
-            CHECK(p->spans[k][j].start >= 0 && p->spans[k][j].start < p->spans[k][j].end &&
-                  p->spans[k][j].end <= T);
+            CHECK(p->spans[k][j].start >= 0 && p->spans[k][j].start < p->spans[k][j].end && p->spans[k][j].end <= T);
     dfl_span a = p->spans[DFL_SPAN_ANSWER][0], q = p->spans[DFL_SPAN_QUERY][0], g = p->spans[DFL_SPAN_TARGET][0];
     CHECK((size_t)(a.end - a.start) == (size_t)(t->answer.end - t->answer.start));
     CHECK(same(p->tokens + a.start, t->needle + t->answer.start, (size_t)(a.end - a.start)));

@@ -12,7 +12,10 @@
 
 #include "text/prompts.h"
 
-#define CHECK(c) do { if (!(c)) __builtin_trap(); } while (0)
+#define CHECK(c)                                                                                                       \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
+    } while (0)
 
 static void exercise(const uint8_t *data, size_t size, size_t line)
 {
@@ -52,7 +55,8 @@ static void exercise(const uint8_t *data, size_t size, size_t line)
     uint8_t *seg = malloc(p.n_tokens);
     if (seg) {
         dfl_prompt_segments(&p, seg);
-        for (size_t i = 0; i < p.n_tokens; i++) CHECK(seg[i] <= DFL_SEG_TARGET);
+        for (size_t i = 0; i < p.n_tokens; i++)
+            CHECK(seg[i] <= DFL_SEG_TARGET);
         free(seg);
     }
     CHECK(dfl_prompt_check_vocab(&p, (int64_t)max_tok + 1, "fuzz", &err) == DFL_OK);

@@ -28,6 +28,9 @@ HEADER = """/* render_tables.c — the published tables behind the render module
  * lib/render/render_tables.c; --check compares), not by hand.
  */
 #include "render/render_internal.h"
+
+/* generated rows, one colour per line: not reformatted */
+/* clang-format off */
 """
 
 
@@ -55,7 +58,7 @@ def render():
     return (HEADER % matplotlib.__version__ + "\n" +
             float_table("dfl__cmap_viridis", _cm_listed._viridis_data) + "\n" +
             float_table("dfl__cmap_magma", _cm_listed._magma_data) + "\n" +
-            rdbu_table())
+            rdbu_table() + "/* clang-format on */\n")
 
 
 def main():

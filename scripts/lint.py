@@ -11,6 +11,9 @@
      header declares (cheap check: some dfl_/DFL_ name of the included header, or of a
      header it includes in turn, appears in the including file). An include that is
      kept on purpose says so in a comment on its line containing "re-export".
+  4. Every C file (lib/, tools/, tests/, fuzz/, bench/) is formatted as the checked-in
+     .clang-format says (`make format` fixes it): clang-format --dry-run reports nothing.
+  5. lib/render/render_tables.c is what scripts/colormaps.py generates (--check).
 
 Usage: scripts/lint.py [ROOT]   (default: the repository holding this script)
 Exit status 1 and one line per problem when any rule is broken; 0 otherwise.
@@ -144,12 +147,44 @@ def check_unused(root, problems):
                                 % (rel, no, inc))
 
 
+def c_sources(root):
+    out = []
+    for top in ("lib", "tools", "tests", "fuzz", "bench"):
+        for d, _, files in os.walk(os.path.join(root, top)):
+            out += [os.path.join(d, f) for f in files if f.endswith((".c", ".h"))]
+    return sorted(out)
+
+
+def check_format(root, problems):
+    try:
+        r = subprocess.run(["clang-format", "--dry-run", "--style=file"] + c_sources(root), cwd=root,
+                           capture_output=True, text=True)
+    except FileNotFoundError:
+        problems.append("clang-format is not installed (scripts/deps.sh installs it)")
+        return
+    bad = sorted({ln.split(":", 1)[0] for ln in r.stderr.splitlines() if ": warning:" in ln})
+    for f in bad:
+        problems.append("%s: not formatted as .clang-format says (run make format)" % os.path.relpath(f, root))
+    if r.returncode and not bad:
+        problems.append("clang-format failed: " + r.stderr.strip().splitlines()[-1])
+
+
+def check_generated(root, problems):
+    r = subprocess.run([sys.executable, os.path.join(root, "scripts", "colormaps.py"), "--check"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        problems.append("lib/render/render_tables.c: " + (r.stdout + r.stderr).strip().splitlines()[-1] +
+                        " (regenerate: scripts/colormaps.py > lib/render/render_tables.c)")
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
     problems = []
     check_layers(root, problems)
     check_references(root, problems)
     check_unused(root, problems)
+    check_format(root, problems)
+    check_generated(root, problems)
     for p in problems:
         print("lint: " + p)
     if problems:

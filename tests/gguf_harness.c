@@ -26,33 +26,45 @@ static void print_value(const dfl_gguf *g, const dfl_gguf_kv *kv)
         putchar('"');
         for (size_t k = 0; k < sl; k++) {
             unsigned char c = (unsigned char)sv[k];
-            if (c == '"' || c == '\\') printf("\\%c", c);
-            else if (c < 0x20) printf("\\u%04x", c);
-            else putchar(c);
+            if (c == '"' || c == '\\')
+                printf("\\%c", c);
+            else if (c < 0x20)
+                printf("\\u%04x", c);
+            else
+                putchar(c);
         }
         putchar('"');
     } else if (kv->type == DFL_GGUF_ARRAY) {
         printf("{\"n\": %llu, \"elem\": \"%s\", \"first\": ", (unsigned long long)kv->n,
                dfl__gguf_vtype_name(kv->elem_type));
-        if (kv->n && dfl_gguf_arr_int(kv, 0, &i)) printf("%lld", (long long)i);
-        else if (kv->n && dfl_gguf_arr_num(kv, 0, &d)) printf("%.17g", d);
-        else printf("null");
+        if (kv->n && dfl_gguf_arr_int(kv, 0, &i))
+            printf("%lld", (long long)i);
+        else if (kv->n && dfl_gguf_arr_num(kv, 0, &d))
+            printf("%.17g", d);
+        else
+            printf("null");
         printf(", \"last\": ");
-        if (kv->n && dfl_gguf_arr_int(kv, kv->n - 1, &i)) printf("%lld", (long long)i);
-        else if (kv->n && dfl_gguf_arr_num(kv, kv->n - 1, &d)) printf("%.17g", d);
-        else printf("null");
+        if (kv->n && dfl_gguf_arr_int(kv, kv->n - 1, &i))
+            printf("%lld", (long long)i);
+        else if (kv->n && dfl_gguf_arr_num(kv, kv->n - 1, &d))
+            printf("%.17g", d);
+        else
+            printf("null");
         printf(", \"nbytes\": %zu}", kv->nbytes);
-    } else if (kv->type == DFL_GGUF_U64 && dfl_gguf_get_int(g, kv->key, &i) != 1) {   /* beyond int64 */
+    } else if (kv->type == DFL_GGUF_U64 && dfl_gguf_get_int(g, kv->key, &i) != 1) { /* beyond int64 */
         uint64_t u;
         memcpy(&u, kv->data, 8);
         printf("%llu", (unsigned long long)u);
-    } else {                                 /* the library's typed getters */
+    } else { /* the library's typed getters */
         int b;
-        if (dfl_gguf_get_bool(g, kv->key, &b) == 1) printf(b ? "true" : "false");
+        if (dfl_gguf_get_bool(g, kv->key, &b) == 1)
+            printf(b ? "true" : "false");
         else if ((kv->type == DFL_GGUF_F32 || kv->type == DFL_GGUF_F64) && dfl_gguf_get_num(g, kv->key, &d) == 1)
             printf("%.17g", d);
-        else if (dfl_gguf_get_int(g, kv->key, &i) == 1) printf("%lld", (long long)i);
-        else printf("\"getter failed\"");
+        else if (dfl_gguf_get_int(g, kv->key, &i) == 1)
+            printf("%lld", (long long)i);
+        else
+            printf("\"getter failed\"");
     }
 }
 
@@ -76,7 +88,8 @@ static int dump(const char *path, const char *out)
     for (size_t i = 0; i < dfl_gguf_tensor_count(g); i++) {
         const dfl_gguf_tensor *t = dfl_gguf_tensor_at(g, i);
         printf("{\"tensor\": \"%s\", \"type\": \"%s\", \"ne\": [", t->name, dfl_ggml_type_name(t->type));
-        for (int d = 0; d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
+        for (int d = 0; d < t->ndim; d++)
+            printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("], \"nbytes\": %zu, \"file\": \"%s\"}\n", t->nbytes, dfl_gguf_file_of(g, t));
         if (!dfl_ggml_type_supported(t->type)) continue;
         int64_t cols = t->ne[0], rows = t->ne[1] * t->ne[2] * t->ne[3];
@@ -122,8 +135,10 @@ static int check(int argc, char **argv, int memory)
         } else {
             s = dfl_gguf_open(argv[i], &g, &err);
         }
-        if (s) printf("error %s %s\n", dfl_status_str(s), err.msg);
-        else printf("ok %zu\n", dfl_gguf_tensor_count(g));
+        if (s)
+            printf("error %s %s\n", dfl_status_str(s), err.msg);
+        else
+            printf("ok %zu\n", dfl_gguf_tensor_count(g));
         dfl_gguf_close(g);
         free(buf);
     }

@@ -101,7 +101,8 @@ static void test_index_list(void **state)
     assert_int_equal(dfl_cli_index_list("--layers", "7,0-2,1", &v, &n, &err), DFL_OK);
     int64_t want[] = {0, 1, 2, 7}; /* sorted, distinct */
     assert_int_equal(n, 4);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i], want[i]);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], want[i]);
     free(v);
     static const char *const bad[] = {"-1", "3-1", "1-", "a", "1-2-3", "0 ,1", "0-2000000"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
@@ -183,14 +184,16 @@ static void test_strbuf(void **state)
     char big[1000];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    for (int i = 0; i < 100; i++) dfl_strbuf_printf(&b, "%d,", i); /* many growths */
-    dfl_strbuf_printf(&b, "[%s]", big);                            /* longer than the stack piece */
+    for (int i = 0; i < 100; i++)
+        dfl_strbuf_printf(&b, "%d,", i); /* many growths */
+    dfl_strbuf_printf(&b, "[%s]", big);  /* longer than the stack piece */
     dfl_strbuf_add(&b, "abcdef", 3);
     assert_false(b.oom);
     /* the same text built independently */
     char want[2000];
     size_t k = 0;
-    for (int i = 0; i < 100; i++) k += (size_t)sprintf(want + k, "%d,", i);
+    for (int i = 0; i < 100; i++)
+        k += (size_t)sprintf(want + k, "%d,", i);
     k += (size_t)sprintf(want + k, "[%s]abc", big);
     assert_int_equal(b.len, k);
     assert_string_equal(b.p, want);
@@ -209,7 +212,10 @@ static void test_strbuf(void **state)
  * the length of the sequence s[0..n) starts with, 0 when it is ill-formed there. */
 static size_t rfc3629_len(const unsigned char *s, size_t n)
 {
-    static const struct { unsigned char lo[4], hi[4]; size_t len; } rows[] = {
+    static const struct {
+        unsigned char lo[4], hi[4];
+        size_t len;
+    } rows[] = {
         {{0x00}, {0x7F}, 1},
         {{0xC2, 0x80}, {0xDF, 0xBF}, 2},
         {{0xE0, 0xA0, 0x80}, {0xE0, 0xBF, 0xBF}, 3},
@@ -222,7 +228,8 @@ static size_t rfc3629_len(const unsigned char *s, size_t n)
     };
     for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
         size_t k = 0;
-        while (k < rows[r].len && k < n && s[k] >= rows[r].lo[k] && s[k] <= rows[r].hi[k]) k++;
+        while (k < rows[r].len && k < n && s[k] >= rows[r].lo[k] && s[k] <= rows[r].hi[k])
+            k++;
         if (k == rows[r].len) return k;
     }
     return 0;
@@ -231,7 +238,8 @@ static size_t rfc3629_len(const unsigned char *s, size_t n)
 static size_t ref_check(const unsigned char *s, size_t n)
 {
     size_t i = 0, k;
-    while (i < n && (k = rfc3629_len(s + i, n - i))) i += k;
+    while (i < n && (k = rfc3629_len(s + i, n - i)))
+        i += k;
     return i;
 }
 
@@ -249,8 +257,10 @@ static void test_utf8(void **state)
         memset(buf, 'a', pre);
         buf[n++] = (unsigned char)(v >> 16);
         if (v >> 16 >= 0x80) buf[n++] = (unsigned char)(v >> 8);
-        if (v >> 16 >= 0xE0) buf[n++] = (unsigned char)v;
-        else if ((v & 0xFF) != 0) continue; /* shorter sequences: once each */
+        if (v >> 16 >= 0xE0)
+            buf[n++] = (unsigned char)v;
+        else if ((v & 0xFF) != 0)
+            continue; /* shorter sequences: once each */
         if (v >> 16 < 0x80 && ((v >> 8) & 0xFF) != 0) continue;
         size_t got = dfl__utf8_check((const char *)buf, n), want = ref_check(buf, n);
         if (got != want) fail_msg("bytes %06x after %zu ASCII: %zu, the table says %zu", (unsigned)v, pre, got, want);
@@ -267,8 +277,8 @@ static void test_utf8(void **state)
     }
     assert_true(checked > 1000000);
     /* offsets as Python's bytes.decode("utf-8") reports them (UnicodeDecodeError.start) */
-    assert_int_equal(dfl__utf8_check("ab\xed\xa0\x80", 5), 2);                /* surrogate U+D800 */
-    assert_int_equal(dfl__utf8_check("\xc3\xa9 \xf0\x9f\x98\x80", 7), 7);     /* é 😀 */
+    assert_int_equal(dfl__utf8_check("ab\xed\xa0\x80", 5), 2);               /* surrogate U+D800 */
+    assert_int_equal(dfl__utf8_check("\xc3\xa9 \xf0\x9f\x98\x80", 7), 7);    /* é 😀 */
     assert_int_equal(dfl__utf8_check("abcdefghij\xf4\x90\x80\x80", 14), 10); /* above U+10FFFF */
 }
 
@@ -332,22 +342,22 @@ static void test_read_file(void **state)
 static void test_nearest_name(void **state)
 {
     (void)state;
-    static const char *const keys[] = {"tokens", "id", "text", "answer", "query", "distractor", "target", "bos",
-                                       "depth", NULL};
-    assert_string_equal(dfl__nearest_name("anwser", keys), "answer");     /* one swap */
-    assert_string_equal(dfl__nearest_name("answers", keys), "answer");    /* one insertion */
-    assert_string_equal(dfl__nearest_name("ansr", keys), "answer");       /* two deletions */
+    static const char *const keys[] = {"tokens",     "id",     "text", "answer", "query",
+                                       "distractor", "target", "bos",  "depth",  NULL};
+    assert_string_equal(dfl__nearest_name("anwser", keys), "answer");  /* one swap */
+    assert_string_equal(dfl__nearest_name("answers", keys), "answer"); /* one insertion */
+    assert_string_equal(dfl__nearest_name("ansr", keys), "answer");    /* two deletions */
     assert_string_equal(dfl__nearest_name("tokns", keys), "tokens");
     assert_string_equal(dfl__nearest_name("distracter", keys), "distractor");
     assert_string_equal(dfl__nearest_name("tex", keys), "text");
-    assert_string_equal(dfl__nearest_name("ix", keys), "id");             /* 1 < length 2 */
-    assert_null(dfl__nearest_name("x", keys));                            /* 2 edits of a 1-letter word: no hint */
-    assert_string_equal(dfl__nearest_name("awsner", keys), "answer");    /* two substitutions */
-    assert_null(dfl__nearest_name("axyzer", keys));                       /* three */
+    assert_string_equal(dfl__nearest_name("ix", keys), "id");         /* 1 < length 2 */
+    assert_null(dfl__nearest_name("x", keys));                        /* 2 edits of a 1-letter word: no hint */
+    assert_string_equal(dfl__nearest_name("awsner", keys), "answer"); /* two substitutions */
+    assert_null(dfl__nearest_name("axyzer", keys));                   /* three */
     assert_null(dfl__nearest_name("extra", keys));
     assert_null(dfl__nearest_name("", keys));
     assert_null(dfl__nearest_name("ca", (const char *const[]){"abc", NULL})); /* 3 under this distance */
-    assert_string_equal(dfl__nearest_name("bas", keys), "bos");           /* ties: the earlier name */
+    assert_string_equal(dfl__nearest_name("bas", keys), "bos");               /* ties: the earlier name */
     char longw[100];
     memset(longw, 'a', 99);
     longw[99] = '\0';
@@ -385,7 +395,8 @@ static void test_grow_array(void **state)
         v[n++] = i * i;
     }
     assert_int_equal(cap, 1024);
-    for (int64_t i = 0; i < 1000; i++) assert_int_equal(v[i], i * i);
+    for (int64_t i = 0; i < 1000; i++)
+        assert_int_equal(v[i], i * i);
     size_t big = SIZE_MAX / 4 + 1;
     assert_null(dfl__grow_array(v, &big, sizeof *v, 16)); /* 2 * big elements of 8 bytes overflow */
     assert_int_equal(big, SIZE_MAX / 4 + 1);
@@ -399,12 +410,10 @@ static void test_grow_array(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split),        cmocka_unit_test(test_int_list), cmocka_unit_test(test_double_list),
-        cmocka_unit_test(test_index_list),   cmocka_unit_test(test_read_file),    cmocka_unit_test(test_atomic),       cmocka_unit_test(test_strbuf),
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_nearest_name),
-        cmocka_unit_test(test_name_index),
-        cmocka_unit_test(test_grow_array),
+        cmocka_unit_test(test_split),      cmocka_unit_test(test_int_list),   cmocka_unit_test(test_double_list),
+        cmocka_unit_test(test_index_list), cmocka_unit_test(test_read_file),  cmocka_unit_test(test_atomic),
+        cmocka_unit_test(test_strbuf),     cmocka_unit_test(test_utf8),       cmocka_unit_test(test_nearest_name),
+        cmocka_unit_test(test_name_index), cmocka_unit_test(test_grow_array),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

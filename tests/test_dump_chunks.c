@@ -365,7 +365,8 @@ static void test_many_chunks(void **state)
     (void)state;
     const char *path = path_of("many.h5");
     static float v[100 * 100], got[100 * 100], ref[100 * 100];
-    for (int i = 0; i < 100 * 100; i++) v[i] = (float)uniform() - 0.5f;
+    for (int i = 0; i < 100 * 100; i++)
+        v[i] = (float)uniform() - 0.5f;
     write_2d(path, 100, 100, 1, 2, 1, v);
     dfl_error err;
     int64_t start[2] = {0, 0}, count[2] = {100, 100};
@@ -386,7 +387,8 @@ static void test_batches_by_bytes(void **state)
     float *v = malloc(sizeof(float) * ROWS * COLS), *got = malloc(sizeof(float) * ROWS * COLS);
     assert_non_null(v);
     assert_non_null(got);
-    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) v[i] = (float)uniform() - 0.5f;
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++)
+        v[i] = (float)uniform() - 0.5f;
     write_2d(path, ROWS, COLS, 64, COLS, 0, v);
     dfl_error err;
     int64_t start[2] = {0, 0}, count[2] = {ROWS, COLS};
@@ -405,7 +407,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_deflate_f32), cmocka_unit_test(test_shuffle_only_f32),
         cmocka_unit_test(test_no_filters_f16),      cmocka_unit_test(test_fill_value),
         cmocka_unit_test(test_left_to_hdf5),        cmocka_unit_test(test_raw_chunks),
-        cmocka_unit_test(test_many_chunks), cmocka_unit_test(test_batches_by_bytes),
+        cmocka_unit_test(test_many_chunks),         cmocka_unit_test(test_batches_by_bytes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

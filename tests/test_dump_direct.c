@@ -60,8 +60,8 @@ static uint32_t next_u32(void)
 static void test_f16_pack_matches_scalar(void **state)
 {
     (void)state;
-    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001, 0x3000,
-                                    0x7fff, 0x8000, 0x8001, 0xc000, 0xefff, 0xf000, 0xffff};
+    static const uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x2001,
+                                    0x3000, 0x7fff, 0x8000, 0x8001, 0xc000, 0xefff, 0xf000, 0xffff};
     enum { NLOW = sizeof lows / sizeof lows[0], NRAND = 56, PER = NLOW + NRAND };
     float *in = malloc((size_t)65536 * PER * sizeof *in);
     uint16_t *want = malloc((size_t)65536 * PER * sizeof *want), *got = malloc((size_t)65536 * PER * sizeof *got);
@@ -75,7 +75,8 @@ static void test_f16_pack_matches_scalar(void **state)
             memcpy(&in[n], &bits, 4);
             want[n] = dfl_f32_to_f16(in[n]);
             /* the scalar twin against the independent reference */
-            if (want[n] != ref_half(in[n])) fail_msg("scalar: 0x%08x -> 0x%04x, reference 0x%04x", bits, want[n], ref_half(in[n]));
+            if (want[n] != ref_half(in[n]))
+                fail_msg("scalar: 0x%08x -> 0x%04x, reference 0x%04x", bits, want[n], ref_half(in[n]));
             n++;
         }
     assert_int_equal(dfl__f16_pack_isa(DFL__F16_SCALAR, in, got, 4), 0);
@@ -137,7 +138,10 @@ static float value_at(size_t i)
     }
 }
 
-static void path_in(char *out, size_t n, const char *name) { snprintf(out, n, "%s", path_of(name)); }
+static void path_in(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s", path_of(name));
+}
 
 /* Write value_at(i) causally (row r reaches keys <= r) in runs of `run` rows, with
  * `threads` compressing threads; finish the dump at path. */
@@ -156,7 +160,8 @@ static void write_direct(const char *path, dfl_h5_type type, int gzip, const int
     if (dfl_dump_stream_create_direct(d, "m", type, 4, DIMS, chunk, &opt, &s, &err)) fail_msg("%s", err.msg);
     float *buf = malloc(NVAL * sizeof *buf);
     /* as the forward hands rows out: masked (future) keys hold 0 */
-    for (size_t i = 0; i < NVAL; i++) buf[i] = i % 53 > i / 53 % 37 ? 0.0f : value_at(i);
+    for (size_t i = 0; i < NVAL; i++)
+        buf[i] = i % 53 > i / 53 % 37 ? 0.0f : value_at(i);
     for (int64_t a = 0; a < DIMS[0]; a++)
         for (int64_t b = 0; b < DIMS[1]; b++)
             for (int64_t r = 0, n; r < DIMS[2]; r += n) {
@@ -191,7 +196,10 @@ static float expected(size_t i, int f16)
 
 /* Bit-identical, except that two NaNs match (HDF5's f16 → f32 conversion picks its
  * own payload; the f16 bits themselves are compared exactly in check_file). */
-static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0 || (a != a && b != b); }
+static int same_bits(float a, float b)
+{
+    return memcmp(&a, &b, 4) == 0 || (a != a && b != b);
+}
 
 /* Chunks the causal rule allocates: those whose first key is <= their last row. */
 static hsize_t causal_chunks(const int64_t *chunk)
@@ -201,7 +209,8 @@ static hsize_t causal_chunks(const int64_t *chunk)
         for (int64_t b = 0; b < DIMS[1]; b += chunk[1])
             for (int64_t r = 0; r < DIMS[2]; r += chunk[2]) {
                 int64_t last = r + chunk[2] < DIMS[2] ? r + chunk[2] - 1 : DIMS[2] - 1;
-                for (int64_t k = 0; k < DIMS[3]; k += chunk[3]) n += k <= last;
+                for (int64_t k = 0; k < DIMS[3]; k += chunk[3])
+                    n += k <= last;
             }
     return n;
 }
@@ -260,7 +269,8 @@ static void check_file(const char *path, int f16, int gzip, const int64_t *chunk
     memset(got, 0, NVAL * sizeof *got);
     assert_int_equal(dfl_dump_slab_read_f32(slab, start, DIMS, got, &err), DFL_OK);
     for (size_t i = 0; i < NVAL; i++)
-        if (!same_bits(got[i], expected(i, f16))) fail_msg("dump reader: element %zu is %a, want %a", i, got[i], expected(i, f16));
+        if (!same_bits(got[i], expected(i, f16)))
+            fail_msg("dump reader: element %zu is %a, want %a", i, got[i], expected(i, f16));
     dfl_dump_slab_close(slab);
     dfl_dump_close(r);
     free(got);
@@ -419,10 +429,8 @@ static void test_write_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_pack_matches_scalar),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_threads_identical),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_f16_pack_matches_scalar), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_threads_identical),       cmocka_unit_test(test_errors),
         cmocka_unit_test(test_write_refused),
     };
     return cmocka_run_group_tests(tests, setup, group_teardown);

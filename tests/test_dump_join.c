@@ -151,7 +151,7 @@ static void compare_values(hid_t a, hid_t b, int is_attr, const char *where)
 typedef struct cmp_ctx {
     hid_t other;
     const char *what;
-    int compare;     /* 0: only check that the object exists in `other` */
+    int compare; /* 0: only check that the object exists in `other` */
     size_t objects;
 } cmp_ctx;
 

@@ -33,7 +33,8 @@ static dfl_model *load(tiny_spec s)
 static int32_t *tokens_for(int64_t T, int V)
 {
     int32_t *t = malloc((size_t)T * sizeof *t);
-    for (int64_t i = 0; i < T; i++) t[i] = (int32_t)((i * 37 + 11) % V);
+    for (int64_t i = 0; i < T; i++)
+        t[i] = (int32_t)((i * 37 + 11) % V);
     return t;
 }
 
@@ -41,13 +42,18 @@ static int32_t *tokens_for(int64_t T, int V)
 
 typedef struct map_check {
     const dfl_model *m;
-    int64_t next_row;          /* per (layer, head): rows seen so far, in order */
-    int64_t *seen;             /* [L, Hs] rows delivered */
+    int64_t next_row; /* per (layer, head): rows seen so far, in order */
+    int64_t *seen;    /* [L, Hs] rows delivered */
     double worst_sum, worst_diff;
     int masked_nonzero, out_of_order;
 } map_check;
 
-static int want(void *u, int64_t l) { (void)u; (void)l; return 1; }
+static int want(void *u, int64_t l)
+{
+    (void)u;
+    (void)l;
+    return 1;
+}
 
 static dfl_status on_block(void *u, const dfl_attn_block *b, dfl_error *e)
 {
@@ -91,7 +97,8 @@ static void check_maps(tiny_spec s, int64_t T)
     int32_t *tok = tokens_for(T, s.V);
     dfl_error e;
     assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
-    for (int64_t i = 0; i < s.L * Hs; i++) assert_int_equal(c.seen[i], T);
+    for (int64_t i = 0; i < s.L * Hs; i++)
+        assert_int_equal(c.seen[i], T);
     assert_int_equal(c.out_of_order, 0);
     assert_int_equal(c.masked_nonzero, 0);
     assert_true(c.worst_sum < 1e-5);
@@ -102,7 +109,11 @@ static void check_maps(tiny_spec s, int64_t T)
 }
 
 /* T = 150 spans several row blocks (block rows = 1024 / heads, clamped to 16..128). */
-static void test_maps_llama_gqa(void **st) { (void)st; check_maps((tiny_spec){"llama", 2, 32, 8, 2, 48, 50, 1}, 150); }
+static void test_maps_llama_gqa(void **st)
+{
+    (void)st;
+    check_maps((tiny_spec){"llama", 2, 32, 8, 2, 48, 50, 1}, 150);
+}
 static void test_maps_diff_gqa(void **st)
 {
     (void)st;
@@ -129,11 +140,11 @@ static double rel_diff(const float *a, const float *b, size_t n)
 
 /* What a captured run delivered: every kind of callback counted, the logits kept. */
 typedef struct logit_capture {
-    float *out;           /* [T, V] */
+    float *out; /* [T, V] */
     int64_t V;
     int blocks, hidden;
-    int64_t rows;         /* logits rows delivered */
-    int64_t *scores;      /* [max threads] score blocks seen per thread */
+    int64_t rows;    /* logits rows delivered */
+    int64_t *scores; /* [max threads] score blocks seen per thread */
 } logit_capture;
 
 static dfl_status count_block(void *u, const dfl_attn_block *b, dfl_error *e)
@@ -177,7 +188,8 @@ static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int w
         assert_int_equal(dfl_forward_logits(m, tok, T, out, &e), DFL_OK);
         return out;
     }
-    for (int64_t i = 0; i < T * V; i++) out[i] = NAN; /* a row never delivered fails the comparison */
+    for (int64_t i = 0; i < T * V; i++)
+        out[i] = NAN; /* a row never delivered fails the comparison */
     logit_capture c = {out, V, 0, 0, 0, calloc((size_t)dfl_forward_max_threads(), sizeof(int64_t))};
     dfl_capture cap = {.user = &c,
                        .want_maps = want,
@@ -187,7 +199,8 @@ static float *logits_of(const dfl_model *m, const int32_t *tok, int64_t T, int w
                        .logits_rows = keep_logits};
     assert_int_equal(dfl_forward(m, tok, T, NULL, &cap, &e), DFL_OK);
     int64_t score_blocks = 0;
-    for (int i = 0; i < dfl_forward_max_threads(); i++) score_blocks += c.scores[i];
+    for (int i = 0; i < dfl_forward_max_threads(); i++)
+        score_blocks += c.scores[i];
     assert_true(c.blocks > 0 && score_blocks > 0);
     assert_int_equal(c.hidden, m->config.num_layers);
     assert_int_equal(c.rows, T);
@@ -254,7 +267,7 @@ static void test_bad_tokens_and_failing_callback(void **st)
  * visible keys of each query row, counted as the nonzero entries of map 1 (masked
  * entries are exactly 0; random weights never underflow a softmax entry to 0). */
 typedef struct key_count {
-    double keys;          /* Σ over layers, heads, rows of the visible keys */
+    double keys; /* Σ over layers, heads, rows of the visible keys */
     int64_t rows;
 } key_count;
 
@@ -263,7 +276,8 @@ static dfl_status count_keys(void *u, const dfl_attn_block *b, dfl_error *e)
     (void)e;
     key_count *k = u;
     for (int64_t i = 0; i < b->n; i++) {
-        for (int64_t j = 0; j < b->ncols; j++) k->keys += b->map1[i * b->ld + j] != 0.0f;
+        for (int64_t j = 0; j < b->ncols; j++)
+            k->keys += b->map1[i * b->ld + j] != 0.0f;
         k->rows++;
     }
     return DFL_OK;
@@ -295,7 +309,8 @@ static double brute_force_macs(const dfl_model *m, int64_t T, int64_t window, in
     for (int64_t l = 0; l < c->num_layers; l++) {
         const dfl_layer_weights *w = &m->layers[l];
         const dfl_wmat *mats[7] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w_gate, &w->w_up, &w->w_down};
-        for (int i = 0; i < 7; i++) macs += (double)T * (double)mats[i]->rows * (double)mats[i]->cols;
+        for (int i = 0; i < 7; i++)
+            macs += (double)T * (double)mats[i]->rows * (double)mats[i]->cols;
         int64_t score_w = w->wq.rows / (Ha * maps), value_w = w->wo.cols / Ha;
         for (int64_t h = 0; h < Ha; h++)
             for (int64_t i = 0; i < T; i++)
@@ -382,16 +397,19 @@ static void test_flops_counted(void **st)
     struct {
         tiny_spec s;
         const char *type, *extra;
-        int64_t window, from;   /* layers >= from see a window of W keys (W = 0: none) */
+        int64_t window, from; /* layers >= from see a window of W keys (W = 0: none) */
     } cases[] = {
-        {{"llama", 2, 32, 8, 2, 48, 50, 1}, "llama", NULL, 0, 0},              /* GQA: 4 q heads per kv head */
+        {{"llama", 2, 32, 8, 2, 48, 50, 1}, "llama", NULL, 0, 0},                       /* GQA: 4 q heads per kv head */
         {{"diff_transformer", 2, 32, 4, 2, 48, 50, 2}, "diff_transformer", NULL, 0, 0}, /* GQA, d = D/H/2 */
-        {{"diffllama", 2, 32, 8, 4, 48, 50, 3}, "diffllama", NULL, 0, 0},      /* GQA, H/2 differential heads */
+        {{"diffllama", 2, 32, 8, 4, 48, 50, 3}, "diffllama", NULL, 0, 0}, /* GQA, H/2 differential heads */
         {{"llama", 2, 32, 4, 1, 40, 30, 4}, "mistral", "\"sliding_window\": 7", 7, 0},
         {{"llama", 1, 16, 2, 2, 24, 20, 5}, "mistral", "\"sliding_window\": 64", 64, 0}, /* W > T: full */
         /* Qwen2: full attention below max_window_layers, the window from there on */
-        {{"llama", 3, 16, 4, 2, 24, 20, 6}, "qwen2",
-         "\"use_sliding_window\": true, \"sliding_window\": 5, \"max_window_layers\": 1", 5, 1},
+        {{"llama", 3, 16, 4, 2, 24, 20, 6},
+         "qwen2",
+         "\"use_sliding_window\": true, \"sliding_window\": 5, \"max_window_layers\": 1",
+         5,
+         1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (int64_t T = 1; T <= 37; T += 12) {
@@ -406,7 +424,11 @@ static void test_flops_counted(void **st)
     }
 }
 
-static int setup(void **st) { (void)st; return mkdtemp(tmpdir) ? 0 : -1; }
+static int setup(void **st)
+{
+    (void)st;
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
 static int teardown(void **st)
 {
     (void)st;

@@ -36,11 +36,12 @@ static unsigned char *random_rows(uint32_t t, int64_t rows, int64_t cols)
     size_t rb = dfl_ggml_row_bytes(t, cols), qk, bs;
     assert_true(rb > 0 && dfl_ggml_type_block(t, &qk, &bs));
     unsigned char *p = malloc(rb * (size_t)rows);
-    for (size_t i = 0; i < rb * (size_t)rows; i++) p[i] = (unsigned char)next();
-    static const int fields[15][2] = {[DFL_GGML_Q4_0] = {0, -1}, [DFL_GGML_Q4_1] = {0, 2}, [DFL_GGML_Q5_0] = {0, -1},
-                                      [DFL_GGML_Q5_1] = {0, 2},  [DFL_GGML_Q8_0] = {0, -1}, [DFL_GGML_Q2_K] = {80, 82},
-                                      [DFL_GGML_Q3_K] = {108, -1}, [DFL_GGML_Q4_K] = {0, 2}, [DFL_GGML_Q5_K] = {0, 2},
-                                      [DFL_GGML_Q6_K] = {208, -1}};
+    for (size_t i = 0; i < rb * (size_t)rows; i++)
+        p[i] = (unsigned char)next();
+    static const int fields[15][2] = {
+        [DFL_GGML_Q4_0] = {0, -1}, [DFL_GGML_Q4_1] = {0, 2},   [DFL_GGML_Q5_0] = {0, -1},   [DFL_GGML_Q5_1] = {0, 2},
+        [DFL_GGML_Q8_0] = {0, -1}, [DFL_GGML_Q2_K] = {80, 82}, [DFL_GGML_Q3_K] = {108, -1}, [DFL_GGML_Q4_K] = {0, 2},
+        [DFL_GGML_Q5_K] = {0, 2},  [DFL_GGML_Q6_K] = {208, -1}};
     for (size_t b = 0; b < rb * (size_t)rows / bs; b++)
         for (int f = 0; f < 2; f++) {
             int at = fields[t][f];
@@ -63,7 +64,8 @@ static void test_quantized_wmat(void **state)
     const int64_t n = 3, in = 512, out = (int64_t)(DFL_PANEL_BYTES / 4 / 512) + 37;
     float *x = malloc((size_t)(n * in) * 4), *y = malloc((size_t)(n * out) * 4), *yr = malloc((size_t)(n * out) * 4);
     float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float)), *rows = malloc((size_t)in * 4 * 5);
-    for (int64_t i = 0; i < n * in; i++) x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
+    for (int64_t i = 0; i < n * in; i++)
+        x[i] = (float)((int)(next() % 2001) - 1000) * 1e-3f;
     for (size_t k = 0; k < sizeof QTYPES / sizeof QTYPES[0]; k++) {
         uint32_t t = QTYPES[k];
         unsigned char *raw = random_rows(t, out, in);
@@ -75,10 +77,11 @@ static void test_quantized_wmat(void **state)
                 float v = dfl_ggml_dequant_at(t, raw + (size_t)(out - 5 + r) * rb, c);
                 assert_memory_equal(&v, &rows[r * in + c], sizeof v);
             }
-        if (k < 3 || t == DFL_GGML_Q6_K) {   /* the full product: a few types (the naive twin is slow) */
+        if (k < 3 || t == DFL_GGML_Q6_K) { /* the full product: a few types (the naive twin is slow) */
             dfl_matmul_wmat(y, x, &m, n, scratch);
             dfl_matmul_wmat_naive(yr, x, &m, n);
-            for (int64_t i = 0; i < n * out; i++) assert_true(fabsf(y[i] - yr[i]) <= 1e-4f * fmaxf(1.0f, fabsf(yr[i])));
+            for (int64_t i = 0; i < n * out; i++)
+                assert_true(fabsf(y[i] - yr[i]) <= 1e-4f * fmaxf(1.0f, fabsf(yr[i])));
         }
         free(raw);
     }
@@ -95,33 +98,39 @@ static void test_pair_order(void **state)
     float *hf = malloc((size_t)(rows * cols) * 4), *stored = malloc((size_t)(rows * cols) * 4);
     float *got = malloc((size_t)(rows * cols) * 4), *x = malloc((size_t)cols * 4), *y = malloc((size_t)rows * 4);
     float *scratch = malloc(dfl_matmul_scratch(cols) * sizeof(float));
-    for (int64_t i = 0; i < rows * cols; i++) hf[i] = (float)(i % 1000) * 0.25f;   /* exact in f16 too */
+    for (int64_t i = 0; i < rows * cols; i++)
+        hf[i] = (float)(i % 1000) * 0.25f; /* exact in f16 too */
     for (int64_t h = 0; h < heads; h++)
         for (int64_t i = 0; i < hd / 2; i++)
             for (int s = 0; s < 2; s++)
                 memcpy(stored + (h * hd + 2 * i + s) * cols, hf + (h * hd + s * hd / 2 + i) * cols, (size_t)cols * 4);
-    for (int64_t k = 0; k < cols; k++) x[k] = k == 5 ? 1.0f : 0.0f;   /* y = column 5 of W */
+    for (int64_t k = 0; k < cols; k++)
+        x[k] = k == 5 ? 1.0f : 0.0f; /* y = column 5 of W */
     uint16_t *h16 = malloc((size_t)(rows * cols) * 2);
-    for (int64_t i = 0; i < rows * cols; i++) h16[i] = dfl_f32_to_f16(stored[i]);
+    for (int64_t i = 0; i < rows * cols; i++)
+        h16[i] = dfl_f32_to_f16(stored[i]);
     dfl_wmat m32 = {stored, DFL_DTYPE_F32, rows, cols, hd}, m16 = {h16, DFL_DTYPE_F16, rows, cols, hd};
     const dfl_wmat *ms[2] = {&m32, &m16};
     for (int c = 0; c < 2; c++) {
         dfl_wmat_rows(ms[c], 0, rows, got);
         assert_memory_equal(got, hf, (size_t)(rows * cols) * 4);
         dfl_matmul_wmat(y, x, ms[c], 1, scratch);
-        for (int64_t r = 0; r < rows; r++) assert_true(y[r] == hf[r * cols + 5]);
+        for (int64_t r = 0; r < rows; r++)
+            assert_true(y[r] == hf[r * cols + 5]);
         dfl_matmul_wmat_naive(y, x, ms[c], 1);
-        for (int64_t r = 0; r < rows; r++) assert_true(y[r] == hf[r * cols + 5]);
+        for (int64_t r = 0; r < rows; r++)
+            assert_true(y[r] == hf[r * cols + 5]);
     }
     /* Q8_0: rows of blocks permuted the same way */
-    unsigned char *q = random_rows(DFL_GGML_Q8_0, rows, cols), *qs = malloc(dfl_ggml_row_bytes(DFL_GGML_Q8_0, cols) *
-                                                                             (size_t)rows);
+    unsigned char *q = random_rows(DFL_GGML_Q8_0, rows, cols),
+                  *qs = malloc(dfl_ggml_row_bytes(DFL_GGML_Q8_0, cols) * (size_t)rows);
     size_t rb = dfl_ggml_row_bytes(DFL_GGML_Q8_0, cols);
     for (int64_t h = 0; h < heads; h++)
         for (int64_t i = 0; i < hd / 2; i++)
-            for (int s = 0; s < 2; s++) memcpy(qs + (h * hd + 2 * i + s) * rb, q + (h * hd + s * hd / 2 + i) * rb, rb);
-    dfl_wmat mq = {qs, DFL_WMAT_GGML + DFL_GGML_Q8_0, rows, cols, hd}, mp = {q, DFL_WMAT_GGML + DFL_GGML_Q8_0, rows,
-                                                                             cols, 0};
+            for (int s = 0; s < 2; s++)
+                memcpy(qs + (h * hd + 2 * i + s) * rb, q + (h * hd + s * hd / 2 + i) * rb, rb);
+    dfl_wmat mq = {qs, DFL_WMAT_GGML + DFL_GGML_Q8_0, rows, cols, hd},
+             mp = {q, DFL_WMAT_GGML + DFL_GGML_Q8_0, rows, cols, 0};
     float *want = malloc((size_t)(rows * cols) * 4);
     dfl_wmat_rows(&mq, 0, rows, got);
     dfl_wmat_rows(&mp, 0, rows, want);
@@ -135,15 +144,15 @@ static void test_types(void **state)
     size_t e, b;
     assert_string_equal(dfl_ggml_type_name(DFL_GGML_Q4_K), "Q4_K");
     assert_string_equal(dfl_ggml_type_name(16), "IQ2_XXS");
-    assert_null(dfl_ggml_type_name(4));     /* Q4_2: removed upstream */
+    assert_null(dfl_ggml_type_name(4)); /* Q4_2: removed upstream */
     assert_null(dfl_ggml_type_name(40));
     assert_false(dfl_ggml_type_block(31, &e, &b));
     assert_true(dfl_ggml_type_block(DFL_GGML_Q6_K, &e, &b) && e == 256 && b == 210);
-    assert_false(dfl_ggml_type_supported(16));   /* IQ types are known by name only */
+    assert_false(dfl_ggml_type_supported(16)); /* IQ types are known by name only */
     assert_false(dfl_ggml_type_supported(DFL_GGML_Q8_K));
     assert_true(dfl_ggml_type_supported(DFL_GGML_BF16));
     assert_int_equal(dfl_ggml_row_bytes(DFL_GGML_Q4_0, 64), 36);
-    assert_int_equal(dfl_ggml_row_bytes(DFL_GGML_Q4_0, 48), 0);   /* not whole blocks */
+    assert_int_equal(dfl_ggml_row_bytes(DFL_GGML_Q4_0, 48), 0); /* not whole blocks */
     assert_int_equal(dfl_ggml_row_bytes(99, 64), 0);
     /* Q8_0 by hand: d = 0.5, qs = -3 → -1.5 */
     unsigned char blk[34] = {0};
@@ -165,8 +174,10 @@ static size_t tiny(unsigned char *p)
     PUT(1, 8), p[o++] = 'k', PUT(DFL_GGUF_U32, 4), PUT(7, 4);
     PUT(1, 8), p[o++] = 'w', PUT(1, 4), PUT(4, 8), PUT(DFL_GGML_F32, 4), PUT(0, 8);
 #undef PUT
-    while (o % 32) p[o++] = 0;
-    for (int i = 0; i < 4; i++, o += 4) memcpy(p + o, &(float){(float)i}, 4);
+    while (o % 32)
+        p[o++] = 0;
+    for (int i = 0; i < 4; i++, o += 4)
+        memcpy(p + o, &(float){(float)i}, 4);
     return o;
 }
 
@@ -188,10 +199,10 @@ static void test_reader_api(void **state)
     assert_int_equal(v, 7);
     assert_int_equal(dfl_gguf_get_num(g, "k", &d), 1);
     assert_true(d == 7.0);
-    assert_int_equal(dfl_gguf_get_bool(g, "k", &bl), -1);   /* another type */
+    assert_int_equal(dfl_gguf_get_bool(g, "k", &bl), -1); /* another type */
     assert_int_equal(dfl_gguf_get_str(g, "k", &s, &len), -1);
     assert_int_equal(dfl_gguf_get_int(g, "absent", &v), 0);
-    assert_false(dfl_gguf_arr_int(dfl_gguf_find_kv(g, "k"), 0, &v));   /* not an array */
+    assert_false(dfl_gguf_arr_int(dfl_gguf_find_kv(g, "k"), 0, &v)); /* not an array */
     assert_null(dfl_gguf_kv_at(g, 1));
     assert_null(dfl_gguf_tensor_at(g, 1));
     assert_null(dfl_gguf_find_tensor(g, "x"));
@@ -204,7 +215,7 @@ static void test_reader_api(void **state)
     /* a wrong f32 count: the data section is too short */
     unsigned char bad[128];
     memcpy(bad, buf, n);
-    bad[24 + 8 + 1 + 4 + 4 + 8 + 1 + 4] = 5;   /* ne[0] 4 → 5: 20 bytes, 16 present */
+    bad[24 + 8 + 1 + 4 + 4 + 8 + 1 + 4] = 5; /* ne[0] 4 → 5: 20 bytes, 16 present */
     assert_int_equal(dfl_gguf_open_memory(bad, n, "bad", &g, &err), DFL_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "run past"));
     assert_int_equal(dfl_gguf_open(NULL, &g, &err), DFL_ERR_USAGE);

@@ -24,14 +24,14 @@ static void test_utf8(void **state)
 {
     (void)state;
     assert_true(bad_at("plain ascii") == SIZE_MAX);
-    assert_true(bad_at("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == SIZE_MAX);   /* é € 😀 */
+    assert_true(bad_at("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == SIZE_MAX); /* é € 😀 */
     assert_int_equal(bad_at("ab\xff"), 2);
-    assert_int_equal(bad_at("a\xc0\x80"), 1);           /* overlong NUL */
-    assert_int_equal(bad_at("a\xe0\x80\x80"), 1);       /* overlong 3-byte */
-    assert_int_equal(bad_at("ab\xed\xa0\x80"), 2);      /* surrogate U+D800 */
-    assert_int_equal(bad_at("\xf4\x90\x80\x80"), 0);    /* above U+10FFFF */
-    assert_int_equal(bad_at("xyz\xe2\x82"), 3);         /* truncated */
-    assert_int_equal(bad_at("\xc3\xa9\x80"), 2);        /* stray continuation */
+    assert_int_equal(bad_at("a\xc0\x80"), 1);        /* overlong NUL */
+    assert_int_equal(bad_at("a\xe0\x80\x80"), 1);    /* overlong 3-byte */
+    assert_int_equal(bad_at("ab\xed\xa0\x80"), 2);   /* surrogate U+D800 */
+    assert_int_equal(bad_at("\xf4\x90\x80\x80"), 0); /* above U+10FFFF */
+    assert_int_equal(bad_at("xyz\xe2\x82"), 3);      /* truncated */
+    assert_int_equal(bad_at("\xc3\xa9\x80"), 2);     /* stray continuation */
 }
 
 static void test_last_key_wins_and_trailing(void **state)
@@ -42,7 +42,7 @@ static void test_last_key_wins_and_trailing(void **state)
     const char *doc = "{\"a\": 1, \"b\": {\"x\": 1, \"x\": [2]}, \"a\": {\"a\": 3, \"a\": 4}}  \n";
     cJSON *j = dfl__json_parse(doc, strlen(doc), &why, &at);
     assert_non_null(j);
-    assert_int_equal(cJSON_GetArraySize(j), 2);   /* json.loads: {"b": {"x": [2]}, "a": {"a": 4}} */
+    assert_int_equal(cJSON_GetArraySize(j), 2); /* json.loads: {"b": {"x": [2]}, "a": {"a": 4}} */
     cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "a"), *b = cJSON_GetObjectItemCaseSensitive(j, "b");
     assert_true(cJSON_IsObject(a) && cJSON_GetArraySize(a) == 1);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(a, "a")->valueint, 4);

@@ -29,13 +29,15 @@ static float frand(void)
 static float *rand_array(size_t n, float scale)
 {
     float *a = malloc(n * sizeof *a);
-    for (size_t i = 0; i < n; i++) a[i] = frand() * scale;
+    for (size_t i = 0; i < n; i++)
+        a[i] = frand() * scale;
     return a;
 }
 static double max_abs_diff(const float *a, const float *b, size_t n)
 {
     double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+    for (size_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)a[i] - b[i]));
     return m;
 }
 
@@ -70,7 +72,7 @@ static void test_matmul_wmat_dtypes(void **state)
     float *y = calloc((size_t)(n * out), 4), *yr = calloc((size_t)(n * out), 4);
     float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float));
     unsigned char *raw = malloc((size_t)(out * in) * 4 + 1);
-    assert_true(dfl_matmul_scratch(in) / (size_t)in < (size_t)out);   /* more than one panel */
+    assert_true(dfl_matmul_scratch(in) / (size_t)in < (size_t)out); /* more than one panel */
     /* cases: bf16, f16 (vector paths), bf16 and f16 at an odd address (the byte-wise
      * path), f32 at an odd address (copied panel by panel) */
     for (int c = 0; c < 5; c++) {
@@ -92,8 +94,9 @@ static void test_matmul_wmat_dtypes(void **state)
         /* the twin by hand for one element: bf16 values are the top halves of f32 */
         double acc = 0;
         for (int64_t k = 0; k < in; k++) {
-            float v = dt == 0 ? dfl_bf16_to_f32(dfl_f32_to_bf16(w[60 * in + k]))
-                    : dt == 1 ? dfl_f16_to_f32(dfl_f32_to_f16(w[60 * in + k])) : w[60 * in + k];
+            float v = dt == 0   ? dfl_bf16_to_f32(dfl_f32_to_bf16(w[60 * in + k]))
+                      : dt == 1 ? dfl_f16_to_f32(dfl_f32_to_f16(w[60 * in + k]))
+                                : w[60 * in + k];
             acc += (double)x[2 * in + k] * v;
         }
         assert_true(fabs(acc - yr[2 * out + 60]) <= 1e-6 * fmax(1.0, fabs(acc)));
@@ -108,17 +111,20 @@ static void test_matmul_scratch_serves_narrower(void **state)
 {
     (void)state;
     const int64_t wide = 14336, in = 4096, n = 2;
-    const int64_t out = (int64_t)(DFL_PANEL_BYTES / 4 / (size_t)in) + 5;  /* two panels */
+    const int64_t out = (int64_t)(DFL_PANEL_BYTES / 4 / (size_t)in) + 5; /* two panels */
     size_t sn = dfl_matmul_scratch(wide), guard = 4096;
     assert_true(sn >= dfl_matmul_scratch(in));
     float *scratch = malloc((sn + guard) * sizeof(float));
-    for (size_t i = 0; i < guard; i++) scratch[sn + i] = 12345.0f;
+    for (size_t i = 0; i < guard; i++)
+        scratch[sn + i] = 12345.0f;
     uint16_t *raw = malloc((size_t)(out * in) * 2);
-    for (int64_t i = 0; i < out * in; i++) raw[i] = dfl_f32_to_bf16(0.001f * (float)(i % 7));
+    for (int64_t i = 0; i < out * in; i++)
+        raw[i] = dfl_f32_to_bf16(0.001f * (float)(i % 7));
     float *x = rand_array((size_t)(n * in), 1), *y = malloc((size_t)(n * out) * 4);
     dfl_wmat m = {raw, DFL_DTYPE_BF16, out, in, 0};
     dfl_matmul_wmat(y, x, &m, n, scratch);
-    for (size_t i = 0; i < guard; i++) assert_true(scratch[sn + i] == 12345.0f);
+    for (size_t i = 0; i < guard; i++)
+        assert_true(scratch[sn + i] == 12345.0f);
     free(scratch), free(raw), free(x), free(y);
 }
 
@@ -134,7 +140,8 @@ static void test_rmsnorm_matches_naive(void **state)
     /* no gain, in place: each row has unit RMS */
     dfl_rmsnorm(x, x, NULL, n, d, 0.0f, 1.0f);
     double ss = 0;
-    for (int j = 0; j < d; j++) ss += (double)x[j] * x[j];
+    for (int j = 0; j < d; j++)
+        ss += (double)x[j] * x[j];
     assert_true(fabs(ss / d - 1.0) < 1e-5);
     free(x), free(g), free(y), free(yr);
 }
@@ -155,8 +162,16 @@ static void check_rope(int interleaved)
     free(c), free(s), free(x), free(xr);
 }
 
-static void test_rope_interleaved_matches_naive(void **state) { (void)state; check_rope(1); }
-static void test_rope_half_matches_naive(void **state) { (void)state; check_rope(0); }
+static void test_rope_interleaved_matches_naive(void **state)
+{
+    (void)state;
+    check_rope(1);
+}
+static void test_rope_half_matches_naive(void **state)
+{
+    (void)state;
+    check_rope(0);
+}
 
 static void test_rope_rotation_by_hand(void **state)
 {
@@ -172,7 +187,8 @@ static void test_rope_rotation_by_hand(void **state)
     dfl_rope_apply(half, 2, 4, 1, 4, c, s, 0);
     dfl_rope_apply(il, 2, 4, 1, 4, c, s, 1);
     /* position 0 is the identity */
-    for (int i = 0; i < 4; i++) assert_true(half[i] == 0 && il[i] == 0);
+    for (int i = 0; i < 4; i++)
+        assert_true(half[i] == 0 && il[i] == 0);
     /* The reference is complex multiplication, not the kernel's real formula: pair
      * (a, b) is a + ib, and a rotation by θ is a product with e^(iθ). Rotate-half
      * pairs are (x0, x2), (x1, x3); interleaved pairs (x0, x1), (x2, x3). */
@@ -201,15 +217,18 @@ static void test_rope_relative_position(void **state)
     float *q0 = rand_array(D, 1), *k0 = rand_array(D, 1);
     for (int il = 0; il < 2; il++) {
         float q[T * D], k[T * D]; /* [T, D]: the same vector at every position */
-        for (int t = 0; t < T; t++) memcpy(q + t * D, q0, sizeof(float) * D), memcpy(k + t * D, k0, sizeof(float) * D);
+        for (int t = 0; t < T; t++)
+            memcpy(q + t * D, q0, sizeof(float) * D), memcpy(k + t * D, k0, sizeof(float) * D);
         dfl_rope_apply(q, T, D, 1, D, c, sn, il);
         dfl_rope_apply(k, T, D, 1, D, c, sn, il);
         for (int delta = 0; delta < 4; delta++) {
             double ref = 0;
-            for (int j = 0; j < D; j++) ref += (double)q[delta * D + j] * k[j]; /* m = delta, n = 0 */
+            for (int j = 0; j < D; j++)
+                ref += (double)q[delta * D + j] * k[j]; /* m = delta, n = 0 */
             for (int n = 1; n + delta < T; n++) {
                 double dot = 0;
-                for (int j = 0; j < D; j++) dot += (double)q[(n + delta) * D + j] * k[n * D + j];
+                for (int j = 0; j < D; j++)
+                    dot += (double)q[(n + delta) * D + j] * k[n * D + j];
                 assert_true(fabs(dot - ref) < 1e-4);
             }
         }
@@ -233,9 +252,13 @@ static void test_rope_scaling_rules(void **state)
     for (int j = 0; j < d / 2; j++) {
         assert_true(fabs(lin[j] - base[j] / 8) < 1e-15);
         double wl = 2 * pi / base[j];
-        if (wl < 8192.0 / 4) { assert_true(l3[j] == base[j]); seen_high++; }
-        else if (wl > 8192.0 / 1) { assert_true(fabs(l3[j] - base[j] / 8) < 1e-18); seen_low++; }
-        else {
+        if (wl < 8192.0 / 4) {
+            assert_true(l3[j] == base[j]);
+            seen_high++;
+        } else if (wl > 8192.0 / 1) {
+            assert_true(fabs(l3[j] - base[j] / 8) < 1e-18);
+            seen_low++;
+        } else {
             double sm = (8192.0 / wl - 1) / (4 - 1);
             assert_true(fabs(l3[j] - ((1 - sm) * base[j] / 8 + sm * base[j])) < 1e-15);
             seen_mid++;
@@ -249,7 +272,8 @@ static void test_softmax_causal_matches_naive(void **state)
     (void)state;
     const int64_t n = 9, ncols = 20, ld = 24;
     int64_t lim[9];
-    for (int i = 0; i < n; i++) lim[i] = 11 + i;
+    for (int i = 0; i < n; i++)
+        lim[i] = 11 + i;
     float *s = rand_array(n * ld, 20), *sr = malloc(n * ld * 4);
     memcpy(sr, s, n * ld * 4);
     dfl_softmax_causal(s, n, ncols, ld, lim);
@@ -271,7 +295,8 @@ static void test_softmax_window_matches_naive(void **state)
     (void)state;
     const int64_t n = 9, ncols = 20, ld = 24;
     int64_t lim[9], lo[9];
-    for (int i = 0; i < n; i++) lim[i] = 11 + i, lo[i] = i < 3 ? 0 : lim[i] - 4;   /* window 5 */
+    for (int i = 0; i < n; i++)
+        lim[i] = 11 + i, lo[i] = i < 3 ? 0 : lim[i] - 4; /* window 5 */
     float *s = rand_array(n * ld, 20), *sr = malloc(n * ld * 4);
     memcpy(sr, s, n * ld * 4);
     dfl_softmax_window(s, n, ncols, ld, lo, lim);
@@ -329,7 +354,8 @@ static void test_layernorm_matches_naive(void **state)
     float v[4] = {1, 2, 3, 6}, gain[4] = {1, 1, 2, 1}, bias[4] = {0, 0, 0, 10}, out[4];
     dfl_layernorm(out, v, gain, bias, 1, 4, 0.0f);
     double sd = sqrt(3.5), want[4] = {-2 / sd, -1 / sd, 0, 3 / sd + 10};
-    for (int i = 0; i < 4; i++) assert_true(fabs(out[i] - want[i]) < 1e-6);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabs(out[i] - want[i]) < 1e-6);
     free(x), free(g), free(b), free(y), free(yr);
 }
 
@@ -342,8 +368,10 @@ static void test_gelu_matches_naive(void **state)
     float *x = rand_array(n, 8), *a = malloc(n * 4), *r = malloc(n * 4);
     for (int form = 0; form < 2; form++) {
         memcpy(a, x, n * 4), memcpy(r, x, n * 4);
-        if (form) dfl_gelu_erf(a, n), dfl_gelu_erf_naive(r, n);
-        else dfl_gelu_tanh(a, n), dfl_gelu_tanh_naive(r, n);
+        if (form)
+            dfl_gelu_erf(a, n), dfl_gelu_erf_naive(r, n);
+        else
+            dfl_gelu_tanh(a, n), dfl_gelu_tanh_naive(r, n);
         assert_true(max_abs_diff(a, r, n) < 1e-5);
     }
     float one[2] = {1.0f, 1.0f};
@@ -365,11 +393,12 @@ static void test_matmul_io_matches_naive(void **state)
     for (int c = 0; c < 3; c++) {
         dfl_wmat m = {w, DFL_DTYPE_F32, in, out, 0};
         if (c) {
-            for (int64_t i = 0; i < in * out; i++) h[i] = c == 1 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
+            for (int64_t i = 0; i < in * out; i++)
+                h[i] = c == 1 ? dfl_f32_to_bf16(w[i]) : dfl_f32_to_f16(w[i]);
             m.data = h;
             m.dtype = c == 1 ? DFL_DTYPE_BF16 : DFL_DTYPE_F16;
         }
-        dfl_matmul_wmat_io(y, x, &m, n, scratch, 7 * (size_t)out);   /* 7-row panels: 11 of them */
+        dfl_matmul_wmat_io(y, x, &m, n, scratch, 7 * (size_t)out); /* 7-row panels: 11 of them */
         dfl_matmul_wmat_io_naive(yr, x, &m, n);
         assert_true(max_abs_diff(y, yr, n * out) < 1e-5);
     }
@@ -398,13 +427,15 @@ static void test_geglu_softcap_longrope(void **state)
     dfl_softcap(a, (size_t)(n * f), 2.5f);
     dfl_softcap_naive(r, (size_t)(n * f), 2.5f);
     assert_true(max_abs_diff(a, r, n * f) < 1e-6);
-    for (int64_t i = 0; i < n * f; i++) assert_true(fabsf(a[i]) < 2.5f);
+    for (int64_t i = 0; i < n * f; i++)
+        assert_true(fabsf(a[i]) < 2.5f);
     float x = 50.0f;
     dfl_softcap(&x, 1, 50.0f);
     assert_true(fabs(x - 50.0 * tanh(1.0)) < 1e-5);
     double inv[4], fac[4] = {1.0, 2.0, 4.0, 8.0};
     dfl_rope_inv_freq_longrope(inv, 8, 10000.0, fac);
-    for (int j = 0; j < 4; j++) assert_true(fabs(inv[j] - pow(10000.0, -2.0 * j / 8.0) / fac[j]) < 1e-15);
+    for (int j = 0; j < 4; j++)
+        assert_true(fabs(inv[j] - pow(10000.0, -2.0 * j / 8.0) / fac[j]) < 1e-15);
     free(g), free(u), free(a), free(r);
 }
 
@@ -464,7 +495,8 @@ static void assert_same_finiteness(const float *a, const float *b, size_t n, dou
 static void poison(float *x, size_t row_len, int rows)
 {
     const float bad[3] = {NAN, INFINITY, -INFINITY};
-    for (int r = 0; r < rows && r < 3; r++) x[(size_t)r * row_len + (size_t)r + 1] = bad[r];
+    for (int r = 0; r < rows && r < 3; r++)
+        x[(size_t)r * row_len + (size_t)r + 1] = bad[r];
 }
 
 static void test_kernels_on_nan_and_inf(void **state)
@@ -477,7 +509,7 @@ static void test_kernels_on_nan_and_inf(void **state)
     dfl_matmul_xwt(y, x, w, n, d, d);
     dfl_matmul_xwt_naive(yr, x, w, n, d, d);
     assert_same_finiteness(y, yr, n * d, 1e-4);
-    assert_false(isfinite(y[0]));   /* the NaN row */
+    assert_false(isfinite(y[0])); /* the NaN row */
     /* rmsnorm */
     float *g = rand_array(d, 1);
     dfl_rmsnorm(y, x, g, n, d, 1e-5f, 1.0f);
@@ -495,7 +527,8 @@ static void test_kernels_on_nan_and_inf(void **state)
     assert_same_finiteness(y, yr, n * d, 1e-5);
     /* softmax: rows with NaN or +Inf become NaN, -Inf is an ordinary (flushed) 0 */
     int64_t lim[6];
-    for (int i = 0; i < n; i++) lim[i] = d - 1 - i;
+    for (int i = 0; i < n; i++)
+        lim[i] = d - 1 - i;
     memcpy(y, x, n * d * 4), memcpy(yr, x, n * d * 4);
     dfl_softmax_causal(y, n, d, d, lim);
     dfl_softmax_causal_naive(yr, n, d, d, lim);
@@ -521,7 +554,8 @@ static void test_kernels_on_nan_and_inf(void **state)
     int32_t am[6], ar[6];
     dfl_logsumexp_argmax(z, n, V, lse, am);
     dfl_logsumexp_argmax_naive(z, n, V, lr, ar);
-    for (int i = 0; i < n; i++) assert_int_equal(isfinite(lse[i]), isfinite(lr[i]));
+    for (int i = 0; i < n; i++)
+        assert_int_equal(isfinite(lse[i]), isfinite(lr[i]));
     assert_false(isfinite(lse[0]) || isfinite(lse[1]));
     assert_true(isfinite(lse[2]));
     /* fake quantization: NaN stays NaN, a NaN range leaves the data alone */

@@ -38,7 +38,8 @@ static void test_config_defaults(void **state)
     assert_int_equal(c.rope_kind, DFL_ROPE_NONE);
     assert_int_equal(dfl_config_analysis_heads(&c), 2);
 
-    assert_int_equal(parse("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2}", &c, &e), DFL_OK);
+    assert_int_equal(parse("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2}", &c, &e),
+                     DFL_OK);
     assert_int_equal(c.head_dim, 2); /* D / H / 2 */
     assert_int_equal(c.rope_interleaved, 1);
     assert_int_equal(c.kv_pairing, DFL_KV_FLASH);
@@ -49,7 +50,8 @@ static void test_config_defaults(void **state)
                            "\"num_key_value_heads\": 2, \"diff_lambda_init\": 0.5, \"diff_kv_pairing\": \"naive\", "
                            "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
                            "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}",
-                           &c, &e), DFL_OK);
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.head_dim, 2);
     assert_int_equal(dfl_config_analysis_heads(&c), 2);
     assert_true(dfl_config_lambda_init(&c, 5) == 0.5);
@@ -60,7 +62,8 @@ static void test_config_defaults(void **state)
     /* the newer rope_parameters form, and an explicit head_dim */
     assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"head_dim\": 6, "
                            "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2, \"rope_theta\": 500}}",
-                           &c, &e), DFL_OK);
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.head_dim, 6);
     assert_int_equal(c.rope_kind, DFL_ROPE_LINEAR);
     assert_true(c.rope_theta == 500);
@@ -72,41 +75,55 @@ static void test_config_families(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5}",
-                           &c, &e), DFL_OK);
+    assert_int_equal(
+        parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5}", &c, &e),
+        DFL_OK);
     assert_int_equal(c.type, DFL_MODEL_LLAMA);
     assert_string_equal(c.model_type, "mistral");
     assert_int_equal(dfl_config_window(&c, 0), 5);
     assert_int_equal(dfl_config_window(&c, 1), 5);
-    assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": null}",
-                           &c, &e), DFL_OK);
+    assert_int_equal(
+        parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": null}", &c, &e),
+        DFL_OK);
     assert_int_equal(dfl_config_window(&c, 1), 0);
     /* Qwen2: the window needs use_sliding_window and starts at max_window_layers */
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5, "
-                           "\"max_window_layers\": 1, \"use_sliding_window\": false, \"use_mrope\": false}", &c, &e), DFL_OK);
+                           "\"max_window_layers\": 1, \"use_sliding_window\": false, \"use_mrope\": false}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.qkv_bias, 1);
     assert_int_equal(dfl_config_window(&c, 1), 0);
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 5, "
-                           "\"max_window_layers\": 1, \"use_sliding_window\": true}", &c, &e), DFL_OK);
+                           "\"max_window_layers\": 1, \"use_sliding_window\": true}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(dfl_config_window(&c, 0), 0);
     assert_int_equal(dfl_config_window(&c, 1), 5);
-    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
-                           "\"sliding_window\": 3, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e),
+    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE
+                           "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
+                           "\"sliding_window\": 3, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                           &c, &e),
                      DFL_OK);
     assert_int_equal(c.qk_norm, 1);
     assert_int_equal(c.qkv_bias, 0);
-    assert_int_equal(c.head_dim, 128);   /* Qwen3Config's default */
+    assert_int_equal(c.head_dim, 128); /* Qwen3Config's default */
     assert_int_equal(dfl_config_window(&c, 0), 0);
     assert_int_equal(dfl_config_window(&c, 1), 3);
     /* dynamic rope: accepted, limited to the original context */
-    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"max_position_embeddings\": 64, "
-                           "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", &c, &e), DFL_OK);
+    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE
+                           "\"num_attention_heads\": 2, \"max_position_embeddings\": 64, "
+                           "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.rope_kind, DFL_ROPE_DYNAMIC);
     assert_int_equal(c.rope_original_max_pos, 64);
     /* harmless keys are ignored */
-    assert_int_equal(parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"use_cache\": true, "
-                           "\"initializer_range\": 0.02, \"transformers_version\": \"4.45.0\", \"torch_dtype\": \"bfloat16\", "
-                           "\"is_llama_config\": true, \"pretraining_tp\": 1}", &c, &e), DFL_OK);
+    assert_int_equal(
+        parse("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"use_cache\": true, "
+              "\"initializer_range\": 0.02, \"transformers_version\": \"4.45.0\", \"torch_dtype\": \"bfloat16\", "
+              "\"is_llama_config\": true, \"pretraining_tp\": 1}",
+              &c, &e),
+        DFL_OK);
 }
 
 static void expect_refused(const char *json, dfl_status want, const char *needle)
@@ -135,8 +152,8 @@ static void test_config_refusals(void **state)
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 3}", DFL_ERR_CONFIG, "divisible");
     expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 1, \"head_dim\": 8}",
                    DFL_ERR_CONFIG, "even");
-    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"head_dim\": 3}",
-                   DFL_ERR_CONFIG, "head_dim");
+    expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"head_dim\": 3}", DFL_ERR_CONFIG,
+                   "head_dim");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 0}", DFL_ERR_CONFIG, ">= 1");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"attention_bias\": true}",
                    DFL_ERR_CONFIG, "attention_bias");
@@ -145,15 +162,19 @@ static void test_config_refusals(void **state)
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"hidden_act\": \"gelu\"}",
                    DFL_ERR_CONFIG, "gelu");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
-                   "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}", DFL_ERR_CONFIG, "yarn");
+                   "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}}",
+                   DFL_ERR_CONFIG, "yarn");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
-                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}}", DFL_ERR_CONFIG, "factor");
+                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0}}",
+                   DFL_ERR_CONFIG, "factor");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_theta\": -1}",
                    DFL_ERR_CONFIG, "rope_theta");
     expect_refused("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2, "
-                   "\"diff_kv_pairing\": \"other\"}", DFL_ERR_CONFIG, "diff_kv_pairing");
+                   "\"diff_kv_pairing\": \"other\"}",
+                   DFL_ERR_CONFIG, "diff_kv_pairing");
     expect_refused("{\"model_type\": \"diff_transformer\", " BASE "\"num_attention_heads\": 2, "
-                   "\"diff_lambda_init\": \"x\"}", DFL_ERR_CONFIG, "diff_lambda_init");
+                   "\"diff_lambda_init\": \"x\"}",
+                   DFL_ERR_CONFIG, "diff_lambda_init");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 4}",
                    DFL_ERR_CONFIG, "sliding_window");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"attn_logit_softcapping\": 50}",
@@ -162,7 +183,8 @@ static void test_config_refusals(void **state)
                    "\"sliding_window\": 3, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
                    DFL_ERR_CONFIG, "layer_types");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
-                   "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}", DFL_ERR_CONFIG, "dynamic");
+                   "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
+                   DFL_ERR_CONFIG, "dynamic");
 }
 
 /* Every key is read, ignored or refused by name (issue 24): refusals Hugging Face makes,
@@ -172,27 +194,33 @@ static void test_config_key_rule(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-#define L3 "{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+#define L3                                                                                                             \
+    "{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_scaling\": {\"rope_type\": \"llama3\", "
     /* llama3 rope_scaling: HF's _validate_llama3_parameters requires all four keys */
     expect_refused(L3 "\"factor\": 8}}", DFL_ERR_CONFIG, "needs \"low_freq_factor\"");
     expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1}}", DFL_ERR_CONFIG, "needs \"high_freq_factor\"");
     expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}", DFL_ERR_CONFIG,
                    "needs \"original_max_position_embeddings\"");
     expect_refused(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
-                   "\"original_max_position_embeddings\": null}}", DFL_ERR_CONFIG,
-                   "needs \"original_max_position_embeddings\"");
+                      "\"original_max_position_embeddings\": null}}",
+                   DFL_ERR_CONFIG, "needs \"original_max_position_embeddings\"");
     assert_int_equal(parse(L3 "\"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4, "
-                           "\"original_max_position_embeddings\": 64}}", &c, &e), DFL_OK);
+                              "\"original_max_position_embeddings\": 64}}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.rope_original_max_pos, 64);
 #undef L3
     /* sliding_window 0 is no window: refused where the family would use it, not run as full attention */
     expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"sliding_window\": 0}",
                    DFL_ERR_CONFIG, "\"sliding_window\" = 0");
     expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true, "
-                   "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
+                   "\"sliding_window\": 0}",
+                   DFL_ERR_CONFIG, "\"sliding_window\" = 0");
     /* unused when use_sliding_window is false (Qwen2Config sets it to None) */
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
-                           "false, \"sliding_window\": 0}", &c, &e), DFL_OK);
+                           "false, \"sliding_window\": 0}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(dfl_config_window(&c, 1), 0);
     /* qwen2 layer_types must agree with use_sliding_window / max_window_layers, also when sliding is off */
     expect_refused("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": false, "
@@ -212,16 +240,22 @@ static void test_config_key_rule(void **state)
     /* agreeing ones load: all full with sliding off, and full then sliding from max_window_layers */
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
                            "false, \"sliding_window\": 4, \"max_window_layers\": 1, "
-                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(dfl_config_window(&c, 1), 0);
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
                            "true, \"sliding_window\": 4, \"max_window_layers\": 1, "
-                           "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}", &c, &e), DFL_OK);
+                           "\"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(dfl_config_window(&c, 0), 0);
     assert_int_equal(dfl_config_window(&c, 1), 4);
     assert_int_equal(parse("{\"model_type\": \"qwen2\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
                            "true, \"sliding_window\": 4, \"max_window_layers\": 9, "
-                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, &e), DFL_OK);
+                           "\"layer_types\": [\"full_attention\", \"full_attention\"]}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(dfl_config_window(&c, 1), 0);
     /* numbers beyond the doubles parse as infinity (as Python's json): named as out of range */
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rms_norm_eps\": 1e309}",
@@ -229,11 +263,11 @@ static void test_config_key_rule(void **state)
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"rope_theta\": -1e309}",
                    DFL_ERR_CONFIG, "\"rope_theta\" is out of range");
     expect_refused("{\"model_type\": \"llama\", \"vocab_size\": 1E+400, \"hidden_size\": 8, \"intermediate_size\": 12, "
-                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 2}", DFL_ERR_CONFIG,
-                   "\"vocab_size\" is out of range");
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 2}",
+                   DFL_ERR_CONFIG, "\"vocab_size\" is out of range");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, "
-                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e309}}", DFL_ERR_CONFIG,
-                   "\"factor\" is out of range");
+                   "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 1e309}}",
+                   DFL_ERR_CONFIG, "\"factor\" is out of range");
     expect_refused("{\"model_type\": \"llama\", " BASE "\"num_attention_heads\": 2, \"bos_token_id\": 1e309}",
                    DFL_ERR_CONFIG, "\"bos_token_id\" is out of range");
     expect_refused("{\"model_type\": \"diffllama\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": -1e309}",
@@ -249,10 +283,13 @@ static void test_config_key_rule(void **state)
     expect_refused("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": true}",
                    DFL_ERR_CONFIG, "key \"use_sliding_window\" is not supported for model_type mistral");
     assert_int_equal(parse("{\"model_type\": \"mistral\", " BASE "\"num_attention_heads\": 2, \"use_sliding_window\": "
-                           "false, \"num_local_experts\": null}", &c, &e), DFL_OK);
+                           "false, \"num_local_experts\": null}",
+                           &c, &e),
+                     DFL_OK);
     /* difflens's Diff keys mean nothing to softmax families: ignored there */
-    assert_int_equal(parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": 0.5}",
-                           &c, &e), DFL_OK);
+    assert_int_equal(
+        parse("{\"model_type\": \"qwen3\", " BASE "\"num_attention_heads\": 2, \"diff_lambda_init\": 0.5}", &c, &e),
+        DFL_OK);
     assert_int_equal(c.has_lambda_init, 0);
 }
 
@@ -268,9 +305,11 @@ static void test_family_table(void **state)
     for (char *save = NULL, *mt = strtok_r(names, ", ", &save); mt; mt = strtok_r(NULL, ", ", &save), families++) {
         char json[512];
         int plain = !strcmp(mt, "gpt2") || !strcmp(mt, "gpt_neox");
-        snprintf(json, sizeof json, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
+        snprintf(json, sizeof json,
+                 "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 32, "
                  "\"intermediate_size\": 12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
-                 "\"num_key_value_heads\": %d, \"head_dim\": %d, \"rms_norm_eps\": 0.25%s}", mt,
+                 "\"num_key_value_heads\": %d, \"head_dim\": %d, \"rms_norm_eps\": 0.25%s}",
+                 mt,
                  /* GPT-2 and GPT-NeoX: H heads of D / H for q, k and v */
                  plain ? 4 : 2, plain ? 8 : 4,
                  /* GPT-NeoX rotates int(head_dim · rotary_pct [0.25]) values: 2 here */
@@ -298,14 +337,17 @@ static void test_family_table(void **state)
                 vw += p.v_width[v];
             }
             assert_int_equal(vw, p.out_width);
-            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++) out_writes[j]++;
+            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++)
+                out_writes[j]++;
         }
-        for (int64_t i = 0; i < sh.q_ld / hd; i++) assert_int_equal(q_reads[i], 1);
-        for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(out_writes[j], 1);
+        for (int64_t i = 0; i < sh.q_ld / hd; i++)
+            assert_int_equal(q_reads[i], 1);
+        for (int64_t j = 0; j < sh.att_ld; j++)
+            assert_int_equal(out_writes[j], 1);
         /* the Diff heads' sub-layer norm: unilm's fixed 1e-5, DiffLlama's rms_norm_eps */
         float want = c.type == DFL_MODEL_DIFF_TRANSFORMER || c.type == DFL_MODEL_MOTIF ? 1e-5f
-                     : c.type == DFL_MODEL_DIFFLLAMA                               ? 0.25f
-                                                                                   : 0.0f;
+                     : c.type == DFL_MODEL_DIFFLLAMA                                   ? 0.25f
+                                                                                       : 0.0f;
         assert_true(dfl__subnorm_eps(&c) == want);
     }
     assert_int_equal(families, 15);
@@ -322,7 +364,9 @@ static void test_config_gpt2(void **state)
     dfl_error e;
 #define GPT2 "{\"model_type\": \"gpt2\", \"vocab_size\": 11, \"n_embd\": 16, \"n_layer\": 3, \"n_head\": 4, "
     assert_int_equal(parse(GPT2 "\"n_inner\": null, \"n_ctx\": 1024, \"attn_pdrop\": 0.1, \"summary_type\": "
-                           "\"cls_index\", \"task_specific_params\": {}}", &c, &e), DFL_OK);
+                                "\"cls_index\", \"task_specific_params\": {}}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.hidden_size, 16);
     assert_int_equal(c.num_layers, 3);
     assert_int_equal(c.num_heads, 4);
@@ -336,9 +380,11 @@ static void test_config_gpt2(void **state)
     assert_int_equal(c.attn_unscaled, 0);
     assert_int_equal(c.attn_scale_by_layer, 0);
     assert_int_equal(parse(GPT2 "\"n_inner\": 24, \"n_positions\": 32, \"layer_norm_epsilon\": 0.5, "
-                           "\"activation_function\": \"gelu\", \"scale_attn_weights\": false, "
-                           "\"scale_attn_by_inverse_layer_idx\": true, \"reorder_and_upcast_attn\": true, "
-                           "\"tie_word_embeddings\": false}", &c, &e), DFL_OK);
+                                "\"activation_function\": \"gelu\", \"scale_attn_weights\": false, "
+                                "\"scale_attn_by_inverse_layer_idx\": true, \"reorder_and_upcast_attn\": true, "
+                                "\"tie_word_embeddings\": false}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.intermediate_size, 24);
     assert_int_equal(c.max_position_embeddings, 32);
     assert_true(c.rms_norm_eps == 0.5);
@@ -364,8 +410,9 @@ static void test_config_neox(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-#define NEOX "{\"model_type\": \"gpt_neox\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, " \
-             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+#define NEOX                                                                                                           \
+    "{\"model_type\": \"gpt_neox\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "              \
+    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
     assert_int_equal(parse(NEOX "\"classifier_dropout\": 0.1, \"hidden_dropout\": 0.0}", &c, &e), DFL_OK);
     assert_int_equal(c.head_dim, 16);
     assert_int_equal(c.rotary_dim, 4);
@@ -376,9 +423,10 @@ static void test_config_neox(void **state)
     assert_true(c.rms_norm_eps == 1e-5);
     assert_int_equal(c.act, DFL_ACT_GELU);
     assert_int_equal(parse(NEOX "\"rotary_pct\": 1.0, \"rotary_emb_base\": 500, \"use_parallel_residual\": false, "
-                           "\"attention_bias\": false, \"layer_norm_eps\": 0.5, \"hidden_act\": \"gelu_fast\"}", &c, &e),
+                                "\"attention_bias\": false, \"layer_norm_eps\": 0.5, \"hidden_act\": \"gelu_fast\"}",
+                           &c, &e),
                      DFL_OK);
-    assert_int_equal(c.rotary_dim, 0);   /* all of each head */
+    assert_int_equal(c.rotary_dim, 0); /* all of each head */
     assert_true(c.rope_theta == 500.0);
     assert_int_equal(c.parallel_residual, 0);
     assert_int_equal(c.qkv_bias, 0);
@@ -404,38 +452,45 @@ static void test_config_gemma2(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-#define GEMMA "{\"model_type\": \"gemma2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
-              "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, "
-    assert_int_equal(parse(GEMMA "\"cache_implementation\": \"hybrid\", \"hidden_act\": \"gelu_pytorch_tanh\"}", &c,
-                           &e), DFL_OK);
+#define GEMMA                                                                                                          \
+    "{\"model_type\": \"gemma2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, "                \
+    "\"num_hidden_layers\": 4, \"num_attention_heads\": 2, "
+    assert_int_equal(
+        parse(GEMMA "\"cache_implementation\": \"hybrid\", \"hidden_act\": \"gelu_pytorch_tanh\"}", &c, &e), DFL_OK);
     assert_int_equal(c.head_dim, 256);
     assert_true(c.attn_softcap == 50.0 && c.final_softcap == 30.0);
     assert_true(c.attn_scale == 1.0 / 16.0);
     assert_int_equal(c.tie_word_embeddings, 1);
     assert_true(c.embed_scale == 4.0f);
     assert_int_equal(c.act, DFL_ACT_GELU_TANH);
-    for (int l = 0; l < 4; l++) assert_int_equal(dfl_config_window(&c, l), l % 2 ? 0 : 4096);
+    for (int l = 0; l < 4; l++)
+        assert_int_equal(dfl_config_window(&c, l), l % 2 ? 0 : 4096);
     assert_int_equal(parse(GEMMA "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
-                           "\"sliding_window\": 8, \"query_pre_attn_scalar\": 64, \"head_dim\": 8, "
-                           "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
-                           "\"full_attention\"]}", &c, &e), DFL_OK);
+                                 "\"sliding_window\": 8, \"query_pre_attn_scalar\": 64, \"head_dim\": 8, "
+                                 "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+                                 "\"full_attention\"]}",
+                           &c, &e),
+                     DFL_OK);
     assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
     assert_true(c.attn_scale == 1.0 / 8.0);
     assert_int_equal(dfl_config_window(&c, 2), 8);
     assert_int_equal(dfl_config_window(&c, 3), 0);
     expect_refused(GEMMA "\"layer_types\": [\"full_attention\", \"full_attention\", \"sliding_attention\", "
-                   "\"full_attention\"]}", DFL_ERR_CONFIG, "layer_types[0] is not \"sliding_attention\"");
+                         "\"full_attention\"]}",
+                   DFL_ERR_CONFIG, "layer_types[0] is not \"sliding_attention\"");
     expect_refused(GEMMA "\"hidden_activation\": \"silu\"}", DFL_ERR_CONFIG, "hidden_activation \"silu\"");
     expect_refused(GEMMA "\"attn_logit_softcapping\": -1}", DFL_ERR_CONFIG, "soft-capping");
     expect_refused(GEMMA "\"sliding_window\": 0}", DFL_ERR_CONFIG, "\"sliding_window\" = 0");
     /* Gemma 3's text model: its defaults, and the keys Gemma 2 does not have */
     assert_int_equal(parse("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, "
-                           "\"intermediate_size\": 12, \"num_hidden_layers\": 12, \"num_attention_heads\": 2}", &c, &e),
+                           "\"intermediate_size\": 12, \"num_hidden_layers\": 12, \"num_attention_heads\": 2}",
+                           &c, &e),
                      DFL_OK);
     assert_true(c.rope_theta == 1e6 && c.rope_local_theta == 10000.0);
     assert_true(c.attn_softcap == 0 && c.final_softcap == 0);
     assert_int_equal(c.qk_norm, 1);
-    for (int l = 0; l < 12; l++) assert_int_equal(dfl_config_window(&c, l), l == 5 || l == 11 ? 0 : 4096);
+    for (int l = 0; l < 12; l++)
+        assert_int_equal(dfl_config_window(&c, l), l == 5 || l == 11 ? 0 : 4096);
     expect_refused(GEMMA "\"rope_local_base_freq\": 10000}", DFL_ERR_CONFIG, "key \"rope_local_base_freq\"");
     expect_refused("{\"model_type\": \"gemma3_text\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
                    "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"use_bidirectional_attention\": true}",
@@ -451,26 +506,33 @@ static void test_config_phi3(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-#define PHI3 "{\"model_type\": \"phi3\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, " \
-             "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, " \
-             "\"max_position_embeddings\": 131072, "
+#define PHI3                                                                                                           \
+    "{\"model_type\": \"phi3\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, "                  \
+    "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, "                \
+    "\"max_position_embeddings\": 131072, "
     assert_int_equal(parse(PHI3 "\"original_max_position_embeddings\": 4096, \"sliding_window\": 2047, "
-                           "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5, 2, 3], "
-                           "\"long_factor\": [2, 4, 8, 16]}}", &c, &e), DFL_OK);
+                                "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1.5, 2, 3], "
+                                "\"long_factor\": [2, 4, 8, 16]}}",
+                           &c, &e),
+                     DFL_OK);
     assert_int_equal(c.rope_kind, DFL_ROPE_LONGROPE);
     assert_int_equal(c.rope_original_max_pos, 4096);
     assert_true(c.rope_short[1] == 1.5 && c.rope_long[3] == 16.0);
     assert_true(fabs(c.rope_attn_factor - sqrt(1.0 + log(32.0) / log(4096.0))) < 1e-15);
     assert_int_equal(dfl_config_window(&c, 1), 2047);
-    assert_int_equal(parse(PHI3 "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 0.5, "
-                           "\"attention_factor\": 1.25, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 1, 1, 1]}}",
-                           &c, &e), DFL_OK);
+    assert_int_equal(
+        parse(PHI3 "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 0.5, "
+                   "\"attention_factor\": 1.25, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1, 1, 1, 1]}}",
+              &c, &e),
+        DFL_OK);
     assert_int_equal(c.rope_original_max_pos, 131072);
     assert_true(c.rope_attn_factor == 1.25);
     expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1], "
-                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "\"short_factor\" with head_dim/2 = 4 numbers");
+                        "\"long_factor\": [1, 1, 1, 1]}}",
+                   DFL_ERR_CONFIG, "\"short_factor\" with head_dim/2 = 4 numbers");
     expect_refused(PHI3 "\"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, 1, 1], "
-                   "\"long_factor\": [1, 1, 1, 1]}}", DFL_ERR_CONFIG, "needs \"factor\"");
+                        "\"long_factor\": [1, 1, 1, 1]}}",
+                   DFL_ERR_CONFIG, "needs \"factor\"");
     expect_refused(PHI3 "\"partial_rotary_factor\": 0.75}", DFL_ERR_CONFIG, "partial RoPE");
     assert_int_equal(parse(PHI3 "\"partial_rotary_factor\": 1.0}", &c, &e), DFL_OK);
 #undef PHI3
@@ -482,14 +544,17 @@ static void test_config_olmo2(void **state)
     (void)state;
     dfl_config c;
     dfl_error e;
-    assert_int_equal(parse("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
-                           "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-                           "\"rope_theta\": 500000, \"attention_bias\": false, \"pad_token_id\": 1}", &c, &e), DFL_OK);
+    assert_int_equal(
+        parse("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": "
+              "12, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+              "\"rope_theta\": 500000, \"attention_bias\": false, \"pad_token_id\": 1}",
+              &c, &e),
+        DFL_OK);
     assert_int_equal(c.qk_norm, 2);
     assert_int_equal(c.tie_word_embeddings, 0);
     expect_refused("{\"model_type\": \"olmo2\", \"vocab_size\": 11, \"hidden_size\": 16, \"intermediate_size\": 12, "
-                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"attention_bias\": true}", DFL_ERR_CONFIG,
-                   "attention_bias");
+                   "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"attention_bias\": true}",
+                   DFL_ERR_CONFIG, "attention_bias");
 }
 
 /* Motif GDA's head plan, as published (40 q heads = 8 groups of 4 + 1 over 16 kv heads)
@@ -500,18 +565,25 @@ static void test_config_olmo2(void **state)
 static void test_grouped_and_v2_plans(void **state)
 {
     (void)state;
-    static const struct { const char *json; int64_t heads, att_ld, q_ld; } cases[] = {
+    static const struct {
+        const char *json;
+        int64_t heads, att_ld, q_ld;
+    } cases[] = {
         {"{\"model_type\": \"Motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
          "\"num_hidden_layers\": 1, \"num_attention_heads\": 40, \"num_key_value_heads\": 16, \"head_dim\": 2, "
-         "\"num_noise_heads\": 8, \"k_ratio\": 1, \"hidden_act\": \"poly_norm\"}", 32, 128, 80},
+         "\"num_noise_heads\": 8, \"k_ratio\": 1, \"hidden_act\": \"poly_norm\"}",
+         32, 128, 80},
         {"{\"model_type\": \"motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
          "\"num_hidden_layers\": 1, \"num_attention_heads\": 10, \"num_key_value_heads\": 2, \"head_dim\": 2, "
-         "\"num_noise_heads\": 2}", 8, 32, 20},
+         "\"num_noise_heads\": 2}",
+         8, 32, 20},
         {"{\"model_type\": \"Motif\", \"vocab_size\": 11, \"hidden_size\": 64, \"intermediate_size\": 12, "
-         "\"num_hidden_layers\": 1, \"num_attention_heads\": 8, \"num_key_value_heads\": 4}", 4, 64, 64},
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 8, \"num_key_value_heads\": 4}",
+         4, 64, 64},
         {"{\"model_type\": \"diff_transformer_v2\", \"vocab_size\": 11, \"hidden_size\": 64, "
          "\"intermediate_size\": 12, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
-         "\"num_key_value_heads\": 2}", 4, 64, 128},
+         "\"num_key_value_heads\": 2}",
+         4, 64, 128},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         dfl_config c;
@@ -531,10 +603,11 @@ static void test_grouped_and_v2_plans(void **state)
                 reads[t][p.q_col[t] / hd]++;
             }
             reported += !p.repeat[1];
-            if (c.type == DFL_MODEL_MOTIF) assert_int_equal(p.k_col[1], p.k_col[0] + hd);   /* one (signal, noise) pair */
-            if (c.type == DFL_MODEL_DIFF_V2) assert_int_equal(p.k_col[1], p.k_col[0]);      /* one GQA group */
+            if (c.type == DFL_MODEL_MOTIF) assert_int_equal(p.k_col[1], p.k_col[0] + hd); /* one (signal, noise) pair */
+            if (c.type == DFL_MODEL_DIFF_V2) assert_int_equal(p.k_col[1], p.k_col[0]);    /* one GQA group */
             assert_int_equal(dfl_config_noise_group(&c, h), Gn ? h / gr : -1);
-            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++) writes[j]++;
+            for (int64_t j = p.out_col; j < p.out_col + p.out_width; j++)
+                writes[j]++;
         }
         for (int64_t i = 0; i < sh.q_ld / hd; i++) {
             int noise = Gn && i % (gr + 1) == gr;
@@ -542,7 +615,8 @@ static void test_grouped_and_v2_plans(void **state)
             assert_int_equal(reads[1][i], noise ? gr : Gn || reads[0][i] ? 0 : 1);
         }
         assert_int_equal(reported, Gn ? Gn : sh.heads);
-        for (int64_t j = 0; j < sh.att_ld; j++) assert_int_equal(writes[j], 1);
+        for (int64_t j = 0; j < sh.att_ld; j++)
+            assert_int_equal(writes[j], 1);
     }
 }
 
@@ -562,21 +636,32 @@ static void write_model(const char *dir, spec sp)
     int diff = !strcmp(sp.type, "diff_transformer");
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
-    fprintf(f, "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 8, \"intermediate_size\": 12, "
-               "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"tie_word_embeddings\": %s, "
-               "\"diff_lambda_init\": 0.25}",
+    fprintf(f,
+            "{\"model_type\": \"%s\", \"vocab_size\": 11, \"hidden_size\": 8, \"intermediate_size\": 12, "
+            "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"tie_word_embeddings\": %s, "
+            "\"diff_lambda_init\": 0.25}",
             sp.type, sp.tied ? "true" : "false");
     fclose(f);
-    struct { const char *name; int64_t d0, d1; } t[] = {
-        {"model.embed_tokens.weight", 11, 8}, {"model.norm.weight", 8, 0}, {"lm_head.weight", 11, 8},
-        {"model.layers.0.input_layernorm.weight", 8, 0}, {"model.layers.0.post_attention_layernorm.weight", 8, 0},
-        {"model.layers.0.self_attn.q_proj.weight", 8, 8}, {"model.layers.0.self_attn.k_proj.weight", 8, 8},
+    struct {
+        const char *name;
+        int64_t d0, d1;
+    } t[] = {
+        {"model.embed_tokens.weight", 11, 8},
+        {"model.norm.weight", 8, 0},
+        {"lm_head.weight", 11, 8},
+        {"model.layers.0.input_layernorm.weight", 8, 0},
+        {"model.layers.0.post_attention_layernorm.weight", 8, 0},
+        {"model.layers.0.self_attn.q_proj.weight", 8, 8},
+        {"model.layers.0.self_attn.k_proj.weight", 8, 8},
         {"model.layers.0.self_attn.v_proj.weight", 8, 8},
         {diff ? "model.layers.0.self_attn.out_proj.weight" : "model.layers.0.self_attn.o_proj.weight", 8, 8},
-        {"model.layers.0.mlp.gate_proj.weight", 12, 8}, {"model.layers.0.mlp.up_proj.weight", 12, 8},
+        {"model.layers.0.mlp.gate_proj.weight", 12, 8},
+        {"model.layers.0.mlp.up_proj.weight", 12, 8},
         {"model.layers.0.mlp.down_proj.weight", 8, 12},
-        {"model.layers.0.self_attn.lambda_q1", 2, 0}, {"model.layers.0.self_attn.lambda_k1", 2, 0},
-        {"model.layers.0.self_attn.lambda_q2", 2, 0}, {"model.layers.0.self_attn.lambda_k2", 2, 0},
+        {"model.layers.0.self_attn.lambda_q1", 2, 0},
+        {"model.layers.0.self_attn.lambda_k1", 2, 0},
+        {"model.layers.0.self_attn.lambda_q2", 2, 0},
+        {"model.layers.0.self_attn.lambda_k2", 2, 0},
     };
     size_t nt = sizeof t / sizeof t[0] - (diff ? 0 : 4);
     dfl_tensor ts[16];
@@ -593,7 +678,8 @@ static void write_model(const char *dir, spec sp)
         x->shape[0] = t[i].d0 + (sp.bad_shape && !strcmp(sp.bad_shape, t[i].name) ? 1 : 0);
         x->shape[1] = t[i].d1;
         size_t numel = (size_t)x->shape[0] * (size_t)(t[i].d1 ? t[i].d1 : 1);
-        for (size_t j = 0; j < numel; j++) data[n][j] = 0.1f * (float)((i * 7 + j * 3) % 11) - 0.5f;
+        for (size_t j = 0; j < numel; j++)
+            data[n][j] = 0.1f * (float)((i * 7 + j * 3) % 11) - 0.5f;
         /* λ vectors: q1·k1 = 0.5, q2·k2 = 0.2 give λ = e^0.5 − e^0.2 + 0.25 */
         if (strstr(t[i].name, "lambda_q1")) data[n][0] = 1.0f, data[n][1] = 0.0f;
         if (strstr(t[i].name, "lambda_k1")) data[n][0] = 0.5f, data[n][1] = 9.0f;
@@ -649,10 +735,10 @@ static void test_load_errors(void **state)
     expect_load_error((spec){"llama", NULL, "model.layers.0.self_attn.k_proj.weight", NULL, 0}, DFL_ERR_TENSOR,
                       "has shape [9, 8], config needs [8, 8]");
     expect_load_error((spec){"llama", NULL, NULL, "model.norm.weight", 0}, DFL_ERR_TENSOR, "dtype I32");
-    expect_load_error((spec){"diff_transformer", "model.layers.0.self_attn.lambda_k2", NULL, NULL, 0},
-                      DFL_ERR_TENSOR, "lambda_k2");
-    expect_load_error((spec){"diff_transformer", NULL, "model.layers.0.self_attn.lambda_q1", NULL, 0},
-                      DFL_ERR_TENSOR, "config needs [2]");
+    expect_load_error((spec){"diff_transformer", "model.layers.0.self_attn.lambda_k2", NULL, NULL, 0}, DFL_ERR_TENSOR,
+                      "lambda_k2");
+    expect_load_error((spec){"diff_transformer", NULL, "model.layers.0.self_attn.lambda_q1", NULL, 0}, DFL_ERR_TENSOR,
+                      "config needs [2]");
     /* no config.json at all, no weights at all */
     dfl_model *m = NULL;
     dfl_error e;
@@ -682,18 +768,12 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_config_defaults),
-        cmocka_unit_test(test_config_refusals),
-        cmocka_unit_test(test_config_families),
-        cmocka_unit_test(test_config_key_rule),
-        cmocka_unit_test(test_family_table),
-        cmocka_unit_test(test_config_gpt2),
-        cmocka_unit_test(test_config_neox),
-        cmocka_unit_test(test_config_gemma2),
-        cmocka_unit_test(test_config_olmo2),
-        cmocka_unit_test(test_config_phi3),
-        cmocka_unit_test(test_grouped_and_v2_plans),
-        cmocka_unit_test(test_load_ok_and_lambda),
+        cmocka_unit_test(test_config_defaults),      cmocka_unit_test(test_config_refusals),
+        cmocka_unit_test(test_config_families),      cmocka_unit_test(test_config_key_rule),
+        cmocka_unit_test(test_family_table),         cmocka_unit_test(test_config_gpt2),
+        cmocka_unit_test(test_config_neox),          cmocka_unit_test(test_config_gemma2),
+        cmocka_unit_test(test_config_olmo2),         cmocka_unit_test(test_config_phi3),
+        cmocka_unit_test(test_grouped_and_v2_plans), cmocka_unit_test(test_load_ok_and_lambda),
         cmocka_unit_test(test_load_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

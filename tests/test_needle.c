@@ -18,7 +18,10 @@
 #include "text/needle.h"
 #include "text/prompts.h"
 
-static int in(int32_t t, int32_t lo, int32_t hi) { return t >= lo && t < hi; }
+static int in(int32_t t, int32_t lo, int32_t hi)
+{
+    return t >= lo && t < hi;
+}
 
 /* Every invariant of one sample. */
 static void check_sample(const dfl_needle_params *p, const int32_t *tok, const dfl_needle_layout *lay)
@@ -36,11 +39,14 @@ static void check_sample(const dfl_needle_params *p, const int32_t *tok, const d
         int32_t s = lay->needle_pos[i];
         assert_true(s >= 1 && s + nl <= 1 + C);
         if (i) assert_true(s >= lay->needle_pos[i - 1] + nl);
-        for (int j = 0; j < i; j++) assert_int_not_equal(lay->needle_key[i], lay->needle_key[j]);
+        for (int j = 0; j < i; j++)
+            assert_int_not_equal(lay->needle_key[i], lay->needle_key[j]);
         assert_int_equal(tok[s], DFL_TOK_NEEDLE);
         assert_int_equal(tok[s + 1], DFL_TOK_KEY0 + lay->needle_key[i]);
-        for (int64_t d = 0; d < m; d++) assert_true(in(tok[s + 2 + d], DFL_TOK_DIGIT0, DFL_TOK_KEY0));
-        for (int64_t k = 0; k < nl; k++) mark[s + k] = 1;
+        for (int64_t d = 0; d < m; d++)
+            assert_true(in(tok[s + 2 + d], DFL_TOK_DIGIT0, DFL_TOK_KEY0));
+        for (int64_t k = 0; k < nl; k++)
+            mark[s + k] = 1;
     }
     /* everything else in the context is filler */
     for (int64_t i = 1; i <= C; i++)
@@ -54,22 +60,24 @@ static void check_sample(const dfl_needle_params *p, const int32_t *tok, const d
         assert_int_equal(tok[s], DFL_TOK_QUERY);
         assert_int_equal(tok[s + 1], DFL_TOK_KEY0 + lay->needle_key[n]);
         assert_int_equal(tok[s + 2], DFL_TOK_SEP);
-        for (int64_t d = 0; d < m; d++) assert_int_equal(tok[s + 3 + d], tok[lay->needle_pos[n] + 2 + d]);
+        for (int64_t d = 0; d < m; d++)
+            assert_int_equal(tok[s + 3 + d], tok[lay->needle_pos[n] + 2 + d]);
         /* earlier queries ask for distractors while there are enough of them */
         if (q < p->queries - 1 && p->queries - 1 <= p->needles - 1) {
             assert_int_not_equal(n, lay->answer);
-            for (int r = 0; r < q; r++) assert_int_not_equal(n, lay->query_needle[r]);
+            for (int r = 0; r < q; r++)
+                assert_int_not_equal(n, lay->query_needle[r]);
         }
     }
-    assert_int_equal(lay->query_pos[p->queries - 1] + 3 + m, T);   /* the last digit ends the sample */
+    assert_int_equal(lay->query_pos[p->queries - 1] + 3 + m, T); /* the last digit ends the sample */
 }
 
 static void test_invariants(void **state)
 {
     (void)state;
     const int cfg[][5] = {/* T, N, R, m, vocab */
-                          {256, 4, 1, 4, 128}, {128, 4, 1, 2, 128}, {64, 1, 1, 1, 128}, {512, 16, 8, 3, 300},
-                          {200, 6, 10, 2, 128}, {2000, 64, 64, 4, 1000}};
+                          {256, 4, 1, 4, 128},  {128, 4, 1, 2, 128},  {64, 1, 1, 1, 128},
+                          {512, 16, 8, 3, 300}, {200, 6, 10, 2, 128}, {2000, 64, 64, 4, 1000}};
     const double depths[] = {-1, 0, 0.25, 0.5, 1};
     int32_t *tok = malloc(2000 * sizeof *tok);
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
@@ -118,11 +126,11 @@ static void test_deterministic(void **state)
     dfl_needle_sample(&p, 5, 0, 17, b, &lb);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_equal(&la, &lb, sizeof la);
-    dfl_needle_sample(&p, 5, 0, 18, b, NULL);   /* another index */
+    dfl_needle_sample(&p, 5, 0, 18, b, NULL); /* another index */
     assert_memory_not_equal(a, b, sizeof a);
-    dfl_needle_sample(&p, 5, 1, 17, b, NULL);   /* another stream */
+    dfl_needle_sample(&p, 5, 1, 17, b, NULL); /* another stream */
     assert_memory_not_equal(a, b, sizeof a);
-    dfl_needle_sample(&p, 6, 0, 17, b, NULL);   /* another seed */
+    dfl_needle_sample(&p, 6, 0, 17, b, NULL); /* another seed */
     assert_memory_not_equal(a, b, sizeof a);
 }
 
@@ -143,7 +151,7 @@ static void test_targets(void **state)
         assert_true(in(tok[i + 1], DFL_TOK_DIGIT0, DFL_TOK_KEY0));
     }
     assert_int_equal(n, p.queries * p.digits);
-    dfl_needle_targets(&p, tok, &lay, 0, 1, tgt);   /* only the last query's digits */
+    dfl_needle_targets(&p, tok, &lay, 0, 1, tgt); /* only the last query's digits */
     n = 0;
     for (int i = 0; i < 256; i++)
         if (tgt[i] >= 0) {
@@ -152,8 +160,9 @@ static void test_targets(void **state)
         }
     assert_int_equal(n, p.digits);
     assert_int_equal(tgt[255], -1);
-    dfl_needle_targets(&p, tok, &lay, 1, 0, tgt);   /* every next token */
-    for (int i = 0; i < 255; i++) assert_int_equal(tgt[i], tok[i + 1]);
+    dfl_needle_targets(&p, tok, &lay, 1, 0, tgt); /* every next token */
+    for (int i = 0; i < 255; i++)
+        assert_int_equal(tgt[i], tok[i + 1]);
     assert_int_equal(tgt[255], -1);
 }
 
@@ -164,7 +173,8 @@ static void test_prompt(void **state)
     p.queries = 2;
     dfl_prompt pr[2];
     dfl_error err;
-    for (int i = 0; i < 2; i++) assert_int_equal(dfl_needle_prompt(&p, 3, 1, (uint64_t)i, &pr[i], &err), DFL_OK);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(dfl_needle_prompt(&p, 3, 1, (uint64_t)i, &pr[i], &err), DFL_OK);
     int32_t tok[256];
     dfl_needle_layout lay;
     dfl_needle_sample(&p, 3, 1, 0, tok, &lay);
@@ -182,11 +192,12 @@ static void test_prompt(void **state)
     const dfl_span *q = pr[0].spans[DFL_SPAN_QUERY], *t = pr[0].spans[DFL_SPAN_TARGET];
     assert_int_equal(pr[0].n_spans[DFL_SPAN_QUERY], 2);
     assert_int_equal(tok[q[1].start], DFL_TOK_QUERY);
-    assert_int_equal(tok[q[1].end - 1], DFL_TOK_SEP);   /* analysis row = the last <sep> */
+    assert_int_equal(tok[q[1].end - 1], DFL_TOK_SEP); /* analysis row = the last <sep> */
     assert_int_equal(t[1].start, q[1].end);
     assert_int_equal(t[1].end, 256);
     /* the answer's digits are the last target */
-    for (int d = 0; d < p.digits; d++) assert_int_equal(tok[t[1].start + d], tok[a[0].start + 2 + d]);
+    for (int d = 0; d < p.digits; d++)
+        assert_int_equal(tok[t[1].start + d], tok[a[0].start + 2 + d]);
     /* text labels */
     assert_string_equal(pr[0].text[0], "<bos>");
     assert_string_equal(pr[0].text[q[1].start], "<query>");
@@ -215,7 +226,8 @@ static void test_prompt(void **state)
     dfl_prompt_set_free(&back);
     remove(path);
     rmdir(dir);
-    for (int i = 0; i < 2; i++) dfl_prompt_free(&pr[i]);
+    for (int i = 0; i < 2; i++)
+        dfl_prompt_free(&pr[i]);
     /* one needle: no distractor spans at all */
     p.needles = 1, p.queries = 1;
     assert_int_equal(dfl_needle_prompt(&p, 3, 0, 0, &pr[0], &err), DFL_OK);
@@ -248,7 +260,7 @@ static void test_check_errors(void **state)
     assert_int_equal(dfl_needle_check(&p, &err), DFL_ERR_USAGE);
     p = d, p.depth = NAN;
     assert_int_equal(dfl_needle_check(&p, &err), DFL_ERR_USAGE);
-    p = d, p.seq_len = 1 + 7 + 2 * 4 * 6 - 1;   /* one short of the minimum */
+    p = d, p.seq_len = 1 + 7 + 2 * 4 * 6 - 1; /* one short of the minimum */
     assert_int_equal(dfl_needle_check(&p, &err), DFL_ERR_USAGE);
     assert_non_null(strstr(err.msg, "at least 56"));
     p.seq_len++;
@@ -270,7 +282,8 @@ static void test_rng(void **state)
         assert_true(u >= 0 && u < 1);
     }
     assert_true(fabs(s / n) < 0.01 && fabs(s2 / n - 1) < 0.02);
-    for (int k = 0; k < 7; k++) assert_true(abs(counts[k] - n / 7) < n / 70);
+    for (int k = 0; k < 7; k++)
+        assert_true(abs(counts[k] - n / 7) < n / 70);
     dfl_rng a = dfl_rng_make(1, 0, 0), b = dfl_rng_make(1, 0, 0), c = dfl_rng_make(1, 0, 1);
     assert_true(dfl_rng_next(&a) == dfl_rng_next(&b));
     assert_true(dfl_rng_next(&a) != dfl_rng_next(&c));

@@ -128,7 +128,10 @@ static void test_analyze_usage_errors(void **state)
 /* Synthetic prompts                                                        */
 /* ------------------------------------------------------------------------ */
 
-static int span_count(const dfl_prompt *p, dfl_span_kind k) { return (int)p->n_spans[k]; }
+static int span_count(const dfl_prompt *p, dfl_span_kind k)
+{
+    return (int)p->n_spans[k];
+}
 
 /* Every invariant of one synthetic prompt (docs/format.md "Needle task"). */
 static void check_synthetic(const dfl_prompt *p, int64_t T, int N, int R, int m, double depth)
@@ -171,7 +174,8 @@ static void check_synthetic(const dfl_prompt *p, int64_t T, int N, int R, int m,
     }
     /* filler elsewhere in the context */
     int needle_tokens = 0;
-    for (int64_t t = 1; t <= C; t++) needle_tokens += p->tokens[t] < DFL_TOK_FILLER0;
+    for (int64_t t = 1; t <= C; t++)
+        needle_tokens += p->tokens[t] < DFL_TOK_FILLER0;
     assert_int_equal(needle_tokens, N * nl);
 
     /* queries: <query> key <sep>, then the digits of that key's needle; the last asks
@@ -193,11 +197,13 @@ static void check_synthetic(const dfl_prompt *p, int64_t T, int N, int R, int m,
             dfl_span s = i == 0 ? a : p->spans[DFL_SPAN_DISTRACTOR][i - 1];
             if (p->tokens[s.start + 1] != key) continue;
             found = 1;
-            for (int d = 0; d < m; d++) assert_int_equal(p->tokens[ts.start + d], p->tokens[s.start + 2 + d]);
+            for (int d = 0; d < m; d++)
+                assert_int_equal(p->tokens[ts.start + d], p->tokens[s.start + 2 + d]);
         }
         assert_true(found);
     }
-    for (size_t t = 0; t < p->n_tokens; t++) assert_non_null(p->text[t]);
+    for (size_t t = 0; t < p->n_tokens; t++)
+        assert_non_null(p->text[t]);
 }
 
 static void test_synthetic_defaults(void **state)
@@ -208,15 +214,17 @@ static void test_synthetic_defaults(void **state)
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
     assert_int_equal(p.samples, 20);
     assert_int_equal(dfl_noise_prompts_make(&p, &set, &err), DFL_OK);
-    assert_int_equal(set.count, 100);   /* 5 depths x 20 */
+    assert_int_equal(set.count, 100); /* 5 depths x 20 */
     static const double depths[5] = {0, 0.25, 0.5, 0.75, 1};
-    for (size_t i = 0; i < set.count; i++) check_synthetic(&set.items[i], 256, 4, 1, 4, depths[i / 20]);
+    for (size_t i = 0; i < set.count; i++)
+        check_synthetic(&set.items[i], 256, 4, 1, 4, depths[i / 20]);
     assert_string_equal(set.items[0].id, "d0-s0");
     assert_string_equal(set.items[27].id, "d25-s7");
     assert_string_equal(set.items[99].id, "d100-s19");
     /* all ids distinct, and samples at one depth differ */
     for (size_t i = 0; i < set.count; i++)
-        for (size_t j = 0; j < i; j++) assert_string_not_equal(set.items[i].id, set.items[j].id);
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(set.items[i].id, set.items[j].id);
     assert_memory_not_equal(set.items[0].tokens, set.items[1].tokens, 256 * sizeof(int32_t));
     dfl_prompt_set_free(&set);
 }
@@ -239,7 +247,8 @@ static void test_synthetic_options_and_seed(void **state)
     assert_int_equal(a.count, 24);
     for (size_t i = 0; i < a.count; i++) {
         check_synthetic(&a.items[i], lengths[i / 12], 3, 2, 2, depths[(i / 4) % 3]);
-        for (size_t t = 0; t < a.items[i].n_tokens; t++) assert_true(a.items[i].tokens[t] < 200);
+        for (size_t t = 0; t < a.items[i].n_tokens; t++)
+            assert_true(a.items[i].tokens[t] < 200);
     }
     assert_string_equal(a.items[0].id, "L64-d100-s0");
     assert_string_equal(a.items[13].id, "L97-d100-s1");
@@ -292,7 +301,8 @@ static void test_synthetic_errors(void **state)
     p = dfl_noise_prompts_default();
     p.samples = 1000000;
     int64_t lens[20];
-    for (int i = 0; i < 20; i++) lens[i] = 256;
+    for (int i = 0; i < 20; i++)
+        lens[i] = 256;
     p.lengths = lens, p.n_lengths = 20;
     assert_int_equal(dfl_noise_prompts_make(&p, &set, &err), DFL_ERR_USAGE);
     assert_non_null(strstr(err.msg, "too many prompts"));
@@ -342,7 +352,9 @@ static void test_template_parse(void **state)
 
     /* the minimal form: answer = the whole needle, no bos, no distractors */
     assert_int_equal(parse("{\"haystack\": [7], \"needle\": [8, 9], \"query\": [10], \"target\": [9],"
-                           " \"bos\": null}", &t, &err), DFL_OK);
+                           " \"bos\": null}",
+                           &t, &err),
+                     DFL_OK);
     assert_int_equal(t.answer.start, 0);
     assert_int_equal(t.answer.end, 2);
     assert_false(t.has_bos);
@@ -373,26 +385,25 @@ static void test_template_errors(void **state)
          "needle[1] is not an integer"},
         {"{\"haystack\": [1], \"needle\": [1], \"query\": [-2], \"target\": [3]}", DFL_ERR_RANGE,
          "query[0]: -2 is not a token id"},
-        {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3e10]}", DFL_ERR_RANGE,
-         "target[0]"},
-        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1, 3], \"query\": [2], \"target\": [3]}",
-         DFL_ERR_RANGE, "answer [1, 3] is not a non-empty half-open span inside the needle"},
-        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1, 1], \"query\": [2], \"target\": [3]}",
-         DFL_ERR_RANGE, "inside the needle"},
-        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1], \"query\": [2], \"target\": [3]}",
-         DFL_ERR_FORMAT, "answer is not a pair"},
+        {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3e10]}", DFL_ERR_RANGE, "target[0]"},
+        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1, 3], \"query\": [2], \"target\": [3]}", DFL_ERR_RANGE,
+         "answer [1, 3] is not a non-empty half-open span inside the needle"},
+        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1, 1], \"query\": [2], \"target\": [3]}", DFL_ERR_RANGE,
+         "inside the needle"},
+        {"{\"haystack\": [1], \"needle\": [1, 2], \"answer\": [1], \"query\": [2], \"target\": [3]}", DFL_ERR_FORMAT,
+         "answer is not a pair"},
         {"{\"haystack\": [1], \"needle\": [1], \"distractors\": [1, 2], \"query\": [2], \"target\": [3]}",
          DFL_ERR_FORMAT, "distractors[0] is not an array"},
-        {"{\"haystack\": [1], \"needle\": [1], \"distractors\": {}, \"query\": [2], \"target\": [3]}",
-         DFL_ERR_FORMAT, "distractors is not an array"},
+        {"{\"haystack\": [1], \"needle\": [1], \"distractors\": {}, \"query\": [2], \"target\": [3]}", DFL_ERR_FORMAT,
+         "distractors is not an array"},
         {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3], \"bos\": \"x\"}", DFL_ERR_FORMAT,
          "bos is not a token id"},
         {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3], \"bos\": -1}", DFL_ERR_RANGE,
          "bos: -1 is not a token id"},
         {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3], \"vocab_size\": 0}", DFL_ERR_FORMAT,
          "vocab_size is not a positive integer"},
-        {"{\"haystack\": [1], \"needle\": [1, 9], \"query\": [2], \"target\": [3], \"vocab_size\": 9}",
-         DFL_ERR_RANGE, "needle[1] = 9 is not below the vocabulary size 9"},
+        {"{\"haystack\": [1], \"needle\": [1, 9], \"query\": [2], \"target\": [3], \"vocab_size\": 9}", DFL_ERR_RANGE,
+         "needle[1] = 9 is not below the vocabulary size 9"},
         {"{\"haystack\": [1], \"needle\": [1], \"query\": [2], \"target\": [3], \"bos\": 12, \"vocab_size\": 9}",
          DFL_ERR_RANGE, "bos[0] = 12 is not below"},
     };
@@ -440,7 +451,8 @@ static void check_template_prompt(const dfl_noise_template *t, const dfl_prompt 
     assert_int_equal(p->n_spans[DFL_SPAN_DISTRACTOR], t->n_distractors);
     uint8_t *mark = calloc((size_t)T, 1);
     assert_non_null(mark);
-    for (int64_t j = ns; j < ns + nn; j++) mark[j] = 1;
+    for (int64_t j = ns; j < ns + nn; j++)
+        mark[j] = 1;
     int used[DFL_NOISE_MAX_DISTRACTORS] = {0};
     for (size_t i = 0; i < t->n_distractors; i++) {
         dfl_span s = p->spans[DFL_SPAN_DISTRACTOR][i];
@@ -487,7 +499,8 @@ static void test_template_prompts(void **state)
     assert_int_equal(dfl_noise_prompts_make(&p, &a, &err), DFL_OK);
     assert_int_equal(a.count, 60);
     static const double depths[5] = {0, 0.25, 0.5, 0.75, 1};
-    for (size_t i = 0; i < a.count; i++) check_template_prompt(&t, &a.items[i], lengths[i / 30], depths[(i / 6) % 5]);
+    for (size_t i = 0; i < a.count; i++)
+        check_template_prompt(&t, &a.items[i], lengths[i / 30], depths[(i / 6) % 5]);
     assert_string_equal(a.items[31].id, "L120-d0-s1");
     /* reproducible */
     assert_int_equal(dfl_noise_prompts_make(&p, &b, &err), DFL_OK);
@@ -511,7 +524,9 @@ static void test_template_prompts(void **state)
     /* no bos, no distractors, the whole needle as answer, haystack shorter than
      * the context (repeated) */
     assert_int_equal(parse("{\"haystack\": [50, 51, 52], \"needle\": [60, 61, 62, 63], \"query\": [70],"
-                           " \"target\": [62]}", &t, &err), DFL_OK);
+                           " \"target\": [62]}",
+                           &t, &err),
+                     DFL_OK);
     int64_t len = 40;
     double d[3] = {0.0, 0.3, 1.0};
     p = dfl_noise_prompts_default();
@@ -521,7 +536,8 @@ static void test_template_prompts(void **state)
     p.depths = d, p.n_depths = 3;
     p.samples = 3;
     assert_int_equal(dfl_noise_prompts_make(&p, &a, &err), DFL_OK);
-    for (size_t i = 0; i < a.count; i++) check_template_prompt(&t, &a.items[i], 40, d[i / 3]);
+    for (size_t i = 0; i < a.count; i++)
+        check_template_prompt(&t, &a.items[i], 40, d[i / 3]);
     assert_null(a.items[0].spans[DFL_SPAN_DISTRACTOR]);
     /* depth 1: the needle ends where the context ends */
     assert_int_equal(a.items[8].spans[DFL_SPAN_ANSWER][0].end, 40 - 2);
@@ -532,16 +548,11 @@ static void test_template_prompts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names_round_trip),
-        cmocka_unit_test(test_parse_list),
-        cmocka_unit_test(test_parse_depths),
-        cmocka_unit_test(test_analyze_usage_errors),
-        cmocka_unit_test(test_synthetic_defaults),
-        cmocka_unit_test(test_synthetic_options_and_seed),
-        cmocka_unit_test(test_synthetic_errors),
-        cmocka_unit_test(test_template_parse),
-        cmocka_unit_test(test_template_errors),
-        cmocka_unit_test(test_template_prompts),
+        cmocka_unit_test(test_names_round_trip),   cmocka_unit_test(test_parse_list),
+        cmocka_unit_test(test_parse_depths),       cmocka_unit_test(test_analyze_usage_errors),
+        cmocka_unit_test(test_synthetic_defaults), cmocka_unit_test(test_synthetic_options_and_seed),
+        cmocka_unit_test(test_synthetic_errors),   cmocka_unit_test(test_template_parse),
+        cmocka_unit_test(test_template_errors),    cmocka_unit_test(test_template_prompts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

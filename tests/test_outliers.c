@@ -29,7 +29,10 @@ static double urand(rng64 *r)
     r->s ^= r->s << 13, r->s ^= r->s >> 7, r->s ^= r->s << 17;
     return (double)(r->s >> 11) / 9007199254740992.0;
 }
-static double nrand(rng64 *r) { return sqrt(-2 * log(urand(r) + 1e-300)) * cos(6.283185307179586 * urand(r)); }
+static double nrand(rng64 *r)
+{
+    return sqrt(-2 * log(urand(r) + 1e-300)) * cos(6.283185307179586 * urand(r));
+}
 
 static void test_kurtosis(void **state)
 {
@@ -45,7 +48,8 @@ static void test_kurtosis(void **state)
             m[0] += 1, m[1] += x[i], m[2] += x[i] * x[i], m[3] += x[i] * x[i] * x[i], m[4] += pow(x[i], 4);
         }
         double mu = m[1] / N, c2 = 0, c4 = 0;
-        for (int i = 0; i < N; i++) c2 += pow(x[i] - mu, 2), c4 += pow(x[i] - mu, 4);
+        for (int i = 0; i < N; i++)
+            c2 += pow(x[i] - mu, 2), c4 += pow(x[i] - mu, 4);
         double want = (c4 / N) / pow(c2 / N, 2), got = dfl_outliers_kurtosis(m);
         assert_true(fabs(got / want - 1) < 1e-6);
         if (dist == 0) assert_true(fabs(got - 3) < 0.1);
@@ -73,7 +77,8 @@ static void check_sqnr(rng64 *r, int dist, int n, int k, int bits, double *worst
 {
     float *x = malloc(sizeof(float) * (size_t)n);
     dfl_hist *h = calloc(1, sizeof *h);
-    dfl_topk_item *store = malloc(sizeof(dfl_topk_item) * (size_t)k), *sorted = malloc(sizeof(dfl_topk_item) * (size_t)k);
+    dfl_topk_item *store = malloc(sizeof(dfl_topk_item) * (size_t)k),
+                  *sorted = malloc(sizeof(dfl_topk_item) * (size_t)k);
     dfl_topk t;
     dfl_topk_init(&t, store, k);
     dfl_moments m;
@@ -88,9 +93,11 @@ static void check_sqnr(rng64 *r, int dist, int n, int k, int bits, double *worst
     }
     int32_t kept = dfl_topk_sorted(&t, sorted);
     float *top = malloc(sizeof(float) * (size_t)k);
-    for (int i = 0; i < k; i++) top[i] = i < kept ? sorted[i].value : NAN;
+    for (int i = 0; i < k; i++)
+        top[i] = i < kept ? sorted[i].value : NAN;
     double delta = m.m[5] / (ldexp(1, bits - 1) - 1), sig = 0, noise = 0;
-    for (int i = 0; i < n; i++) sig += (double)x[i] * x[i], noise += dfl_outliers_qerr2(x[i], delta);
+    for (int i = 0; i < n; i++)
+        sig += (double)x[i] * x[i], noise += dfl_outliers_qerr2(x[i], delta);
     double exact = 10 * log10(sig / noise);
     dfl_sqnr_acc acc = {0, 0, 0, 0, 0};
     dfl_outliers_sqnr_add(&acc, h->count, top, k, m.m, bits);
@@ -116,7 +123,8 @@ static void test_sqnr_estimate_against_exact(void **state)
     rng64 r = {0x9E3779B97F4A7C15ull};
     int bits[4] = {8, 6, 4, 3};
     for (int dist = 0; dist < 3; dist++)
-        for (int b = 0; b < 4; b++) check_sqnr(&r, dist, 20000, 100, bits[b], &worst);
+        for (int b = 0; b < 4; b++)
+            check_sqnr(&r, dist, 20000, 100, bits[b], &worst);
     /* a few values only; a single stored top */
     check_sqnr(&r, 0, 50, 1, 8, &worst);
     print_message("  SQNR: worst |estimate - exact| = %.2f typical errors\n", worst);
@@ -130,7 +138,7 @@ static void test_sqnr_edge_cases(void **state)
     double zero[6] = {10, 0, 0, 0, 0, 0};
     hist[0] = 10;
     dfl_sqnr_acc acc = {0, 0, 0, 0, 0};
-    dfl_outliers_sqnr_add(&acc, hist, top, 1, zero, 8);   /* all zeros: no signal, no error */
+    dfl_outliers_sqnr_add(&acc, hist, top, 1, zero, 8); /* all zeros: no signal, no error */
     assert_true(acc.noise == 0 && acc.signal == 0);
     dfl_sqnr q = dfl_outliers_sqnr(&acc);
     assert_true(isinf(q.db));
@@ -303,7 +311,8 @@ static void write_synthetic_dump(const char *path, synth *z, rng64 *r)
                 float *x = z->x[k][s][l];
                 for (int i = 0; i < SN; i++) {
                     double v = k == 0 ? 2 * nrand(r) + 0.3 : nrand(r) * (1 + 0.5 * l);
-                    if (k == 1 && l == 0 && s % 2 == 1 && i % 700 == 3) v = (i % 1400 ? -1 : 1) * (900 + urand(r) * 1000);
+                    if (k == 1 && l == 0 && s % 2 == 1 && i % 700 == 3)
+                        v = (i % 1400 ? -1 : 1) * (900 + urand(r) * 1000);
                     x[i] = (float)v;
                 }
                 double *m = mom[l];
@@ -339,7 +348,8 @@ static void write_synthetic_dump(const char *path, synth *z, rng64 *r)
                 put(o, "channel_absmax", H5T_IEEE_F32LE, 2, d_ch, cabs);
                 put(o, "channel_count", H5T_STD_U32LE, 2, d_ch, ccnt);
                 hid_t ds = H5Dopen2(o, "channel_count", H5P_DEFAULT);
-                hid_t sp = H5Screate(H5S_SCALAR), a = H5Acreate2(ds, "alpha", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+                hid_t sp = H5Screate(H5S_SCALAR),
+                      a = H5Acreate2(ds, "alpha", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
                 double alpha = 2.0;
                 H5Awrite(a, H5T_NATIVE_DOUBLE, &alpha);
                 H5Aclose(a), H5Sclose(sp), H5Dclose(ds);
@@ -359,7 +369,8 @@ static size_t gather_abs(const synth *z, int k, int l, double *out)
     for (int s = 0; s < SS; s++)
         for (int j = 0; j < SL; j++)
             if (l < 0 || j == l)
-                for (int i = 0; i < SN; i++) out[n++] = fabs((double)z->x[k][s][j][i]);
+                for (int i = 0; i < SN; i++)
+                    out[n++] = fabs((double)z->x[k][s][j][i]);
     qsort(out, n, sizeof *out, cmp_desc_d);
     return n;
 }
@@ -400,7 +411,8 @@ static void test_load_against_brute_force(void **state)
             /* kurtosis from the pooled raw moments against two-pass central moments */
             long double mu = 0, c2 = 0, c4 = 0;
             for (int s = 0; s < SS; s++)
-                for (int i = 0; i < SN; i++) mu += z->x[k][s][l][i];
+                for (int i = 0; i < SN; i++)
+                    mu += z->x[k][s][l][i];
             mu /= SS * SN;
             for (int s = 0; s < SS; s++)
                 for (int i = 0; i < SN; i++) {
@@ -409,7 +421,8 @@ static void test_load_against_brute_force(void **state)
                 }
             double want = (double)((c4 / (SS * SN)) / ((c2 / (SS * SN)) * (c2 / (SS * SN))));
             double got = dfl_outliers_kurtosis(d->kind[k].moments + l * 6);
-            if (!(fabs(got / want - 1) < 1e-9)) fail_msg("kind %d layer %d kurtosis %.12g, two-pass %.12g", k, l, got, want);
+            if (!(fabs(got / want - 1) < 1e-9))
+                fail_msg("kind %d layer %d kurtosis %.12g, two-pass %.12g", k, l, got, want);
         }
     }
     dfl_outliers_free(d);
@@ -453,9 +466,12 @@ static void test_load_against_brute_force(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kurtosis),           cmocka_unit_test(test_qerr2),
-        cmocka_unit_test(test_sqnr_estimate_against_exact), cmocka_unit_test(test_sqnr_edge_cases),
-        cmocka_unit_test(test_parse_list),         cmocka_unit_test(test_run_and_load_errors),
+        cmocka_unit_test(test_kurtosis),
+        cmocka_unit_test(test_qerr2),
+        cmocka_unit_test(test_sqnr_estimate_against_exact),
+        cmocka_unit_test(test_sqnr_edge_cases),
+        cmocka_unit_test(test_parse_list),
+        cmocka_unit_test(test_run_and_load_errors),
         cmocka_unit_test(test_load_against_brute_force),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,13 +20,17 @@
 
 #include "render/plot.h"
 
-static int same(dfl_rgb a, dfl_rgb b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
+static int same(dfl_rgb a, dfl_rgb b)
+{
+    return a.r == b.r && a.g == b.g && a.b == b.b;
+}
 
 static long count_color(const dfl_canvas *c, dfl_rgb k)
 {
     long n = 0;
     for (int y = 0; y < c->h; y++)
-        for (int x = 0; x < c->w; x++) n += same(dfl_canvas_get(c, x, y), k);
+        for (int x = 0; x < c->w; x++)
+            n += same(dfl_canvas_get(c, x, y), k);
     return n;
 }
 
@@ -90,7 +94,8 @@ static void test_log_line_is_straight(void **state)
 {
     (void)state;
     double x[9], y[9];
-    for (int i = 0; i < 9; i++) x[i] = i, y[i] = pow(10, i / 2.0);
+    for (int i = 0; i < 9; i++)
+        x[i] = i, y[i] = pow(10, i / 2.0);
     dfl_rgb red = {200, 0, 0};
     /* 3 units wide: the anti-aliased line keeps fully covered (exactly red) centre pixels */
     dfl_plot_series s = {"power law", x, y, 9, 1, red, DFL_MARKER_NONE, DFL_DASH_SOLID, 3};
@@ -107,7 +112,8 @@ static void test_log_line_is_straight(void **state)
     double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0;
     for (int yy = 0; yy < c->h; yy++)
         for (int xx = 0; xx < c->w; xx++)
-            if (same(dfl_canvas_get(c, xx, yy), red)) sx += xx, sy += yy, sxx += (double)xx * xx, sxy += (double)xx * yy, n++;
+            if (same(dfl_canvas_get(c, xx, yy), red))
+                sx += xx, sy += yy, sxx += (double)xx * xx, sxy += (double)xx * yy, n++;
     assert_true(n > 300);
     double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), icpt = (sy - slope * sx) / n, worst = 0;
     for (int yy = 0; yy < c->h; yy++)
@@ -128,8 +134,8 @@ static void test_gaps_and_legends(void **state)
     dfl_plot_series s[2] = {{"with gaps", NULL, y1, 6, 0, {0, 0, 0}, DFL_MARKER_AUTO, DFL_DASH_DASHED, 0},
                             {"second", NULL, y2, 6, 0, {0, 0, 0}, DFL_MARKER_AUTO, DFL_DASH_DOTTED, 0}};
     const char *ticks[6] = {"L0", "L1", "L2", "L3", "L4", "L5"};
-    dfl_legend_pos pos[] = {DFL_LEGEND_AUTO,     DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL, DFL_LEGEND_INSIDE_BR,
-                            DFL_LEGEND_INSIDE_BL, DFL_LEGEND_RIGHT,    DFL_LEGEND_BELOW,     DFL_LEGEND_OFF};
+    dfl_legend_pos pos[] = {DFL_LEGEND_AUTO,      DFL_LEGEND_INSIDE_TR, DFL_LEGEND_INSIDE_TL, DFL_LEGEND_INSIDE_BR,
+                            DFL_LEGEND_INSIDE_BL, DFL_LEGEND_RIGHT,     DFL_LEGEND_BELOW,     DFL_LEGEND_OFF};
     for (int log = 0; log < 2; log++)
         for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
             dfl_line_chart p = dfl_line_chart_default();
@@ -203,7 +209,8 @@ static void test_line_errors(void **state)
 static int bar_height(const dfl_canvas *c, int x, dfl_rgb k)
 {
     int n = 0;
-    for (int y = 0; y < c->h; y++) n += same(dfl_canvas_get(c, x, y), k);
+    for (int y = 0; y < c->h; y++)
+        n += same(dfl_canvas_get(c, x, y), k);
     return n;
 }
 
@@ -241,8 +248,8 @@ static void test_bars_all_options(void **state)
     (void)state;
     const char *groups[3] = {"a very long group label indeed", "b", "c"};
     const char *series[3] = {"one", "two", "three"};
-    double v[9] = {0.5, -0.2, 0.3, 0.1, 0.2, 0.3, 0.4, 0.01, 0.6}, e[9] = {0.05, 0.02, 0.03, 0.01, 0.02, 0.03,
-                                                                          0.04, 0.01, NAN};
+    double v[9] = {0.5, -0.2, 0.3, 0.1, 0.2, 0.3, 0.4, 0.01, 0.6},
+           e[9] = {0.05, 0.02, 0.03, 0.01, 0.02, 0.03, 0.04, 0.01, NAN};
     for (int log = 0; log < 2; log++)
         for (int leg = 0; leg <= DFL_LEGEND_OFF; leg++) {
             dfl_bar_chart p = dfl_bar_chart_default();
@@ -344,7 +351,8 @@ static void test_png_bar_tops_on_grid(void **state)
     assert_int_equal(nb, 3);
     /* the baseline (value 0): the row below the first bar's last */
     int base = top[0];
-    while (base < h && px_is(img, w, (x0[0] + x1[0]) / 2, base, k)) base++;
+    while (base < h && px_is(img, w, (x0[0] + x1[0]) / 2, base, k))
+        base++;
     /* grid lines above it: rows that are grid-coloured in the column just left of the
      * first bar, top to bottom the values 4, 3, 2, 1 */
     int gx = x0[0] - 3, rows[16], ng = 0;
@@ -412,8 +420,8 @@ static void test_png_axes_not_blank(void **state)
     uint8_t *img = read_png_rgb(path, &w, &h);
     unlink(path);
     assert_non_null(img);
-    assert_true(ink_in(img, w, 0, 0, w, h / 12) > 20);          /* title */
-    assert_true(ink_in(img, w, 0, h / 4, w / 12, 3 * h / 4) > 20); /* y label and tick labels */
+    assert_true(ink_in(img, w, 0, 0, w, h / 12) > 20);                /* title */
+    assert_true(ink_in(img, w, 0, h / 4, w / 12, 3 * h / 4) > 20);    /* y label and tick labels */
     assert_true(ink_in(img, w, w / 4, h - h / 8, 3 * w / 4, h) > 20); /* x label and tick labels */
     free(img);
 }
@@ -421,11 +429,16 @@ static void test_png_axes_not_blank(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_palette),          cmocka_unit_test(test_log_line_is_straight),
-        cmocka_unit_test(test_gaps_and_legends), cmocka_unit_test(test_line_errors),
-        cmocka_unit_test(test_bars_proportional), cmocka_unit_test(test_bars_all_options),
-        cmocka_unit_test(test_png),               cmocka_unit_test(test_png_bar_tops_on_grid),
-        cmocka_unit_test(test_png_heatmap_extremes), cmocka_unit_test(test_png_axes_not_blank),
+        cmocka_unit_test(test_palette),
+        cmocka_unit_test(test_log_line_is_straight),
+        cmocka_unit_test(test_gaps_and_legends),
+        cmocka_unit_test(test_line_errors),
+        cmocka_unit_test(test_bars_proportional),
+        cmocka_unit_test(test_bars_all_options),
+        cmocka_unit_test(test_png),
+        cmocka_unit_test(test_png_bar_tops_on_grid),
+        cmocka_unit_test(test_png_heatmap_extremes),
+        cmocka_unit_test(test_png_axes_not_blank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,14 +92,15 @@ static void test_analysis_rows_against_definitions(void **state)
         dfl_prompt p;
         memset(&p, 0, sizeof p);
         p.n_tokens = (size_t)(1 + urand(40));
-        add_spans(&p, DFL_SPAN_QUERY, (size_t)urand(4));   /* spans may overlap; some prompts have none */
+        add_spans(&p, DFL_SPAN_QUERY, (size_t)urand(4)); /* spans may overlap; some prompts have none */
         add_spans(&p, DFL_SPAN_TARGET, (size_t)urand(4));
         int64_t got[64], want[64];
         for (int r = DFL_ROWS_LAST; r <= DFL_ROWS_ALL; r++) {
             memset(got, 0xff, sizeof got);
             size_t n = dfl_analysis_rows(&p, (dfl_rows_rule)r, got), m = reference_rows(&p, (dfl_rows_rule)r, want);
             assert_int_equal(n, m);
-            for (size_t i = 0; i < n; i++) assert_int_equal(got[i], want[i]);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(got[i], want[i]);
         }
         free(p.spans[DFL_SPAN_QUERY]);
         free(p.spans[DFL_SPAN_TARGET]);
@@ -137,7 +138,8 @@ static void expect_list(const int64_t *v, size_t n, const int64_t *want, size_t 
 {
     assert_int_equal(n, m);
     assert_non_null(v);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i], want[i]);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i], want[i]);
 }
 
 static void test_maps_accepted(void **state)
@@ -221,10 +223,8 @@ static void test_maps_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_rule_names),
-        cmocka_unit_test(test_analysis_rows_against_definitions),
-        cmocka_unit_test(test_analysis_rows_cases),
-        cmocka_unit_test(test_maps_accepted),
+        cmocka_unit_test(test_rows_rule_names),     cmocka_unit_test(test_analysis_rows_against_definitions),
+        cmocka_unit_test(test_analysis_rows_cases), cmocka_unit_test(test_maps_accepted),
         cmocka_unit_test(test_maps_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

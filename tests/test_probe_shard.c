@@ -34,14 +34,17 @@ static dfl_config config(void)
 static double best_makespan(const double *cost, size_t n, int ranks)
 {
     size_t total = 1;
-    for (size_t i = 0; i < n; i++) total *= (size_t)ranks;
+    for (size_t i = 0; i < n; i++)
+        total *= (size_t)ranks;
     double best = 1e300;
     for (size_t a = 0; a < total; a++) {
         double load[4] = {0};
         size_t code = a;
-        for (size_t i = 0; i < n; i++, code /= (size_t)ranks) load[code % (size_t)ranks] += cost[i];
+        for (size_t i = 0; i < n; i++, code /= (size_t)ranks)
+            load[code % (size_t)ranks] += cost[i];
         double worst = 0;
-        for (int r = 0; r < ranks; r++) worst = load[r] > worst ? load[r] : worst;
+        for (int r = 0; r < ranks; r++)
+            worst = load[r] > worst ? load[r] : worst;
         best = worst < best ? worst : best;
     }
     return best;
@@ -55,7 +58,8 @@ static void test_shard_near_best(void **st)
         size_t n = 1 + urand(8), tokens[8];
         int ranks = 2 + (int)urand(3), owner[8];
         double cost[8], load[4] = {0};
-        for (size_t i = 0; i < n; i++) tokens[i] = 1 + urand(4096), cost[i] = dfl_forward_flops(&c, (int64_t)tokens[i]);
+        for (size_t i = 0; i < n; i++)
+            tokens[i] = 1 + urand(4096), cost[i] = dfl_forward_flops(&c, (int64_t)tokens[i]);
         dfl_error err;
         assert_int_equal(dfl_probe_shard(&c, tokens, n, ranks, owner, &err), DFL_OK);
         for (size_t i = 0; i < n; i++) {
@@ -63,7 +67,8 @@ static void test_shard_near_best(void **st)
             load[owner[i]] += cost[i];
         }
         double worst = 0;
-        for (int r = 0; r < ranks; r++) worst = load[r] > worst ? load[r] : worst;
+        for (int r = 0; r < ranks; r++)
+            worst = load[r] > worst ? load[r] : worst;
         /* Graham's bound for longest-first list scheduling */
         double bound = (4.0 / 3.0 - 1.0 / (3.0 * ranks)) * best_makespan(cost, n, ranks);
         assert_true(worst <= bound * (1 + 1e-12));

@@ -87,9 +87,11 @@ static char *design_example_line(void)
     char *s = malloc(cap);
     assert_non_null(s);
     n += (size_t)snprintf(s + n, cap - n, "{\"id\": \"d50-s3\", \"tokens\": [0, 17, 93");
-    for (int i = 3; i < 260; i++) n += (size_t)snprintf(s + n, cap - n, ", %d", 100 + i);
+    for (int i = 3; i < 260; i++)
+        n += (size_t)snprintf(s + n, cap - n, ", %d", 100 + i);
     n += (size_t)snprintf(s + n, cap - n, "], \"text\": [\"<bos>\", \"The\", \" city\"");
-    for (int i = 3; i < 260; i++) n += (size_t)snprintf(s + n, cap - n, ", \"w%d\"", i);
+    for (int i = 3; i < 260; i++)
+        n += (size_t)snprintf(s + n, cap - n, ", \"w%d\"", i);
     n += (size_t)snprintf(s + n, cap - n,
                           "],\n \"answer\": [[120, 124]], \"query\": [[250, 253]], \"distractor\": [[40, 44]],"
                           " \"target\": [[253, 257]],\n \"bos\": true, \"depth\": 0.5}");
@@ -165,7 +167,7 @@ static void test_only_tokens(void **state)
     assert_int_equal(p.bos, 1);
     assert_int_equal(p.has_depth, 0);
     dfl_prompt_free(&p);
-    dfl_prompt_free(NULL);  /* accepted */
+    dfl_prompt_free(NULL); /* accepted */
 }
 
 static void test_optional_forms(void **state)
@@ -177,7 +179,8 @@ static void test_optional_forms(void **state)
      * the harmless list) and null values of unknown keys ignored */
     assert_int_equal(parse_str("{\"id\": 42, \"tokens\": [1e2, 3.0], \"_extra\": {\"x\": [1]}, \"answer\": [], "
                                "\"comment\": \"c\", \"note\": 1, \"notes\": [], \"meta\": {}, \"metadata\": {}, "
-                               "\"source\": \"s\", \"anwser\": null}", &p, &err),
+                               "\"source\": \"s\", \"anwser\": null}",
+                               &p, &err),
                      DFL_OK);
     assert_string_equal(p.id, "42");
     assert_int_equal(p.tokens[0], 100);
@@ -194,7 +197,9 @@ static void test_optional_forms(void **state)
 
     /* null means "absent" for every optional key */
     assert_int_equal(parse_str("{\"id\": null, \"tokens\": [1, 2], \"text\": null, \"answer\": null,"
-                               " \"bos\": null, \"depth\": null}", &p, &err), DFL_OK);
+                               " \"bos\": null, \"depth\": null}",
+                               &p, &err),
+                     DFL_OK);
     assert_null(p.id);
     assert_null(p.text);
     assert_null(p.spans[DFL_SPAN_ANSWER]);
@@ -235,7 +240,7 @@ static void test_span_kind_names(void **state)
 typedef struct bad_case {
     const char *json;
     dfl_status status;
-    const char *msg;  /* expected substring of the message */
+    const char *msg; /* expected substring of the message */
 } bad_case;
 
 static const bad_case bad_cases[] = {
@@ -283,7 +288,8 @@ static const bad_case bad_cases[] = {
     {"{\"tokens\": [1,2,3,4], \"query\": [[3, 3]]}", DFL_ERR_RANGE, "span query[0] = [3, 3] is empty"},
     {"{\"tokens\": [1,2,3,4], \"target\": [[2, 5]]}", DFL_ERR_RANGE,
      "span target[0] = [2, 5] is out of range for 4 tokens"},
-    {"{\"tokens\": [1,2,3,4], \"distractor\": [[-1, 2]]}", DFL_ERR_RANGE, "span distractor[0] = [-1, 2] is out of range"},
+    {"{\"tokens\": [1,2,3,4], \"distractor\": [[-1, 2]]}", DFL_ERR_RANGE,
+     "span distractor[0] = [-1, 2] is out of range"},
     {"{\"tokens\": [1,2,3,4], \"answer\": [[0, 1e300]]}", DFL_ERR_RANGE, "is out of range for 4 tokens"},
     {"{\"tokens\": [1,2,3,4], \"answer\": [[0, 1, 2]]}", DFL_ERR_FORMAT, "span answer[0] is not a [start, end] pair"},
     {"{\"tokens\": [1,2,3,4], \"answer\": [[0]]}", DFL_ERR_FORMAT, "span answer[0] is not a [start, end] pair"},
@@ -292,7 +298,8 @@ static const bad_case bad_cases[] = {
     {"{\"tokens\": [1,2,3,4], \"answer\": [{\"0\": 1, \"1\": 2}]}", DFL_ERR_FORMAT, "is not a [start, end] pair"},
     {"{\"tokens\": [1,2,3,4], \"query\": [[0, 1], [0.5, 2]]}", DFL_ERR_FORMAT,
      "span query[1] has a bound that is not an integer"},
-    {"{\"tokens\": [1,2,3,4], \"query\": [[0, \"2\"]]}", DFL_ERR_FORMAT, "span query[0] has a bound that is not an integer"},
+    {"{\"tokens\": [1,2,3,4], \"query\": [[0, \"2\"]]}", DFL_ERR_FORMAT,
+     "span query[0] has a bound that is not an integer"},
     {"{\"tokens\": [1,2,3,4], \"target\": 3}", DFL_ERR_FORMAT, "\"target\" is not an array"},
     /* bos, depth */
     {"{\"tokens\": [1], \"bos\": 1}", DFL_ERR_FORMAT, "prompts.jsonl:12: \"bos\" is not true or false"},
@@ -300,7 +307,8 @@ static const bad_case bad_cases[] = {
     {"{\"tokens\": [1], \"depth\": \"0.5\"}", DFL_ERR_FORMAT, "prompts.jsonl:12: \"depth\" is not a number"},
     {"{\"tokens\": [1], \"depth\": [0.5]}", DFL_ERR_FORMAT, "\"depth\" is not a number"},
     {"{\"tokens\": [1], \"depth\": 1e999}", DFL_ERR_RANGE, "number 1e999 at byte 26 is out of range"},
-    {"{\"tokens\": [1], \"depth\": Infinity}", DFL_ERR_RANGE, "\"depth\" is Infinity (a depth is finite; NaN means none)"},
+    {"{\"tokens\": [1], \"depth\": Infinity}", DFL_ERR_RANGE,
+     "\"depth\" is Infinity (a depth is finite; NaN means none)"},
     {"{\"tokens\": [1], \"depth\": -Infinity}", DFL_ERR_RANGE, "\"depth\" is -Infinity"},
     /* keys: read, harmless, or an error naming them (with the nearest known key) */
     {"{\"tokens\": [1, 2], \"anwser\": [[0, 1]]}", DFL_ERR_FORMAT,
@@ -371,12 +379,14 @@ static void test_segments_each_kind(void **state)
     dfl_prompt p;
     dfl_error err = {0};
     assert_int_equal(parse_str("{\"tokens\": [0,1,2,3,4,5,6,7,8,9], \"answer\": [[2,4]], \"query\": [[5,6]],"
-                               " \"distractor\": [[6,8]], \"target\": [[9,10]]}", &p, &err), DFL_OK);
+                               " \"distractor\": [[6,8]], \"target\": [[9,10]]}",
+                               &p, &err),
+                     DFL_OK);
     uint8_t seg[10];
     memset(seg, 0xAA, sizeof seg);
     dfl_prompt_segments(&p, seg);
-    static const uint8_t want[10] = {DFL_SEG_BOS, DFL_SEG_CONTEXT, DFL_SEG_ANSWER, DFL_SEG_ANSWER,
-                                     DFL_SEG_CONTEXT, DFL_SEG_QUERY, DFL_SEG_DISTRACTOR, DFL_SEG_DISTRACTOR,
+    static const uint8_t want[10] = {DFL_SEG_BOS,     DFL_SEG_CONTEXT, DFL_SEG_ANSWER,     DFL_SEG_ANSWER,
+                                     DFL_SEG_CONTEXT, DFL_SEG_QUERY,   DFL_SEG_DISTRACTOR, DFL_SEG_DISTRACTOR,
                                      DFL_SEG_CONTEXT, DFL_SEG_TARGET};
     assert_memory_equal(seg, want, sizeof want);
     dfl_prompt_free(&p);
@@ -390,11 +400,13 @@ static void test_segments_overlap_and_bos(void **state)
     /* answer covers everything including token 0; query, distractor and target are
      * painted later and win where they overlap; bos loses to spans over token 0. */
     assert_int_equal(parse_str("{\"tokens\": [0,1,2,3,4,5], \"target\": [[4,6]], \"distractor\": [[3,5]],"
-                               " \"query\": [[2,4]], \"answer\": [[0,6]]}", &p, &err), DFL_OK);
+                               " \"query\": [[2,4]], \"answer\": [[0,6]]}",
+                               &p, &err),
+                     DFL_OK);
     uint8_t seg[6];
     dfl_prompt_segments(&p, seg);
-    static const uint8_t want[6] = {DFL_SEG_ANSWER, DFL_SEG_ANSWER, DFL_SEG_QUERY, DFL_SEG_DISTRACTOR,
-                                    DFL_SEG_TARGET, DFL_SEG_TARGET};
+    static const uint8_t want[6] = {DFL_SEG_ANSWER,     DFL_SEG_ANSWER, DFL_SEG_QUERY,
+                                    DFL_SEG_DISTRACTOR, DFL_SEG_TARGET, DFL_SEG_TARGET};
     assert_memory_equal(seg, want, sizeof want);
     dfl_prompt_free(&p);
 
@@ -437,13 +449,12 @@ static void test_set_crlf_blank_lines(void **state)
 {
     (void)state;
     /* BOM, CRLF, blank and whitespace-only lines, no final newline */
-    const char *path = write_text("crlf.jsonl",
-                                  "\xEF\xBB\xBF{\"id\":\"a\",\"tokens\":[1,2]}\r\n"
-                                  "\r\n"
-                                  "   \t \n"
-                                  "\n"
-                                  "{\"id\":\"b\",\"tokens\":[3],\"text\":[\"x\"]}\r\n"
-                                  "{\"id\":\"c\",\"tokens\":[4,5,6],\"answer\":[[1,3]]}");
+    const char *path = write_text("crlf.jsonl", "\xEF\xBB\xBF{\"id\":\"a\",\"tokens\":[1,2]}\r\n"
+                                                "\r\n"
+                                                "   \t \n"
+                                                "\n"
+                                                "{\"id\":\"b\",\"tokens\":[3],\"text\":[\"x\"]}\r\n"
+                                                "{\"id\":\"c\",\"tokens\":[4,5,6],\"answer\":[[1,3]]}");
     dfl_prompt_set set;
     dfl_error err = {0};
     assert_int_equal(dfl_prompt_set_read(path, &set, &err), DFL_OK);
@@ -452,7 +463,7 @@ static void test_set_crlf_blank_lines(void **state)
     assert_int_equal(set.items[0].line, 1);
     assert_string_equal(set.items[1].id, "b");
     assert_int_equal(set.items[1].line, 5);
-    assert_string_equal(set.items[1].text[0], "x");  /* no stray '\r' */
+    assert_string_equal(set.items[1].text[0], "x"); /* no stray '\r' */
     assert_string_equal(set.items[2].id, "c");
     assert_int_equal(set.items[2].line, 6);
     assert_int_equal(set.items[2].spans[DFL_SPAN_ANSWER][0].end, 3);
@@ -469,7 +480,8 @@ static void test_set_many_lines(void **state)
     size_t cap = 1 << 15, n = 0;
     char *buf = malloc(cap);
     assert_non_null(buf);
-    for (int i = 0; i < 100; i++) n += (size_t)snprintf(buf + n, cap - n, "{\"id\": %d, \"tokens\": [%d]}\n\n", i, i);
+    for (int i = 0; i < 100; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "{\"id\": %d, \"tokens\": [%d]}\n\n", i, i);
     const char *path = write_bytes("many.jsonl", buf, n);
     free(buf);
     dfl_prompt_set set;
@@ -534,21 +546,23 @@ static void assert_prompts_equal(const dfl_prompt *a, const dfl_prompt *b)
     assert_memory_equal(a->tokens, b->tokens, a->n_tokens * sizeof *a->tokens);
     assert_int_equal(a->text != NULL, b->text != NULL);
     if (a->text)
-        for (size_t i = 0; i < a->n_tokens; i++) assert_string_equal(a->text[i], b->text[i]);
+        for (size_t i = 0; i < a->n_tokens; i++)
+            assert_string_equal(a->text[i], b->text[i]);
     for (int k = 0; k < DFL_SPAN_KINDS; k++) {
         assert_int_equal(a->n_spans[k], b->n_spans[k]);
         if (a->n_spans[k]) assert_memory_equal(a->spans[k], b->spans[k], a->n_spans[k] * sizeof(dfl_span));
     }
     assert_int_equal(a->bos, b->bos);
     assert_int_equal(a->has_depth, b->has_depth);
-    if (a->has_depth) assert_true(a->depth == b->depth);  /* exact, not approximate */
+    if (a->has_depth) assert_true(a->depth == b->depth); /* exact, not approximate */
 }
 
 static void test_write_round_trip(void **state)
 {
     (void)state;
     int32_t t0[] = {0, 17, 93, 2147483647, 5};
-    char *text0[] = {"<bos>", "say \"hi\"", "back\\slash", "tab\tnew\nline\x01", "\xc3\xa9t\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80"};
+    char *text0[] = {"<bos>", "say \"hi\"", "back\\slash", "tab\tnew\nline\x01",
+                     "\xc3\xa9t\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80"};
     dfl_span ans[] = {{1, 3}, {3, 5}};
     dfl_span tgt[] = {{4, 5}};
     int32_t t1[] = {9};
@@ -590,7 +604,7 @@ static void test_write_round_trip(void **state)
     assert_int_equal(set.count, 5);
     for (size_t i = 0; i < 5; i++) {
         assert_prompts_equal(&in[i], &set.items[i]);
-        assert_int_equal(set.items[i].line, i + 1);  /* one line per prompt, no blank lines */
+        assert_int_equal(set.items[i].line, i + 1); /* one line per prompt, no blank lines */
     }
     dfl_prompt_set_free(&set);
 
@@ -712,24 +726,15 @@ static void test_write_rejects_invalid(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_design_example),
-        cmocka_unit_test(test_design_example_literal_is_rejected),
-        cmocka_unit_test(test_only_tokens),
-        cmocka_unit_test(test_optional_forms),
-        cmocka_unit_test(test_span_kind_names),
-        cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_parse_error_column),
-        cmocka_unit_test(test_parse_nul_byte),
-        cmocka_unit_test(test_segments_each_kind),
-        cmocka_unit_test(test_segments_overlap_and_bos),
-        cmocka_unit_test(test_check_vocab),
-        cmocka_unit_test(test_set_crlf_blank_lines),
-        cmocka_unit_test(test_set_many_lines),
-        cmocka_unit_test(test_set_errors),
-        cmocka_unit_test(test_write_round_trip),
-        cmocka_unit_test(test_write_refuses_overwrite),
-        cmocka_unit_test(test_write_missing_folder),
-        cmocka_unit_test(test_write_rejects_invalid),
+        cmocka_unit_test(test_design_example),       cmocka_unit_test(test_design_example_literal_is_rejected),
+        cmocka_unit_test(test_only_tokens),          cmocka_unit_test(test_optional_forms),
+        cmocka_unit_test(test_span_kind_names),      cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_error_column),   cmocka_unit_test(test_parse_nul_byte),
+        cmocka_unit_test(test_segments_each_kind),   cmocka_unit_test(test_segments_overlap_and_bos),
+        cmocka_unit_test(test_check_vocab),          cmocka_unit_test(test_set_crlf_blank_lines),
+        cmocka_unit_test(test_set_many_lines),       cmocka_unit_test(test_set_errors),
+        cmocka_unit_test(test_write_round_trip),     cmocka_unit_test(test_write_refuses_overwrite),
+        cmocka_unit_test(test_write_missing_folder), cmocka_unit_test(test_write_rejects_invalid),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -164,13 +164,16 @@ static void test_ticks(void **state)
     assert_true(fabs(step - 0.2) < 1e-12 && t[0] == 0 && fabs(t[5] - 1) < 1e-12);
     n = dfl_ticks_linear(0, 4095, 8, t, 32, &step);
     assert_true(n >= 4 && n <= 8);
-    for (int i = 0; i < n; i++) assert_true(t[i] >= 0 && t[i] <= 4095);
+    for (int i = 0; i < n; i++)
+        assert_true(t[i] >= 0 && t[i] <= 4095);
     n = dfl_ticks_log(1e-4, 1, 10, t, 32);
     assert_int_equal(n, 5);
     assert_true(fabs(t[0] - 1e-4) < 1e-16 && fabs(t[4] - 1) < 1e-12);
     /* colour-bar ticks stay inside the limits, for every scale */
-    dfl_norm norms[] = {{DFL_SCALE_LINEAR, 0, 0, 0.0371, 0}, {DFL_SCALE_LOG, 0, 3e-5, 0.3, 0},
-                        {DFL_SCALE_SQRT, 0, 0, 0.8, 0},     {DFL_SCALE_LINEAR, 1, -0.05, 0.05, 0},
+    dfl_norm norms[] = {{DFL_SCALE_LINEAR, 0, 0, 0.0371, 0},
+                        {DFL_SCALE_LOG, 0, 3e-5, 0.3, 0},
+                        {DFL_SCALE_SQRT, 0, 0, 0.8, 0},
+                        {DFL_SCALE_LINEAR, 1, -0.05, 0.05, 0},
                         {DFL_SCALE_LOG, 1, -0.5, 0.5, 0}};
     for (int k = 0; k < 5; k++) {
         n = dfl_ticks_for_norm(&norms[k], 8, t, 32);
@@ -184,7 +187,8 @@ static void test_ticks(void **state)
     dfl_tick_label(1e-5, buf, sizeof buf);
     assert_string_equal(buf, "1e-5");
     dfl_tick_label(-0.2, buf, sizeof buf);
-    assert_string_equal(buf, "\xe2\x88\x92" "0.2");
+    assert_string_equal(buf, "\xe2\x88\x92"
+                             "0.2");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -202,7 +206,8 @@ static float frand(void)
 static void check_pool(int64_t rows, int64_t cols, int64_t orows, int64_t ocols, dfl_pool_mode mode, int causal)
 {
     float *in = malloc((size_t)(rows * cols) * sizeof *in);
-    float *fast = malloc((size_t)(orows * ocols) * sizeof *fast), *slow = malloc((size_t)(orows * ocols) * sizeof *slow);
+    float *fast = malloc((size_t)(orows * ocols) * sizeof *fast),
+          *slow = malloc((size_t)(orows * ocols) * sizeof *slow);
     assert_non_null(in);
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
@@ -239,12 +244,12 @@ static void test_pool_vs_naive(void **state)
 {
     (void)state;
     for (int mode = 0; mode < 2; mode++) {
-        check_pool(64, 64, 16, 16, (dfl_pool_mode)mode, 1);  /* exact 4:1 */
-        check_pool(37, 53, 10, 7, (dfl_pool_mode)mode, 0);   /* fractional edges */
-        check_pool(50, 50, 17, 17, (dfl_pool_mode)mode, 1);  /* fractional, causal */
-        check_pool(9, 9, 9, 9, (dfl_pool_mode)mode, 1);      /* identity */
-        check_pool(1, 300, 1, 64, (dfl_pool_mode)mode, 0);   /* a strip */
-        check_pool(20, 20, 1, 1, (dfl_pool_mode)mode, 1);    /* everything in one cell */
+        check_pool(64, 64, 16, 16, (dfl_pool_mode)mode, 1); /* exact 4:1 */
+        check_pool(37, 53, 10, 7, (dfl_pool_mode)mode, 0);  /* fractional edges */
+        check_pool(50, 50, 17, 17, (dfl_pool_mode)mode, 1); /* fractional, causal */
+        check_pool(9, 9, 9, 9, (dfl_pool_mode)mode, 1);     /* identity */
+        check_pool(1, 300, 1, 64, (dfl_pool_mode)mode, 0);  /* a strip */
+        check_pool(20, 20, 1, 1, (dfl_pool_mode)mode, 1);   /* everything in one cell */
     }
 }
 
@@ -519,7 +524,8 @@ static int dark_pixels(const dfl_canvas *c, int x0, int y0, int w, int h)
 {
     int n = 0;
     for (int y = y0; y < y0 + h; y++)
-        for (int x = x0; x < x0 + w; x++) n += dfl_canvas_get(c, x, y).r < 128;
+        for (int x = x0; x < x0 + w; x++)
+            n += dfl_canvas_get(c, x, y).r < 128;
     return n;
 }
 
@@ -708,11 +714,13 @@ static void test_png_golden(void **state)
             assert_true(p[0] == k.r && p[1] == k.g && p[2] == k.b);
         }
     /* chosen pixels: value 0, 0.5, 1 and the clipped 2 (top colour), a masked cell, the line */
-    struct { int x, y, r, g, b; } want[] = {
-        {4, 3, 68, 1, 84},                                  /* v = 0: viridis[0] */
-        {10, 9, 0, 0, 0},                                   /* v = 0.5: viridis[128] (filled below) */
-        {16, 15, 253, 231, 37},                             /* v = 2 > vmax: viridis[255] */
-        {0, 0, 255, 255, 255},                              /* background */
+    struct {
+        int x, y, r, g, b;
+    } want[] = {
+        {4, 3, 68, 1, 84},      /* v = 0: viridis[0] */
+        {10, 9, 0, 0, 0},       /* v = 0.5: viridis[128] (filled below) */
+        {16, 15, 253, 231, 37}, /* v = 2 > vmax: viridis[255] */
+        {0, 0, 255, 255, 255},  /* background */
     };
     dfl_rgb mid = dfl_cmap_entry(DFL_CMAP_VIRIDIS, 128);
     want[1].r = mid.r;
@@ -835,16 +843,26 @@ static void test_quantile_select(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantile_select),   cmocka_unit_test(test_viridis_published), cmocka_unit_test(test_magma_published),
-        cmocka_unit_test(test_rdbu_diverging),    cmocka_unit_test(test_cmap_parse),
-        cmocka_unit_test(test_norms),             cmocka_unit_test(test_ticks),
-        cmocka_unit_test(test_pool_vs_naive),     cmocka_unit_test(test_pool_values),
-        cmocka_unit_test(test_pool_valid_integer), cmocka_unit_test(test_pool_valid_fractional),
-        cmocka_unit_test(test_pool_valid_unreadable_tail), cmocka_unit_test(test_pool_valid_threads),
+        cmocka_unit_test(test_quantile_select),
+        cmocka_unit_test(test_viridis_published),
+        cmocka_unit_test(test_magma_published),
+        cmocka_unit_test(test_rdbu_diverging),
+        cmocka_unit_test(test_cmap_parse),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_ticks),
+        cmocka_unit_test(test_pool_vs_naive),
+        cmocka_unit_test(test_pool_values),
+        cmocka_unit_test(test_pool_valid_integer),
+        cmocka_unit_test(test_pool_valid_fractional),
+        cmocka_unit_test(test_pool_valid_unreadable_tail),
+        cmocka_unit_test(test_pool_valid_threads),
         cmocka_unit_test(test_pool_valid_edges),
-        cmocka_unit_test(test_font),              cmocka_unit_test(test_heatmap_nodata),
-        cmocka_unit_test(test_colorbar_range),    cmocka_unit_test(test_legend),
-        cmocka_unit_test(test_png_golden),        cmocka_unit_test(test_write_formats),
+        cmocka_unit_test(test_font),
+        cmocka_unit_test(test_heatmap_nodata),
+        cmocka_unit_test(test_colorbar_range),
+        cmocka_unit_test(test_legend),
+        cmocka_unit_test(test_png_golden),
+        cmocka_unit_test(test_write_formats),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -54,7 +54,8 @@ static long col_end(const char *text, const char *needle)
     const char *p = strstr(text, needle);
     assert_non_null(p);
     const char *line = p;
-    while (line > text && line[-1] != '\n') line--;
+    while (line > text && line[-1] != '\n')
+        line--;
     return (long)(p - line) + (long)strlen(needle);
 }
 
@@ -140,7 +141,7 @@ static void test_csv(void **state)
     assert_true(!strncmp(c, "table,name,value,n,other\r\n", 26));
     assert_non_null(strstr(c, "t1,plain,0.1,-12345678901234,\r\n"));
     assert_non_null(strstr(c, "t1,\"comma, \"\"quote\"\" | pipe\",,,\r\n")); /* NaN and missing: empty */
-    assert_non_null(strstr(c, "t1,inf,inf,318.04,\r\n"));                   /* full value, not 318.0 */
+    assert_non_null(strstr(c, "t1,inf,inf,318.04,\r\n"));                    /* full value, not 318.0 */
     assert_non_null(strstr(c, "t2,,0.3333333333333333,,6.02214076e+23\r\n"));
     assert_null(strstr(c, "Demo"));
     assert_null(strstr(c, "note"));
@@ -314,10 +315,14 @@ static void test_write_to_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_format_names),   cmocka_unit_test(test_exact_numbers),
-        cmocka_unit_test(test_table_and_markdown), cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_json),           cmocka_unit_test(test_reading_back),
-        cmocka_unit_test(test_errors_are_sticky), cmocka_unit_test(test_write_to_file),
+        cmocka_unit_test(test_format_names),
+        cmocka_unit_test(test_exact_numbers),
+        cmocka_unit_test(test_table_and_markdown),
+        cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_reading_back),
+        cmocka_unit_test(test_errors_are_sticky),
+        cmocka_unit_test(test_write_to_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

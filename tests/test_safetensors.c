@@ -74,7 +74,10 @@ static void write_bytes(const char *path, const void *p, size_t n)
     assert_int_equal(fclose(f), 0);
 }
 
-static void write_text(const char *path, const char *s) { write_bytes(path, s, strlen(s)); }
+static void write_text(const char *path, const char *s)
+{
+    write_bytes(path, s, strlen(s));
+}
 
 /* A safetensors image: the given header JSON and data_len bytes of data (i & 0xff). */
 static unsigned char *image(const char *json, size_t data_len, size_t *len)
@@ -83,9 +86,11 @@ static unsigned char *image(const char *json, size_t data_len, size_t *len)
     *len = 8 + n + data_len;
     unsigned char *b = malloc(*len);
     assert_non_null(b);
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(b + 8, json, n);
-    for (size_t i = 0; i < data_len; i++) b[8 + n + i] = (unsigned char)i;
+    for (size_t i = 0; i < data_len; i++)
+        b[8 + n + i] = (unsigned char)i;
     return b;
 }
 
@@ -141,7 +146,8 @@ static dfl_tensor mk(const char *name, dfl_dtype dt, int ndim, const int64_t *sh
     t.name = name;
     t.dtype = dt;
     t.ndim = ndim;
-    for (int i = 0; i < ndim; i++) t.shape[i] = shape[i];
+    for (int i = 0; i < ndim; i++)
+        t.shape[i] = shape[i];
     t.data = data;
     t.nbytes = nbytes;
     return t;
@@ -193,18 +199,17 @@ static void test_roundtrip(void **state)
     float sc = 42.5f;                                      /* scalar */
     uint16_t h[5], bf[8];                                  /* [5], [2, 2, 2] */
     const float hv[5] = {1.0f, -2.5f, 65504.0f, 0.5f, -0.125f};
-    for (int i = 0; i < 5; i++) h[i] = dfl_f32_to_f16(hv[i]);
-    for (int i = 0; i < 8; i++) bf[i] = dfl_f32_to_bf16((float)(i - 4) * 0.5f);
+    for (int i = 0; i < 5; i++)
+        h[i] = dfl_f32_to_f16(hv[i]);
+    for (int i = 0; i < 8; i++)
+        bf[i] = dfl_f32_to_bf16((float)(i - 4) * 0.5f);
     int64_t i64[2] = {-7, 1LL << 40};
     uint8_t u8[3] = {1, 2, 255}; /* odd size: later tensors start unaligned */
     const int64_t s23[] = {2, 3}, s5[] = {5}, s222[] = {2, 2, 2}, s04[] = {0, 4}, s2[] = {2}, s3[] = {3};
     dfl_tensor ts[] = {
-        mk("model.w", DFL_DTYPE_F32, 2, s23, a, sizeof a),
-        mk("u8", DFL_DTYPE_U8, 1, s3, u8, sizeof u8),
-        mk("scalar", DFL_DTYPE_F32, 0, NULL, &sc, sizeof sc),
-        mk("empty", DFL_DTYPE_F32, 2, s04, NULL, 0),
-        mk("half", DFL_DTYPE_F16, 1, s5, h, sizeof h),
-        mk("brain", DFL_DTYPE_BF16, 3, s222, bf, sizeof bf),
+        mk("model.w", DFL_DTYPE_F32, 2, s23, a, sizeof a),    mk("u8", DFL_DTYPE_U8, 1, s3, u8, sizeof u8),
+        mk("scalar", DFL_DTYPE_F32, 0, NULL, &sc, sizeof sc), mk("empty", DFL_DTYPE_F32, 2, s04, NULL, 0),
+        mk("half", DFL_DTYPE_F16, 1, s5, h, sizeof h),        mk("brain", DFL_DTYPE_BF16, 3, s222, bf, sizeof bf),
         mk("ints", DFL_DTYPE_I64, 1, s2, i64, sizeof i64),
     };
     size_t n = sizeof ts / sizeof ts[0];
@@ -219,12 +224,14 @@ static void test_roundtrip(void **state)
     assert_int_equal(fread(l8, 1, 8, fp), 8);
     fclose(fp);
     uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--) hl = hl << 8 | l8[i];
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | l8[i];
     assert_int_equal((8 + hl) % 8, 0);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     size_t total = 0;
-    for (size_t i = 0; i < n; i++) total += ts[i].nbytes;
+    for (size_t i = 0; i < n; i++)
+        total += ts[i].nbytes;
     assert_int_equal((uint64_t)st.st_size, 8 + hl + total);
 
     dfl_st_file *f = NULL;
@@ -236,7 +243,8 @@ static void test_roundtrip(void **state)
         assert_string_equal(t->name, ts[i].name);
         assert_int_equal(t->dtype, ts[i].dtype);
         assert_int_equal(t->ndim, ts[i].ndim);
-        for (int k = 0; k < t->ndim; k++) assert_int_equal(t->shape[k], ts[i].shape[k]);
+        for (int k = 0; k < t->ndim; k++)
+            assert_int_equal(t->shape[k], ts[i].shape[k]);
         assert_int_equal(t->nbytes, ts[i].nbytes);
         if (t->nbytes) assert_memory_equal(t->data, ts[i].data, t->nbytes);
         assert_ptr_equal(dfl_st_find(f, ts[i].name), t);
@@ -247,16 +255,19 @@ static void test_roundtrip(void **state)
 
     float out[8];
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "model.w"), out, &err), DFL_OK);
-    for (int i = 0; i < 6; i++) assert_int_equal(f32_bits(out[i]), f32_bits(a[i]));
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(f32_bits(out[i]), f32_bits(a[i]));
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "scalar"), out, &err), DFL_OK);
     assert_true(out[0] == 42.5f);
     assert_int_equal(dfl_tensor_numel(dfl_st_find(f, "scalar")), 1);
     assert_int_equal(dfl_tensor_numel(dfl_st_find(f, "empty")), 0);
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "empty"), out, &err), DFL_OK);
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "half"), out, &err), DFL_OK);
-    for (int i = 0; i < 5; i++) assert_true(out[i] == hv[i]);
+    for (int i = 0; i < 5; i++)
+        assert_true(out[i] == hv[i]);
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "brain"), out, &err), DFL_OK);
-    for (int i = 0; i < 8; i++) assert_true(out[i] == (float)(i - 4) * 0.5f);
+    for (int i = 0; i < 8; i++)
+        assert_true(out[i] == (float)(i - 4) * 0.5f);
     dfl_st_close(f);
 }
 
@@ -265,7 +276,8 @@ static void test_roundtrip_escaped_names(void **state)
     float v = 1.0f;
     const char *names[] = {"quote\"d", "back\\slash", "new\nline", "caf\xc3\xa9", ""};
     dfl_tensor ts[5];
-    for (int i = 0; i < 5; i++) ts[i] = mk(names[i], DFL_DTYPE_F32, 0, NULL, &v, sizeof v);
+    for (int i = 0; i < 5; i++)
+        ts[i] = mk(names[i], DFL_DTYPE_F32, 0, NULL, &v, sizeof v);
     const char *path = P(state, "names.safetensors");
     dfl_error err = {0};
     assert_int_equal(dfl_st_write(path, ts, 5, 0, &err), DFL_OK);
@@ -301,19 +313,22 @@ static void test_unaligned_data(void **state)
     unsigned char *buf = calloc(1, 8 + n + 13 + 1);
     assert_non_null(buf);
     unsigned char *b = buf + 1;
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(b + 8, json, n);
     const float v[3] = {1.5f, -2.0f, 1e30f};
     for (int i = 0; i < 3; i++) {
         uint32_t u = f32_bits(v[i]);
-        for (int k = 0; k < 4; k++) b[8 + n + 1 + 4 * i + k] = (unsigned char)(u >> (8 * k));
+        for (int k = 0; k < 4; k++)
+            b[8 + n + 1 + 4 * i + k] = (unsigned char)(u >> (8 * k));
     }
     dfl_st_file *f = NULL;
     dfl_error err = {0};
     assert_int_equal(dfl_st_open_memory(b, 8 + n + 13, "mem", &f, &err), DFL_OK);
     float out[3];
     assert_int_equal(dfl_tensor_to_f32(dfl_st_find(f, "x"), out, &err), DFL_OK);
-    for (int i = 0; i < 3; i++) assert_true(out[i] == v[i]);
+    for (int i = 0; i < 3; i++)
+        assert_true(out[i] == v[i]);
     dfl_st_close(f);
     free(buf);
 }
@@ -362,11 +377,11 @@ static void test_f32_to_f16_rounding(void **state)
     assert_int_equal(dfl_f32_to_f16(1.0f + ldexpf(1.0f, -11) + ldexpf(1.0f, -20)), 0x3c01);
     /* Subnormals, in units of 2^-24. */
     assert_int_equal(dfl_f32_to_f16(ldexpf(1.0f, -24)), 0x0001);
-    assert_int_equal(dfl_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);           /* tie with 0 */
-    assert_int_equal(dfl_f32_to_f16(-ldexpf(1.0f, -25)), 0x8000);          /* signed zero */
-    assert_int_equal(dfl_f32_to_f16(1.5f * ldexpf(1.0f, -25)), 0x0001);    /* above the tie */
-    assert_int_equal(dfl_f32_to_f16(3.0f * ldexpf(1.0f, -25)), 0x0002);    /* 1.5 units: to 2 */
-    assert_int_equal(dfl_f32_to_f16(5.0f * ldexpf(1.0f, -25)), 0x0002);    /* 2.5 units: to 2 */
+    assert_int_equal(dfl_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);        /* tie with 0 */
+    assert_int_equal(dfl_f32_to_f16(-ldexpf(1.0f, -25)), 0x8000);       /* signed zero */
+    assert_int_equal(dfl_f32_to_f16(1.5f * ldexpf(1.0f, -25)), 0x0001); /* above the tie */
+    assert_int_equal(dfl_f32_to_f16(3.0f * ldexpf(1.0f, -25)), 0x0002); /* 1.5 units: to 2 */
+    assert_int_equal(dfl_f32_to_f16(5.0f * ldexpf(1.0f, -25)), 0x0002); /* 2.5 units: to 2 */
     assert_int_equal(dfl_f32_to_f16(ldexpf(1.0f, -40)), 0x0000);
     assert_int_equal(dfl_f32_to_f16(1023.5f * ldexpf(1.0f, -24)), 0x0400); /* rounds up to normal */
     assert_int_equal(dfl_f32_to_f16(ldexpf(1.0f, -14)), 0x0400);
@@ -479,7 +494,7 @@ static void test_bad_json(void **state)
     expect_mem("[1, 2]", 0, DFL_ERR_FORMAT, "not a JSON object", NULL);
     expect_mem("\"str\"", 0, DFL_ERR_FORMAT, "not a JSON object", NULL);
     expect_mem("{} x", 0, DFL_ERR_FORMAT, "trailing bytes", NULL);
-    expect_mem("{}      ", 0, DFL_OK);   /* space padding is allowed */
+    expect_mem("{}      ", 0, DFL_OK);  /* space padding is allowed */
     expect_mem("{}\n\t\r ", 0, DFL_OK); /* any JSON whitespace */
     expect_mem("{\"a\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]}}  ", 4, DFL_OK);
     /* A NUL inside the header would cut a name short. */
@@ -517,25 +532,25 @@ static void test_bad_shapes(void **state)
     (void)state;
     expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT, "'w'",
                "shape[0]", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT,
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT, "shape[0]",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,\"2\"],\"data_offsets\":[0,8]}}", 8, DFL_ERR_FORMAT, "shape[1]",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT, "shape[0]",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[9007199254740992],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT,
                "shape[0]", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,\"2\"],\"data_offsets\":[0,8]}}", 8, DFL_ERR_FORMAT,
-               "shape[1]", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT,
-               "shape[0]", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[9007199254740992],\"data_offsets\":[0,4]}}", 4,
-               DFL_ERR_FORMAT, "shape[0]", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
-               DFL_ERR_FORMAT, "9 dims", NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT,
+               "9 dims", NULL);
     expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, DFL_OK);
     expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, DFL_ERR_FORMAT,
                "\"shape\" is not an array", NULL);
     /* Dims that fit one by one but whose product overflows size_t. */
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[4503599627370496,4503599627370496],\"data_offsets\":[0,4]}}",
-               4, DFL_ERR_FORMAT, "overflows", NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[4503599627370496,4503599627370496],\"data_offsets\":[0,4]}}", 4,
+               DFL_ERR_FORMAT, "overflows", NULL);
     /* A huge shape with a small range: caught by the size check, not allocated. */
-    expect_mem("{\"w\":{\"dtype\":\"U8\",\"shape\":[4503599627370496],\"data_offsets\":[0,4]}}", 4,
-               DFL_ERR_FORMAT, "need 4503599627370496", NULL);
+    expect_mem("{\"w\":{\"dtype\":\"U8\",\"shape\":[4503599627370496],\"data_offsets\":[0,4]}}", 4, DFL_ERR_FORMAT,
+               "need 4503599627370496", NULL);
     /* 1.0 is an integer value and 1e2 too: accepted. */
     expect_mem("{\"w\":{\"dtype\":\"U8\",\"shape\":[1.0,1e2],\"data_offsets\":[0,100]}}", 100, DFL_OK);
 }
@@ -552,18 +567,17 @@ static void test_bad_offsets(void **state)
                NULL);
     expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 8, DFL_ERR_FORMAT,
                "hold 4 bytes but the shape and dtype need 8", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, DFL_ERR_FORMAT,
-               "not a pair", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 9, DFL_ERR_FORMAT,
-               "not a pair", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, DFL_ERR_FORMAT,
-               "not a pair", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,\"8\"]}}", 8, DFL_ERR_FORMAT,
-               "not a pair", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{\"a\":0}}}", 8, DFL_ERR_FORMAT,
-               "not a pair", NULL);
-    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", 9, DFL_ERR_FORMAT,
-               "not a pair", NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, DFL_ERR_FORMAT, "not a pair", NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 9, DFL_ERR_FORMAT, "not a pair",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, DFL_ERR_FORMAT, "not a pair",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,\"8\"]}}", 8, DFL_ERR_FORMAT, "not a pair",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":{\"a\":0}}}", 8, DFL_ERR_FORMAT, "not a pair",
+               NULL);
+    expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0.5,8.5]}}", 9, DFL_ERR_FORMAT, "not a pair",
+               NULL);
     /* An empty tensor may sit exactly at the end of the data. */
     expect_mem("{\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", 8, DFL_OK);
 }
@@ -604,8 +618,8 @@ static void test_metadata(void **state)
     expect_mem("{\"__metadata__\":{},\"__metadata__\":{}}", 0, DFL_ERR_FORMAT, "twice", NULL);
     /* __metadata__ is not a tensor. */
     size_t len;
-    unsigned char *b = image("{\"__metadata__\":{},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
-                             &len);
+    unsigned char *b =
+        image("{\"__metadata__\":{},\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, &len);
     dfl_st_file *f = NULL;
     dfl_error err = {0};
     assert_int_equal(dfl_st_open_memory(b, len, "m", &f, &err), DFL_OK);

@@ -23,7 +23,10 @@ static double urand(rng64 *r)
     r->s ^= r->s << 13, r->s ^= r->s >> 7, r->s ^= r->s << 17;
     return (double)(r->s >> 11) / 9007199254740992.0;
 }
-static double nrand(rng64 *r) { return sqrt(-2 * log(urand(r) + 1e-300)) * cos(6.283185307179586 * urand(r)); }
+static double nrand(rng64 *r)
+{
+    return sqrt(-2 * log(urand(r) + 1e-300)) * cos(6.283185307179586 * urand(r));
+}
 
 static int cmp_desc(const void *a, const void *b)
 {
@@ -42,7 +45,8 @@ static void test_topk_against_sort(void **st)
     enum { N = 5000 };
     rng64 r = {0x9E3779B97F4A7C15ull};
     static float v[N], sorted[N];
-    for (int i = 0; i < N; i++) v[i] = (float)(nrand(&r) * 10);
+    for (int i = 0; i < N; i++)
+        v[i] = (float)(nrand(&r) * 10);
     int32_t ks[3] = {1, 100, 6000};
     for (int c = 0; c < 3; c++) {
         int32_t k = ks[c];
@@ -108,7 +112,8 @@ static void test_hist_bins_match_edges(void **st)
     assert_int_equal(dfl_hist_bin(INFINITY), DFL_HIST_BINS - 1);
     assert_int_equal(dfl_hist_bin(1.0f), 1 + 24 * 64);
     /* relative width of every regular bin is at most 1/64 */
-    for (int b = 1; b < DFL_HIST_BINS - 1; b++) assert_true(edges[b + 1] / edges[b] - 1 <= 1.0 / 64 + 1e-12);
+    for (int b = 1; b < DFL_HIST_BINS - 1; b++)
+        assert_true(edges[b + 1] / edges[b] - 1 <= 1.0 / 64 + 1e-12);
 }
 
 static void check_median(rng64 *r, int n, double spread, double offset)
@@ -152,11 +157,13 @@ static void test_moments_against_direct(void **st)
     for (int i = 0; i < 1000; i++) {
         double x = nrand(&r) * 3 + 0.5;
         dfl_moments_add(i < 400 ? &a : &b, x);
-        for (int p = 0; p < 5; p++) s[p] += pow(x, p);
+        for (int p = 0; p < 5; p++)
+            s[p] += pow(x, p);
         mx = fmax(mx, fabs(x));
     }
     dfl_moments_merge(&a, &b);
-    for (int p = 0; p < 5; p++) assert_true(fabs(a.m[p] - s[p]) <= 1e-9 * fmax(1, fabs(s[p])));
+    for (int p = 0; p < 5; p++)
+        assert_true(fabs(a.m[p] - s[p]) <= 1e-9 * fmax(1, fabs(s[p])));
     assert_true(a.m[5] == mx);
 }
 
@@ -164,13 +171,13 @@ static void test_share_segments_and_sums(void **st)
 {
     (void)st;
     /* bos, ctx, answer x2, ctx, query, distractor, ctx, target */
-    uint8_t seg[9] = {DFL_SEG_BOS, DFL_SEG_CONTEXT, DFL_SEG_ANSWER, DFL_SEG_ANSWER, DFL_SEG_CONTEXT,
+    uint8_t seg[9] = {DFL_SEG_BOS,   DFL_SEG_CONTEXT,    DFL_SEG_ANSWER,  DFL_SEG_ANSWER, DFL_SEG_CONTEXT,
                       DFL_SEG_QUERY, DFL_SEG_DISTRACTOR, DFL_SEG_CONTEXT, DFL_SEG_TARGET};
     uint8_t sh[9];
     dfl_share_segments(seg, 9, sh);
-    uint8_t want[9] = {DFL_SHARE_BOS, DFL_SHARE_CONTEXT_BEFORE, DFL_SHARE_ANSWER, DFL_SHARE_ANSWER,
-                       DFL_SHARE_CONTEXT_AFTER, DFL_SHARE_QUERY, DFL_SHARE_DISTRACTOR, DFL_SHARE_CONTEXT_AFTER,
-                       DFL_SHARE_TARGET};
+    uint8_t want[9] = {DFL_SHARE_BOS,        DFL_SHARE_CONTEXT_BEFORE, DFL_SHARE_ANSWER,
+                       DFL_SHARE_ANSWER,     DFL_SHARE_CONTEXT_AFTER,  DFL_SHARE_QUERY,
+                       DFL_SHARE_DISTRACTOR, DFL_SHARE_CONTEXT_AFTER,  DFL_SHARE_TARGET};
     assert_memory_equal(sh, want, 9);
     float a[9] = {0.5f, 0.1f, 0.2f, -0.1f, 0.05f, 0.1f, 0.0f, -0.05f, 0.2f};
     double raw[7] = {0}, absm[7] = {0};
@@ -201,11 +208,13 @@ static void test_fake_quant_formula(void **st)
     memcpy(y, x, sizeof x);
     dfl_fake_quant(y, 6, 3.0f, 3); /* 3 levels each side: scale 1 */
     float want[6] = {3, -1, 0, 0, -3, 1};
-    for (int i = 0; i < 6; i++) assert_true(y[i] == want[i]);
+    for (int i = 0; i < 6; i++)
+        assert_true(y[i] == want[i]);
     rng64 r = {0x8EBC6AF09C88C6E3ull};
     for (int bits = 2; bits <= 8; bits++) {
         float v[200], q[200], mx = 0;
-        for (int i = 0; i < 200; i++) v[i] = (float)nrand(&r), mx = fmaxf(mx, fabsf(v[i]));
+        for (int i = 0; i < 200; i++)
+            v[i] = (float)nrand(&r), mx = fmaxf(mx, fabsf(v[i]));
         memcpy(q, v, sizeof v);
         dfl_fake_quant(q, 200, mx, bits);
         /* brute force in double: the nearest of the 2L + 1 grid points k·Δ, k in

@@ -34,7 +34,7 @@ static dfl_config tiny_config(dfl_model_type type, int tie)
     c.num_heads = c.num_kv_heads = 2;
     c.head_dim = type == DFL_MODEL_DIFF_TRANSFORMER ? 4 : 8;
     c.rms_norm_eps = 1e-6;
-    c.rope_theta = 100.0;   /* a short theta: positions 0..T-1 rotate visibly */
+    c.rope_theta = 100.0; /* a short theta: positions 0..T-1 rotate visibly */
     c.rope_interleaved = type == DFL_MODEL_DIFF_TRANSFORMER || type == DFL_MODEL_DIFF_V2;
     c.tie_word_embeddings = tie;
     c.max_position_embeddings = 64;
@@ -56,7 +56,8 @@ static dfl_train_model *tiny_model(dfl_model_type type, int tie, uint64_t seed)
         if (t->ndim == 2) continue;
         int lam = strstr(t->name, "lambda_") != NULL;
         for (size_t j = 0; j < t->numel; j++)
-            m->params[t->offset + j] = lam ? (float)(0.3 * dfl_rng_normal(&r)) : (float)(1.0 + 0.2 * dfl_rng_normal(&r));
+            m->params[t->offset + j] =
+                lam ? (float)(0.3 * dfl_rng_normal(&r)) : (float)(1.0 + 0.2 * dfl_rng_normal(&r));
     }
     return m;
 }
@@ -67,7 +68,8 @@ static void tiny_batch(const dfl_train_model *m, int all, int32_t *tok, int32_t 
 {
     dfl_rng r = dfl_rng_make(seed, 8, 0);
     int64_t V = m->config.vocab_size;
-    for (int i = 0; i < B * T; i++) tok[i] = (int32_t)dfl_rng_below(&r, (uint64_t)V);
+    for (int i = 0; i < B * T; i++)
+        tok[i] = (int32_t)dfl_rng_below(&r, (uint64_t)V);
     for (int i = 0; i < B * T; i++)
         tgt[i] = all || dfl_rng_below(&r, 2) ? (int32_t)dfl_rng_below(&r, (uint64_t)V) : -1;
 }
@@ -102,7 +104,7 @@ static double grad_check(dfl_model_type type, int tie, int all, double *worst_no
     dfl_train_ws *w = NULL;
     dfl_error err;
     assert_int_equal(dfl_train_ws_create(m, B, T, &w, &err), DFL_OK);
-    dfl__train_ws_set_block(w, 3);   /* T = 7 crosses causal blocks of 3, 3 and 1 rows */
+    dfl__train_ws_set_block(w, 3); /* T = 7 crosses causal blocks of 3, 3 and 1 rows */
     int32_t tok[B * T], tgt[B * T];
     tiny_batch(m, all, tok, tgt, 3 + (uint64_t)type);
     loss_of(m, w, tok, tgt);
@@ -133,8 +135,9 @@ static double grad_check(dfl_model_type type, int tie, int all, double *worst_no
         }
         if (den > 0 && sqrt(num / den) > *worst_norm) *worst_norm = sqrt(num / den);
         if (den > 0 && sqrt(num / den) > 2e-2)
-            fail_msg("%s: tensor %s: norm-wise relative error %.3g", dfl_model_type_name(type), t->name, sqrt(num / den));
-        if (den == 0 && strstr(t->name, "embed") == NULL)   /* rows of unused tokens may be 0, nothing else */
+            fail_msg("%s: tensor %s: norm-wise relative error %.3g", dfl_model_type_name(type), t->name,
+                     sqrt(num / den));
+        if (den == 0 && strstr(t->name, "embed") == NULL) /* rows of unused tokens may be 0, nothing else */
             fail_msg("%s: tensor %s has an all-zero gradient: the check would not see it", dfl_model_type_name(type),
                      t->name);
     }
@@ -149,7 +152,8 @@ static void test_grad_llama(void **state)
     (void)state;
     double n1, n2, e1 = grad_check(DFL_MODEL_LLAMA, 0, 0, &n1), e2 = grad_check(DFL_MODEL_LLAMA, 1, 1, &n2);
     printf("# llama: largest relative gradient error %.2e / per-tensor norm-wise %.2e (untied, target loss); "
-           "%.2e / %.2e (tied, all tokens)\n", e1, n1, e2, n2);
+           "%.2e / %.2e (tied, all tokens)\n",
+           e1, n1, e2, n2);
 }
 
 static void test_grad_diff_transformer(void **state)
@@ -158,7 +162,8 @@ static void test_grad_diff_transformer(void **state)
     double n1, n2, e1 = grad_check(DFL_MODEL_DIFF_TRANSFORMER, 0, 0, &n1);
     double e2 = grad_check(DFL_MODEL_DIFF_TRANSFORMER, 1, 1, &n2);
     printf("# diff_transformer: largest relative gradient error %.2e / per-tensor norm-wise %.2e (untied, target "
-           "loss); %.2e / %.2e (tied, all tokens)\n", e1, n1, e2, n2);
+           "loss); %.2e / %.2e (tied, all tokens)\n",
+           e1, n1, e2, n2);
 }
 
 static void test_grad_diffllama(void **state)
@@ -166,7 +171,8 @@ static void test_grad_diffllama(void **state)
     (void)state;
     double n1, n2, e1 = grad_check(DFL_MODEL_DIFFLLAMA, 0, 0, &n1), e2 = grad_check(DFL_MODEL_DIFFLLAMA, 0, 1, &n2);
     printf("# diffllama: largest relative gradient error %.2e / per-tensor norm-wise %.2e (target loss); "
-           "%.2e / %.2e (all tokens)\n", e1, n1, e2, n2);
+           "%.2e / %.2e (all tokens)\n",
+           e1, n1, e2, n2);
 }
 
 /* DIFF V2: the per-token λ's projection (lambda_proj) is checked with every other tensor */
@@ -175,7 +181,8 @@ static void test_grad_diff_v2(void **state)
     (void)state;
     double n1, n2, e1 = grad_check(DFL_MODEL_DIFF_V2, 0, 0, &n1), e2 = grad_check(DFL_MODEL_DIFF_V2, 1, 1, &n2);
     printf("# diff_transformer_v2: largest relative gradient error %.2e / per-tensor norm-wise %.2e (untied, target "
-           "loss); %.2e / %.2e (tied, all tokens)\n", e1, n1, e2, n2);
+           "loss); %.2e / %.2e (tied, all tokens)\n",
+           e1, n1, e2, n2);
 }
 
 /* --------------------------------------------- forward vs the library */
@@ -202,7 +209,8 @@ static void forward_vs_library(dfl_model_type type, int tie)
     double loss = loss_of(m, w, tok, tgt);
     dfl_train_backward(m, w);
     assert_true(fabs(loss - loss1) <= 1e-6 * fabs(loss1));
-    for (size_t i = 0; i < m->n_params; i++) assert_true(fabs(m->grads[i] - g1[i]) <= 1e-5 * (1.0 + fabs(g1[i])));
+    for (size_t i = 0; i < m->n_params; i++)
+        assert_true(fabs(m->grads[i] - g1[i]) <= 1e-5 * (1.0 + fabs(g1[i])));
     free(g1);
     const int64_t V = m->config.vocab_size;
     float *ref = malloc((size_t)(T * V) * sizeof *ref);
@@ -219,8 +227,10 @@ static void forward_vs_library(dfl_model_type type, int tie)
             int32_t y = tgt[b * T + i];
             if (y < 0) continue;
             double mx = -INFINITY, s = 0.0;
-            for (int v = 0; v < V; v++) mx = fmax(mx, ref[i * V + v]);
-            for (int v = 0; v < V; v++) s += exp(ref[i * V + v] - mx);
+            for (int v = 0; v < V; v++)
+                mx = fmax(mx, ref[i * V + v]);
+            for (int v = 0; v < V; v++)
+                s += exp(ref[i * V + v] - mx);
             lib_loss += mx + log(s) - ref[i * V + y];
             n++;
         }
@@ -270,7 +280,8 @@ static void test_lr_schedule(void **state)
     assert_true(fabs(dfl_train_lr(500, 100, 10, 1e-3, 1e-4) - 1e-4) < 1e-15);
     /* no warm-up; monotone decay */
     assert_true(fabs(dfl_train_lr(0, 100, 0, 1e-3, 0) - 1e-3) < 1e-15);
-    for (int s = 11; s < 100; s++) assert_true(dfl_train_lr(s, 100, 10, 1e-3, 1e-4) <= dfl_train_lr(s - 1, 100, 10, 1e-3, 1e-4));
+    for (int s = 11; s < 100; s++)
+        assert_true(dfl_train_lr(s, 100, 10, 1e-3, 1e-4) <= dfl_train_lr(s - 1, 100, 10, 1e-3, 1e-4));
     /* warm-up longer than the run: the peak afterwards */
     assert_true(fabs(dfl_train_lr(20, 10, 20, 1e-3, 1e-4) - 1e-3) < 1e-15);
 }
@@ -289,13 +300,14 @@ static void test_clip(void **state)
     /* below the threshold: untouched */
     assert_true(fabs(dfl_train_clip(m, 1e9) - sqrt(ss)) < 1e-9 * sqrt(ss));
     assert_memory_equal(keep, m->grads, m->n_params * sizeof *keep);
-    assert_true(fabs(dfl_train_clip(m, 0) - sqrt(ss)) < 1e-9 * sqrt(ss));   /* 0 = off */
+    assert_true(fabs(dfl_train_clip(m, 0) - sqrt(ss)) < 1e-9 * sqrt(ss)); /* 0 = off */
     assert_memory_equal(keep, m->grads, m->n_params * sizeof *keep);
     /* above: scaled to norm = clip, direction kept */
     dfl_train_clip(m, 1.5);
     double after = dfl_train_clip(m, 0);
     assert_true(fabs(after - 1.5) < 1e-5);
-    for (size_t i = 0; i < m->n_params; i++) assert_true(fabs(m->grads[i] - keep[i] * 1.5 / sqrt(ss)) < 1e-6);
+    for (size_t i = 0; i < m->n_params; i++)
+        assert_true(fabs(m->grads[i] - keep[i] * 1.5 / sqrt(ss)) < 1e-6);
     free(keep);
     dfl_train_model_free(m);
 }
@@ -308,7 +320,7 @@ static void test_errors(void **state)
     dfl_error err;
     dfl_train_model *m = NULL;
     dfl_config c = tiny_config(DFL_MODEL_LLAMA, 0);
-    c.num_kv_heads = 1;   /* GQA */
+    c.num_kv_heads = 1; /* GQA */
     assert_int_equal(dfl_train_model_create(&c, &m, &err), DFL_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "multi-head"));
     assert_null(m);
@@ -333,13 +345,15 @@ static void test_errors(void **state)
     tgt[5] = -2;
     assert_int_equal(dfl_train_forward(m, w, tok, tgt, B, &loss, NULL, &err), DFL_ERR_RANGE);
     /* no target rows: loss 0, zero gradients */
-    for (int i = 0; i < B * T; i++) tgt[i] = -1;
+    for (int i = 0; i < B * T; i++)
+        tgt[i] = -1;
     int64_t count = -1;
     assert_int_equal(dfl_train_forward(m, w, tok, tgt, B, &loss, &count, &err), DFL_OK);
     assert_int_equal(count, 0);
     assert_true(loss == 0.0);
     dfl_train_backward(m, w);
-    for (size_t i = 0; i < m->n_params; i++) assert_true(m->grads[i] == 0.0f);
+    for (size_t i = 0; i < m->n_params; i++)
+        assert_true(m->grads[i] == 0.0f);
     dfl_train_ws_free(w);
     dfl_train_model_free(m);
     dfl_train_model_free(NULL);
@@ -348,7 +362,7 @@ static void test_errors(void **state)
     /* params → config */
     dfl_train_params p = dfl_train_params_default();
     dfl_config cc;
-    p.hidden = 100;   /* not a multiple of 2·4 for diff_transformer */
+    p.hidden = 100; /* not a multiple of 2·4 for diff_transformer */
     p.type = DFL_MODEL_DIFF_TRANSFORMER;
     assert_int_equal(dfl_train_params_config(&p, &cc, &err), DFL_ERR_USAGE);
     p = dfl_train_params_default();
@@ -372,12 +386,12 @@ static void test_errors(void **state)
     assert_int_equal(dfl_train_pair_params(&p, &pl, &pd, &err), DFL_ERR_USAGE);
     /* run-level checks before any file is touched */
     p = dfl_train_params_default();
-    assert_int_equal(dfl_train_run(&p, NULL, NULL, &err), DFL_ERR_USAGE);   /* no --out */
+    assert_int_equal(dfl_train_run(&p, NULL, NULL, &err), DFL_ERR_USAGE); /* no --out */
     p.out = "/nonexistent-dir-for-dfl-test/x";
     p.batch = 0;
     assert_int_equal(dfl_train_run(&p, NULL, NULL, &err), DFL_ERR_USAGE);
     p.batch = 1;
-    p.task.seq_len = 16;   /* too short for 4 needles */
+    p.task.seq_len = 16; /* too short for 4 needles */
     assert_int_equal(dfl_train_run(&p, NULL, NULL, &err), DFL_ERR_USAGE);
 }
 

@@ -60,7 +60,7 @@ typedef struct seen {
     int begins, ends, notes, ended_ok, already;
     char last[64];
     volatile sig_atomic_t stop;
-    int stop_after_steps;   /* raise stop after this many reported steps (0: never) */
+    int stop_after_steps; /* raise stop after this many reported steps (0: never) */
     int steps;
 } seen;
 
@@ -151,15 +151,22 @@ static void test_two_seeds(void **state)
     assert_int_equal(s.begins, 4);
     assert_int_equal(s.ended_ok, 4);
     assert_string_equal(s.last, "diff");
-    assert_true(s.notes >= 3);   /* two "seed S" lines and the summary's */
+    assert_true(s.notes >= 3); /* two "seed S" lines and the summary's */
     assert_non_null(res.summary_md);
     assert_non_null(strstr(res.summary_md, "Transformer"));
     assert_non_null(strstr(res.summary_md, "Diff"));
     free(res.summary_md);
-    const char *files[] = {"seed-5/transformer/model.safetensors", "seed-5/diff/checkpoint.safetensors",
-                           "seed-7/transformer/train.csv", "seed-7/diff/model.safetensors", "seed-5/train.png",
-                           "seeds_curves.csv", "seeds_steps_to.csv", "seeds_steps_to.md", "seeds.png"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) assert_true(exists(dir, files[i]));
+    const char *files[] = {"seed-5/transformer/model.safetensors",
+                           "seed-5/diff/checkpoint.safetensors",
+                           "seed-7/transformer/train.csv",
+                           "seed-7/diff/model.safetensors",
+                           "seed-5/train.png",
+                           "seeds_curves.csv",
+                           "seeds_steps_to.csv",
+                           "seeds_steps_to.md",
+                           "seeds.png"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        assert_true(exists(dir, files[i]));
 
     /* seed 7's Diff model is the run of seed 7 alone */
     dfl_train_params p = pp.diff;
@@ -205,7 +212,7 @@ static void test_stop(void **state)
     dfl_error err = {DFL_OK, ""};
     assert_int_equal(dfl_train_pairs_run(&pp, &h, &res, &err), DFL_OK);
     assert_int_equal(res.stopped, 1);
-    assert_int_equal(s.begins, 1);   /* the Diff model and seed 2 never start */
+    assert_int_equal(s.begins, 1); /* the Diff model and seed 2 never start */
     assert_null(res.summary_md);
     assert_true(exists(dir, "seed-1/transformer/checkpoint.safetensors"));
     assert_false(exists(dir, "seed-1/diff"));
@@ -226,7 +233,7 @@ static void test_usage(void **state)
     assert_int_equal(dfl_train_pairs_run(&pp, NULL, &res, &err), DFL_ERR_USAGE);
     pp = tiny_pairs(NULL, NULL, 0);
     assert_int_equal(dfl_train_pairs_run(&pp, NULL, &res, &err), DFL_ERR_USAGE);
-    pp = tiny_pairs(g_dir, seeds, 0);   /* seeds given with a count of 0 */
+    pp = tiny_pairs(g_dir, seeds, 0); /* seeds given with a count of 0 */
     assert_int_equal(dfl_train_pairs_run(&pp, NULL, &res, &err), DFL_ERR_USAGE);
 }
 

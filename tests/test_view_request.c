@@ -122,12 +122,14 @@ static void test_levels(void **state)
     int64_t sizes[] = {1, 255, 256, 257, 511, 512, 513, 600, 16384, 16385, 100000};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         int64_t n = sizes[i], z = 0;
-        while ((n + (1 << z) - 1) / (1 << z) > DFL_VIEW_TILE) z++;
+        while ((n + (1 << z) - 1) / (1 << z) > DFL_VIEW_TILE)
+            z++;
         assert_int_equal(dfl_view_zmax(n, n / 2 + 1), z);
         for (int64_t l = 0; l <= z; l++) {
             int64_t nx, ny, cells = (int64_t)DFL_VIEW_TILE << l, want = 0;
             dfl_view_tiles(n / 2 + 1, n, l, &nx, &ny);
-            for (int64_t c = 0; c < n; c += cells) want++;
+            for (int64_t c = 0; c < n; c += cells)
+                want++;
             assert_int_equal(nx, want);
             assert_int_equal(ny, (n / 2 + 1 + cells - 1) / cells);
         }

@@ -11,7 +11,7 @@
 #include "model/safetensors.h"
 
 typedef struct tiny_spec {
-    const char *type;   /* llama, diff_transformer, diffllama */
+    const char *type; /* llama, diff_transformer, diffllama */
     int L, D, H, Hkv, F, V;
     unsigned seed;
 } tiny_spec;
@@ -23,12 +23,13 @@ static float tiny_rand(unsigned *s)
 }
 
 /* Append one random [d0, d1] (d1 = 0: 1-D) tensor; `base` + `scale`·U(-1, 1). */
-static void tiny_add(dfl_tensor *ts, float **bufs, size_t *n, const char *name, int d0, int d1, float base,
-                     float scale, unsigned *seed)
+static void tiny_add(dfl_tensor *ts, float **bufs, size_t *n, const char *name, int d0, int d1, float base, float scale,
+                     unsigned *seed)
 {
     size_t numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
     float *b = malloc(numel * sizeof *b);
-    for (size_t i = 0; i < numel; i++) b[i] = base + scale * tiny_rand(seed);
+    for (size_t i = 0; i < numel; i++)
+        b[i] = base + scale * tiny_rand(seed);
     dfl_tensor *t = &ts[*n];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);
@@ -52,9 +53,10 @@ static int tiny_model_write(const char *dir, tiny_spec s)
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f, "{\"model_type\": \"%s\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
-               "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
-               "\"rms_norm_eps\": 1e-5, \"max_position_embeddings\": 4096}\n",
+    fprintf(f,
+            "{\"model_type\": \"%s\", \"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, "
+            "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
+            "\"rms_norm_eps\": 1e-5, \"max_position_embeddings\": 4096}\n",
             s.type, s.V, s.D, s.F, s.L, s.H, s.Hkv);
     fclose(f);
     size_t cap = 3 + (size_t)s.L * 16, n = 0;
@@ -66,8 +68,8 @@ static int tiny_model_write(const char *dir, tiny_spec s)
     tiny_add(ts, bufs, &n, "model.norm.weight", s.D, 0, 1, 0.1f, &seed);
     tiny_add(ts, bufs, &n, "lm_head.weight", s.V, s.D, 0, wD, &seed);
     for (int l = 0; l < s.L; l++) {
-#define ADD(suffix, d0, d1, base, scale)                                          \
-    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);                 \
+#define ADD(suffix, d0, d1, base, scale)                                                                               \
+    snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix);                                                      \
     tiny_add(ts, bufs, &n, name, d0, d1, base, scale, &seed)
         ADD("input_layernorm.weight", s.D, 0, 1, 0.1f);
         ADD("post_attention_layernorm.weight", s.D, 0, 1, 0.1f);
@@ -84,7 +86,9 @@ static int tiny_model_write(const char *dir, tiny_spec s)
             ADD("self_attn.lambda_q2", hd, 0, 0, 0.3f);
             ADD("self_attn.lambda_k2", hd, 0, 0, 0.3f);
         }
-        if (diff) { ADD("self_attn.subln.weight", 2 * hd, 0, 1, 0.1f); }
+        if (diff) {
+            ADD("self_attn.subln.weight", 2 * hd, 0, 1, 0.1f);
+        }
 #undef ADD
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

@@ -29,10 +29,14 @@ int main(int argc, char **argv)
 {
     if (argc < 4) return fail("usage: TYPE TIE layout | TYPE TIE run IN OUT");
     dfl_train_params p = dfl_train_params_default();
-    if (!strcmp(argv[1], "llama")) p.type = DFL_MODEL_LLAMA;
-    else if (!strcmp(argv[1], "diff_transformer")) p.type = DFL_MODEL_DIFF_TRANSFORMER;
-    else if (!strcmp(argv[1], "diffllama")) p.type = DFL_MODEL_DIFFLLAMA;
-    else return fail("unknown type");
+    if (!strcmp(argv[1], "llama"))
+        p.type = DFL_MODEL_LLAMA;
+    else if (!strcmp(argv[1], "diff_transformer"))
+        p.type = DFL_MODEL_DIFF_TRANSFORMER;
+    else if (!strcmp(argv[1], "diffllama"))
+        p.type = DFL_MODEL_DIFFLLAMA;
+    else
+        return fail("unknown type");
     p.tie = !strcmp(argv[2], "1");
     p.layers = 2, p.hidden = 16, p.heads = 2, p.ffn = 24;
     dfl_config c;
@@ -53,7 +57,7 @@ int main(int argc, char **argv)
     FILE *in = fopen(argv[4], "rb");
     if (!in) return fail("cannot open IN");
     int64_t steps, warmup;
-    double h[7];   /* lr_max, lr_min, beta1, beta2, eps, weight_decay, clip */
+    double h[7]; /* lr_max, lr_min, beta1, beta2, eps, weight_decay, clip */
     if (fread(&steps, 8, 1, in) != 1 || fread(&warmup, 8, 1, in) != 1 || fread(h, 8, 7, in) != 7 || steps < 1 ||
         steps > 1000 || fread(m->params, sizeof(float), n, in) != n)
         return fail("IN is short or malformed");
@@ -70,9 +74,8 @@ int main(int argc, char **argv)
     FILE *out = fopen(argv[5], "wb");
     if (!out) return fail("cannot open OUT");
     int ok = fwrite(lr, 8, (size_t)steps, out) == (size_t)steps &&
-             fwrite(norm, 8, (size_t)steps, out) == (size_t)steps &&
-             fwrite(m->params, sizeof(float), n, out) == n && fwrite(m->m, sizeof(float), n, out) == n &&
-             fwrite(m->v, sizeof(float), n, out) == n;
+             fwrite(norm, 8, (size_t)steps, out) == (size_t)steps && fwrite(m->params, sizeof(float), n, out) == n &&
+             fwrite(m->m, sizeof(float), n, out) == n && fwrite(m->v, sizeof(float), n, out) == n;
     if (fclose(out) != 0 || !ok) return fail("cannot write OUT");
     free(lr), free(norm);
     dfl_train_model_free(m);

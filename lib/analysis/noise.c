@@ -31,10 +31,22 @@ static const char *const norm_names[] = {"total", "abs"};
 static const char *const by_names[] = {"none", "depth", "layer", "head"};
 static const char *const stat_names[] = {"shares", "entropy", "negative_mass"};
 
-const char *dfl_noise_map_name(dfl_noise_map m) { return (unsigned)m < 4 ? map_names[m] : "?"; }
-const char *dfl_noise_norm_name(dfl_noise_norm n) { return (unsigned)n < 2 ? norm_names[n] : "?"; }
-const char *dfl_noise_by_name(dfl_noise_by b) { return (unsigned)b < 4 ? by_names[b] : "?"; }
-const char *dfl_noise_stat_name(dfl_noise_stat s) { return (unsigned)s < 3 ? stat_names[s] : "?"; }
+const char *dfl_noise_map_name(dfl_noise_map m)
+{
+    return (unsigned)m < 4 ? map_names[m] : "?";
+}
+const char *dfl_noise_norm_name(dfl_noise_norm n)
+{
+    return (unsigned)n < 2 ? norm_names[n] : "?";
+}
+const char *dfl_noise_by_name(dfl_noise_by b)
+{
+    return (unsigned)b < 4 ? by_names[b] : "?";
+}
+const char *dfl_noise_stat_name(dfl_noise_stat s)
+{
+    return (unsigned)s < 3 ? stat_names[s] : "?";
+}
 
 dfl_status dfl_noise_map_parse(const char *text, dfl_noise_map *out, dfl_error *err)
 {
@@ -86,20 +98,21 @@ dfl_noise_params dfl_noise_params_default(void)
 /* Running sums of one group; finished into a dfl_noise_cell. */
 typedef struct acc {
     size_t n_samples;
-    double weight;                 /* entries summed into share[] */
+    double weight; /* entries summed into share[] */
     double share[DFL_SHARE_SEGMENTS];
     size_t n_scored, n_correct;
-    double nll;                    /* Σ target_nll over scored samples */
+    double nll; /* Σ target_nll over scored samples */
 } acc;
 
 static void acc_finish(const acc *a, dfl_noise_cell *c)
 {
     memset(c, 0, sizeof *c);
     c->n_samples = a->n_samples;
-    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) c->share[k] = a->weight > 0 ? a->share[k] / a->weight : NAN;
+    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
+        c->share[k] = a->weight > 0 ? a->share[k] / a->weight : NAN;
     c->noise = c->share[DFL_SHARE_CONTEXT_BEFORE] + c->share[DFL_SHARE_CONTEXT_AFTER];
-    c->ratio = c->noise != 0 ? c->share[DFL_SHARE_ANSWER] / c->noise
-                             : (c->share[DFL_SHARE_ANSWER] != 0 ? INFINITY : NAN);
+    c->ratio =
+        c->noise != 0 ? c->share[DFL_SHARE_ANSWER] / c->noise : (c->share[DFL_SHARE_ANSWER] != 0 ? INFINITY : NAN);
     c->n_scored = a->n_scored;
     c->n_correct = a->n_correct;
     c->accuracy = a->n_scored ? (double)a->n_correct / (double)a->n_scored : NAN;
@@ -108,18 +121,19 @@ static void acc_finish(const acc *a, dfl_noise_cell *c)
 
 /* One sample's mean shares over the selection, for grouping by depth. */
 typedef struct sample_rec {
-    double depth;                  /* NaN when absent */
+    double depth; /* NaN when absent */
     double share[DFL_SHARE_SEGMENTS];
     int scored, correct;
     double nll;
-    double stat[2];                /* --stat: mean over the selection, per map */
+    double stat[2]; /* --stat: mean over the selection, per map */
 } sample_rec;
 
 static void acc_add_sample(acc *a, const sample_rec *s)
 {
     a->n_samples++;
     a->weight += 1.0;
-    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) a->share[k] += s->share[k];
+    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
+        a->share[k] += s->share[k];
     if (s->scored) {
         a->n_scored++;
         a->n_correct += s->correct ? 1u : 0u;
@@ -141,8 +155,10 @@ static char *default_label(const char *path)
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t n = strlen(base);
-    if (n > 3 && !strcmp(base + n - 3, ".h5")) n -= 3;
-    else if (n > 5 && !strcmp(base + n - 5, ".hdf5")) n -= 5;
+    if (n > 3 && !strcmp(base + n - 3, ".h5"))
+        n -= 3;
+    else if (n > 5 && !strcmp(base + n - 5, ".hdf5"))
+        n -= 5;
     char *s = malloc(n + 1);
     if (s) memcpy(s, base, n), s[n] = '\0';
     return s;
@@ -172,19 +188,19 @@ typedef struct reading {
     const dfl_noise_params *p;
     dfl_dump_reader *r;
     const char *path;
-    const char *dset;        /* noise/shares or noise/shares_abs */
-    const char *stat_dset;   /* --stat: noise/entropy [E, L, H] or noise/negative_mass [L, H]; NULL */
-    int64_t E;               /* maps of stat_dset */
-    int64_t M, L, H;         /* the shares are [M, L, H, 7] */
-    int mi;                  /* index of the chosen map in M */
-    size_t n4;               /* M·L·H·7 */
-    size_t nl, nh;           /* selected layers and heads */
-    float *shares, *raw;     /* [M, L, H, 7] of one sample */
-    uint8_t *lmask, *hmask;  /* [L], [H]: selected */
-    uint8_t *seg;            /* [T] segment codes of one sample */
-    acc *lacc, *hacc;        /* [L], [H] */
-    float *sv;               /* [E, L, H] stat_dset of one sample */
-    double *svl, *svh;       /* [L, 2], [H, 2] sums of sv over samples and the other axis */
+    const char *dset;       /* noise/shares or noise/shares_abs */
+    const char *stat_dset;  /* --stat: noise/entropy [E, L, H] or noise/negative_mass [L, H]; NULL */
+    int64_t E;              /* maps of stat_dset */
+    int64_t M, L, H;        /* the shares are [M, L, H, 7] */
+    int mi;                 /* index of the chosen map in M */
+    size_t n4;              /* M·L·H·7 */
+    size_t nl, nh;          /* selected layers and heads */
+    float *shares, *raw;    /* [M, L, H, 7] of one sample */
+    uint8_t *lmask, *hmask; /* [L], [H]: selected */
+    uint8_t *seg;           /* [T] segment codes of one sample */
+    acc *lacc, *hacc;       /* [L], [H] */
+    float *sv;              /* [E, L, H] stat_dset of one sample */
+    double *svl, *svh;      /* [L, 2], [H, 2] sums of sv over samples and the other axis */
 } reading;
 
 /* The shares' shape from the first sample (every other sample must agree) and the
@@ -233,8 +249,12 @@ static dfl_status read_stat_shape(reading *g, dfl_noise_dump *d, dfl_error *err)
     int64_t E = neg ? 1 : info.dims[0], want_E = g->M == 3 ? 2 : 1;
     int off = neg ? 0 : 1;
     if (info.ndim != 2 + off || E != (neg ? 1 : want_E) || info.dims[off] != g->L || info.dims[off + 1] != g->H)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: not [%s%lld, %lld] as the shares say (docs/format.md)",
-                         g->path, path_buf, neg ? "" : want_E == 2 ? "2, " : "1, ", (long long)g->L, (long long)g->H);
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: not [%s%lld, %lld] as the shares say (docs/format.md)", g->path,
+                         path_buf,
+                         neg           ? ""
+                         : want_E == 2 ? "2, "
+                                       : "1, ",
+                         (long long)g->L, (long long)g->H);
     g->stat_dset = name;
     g->E = E;
     d->stat.n_maps = (int)E;
@@ -280,7 +300,8 @@ static dfl_status finish_stat(const reading *g, const sample_rec *recs, size_t n
     }
     for (int e = 0; e < 2; e++) {
         double sum = 0;
-        for (size_t i = 0; i < ns; i++) sum += recs[i].stat[e];
+        for (size_t i = 0; i < ns; i++)
+            sum += recs[i].stat[e];
         v->all[e] = e < v->n_maps ? sum / (double)ns : NAN;
         for (int64_t l = 0; l < g->L; l++)
             v->by_layer[l * 2 + e] = e < v->n_maps && g->lmask[l] ? g->svl[l * 2 + e] / (double)(ns * g->nh) : NAN;
@@ -291,9 +312,11 @@ static dfl_status finish_stat(const reading *g, const sample_rec *recs, size_t n
     for (size_t i = 0; i < ns && d->n_depths; i++) {
         if (isnan(recs[i].depth)) continue;
         size_t k = 0;
-        while (k + 1 < d->n_depths && recs[i].depth - d->depth[k] > DFL_NOISE_DEPTH_EPS) k++;
+        while (k + 1 < d->n_depths && recs[i].depth - d->depth[k] > DFL_NOISE_DEPTH_EPS)
+            k++;
         count[k]++;
-        for (int e = 0; e < 2; e++) v->by_depth[k * 2 + e] += recs[i].stat[e];
+        for (int e = 0; e < 2; e++)
+            v->by_depth[k * 2 + e] += recs[i].stat[e];
     }
     for (size_t k = 0; k < d->n_depths; k++)
         for (int e = 0; e < 2; e++)
@@ -332,14 +355,16 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
             g->hacc[h].weight += 1.0;
             d->n_entries++;
             if (fabs(total) < d->min_abs_total) d->min_abs_total = fabs(total);
-            if (!isfinite(total)) d->n_nonfinite++;
+            if (!isfinite(total))
+                d->n_nonfinite++;
             else if (!(fabs(total) >= g->p->warn_total)) {
                 if (d->n_low++ == 0)
                     snprintf(d->low_example, sizeof d->low_example, "sample '%s' layer %lld head %lld (total %.3g)",
                              smp->id, (long long)l, (long long)h, total);
             }
         }
-    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) rec->share[k] /= (double)(g->nl * g->nh);
+    for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
+        rec->share[k] /= (double)(g->nl * g->nh);
 
     /* which segments the sample has, from its per-token codes */
     size_t T = 0;
@@ -366,8 +391,7 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
         float nll = NAN;
         if ((s = dfl_dump_read(g->r, path_buf, DFL_H5_U8, &tc, 1, err))) return s;
         snprintf(path_buf, sizeof path_buf, "%s/" DFL_DS_TARGET_NLL, smp->group);
-        if (dfl_dump_exists(g->r, path_buf) && (s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, &nll, 1, err)))
-            return s;
+        if (dfl_dump_exists(g->r, path_buf) && (s = dfl_dump_read(g->r, path_buf, DFL_H5_F32, &nll, 1, err))) return s;
         rec->scored = 1;
         rec->correct = tc != 0;
         rec->nll = nll;
@@ -377,15 +401,16 @@ static dfl_status read_sample(reading *g, size_t i, sample_rec *rec, dfl_noise_d
 
 /* Depth groups: the sorted distinct depths of recs[ns] (d->depth, d->n_depths) and
  * each sample's result in its group (d->by_depth); samples without depth counted. */
-static dfl_status group_by_depth(const sample_rec *recs, size_t ns, const char *path, dfl_noise_dump *d,
-                                 dfl_error *err)
+static dfl_status group_by_depth(const sample_rec *recs, size_t ns, const char *path, dfl_noise_dump *d, dfl_error *err)
 {
     double *keys = dfl__alloc_array(ns, sizeof *keys); /* [ns] */
     if (!keys) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
     size_t nk = 0;
     for (size_t i = 0; i < ns; i++) {
-        if (isnan(recs[i].depth)) d->n_no_depth++;
-        else keys[nk++] = recs[i].depth;
+        if (isnan(recs[i].depth))
+            d->n_no_depth++;
+        else
+            keys[nk++] = recs[i].depth;
     }
     qsort(keys, nk, sizeof *keys, dfl__noise_cmp_double);
     size_t ng = 0;
@@ -404,10 +429,12 @@ static dfl_status group_by_depth(const sample_rec *recs, size_t ns, const char *
             for (size_t i = 0; i < ns; i++) {
                 if (isnan(recs[i].depth)) continue;
                 size_t g = 0;
-                while (g + 1 < ng && recs[i].depth - keys[g] > DFL_NOISE_DEPTH_EPS) g++;
+                while (g + 1 < ng && recs[i].depth - keys[g] > DFL_NOISE_DEPTH_EPS)
+                    g++;
                 acc_add_sample(&dacc[g], &recs[i]);
             }
-            for (size_t g = 0; g < ng; g++) acc_finish(&dacc[g], &d->by_depth[g]);
+            for (size_t g = 0; g < ng; g++)
+                acc_finish(&dacc[g], &d->by_depth[g]);
         }
         free(dacc);
     }
@@ -460,8 +487,10 @@ static dfl_status read_dump(const dfl_noise_params *p, const char *path, dfl_noi
     if ((s = make_mask(p->layers, p->n_layers, L, "layer", path, g.lmask, err)) ||
         (s = make_mask(p->heads, p->n_heads, H, "head", path, g.hmask, err)))
         goto done;
-    for (int64_t l = 0; l < L; l++) g.nl += g.lmask[l];
-    for (int64_t h = 0; h < H; h++) g.nh += g.hmask[h];
+    for (int64_t l = 0; l < L; l++)
+        g.nl += g.lmask[l];
+    for (int64_t h = 0; h < H; h++)
+        g.nh += g.hmask[h];
 
     d->min_abs_total = INFINITY;
     acc all;
@@ -519,11 +548,14 @@ static void list_text(const int64_t *v, size_t n, char *buf, size_t cap)
     }
     buf[0] = '\0';
     for (size_t i = 0; i < n; i++) {
-        size_t j = i;   /* runs a, a+1, ... as "a-b" */
-        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
+        size_t j = i; /* runs a, a+1, ... as "a-b" */
+        while (j + 1 < n && v[j + 1] == v[j] + 1)
+            j++;
         size_t used = strlen(buf);
-        if (j > i) snprintf(buf + used, cap - used, "%s%lld-%lld", i ? "," : "", (long long)v[i], (long long)v[j]);
-        else snprintf(buf + used, cap - used, "%s%lld", i ? "," : "", (long long)v[i]);
+        if (j > i)
+            snprintf(buf + used, cap - used, "%s%lld-%lld", i ? "," : "", (long long)v[i], (long long)v[j]);
+        else
+            snprintf(buf + used, cap - used, "%s%lld", i ? "," : "", (long long)v[i]);
         i = j;
     }
 }
@@ -567,8 +599,10 @@ dfl_status dfl_noise_analyze(const dfl_noise_params *p, dfl_noise_result **out, 
         dfl_noise_dump *d = &res->dumps[i];
         d->path = strdup(p->dumps[i]);
         d->label = p->labels && p->labels[i] ? strdup(p->labels[i]) : default_label(p->dumps[i]);
-        if (!d->path || !d->label) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        else s = read_dump(p, p->dumps[i], d, err);
+        if (!d->path || !d->label)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        else
+            s = read_dump(p, p->dumps[i], d, err);
     }
     /* file names that clash ("a/run.h5", "b/run.h5") fall back to the paths as given */
     if (!s && !p->labels) {
@@ -600,19 +634,19 @@ size_t dfl_noise_warnings(const dfl_noise_result *r, dfl_noise_by by, char (*lin
         const dfl_noise_dump *d = &r->dumps[i];
         /* NaN is NaN under every normalisation: no mode is recommended for it */
         if (d->n_nonfinite && n < cap)
-            dfl__noise_put(lines[n++], 256,
+            dfl__noise_put(
+                lines[n++], 256,
                 "%s: %zu of %zu (sample, layer, head) entries of %s are NaN or Inf (the forward pass produced "
                 "non-finite values: see the samples' nonfinite_layer attribute); every average over them is NaN",
                 d->path, d->n_nonfinite, d->n_entries, d->map);
         if (r->stat == DFL_NOISE_STAT_SHARES && r->norm == DFL_NOISE_NORM_TOTAL && d->n_low && n < cap)
             dfl__noise_put(lines[n++], 256,
-                     "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "
-                     "e.g. %s: their shares (divided by that total) are unstable; --norm abs is not",
-                     d->path, d->n_low, d->n_entries, d->map, r->warn_total, d->low_example);
+                           "%s: %zu of %zu (sample, layer, head) entries of %s have a row total below %g in magnitude, "
+                           "e.g. %s: their shares (divided by that total) are unstable; --norm abs is not",
+                           d->path, d->n_low, d->n_entries, d->map, r->warn_total, d->low_example);
         if (by == DFL_NOISE_BY_DEPTH && d->n_no_depth && n < cap)
             dfl__noise_put(lines[n++], 256, "%s: %zu of %zu samples have no depth and are left out of the depth groups",
-                     d->path, d->n_no_depth, d->n_samples);
+                           d->path, d->n_no_depth, d->n_samples);
     }
     return n;
 }
-

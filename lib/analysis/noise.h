@@ -74,76 +74,76 @@ dfl_status dfl_noise_parse_depths(const char *flag, const char *text, double **o
 #define DFL_NOISE_MAX_DUMPS 16
 
 typedef struct dfl_noise_params {
-    const char *const *dumps;   /* [n_dumps] paths; required, 1..DFL_NOISE_MAX_DUMPS */
+    const char *const *dumps; /* [n_dumps] paths; required, 1..DFL_NOISE_MAX_DUMPS */
     size_t n_dumps;
-    const char *const *labels;  /* [n_dumps] names, or NULL: file names without ".h5"
-                                   (the paths as given when two names clash) */
-    dfl_noise_map map;          /* default auto */
-    dfl_noise_norm norm;        /* default total */
-    dfl_noise_by by;            /* default none */
-    const int64_t *layers;      /* [n_layers] to average over, NULL = all */
+    const char *const *labels; /* [n_dumps] names, or NULL: file names without ".h5"
+                                  (the paths as given when two names clash) */
+    dfl_noise_map map;         /* default auto */
+    dfl_noise_norm norm;       /* default total */
+    dfl_noise_by by;           /* default none */
+    const int64_t *layers;     /* [n_layers] to average over, NULL = all */
     size_t n_layers;
-    const int64_t *heads;       /* [n_heads], NULL = all */
+    const int64_t *heads; /* [n_heads], NULL = all */
     size_t n_heads;
-    double warn_total;          /* warn on (sample, layer, head) with abs(row total) below
-                                   this (default 0.05); the total is Σ noise/raw */
-    dfl_noise_stat stat;        /* what the tables show (default shares) */
+    double warn_total;   /* warn on (sample, layer, head) with abs(row total) below
+                            this (default 0.05); the total is Σ noise/raw */
+    dfl_noise_stat stat; /* what the tables show (default shares) */
 } dfl_noise_params;
 
 dfl_noise_params dfl_noise_params_default(void);
 
 /* Averages of one group. */
 typedef struct dfl_noise_cell {
-    size_t n_samples;              /* samples in the group (0: empty) */
+    size_t n_samples;                 /* samples in the group (0: empty) */
     double share[DFL_SHARE_SEGMENTS]; /* mean shares, DFL_SHARE_* order */
-    double noise;                  /* context_before + context_after */
-    double ratio;                  /* answer / noise (inf when noise is 0, NaN when both are) */
-    size_t n_scored, n_correct;    /* samples with target_correct, and how many are 1 */
-    double accuracy;               /* n_correct / n_scored, NaN when none is scored */
-    double target_nll;             /* mean target_nll over the scored samples, NaN when none */
+    double noise;                     /* context_before + context_after */
+    double ratio;                     /* answer / noise (inf when noise is 0, NaN when both are) */
+    size_t n_scored, n_correct;       /* samples with target_correct, and how many are 1 */
+    double accuracy;                  /* n_correct / n_scored, NaN when none is scored */
+    double target_nll;                /* mean target_nll over the scored samples, NaN when none */
 } dfl_noise_cell;
 
 /* One dump's --stat values (entropy, negative mass): means over the selected layers and
  * heads, the analysis rows (already averaged in the dump) and the samples, per map. */
 typedef struct dfl_noise_values {
-    int n_maps;          /* maps with values: 1 or 2 (map1, map2) for entropy, 1 (diff) for the
-                            negative mass; 0 when the dump has none (the negative mass of a
-                            softmax dump) or --stat is shares */
-    double all[2];       /* [n_maps] */
-    double *by_layer;    /* [layers, 2]: NaN for unselected layers */
-    double *by_head;     /* [heads, 2] */
-    double *by_depth;    /* [n_depths, 2]: the groups of depth[] */
+    int n_maps;       /* maps with values: 1 or 2 (map1, map2) for entropy, 1 (diff) for the
+                         negative mass; 0 when the dump has none (the negative mass of a
+                         softmax dump) or --stat is shares */
+    double all[2];    /* [n_maps] */
+    double *by_layer; /* [layers, 2]: NaN for unselected layers */
+    double *by_head;  /* [heads, 2] */
+    double *by_depth; /* [n_depths, 2]: the groups of depth[] */
 } dfl_noise_values;
 
 /* What one dump gave. */
 typedef struct dfl_noise_dump {
-    char *path, *label, *model_type;  /* owned */
-    const char *map;                  /* "map1", "map2" or "diff" (static) */
-    int64_t layers, heads;            /* L and H of the dump */
+    char *path, *label, *model_type; /* owned */
+    const char *map;                 /* "map1", "map2" or "diff" (static) */
+    int64_t layers, heads;           /* L and H of the dump */
     size_t n_samples;
     int segment_present[DFL_SHARE_SEGMENTS]; /* some sample has keys of the segment */
     dfl_noise_cell all;
-    size_t n_depths;                  /* distinct depths, ascending */
-    double *depth;                    /* [n_depths] */
-    dfl_noise_cell *by_depth;         /* [n_depths] */
-    size_t n_no_depth;                /* samples without a depth (left out of by_depth) */
-    dfl_noise_cell *by_layer;         /* [layers]: n_samples 0 for unselected layers */
-    dfl_noise_cell *by_head;          /* [heads] */
-    size_t n_entries;                 /* (sample, layer, head) entries averaged */
-    size_t n_low;                     /* entries with abs(row total) < warn_total */
-    size_t n_nonfinite;               /* entries whose row total is NaN or Inf (NaN under every norm) */
-    double min_abs_total;             /* smallest abs(row total) seen */
-    char low_example[160];            /* the first low entry: "sample 'd0-s1' layer 1 head 0 (total 0.012)" */
-    dfl_noise_values stat;            /* --stat entropy or negative_mass */
+    size_t n_depths;          /* distinct depths, ascending */
+    double *depth;            /* [n_depths] */
+    dfl_noise_cell *by_depth; /* [n_depths] */
+    size_t n_no_depth;        /* samples without a depth (left out of by_depth) */
+    dfl_noise_cell *by_layer; /* [layers]: n_samples 0 for unselected layers */
+    dfl_noise_cell *by_head;  /* [heads] */
+    size_t n_entries;         /* (sample, layer, head) entries averaged */
+    size_t n_low;             /* entries with abs(row total) < warn_total */
+    size_t n_nonfinite;       /* entries whose row total is NaN or Inf (NaN under every norm) */
+    double min_abs_total;     /* smallest abs(row total) seen */
+    char low_example[160];    /* the first low entry: "sample 'd0-s1' layer 1 head 0 (total 0.012)" */
+    dfl_noise_values stat;    /* --stat entropy or negative_mass */
 } dfl_noise_dump;
 
 typedef struct dfl_noise_result {
-    dfl_noise_dump *dumps;            /* [n_dumps] */
+    dfl_noise_dump *dumps; /* [n_dumps] */
     size_t n_dumps;
     dfl_noise_norm norm;
     dfl_noise_stat stat;
     double warn_total;
-    size_t n_layers_sel, n_heads_sel; /* selection sizes (0 = all) */
+    size_t n_layers_sel, n_heads_sel;       /* selection sizes (0 = all) */
     char layers_text[128], heads_text[128]; /* "all" or the lists as given, for the report */
 } dfl_noise_result;
 

@@ -12,21 +12,25 @@
 
 /* ------------------------------------------------------------------ report */
 
-static const char *const share_rows[DFL_SHARE_SEGMENTS] = {"bos",        "context_before", "answer", "context_after",
-                                                          "query",      "distractor",     "target"};
+static const char *const share_rows[DFL_SHARE_SEGMENTS] = {"bos",   "context_before", "answer", "context_after",
+                                                           "query", "distractor",     "target"};
 
 /* Column name: "answer" for one dump, "LABEL answer" for several. */
 static const char *colname(const dfl_noise_result *r, size_t i, const char *what, char *buf, size_t cap)
 {
-    if (r->n_dumps == 1) snprintf(buf, cap, "%s", what);
-    else snprintf(buf, cap, "%s %s", r->dumps[i].label, what);
+    if (r->n_dumps == 1)
+        snprintf(buf, cap, "%s", what);
+    else
+        snprintf(buf, cap, "%s %s", r->dumps[i].label, what);
     return buf;
 }
 
 static void set_num_or_missing(dfl_report_table *t, size_t col, double v, dfl_error *err)
 {
-    if (isnan(v)) dfl_report_set_missing(t, col, NULL, err);
-    else dfl_report_set_num(t, col, v, err);
+    if (isnan(v))
+        dfl_report_set_missing(t, col, NULL, err);
+    else
+        dfl_report_set_num(t, col, v, err);
 }
 
 /* answer/noise above this is shown as "> 1000": with noise near 0 the quotient says
@@ -57,10 +61,11 @@ static void set_ratio(dfl_report_table *t, size_t col, const dfl_noise_cell *c, 
 static void ratio_note(dfl_report *rep, int capped, dfl_error *err)
 {
     if (capped)
-        dfl_report_add_note(rep, err,
-                            "answer/noise: \"> 1000\" where the noise share is below 1/1000 of the answer share (the "
-                            "quotient of a near-zero noise is not a measurement), \"\u2014\" where both are 0; csv/json "
-                            "leave these cells empty (null): answer and noise are in their own columns");
+        dfl_report_add_note(
+            rep, err,
+            "answer/noise: \"> 1000\" where the noise share is below 1/1000 of the answer share (the "
+            "quotient of a near-zero noise is not a measurement), \"\u2014\" where both are 0; csv/json "
+            "leave these cells empty (null): answer and noise are in their own columns");
 }
 
 /* Meta lines and notes shared by every grouping. */
@@ -113,15 +118,18 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
     dfl_status s = dfl_report_add_table(rep, "shares", "Attention shares (Figure 1)", &t, err);
     if (s) return s;
     dfl_report_add_column(t, "segment", DFL_NUM_GENERAL, 4, err);
-    for (size_t i = 0; i < r->n_dumps; i++) dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
+    for (size_t i = 0; i < r->n_dumps; i++)
+        dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
     int present[DFL_SHARE_SEGMENTS] = {0};
     for (size_t i = 0; i < r->n_dumps; i++)
-        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) present[k] |= r->dumps[i].segment_present[k];
+        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
+            present[k] |= r->dumps[i].segment_present[k];
     for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) {
         if (!present[k]) continue;
         dfl_report_add_row(t, err);
         dfl_report_set_text(t, 0, share_rows[k], err);
-        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_set_num(t, 1 + i, r->dumps[i].all.share[k], err);
+        for (size_t i = 0; i < r->n_dumps; i++)
+            dfl_report_set_num(t, 1 + i, r->dumps[i].all.share[k], err);
     }
     static const char *const extra[] = {"noise", "answer/noise", "accuracy", "target_nll", "samples"};
     int capped = 0;
@@ -134,13 +142,16 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
             case 0: dfl_report_set_num(t, 1 + i, c->noise, err); break;
             case 1: set_ratio(t, 1 + i, c, &capped, err); break;
             case 2:
-                if (c->n_scored) dfl_report_set_num_fmt(t, 1 + i, c->accuracy, DFL_NUM_FIXED, 3, err);
-                else dfl_report_set_missing(t, 1 + i, "n/a", err);
+                if (c->n_scored)
+                    dfl_report_set_num_fmt(t, 1 + i, c->accuracy, DFL_NUM_FIXED, 3, err);
+                else
+                    dfl_report_set_missing(t, 1 + i, "n/a", err);
                 break;
             case 3:
                 if (c->n_scored && !isnan(c->target_nll))
                     dfl_report_set_num_fmt(t, 1 + i, c->target_nll, DFL_NUM_GENERAL, 4, err);
-                else dfl_report_set_missing(t, 1 + i, "n/a", err);
+                else
+                    dfl_report_set_missing(t, 1 + i, "n/a", err);
                 break;
             default: dfl_report_set_int(t, 1 + i, (int64_t)c->n_samples, err); break;
             }
@@ -149,8 +160,8 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
     for (size_t i = 0; i < r->n_dumps; i++) {
         const dfl_noise_cell *c = &r->dumps[i].all;
         if (c->n_scored && c->n_scored < c->n_samples)
-            dfl_report_add_note(rep, err, "%s: accuracy over the %zu of %zu samples that have a target", r->dumps[i].label,
-                                c->n_scored, c->n_samples);
+            dfl_report_add_note(rep, err, "%s: accuracy over the %zu of %zu samples that have a target",
+                                r->dumps[i].label, c->n_scored, c->n_samples);
     }
     ratio_note(rep, capped, err);
     return dfl_report_status(rep, err);
@@ -158,8 +169,7 @@ static dfl_status report_shares(dfl_report *rep, const dfl_noise_result *r, dfl_
 
 /* The row keys of a --by table: the union of every dump's depths (ascending, equal within
  * DFL_NOISE_DEPTH_EPS), or 0 .. the largest L / H - 1. *keys is the caller's to free. */
-static dfl_status group_keys(const dfl_noise_result *r, dfl_noise_by by, double **keys, size_t *nkeys,
-                             dfl_error *err)
+static dfl_status group_keys(const dfl_noise_result *r, dfl_noise_by by, double **keys, size_t *nkeys, dfl_error *err)
 {
     size_t cap = 0, n = 0;
     for (size_t i = 0; i < r->n_dumps; i++) {
@@ -176,14 +186,16 @@ static dfl_status group_keys(const dfl_noise_result *r, dfl_noise_by by, double 
     if (!k) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (by == DFL_NOISE_BY_DEPTH) {
         for (size_t i = 0; i < r->n_dumps; i++)
-            for (size_t g = 0; g < r->dumps[i].n_depths; g++) k[n++] = r->dumps[i].depth[g];
+            for (size_t g = 0; g < r->dumps[i].n_depths; g++)
+                k[n++] = r->dumps[i].depth[g];
         qsort(k, n, sizeof *k, dfl__noise_cmp_double);
         size_t u = 0;
         for (size_t i = 0; i < n; i++)
             if (u == 0 || k[i] - k[u - 1] > DFL_NOISE_DEPTH_EPS) k[u++] = k[i];
         n = u;
     } else {
-        for (size_t i = 0; i < cap; i++) k[n++] = (double)i;
+        for (size_t i = 0; i < cap; i++)
+            k[n++] = (double)i;
     }
     *keys = k;
     *nkeys = n;
@@ -201,7 +213,7 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
     dfl_status s = dfl_report_add_table(rep, names[by], titles[by], &t, err);
     if (s) return s;
     int with_acc = by == DFL_NOISE_BY_DEPTH;
-    int per = with_acc ? 5 : 4;   /* n, answer, noise, answer/noise [, accuracy] */
+    int per = with_acc ? 5 : 4; /* n, answer, noise, answer/noise [, accuracy] */
     int capped = 0;
     char cb[160];
     dfl_report_add_column(t, keyname[by], DFL_NUM_GENERAL, 4, err);
@@ -236,13 +248,16 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
         }
         if (!any) continue;
         dfl_report_add_row(t, err);
-        if (by == DFL_NOISE_BY_DEPTH) dfl_report_set_num(t, 0, keys[k], err);
-        else dfl_report_set_int(t, 0, (int64_t)keys[k], err);
+        if (by == DFL_NOISE_BY_DEPTH)
+            dfl_report_set_num(t, 0, keys[k], err);
+        else
+            dfl_report_set_int(t, 0, (int64_t)keys[k], err);
         for (size_t i = 0; i < r->n_dumps; i++) {
             size_t c0 = 1 + i * (size_t)per;
             const dfl_noise_cell *c = cells[i];
             if (!c) {
-                for (int j = 0; j < per; j++) dfl_report_set_missing(t, c0 + (size_t)j, "-", err);
+                for (int j = 0; j < per; j++)
+                    dfl_report_set_missing(t, c0 + (size_t)j, "-", err);
                 continue;
             }
             dfl_report_set_int(t, c0, (int64_t)c->n_samples, err);
@@ -250,8 +265,10 @@ static dfl_status report_groups(dfl_report *rep, const dfl_noise_result *r, dfl_
             set_num_or_missing(t, c0 + 2, c->noise, err);
             set_ratio(t, c0 + 3, c, &capped, err);
             if (with_acc) {
-                if (c->n_scored) dfl_report_set_num(t, c0 + 4, c->accuracy, err);
-                else dfl_report_set_missing(t, c0 + 4, "n/a", err);
+                if (c->n_scored)
+                    dfl_report_set_num(t, c0 + 4, c->accuracy, err);
+                else
+                    dfl_report_set_missing(t, c0 + 4, "n/a", err);
             }
         }
     }
@@ -315,8 +332,10 @@ static dfl_status report_stat(dfl_report *rep, const dfl_noise_result *r, dfl_no
         if (r->dumps[i].stat.n_maps > maps) maps = r->dumps[i].stat.n_maps;
     }
     if (!any)
-        return dfl__fail(err, DFL_ERR_USAGE, "--stat negative_mass: %s softmax dump%s; the negative mass is written "
-                         "for Diff dumps only", r->n_dumps == 1 ? "a" : "only", r->n_dumps == 1 ? "" : "s");
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "--stat negative_mass: %s softmax dump%s; the negative mass is written "
+                         "for Diff dumps only",
+                         r->n_dumps == 1 ? "a" : "only", r->n_dumps == 1 ? "" : "s");
     static const char *const keyname[] = {"map", "depth", "layer", "head"};
     char title[96], cb[160];
     snprintf(title, sizeof title, "%s by %s",
@@ -328,18 +347,22 @@ static dfl_status report_stat(dfl_report *rep, const dfl_noise_result *r, dfl_no
     dfl_report_add_column(t, keyname[by], DFL_NUM_GENERAL, 4, err);
     if (by == DFL_NOISE_BY_NONE) {
         /* a row per map, a column per dump */
-        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
+        for (size_t i = 0; i < r->n_dumps; i++)
+            dfl_report_add_column(t, r->dumps[i].label, DFL_NUM_FIXED, 4, err);
         for (int e = 0; e < maps; e++) {
             dfl_report_add_row(t, err);
             dfl_report_set_text(t, 0, stat_map(r->stat, e), err);
             for (size_t i = 0; i < r->n_dumps; i++) {
-                if (e < r->dumps[i].stat.n_maps) set_num_or_missing(t, 1 + i, r->dumps[i].stat.all[e], err);
-                else dfl_report_set_missing(t, 1 + i, "n/a", err);
+                if (e < r->dumps[i].stat.n_maps)
+                    set_num_or_missing(t, 1 + i, r->dumps[i].stat.all[e], err);
+                else
+                    dfl_report_set_missing(t, 1 + i, "n/a", err);
             }
         }
         dfl_report_add_row(t, err);
         dfl_report_set_text(t, 0, "samples", err);
-        for (size_t i = 0; i < r->n_dumps; i++) dfl_report_set_int(t, 1 + i, (int64_t)r->dumps[i].n_samples, err);
+        for (size_t i = 0; i < r->n_dumps; i++)
+            dfl_report_set_int(t, 1 + i, (int64_t)r->dumps[i].n_samples, err);
         return dfl_report_status(rep, err);
     }
     /* a row per group, per dump a column per map it has */
@@ -373,13 +396,17 @@ static dfl_status report_stat(dfl_report *rep, const dfl_noise_result *r, dfl_no
         }
         if (!shown) continue; /* a layer or head no dump averaged */
         dfl_report_add_row(t, err);
-        if (by == DFL_NOISE_BY_DEPTH) dfl_report_set_num(t, 0, keys[k], err);
-        else dfl_report_set_int(t, 0, (int64_t)keys[k], err);
+        if (by == DFL_NOISE_BY_DEPTH)
+            dfl_report_set_num(t, 0, keys[k], err);
+        else
+            dfl_report_set_int(t, 0, (int64_t)keys[k], err);
         size_t col = 1;
         for (size_t i = 0; i < r->n_dumps; i++)
             for (int e = 0; e < r->dumps[i].stat.n_maps; e++, col++) {
-                if (has[i]) set_num_or_missing(t, col, stat_value(&r->dumps[i], by, group[i], e), err);
-                else dfl_report_set_missing(t, col, "-", err);
+                if (has[i])
+                    set_num_or_missing(t, col, stat_value(&r->dumps[i], by, group[i], e), err);
+                else
+                    dfl_report_set_missing(t, col, "-", err);
             }
     }
     free(keys);
@@ -410,16 +437,18 @@ dfl_status dfl_noise_report(const dfl_noise_result *r, dfl_noise_by by, dfl_repo
 
 /* ------------------------------------------------------------------- plots */
 
-static const char *const bar_labels[DFL_SHARE_SEGMENTS] = {"bos", "context before", "answer", "context after",
-                                                          "query", "distractor", "target"};
+static const char *const bar_labels[DFL_SHARE_SEGMENTS] = {"bos",   "context before", "answer", "context after",
+                                                           "query", "distractor",     "target"};
 
 /* "map diff, norm total; mean over layers all, heads all, analysis rows, samples" */
 static void plot_subtitle(const dfl_noise_result *r, char *buf, size_t cap)
 {
     char maps[400] = "";
     int same = 1;
-    for (size_t i = 1; i < r->n_dumps; i++) same &= !strcmp(r->dumps[i].map, r->dumps[0].map);
-    if (same) dfl__noise_put(maps, sizeof maps, "map %s", r->dumps[0].map);
+    for (size_t i = 1; i < r->n_dumps; i++)
+        same &= !strcmp(r->dumps[i].map, r->dumps[0].map);
+    if (same)
+        dfl__noise_put(maps, sizeof maps, "map %s", r->dumps[0].map);
     else
         for (size_t i = 0; i < r->n_dumps; i++) {
             size_t u = strlen(maps);
@@ -427,7 +456,7 @@ static void plot_subtitle(const dfl_noise_result *r, char *buf, size_t cap)
                            r->dumps[i].map);
         }
     dfl__noise_put(buf, cap, "%s; normalisation %s; mean over layers %s, heads %s, analysis rows, samples", maps,
-        dfl_noise_norm_name(r->norm), r->layers_text, r->heads_text);
+                   dfl_noise_norm_name(r->norm), r->layers_text, r->heads_text);
 }
 
 dfl_status dfl_noise_plot_shares(const dfl_noise_result *r, const char *path, int overwrite, dfl_error *err)
@@ -440,16 +469,19 @@ dfl_status dfl_noise_plot_shares_paper(const dfl_noise_result *r, const char *pa
 {
     int present[DFL_SHARE_SEGMENTS] = {0}, seg[DFL_SHARE_SEGMENTS], ng = 0;
     for (size_t i = 0; i < r->n_dumps; i++)
-        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++) present[k] |= r->dumps[i].segment_present[k];
+        for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
+            present[k] |= r->dumps[i].segment_present[k];
     for (int k = 0; k < DFL_SHARE_SEGMENTS; k++)
         if (present[k]) seg[ng++] = k;
     const char *groups[DFL_SHARE_SEGMENTS], *series[DFL_NOISE_MAX_DUMPS];
-    double values[DFL_SHARE_SEGMENTS * DFL_NOISE_MAX_DUMPS];   /* [group][dump] */
+    double values[DFL_SHARE_SEGMENTS * DFL_NOISE_MAX_DUMPS]; /* [group][dump] */
     for (int g = 0; g < ng; g++) {
         groups[g] = bar_labels[seg[g]];
-        for (size_t i = 0; i < r->n_dumps; i++) values[(size_t)g * r->n_dumps + i] = r->dumps[i].all.share[seg[g]];
+        for (size_t i = 0; i < r->n_dumps; i++)
+            values[(size_t)g * r->n_dumps + i] = r->dumps[i].all.share[seg[g]];
     }
-    for (size_t i = 0; i < r->n_dumps; i++) series[i] = r->dumps[i].label;
+    for (size_t i = 0; i < r->n_dumps; i++)
+        series[i] = r->dumps[i].label;
 
     char sub[600], note[2048] = "noise = context before + context after";
     plot_subtitle(r, sub, sizeof sub);
@@ -460,8 +492,10 @@ dfl_status dfl_noise_plot_shares_paper(const dfl_noise_result *r, const char *pa
         size_t u = strlen(note);
         char rt[32];
         const char *shown = ratio_shown(c->share[DFL_SHARE_ANSWER], c->noise);
-        if (shown) snprintf(rt, sizeof rt, "%s", shown[0] == '>' ? "> 1000" : "-");
-        else snprintf(rt, sizeof rt, "%.3g", c->ratio);
+        if (shown)
+            snprintf(rt, sizeof rt, "%s", shown[0] == '>' ? "> 1000" : "-");
+        else
+            snprintf(rt, sizeof rt, "%.3g", c->ratio);
         dfl__noise_put(note + u, sizeof note - u, "\n%s: noise %.3f, answer/noise %s%s", r->dumps[i].label, c->noise,
                        rt, acc_text);
     }
@@ -497,7 +531,8 @@ dfl_status dfl_noise_plot_depth_paper(const dfl_noise_result *r, const char *pat
                                       const dfl_plot_paper *pp, dfl_error *err)
 {
     size_t any = 0;
-    for (size_t i = 0; i < r->n_dumps; i++) any += r->dumps[i].n_depths;
+    for (size_t i = 0; i < r->n_dumps; i++)
+        any += r->dumps[i].n_depths;
     if (!any)
         return dfl__fail(err, DFL_ERR_FORMAT,
                          "--plot-depth: no sample in %s has a depth attribute (prompts need \"depth\", as `noise "
@@ -554,7 +589,8 @@ dfl_status dfl_noise_plot_depth_paper(const dfl_noise_result *r, const char *pat
         snprintf(tick_text[g], sizeof tick_text[g], "%g", d0->depth[g]);
         ticks[g] = tick_text[g];
     }
-    for (size_t i = 0; same && i < r->n_dumps; i++) ser[0][i].x = ser[1][i].x = NULL;
+    for (size_t i = 0; same && i < r->n_dumps; i++)
+        ser[0][i].x = ser[1][i].x = NULL;
     static const char *const titles[2] = {"attention to the answer", "attention noise (context before + after)"};
     for (int k = 0; k < 2 && !s; k++) {
         dfl_line_chart ch = dfl_line_chart_default();

@@ -42,9 +42,9 @@ double dfl_outliers_qerr2(double a, double delta)
 
 /* What ∫_0^u e(t)^p dt needs of Δ alone (computed once per tensor, not once per bin). */
 typedef struct saw_consts {
-    double delta, h;   /* Δ, Δ/2 */
-    double per2, h3;   /* p = 2: a whole period Δ³/12, (Δ/2)³ */
-    double per4, h5;   /* p = 4: Δ⁵/80, (Δ/2)⁵ */
+    double delta, h; /* Δ, Δ/2 */
+    double per2, h3; /* p = 2: a whole period Δ³/12, (Δ/2)³ */
+    double per4, h5; /* p = 4: Δ⁵/80, (Δ/2)⁵ */
 } saw_consts;
 
 static saw_consts saw_prepare(double delta)
@@ -76,10 +76,10 @@ static void saw_integrals(const saw_consts *s, double u, double *i2, double *i4)
  * dfl_outliers_sqnr_add needs that does not depend on the bit width, so a tensor
  * quantized at several widths is prepared once. */
 typedef struct sqnr_bins {
-    int n;                  /* non-empty bins of the histogram */
-    int *bin;               /* [B] their indices, ascending */
-    uint64_t *cnt;          /* [B] their counts less the top values taken out */
-    unsigned char *taken;   /* [k] 1 for a top value taken out of its bin */
+    int n;                /* non-empty bins of the histogram */
+    int *bin;             /* [B] their indices, ascending */
+    uint64_t *cnt;        /* [B] their counts less the top values taken out */
+    unsigned char *taken; /* [k] 1 for a top value taken out of its bin */
 } sqnr_bins;
 
 static int sqnr_bins_alloc(sqnr_bins *sb, int64_t k)
@@ -116,8 +116,10 @@ static void sqnr_prepare(sqnr_bins *sb, const uint64_t *hist, const float *top, 
         int b = dfl_hist_bin(v), lo = 0, hi = sb->n; /* binary search for b in bin[lo, hi) */
         while (lo < hi) {
             int mid = lo + (hi - lo) / 2;
-            if (sb->bin[mid] < b) lo = mid + 1;
-            else hi = mid;
+            if (sb->bin[mid] < b)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
         if (lo < sb->n && sb->bin[lo] == b && sb->cnt[lo]) {
             sb->cnt[lo]--;
@@ -156,8 +158,10 @@ static void sqnr_add_prepared(dfl_sqnr_acc *acc, const sqnr_bins *sb, const floa
             mean4 = mean2 * mean2;
         } else {
             double a2, a4, z2, z4;
-            if (a == last_u) a2 = last_i2, a4 = last_i4;
-            else saw_integrals(&sc, a, &a2, &a4);
+            if (a == last_u)
+                a2 = last_i2, a4 = last_i4;
+            else
+                saw_integrals(&sc, a, &a2, &a4);
             saw_integrals(&sc, z, &z2, &z4);
             last_u = z, last_i2 = z2, last_i4 = z4;
             mean2 = (z2 - a2) / (z - a);
@@ -165,8 +169,8 @@ static void sqnr_add_prepared(dfl_sqnr_acc *acc, const sqnr_bins *sb, const floa
         }
         if (mean2 < 0) mean2 = 0;
         double ea = dfl_outliers_qerr2(a, delta), ez = dfl_outliers_qerr2(z, delta);
-        int has_zero = ceil(a / delta) * delta <= z;                 /* a grid point: e = 0 */
-        int has_edge = (ceil(a / delta - 0.5) + 0.5) * delta <= z;   /* a rounding boundary: e² = Δ²/4 */
+        int has_zero = ceil(a / delta) * delta <= z;               /* a grid point: e = 0 */
+        int has_edge = (ceil(a / delta - 0.5) + 0.5) * delta <= z; /* a rounding boundary: e² = Δ²/4 */
         double lo = has_zero ? 0 : (ea < ez ? ea : ez);
         double hi = has_edge ? delta * delta / 4 : (ea > ez ? ea : ez);
         acc->noise += c * mean2;
@@ -200,7 +204,10 @@ void dfl_outliers_sqnr_add(dfl_sqnr_acc *acc, const uint64_t *hist, const float 
     sqnr_bins_free(&sb);
 }
 
-static double db(double s, double n) { return n > 0 ? 10 * log10(s / n) : INFINITY; }
+static double db(double s, double n)
+{
+    return n > 0 ? 10 * log10(s / n) : INFINITY;
+}
 
 dfl_sqnr dfl_outliers_sqnr(const dfl_sqnr_acc *a)
 {
@@ -241,8 +248,8 @@ void dfl_outliers_free(dfl_outlier_dump *d)
 
 /* Check that the dataset at path has exactly the dims want[nd]; DFL_ERR_TENSOR
  * naming both shapes, DFL_ERR_FORMAT when it is missing (no outlier statistics). */
-static dfl_status check_shape(const dfl_dump_reader *r, const char *path, int nd, const int64_t *want,
-                              const char *why, dfl_error *err)
+static dfl_status check_shape(const dfl_dump_reader *r, const char *path, int nd, const int64_t *want, const char *why,
+                              dfl_error *err)
 {
     dfl_dump_dset_info info;
     if (!dfl_dump_exists(r, path))
@@ -252,7 +259,8 @@ static dfl_status check_shape(const dfl_dump_reader *r, const char *path, int nd
     dfl_status s = dfl_dump_dataset_info(r, path, &info, err);
     if (s) return s;
     int ok = info.ndim == nd && !info.is_string;
-    for (int i = 0; ok && i < nd; i++) ok = info.dims[i] == want[i];
+    for (int i = 0; ok && i < nd; i++)
+        ok = info.dims[i] == want[i];
     if (ok) return DFL_OK;
     char got[128] = "", exp[128] = "";
     for (int i = 0; i < info.ndim && i < DFL_DUMP_MAX_RANK; i++)
@@ -310,16 +318,18 @@ static void pool_kind(dfl_outlier_dump *d, const dfl__outliers_sample *x, int ki
 {
     const int64_t L = d->L, K = d->K;
     const int ni = kind == DFL_OUT_LOGITS ? 4 : 2;
-    const float *top = x->top[kind];       /* [L, K] */
-    const int32_t *idx = x->idx[kind];     /* [L, K, ni] */
-    const uint64_t *hist = x->hist[kind];  /* [L, B] */
-    const double *mom = x->mom[kind];      /* [L, 6] */
+    const float *top = x->top[kind];      /* [L, K] */
+    const int32_t *idx = x->idx[kind];    /* [L, K, ni] */
+    const uint64_t *hist = x->hist[kind]; /* [L, B] */
+    const double *mom = x->mom[kind];     /* [L, 6] */
     dfl_outlier_kind *o = &d->kind[kind];
     for (int64_t l = 0; l < L; l++) {
         uint64_t *h = o->hist + l * B;
-        for (int b = 0; b < B; b++) h[b] += hist[l * B + b];
+        for (int b = 0; b < B; b++)
+            h[b] += hist[l * B + b];
         double *m = o->moments + l * 6;
-        for (int j = 0; j < 5; j++) m[j] += mom[l * 6 + j];
+        for (int j = 0; j < 5; j++)
+            m[j] += mom[l * 6 + j];
         if (mom[l * 6 + 5] > m[5]) m[5] = mom[l * 6 + 5];
         const float *t = top + l * K;
         memcpy(o->sample_top + ((size_t)s * L + l) * K, t, sizeof(float) * (size_t)K);
@@ -387,8 +397,10 @@ static dfl_status read_header(dfl_dump_reader *r, const char *path, dfl_outlier_
         (st = dfl_dump_get_attr_i64(r, "", "num_heads", &d->H, err)))
         return st;
     if (dfl_dump_get_attr_i64(r, "", "topk", &d->K, NULL))
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: no outlier statistics (no root attribute 'topk'; written by an older "
-                                              "probe?)", path);
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "%s: no outlier statistics (no root attribute 'topk'; written by an older "
+                         "probe?)",
+                         path);
     d->S = (int64_t)dfl_dump_sample_count(r);
     if (d->L < 1 || d->L > 100000 || d->H < 1 || d->H > 100000 || d->K < 1 || d->K > DFL_TOPK_MAX)
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: num_layers %lld, num_heads %lld or topk %lld out of range", path,
@@ -425,7 +437,8 @@ static dfl_status alloc_pooled(dfl_outlier_dump *d, load_scratch *x, const char 
         }
     }
     if (!ok) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for %zu layers x K = %zu", path, L, K);
-    for (size_t i = 0; i < L * H * 3; i++) d->head_top[i] = NAN;
+    for (size_t i = 0; i < L * H * 3; i++)
+        d->head_top[i] = NAN;
     return DFL_OK;
 }
 
@@ -507,7 +520,8 @@ static dfl_status sort_layer_tops(dfl_outlier_dump *d, load_scratch *x, const ch
         for (size_t l = 0; l < L; l++) {
             int32_t n = dfl_topk_sorted(&x->heaps[k][l], sorted);
             float *lt = d->kind[k].layer_top + l * K;
-            for (size_t i = 0; i < K; i++) lt[i] = (int32_t)i < n ? sorted[i].value : NAN;
+            for (size_t i = 0; i < K; i++)
+                lt[i] = (int32_t)i < n ? sorted[i].value : NAN;
         }
     }
     free(sorted);
@@ -532,7 +546,8 @@ dfl_status dfl_outliers_load(const char *path, const int *bits, int nbits, dfl_o
         goto done;
     }
     d->nbits = nbits;
-    for (int i = 0; i < nbits; i++) d->bits[i] = bits[i];
+    for (int i = 0; i < nbits; i++)
+        d->bits[i] = bits[i];
     if ((st = read_header(r, path, d, err)) || (st = alloc_pooled(d, &x, path, err))) goto done;
 
     /* Sample 0 through the dump reader (it sets D and α); the others through their open
@@ -572,12 +587,13 @@ int dfl_outliers_layer_nonfinite(const dfl_outlier_dump *d, int kind, int64_t l)
 double dfl_outliers_median(const dfl_outlier_dump *d, int kind, int64_t l)
 {
     const dfl_outlier_kind *o = &d->kind[kind];
-    if (dfl_outliers_layer_nonfinite(d, kind, l)) return NAN;   /* not a number made of NaNs */
+    if (dfl_outliers_layer_nonfinite(d, kind, l)) return NAN; /* not a number made of NaNs */
     if (l >= 0) return l < d->L ? dfl_hist_quantile(o->hist + l * B, 0.5) : NAN;
     uint64_t *sum = calloc(B, sizeof *sum);
     if (!sum) return NAN;
     for (int64_t j = 0; j < d->L; j++)
-        for (int b = 0; b < B; b++) sum[b] += o->hist[j * B + b];
+        for (int b = 0; b < B; b++)
+            sum[b] += o->hist[j * B + b];
     double m = dfl_hist_quantile(sum, 0.5);
     free(sum);
     return m;
@@ -663,4 +679,3 @@ dfl_status dfl_outliers_parse_list(const char *flag, const char *text, int64_t l
     free(v);
     return DFL_OK;
 }
-

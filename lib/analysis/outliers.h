@@ -49,7 +49,7 @@
 
 #define DFL_OUTLIERS_MAX_DUMPS 16
 #define DFL_OUTLIERS_MAX_RANKS 16
-#define DFL_OUTLIERS_MAX_BITS 8
+#define DFL_OUTLIERS_MAX_BITS  8
 
 /* ------------------------------------------------------------- statistics */
 
@@ -64,10 +64,10 @@ double dfl_outliers_qerr2(double a, double delta);
 
 /* Sums over one or more tensors (add them up with dfl_outliers_sqnr_add). */
 typedef struct dfl_sqnr_acc {
-    double signal;            /* Σx² */
-    double noise;             /* estimated Σe² */
-    double noise_lo, noise_hi;/* rigorous bounds on Σe² given the histogram */
-    double noise_var;         /* variance of the estimate (uniform-in-bin model) */
+    double signal;             /* Σx² */
+    double noise;              /* estimated Σe² */
+    double noise_lo, noise_hi; /* rigorous bounds on Σe² given the histogram */
+    double noise_var;          /* variance of the estimate (uniform-in-bin model) */
 } dfl_sqnr_acc;
 
 /* Add one tensor: its histogram hist[DFL_HIST_BINS] of abs(x), its stored top values
@@ -89,14 +89,14 @@ enum { DFL_OUT_LOGITS = 0, DFL_OUT_HIDDEN = 1 };
 
 /* What one dump's outlier statistics pool to. All arrays are owned by the struct. */
 typedef struct dfl_outlier_kind {
-    uint64_t *hist;           /* [L][DFL_HIST_BINS] summed over samples */
-    double *moments;          /* [L][6] summed (max abs: max) over samples */
-    float *layer_top;         /* [L][K] the K largest over samples, descending, NaN-padded */
-    dfl_topk_item *layer_top1;/* [L] position of the largest (idx as stored; idx[3] for hidden = sample) */
+    uint64_t *hist;             /* [L][DFL_HIST_BINS] summed over samples */
+    double *moments;            /* [L][6] summed (max abs: max) over samples */
+    float *layer_top;           /* [L][K] the K largest over samples, descending, NaN-padded */
+    dfl_topk_item *layer_top1;  /* [L] position of the largest (idx as stored; idx[3] for hidden = sample) */
     int32_t *layer_top1_sample; /* [L] */
-    float *sample_top;        /* [S][L][K] every stored list (for massive-activation counts) */
-    uint64_t *massive;        /* [L] massive activations among the stored lists (after _finish) */
-    int *massive_saturated;   /* [L] 1 when some sample's whole list was massive (count is a lower bound) */
+    float *sample_top;          /* [S][L][K] every stored list (for massive-activation counts) */
+    uint64_t *massive;          /* [L] massive activations among the stored lists (after _finish) */
+    int *massive_saturated;     /* [L] 1 when some sample's whole list was massive (count is a lower bound) */
 } dfl_outlier_kind;
 
 typedef struct dfl_outlier_dump {
@@ -107,12 +107,12 @@ typedef struct dfl_outlier_dump {
     double alpha;             /* channel_count threshold of the probe */
     dfl_outlier_kind kind[2]; /* DFL_OUT_LOGITS, DFL_OUT_HIDDEN */
     /* per head (logits): [L][H] */
-    uint64_t *head_stored;    /* entries of the layers' top lists held by each head */
-    float *head_top;          /* [L][H][3] the head's 3 largest stored values, NaN-padded */
-    float *layer_cutoff;      /* [L] max over samples of a full list's K-th value (0: no list full) */
+    uint64_t *head_stored; /* entries of the layers' top lists held by each head */
+    float *head_top;       /* [L][H][3] the head's 3 largest stored values, NaN-padded */
+    float *layer_cutoff;   /* [L] max over samples of a full list's K-th value (0: no list full) */
     /* hidden channels: [L][D] */
-    uint64_t *channel_count;  /* summed counts of abs(x) >= alpha */
-    float *channel_absmax;    /* max over samples */
+    uint64_t *channel_count; /* summed counts of abs(x) >= alpha */
+    float *channel_absmax;   /* max over samples */
     /* SQNR of the logits per layer and bit width: [L][nbits] */
     int nbits;
     int bits[DFL_OUTLIERS_MAX_BITS];
@@ -153,20 +153,20 @@ typedef struct dfl_outliers_params {
     const char *labels[DFL_OUTLIERS_MAX_DUMPS]; /* NULL = model_type (numbered when repeated) */
     int64_t ranks[DFL_OUTLIERS_MAX_RANKS];      /* Table 5 columns (default 1, 2, 3, 10, 100) */
     int n_ranks;
-    int per_layer;            /* per-layer table (default 0) */
-    int per_head;             /* per-head table of logits (default 0) */
-    int quant;                /* LLM.int8 features, SmoothQuant profile, SQNR tables (default 0) */
-    int channels;             /* the full per-channel max profile as a long table (default 0) */
-    int bits[DFL_OUTLIERS_MAX_BITS];            /* SQNR bit widths (default 8, 6, 4) */
+    int per_layer;                   /* per-layer table (default 0) */
+    int per_head;                    /* per-head table of logits (default 0) */
+    int quant;                       /* LLM.int8 features, SmoothQuant profile, SQNR tables (default 0) */
+    int channels;                    /* the full per-channel max profile as a long table (default 0) */
+    int bits[DFL_OUTLIERS_MAX_BITS]; /* SQNR bit widths (default 8, 6, 4) */
     int nbits;
-    double int8_layers;       /* LLM.int8 feature: share of layers (default 0.25) */
-    double int8_tokens;       /* ... and share of tokens in each such layer (default 0.06) */
-    double massive_abs;       /* massive activation: abs(x) > this (default 100) */
-    double massive_ratio;     /* ... and >= this x the layer median (default 1000) */
-    const char *plot_path;    /* PNG of per-layer top-1 and median (log y), or NULL */
-    int overwrite;            /* replace an existing plot */
-    dfl_plot_paper paper;     /* the plot's font and width (--font, --width; default zeroed:
-                               * DejaVu Sans, 12 in) */
+    double int8_layers;    /* LLM.int8 feature: share of layers (default 0.25) */
+    double int8_tokens;    /* ... and share of tokens in each such layer (default 0.06) */
+    double massive_abs;    /* massive activation: abs(x) > this (default 100) */
+    double massive_ratio;  /* ... and >= this x the layer median (default 1000) */
+    const char *plot_path; /* PNG of per-layer top-1 and median (log y), or NULL */
+    int overwrite;         /* replace an existing plot */
+    dfl_plot_paper paper;  /* the plot's font and width (--font, --width; default zeroed:
+                            * DejaVu Sans, 12 in) */
 } dfl_outliers_params;
 
 dfl_outliers_params dfl_outliers_params_default(void);

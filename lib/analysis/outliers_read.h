@@ -20,13 +20,13 @@
 
 /* One sample's datasets, in caller-owned buffers. k = 0 logits, 1 hidden. */
 typedef struct dfl__outliers_sample {
-    int64_t tokens;          /* tokens' length */
-    float *top[2];           /* [L, K] outliers/<kind>/top */
-    int32_t *idx[2];         /* [L, K, 4] logits, [L, K, 2] hidden: outliers/<kind>/top_index */
-    uint64_t *hist[2];       /* [L, B] outliers/<kind>/hist */
-    double *mom[2];          /* [L, 6] outliers/<kind>/moments */
-    float *cabs;             /* [L, D] outliers/hidden/channel_absmax */
-    uint32_t *ccnt;          /* [L, D] outliers/hidden/channel_count */
+    int64_t tokens;    /* tokens' length */
+    float *top[2];     /* [L, K] outliers/<kind>/top */
+    int32_t *idx[2];   /* [L, K, 4] logits, [L, K, 2] hidden: outliers/<kind>/top_index */
+    uint64_t *hist[2]; /* [L, B] outliers/<kind>/hist */
+    double *mom[2];    /* [L, 6] outliers/<kind>/moments */
+    float *cabs;       /* [L, D] outliers/hidden/channel_absmax */
+    uint32_t *ccnt;    /* [L, D] outliers/hidden/channel_count */
 } dfl__outliers_sample;
 
 /* Read the datasets of the sample group `group` ("samples/000003") of r into out, for

@@ -14,15 +14,17 @@ static const char *const kind_titles[2] = {"attention logits", "hidden states"};
 
 /* ---------------------------------------------------------------- report */
 
-#define COL(t, name, num, prec)                                                                                       \
-    do {                                                                                                              \
-        if ((st = dfl_report_add_column(t, name, num, prec, err))) return st;                                         \
+#define COL(t, name, num, prec)                                                                                        \
+    do {                                                                                                               \
+        if ((st = dfl_report_add_column(t, name, num, prec, err))) return st;                                          \
     } while (0)
 
 static void num_or_na(dfl_report_table *t, size_t col, double v, const char *why)
 {
-    if (v == v) dfl_report_set_num(t, col, v, NULL);
-    else dfl_report_set_missing(t, col, why, NULL);
+    if (v == v)
+        dfl_report_set_num(t, col, v, NULL);
+    else
+        dfl_report_set_missing(t, col, why, NULL);
 }
 
 static dfl_status table5(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
@@ -30,8 +32,10 @@ static dfl_status table5(dfl_report *rep, const dfl_outliers_params *p, dfl_outl
 {
     dfl_report_table *t;
     dfl_status st;
-    if ((st = dfl_report_add_table(rep, "table5", "Largest activation magnitudes (Table 5): abs(x) pooled over all "
-                                                  "layers and samples", &t, err)))
+    if ((st = dfl_report_add_table(rep, "table5",
+                                   "Largest activation magnitudes (Table 5): abs(x) pooled over all "
+                                   "layers and samples",
+                                   &t, err)))
         return st;
     COL(t, "activation", DFL_NUM_AUTO, 4);
     COL(t, "model", DFL_NUM_AUTO, 4);
@@ -48,8 +52,10 @@ static dfl_status table5(dfl_report *rep, const dfl_outliers_params *p, dfl_outl
             dfl_report_set_text(t, 1, lab[i], NULL);
             for (int j = 0; j < p->n_ranks; j++) {
                 double v = dfl_outliers_top(d[i], k, -1, p->ranks[j]);
-                if (dfl_outliers_layer_nonfinite(d[i], k, -1)) dfl_report_set_num(t, 2 + (size_t)j, v, NULL);
-                else num_or_na(t, 2 + (size_t)j, v, "n/a");
+                if (dfl_outliers_layer_nonfinite(d[i], k, -1))
+                    dfl_report_set_num(t, 2 + (size_t)j, v, NULL);
+                else
+                    num_or_na(t, 2 + (size_t)j, v, "n/a");
             }
             dfl_report_set_num(t, 2 + (size_t)p->n_ranks, dfl_outliers_median(d[i], k, -1), NULL);
         }
@@ -60,10 +66,12 @@ static void position_text(const dfl_outlier_dump *d, int k, int64_t l, char *buf
 {
     const dfl_outlier_kind *o = &d->kind[k];
     const int32_t *ix = o->layer_top1[l].idx;
-    if (o->layer_top1_sample[l] < 0) snprintf(buf, cap, "-");
+    if (o->layer_top1_sample[l] < 0)
+        snprintf(buf, cap, "-");
     else if (k == DFL_OUT_LOGITS)
         snprintf(buf, cap, "s%d h%d m%d q%d k%d", o->layer_top1_sample[l], ix[0], ix[1] + 1, ix[2], ix[3]);
-    else snprintf(buf, cap, "s%d t%d c%d", o->layer_top1_sample[l], ix[0], ix[1]);
+    else
+        snprintf(buf, cap, "s%d t%d c%d", o->layer_top1_sample[l], ix[0], ix[1]);
 }
 
 static dfl_status per_layer(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
@@ -95,7 +103,8 @@ static dfl_status per_layer(dfl_report *rep, const dfl_outliers_params *p, dfl_o
                 dfl_report_set_text(t, 0, kind_titles[k], NULL);
                 dfl_report_set_text(t, 1, lab[i], NULL);
                 dfl_report_set_int(t, 2, l, NULL);
-                for (int j = 0; j < 3; j++) num_or_na(t, 3 + (size_t)j, dfl_outliers_top(d[i], k, l, j + 1), "n/a");
+                for (int j = 0; j < 3; j++)
+                    num_or_na(t, 3 + (size_t)j, dfl_outliers_top(d[i], k, l, j + 1), "n/a");
                 dfl_report_set_num(t, 6, med, NULL);
                 num_or_na(t, 7, med > 0 ? t1 / med : NAN, "n/a");
                 num_or_na(t, 8, dfl_outliers_kurtosis(o->moments + l * 6), "n/a");
@@ -121,8 +130,8 @@ static dfl_status per_head(dfl_report *rep, const dfl_outliers_params *p, dfl_ou
 {
     dfl_report_table *t;
     dfl_status st;
-    if ((st = dfl_report_add_table(rep, "per_head",
-                                   "Attention logits per head, among the stored top-K lists only", &t, err)))
+    if ((st = dfl_report_add_table(rep, "per_head", "Attention logits per head, among the stored top-K lists only", &t,
+                                   err)))
         return st;
     COL(t, "model", DFL_NUM_AUTO, 4);
     COL(t, "layer", DFL_NUM_AUTO, 4);
@@ -138,7 +147,8 @@ static dfl_status per_head(dfl_report *rep, const dfl_outliers_params *p, dfl_ou
         const dfl_outlier_dump *x = d[i];
         for (int64_t l = 0; l < x->L; l++) {
             uint64_t tot = 0;
-            for (int64_t h = 0; h < x->H; h++) tot += x->head_stored[l * x->H + h];
+            for (int64_t h = 0; h < x->H; h++)
+                tot += x->head_stored[l * x->H + h];
             double cut = x->layer_cutoff[l];
             for (int64_t h = 0; h < x->H; h++) {
                 dfl_report_add_row(t, NULL);
@@ -150,26 +160,31 @@ static dfl_status per_head(dfl_report *rep, const dfl_outliers_params *p, dfl_ou
                 num_or_na(t, 4, tot ? (double)n / (double)tot : NAN, "n/a");
                 for (int j = 0; j < 3; j++) {
                     float v = x->head_top[(l * x->H + h) * 3 + j];
-                    if (v == v && v >= cut) dfl_report_set_num(t, 5 + (size_t)j, v, NULL);
+                    if (v == v && v >= cut)
+                        dfl_report_set_num(t, 5 + (size_t)j, v, NULL);
                     else if (v == v) {
                         snprintf(buf, sizeof buf, "\xe2\x89\xa5%.4g", v); /* ≥: a lower bound */
                         dfl_report_set_missing(t, 5 + (size_t)j, buf, NULL);
                     } else if (cut > 0) {
                         snprintf(buf, sizeof buf, "<%.4g", cut);
                         dfl_report_set_missing(t, 5 + (size_t)j, buf, NULL);
-                    } else dfl_report_set_missing(t, 5 + (size_t)j, "n/a", NULL);
+                    } else
+                        dfl_report_set_missing(t, 5 + (size_t)j, "n/a", NULL);
                 }
-                if (cut > 0) dfl_report_set_num(t, 8, cut, NULL);
-                else dfl_report_set_missing(t, 8, "none", NULL);
+                if (cut > 0)
+                    dfl_report_set_num(t, 8, cut, NULL);
+                else
+                    dfl_report_set_missing(t, 8, "none", NULL);
             }
         }
     }
-    dfl_report_add_note(rep, NULL,
-                        "per_head: derived from the stored top-K logits only (K per sample and layer, all heads and "
-                        "both maps together): stored = how many of them the head holds, share = stored / all. A head's "
-                        "top-j is exact when it is >= cutoff (the largest K-th value of a full sample list); \"\xe2\x89\xa5v\" "
-                        "is a lower bound, \"<c\" means the head has no j-th value above the cutoff; csv/json carry "
-                        "only the exact values (others empty/null)");
+    dfl_report_add_note(
+        rep, NULL,
+        "per_head: derived from the stored top-K logits only (K per sample and layer, all heads and "
+        "both maps together): stored = how many of them the head holds, share = stored / all. A head's "
+        "top-j is exact when it is >= cutoff (the largest K-th value of a full sample list); \"\xe2\x89\xa5v\" "
+        "is a lower bound, \"<c\" means the head has no j-th value above the cutoff; csv/json carry "
+        "only the exact values (others empty/null)");
     return dfl_report_status(rep, err);
 }
 
@@ -193,8 +208,8 @@ static int dbl_cmp(const void *a, const void *b)
 }
 
 /* LLM.int8() outlier features: channels over alpha in enough tokens of enough layers. */
-static dfl_status table_int8(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
-                             const char **lab, dfl_error *err)
+static dfl_status table_int8(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
+                             dfl_error *err)
 {
     dfl_report_table *t;
     dfl_status st;
@@ -247,8 +262,10 @@ static dfl_status table_int8(dfl_report *rep, const dfl_outliers_params *p, dfl_
             dfl_report_set_num(t, 6, f[j].frac_mean, NULL);
             dfl_report_set_num(t, 7, f[j].absmax, NULL);
         }
-        dfl_report_add_note(rep, NULL, "int8_features (%s): %lld of %lld channels at alpha = %g (probe --alpha), "
-                            "%lld tokens", lab[i], (long long)nf, (long long)x->D, x->alpha, (long long)x->tokens);
+        dfl_report_add_note(rep, NULL,
+                            "int8_features (%s): %lld of %lld channels at alpha = %g (probe --alpha), "
+                            "%lld tokens",
+                            lab[i], (long long)nf, (long long)x->D, x->alpha, (long long)x->tokens);
         free(f);
     }
 
@@ -261,8 +278,8 @@ static dfl_status table_smoothquant(dfl_report *rep, const dfl_outliers_params *
 {
     dfl_report_table *t;
     dfl_status st;
-    if ((st = dfl_report_add_table(rep, "smoothquant",
-                                   "SmoothQuant-style per-channel max abs(x) of the hidden states, per layer", &t, err)))
+    if ((st = dfl_report_add_table(
+             rep, "smoothquant", "SmoothQuant-style per-channel max abs(x) of the hidden states, per layer", &t, err)))
         return st;
     COL(t, "model", DFL_NUM_AUTO, 4);
     COL(t, "layer", DFL_NUM_AUTO, 4);
@@ -276,7 +293,8 @@ static dfl_status table_smoothquant(dfl_report *rep, const dfl_outliers_params *
         if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         for (int64_t l = 0; l < x->L; l++) {
             const float *row = x->channel_absmax + l * x->D;
-            for (int64_t c = 0; c < x->D; c++) v[c] = row[c];
+            for (int64_t c = 0; c < x->D; c++)
+                v[c] = row[c];
             qsort(v, (size_t)x->D, sizeof *v, dbl_cmp);
             double med = x->D % 2 ? v[x->D / 2] : 0.5 * (v[x->D / 2 - 1] + v[x->D / 2]);
             /* the three largest channels, by index */
@@ -284,14 +302,15 @@ static dfl_status table_smoothquant(dfl_report *rep, const dfl_outliers_params *
             for (int64_t c = 0; c < x->D; c++)
                 for (int j = 0; j < 3; j++)
                     if (best[j] < 0 || row[c] > row[best[j]]) {
-                        for (int q = 2; q > j; q--) best[q] = best[q - 1];
+                        for (int q = 2; q > j; q--)
+                            best[q] = best[q - 1];
                         best[j] = c;
                         break;
                     }
             char buf[160] = "";
             for (int j = 0; j < 3 && best[j] >= 0; j++)
-                snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%sc%lld=%.4g", j ? " " : "",
-                         (long long)best[j], row[best[j]]);
+                snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%sc%lld=%.4g", j ? " " : "", (long long)best[j],
+                         row[best[j]]);
             dfl_report_add_row(t, NULL);
             dfl_report_set_text(t, 0, lab[i], NULL);
             dfl_report_set_int(t, 1, l, NULL);
@@ -307,8 +326,8 @@ static dfl_status table_smoothquant(dfl_report *rep, const dfl_outliers_params *
 }
 
 /* SQNR of fake-quantized attention logits per layer and bit width, with its bounds. */
-static dfl_status table_sqnr(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
-                             const char **lab, dfl_error *err)
+static dfl_status table_sqnr(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
+                             dfl_error *err)
 {
     dfl_report_table *t;
     dfl_status st;
@@ -341,8 +360,10 @@ static dfl_status table_sqnr(dfl_report *rep, const dfl_outliers_params *p, dfl_
                 dfl_sqnr q = dfl_outliers_sqnr(&a);
                 dfl_report_add_row(t, NULL);
                 dfl_report_set_text(t, 0, lab[i], NULL);
-                if (l < 0) dfl_report_set_missing(t, 1, "all", NULL);
-                else dfl_report_set_int(t, 1, l, NULL);
+                if (l < 0)
+                    dfl_report_set_missing(t, 1, "all", NULL);
+                else
+                    dfl_report_set_int(t, 1, l, NULL);
                 dfl_report_set_int(t, 2, x->bits[bi], NULL);
                 dfl_report_set_num(t, 3, q.db, NULL);
                 dfl_report_set_num(t, 4, q.lo_db, NULL);
@@ -361,13 +382,12 @@ static dfl_status table_sqnr(dfl_report *rep, const dfl_outliers_params *p, dfl_
 }
 
 /* Every channel of every layer: max abs(x) and the share of tokens >= alpha. */
-static dfl_status table_channels(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
-                                 const char **lab, dfl_error *err)
+static dfl_status table_channels(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
+                                 dfl_error *err)
 {
     dfl_report_table *t;
     dfl_status st;
-    if ((st = dfl_report_add_table(rep, "channels", "Per-channel max abs(x) and share of tokens >= alpha", &t,
-                                   err)))
+    if ((st = dfl_report_add_table(rep, "channels", "Per-channel max abs(x) and share of tokens >= alpha", &t, err)))
         return st;
     COL(t, "model", DFL_NUM_AUTO, 4);
     COL(t, "layer", DFL_NUM_AUTO, 4);
@@ -383,8 +403,8 @@ static dfl_status table_channels(dfl_report *rep, const dfl_outliers_params *p, 
                 dfl_report_set_int(t, 1, l, NULL);
                 dfl_report_set_int(t, 2, c, NULL);
                 dfl_report_set_num(t, 3, x->channel_absmax[l * x->D + c], NULL);
-                dfl_report_set_num(t, 4, x->tokens ? (double)x->channel_count[l * x->D + c] / (double)x->tokens
-                                                   : NAN, NULL);
+                dfl_report_set_num(t, 4, x->tokens ? (double)x->channel_count[l * x->D + c] / (double)x->tokens : NAN,
+                                   NULL);
             }
     }
 
@@ -393,8 +413,8 @@ static dfl_status table_channels(dfl_report *rep, const dfl_outliers_params *p, 
 
 /* The quantization views (--quant: int8 features, SmoothQuant, SQNR when bits are
  * given) and the raw channel table (--channels). */
-static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d,
-                               const char **lab, dfl_error *err)
+static dfl_status quant_tables(dfl_report *rep, const dfl_outliers_params *p, dfl_outlier_dump **d, const char **lab,
+                               dfl_error *err)
 {
     dfl_status st = DFL_OK;
     if (p->quant && !(st = table_int8(rep, p, d, lab, err)) && !(st = table_smoothquant(rep, p, d, lab, err)) &&
@@ -426,7 +446,8 @@ static dfl_status plot(const dfl_outliers_params *p, dfl_outlier_dump **d, const
         st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory for the plot");
         goto done;
     }
-    for (int64_t l = 0; l < Lmax; l++) xs[l] = (double)l;
+    for (int64_t l = 0; l < Lmax; l++)
+        xs[l] = (double)l;
     for (int k = 0; k < 2 && !st; k++) {
         for (int i = 0; i < n; i++) {
             double *top = ys + (size_t)(2 * i) * (size_t)Lmax, *med = top + Lmax;
@@ -436,10 +457,10 @@ static dfl_status plot(const dfl_outliers_params *p, dfl_outlier_dump **d, const
             }
             snprintf(names[2 * i], sizeof names[0], "%s top-1", lab[i]);
             snprintf(names[2 * i + 1], sizeof names[0], "%s median", lab[i]);
-            dfl_plot_series a = {names[2 * i], xs, top, (int)d[i]->L, 1, dfl_plot_color(i), DFL_MARKER_CIRCLE,
+            dfl_plot_series a = {names[2 * i],   xs, top, (int)d[i]->L, 1, dfl_plot_color(i), DFL_MARKER_CIRCLE,
                                  DFL_DASH_SOLID, 0};
             dfl_plot_series b = {names[2 * i + 1], xs, med, (int)d[i]->L, 1, dfl_plot_color(i), DFL_MARKER_SQUARE,
-                                 DFL_DASH_DASHED, 0};
+                                 DFL_DASH_DASHED,  0};
             ser[2 * i] = a;
             ser[2 * i + 1] = b;
         }
@@ -494,20 +515,24 @@ dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_
     /* labels: given, or the model type; repeated model types get the file name */
     for (int i = 0; i < p->n_dumps; i++) {
         int dup = 0;
-        for (int j = 0; j < p->n_dumps; j++) dup |= j != i && !strcmp(d[i]->model_type, d[j]->model_type);
+        for (int j = 0; j < p->n_dumps; j++)
+            dup |= j != i && !strcmp(d[i]->model_type, d[j]->model_type);
         const char *base = strrchr(d[i]->path, '/');
         base = base ? base + 1 : d[i]->path;
-        if (p->labels[i]) snprintf(labels[i], sizeof labels[i], "%s", p->labels[i]);
-        else if (dup) snprintf(labels[i], sizeof labels[i], "%s (%s)", d[i]->model_type, base);
-        else snprintf(labels[i], sizeof labels[i], "%s", d[i]->model_type);
+        if (p->labels[i])
+            snprintf(labels[i], sizeof labels[i], "%s", p->labels[i]);
+        else if (dup)
+            snprintf(labels[i], sizeof labels[i], "%s (%s)", d[i]->model_type, base);
+        else
+            snprintf(labels[i], sizeof labels[i], "%s", d[i]->model_type);
         lab[i] = labels[i];
     }
     if ((st = dfl_report_create("outliers: activation magnitudes", &rep, err))) goto done;
     char buf[512];
     for (int i = 0; i < p->n_dumps; i++) {
         snprintf(buf, sizeof buf, "%s: %s, %lld layers, %lld heads, hidden %lld, %lld samples, %lld tokens, K = %lld",
-                 lab[i], d[i]->path, (long long)d[i]->L, (long long)d[i]->H, (long long)d[i]->D,
-                 (long long)d[i]->S, (long long)d[i]->tokens, (long long)d[i]->K);
+                 lab[i], d[i]->path, (long long)d[i]->L, (long long)d[i]->H, (long long)d[i]->D, (long long)d[i]->S,
+                 (long long)d[i]->tokens, (long long)d[i]->K);
         char key[32];
         snprintf(key, sizeof key, "dump %d", i + 1);
         dfl_report_add_meta(rep, key, buf, NULL);
@@ -516,19 +541,23 @@ dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_
     for (int i = 0; i < p->n_dumps; i++)
         for (int j = 0; j < p->n_ranks; j++)
             if (p->ranks[j] > d[i]->K)
-                dfl_report_add_note(rep, NULL, "table5: top%lld of %s is n/a: its dump keeps K = %lld values per "
-                                    "layer and sample (probe --topk %lld or more)", (long long)p->ranks[j], lab[i],
-                                    (long long)d[i]->K, (long long)p->ranks[j]);
-    dfl_report_add_note(rep, NULL, "table5: top-n is exact (merged top-K lists); the median of abs(x) is within 1%% "
-                                   "(log histogram, 64 bins per octave)");
+                dfl_report_add_note(rep, NULL,
+                                    "table5: top%lld of %s is n/a: its dump keeps K = %lld values per "
+                                    "layer and sample (probe --topk %lld or more)",
+                                    (long long)p->ranks[j], lab[i], (long long)d[i]->K, (long long)p->ranks[j]);
+    dfl_report_add_note(rep, NULL,
+                        "table5: top-n is exact (merged top-K lists); the median of abs(x) is within 1%% "
+                        "(log histogram, 64 bins per octave)");
     for (int i = 0; i < p->n_dumps; i++)
         for (int k = 0; k < 2; k++)
             if (dfl_outliers_layer_nonfinite(d[i], k, -1)) {
                 int64_t first = 0;
-                while (!dfl_outliers_layer_nonfinite(d[i], k, first)) first++;
-                dfl_report_add_note(rep, NULL, "warning: %s: the %s hold NaN or Inf from layer %lld on (see the "
-                                    "samples' nonfinite_layer attribute): their top-n and median are NaN", lab[i],
-                                    kind_titles[k], (long long)first);
+                while (!dfl_outliers_layer_nonfinite(d[i], k, first))
+                    first++;
+                dfl_report_add_note(rep, NULL,
+                                    "warning: %s: the %s hold NaN or Inf from layer %lld on (see the "
+                                    "samples' nonfinite_layer attribute): their top-n and median are NaN",
+                                    lab[i], kind_titles[k], (long long)first);
             }
     if (p->per_layer && (st = per_layer(rep, p, d, lab, err))) goto done;
     if (p->per_head && (st = per_head(rep, p, d, lab, err))) goto done;
@@ -536,7 +565,8 @@ dfl_status dfl_outliers_run(const dfl_outliers_params *p, dfl_report **out, dfl_
     if ((st = dfl_report_status(rep, err))) goto done;
     if (p->plot_path && (st = plot(p, d, lab, err))) goto done;
 done:
-    for (int i = 0; i < p->n_dumps; i++) dfl_outliers_free(d[i]);
+    for (int i = 0; i < p->n_dumps; i++)
+        dfl_outliers_free(d[i]);
     if (st) {
         dfl_report_destroy(rep);
         return st;

@@ -91,11 +91,13 @@ static size_t run_buffers(sample_run *r, run_buffer *b)
 
 static void run_free(sample_run *r)
 {
-    for (int i = 0; i < 3; i++) dfl_dump_stream_close(r->maps[i]);
+    for (int i = 0; i < 3; i++)
+        dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
-    for (size_t i = 0; i < n; i++) free(*b[i].at);
+    for (size_t i = 0; i < n; i++)
+        free(*b[i].at);
     free(r->all_rows);
 }
 
@@ -120,8 +122,10 @@ static dfl_status run_alloc(sample_run *r, dfl_error *err)
 static dfl_status resolve_selection(sample_run *r, dfl_error *err)
 {
     const dfl_map_select *sel = &r->p->maps;
-    for (int64_t l = 0; l < r->L; l++) r->layer_pos[l] = sel->layers ? -1 : l;
-    for (int64_t h = 0; h < r->Hs; h++) r->head_pos[h] = sel->heads ? -1 : h;
+    for (int64_t l = 0; l < r->L; l++)
+        r->layer_pos[l] = sel->layers ? -1 : l;
+    for (int64_t h = 0; h < r->Hs; h++)
+        r->head_pos[h] = sel->heads ? -1 : h;
     for (size_t i = 0; sel->layers && i < sel->n_layers; i++) {
         if (sel->layers[i] >= r->L)
             return dfl__fail(err, DFL_ERR_USAGE, "--maps: layer %lld is out of range (the model has %lld layers)",
@@ -146,7 +150,8 @@ static dfl_status resolve_selection(sample_run *r, dfl_error *err)
     } else if (sel->enabled) {
         if (!(r->all_rows = dfl__alloc_array((size_t)r->T, sizeof(int64_t))))
             return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (int64_t t = 0; t < r->T; t++) r->all_rows[t] = t;
+        for (int64_t t = 0; t < r->T; t++)
+            r->all_rows[t] = t;
         r->rows = r->all_rows;
         r->R = r->T;
     }
@@ -157,7 +162,8 @@ static dfl_status put_i64_as_i32(dfl_dump *d, const char *name, const int64_t *v
 {
     int32_t *b = dfl__alloc_array((size_t)n, sizeof *b);
     if (!b) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < n; i++) b[i] = v ? (int32_t)v[i] : (int32_t)i;
+    for (int64_t i = 0; i < n; i++)
+        b[i] = v ? (int32_t)v[i] : (int32_t)i;
     dfl_status s = dfl_dump_put(d, name, DFL_H5_I32, 1, &n, b, err);
     free(b);
     return s;
@@ -170,7 +176,8 @@ static dfl_status put_i64_as_i32(dfl_dump *d, const char *name, const int64_t *v
 static dfl_status noise_positions(sample_run *r, dfl_dump *d, int64_t *groups, dfl_error *err)
 {
     const dfl_config *c = &r->m->config;
-    for (int64_t h = 0; h < r->Hs; h++) r->noise_pos[h] = r->head_pos[h];
+    for (int64_t h = 0; h < r->Hs; h++)
+        r->noise_pos[h] = r->head_pos[h];
     if (dfl_config_noise_group(c, 0) < 0) return DFL_OK;
     int32_t *ids = dfl__alloc_array((size_t)r->Hs, sizeof *ids);
     if (!ids) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
@@ -219,10 +226,10 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     static const char *gscales[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_NOISE_GROUPS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
     static const char *glabels[4] = {"layer", "noise_group", "query", "key"};
     for (int i = 0; i < r->M; i++) {
-        int grouped = i == 1 && dfl_config_noise_group(&r->m->config, 0) >= 0;   /* map2 of Motif GDA */
+        int grouped = i == 1 && dfl_config_noise_group(&r->m->config, 0) >= 0; /* map2 of Motif GDA */
         int64_t di[4] = {dims[0], grouped ? groups : dims[1], dims[2], dims[3]};
-        if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, di, chunk,
-                                               &opt, &r->maps[i], err)))
+        if ((s = dfl_dump_stream_create_direct(d, names[i], r->p->map_f16 ? DFL_H5_F16 : DFL_H5_F32, 4, di, chunk, &opt,
+                                               &r->maps[i], err)))
             return s;
         if ((s = dfl_dump_attach_scales(d, names[i], 4, grouped ? gscales : scales, grouped ? glabels : labels, err)))
             return s;
@@ -244,13 +251,16 @@ static dfl_status write_noise(sample_run *r, dfl_dump *d, dfl_error *err)
     static const char *names[3] = {DFL_DS_NOISE_SHARES, DFL_DS_NOISE_RAW, DFL_DS_NOISE_SHARES_ABS};
     dfl_status s = DFL_OK;
     for (int k = 0; k < 3 && !s; k++) {
-        for (size_t i = 0; i < n4; i++) buf[i] = (float)(src[k][i] * inv);
+        for (size_t i = 0; i < n4; i++)
+            buf[i] = (float)(src[k][i] * inv);
         s = dfl_dump_put(d, names[k], DFL_H5_F32, 4, d4, buf, err);
     }
-    for (size_t i = 0; i < ne && !s; i++) buf[i] = (float)(r->entropy[i] * inv);
+    for (size_t i = 0; i < ne && !s; i++)
+        buf[i] = (float)(r->entropy[i] * inv);
     if (!s) s = dfl_dump_put(d, DFL_DS_NOISE_ENTROPY, DFL_H5_F32, 3, d3, buf, err);
     if (!s && r->M == 3) {
-        for (size_t i = 0; i < nn; i++) buf[i] = (float)(r->negative[i] * inv);
+        for (size_t i = 0; i < nn; i++)
+            buf[i] = (float)(r->negative[i] * inv);
         s = dfl_dump_put(d, DFL_DS_NOISE_NEGATIVE_MASS, DFL_H5_F32, 2, d2, buf, err);
     }
     free(buf);
@@ -428,8 +438,10 @@ static dfl_status check_subset(const dfl_probe_params *p, size_t count, dfl_erro
 {
     for (size_t k = 0; p->subset && k < p->n_subset; k++)
         if (p->subset[k] >= count || (k > 0 && p->subset[k] <= p->subset[k - 1]))
-            return dfl__fail(err, DFL_ERR_USAGE, "prompt subset: index %zu (position %zu) is out of order or "
-                             "beyond the %zu prompts", p->subset[k], k, count);
+            return dfl__fail(err, DFL_ERR_USAGE,
+                             "prompt subset: index %zu (position %zu) is out of order or "
+                             "beyond the %zu prompts",
+                             p->subset[k], k, count);
     return DFL_OK;
 }
 
@@ -441,7 +453,8 @@ dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps,
     dfl_status s = dfl__prompt_set_read(p->prompts_path, 1, ps, err);
     if (s) return s;
     int need = p->tokenizer_path != NULL;
-    for (size_t i = 0; i < ps->count && !need; i++) need = ps->items[i].n_tokens == 0;
+    for (size_t i = 0; i < ps->count && !need; i++)
+        need = ps->items[i].n_tokens == 0;
     if (!need) return DFL_OK;
     dfl_tokenizer *t = NULL;
     const char *path = p->tokenizer_path ? p->tokenizer_path : p->model_dir;
@@ -457,8 +470,12 @@ dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps,
         } else if (!pr->text) {
             /* token prompts get the decoder's labels */
             uint32_t *ids = dfl__alloc_array(pr->n_tokens, sizeof *ids);
-            if (!ids) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); break; }
-            for (size_t k = 0; k < pr->n_tokens; k++) ids[k] = (uint32_t)pr->tokens[k];
+            if (!ids) {
+                s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                break;
+            }
+            for (size_t k = 0; k < pr->n_tokens; k++)
+                ids[k] = (uint32_t)pr->tokens[k];
             s = dfl_tokenizer_labels(t, ids, pr->n_tokens, &pr->text, err);
             free(ids);
             if (s) dfl__context(err, "%s:%zu", p->prompts_path, pr->line);
@@ -505,11 +522,13 @@ double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c,
         double T = (double)pr->n_tokens;
         double b = 10.0 * 1024 + L * (K * 32 + D * 8 + 96) + M * L * Hs * 7 * 4 * 3 + T * 13;
         if (pr->text)
-            for (size_t t = 0; t < pr->n_tokens; t++) b += 16 + (pr->text[t] ? (double)strlen(pr->text[t]) : 0);
+            for (size_t t = 0; t < pr->n_tokens; t++)
+                b += 16 + (pr->text[t] ? (double)strlen(pr->text[t]) : 0);
         if (sel->enabled) {
             int64_t n = (int64_t)pr->n_tokens, R = n, *rows = NULL;
             if (sel->rows == DFL_MAP_ROWS_LIST)
-                for (R = 0; R < (int64_t)sel->n_rows && sel->row_list[R] < n;) R++; /* sorted: rows past T go */
+                for (R = 0; R < (int64_t)sel->n_rows && sel->row_list[R] < n;)
+                    R++; /* sorted: rows past T go */
             if (sel->rows == DFL_MAP_ROWS_ANALYSIS && (rows = dfl__alloc_array(pr->n_tokens, sizeof *rows)))
                 R = dfl_analysis_rows(pr, p->rows, rows);
             const int64_t *which = sel->rows == DFL_MAP_ROWS_LIST ? sel->row_list : rows;
@@ -589,7 +608,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                          m->n_unused == 1 ? " is" : "s are");
         for (size_t i = 0; i < m->n_unused && n > 0 && (size_t)n < sizeof msg - 80; i++)
             n += snprintf(msg + n, sizeof msg - (size_t)n, "%s '%s'", i ? "," : "", m->unused[i]);
-        if (n > 0 && (size_t)n >= sizeof msg - 80) snprintf(msg + sizeof msg - 80, 80, ", ... (%zu in all)", m->n_unused);
+        if (n > 0 && (size_t)n >= sizeof msg - 80)
+            snprintf(msg + sizeof msg - 80, 80, ", ... (%zu in all)", m->n_unused);
         p->warn(p->user, msg);
     }
     size_t too_long = 0, first_long = 0, longest = 0, no_bos = 0, first_no_bos = 0;
@@ -607,7 +627,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
             if (ps.items[i].n_tokens > longest) longest = ps.items[i].n_tokens;
         }
     }
-    for (size_t k = 0; k < n_run; k++) rep.tokens += (int64_t)ps.items[p->subset ? p->subset[k] : k].n_tokens;
+    for (size_t k = 0; k < n_run; k++)
+        rep.tokens += (int64_t)ps.items[p->subset ? p->subset[k] : k].n_tokens;
     /* one line for the whole file, not one per prompt */
     if (p->warn && too_long) {
         char msg[320];
@@ -655,14 +676,15 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         rep.flops += dfl_forward_flops(c, (int64_t)ps.items[i].n_tokens);
     }
     if (p->progress) {
-        dfl_probe_progress pg = {n_run, n_run, c->num_layers, c->num_layers, done_tokens, rep.tokens,
-                                 dfl_clock_seconds() - start};
+        dfl_probe_progress pg = {
+            n_run, n_run, c->num_layers, c->num_layers, done_tokens, rep.tokens, dfl_clock_seconds() - start};
         p->progress(p->user, &pg);
     }
     rep.samples = n_run;
     if (p->warn && rep.nonfinite_samples > 1) {
         char msg[256];
-        snprintf(msg, sizeof msg, "%zu of %zu samples have non-finite values (attributes nonfinite_layer, nonfinite_site)",
+        snprintf(msg, sizeof msg,
+                 "%zu of %zu samples have non-finite values (attributes nonfinite_layer, nonfinite_site)",
                  rep.nonfinite_samples, n_run);
         p->warn(p->user, msg);
     }

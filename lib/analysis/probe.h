@@ -22,11 +22,11 @@
 
 /* Which query rows the noise shares average over (`--rows`). */
 typedef enum dfl_rows_rule {
-    DFL_ROWS_LAST = 0,   /* the last token of the last query span (else the last token) */
-    DFL_ROWS_QUERY,      /* every token of every query span (else the last token) */
-    DFL_ROWS_TARGET,     /* rows that predict a target token: p − 1 for each target token p
-                          * (else the last token) */
-    DFL_ROWS_ALL         /* every row */
+    DFL_ROWS_LAST = 0, /* the last token of the last query span (else the last token) */
+    DFL_ROWS_QUERY,    /* every token of every query span (else the last token) */
+    DFL_ROWS_TARGET,   /* rows that predict a target token: p − 1 for each target token p
+                        * (else the last token) */
+    DFL_ROWS_ALL       /* every row */
 } dfl_rows_rule;
 
 /* "last", "query", "target", "all". */
@@ -46,10 +46,13 @@ typedef enum dfl_map_rows { DFL_MAP_ROWS_ALL = 0, DFL_MAP_ROWS_ANALYSIS, DFL_MAP
  * each defaulting to all; lists of indices and inclusive ranges). */
 typedef struct dfl_map_select {
     int enabled;
-    int64_t *layers; size_t n_layers;   /* NULL = all */
-    int64_t *heads; size_t n_heads;     /* NULL = all */
+    int64_t *layers;
+    size_t n_layers; /* NULL = all */
+    int64_t *heads;
+    size_t n_heads; /* NULL = all */
     dfl_map_rows rows;
-    int64_t *row_list; size_t n_rows;   /* rows == DFL_MAP_ROWS_LIST */
+    int64_t *row_list;
+    size_t n_rows; /* rows == DFL_MAP_ROWS_LIST */
 } dfl_map_select;
 
 /* Parse a selection; lists come out sorted and distinct. Caller frees with
@@ -60,47 +63,47 @@ void dfl_map_select_free(dfl_map_select *s);
 /* ------------------------------------------------------------------ run */
 
 typedef struct dfl_probe_progress {
-    size_t sample, samples;      /* 0-based sample being run (in this run's order), total */
-    int64_t layer, layers;       /* layer being run in that sample */
-    int64_t tokens_done;         /* tokens finished so far over all samples */
+    size_t sample, samples; /* 0-based sample being run (in this run's order), total */
+    int64_t layer, layers;  /* layer being run in that sample */
+    int64_t tokens_done;    /* tokens finished so far over all samples */
     int64_t tokens_total;
-    double elapsed;              /* seconds since the first sample started */
+    double elapsed; /* seconds since the first sample started */
 } dfl_probe_progress;
 
 typedef struct dfl_probe_params {
     const char *model_dir;
     const char *prompts_path;
     const char *out_path;
-    const char *tokenizer_path;  /* tokenizer.json (or its folder) for text prompts and labels;
-                                  * NULL: model_dir/tokenizer.json, used only when a prompt
-                                  * has "input" text (default NULL) */
-    dfl_map_select maps;         /* default: none */
-    int map_f16;                 /* maps stored as f16 (default 1) or f32 */
-    int map_gzip;                /* map chunks: -1 raw, 0-9 shuffle + deflate level (default 1) */
-    int save_logits;             /* write logits [T, V] per sample */
-    dfl_rows_rule rows;          /* analysis rows (default last) */
-    int32_t topk;                /* K of the outlier top lists (default 100) */
-    double alpha;                /* hidden channel outlier threshold (default 6) */
-    dfl_forward_opts forward;    /* interventions (default none) */
-    int overwrite;               /* replace an existing output */
+    const char *tokenizer_path; /* tokenizer.json (or its folder) for text prompts and labels;
+                                 * NULL: model_dir/tokenizer.json, used only when a prompt
+                                 * has "input" text (default NULL) */
+    dfl_map_select maps;        /* default: none */
+    int map_f16;                /* maps stored as f16 (default 1) or f32 */
+    int map_gzip;               /* map chunks: -1 raw, 0-9 shuffle + deflate level (default 1) */
+    int save_logits;            /* write logits [T, V] per sample */
+    dfl_rows_rule rows;         /* analysis rows (default last) */
+    int32_t topk;               /* K of the outlier top lists (default 100) */
+    double alpha;               /* hidden channel outlier threshold (default 6) */
+    dfl_forward_opts forward;   /* interventions (default none) */
+    int overwrite;              /* replace an existing output */
     /* Run only these prompts (0-based indices in file order, strictly ascending; NULL =
      * all). Samples keep their file-order index in the dump, so the dumps of disjoint
      * subsets join into the dump of the whole set (an MPI rank's share). */
     const size_t *subset;
     size_t n_subset;
-    int strict;                  /* a NaN or Inf in the forward pass is an error (DFL_ERR_RANGE);
-                                  * by default a warning, recorded in the dump */
+    int strict; /* a NaN or Inf in the forward pass is an error (DFL_ERR_RANGE);
+                 * by default a warning, recorded in the dump */
     /* Polled once per layer and per sample: non-zero stops the run with
      * DFL_ERR_CANCELLED, nothing left at out_path (a tool's signal handler sets it).
      * NULL = never. */
     const volatile sig_atomic_t *cancel;
-    int allow_unused;            /* run a model whose checkpoint holds tensors it does not
-                                  * use (warned about); default: refused */
-    int room_checked;            /* the caller has checked the free space for the whole job
-                                  * (an MPI rank): no check of its own (default 0: a run
-                                  * projected to exceed the free space is refused unless
-                                  * overwrite, then warned about) */
-    void *user;                  /* passed to the callbacks */
+    int allow_unused; /* run a model whose checkpoint holds tensors it does not
+                       * use (warned about); default: refused */
+    int room_checked; /* the caller has checked the free space for the whole job
+                       * (an MPI rank): no check of its own (default 0: a run
+                       * projected to exceed the free space is refused unless
+                       * overwrite, then warned about) */
+    void *user;       /* passed to the callbacks */
     /* Non-fatal notes (e.g. a prompt longer than max_position_embeddings). May be NULL. */
     void (*warn)(void *user, const char *msg);
     /* Called at each layer of each sample and once at the end (sample == samples). */
@@ -110,11 +113,11 @@ typedef struct dfl_probe_params {
 typedef struct dfl_probe_report {
     size_t samples;
     int64_t tokens;
-    double forward_seconds;      /* wall time inside the forward passes (incl. capture) */
-    double flops;                /* matrix FLOPs of those passes (dfl_forward_flops) */
+    double forward_seconds;          /* wall time inside the forward passes (incl. capture) */
+    double flops;                    /* matrix FLOPs of those passes (dfl_forward_flops) */
     size_t targets, targets_correct; /* samples with a target span, and how many right */
-    double join_seconds;         /* MPI runs: rank 0's time joining the ranks' parts (else 0) */
-    size_t nonfinite_samples;    /* samples with a NaN or Inf in their forward pass */
+    double join_seconds;             /* MPI runs: rank 0's time joining the ranks' parts (else 0) */
+    size_t nonfinite_samples;        /* samples with a NaN or Inf in their forward pass */
 } dfl_probe_report;
 
 /* Defaults as documented on each field. */
@@ -150,7 +153,6 @@ dfl_status dfl_probe_read_prompts(const dfl_probe_params *p, dfl_prompt_set *ps,
  * their forward passes (dfl_forward_flops: a·T for the projections and MLP plus b·T²
  * for attention): costliest first, each to the least-loaded rank. owner[n] receives
  * each prompt's rank; the split depends only on the inputs. DFL_ERR_USAGE, DFL_ERR_NOMEM. */
-dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, int ranks, int *owner,
-                           dfl_error *err);
+dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, int ranks, int *owner, dfl_error *err);
 
 #endif

@@ -17,8 +17,8 @@
  * bin. */
 #define CHUNK 256
 #define LANES 16
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static float chunk_stats(const float *x, int64_t n, double *m, uint16_t *bin)
+__attribute__((target_clones("avx512f", "avx2", "default"))) static float chunk_stats(const float *x, int64_t n,
+                                                                                      double *m, uint16_t *bin)
 {
     /* LANES independent partial sums over fixed-length inner loops: what the
      * vectorizer takes (an omp simd reduction of five values plus the bin store did not
@@ -64,7 +64,8 @@ static void acc_row(logit_acc *a, const float *x, int64_t n, const int32_t *idx,
             a->sub[2].count[bin[j + 2]]++;
             a->sub[3].count[bin[j + 3]]++;
         }
-        for (; j < c; j++) a->sub[0].count[bin[j]]++;
+        for (; j < c; j++)
+            a->sub[0].count[bin[j]]++;
         /* the top-K threshold only rises: most chunks are below it */
         if (a->top.n == a->top.k && mx <= a->top.items[0].value) continue;
         for (j = 0; j < c; j++) {
@@ -99,8 +100,8 @@ static void on_layer(void *user, int64_t layer)
     for (int th = 0; th < r->nthreads; th++)
         acc_reset(&r->tacc[th], r->tstore + (size_t)th * (size_t)r->K, (int32_t)r->K);
     if (r->p->progress) {
-        dfl_probe_progress pg = {r->ordinal, r->count, layer, r->L, r->tokens_done, r->tokens_total,
-                                 dfl_clock_seconds() - r->start};
+        dfl_probe_progress pg = {
+            r->ordinal, r->count, layer, r->L, r->tokens_done, r->tokens_total, dfl_clock_seconds() - r->start};
         r->p->progress(r->p->user, &pg);
     }
 }
@@ -131,7 +132,8 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             const float *row = src[mi] + i * b->ld;
             double raw[DFL_SHARE_SEGMENTS] = {0}, absm[DFL_SHARE_SEGMENTS] = {0}, abs_total = 0;
             double total = dfl_row_segment_sums(row, r->share_seg, q + 1, raw, absm);
-            for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) abs_total += absm[s];
+            for (int s = 0; s < DFL_SHARE_SEGMENTS; s++)
+                abs_total += absm[s];
             size_t base = (((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h) * DFL_SHARE_SEGMENTS;
             for (int s = 0; s < DFL_SHARE_SEGMENTS; s++) {
                 r->raw[base + s] += raw[s];
@@ -139,11 +141,13 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
                 /* a NaN or Inf row stays NaN here too (a 0 would pass for a share) */
                 r->shares_abs[base + s] += !isfinite(abs_total) ? NAN : abs_total > 0 ? absm[s] / abs_total : 0.0;
             }
-            if (mi < 2) r->entropy[((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h] +=
-                dfl_row_entropy(row, q + 1);
+            if (mi < 2)
+                r->entropy[((size_t)mi * (size_t)L + (size_t)l) * (size_t)Hs + (size_t)h] +=
+                    dfl_row_entropy(row, q + 1);
             if (mi == 2) {
                 double neg = 0;
-                for (int64_t j = 0; j <= q; j++) neg += row[j] < 0 ? row[j] : 0;
+                for (int64_t j = 0; j <= q; j++)
+                    neg += row[j] < 0 ? row[j] : 0;
                 r->negative[(size_t)l * (size_t)Hs + (size_t)h] += neg;
             }
         }
@@ -153,7 +157,8 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
      * in one row of tiles and reach only the keys their last row sees: no write touches
      * a tile wholly in its rows' future */
     int64_t k = 0;
-    while (k < r->R && r->rows[k] < b->row0) k++;
+    while (k < r->R && r->rows[k] < b->row0)
+        k++;
     while (k < r->R && r->rows[k] < b->row0 + b->n) {
         int64_t run = 1;
         while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
@@ -162,10 +167,10 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
         int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
         int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
         for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue;   /* GDA: the group's map, once */
+            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue; /* GDA: the group's map, once */
             int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
-            dfl_status s = dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld,
-                                                     b->ld, err);
+            dfl_status s =
+                dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld, b->ld, err);
             if (s) return s;
         }
         k += run;
@@ -183,20 +188,22 @@ static void finish_layer(sample_run *r, const logit_acc *acc, int n, outlier_out
     dfl_moments mom = {{0}};
     for (int th = 0; th < n; th++) {
         dfl_topk_merge(&all, &acc[th].top);
-        for (int k = 0; k < 4; k++) dfl_hist_merge(h, &acc[th].sub[k]);
+        for (int k = 0; k < 4; k++)
+            dfl_hist_merge(h, &acc[th].sub[k]);
         dfl_moments_merge(&mom, &acc[th].mom);
     }
     int32_t kept = dfl_topk_sorted(&all, r->sorted);
     for (int64_t i = 0; i < r->K; i++) {
         o->top[l * r->K + i] = i < kept ? r->sorted[i].value : NAN;
-        for (int c = 0; c < o->nidx; c++) o->top_index[(l * r->K + i) * o->nidx + c] = i < kept ? r->sorted[i].idx[c] : -1;
+        for (int c = 0; c < o->nidx; c++)
+            o->top_index[(l * r->K + i) * o->nidx + c] = i < kept ? r->sorted[i].idx[c] : -1;
     }
     memcpy(o->mom + l * 6, mom.m, sizeof mom.m);
 }
 
 /* Per-channel max |x| and count of |x| >= alpha over one row. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-static void channel_row(const float *x, int64_t D, float alpha, float *cmax, uint32_t *ccount)
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+channel_row(const float *x, int64_t D, float alpha, float *cmax, uint32_t *ccount)
 {
 #pragma omp simd
     for (int64_t c = 0; c < D; c++) {
@@ -272,11 +279,15 @@ static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, cons
     return DFL_OK;
 }
 
-
 dfl_capture dfl__probe_capture(sample_run *r)
 {
-    dfl_capture cap = {.user = r, .want_maps = want_maps, .attn_rows = on_attn, .scores_rows = on_scores,
-                       .layer_begin = on_layer, .hidden = on_hidden, .logits_rows = on_logits};
+    dfl_capture cap = {.user = r,
+                       .want_maps = want_maps,
+                       .attn_rows = on_attn,
+                       .scores_rows = on_scores,
+                       .layer_begin = on_layer,
+                       .hidden = on_hidden,
+                       .logits_rows = on_logits};
     if (r->m->config.type == DFL_MODEL_DIFF_V2) cap.lambda_rows = on_lambda;
     return cap;
 }

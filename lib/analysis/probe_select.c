@@ -34,7 +34,8 @@ size_t dfl_analysis_rows(const dfl_prompt *p, dfl_rows_rule rule, int64_t *rows)
     int64_t T = (int64_t)p->n_tokens;
     size_t n = 0;
     if (rule == DFL_ROWS_ALL) {
-        for (int64_t t = 0; t < T; t++) rows[n++] = t;
+        for (int64_t t = 0; t < T; t++)
+            rows[n++] = t;
         return n;
     }
     if (rule == DFL_ROWS_LAST) {
@@ -46,8 +47,9 @@ size_t dfl_analysis_rows(const dfl_prompt *p, dfl_rows_rule rule, int64_t *rows)
     }
     /* query / target: mark rows, then collect in order (spans may overlap) */
     dfl_span_kind kind = rule == DFL_ROWS_QUERY ? DFL_SPAN_QUERY : DFL_SPAN_TARGET;
-    int shift = rule == DFL_ROWS_TARGET ? 1 : 0;   /* the row before a target token predicts it */
-    for (int64_t t = 0; t < T; t++) rows[t] = 0;
+    int shift = rule == DFL_ROWS_TARGET ? 1 : 0; /* the row before a target token predicts it */
+    for (int64_t t = 0; t < T; t++)
+        rows[t] = 0;
     for (size_t i = 0; i < p->n_spans[kind]; i++)
         for (int64_t t = p->spans[kind][i].start; t < p->spans[kind][i].end; t++)
             if (t - shift >= 0) rows[t - shift] = 1;
@@ -114,8 +116,10 @@ dfl_status dfl_map_select_parse(const char *spec, dfl_map_select *out, dfl_error
             out->rows = DFL_MAP_ROWS_ANALYSIS;
             continue;
         }
-        if (k == 0) s = parse_list(item, val, &out->layers, &out->n_layers, err);
-        else if (k == 1) s = parse_list(item, val, &out->heads, &out->n_heads, err);
+        if (k == 0)
+            s = parse_list(item, val, &out->layers, &out->n_layers, err);
+        else if (k == 1)
+            s = parse_list(item, val, &out->heads, &out->n_heads, err);
         else {
             out->rows = DFL_MAP_ROWS_LIST;
             s = parse_list(item, val, &out->row_list, &out->n_rows, err);

@@ -18,8 +18,7 @@ static int by_cost(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, int ranks, int *owner,
-                           dfl_error *err)
+dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, int ranks, int *owner, dfl_error *err)
 {
     if (ranks < 1) return dfl__fail(err, DFL_ERR_USAGE, "prompt shards: %d ranks", ranks);
     job *jobs = dfl__alloc_array(n, sizeof *jobs);
@@ -28,7 +27,8 @@ dfl_status dfl_probe_shard(const dfl_config *c, const size_t *tokens, size_t n, 
         free(jobs), free(load);
         return dfl__fail(err, DFL_ERR_NOMEM, "prompt shards: out of memory for %zu prompts", n);
     }
-    for (size_t i = 0; i < n; i++) jobs[i] = (job){dfl_forward_flops(c, (int64_t)tokens[i]), i};
+    for (size_t i = 0; i < n; i++)
+        jobs[i] = (job){dfl_forward_flops(c, (int64_t)tokens[i]), i};
     qsort(jobs, n, sizeof *jobs, by_cost);
     /* longest processing time first: each prompt to the least-loaded rank (lowest
      * rank on ties), within 4/3 of the best possible largest load */

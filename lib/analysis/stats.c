@@ -50,7 +50,8 @@ void dfl_topk_push(dfl_topk *t, float v, const int32_t *idx)
 
 void dfl_topk_merge(dfl_topk *t, const dfl_topk *src)
 {
-    for (int32_t i = 0; i < src->n; i++) dfl_topk_push(t, src->items[i].value, src->items[i].idx);
+    for (int32_t i = 0; i < src->n; i++)
+        dfl_topk_push(t, src->items[i].value, src->items[i].idx);
 }
 
 static int item_desc(const void *a, const void *b)
@@ -73,7 +74,8 @@ int32_t dfl_topk_sorted(const dfl_topk *t, dfl_topk_item *out)
 
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src)
 {
-    for (int i = 0; i < DFL_HIST_BINS; i++) h->count[i] += src->count[i];
+    for (int i = 0; i < DFL_HIST_BINS; i++)
+        h->count[i] += src->count[i];
 }
 
 double dfl_hist_edge(int b)
@@ -87,13 +89,15 @@ double dfl_hist_edge(int b)
 
 void dfl_hist_edges(double *edges)
 {
-    for (int b = 0; b <= DFL_HIST_BINS; b++) edges[b] = dfl_hist_edge(b);
+    for (int b = 0; b <= DFL_HIST_BINS; b++)
+        edges[b] = dfl_hist_edge(b);
 }
 
 double dfl_hist_quantile(const uint64_t *count, double q)
 {
     uint64_t n = 0;
-    for (int i = 0; i < DFL_HIST_BINS; i++) n += count[i];
+    for (int i = 0; i < DFL_HIST_BINS; i++)
+        n += count[i];
     if (n == 0) return NAN;
     /* the element of 0-based rank floor(q·(n−1)) */
     uint64_t rank = (uint64_t)floor(q * (double)(n - 1)), seen = 0;
@@ -112,7 +116,8 @@ double dfl_hist_quantile(const uint64_t *count, double q)
 
 void dfl_moments_merge(dfl_moments *s, const dfl_moments *src)
 {
-    for (int i = 0; i < 5; i++) s->m[i] += src->m[i];
+    for (int i = 0; i < 5; i++)
+        s->m[i] += src->m[i];
     if (src->m[5] > s->m[5]) s->m[5] = src->m[5];
 }
 
@@ -128,8 +133,8 @@ const char *dfl_share_name(int s)
 void dfl_share_segments(const uint8_t *seg, int64_t T, uint8_t *share_seg)
 {
     /* segment codes of prompts.h: 0 context, 1 bos, 2 answer, 3 query, 4 distractor, 5 target */
-    static const uint8_t map[6] = {DFL_SHARE_CONTEXT_BEFORE, DFL_SHARE_BOS, DFL_SHARE_ANSWER,
-                                   DFL_SHARE_QUERY, DFL_SHARE_DISTRACTOR, DFL_SHARE_TARGET};
+    static const uint8_t map[6] = {DFL_SHARE_CONTEXT_BEFORE, DFL_SHARE_BOS,        DFL_SHARE_ANSWER,
+                                   DFL_SHARE_QUERY,          DFL_SHARE_DISTRACTOR, DFL_SHARE_TARGET};
     int64_t last_answer = -1;
     for (int64_t t = 0; t < T; t++)
         if (seg[t] == 2) last_answer = t;

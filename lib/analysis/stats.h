@@ -23,7 +23,7 @@
 
 typedef struct dfl_topk_item {
     float value;
-    int32_t idx[DFL_TOPK_IDX];   /* caller-defined position (e.g. head, map, query, key) */
+    int32_t idx[DFL_TOPK_IDX]; /* caller-defined position (e.g. head, map, query, key) */
 } dfl_topk_item;
 
 /* A min-heap of the k largest values seen. items has room for k (caller-owned). */
@@ -35,7 +35,10 @@ typedef struct dfl_topk {
 /* Bind a heap to storage for k items (k >= 1) and empty it. */
 void dfl_topk_init(dfl_topk *t, dfl_topk_item *storage, int32_t k);
 /* Offer one value; kept if among the k largest so far. NaN is ignored. */
-static inline int dfl_topk_wants(const dfl_topk *t, float v) { return t->n < t->k || v > t->items[0].value; }
+static inline int dfl_topk_wants(const dfl_topk *t, float v)
+{
+    return t->n < t->k || v > t->items[0].value;
+}
 void dfl_topk_push(dfl_topk *t, float v, const int32_t *idx);
 /* Offer every item of src. */
 void dfl_topk_merge(dfl_topk *t, const dfl_topk *src);
@@ -47,8 +50,8 @@ int32_t dfl_topk_sorted(const dfl_topk *t, dfl_topk_item *out);
 
 #define DFL_HIST_MIN_EXP (-24)
 #define DFL_HIST_MAX_EXP 24
-#define DFL_HIST_SUB 64
-#define DFL_HIST_BINS ((DFL_HIST_MAX_EXP - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + 2)
+#define DFL_HIST_SUB     64
+#define DFL_HIST_BINS    ((DFL_HIST_MAX_EXP - DFL_HIST_MIN_EXP) * DFL_HIST_SUB + 2)
 
 typedef struct dfl_hist {
     uint64_t count[DFL_HIST_BINS];
@@ -59,14 +62,20 @@ typedef struct dfl_hist {
  * 6 mantissa bits, which numbers the regular bins once offset. */
 static inline int dfl_hist_bin(float x)
 {
-    union { float f; uint32_t u; } v = {x};
-    uint32_t bits = v.u & 0x7fffffffu;                         /* abs(x) */
+    union {
+        float f;
+        uint32_t u;
+    } v = {x};
+    uint32_t bits = v.u & 0x7fffffffu; /* abs(x) */
     int32_t b = (int32_t)(bits >> (23 - 6)) - ((127 + DFL_HIST_MIN_EXP) * DFL_HIST_SUB - 1);
     b = bits < ((uint32_t)(127 + DFL_HIST_MIN_EXP) << 23) ? 0 : b;                  /* < 2^MIN_EXP */
     b = bits >= ((uint32_t)(127 + DFL_HIST_MAX_EXP) << 23) ? DFL_HIST_BINS - 1 : b; /* >= 2^MAX_EXP, inf, NaN */
     return b;
 }
-static inline void dfl_hist_add(dfl_hist *h, float x) { h->count[dfl_hist_bin(x)]++; }
+static inline void dfl_hist_add(dfl_hist *h, float x)
+{
+    h->count[dfl_hist_bin(x)]++;
+}
 void dfl_hist_merge(dfl_hist *h, const dfl_hist *src);
 /* The lower edge of bin b (0 <= b <= B; b = B gives the last bin's upper edge, +inf):
  * 0 for b = 0, 2^e·(1 + k/SUB) for the regular bins, 2^MAX_EXP for b = B-1. */

@@ -63,7 +63,8 @@ static long tmp_pid(const char *name, const char *base)
     const char *t = strstr(name, ".tmp.");
     if (!t) return 0;
     /* the last ".tmp." (a base may itself contain ".tmp.") */
-    for (const char *u; (u = strstr(t + 1, ".tmp.")) != NULL;) t = u;
+    for (const char *u; (u = strstr(t + 1, ".tmp.")) != NULL;)
+        t = u;
     if (base && ((size_t)(t - name - 1) != strlen(base) || strncmp(name + 1, base, strlen(base)))) return 0;
     char *end;
     errno = 0;
@@ -72,7 +73,10 @@ static long tmp_pid(const char *name, const char *base)
     return pid;
 }
 
-static int pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+static int pid_alive(long pid)
+{
+    return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
 
 /* Look at the temporaries of our naming in dir: remove the stale ones (nobody holds the
  * lock and the pid is gone); return the pid of a live writer of `base`, else 0. */
@@ -90,14 +94,15 @@ static long sweep(const char *dir, const char *base, char *live_name, size_t liv
         if (fd < 0) continue;
         struct stat st;
         memset(&st, 0, sizeof st);
-        int locked = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) != 0 &&
-                     errno == EWOULDBLOCK;
-        if (S_ISREG(st.st_mode) && !locked && !pid_alive(pid)) unlink(p);
+        int locked =
+            fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (S_ISREG(st.st_mode) && !locked && !pid_alive(pid))
+            unlink(p);
         else if (locked && !live && tmp_pid(e->d_name, base)) {
             live = pid;
             snprintf(live_name, live_cap, "%s", e->d_name);
         }
-        close(fd);   /* also drops the lock we may just have taken */
+        close(fd); /* also drops the lock we may just have taken */
     }
     closedir(dp);
     return live;
@@ -109,8 +114,10 @@ double dfl__free_bytes(const char *path)
 {
     const char *slash = strrchr(path, '/');
     char dir[4096];
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    else
+        snprintf(dir, sizeof dir, ".");
     struct statvfs fs;
     if (statvfs(dir, &fs) != 0) return -1;
     return (double)fs.f_bavail * (double)fs.f_frsize;
@@ -129,8 +136,10 @@ static int resolve_out(const char *out, char *buf, size_t cap)
 {
     const char *slash = strrchr(out, '/');
     char dir[4096], real[PATH_MAX];
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == out ? 1 : slash - out), out);
-    else snprintf(dir, sizeof dir, ".");
+    if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash == out ? 1 : slash - out), out);
+    else
+        snprintf(dir, sizeof dir, ".");
     if (!realpath(dir, real)) return 0;
     return (size_t)snprintf(buf, cap, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : out) < cap;
 }
@@ -167,8 +176,7 @@ dfl_status dfl__check_not_input(const char *out, const char *const *inputs, size
             hit = same_file(&o, o_ok, o_real, p);
         }
         closedir(dp);
-        if (hit)
-            return dfl__fail(err, DFL_ERR_USAGE, "%s: is the input %s; an output never replaces an input", out, p);
+        if (hit) return dfl__fail(err, DFL_ERR_USAGE, "%s: is the input %s; an output never replaces an input", out, p);
     }
     return DFL_OK;
 }
@@ -181,13 +189,15 @@ dfl_status dfl__make_tmp(const char *path, char **tmp, dfl_error *err)
     char dir[4096], live_name[256];
     if (dirlen + 2 > sizeof dir || strlen(path) + 40 > sizeof g_tmp[0].path)
         return dfl__fail(err, DFL_ERR_IO, "%s: path too long", path);
-    if (dirlen) snprintf(dir, sizeof dir, "%.*s", (int)(dirlen > 1 ? dirlen - 1 : 1), path);
-    else snprintf(dir, sizeof dir, ".");
+    if (dirlen)
+        snprintf(dir, sizeof dir, "%.*s", (int)(dirlen > 1 ? dirlen - 1 : 1), path);
+    else
+        snprintf(dir, sizeof dir, ".");
     prune();
     long other = sweep(dir, base, live_name, sizeof live_name);
     if (other)
-        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path,
-                         other, live_name);
+        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path, other,
+                         live_name);
     int slot = -1;
     for (int i = 0; i < HELD_MAX && slot < 0; i++)
         if (!g_tmp[i].used) slot = i;
@@ -217,8 +227,8 @@ dfl_status dfl__make_tmp(const char *path, char **tmp, dfl_error *err)
     if ((other = sweep(dir, base, live_name, sizeof live_name)) != 0) {
         dfl__discard_tmp(t);
         free(t);
-        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path,
-                         other, live_name);
+        return dfl__fail(err, DFL_ERR_EXISTS, "%s: being written by process %ld (its temporary file %s)", path, other,
+                         live_name);
     }
     *tmp = t;
     return DFL_OK;
@@ -263,8 +273,10 @@ dfl_status dfl__atomic_close(dfl_atomic *a, dfl_status s, dfl_error *err)
         if (bad && s == DFL_OK) s = dfl__fail(err, DFL_ERR_IO, "%s: write error: %s", a->path, strerror(e));
     }
     if (a->tmp) {
-        if (s == DFL_OK) s = dfl__commit_tmp(a->tmp, a->path, a->overwrite, err); /* removes tmp on failure */
-        else dfl__discard_tmp(a->tmp);
+        if (s == DFL_OK)
+            s = dfl__commit_tmp(a->tmp, a->path, a->overwrite, err); /* removes tmp on failure */
+        else
+            dfl__discard_tmp(a->tmp);
         free(a->tmp);
         a->tmp = NULL;
     }

@@ -50,8 +50,8 @@ dfl_status dfl__commit_tmp(const char *tmp, const char *path, int overwrite, dfl
 
 /* An output being written: f writes to tmp, which becomes path at close. */
 typedef struct dfl_atomic {
-    FILE *f;        /* open for writing ("wb") */
-    char *tmp;      /* owned; freed by dfl__atomic_close */
+    FILE *f;          /* open for writing ("wb") */
+    char *tmp;        /* owned; freed by dfl__atomic_close */
     const char *path; /* borrowed: must outlive the dfl_atomic */
     int overwrite;
 } dfl_atomic;

@@ -15,8 +15,8 @@ dfl_status dfl_cli_int(const char *flag, const char *text, int64_t lo, int64_t h
     errno = 0;
     long long v = strtoll(text, &end, 10);
     if (errno || end == text || *end || v < lo || v > hi)
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", flag, text,
-                         (long long)lo, (long long)hi);
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' is not an integer in [%lld, %lld]", flag, text, (long long)lo,
+                         (long long)hi);
     *out = v;
     return DFL_OK;
 }
@@ -39,10 +39,11 @@ dfl_status dfl_cli_split(const char *flag, const char *text, size_t max, char **
     *items = NULL;
     *n = 0;
     size_t len = strlen(text), count = 1;
-    for (const char *c = text; *c; c++) count += *c == ',';
+    for (const char *c = text; *c; c++)
+        count += *c == ',';
     if (!len || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,"))
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (items are separated by single commas)",
-                         flag, text);
+        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has an empty item (items are separated by single commas)", flag,
+                         text);
     if (max && count > max)
         return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' has %zu items, at most %zu are allowed", flag, text, count, max);
     /* One block: count pointers, then a copy of text cut at the commas. */
@@ -221,7 +222,8 @@ void dfl_progress_update(dfl_progress *p, double done, double total, const char 
     enum { W = 24 };
     char bar[W + 1];
     int fill = total > 0 ? (int)(W * done / total) : 0;
-    for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '-';
+    for (int i = 0; i < W; i++)
+        bar[i] = i < fill ? '#' : '-';
     bar[W] = '\0';
     fprintf(p->out, "\r%s [%s] %.0f/%.0f %s", p->label, bar, done, total, unit);
     if (rate > 0) fprintf(p->out, "  %.0f %s/s", rate, rate_unit);
@@ -270,8 +272,10 @@ static size_t edit_distance(const char *a, size_t n, const char *b, size_t m)
     if (n > MAXLEN || m > MAXLEN) return FAR;
     if ((n > m ? n - m : m - n) >= FAR) return FAR;
     size_t d[MAXLEN + 1][MAXLEN + 1]; /* d[i][j]: distance of a[0..i) and b[0..j) */
-    for (size_t i = 0; i <= n; i++) d[i][0] = i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = j;
     for (size_t i = 1; i <= n; i++)
         for (size_t j = 1; j <= m; j++) {
             size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);

@@ -60,8 +60,11 @@ void dfl_cli_catch_signals(void (*handler)(int));
  * --list-options prints the table, one long option a line ("--name" or, when the option
  * takes an argument, "--name="): what scripts/completion.py builds bash completion from. */
 enum { DFL_CLI_OPT_VERSION = 0x4000, DFL_CLI_OPT_LIST = 0x4001 };
-#define DFL_CLI_COMMON_OPTIONS \
-    {"version", no_argument, 0, DFL_CLI_OPT_VERSION}, {"list-options", no_argument, 0, DFL_CLI_OPT_LIST}
+#define DFL_CLI_COMMON_OPTIONS                                                                                         \
+    {"version", no_argument, 0, DFL_CLI_OPT_VERSION},                                                                  \
+    {                                                                                                                  \
+        "list-options", no_argument, 0, DFL_CLI_OPT_LIST                                                               \
+    }
 
 /* Print "TOOL (difflens) VERSION" for DFL_CLI_OPT_VERSION, the option list for
  * DFL_CLI_OPT_LIST, to out. Returns the exit code: 0, or 1 if out could not be written. */

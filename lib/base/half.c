@@ -44,7 +44,10 @@ float dfl_f16_to_f32(uint16_t h)
     return bits_to_f32(sign | (e << 23) | ((mant & 0x3ffu) << 13));
 }
 
-float dfl_bf16_to_f32(uint16_t b) { return bits_to_f32((uint32_t)b << 16); }
+float dfl_bf16_to_f32(uint16_t b)
+{
+    return bits_to_f32((uint32_t)b << 16);
+}
 
 uint16_t dfl_f32_to_f16(float f)
 {

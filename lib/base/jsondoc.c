@@ -16,9 +16,12 @@ void dfl__json_last_key_wins(cJSON *node)
         cJSON *next = c->next;
         int repeated = 0;
         if (cJSON_IsObject(node) && c->string)
-            for (cJSON *l = next; l && !repeated; l = l->next) repeated = l->string && !strcmp(l->string, c->string);
-        if (repeated) cJSON_Delete(cJSON_DetachItemViaPointer(node, c));
-        else dfl__json_last_key_wins(c);
+            for (cJSON *l = next; l && !repeated; l = l->next)
+                repeated = l->string && !strcmp(l->string, c->string);
+        if (repeated)
+            cJSON_Delete(cJSON_DetachItemViaPointer(node, c));
+        else
+            dfl__json_last_key_wins(c);
         c = next;
     }
 }
@@ -51,8 +54,10 @@ static int scan_numbers(char *buf, size_t len, numlit **out, size_t *n)
     for (size_t i = 0; i < len; i++) {
         char c = buf[i];
         if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = 0;
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
             continue;
         }
         if (c == '"') {
@@ -61,9 +66,12 @@ static int scan_numbers(char *buf, size_t len, numlit **out, size_t *n)
         }
         int kind = -1;
         size_t w = 0; /* bytes of a keyword */
-        if (c == 'N' && len - i >= 3 && !memcmp(buf + i, "NaN", 3)) kind = 1, w = 3;
-        else if (c == 'I' && len - i >= 8 && !memcmp(buf + i, "Infinity", 8)) kind = 2, w = 8;
-        else if (c == '-' && len - i >= 9 && !memcmp(buf + i, "-Infinity", 9)) kind = 3, w = 9;
+        if (c == 'N' && len - i >= 3 && !memcmp(buf + i, "NaN", 3))
+            kind = 1, w = 3;
+        else if (c == 'I' && len - i >= 8 && !memcmp(buf + i, "Infinity", 8))
+            kind = 2, w = 8;
+        else if (c == '-' && len - i >= 9 && !memcmp(buf + i, "-Infinity", 9))
+            kind = 3, w = 9;
         if (kind > 0 && !(is_delim_before(buf, i) && is_delim_after(buf, len, i + w))) kind = -1;
         if (kind < 0 && (c == '-' || (c >= '0' && c <= '9'))) kind = 0;
         if (kind < 0) continue;
@@ -86,7 +94,8 @@ static int scan_numbers(char *buf, size_t len, numlit **out, size_t *n)
             memset(buf + i + 1, ' ', w - 1);
             i += w - 1;
         } else {
-            while (i + 1 < len && strchr("0123456789+-eE.", buf[i + 1]) && buf[i + 1]) i++;
+            while (i + 1 < len && strchr("0123456789+-eE.", buf[i + 1]) && buf[i + 1])
+                i++;
         }
     }
     *out = v;
@@ -145,7 +154,8 @@ cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const 
     }
     if (!(flags & DFL_JSON_NONFINITE)) /* keywords stay refused: put them back */
         for (size_t i = 0; i < n_nums; i++)
-            if (nums[i].kind) memcpy(buf + nums[i].at, text + nums[i].at, nums[i].kind == 1 ? 3 : nums[i].kind == 2 ? 8 : 9);
+            if (nums[i].kind)
+                memcpy(buf + nums[i].at, text + nums[i].at, nums[i].kind == 1 ? 3 : nums[i].kind == 2 ? 8 : 9);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root) {
@@ -153,7 +163,8 @@ cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const 
         *at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
     } else {
         const char *q = end ? end : buf + len;
-        while (q < buf + len && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n')) q++;
+        while (q < buf + len && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\n'))
+            q++;
         if (q < buf + len) {
             *why = "text after the JSON document";
             *at = (size_t)(q - buf);

@@ -17,12 +17,12 @@
 
 typedef struct cell {
     dfl_report_cell_kind kind;
-    int own_fmt;              /* NUM with its own display format */
+    int own_fmt; /* NUM with its own display format */
     dfl_report_num num;
     int precision;
     double v;
     int64_t i;
-    char *text;               /* TEXT: the string; MISSING: what to show (NULL = "n/a") */
+    char *text; /* TEXT: the string; MISSING: what to show (NULL = "n/a") */
 } cell;
 
 typedef struct column {
@@ -34,21 +34,21 @@ typedef struct column {
 struct dfl_report_table {
     dfl_report *owner;
     char *name, *title;
-    column *cols;             /* [ncols] */
+    column *cols; /* [ncols] */
     size_t ncols, cap_cols;
-    cell *cells;              /* [nrows][ncols] */
+    cell *cells; /* [nrows][ncols] */
     size_t nrows, cap_rows;
 };
 
 struct dfl_report {
     char *title;
-    char **meta;              /* [nmeta][2]: key, value */
+    char **meta; /* [nmeta][2]: key, value */
     size_t nmeta;
-    char **notes;             /* [nnotes] */
+    char **notes; /* [nnotes] */
     size_t nnotes;
     dfl_report_table **tables;
     size_t ntables;
-    dfl_error first;          /* the sticky first failure */
+    dfl_error first; /* the sticky first failure */
 };
 
 static const char *const format_names[] = {"table", "csv", "json", "markdown"};
@@ -82,7 +82,10 @@ static dfl_status fail(dfl_report *r, dfl_error *err, dfl_status s, const char *
     return s;
 }
 
-static char *dup_str(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
 
 /* Grow *p (elements of size sz, capacity *cap) to hold need elements. 0 on failure. */
 static int grow(void **p, size_t *cap, size_t need, size_t sz)
@@ -118,8 +121,10 @@ dfl_status dfl_report_create(const char *title, dfl_report **out, dfl_error *err
 static void table_free(dfl_report_table *t)
 {
     if (!t) return;
-    for (size_t i = 0; i < t->ncols; i++) free(t->cols[i].name);
-    for (size_t i = 0; i < t->nrows * t->ncols; i++) free(t->cells[i].text);
+    for (size_t i = 0; i < t->ncols; i++)
+        free(t->cols[i].name);
+    for (size_t i = 0; i < t->nrows * t->ncols; i++)
+        free(t->cells[i].text);
     free(t->cols);
     free(t->cells);
     free(t->name);
@@ -130,9 +135,12 @@ static void table_free(dfl_report_table *t)
 void dfl_report_destroy(dfl_report *r)
 {
     if (!r) return;
-    for (size_t i = 0; i < r->nmeta * 2; i++) free(r->meta[i]);
-    for (size_t i = 0; i < r->nnotes; i++) free(r->notes[i]);
-    for (size_t i = 0; i < r->ntables; i++) table_free(r->tables[i]);
+    for (size_t i = 0; i < r->nmeta * 2; i++)
+        free(r->meta[i]);
+    for (size_t i = 0; i < r->nnotes; i++)
+        free(r->notes[i]);
+    for (size_t i = 0; i < r->ntables; i++)
+        table_free(r->tables[i]);
     free(r->meta);
     free(r->notes);
     free(r->tables);
@@ -313,9 +321,15 @@ dfl_status dfl_report_status(const dfl_report *r, dfl_error *err)
 
 /* ---------------------------------------------------------------- reading */
 
-size_t dfl_report_table_count(const dfl_report *r) { return r->ntables; }
+size_t dfl_report_table_count(const dfl_report *r)
+{
+    return r->ntables;
+}
 
-dfl_report_table *dfl_report_table_at(const dfl_report *r, size_t i) { return i < r->ntables ? r->tables[i] : NULL; }
+dfl_report_table *dfl_report_table_at(const dfl_report *r, size_t i)
+{
+    return i < r->ntables ? r->tables[i] : NULL;
+}
 
 dfl_report_table *dfl_report_table_find(const dfl_report *r, const char *name)
 {
@@ -324,9 +338,18 @@ dfl_report_table *dfl_report_table_find(const dfl_report *r, const char *name)
     return NULL;
 }
 
-const char *dfl_report_table_name(const dfl_report_table *t) { return t->name; }
-size_t dfl_report_columns(const dfl_report_table *t) { return t->ncols; }
-size_t dfl_report_rows(const dfl_report_table *t) { return t->nrows; }
+const char *dfl_report_table_name(const dfl_report_table *t)
+{
+    return t->name;
+}
+size_t dfl_report_columns(const dfl_report_table *t)
+{
+    return t->ncols;
+}
+size_t dfl_report_rows(const dfl_report_table *t)
+{
+    return t->nrows;
+}
 
 long dfl_report_column_find(const dfl_report_table *t, const char *name)
 {
@@ -369,15 +392,18 @@ const char *dfl_report_cell_text(const dfl_report_table *t, size_t row, size_t c
 
 static void pad(dfl_strbuf *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dfl_strbuf_add(b, " ", 1);
+    for (size_t i = 0; i < n; i++)
+        dfl_strbuf_add(b, " ", 1);
 }
 
 /* -------------------------------------------------------------- numbers */
 
 char *dfl_report_fmt_exact(double v, char *buf, size_t cap)
 {
-    if (isnan(v)) snprintf(buf, cap, "nan");
-    else if (isinf(v)) snprintf(buf, cap, v > 0 ? "inf" : "-inf");
+    if (isnan(v))
+        snprintf(buf, cap, "nan");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
     else {
         /* the shortest %.Ng that reads back bit-identical; 17 always does */
         for (int p = 1; p <= 17; p++) {
@@ -405,14 +431,16 @@ static void fmt_display(double v, dfl_report_num num, int prec, char *out, size_
     case DFL_NUM_AUTO: {
         double a = fabs(v);
         int p = prec < 1 ? 1 : prec;
-        if (v == 0) snprintf(out, cap, "0");
+        if (v == 0)
+            snprintf(out, cap, "0");
         else if (a >= 1e-3 && a < 1e6) {
             /* p significant digits written as fixed-point: 318.0, 0.0123, 12.50 */
             int mag = (int)floor(log10(a));
             int dec = p - 1 - mag;
             if (dec < 0) dec = 0;
             snprintf(out, cap, "%.*f", dec, v);
-        } else snprintf(out, cap, "%.*e", p - 1, v);
+        } else
+            snprintf(out, cap, "%.*e", p - 1, v);
         break;
     }
     default: snprintf(out, cap, "%.*g", prec < 1 ? 1 : prec, v); break;
@@ -426,8 +454,10 @@ static void cell_display(const dfl_report_table *t, size_t col, const cell *c, c
     case DFL_CELL_TEXT: snprintf(out, cap, "%s", c->text); break;
     case DFL_CELL_INT: snprintf(out, cap, "%lld", (long long)c->i); break;
     case DFL_CELL_NUM:
-        if (c->own_fmt) fmt_display(c->v, c->num, c->precision, out, cap);
-        else fmt_display(c->v, t->cols[col].num, t->cols[col].precision, out, cap);
+        if (c->own_fmt)
+            fmt_display(c->v, c->num, c->precision, out, cap);
+        else
+            fmt_display(c->v, t->cols[col].num, t->cols[col].precision, out, cap);
         break;
     default: snprintf(out, cap, "%s", c->text ? c->text : "n/a"); break;
     }
@@ -442,7 +472,10 @@ static size_t text_width(const char *s)
     return n;
 }
 
-static int right_aligned(const cell *c) { return c->kind == DFL_CELL_NUM || c->kind == DFL_CELL_INT; }
+static int right_aligned(const cell *c)
+{
+    return c->kind == DFL_CELL_NUM || c->kind == DFL_CELL_INT;
+}
 
 /* ------------------------------------------------------- table, markdown */
 
@@ -473,21 +506,28 @@ static int measure(const dfl_report_table *t, size_t *width, int *right)
 static void put_md_cell(dfl_strbuf *b, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '|') dfl_strbuf_puts(b, "\\|");
-        else if (*s == '\n' || *s == '\r') dfl_strbuf_puts(b, " ");
-        else dfl_strbuf_add(b, s, 1);
+        if (*s == '|')
+            dfl_strbuf_puts(b, "\\|");
+        else if (*s == '\n' || *s == '\r')
+            dfl_strbuf_puts(b, " ");
+        else
+            dfl_strbuf_add(b, s, 1);
     }
 }
 
 static void render_table(const dfl_report *r, dfl_strbuf *b, int md)
 {
     if (r->title) {
-        if (md) dfl_strbuf_printf(b, "## %s\n\n", r->title);
-        else dfl_strbuf_printf(b, "%s\n", r->title);
+        if (md)
+            dfl_strbuf_printf(b, "## %s\n\n", r->title);
+        else
+            dfl_strbuf_printf(b, "%s\n", r->title);
     }
     for (size_t i = 0; i < r->nmeta; i++) {
-        if (md) dfl_strbuf_printf(b, "- %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
-        else dfl_strbuf_printf(b, "  %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
+        if (md)
+            dfl_strbuf_printf(b, "- %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
+        else
+            dfl_strbuf_printf(b, "  %s: %s\n", r->meta[2 * i], r->meta[2 * i + 1]);
     }
     if (r->title || r->nmeta) dfl_strbuf_puts(b, "\n");
     char *tmp = malloc(CELL_CAP);
@@ -507,8 +547,10 @@ static void render_table(const dfl_report *r, dfl_strbuf *b, int md)
             break;
         }
         const char *title = t->title ? t->title : t->name;
-        if (md) dfl_strbuf_printf(b, "### %s\n\n", title);
-        else dfl_strbuf_printf(b, "%s\n", title);
+        if (md)
+            dfl_strbuf_printf(b, "### %s\n\n", title);
+        else
+            dfl_strbuf_printf(b, "%s\n", title);
         if (!t->ncols) {
             dfl_strbuf_puts(b, md ? "(no columns)\n\n" : "  (no columns)\n\n");
             free(width);
@@ -538,13 +580,16 @@ static void render_table(const dfl_report *r, dfl_strbuf *b, int md)
                 dfl_strbuf_puts(b, "|");
                 size_t n = width[j] + 2;
                 if (right[j]) {
-                    for (size_t q = 0; q + 1 < n; q++) dfl_strbuf_puts(b, "-");
+                    for (size_t q = 0; q + 1 < n; q++)
+                        dfl_strbuf_puts(b, "-");
                     dfl_strbuf_puts(b, ":");
                 } else
-                    for (size_t q = 0; q < n; q++) dfl_strbuf_puts(b, "-");
+                    for (size_t q = 0; q < n; q++)
+                        dfl_strbuf_puts(b, "-");
             } else {
                 dfl_strbuf_puts(b, "  ");
-                for (size_t q = 0; q < width[j]; q++) dfl_strbuf_puts(b, "-");
+                for (size_t q = 0; q < width[j]; q++)
+                    dfl_strbuf_puts(b, "-");
             }
         }
         dfl_strbuf_puts(b, md ? "|\n" : "\n");
@@ -577,8 +622,10 @@ static void render_table(const dfl_report *r, dfl_strbuf *b, int md)
     }
     free(tmp);
     for (size_t i = 0; i < r->nnotes; i++) {
-        if (md) dfl_strbuf_printf(b, "%s\n\n", r->notes[i]);
-        else dfl_strbuf_printf(b, "%s\n", r->notes[i]);
+        if (md)
+            dfl_strbuf_printf(b, "%s\n\n", r->notes[i]);
+        else
+            dfl_strbuf_printf(b, "%s\n", r->notes[i]);
     }
 }
 
@@ -593,8 +640,10 @@ static void put_csv_field(dfl_strbuf *b, const char *s)
     }
     dfl_strbuf_puts(b, "\"");
     for (; *s; s++) {
-        if (*s == '"') dfl_strbuf_puts(b, "\"\"");
-        else dfl_strbuf_add(b, s, 1);
+        if (*s == '"')
+            dfl_strbuf_puts(b, "\"\"");
+        else
+            dfl_strbuf_add(b, s, 1);
     }
     dfl_strbuf_puts(b, "\"");
 }
@@ -617,7 +666,8 @@ static void render_csv(const dfl_report *r, dfl_strbuf *b)
     int multi = r->ntables > 1;
     /* union of the column names, in order of first appearance */
     size_t total = 0;
-    for (size_t k = 0; k < r->ntables; k++) total += r->tables[k]->ncols;
+    for (size_t k = 0; k < r->ntables; k++)
+        total += r->tables[k]->ncols;
     const char **names = calloc(total ? total : 1, sizeof *names);
     if (!names) {
         b->oom = 1;
@@ -628,7 +678,8 @@ static void render_csv(const dfl_report *r, dfl_strbuf *b)
         for (size_t j = 0; j < r->tables[k]->ncols; j++) {
             const char *n = r->tables[k]->cols[j].name;
             size_t q = 0;
-            while (q < nu && strcmp(names[q], n)) q++;
+            while (q < nu && strcmp(names[q], n))
+                q++;
             if (q == nu) names[nu++] = n;
         }
     if (multi) dfl_strbuf_puts(b, "table");
@@ -645,7 +696,8 @@ static void render_csv(const dfl_report *r, dfl_strbuf *b)
     }
     for (size_t k = 0; k < r->ntables; k++) {
         const dfl_report_table *t = r->tables[k];
-        for (size_t q = 0; q < nu; q++) map[q] = dfl_report_column_find(t, names[q]);
+        for (size_t q = 0; q < nu; q++)
+            map[q] = dfl_report_column_find(t, names[q]);
         for (size_t i = 0; i < t->nrows; i++) {
             if (multi) put_csv_field(b, t->name);
             for (size_t q = 0; q < nu; q++) {
@@ -666,8 +718,10 @@ static void put_json_str(dfl_strbuf *b, const char *s)
 {
     cJSON *j = cJSON_CreateString(s);
     char *lit = j ? cJSON_PrintUnformatted(j) : NULL;
-    if (lit) dfl_strbuf_puts(b, lit);
-    else b->oom = 1;
+    if (lit)
+        dfl_strbuf_puts(b, lit);
+    else
+        b->oom = 1;
     cJSON_free(lit);
     cJSON_Delete(j);
 }
@@ -679,8 +733,10 @@ static void put_json_cell(dfl_strbuf *b, const cell *c)
     case DFL_CELL_TEXT: put_json_str(b, c->text); break;
     case DFL_CELL_INT: dfl_strbuf_printf(b, "%lld", (long long)c->i); break;
     case DFL_CELL_NUM:
-        if (isfinite(c->v)) dfl_strbuf_puts(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
-        else dfl_strbuf_puts(b, "null");
+        if (isfinite(c->v))
+            dfl_strbuf_puts(b, dfl_report_fmt_exact(c->v, tmp, sizeof tmp));
+        else
+            dfl_strbuf_puts(b, "null");
         break;
     default: dfl_strbuf_puts(b, "null"); break;
     }
@@ -689,8 +745,10 @@ static void put_json_cell(dfl_strbuf *b, const cell *c)
 static void render_json(const dfl_report *r, dfl_strbuf *b)
 {
     dfl_strbuf_puts(b, "{\n  \"title\": ");
-    if (r->title) put_json_str(b, r->title);
-    else dfl_strbuf_puts(b, "null");
+    if (r->title)
+        put_json_str(b, r->title);
+    else
+        dfl_strbuf_puts(b, "null");
     dfl_strbuf_puts(b, ",\n  \"meta\": {");
     for (size_t i = 0; i < r->nmeta; i++) {
         dfl_strbuf_puts(b, i ? ", " : "");
@@ -744,9 +802,7 @@ dfl_status dfl_report_render(const dfl_report *r, dfl_report_format f, char **ou
     case DFL_REPORT_MARKDOWN: render_table(r, &b, 1); break;
     case DFL_REPORT_CSV: render_csv(r, &b); break;
     case DFL_REPORT_JSON: render_json(r, &b); break;
-    default:
-        free(b.p);
-        return dfl__fail(err, DFL_ERR_USAGE, "report: unknown format %d", (int)f);
+    default: free(b.p); return dfl__fail(err, DFL_ERR_USAGE, "report: unknown format %d", (int)f);
     }
     if (b.oom) {
         free(b.p);

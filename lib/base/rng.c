@@ -34,12 +34,16 @@ uint64_t dfl_rng_below(dfl_rng *r, uint64_t n)
     /* Reject the top partial copy of [0, n) so every value is equally likely. */
     uint64_t lim = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = dfl_rng_next(r);
+    do
+        x = dfl_rng_next(r);
     while (x >= lim);
     return x % n;
 }
 
-double dfl_rng_uniform(dfl_rng *r) { return (double)(dfl_rng_next(r) >> 11) * 0x1.0p-53; }
+double dfl_rng_uniform(dfl_rng *r)
+{
+    return (double)(dfl_rng_next(r) >> 11) * 0x1.0p-53;
+}
 
 double dfl_rng_normal(dfl_rng *r)
 {

@@ -38,7 +38,8 @@ void dfl__human_bytes(double bytes, char *buf, size_t cap)
 {
     const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
     int u = 0;
-    while (bytes >= 1000 && u < 5) bytes /= 1000, u++;
+    while (bytes >= 1000 && u < 5)
+        bytes /= 1000, u++;
     snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
 }
 
@@ -114,10 +115,14 @@ void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first)
 /* "1 GiB", "256 MiB", "64 KiB" or "1000 bytes": a bound as it is written in code. */
 static void fmt_bound(size_t max, char *buf, size_t cap)
 {
-    if (max && max % ((size_t)1 << 30) == 0) snprintf(buf, cap, "%zu GiB", max >> 30);
-    else if (max && max % ((size_t)1 << 20) == 0) snprintf(buf, cap, "%zu MiB", max >> 20);
-    else if (max && max % 1024 == 0) snprintf(buf, cap, "%zu KiB", max >> 10);
-    else snprintf(buf, cap, "%zu bytes", max);
+    if (max && max % ((size_t)1 << 30) == 0)
+        snprintf(buf, cap, "%zu GiB", max >> 30);
+    else if (max && max % ((size_t)1 << 20) == 0)
+        snprintf(buf, cap, "%zu MiB", max >> 20);
+    else if (max && max % 1024 == 0)
+        snprintf(buf, cap, "%zu KiB", max >> 10);
+    else
+        snprintf(buf, cap, "%zu bytes", max);
 }
 
 static dfl_status too_large(dfl_error *err, const char *label, size_t max, const char *what)
@@ -150,8 +155,8 @@ static dfl_status grow_text(char **buf, size_t *cap, size_t first, size_t max, c
 
 /* Read fd to its end or to max + 1 bytes into a NUL-terminated buffer; cap0 is the
  * first guess at the size. */
-static dfl_status read_fd(int fd, const char *label, size_t max, const char *what, size_t cap0, char **out,
-                          size_t *len, dfl_error *err)
+static dfl_status read_fd(int fd, const char *label, size_t max, const char *what, size_t cap0, char **out, size_t *len,
+                          dfl_error *err)
 {
     char *buf = NULL;
     size_t cap = 0, n = 0;
@@ -178,8 +183,7 @@ static dfl_status read_fd(int fd, const char *label, size_t max, const char *wha
     return DFL_OK;
 }
 
-dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len,
-                              dfl_error *err)
+dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len, dfl_error *err)
 {
     /* O_NONBLOCK: a FIFO in a file's place is refused at once, not waited on */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);

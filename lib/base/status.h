@@ -40,12 +40,10 @@ int dfl_status_exit_code(dfl_status s);
 /* ---- internals shared between library files (dfl__ prefix) ---- */
 
 /* Fill err (may be NULL) with status s and a printf-style message; returns s. */
-dfl_status dfl__fail(dfl_error *err, dfl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+dfl_status dfl__fail(dfl_error *err, dfl_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Prefix an already-filled error message with "context: ". Returns err->status. */
-dfl_status dfl__context(dfl_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+dfl_status dfl__context(dfl_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* strerror(errno) when errno says the storage failed (ENOSPC, EIO, EFBIG, EDQUOT,
  * EROFS), else NULL: for messages after a library (HDF5, libpng) hid the cause. */
@@ -74,8 +72,7 @@ void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first);
  * `what` ("prompts", "tokenizer.json"), before anything is read. Only a regular file:
  * a FIFO, a device (/dev/zero) or a folder is DFL_ERR_IO "not a regular file", at once
  * (it is opened without waiting for a writer). DFL_ERR_IO, DFL_ERR_NOMEM. */
-dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len,
-                              dfl_error *err);
+dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len, dfl_error *err);
 
 /* The bound of dfl__read_file: generous, so that only a wrong file (or an endless one)
  * meets it. */

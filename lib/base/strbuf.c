@@ -37,7 +37,10 @@ void dfl_strbuf_add(dfl_strbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-void dfl_strbuf_puts(dfl_strbuf *b, const char *s) { dfl_strbuf_add(b, s, strlen(s)); }
+void dfl_strbuf_puts(dfl_strbuf *b, const char *s)
+{
+    dfl_strbuf_add(b, s, strlen(s));
+}
 
 void dfl_strbuf_printf(dfl_strbuf *b, const char *fmt, ...)
 {

@@ -13,9 +13,9 @@
 #include "base/atomic.h"
 #include "dump/dump_join.h"
 
-#define TAG_PROGRESS 1
-#define TAG_WARNING 2
-#define PROGRESS_EVERY 0.5   /* seconds between a rank's progress messages */
+#define TAG_PROGRESS   1
+#define TAG_WARNING    2
+#define PROGRESS_EVERY 0.5 /* seconds between a rank's progress messages */
 
 int dfl_mpi_launched(void)
 {
@@ -119,16 +119,18 @@ static dfl_status check_job_room(const dfl_probe_params *p, const dfl_config *c,
     const char *what = "the job is projected to take up to";
     const char *why = "(the ranks' parts, and the dump rank 0 joins from them), more than the";
     if (!p->overwrite)
-        return dfl__fail(err, DFL_ERR_IO, "%s: %s %s %s %s free on its file system (fewer prompts or maps, or --force "
-                         "to try anyway)", p->out_path, what, n, why, a);
+        return dfl__fail(err, DFL_ERR_IO,
+                         "%s: %s %s %s %s free on its file system (fewer prompts or maps, or --force "
+                         "to try anyway)",
+                         p->out_path, what, n, why, a);
     snprintf(msg, sizeof msg, "%s: %s %s %s %s free (--force: trying)", p->out_path, what, n, why, a);
     if (p->warn) p->warn(p->user, msg);
     return DFL_OK;
 }
 
 /* This rank's prompts, in file order. */
-static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t **subset, size_t *n,
-                           size_t *total, int64_t *total_tokens, dfl_error *err)
+static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t **subset, size_t *n, size_t *total,
+                           int64_t *total_tokens, dfl_error *err)
 {
     dfl_prompt_set ps = {NULL, 0};
     dfl_config cfg;
@@ -151,7 +153,8 @@ static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t
         if (!tokens || !owner || !*subset) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory for %zu prompts", ps.count);
     }
     *total_tokens = 0;
-    for (size_t i = 0; !s && i < ps.count; i++) tokens[i] = ps.items[i].n_tokens, *total_tokens += (int64_t)tokens[i];
+    for (size_t i = 0; !s && i < ps.count; i++)
+        tokens[i] = ps.items[i].n_tokens, *total_tokens += (int64_t)tokens[i];
     if (!s) s = dfl_probe_shard(&cfg, tokens, ps.count, size, owner, err);
     *n = 0;
     for (size_t i = 0; !s && i < ps.count; i++)
@@ -168,12 +171,12 @@ static dfl_status my_share(const dfl_probe_params *p, int rank, int size, size_t
 typedef struct job_state {
     const dfl_probe_params *p;
     int rank, size;
-    int64_t *samples_done, *tokens_done;  /* [size] */
+    int64_t *samples_done, *tokens_done; /* [size] */
     size_t total;
     int64_t total_tokens;
     double start, last_sent;
     int64_t layer, layers;
-    char **said;            /* rank 0: the warnings printed so far */
+    char **said; /* rank 0: the warnings printed so far */
     size_t n_said;
 } job_state;
 
@@ -186,8 +189,10 @@ static void say_once(job_state *j, const char *msg, int from)
     char **grown = realloc(j->said, (j->n_said + 1) * sizeof *grown);
     char *copy = strdup(msg);
     if (grown) j->said = grown;
-    if (grown && copy) j->said[j->n_said++] = copy;
-    else free(copy); /* out of memory: printed, not remembered */
+    if (grown && copy)
+        j->said[j->n_said++] = copy;
+    else
+        free(copy); /* out of memory: printed, not remembered */
     if (!j->p->warn) return;
     if (from == 0) {
         j->p->warn(j->p->user, msg);
@@ -224,7 +229,8 @@ static void drain(job_state *j)
 static void report_progress(job_state *j)
 {
     dfl_probe_progress pg = {0, j->total, j->layer, j->layers, 0, j->total_tokens, dfl_clock_seconds() - j->start};
-    for (int r = 0; r < j->size; r++) pg.sample += (size_t)j->samples_done[r], pg.tokens_done += j->tokens_done[r];
+    for (int r = 0; r < j->size; r++)
+        pg.sample += (size_t)j->samples_done[r], pg.tokens_done += j->tokens_done[r];
     j->p->progress(j->p->user, &pg);
 }
 
@@ -303,8 +309,7 @@ static void reduce_report(dfl_probe_report *rep)
 /* Rank 0: the other parts into its own (the gathering step, timed), then its own to
  * the output — the rename every probe run ends with, timed apart because replacing an
  * existing dump costs the file system the freeing of the old one. */
-static dfl_status join_parts(const dfl_probe_params *p, char *const *parts, int size, double *seconds,
-                             dfl_error *err)
+static dfl_status join_parts(const dfl_probe_params *p, char *const *parts, int size, double *seconds, dfl_error *err)
 {
     double t0 = dfl_clock_seconds();
     dfl_status s = dfl_dump_join(parts[0], (const char *const *)parts + 1, (size_t)size - 1, err);
@@ -330,7 +335,8 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
     if (!s && p->subset) s = dfl__fail(err, DFL_ERR_USAGE, "an MPI run splits the prompts itself");
     /* A bad or existing output fails before any work (a directory even with --force);
      * a killed job's parts go. */
-    if (!s && rank == 0 && !(s = dfl_probe_check_out(p, err)) && !(s = dfl__check_overwrite(p->out_path, p->overwrite, err)))
+    if (!s && rank == 0 && !(s = dfl_probe_check_out(p, err)) &&
+        !(s = dfl__check_overwrite(p->out_path, p->overwrite, err)))
         remove_stale_parts(p->out_path);
     s = agree(s, err, rank, size);
     /* after each agreement every rank holds the same status, so the collectives below
@@ -349,7 +355,8 @@ dfl_status dfl_probe_mpi_run(const dfl_probe_params *p, dfl_probe_report *report
         mine.user = &j, mine.warn = on_warn, mine.progress = on_progress;
         s = dfl_probe_run(&mine, &rep, err);
         s = wait_for_ranks(&j, s, err);
-        for (size_t i = 0; i < j.n_said; i++) free(j.said[i]);
+        for (size_t i = 0; i < j.n_said; i++)
+            free(j.said[i]);
         free(j.said);
     }
     if (!s) {

@@ -70,14 +70,16 @@ static hid_t make_f16(void)
     return t;
 }
 
-static hid_t where(const dfl_dump *d) { return d->sample >= 0 ? d->sample : d->file; }
+static hid_t where(const dfl_dump *d)
+{
+    return d->sample >= 0 ? d->sample : d->file;
+}
 
 static int set_attr_str(hid_t obj, const char *name, const char *value)
 {
     hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
     int ok = t >= 0 && sp >= 0 && H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
-             (a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 &&
-             H5Awrite(a, t, &value) >= 0;
+             (a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, t, &value) >= 0;
     if (a >= 0) H5Aclose(a);
     if (sp >= 0) H5Sclose(sp);
     if (t >= 0) H5Tclose(t);
@@ -116,7 +118,8 @@ static dfl_status write_noise_groups(dfl_dump *d, const dfl_config *c, dfl_error
     int64_t H = dfl_config_analysis_heads(c);
     int32_t *g = dfl__alloc_array((size_t)H, sizeof *g);
     if (!g) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (int64_t h = 0; h < H; h++) g[h] = (int32_t)dfl_config_noise_group(c, h);
+    for (int64_t h = 0; h < H; h++)
+        g[h] = (int32_t)dfl_config_noise_group(c, h);
     dfl_status s = dfl_dump_put(d, DFL_DS_MODEL_NOISE_GROUP, DFL_H5_I32, 1, &H, g, err);
     free(g);
     return s;
@@ -156,8 +159,7 @@ static void dump_free(dfl_dump *d)
     free(d);
 }
 
-dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out,
-                           dfl_error *err)
+dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out, dfl_error *err)
 {
     *out = NULL;
     /* HDF5 prints its error stack by default; the library never prints. And no
@@ -190,8 +192,8 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
     /* Identical attributes of 64 bytes or more (the histograms' 3075 edges, 24 KB, on
      * two datasets of every sample) are stored once and shared: readers see ordinary
      * attributes. */
-    if (fcpl >= 0 && (H5Pset_shared_mesg_nindexes(fcpl, 1) < 0 ||
-                      H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_ATTR_FLAG, 64) < 0)) {
+    if (fcpl >= 0 &&
+        (H5Pset_shared_mesg_nindexes(fcpl, 1) < 0 || H5Pset_shared_mesg_index(fcpl, 0, H5O_SHMESG_ATTR_FLAG, 64) < 0)) {
         H5Pclose(fcpl);
         fcpl = -1;
     }
@@ -224,10 +226,12 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
      * attention-logit statistics (outliers/logits) are of the scores before it; the maps
      * and --quantize-logits see the capped scores. */
     if (ok && c->attn_softcap > 0)
-        ok = set_attr_num(d->file, DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->attn_softcap) &&
+        ok = set_attr_num(d->file, DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                          &c->attn_softcap) &&
              set_attr_str(d->file, DFL_ATTR_LOGIT_STATS_SOFTCAP, "before");
     if (ok && c->final_softcap > 0)
-        ok = set_attr_num(d->file, DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &c->final_softcap);
+        ok = set_attr_num(d->file, DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                          &c->final_softcap);
     if (!ok) s = h5fail(d, err, "write", "root attributes");
     if (!s) s = write_model_group(d, m, err);
     if (s) {
@@ -247,8 +251,10 @@ dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err)
     d->file = -1;
     close_handles(d);
     dfl_status s = ok ? DFL_OK : h5fail(d, err, "close", "the file");
-    if (s == DFL_OK) s = dfl__commit_tmp(d->tmp, d->path, d->overwrite, err);
-    else dfl__discard_tmp(d->tmp);
+    if (s == DFL_OK)
+        s = dfl__commit_tmp(d->tmp, d->path, d->overwrite, err);
+    else
+        dfl__discard_tmp(d->tmp);
     dump_free(d);
     return s;
 }
@@ -290,12 +296,13 @@ dfl_status dfl_dump_sample_end(dfl_dump *d, dfl_error *err)
 
 /* --------------------------------------------------------------- datasets */
 
-static dfl_status create_dset(dfl_dump *d, const char *name, hid_t ftype, int ndim, const int64_t *dims,
-                              hid_t dcpl, hid_t dapl, hid_t *out, dfl_error *err)
+static dfl_status create_dset(dfl_dump *d, const char *name, hid_t ftype, int ndim, const int64_t *dims, hid_t dcpl,
+                              hid_t dapl, hid_t *out, dfl_error *err)
 {
     hsize_t hd[8];
     if (ndim < 0 || ndim > 8) return dfl__fail(err, DFL_ERR_USAGE, "dataset '%s': bad rank %d", name, ndim);
-    for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
+    for (int i = 0; i < ndim; i++)
+        hd[i] = (hsize_t)dims[i];
     hid_t sp = ndim ? H5Screate_simple(ndim, hd, NULL) : H5Screate(H5S_SCALAR);
     hid_t lcpl = lcpl_parents();
     *out = sp < 0 ? -1 : H5Dcreate2(where(d), name, ftype, sp, lcpl, dcpl, dapl);
@@ -314,7 +321,8 @@ dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndi
     uint16_t *half = NULL;
     if (type == DFL_H5_F16) {
         if (!(half = dfl__alloc_array(n, sizeof *half))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++) half[i] = dfl_f32_to_f16(((const float *)data)[i]);
+        for (size_t i = 0; i < n; i++)
+            half[i] = dfl_f32_to_f16(((const float *)data)[i]);
         data = half;
     }
     hid_t ds;
@@ -329,20 +337,21 @@ dfl_status dfl_dump_put(dfl_dump *d, const char *name, dfl_h5_type type, int ndi
 dfl_status dfl_dump_put_deflated(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
                                  const void *data, dfl_error *err)
 {
-    if (ndim < 1 || ndim > 8 || type == DFL_H5_F16) return dfl__fail(err, DFL_ERR_USAGE, "dataset '%s': bad rank or type", name);
+    if (ndim < 1 || ndim > 8 || type == DFL_H5_F16)
+        return dfl__fail(err, DFL_ERR_USAGE, "dataset '%s': bad rank or type", name);
     hsize_t chunk[8];
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (dims[i] < 1 || !dfl__mul_ok(n, (size_t)dims[i], &n))
-            return dfl_dump_put(d, name, type, ndim, dims, data, err);   /* empty: nothing to compress */
+            return dfl_dump_put(d, name, type, ndim, dims, data, err); /* empty: nothing to compress */
         /* chunks of up to 8 rows of the first axis: a reader of one layer inflates little */
         chunk[i] = (hsize_t)(i == 0 && dims[0] > 8 ? 8 : dims[i]);
     }
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), ds = -1;
-    dfl_status s = dcpl >= 0 && H5Pset_chunk(dcpl, ndim, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
-                           H5Pset_deflate(dcpl, 4) >= 0
-                       ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, H5P_DEFAULT, &ds, err)
-                       : h5fail(d, err, "set up", name);
+    dfl_status s =
+        dcpl >= 0 && H5Pset_chunk(dcpl, ndim, chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 && H5Pset_deflate(dcpl, 4) >= 0
+            ? create_dset(d, name, file_type(d, type), ndim, dims, dcpl, H5P_DEFAULT, &ds, err)
+            : h5fail(d, err, "set up", name);
     if (!s && H5Dwrite(ds, mem_type(d, type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         s = h5fail(d, err, "write dataset", name);
     if (ds >= 0) H5Dclose(ds);
@@ -411,8 +420,7 @@ static dfl_status with_object(dfl_dump *d, const char *obj, const char *name, in
     return ok ? DFL_OK : h5fail(d, err, "write an attribute of", obj);
 }
 
-dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n,
-                             dfl_error *err)
+dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n, dfl_error *err)
 {
     return with_object(d, obj, name, 0, v, n, err);
 }
@@ -456,14 +464,16 @@ dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type typ
     *out = NULL;
     if (ndim < 1 || ndim > 4) return dfl__fail(err, DFL_ERR_USAGE, "stream '%s': bad rank %d", name, ndim);
     hsize_t hc[4];
-    for (int i = 0; i < ndim; i++) hc[i] = (hsize_t)(chunk[i] < 1 ? 1 : chunk[i]);
+    for (int i = 0; i < ndim; i++)
+        hc[i] = (hsize_t)(chunk[i] < 1 ? 1 : chunk[i]);
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
     int ok = dapl >= 0;
     if (ok && open_chunks > 0) {
         /* A chunk evicted half-written is compressed, stored, read back and stored again:
          * the cache holds every chunk the writer keeps open (HDF5's default is 1 MB). */
         size_t bytes = H5Tget_size(file_type(d, type));
-        for (int i = 0; i < ndim; i++) bytes *= (size_t)hc[i];
+        for (int i = 0; i < ndim; i++)
+            bytes *= (size_t)hc[i];
         double total = (double)bytes * (double)open_chunks;
         size_t cache = total > 512.0 * 1024 * 1024 ? (size_t)512 * 1024 * 1024 : (size_t)total;
         ok = H5Pset_chunk_cache(dapl, 100003, cache > (size_t)1 << 20 ? cache : (size_t)1 << 20, 0.75) >= 0;
@@ -480,14 +490,15 @@ dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type typ
     return DFL_OK;
 }
 
-dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count,
-                                     const float *data, int64_t ld, dfl_error *err)
+dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
+                                     int64_t ld, dfl_error *err)
 {
     if (s->type != DFL_H5_F32 && s->type != DFL_H5_F16)
         return dfl__fail(err, DFL_ERR_USAGE, "stream_write_f32 on a non-float dataset");
     if (s->direct) return dfl__direct_write(s, start, count, data, ld, err);
     size_t rows = 1, width = (size_t)count[s->ndim - 1], n;
-    for (int i = 0; i < s->ndim - 1; i++) rows *= (size_t)count[i];
+    for (int i = 0; i < s->ndim - 1; i++)
+        rows *= (size_t)count[i];
     if (!dfl__mul_ok(rows, width, &n)) return dfl__fail(err, DFL_ERR_NOMEM, "hyperslab too large");
     if (n == 0) return DFL_OK;
     const void *buf = data;
@@ -504,7 +515,8 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
         for (size_t r = 0; r < rows; r++) {
             const float *src = data + r * (size_t)ld;
             if (elem == 2)
-                for (size_t j = 0; j < width; j++) s->half[r * width + j] = dfl_f32_to_f16(src[j]);
+                for (size_t j = 0; j < width; j++)
+                    s->half[r * width + j] = dfl_f32_to_f16(src[j]);
             else
                 memcpy(s->packed + r * width, src, width * sizeof(float));
         }
@@ -522,7 +534,6 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
     if (fsp >= 0) H5Sclose(fsp);
     return ok ? DFL_OK : h5fail(s->d, err, "write a hyperslab of", "map");
 }
-
 
 void dfl_dump_stream_close(dfl_dump_stream *s)
 {

@@ -25,7 +25,7 @@
  * readers of dumps need not include the model layer. */
 typedef struct dfl_model dfl_model;
 
-#define DFL_DUMP_FORMAT "difflens-dump"
+#define DFL_DUMP_FORMAT         "difflens-dump"
 #define DFL_DUMP_FORMAT_VERSION 1
 
 /* Element types in the file; data passed in is float for F32/F16 (F16 is converted
@@ -43,18 +43,17 @@ typedef enum dfl_h5_type {
 typedef struct dfl_dump dfl_dump;
 
 typedef struct dfl_dump_info {
-    const dfl_model *model;            /* config, config text and λ */
-    const char *model_path;            /* as given by the user */
-    int logit_quant_bits;              /* 0 = off */
+    const dfl_model *model;              /* config, config text and λ */
+    const char *model_path;              /* as given by the user */
+    int logit_quant_bits;                /* 0 = off */
     const char *logit_quant_granularity; /* "none", "tensor", "head", "row" */
-    const char *rows;                  /* analysis-row rule, e.g. "last" */
+    const char *rows;                    /* analysis-row rule, e.g. "last" */
 } dfl_dump_info;
 
 /* Create a dump at path (through a temporary file) and write the root attributes and
  * /model. DFL_ERR_EXISTS if path exists and !overwrite, DFL_ERR_IO, DFL_ERR_HDF5.
  * The caller owns *out and must end it with dfl_dump_finish or dfl_dump_abort. */
-dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info,
-                           dfl_dump **out, dfl_error *err);
+dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out, dfl_error *err);
 
 /* Close the file and rename it into place; frees d even on failure (then nothing is
  * left behind). */
@@ -90,8 +89,7 @@ dfl_status dfl_dump_attach_scales(dfl_dump *d, const char *name, int ndim, const
 /* Attributes on object `obj` (a dataset or group path in the current sample, or at
  * the root when no sample is open; "." is that group itself). f64 with n == 1 is a
  * scalar, otherwise a 1-D array. */
-dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n,
-                             dfl_error *err);
+dfl_status dfl_dump_attr_f64(dfl_dump *d, const char *obj, const char *name, const double *v, size_t n, dfl_error *err);
 dfl_status dfl_dump_attr_i64(dfl_dump *d, const char *obj, const char *name, int64_t v, dfl_error *err);
 dfl_status dfl_dump_attr_str(dfl_dump *d, const char *obj, const char *name, const char *v, dfl_error *err);
 
@@ -137,9 +135,9 @@ dfl_dump_direct dfl_dump_direct_default(void);
  * dfl_dump_stream_close (which stops the threads) after dfl_dump_stream_flush.
  * DFL_ERR_USAGE (bad type, rank or options), DFL_ERR_NOMEM (also: no thread could
  * start), DFL_ERR_HDF5. */
-dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim,
-                                         const int64_t *dims, const int64_t *chunk, const dfl_dump_direct *opt,
-                                         dfl_dump_stream **out, dfl_error *err);
+dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                                         const int64_t *chunk, const dfl_dump_direct *opt, dfl_dump_stream **out,
+                                         dfl_error *err);
 
 /* Store every chunk row still held or queued (a no-op for other streams). A direct
  * stream closed without it loses those. DFL_ERR_HDF5 when HDF5 cannot write a chunk (a
@@ -149,8 +147,8 @@ dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err);
 /* Write the box start[ndim] + count[ndim] from float data laid out as rows of the last
  * dimension with stride ld >= count[ndim-1]. Only F32 and F16 streams. On a direct
  * stream this may store complete chunk rows (errors as dfl_dump_stream_flush). */
-dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count,
-                                     const float *data, int64_t ld, dfl_error *err);
+dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
+                                     int64_t ld, dfl_error *err);
 void dfl_dump_stream_close(dfl_dump_stream *s);
 
 #endif

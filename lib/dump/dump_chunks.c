@@ -14,7 +14,7 @@
 /* Chunks read before each parallel decode: at most this many, and at most
  * BATCH_BYTES of stored bytes (unless one chunk alone is larger). */
 #define BATCH_CHUNKS 4096
-#define BATCH_BYTES ((size_t)16 << 20)
+#define BATCH_BYTES  ((size_t)16 << 20)
 
 typedef struct worker {
     struct libdeflate_decompressor *inflater;
@@ -34,14 +34,14 @@ struct dfl__chunks {
     int nd;
     int64_t dims[DFL_DUMP_MAX_RANK], cdims[DFL_DUMP_MAX_RANK];
     size_t elem, chunk_elems, chunk_bytes;
-    int shuffle_at, deflate_at;       /* filter index in the pipeline, -1: absent */
+    int shuffle_at, deflate_at; /* filter index in the pipeline, -1: absent */
     float fill;
-    const float *lut;                 /* f16 -> f32, NULL for f32 data */
+    const float *lut; /* f16 -> f32, NULL for f32 data */
     int nworkers;
-    worker *w;                        /* [nworkers] */
-    size_t batch;                     /* chunks per batch: BATCH_CHUNKS or all the dataset has */
-    job *jobs;                        /* [batch] */
-    unsigned char *arena;             /* [arena_cap] the batch's chunks as stored */
+    worker *w;            /* [nworkers] */
+    size_t batch;         /* chunks per batch: BATCH_CHUNKS or all the dataset has */
+    job *jobs;            /* [batch] */
+    unsigned char *arena; /* [arena_cap] the batch's chunks as stored */
     size_t arena_cap;
 };
 
@@ -161,7 +161,8 @@ static inline float element(const dfl__chunks *c, const unsigned char *d, size_t
         return c->lut[(uint16_t)(d[lo] | (unsigned)d[hi] << 8)];
     }
     uint32_t u = 0;
-    for (int b = 0; b < 4; b++) u |= (uint32_t)d[planed ? (size_t)b * c->chunk_elems + e : 4 * e + (size_t)b] << (8 * b);
+    for (int b = 0; b < 4; b++)
+        u |= (uint32_t)d[planed ? (size_t)b * c->chunk_elems + e : 4 * e + (size_t)b] << (8 * b);
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
@@ -189,12 +190,15 @@ static void scatter(const dfl__chunks *c, const job *j, const unsigned char *d, 
         }
         float *dst = out + o;
         if (!d)
-            for (int64_t t = 0; t < run; t++) dst[t] = c->fill;
+            for (int64_t t = 0; t < run; t++)
+                dst[t] = c->fill;
         else if (c->lut && planed) {
             const unsigned char *l = d + e, *h = d + c->chunk_elems + e;
-            for (int64_t t = 0; t < run; t++) dst[t] = c->lut[(uint16_t)(l[t] | (unsigned)h[t] << 8)];
+            for (int64_t t = 0; t < run; t++)
+                dst[t] = c->lut[(uint16_t)(l[t] | (unsigned)h[t] << 8)];
         } else
-            for (int64_t t = 0; t < run; t++) dst[t] = element(c, d, e + (size_t)t, planed);
+            for (int64_t t = 0; t < run; t++)
+                dst[t] = element(c, d, e + (size_t)t, planed);
         int i = nd - 2;
         while (i >= 0 && ++idx[i] == hi[i]) {
             idx[i] = lo[i];
@@ -213,7 +217,8 @@ static void decode(dfl__chunks *c, worker *w, job *j, const int64_t *start, cons
     const unsigned char *d = c->arena + j->at;
     if (c->deflate_at >= 0 && !(j->mask & (1u << c->deflate_at))) {
         size_t got = 0;
-        enum libdeflate_result rc = libdeflate_zlib_decompress(w->inflater, d, j->size, w->inflated, c->chunk_bytes, &got);
+        enum libdeflate_result rc =
+            libdeflate_zlib_decompress(w->inflater, d, j->size, w->inflated, c->chunk_bytes, &got);
         if (rc != LIBDEFLATE_SUCCESS || got != c->chunk_bytes) {
             j->failed = rc == LIBDEFLATE_BAD_DATA ? 1 : 2;
             return;
@@ -239,18 +244,20 @@ static void chunk_coords(const dfl__chunks *c, const int64_t *coord, char *buf, 
 }
 
 /* Decode the batch's n jobs in parallel; the first failure is reported. */
-static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *start, const int64_t *count,
-                            float *out, const char *where, dfl_error *err)
+static dfl_status run_batch(dfl__chunks *c, job *jobs, size_t n, const int64_t *start, const int64_t *count, float *out,
+                            const char *where, dfl_error *err)
 {
     int nw = c->nworkers;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (n > 1)
-    for (size_t k = 0; k < n; k++) decode(c, &c->w[omp_get_thread_num()], &jobs[k], start, count, out);
+    for (size_t k = 0; k < n; k++)
+        decode(c, &c->w[omp_get_thread_num()], &jobs[k], start, count, out);
     for (size_t k = 0; k < n; k++)
         if (jobs[k].failed) {
             char at[128];
             chunk_coords(c, jobs[k].coord, at, sizeof at);
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (%s)", where, at,
-                             jobs[k].failed == 1 ? "its deflate stream does not decode" : "it decodes to the wrong size");
+                             jobs[k].failed == 1 ? "its deflate stream does not decode"
+                                                 : "it decodes to the wrong size");
         }
     return DFL_OK;
 }
@@ -269,8 +276,7 @@ static herr_t says_never_written(unsigned n, const H5E_error2_t *e, void *data)
  * 16K-token map). HDF5 1.10 fails on a chunk never written, saying so ("chunk storage is
  * not allocated", or "chunk address isn't defined" once H5Dread cached it); a failure
  * that says something else is settled by the slow lookup. */
-static dfl_status stored_size(const dfl__chunks *c, const hsize_t *off, size_t *size, const char *where,
-                              dfl_error *err)
+static dfl_status stored_size(const dfl__chunks *c, const hsize_t *off, size_t *size, const char *where, dfl_error *err)
 {
     hsize_t n = 0;
     *size = 0;
@@ -288,8 +294,8 @@ static dfl_status stored_size(const dfl__chunks *c, const hsize_t *off, size_t *
     return dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to look up a chunk", where);
 }
 
-dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t *count, float *out,
-                            const char *where, dfl_error *err)
+dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t *count, float *out, const char *where,
+                            dfl_error *err)
 {
     const int nd = c->nd;
     int64_t first[DFL_DUMP_MAX_RANK], last[DFL_DUMP_MAX_RANK], at[DFL_DUMP_MAX_RANK];
@@ -309,13 +315,16 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
     for (int done = 0; !done && !s;) {
         hsize_t off[DFL_DUMP_MAX_RANK];
         size_t size = 0;
-        for (int i = 0; i < nd; i++) off[i] = (hsize_t)at[i];
+        for (int i = 0; i < nd; i++)
+            off[i] = (hsize_t)at[i];
         if ((s = stored_size(c, off, &size, where, err))) break;
         if (size > c->chunk_bytes + c->chunk_bytes / 8 + 4096) { /* deflate never grows data that much */
             char where_at[128];
             chunk_coords(c, at, where_at, sizeof where_at);
-            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: the chunk at [%s] is corrupt (its stored size, %zu bytes for %zu "
-                          "bytes of data, cannot be)", where, where_at, size, c->chunk_bytes);
+            s = dfl__fail(err, DFL_ERR_FORMAT,
+                          "%s: the chunk at [%s] is corrupt (its stored size, %zu bytes for %zu "
+                          "bytes of data, cannot be)",
+                          where, where_at, size, c->chunk_bytes);
             break;
         }
         if (n > 0 && (n == c->batch || used + size > BATCH_BYTES)) {
@@ -356,8 +365,10 @@ dfl_status dfl__chunks_read(dfl__chunks *c, const int64_t *start, const int64_t 
             at[i] = first[i];
             i--;
         }
-        if (i < 0) done = 1;
-        else at[i] += c->cdims[i];
+        if (i < 0)
+            done = 1;
+        else
+            at[i] += c->cdims[i];
     }
     if (!s && n > 0) s = run_batch(c, c->jobs, n, start, count, out, where, err);
     H5Eset_auto2(H5E_DEFAULT, print, print_data);

@@ -34,44 +34,44 @@ typedef enum row_state { ROW_FREE = 0, ROW_FILLING, ROW_QUEUED } row_state;
 /* One chunk row held in memory. */
 typedef struct staged_row {
     row_state state;
-    int64_t key;          /* index in the dataset's grid of chunk rows */
-    int64_t first[4];     /* first element of the row's first chunk */
-    unsigned char *data;  /* [per_row, chunk_elems] elements, each chunk contiguous, row-major */
-    uint8_t *touched;     /* [per_row] 1: the chunk was written (and zeroed first) */
-    int64_t pending;      /* queued chunks not yet stored */
-    uint64_t opened;      /* when it was opened, for eviction */
+    int64_t key;         /* index in the dataset's grid of chunk rows */
+    int64_t first[4];    /* first element of the row's first chunk */
+    unsigned char *data; /* [per_row, chunk_elems] elements, each chunk contiguous, row-major */
+    uint8_t *touched;    /* [per_row] 1: the chunk was written (and zeroed first) */
+    int64_t pending;     /* queued chunks not yet stored */
+    uint64_t opened;     /* when it was opened, for eviction */
 } staged_row;
 
 /* One queued chunk. */
 typedef struct chunk_job {
     staged_row *row;
-    int64_t index;        /* along the last dimension */
-    size_t size;          /* compressed bytes (0: failed) */
-    int done;             /* compressed, under the lock */
+    int64_t index; /* along the last dimension */
+    size_t size;   /* compressed bytes (0: failed) */
+    int done;      /* compressed, under the lock */
 } chunk_job;
 
 struct dfl__direct {
-    int gzip;                       /* -1: raw chunks, stored as soon as their row is complete */
+    int gzip; /* -1: raw chunks, stored as soon as their row is complete */
     size_t elem, chunk_elems, chunk_bytes, row_bytes;
     int64_t dims[4], cdims[4], grid[4]; /* grid: chunks per dimension */
-    int64_t per_row;                /* chunks in a chunk row */
-    uint8_t *stored;                /* [chunk rows in the dataset] 1: complete (queued or stored) */
-    staged_row *rows;               /* [nrows] */
+    int64_t per_row;                    /* chunks in a chunk row */
+    uint8_t *stored;                    /* [chunk rows in the dataset] 1: complete (queued or stored) */
+    staged_row *rows;                   /* [nrows] */
     int64_t nrows;
     uint64_t clock;
-    int failed;                     /* a chunk could not be stored: every later call fails */
+    int failed; /* a chunk could not be stored: every later call fails */
     /* the queue: a ring of cap jobs; [written, taken) being compressed or done,
      * [taken, queued) waiting */
-    chunk_job *jobs;                /* [cap] */
-    unsigned char *out;             /* [cap, bound] compressed bytes of job k at (k % cap)·bound */
+    chunk_job *jobs;    /* [cap] */
+    unsigned char *out; /* [cap, bound] compressed bytes of job k at (k % cap)·bound */
     size_t cap, bound;
     uint64_t written, taken, queued;
     int nworkers, started, quit, sync; /* sync: lock and conditions initialised */
-    pthread_t *threads;             /* [nworkers] */
+    pthread_t *threads;                /* [nworkers] */
     pthread_mutex_t lock;
-    pthread_cond_t work, done;      /* a job was queued / compressed */
+    pthread_cond_t work, done;         /* a job was queued / compressed */
     struct libdeflate_compressor **zc; /* [nworkers + 1], the last one the caller's */
-    unsigned char *shuffled;        /* [nworkers + 1, chunk_bytes] */
+    unsigned char *shuffled;           /* [nworkers + 1, chunk_bytes] */
 };
 
 dfl_dump_direct dfl_dump_direct_default(void)
@@ -88,13 +88,15 @@ static void shuffle_bytes(const unsigned char *in, unsigned char *out, size_t n,
         /* SSE2 (every x86-64): low bytes and high bytes of 16 halves at a time */
         const __m128i lo = _mm_set1_epi16(0xff);
         for (; e + 16 <= n; e += 16) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(in + 2 * e)), b = _mm_loadu_si128((const __m128i *)(in + 2 * e + 16));
+            __m128i a = _mm_loadu_si128((const __m128i *)(in + 2 * e)),
+                    b = _mm_loadu_si128((const __m128i *)(in + 2 * e + 16));
             _mm_storeu_si128((__m128i *)(out + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
             _mm_storeu_si128((__m128i *)(out + n + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
         }
     }
     for (; e < n; e++)
-        for (size_t b = 0; b < elem; b++) out[b * n + e] = in[e * elem + b];
+        for (size_t b = 0; b < elem; b++)
+            out[b * n + e] = in[e * elem + b];
 }
 
 /* Level 1's zlib stream for shuffled planes p[n]: the low half of the byte planes (the
@@ -178,7 +180,8 @@ void dfl__direct_free(direct_state *x)
         x->quit = 1;
         pthread_cond_broadcast(&x->work);
         pthread_mutex_unlock(&x->lock);
-        for (int i = 0; i < x->started; i++) pthread_join(x->threads[i], NULL);
+        for (int i = 0; i < x->started; i++)
+            pthread_join(x->threads[i], NULL);
     }
     if (x->sync) {
         pthread_cond_destroy(&x->done);
@@ -237,7 +240,8 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
         /* level 1 deflates only the high planes, with libdeflate's level 2: its level 1
          * matcher loses 10% of size on these maps for no speed */
         int level = x->gzip == 1 ? 2 : x->gzip;
-        for (int i = 0; ok && i <= x->nworkers; i++) ok = (x->zc[i] = libdeflate_alloc_compressor(level)) != NULL;
+        for (int i = 0; ok && i <= x->nworkers; i++)
+            ok = (x->zc[i] = libdeflate_alloc_compressor(level)) != NULL;
         if (ok) {
             /* the split stream's worst case: every byte stored, plus headers */
             size_t split = 2 + x->chunk_bytes + 5 * (x->chunk_bytes / 65535 + 2) + 4 +
@@ -270,9 +274,9 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
     return x;
 }
 
-dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim,
-                                         const int64_t *dims, const int64_t *chunk, const dfl_dump_direct *opt,
-                                         dfl_dump_stream **out, dfl_error *err)
+dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
+                                         const int64_t *chunk, const dfl_dump_direct *opt, dfl_dump_stream **out,
+                                         dfl_error *err)
 {
     *out = NULL;
     if (type != DFL_H5_F32 && type != DFL_H5_F16)
@@ -310,7 +314,8 @@ static dfl_status store_chunk(dfl_dump_stream *s, const staged_row *r, int64_t i
 {
     direct_state *x = s->direct;
     hsize_t off[4];
-    for (int i = 0; i < s->ndim; i++) off[i] = (hsize_t)r->first[i];
+    for (int i = 0; i < s->ndim; i++)
+        off[i] = (hsize_t)r->first[i];
     off[s->ndim - 1] = (hsize_t)(index * x->cdims[s->ndim - 1]);
     if (size > 0 && H5Dwrite_chunk(s->dset, H5P_DEFAULT, 0, off, size, bytes) >= 0) return DFL_OK;
     char at[96];
@@ -404,8 +409,10 @@ static dfl_status open_row(dfl_dump_stream *s, int64_t key, const int64_t *first
             return DFL_OK;
         }
     if (x->stored[key])
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: a write reaches chunks already stored (direct streams are written in "
-                                             "row order)", s->d->path);
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "%s: a write reaches chunks already stored (direct streams are written in "
+                         "row order)",
+                         s->d->path);
     for (;;) {
         staged_row *r = NULL;
         int queued = 0;
@@ -455,14 +462,16 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
     dfl_status st = drain(s, 0, err);
     if (st) return st;
     int64_t idx[4] = {0, 0, 0, 0};
-    for (int i = 0; i < last; i++) idx[i] = start[i];
+    for (int i = 0; i < last; i++)
+        idx[i] = start[i];
     const float *src = data;
     for (;;) {
         /* one row of the box: idx[0..last) */
         int64_t key = 0, inner = 0, first[4] = {0, 0, 0, 0};
         int is_last = 1;
         for (int i = 0; i < last; i++) {
-            int64_t c0 = idx[i] / x->cdims[i] * x->cdims[i], end = c0 + x->cdims[i] < x->dims[i] ? c0 + x->cdims[i] : x->dims[i];
+            int64_t c0 = idx[i] / x->cdims[i] * x->cdims[i],
+                    end = c0 + x->cdims[i] < x->dims[i] ? c0 + x->cdims[i] : x->dims[i];
             key = key * x->grid[i] + idx[i] / x->cdims[i];
             inner = inner * x->cdims[i] + (idx[i] - c0);
             first[i] = c0;
@@ -484,7 +493,8 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
             } else {
                 uint16_t *to = (uint16_t *)(void *)chunk + at;
                 if (!dfl__f16_pack(from, to, n))
-                    for (size_t t = 0; t < n; t++) to[t] = dfl_f32_to_f16(from[t]);
+                    for (size_t t = 0; t < n; t++)
+                        to[t] = dfl_f32_to_f16(from[t]);
             }
             j = stop;
         }
@@ -510,4 +520,3 @@ dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err)
         if (x->rows[i].state == ROW_FILLING) st = submit_row(s, &x->rows[i], err);
     return st ? st : drain(s, x->queued, err);
 }
-

@@ -26,8 +26,8 @@ typedef struct attachment {
 typedef struct attach_list {
     attachment *items;
     size_t n, cap;
-    size_t prefix;          /* length of the sample group's absolute path + '/' */
-    const char *dset;       /* the dataset being iterated */
+    size_t prefix;    /* length of the sample group's absolute path + '/' */
+    const char *dset; /* the dataset being iterated */
     unsigned dim;
     int failed;
 } attach_list;
@@ -211,8 +211,8 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
             break;
         }
         if (!is_dump(c.part)) {
-            c.status = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (no format attribute \"%s\")",
-                                 parts[i], DFL_DUMP_FORMAT);
+            c.status = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (no format attribute \"%s\")", parts[i],
+                                 DFL_DUMP_FORMAT);
             H5Fclose(c.part);
             break;
         }
@@ -228,6 +228,7 @@ dfl_status dfl_dump_join(const char *into, const char *const *parts, size_t n, d
     if (!c.status && !recount_root(f, samples))
         c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to update nonfinite_samples", into);
     if (samples >= 0) H5Gclose(samples);
-    if (H5Fclose(f) < 0 && !c.status) c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to close the dump", into);
+    if (H5Fclose(f) < 0 && !c.status)
+        c.status = dfl__fail(err, DFL_ERR_HDF5, "%s: HDF5 failed to close the dump", into);
     return c.status;
 }

@@ -30,9 +30,9 @@ struct dfl_dump_slab {
     const dfl_dump_reader *r;
     char *name;
     hid_t dset;
-    hid_t ftype;         /* the dataset's own type: half data is read as it is stored */
+    hid_t ftype; /* the dataset's own type: half data is read as it is stored */
     dfl_dump_dset_info info;
-    uint16_t *half;      /* [cap] raw half buffer */
+    uint16_t *half; /* [cap] raw half buffer */
     size_t cap;
     float *lut;          /* [65536] half -> f32, for f16 data */
     dfl__chunks *chunks; /* direct parallel chunk decoding, NULL: HDF5 reads */
@@ -43,14 +43,18 @@ struct dfl_dump_slab {
 /* Paths are relative to the root; HDF5 takes "." for the root itself. */
 static const char *rel(const char *path)
 {
-    while (*path == '/') path++;
+    while (*path == '/')
+        path++;
     return *path ? path : ".";
 }
 
 /* HDF5 keeps its automatic error printing per thread in the thread-safe build (and
  * prints a whole stack by default): every entry point that calls HDF5 turns it off for
  * the calling thread, since the viewer reads from its request threads. */
-static void quiet_hdf5(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+static void quiet_hdf5(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
 
 /* Text taken from the file (a name, a link target) for a message: control characters
  * become '?', so the message stays one line, and a long text is cut with "...", so it
@@ -60,7 +64,8 @@ static void file_text(const char *s, char *buf, size_t cap)
     size_t n = 0, len = strlen(s);
     int cut = len > cap - 1;
     size_t keep = cut ? cap - 4 : len;
-    for (; n < keep; n++) buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    for (; n < keep; n++)
+        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
     if (cut) {
         memcpy(buf + n, "...", 3);
         n += 3;
@@ -81,8 +86,8 @@ static dfl_status h5fail(const dfl_dump_reader *r, dfl_error *err, const char *w
 {
     char why[160] = "";
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, why);
-    return dfl__fail(err, DFL_ERR_HDF5, "%s: %s: HDF5 failed to %s%s%s%s", r->path, rel(name), what,
-                     why[0] ? " (" : "", why, why[0] ? ")" : "");
+    return dfl__fail(err, DFL_ERR_HDF5, "%s: %s: HDF5 failed to %s%s%s%s", r->path, rel(name), what, why[0] ? " (" : "",
+                     why, why[0] ? ")" : "");
 }
 
 /* A variable-length string type in the stored type's character set (HDF5 does not
@@ -114,8 +119,8 @@ static int classify(hid_t t, int *is_string)
         if (size == 2) {
             /* IEEE half as dump.c and h5py write it: sign 15, exponent 10..14, mantissa 0..9 */
             size_t spos, epos, esize, mpos, msize;
-            if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0 || spos != 15 || epos != 10 ||
-                esize != 5 || mpos != 0 || msize != 10 || H5Tget_ebias(t) != 15 || H5Tget_order(t) != H5T_ORDER_LE)
+            if (H5Tget_fields(t, &spos, &epos, &esize, &mpos, &msize) < 0 || spos != 15 || epos != 10 || esize != 5 ||
+                mpos != 0 || msize != 10 || H5Tget_ebias(t) != 15 || H5Tget_order(t) != H5T_ORDER_LE)
                 return -1;
             return DFL_H5_F16;
         }
@@ -151,8 +156,11 @@ static hid_t native(dfl_h5_type t)
 static size_t native_size(dfl_h5_type t)
 {
     switch (t) {
-    case DFL_H5_F32: case DFL_H5_I32: case DFL_H5_U32: return 4;
-    case DFL_H5_F64: case DFL_H5_U64: return 8;
+    case DFL_H5_F32:
+    case DFL_H5_I32:
+    case DFL_H5_U32: return 4;
+    case DFL_H5_F64:
+    case DFL_H5_U64: return 8;
     case DFL_H5_U8: return 1;
     case DFL_H5_F16: return 2;
     }
@@ -181,9 +189,11 @@ static dfl_status describe(const dfl_dump_reader *r, const char *path, hid_t ds,
         hsize_t d[DFL_DUMP_MAX_RANK], c[DFL_DUMP_MAX_RANK];
         H5Sget_simple_extent_dims(sp, d, NULL);
         info->ndim = nd;
-        for (int i = 0; i < nd; i++) info->dims[i] = (int64_t)d[i];
+        for (int i = 0; i < nd; i++)
+            info->dims[i] = (int64_t)d[i];
         if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, nd, c) == nd)
-            for (int i = 0; i < nd; i++) info->chunk[i] = (int64_t)c[i];
+            for (int i = 0; i < nd; i++)
+                info->chunk[i] = (int64_t)c[i];
         int k = classify(t, &info->is_string);
         if (k < 0)
             s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: unsupported element type", r->path, rel(path));
@@ -357,15 +367,14 @@ static herr_t check_link(hid_t g, const char *name, const H5L_info_t *li, void *
     link_refusal(g, name, li, c->r->lapl, why, sizeof why);
     if (!why[0]) return 0;
     file_text(name, shown, 100);
-    c->s = dfl__fail(c->err, DFL_ERR_FORMAT, "%s: %s%s%s: %s", c->r->path, c->group, c->group[0] ? "/" : "", shown,
-                     why);
+    c->s =
+        dfl__fail(c->err, DFL_ERR_FORMAT, "%s: %s%s%s: %s", c->r->path, c->group, c->group[0] ? "/" : "", shown, why);
     return 1;
 }
 
 /* The links of group `name` under loc (group: its path from the root, "" for the
  * root, for messages): DFL_OK when all are hard links. */
-static dfl_status check_links(const dfl_dump_reader *r, hid_t loc, const char *name, const char *group,
-                              dfl_error *err)
+static dfl_status check_links(const dfl_dump_reader *r, hid_t loc, const char *name, const char *group, dfl_error *err)
 {
     links_ctx c = {r, group, err, DFL_OK};
     hsize_t at = 0;
@@ -466,8 +475,10 @@ int dfl_dump_group_read_exact(dfl_dump_group *g, const char *name, dfl_h5_type t
     hsize_t got[DFL_DUMP_MAX_RANK];
     if (ok) ok = H5Sget_simple_extent_dims(sp, got, NULL) == nd;
     for (int i = 0; ok && i < nd; i++) {
-        if (dims[i] >= 0) ok = (int64_t)got[i] == dims[i];
-        else dims[i] = (int64_t)got[i];
+        if (dims[i] >= 0)
+            ok = (int64_t)got[i] == dims[i];
+        else
+            dims[i] = (int64_t)got[i];
     }
     if (ok && out) ok = H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
     if (dcpl >= 0) H5Pclose(dcpl);
@@ -480,7 +491,8 @@ int dfl_dump_group_read_exact(dfl_dump_group *g, const char *name, dfl_h5_type t
 /* half [n] -> f32 [n] */
 static void half_to_f32(const uint16_t *h, float *out, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = dfl_f16_to_f32(h[i]);
+    for (size_t i = 0; i < n; i++)
+        out[i] = dfl_f16_to_f32(h[i]);
 }
 
 /* ------------------------------------------------------------ open/close */
@@ -507,8 +519,7 @@ static herr_t list_sample(hid_t g, const char *name, const H5L_info_t *li, void 
     errno = 0;
     unsigned long long idx = strtoull(name, &end, 10);
     H5O_info_t oi;
-    if (errno || end == name || *end || H5Oget_info_by_name(g, name, &oi, c->r->lapl) < 0 ||
-        oi.type != H5O_TYPE_GROUP)
+    if (errno || end == name || *end || H5Oget_info_by_name(g, name, &oi, c->r->lapl) < 0 || oi.type != H5O_TYPE_GROUP)
         return 0;
     dfl_dump_reader *r = c->r;
     if (r->nsamples == c->cap) {
@@ -586,8 +597,8 @@ dfl_status dfl_dump_open(const char *path, dfl_dump_reader **out, dfl_error *err
     if (H5Aexists(r->file, "format") <= 0) {
         s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (no root attribute 'format')", path);
     } else if (dfl_dump_get_attr_str(r, "", "format", &fmt, NULL) || strcmp(fmt, DFL_DUMP_FORMAT) != 0) {
-        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (format is '%s', not '%s')", path,
-                      fmt ? fmt : "?", DFL_DUMP_FORMAT);
+        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (format is '%s', not '%s')", path, fmt ? fmt : "?",
+                      DFL_DUMP_FORMAT);
     } else if (dfl_dump_get_attr_i64(r, "", "format_version", &version, NULL)) {
         s = dfl__fail(err, DFL_ERR_FORMAT, "%s: not a difflens dump (no root attribute 'format_version')", path);
     } else if (version < 1 || version > DFL_DUMP_FORMAT_VERSION) {
@@ -603,7 +614,7 @@ dfl_status dfl_dump_open(const char *path, dfl_dump_reader **out, dfl_error *err
         list_ctx c = {r, 0, 0, err, DFL_OK};
         hsize_t at = 0;
         if (H5Literate_by_name(r->file, "samples", H5_INDEX_NAME, H5_ITER_INC, &at, list_sample, &c, r->lapl) < 0)
-            s = c.s ? c.s
+            s = c.s       ? c.s
                 : c.nomem ? dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path)
                           : h5fail(r, err, "list the samples", "samples");
         if (!s && r->nsamples) qsort(r->samples, r->nsamples, sizeof *r->samples, by_index);
@@ -631,12 +642,14 @@ void dfl_dump_close(dfl_dump_reader *r)
     free(r);
 }
 
-const char *dfl_dump_path(const dfl_dump_reader *r) { return r->path; }
+const char *dfl_dump_path(const dfl_dump_reader *r)
+{
+    return r->path;
+}
 
 /* -------------------------------------------------------------- attributes */
 
-static dfl_status open_attr(const dfl_dump_reader *r, const char *obj, const char *name, hid_t *out,
-                            dfl_error *err)
+static dfl_status open_attr(const dfl_dump_reader *r, const char *obj, const char *name, hid_t *out, dfl_error *err)
 {
     *out = -1;
     quiet_hdf5();
@@ -649,7 +662,7 @@ static dfl_status open_attr(const dfl_dump_reader *r, const char *obj, const cha
 }
 
 dfl_status dfl_dump_get_attr_str(const dfl_dump_reader *r, const char *obj, const char *name, char **out,
-                             dfl_error *err)
+                                 dfl_error *err)
 {
     *out = NULL;
     hid_t a;
@@ -673,11 +686,15 @@ dfl_status dfl_dump_get_attr_str(const dfl_dump_reader *r, const char *obj, cons
         size_t n = H5Tget_size(t);
         char *v = calloc(n + 1, 1);
         hid_t mt = H5Tcopy(t);
-        if (!v) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        else if (mt < 0 || H5Aread(a, mt, v) < 0) s = h5fail(r, err, "read a string attribute", obj);
+        if (!v)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        else if (mt < 0 || H5Aread(a, mt, v) < 0)
+            s = h5fail(r, err, "read a string attribute", obj);
         if (mt >= 0) H5Tclose(mt);
-        if (s) free(v);
-        else *out = v;
+        if (s)
+            free(v);
+        else
+            *out = v;
     }
     if (sp >= 0) H5Sclose(sp);
     if (t >= 0) H5Tclose(t);
@@ -704,28 +721,30 @@ static dfl_status attr_num(const dfl_dump_reader *r, const char *obj, const char
 }
 
 dfl_status dfl_dump_get_attr_i64(const dfl_dump_reader *r, const char *obj, const char *name, int64_t *out,
-                             dfl_error *err)
+                                 dfl_error *err)
 {
     return attr_num(r, obj, name, H5T_NATIVE_INT64, out, err);
 }
 
 dfl_status dfl_dump_get_attr_f64(const dfl_dump_reader *r, const char *obj, const char *name, double *out,
-                             dfl_error *err)
+                                 dfl_error *err)
 {
     return attr_num(r, obj, name, H5T_NATIVE_DOUBLE, out, err);
 }
 
 /* ---------------------------------------------------------------- samples */
 
-size_t dfl_dump_sample_count(const dfl_dump_reader *r) { return r->nsamples; }
+size_t dfl_dump_sample_count(const dfl_dump_reader *r)
+{
+    return r->nsamples;
+}
 
 const dfl_dump_sample *dfl_dump_sample_at(const dfl_dump_reader *r, size_t i)
 {
     return i < r->nsamples ? &r->samples[i] : NULL;
 }
 
-dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const dfl_dump_sample **out,
-                                dfl_error *err)
+dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const dfl_dump_sample **out, dfl_error *err)
 {
     *out = NULL;
     for (size_t i = 0; i < r->nsamples; i++)
@@ -742,7 +761,8 @@ dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const
                 *out = &r->samples[i];
                 return DFL_OK;
             }
-    if (r->nsamples == 0) return dfl__fail(err, DFL_ERR_RANGE, "%s: sample '%s': the dump has no samples", r->path, key);
+    if (r->nsamples == 0)
+        return dfl__fail(err, DFL_ERR_RANGE, "%s: sample '%s': the dump has no samples", r->path, key);
     /* say what is there: the index range and the first few ids */
     char ids[200] = "";
     size_t used = 0;
@@ -762,8 +782,7 @@ int dfl_dump_exists(const dfl_dump_reader *r, const char *path)
     return find(r, path, NULL) != 0;
 }
 
-dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info,
-                                 dfl_error *err)
+dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info, dfl_error *err)
 {
     hid_t ds;
     dfl_status s = open_dset(r, path, &ds, err);
@@ -789,19 +808,23 @@ dfl_status dfl_dump_read(const dfl_dump_reader *r, const char *path, dfl_h5_type
         s = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: a string dataset, not numbers", r->path, rel(path));
     } else if (!s && (overflow || count != n)) {
         shape_text(&info, shape, sizeof shape);
-        s = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: shape %s has %zu elements, expected %zu", r->path, rel(path),
-                      shape, overflow ? (size_t)-1 : count, n);
+        s = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: shape %s has %zu elements, expected %zu", r->path, rel(path), shape,
+                      overflow ? (size_t)-1 : count, n);
     } else if (!s && n > 0) {
         if (info.type == DFL_H5_F16 && (type == DFL_H5_F32 || type == DFL_H5_F64)) {
             /* raw halves, converted here (HDF5's half conversion is a slow soft path) */
             uint16_t *h = dfl__alloc_array(n, sizeof *h);
             hid_t ft = H5Dget_type(ds);
-            if (!h) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: %s: out of memory", r->path, rel(path));
-            else if (ft < 0 || H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, h) < 0) s = h5fail(r, err, "read", path);
+            if (!h)
+                s = dfl__fail(err, DFL_ERR_NOMEM, "%s: %s: out of memory", r->path, rel(path));
+            else if (ft < 0 || H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, h) < 0)
+                s = h5fail(r, err, "read", path);
             if (!s) {
-                if (type == DFL_H5_F32) half_to_f32(h, out, n);
+                if (type == DFL_H5_F32)
+                    half_to_f32(h, out, n);
                 else
-                    for (size_t i = 0; i < n; i++) ((double *)out)[i] = dfl_f16_to_f32(h[i]);
+                    for (size_t i = 0; i < n; i++)
+                        ((double *)out)[i] = dfl_f16_to_f32(h[i]);
             }
             if (ft >= 0) H5Tclose(ft);
             free(h);
@@ -814,8 +837,8 @@ dfl_status dfl_dump_read(const dfl_dump_reader *r, const char *path, dfl_h5_type
     return s;
 }
 
-dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h5_type type, void **out,
-                               size_t *n, dfl_error *err)
+dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h5_type type, void **out, size_t *n,
+                               dfl_error *err)
 {
     *out = NULL;
     if (n) *n = 0;
@@ -838,12 +861,12 @@ dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h
 void dfl_dump_strings_free(char **s, size_t n)
 {
     if (!s) return;
-    for (size_t i = 0; i < n; i++) free(s[i]);
+    for (size_t i = 0; i < n; i++)
+        free(s[i]);
     free(s);
 }
 
-dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, char ***out, size_t *n,
-                                 dfl_error *err)
+dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, char ***out, size_t *n, dfl_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -866,7 +889,8 @@ dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, cha
     if (count > 0 && H5Tis_variable_str(ft) > 0) {
         hid_t mt = vlen_str_type(ft), sp = H5Dget_space(ds);
         char **raw = dfl__calloc_array(count, sizeof *raw);
-        if (!raw) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        if (!raw)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         else if (mt < 0 || sp < 0 || H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
             s = h5fail(r, err, "read", path);
         for (size_t i = 0; !s && i < count; i++)
@@ -878,11 +902,15 @@ dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, cha
     } else if (count > 0) {
         size_t w = H5Tget_size(ft), bytes;
         char *raw = dfl__mul_ok(w, count, &bytes) ? dfl__alloc_array(bytes, 1) : NULL;
-        if (!raw) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        else if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0) s = h5fail(r, err, "read", path);
+        if (!raw)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        else if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
+            s = h5fail(r, err, "read", path);
         for (size_t i = 0; !s && i < count; i++) {
-            if (!(res[i] = calloc(w + 1, 1))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-            else memcpy(res[i], raw + i * w, w);
+            if (!(res[i] = calloc(w + 1, 1)))
+                s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+            else
+                memcpy(res[i], raw + i * w, w);
         }
         free(raw);
     }
@@ -912,14 +940,16 @@ dfl_status dfl_dump_slab_open(const dfl_dump_reader *r, const char *path, dfl_du
     s->ftype = -1;
     dfl_status st = open_dset(r, path, &s->dset, err);
     if (!st) st = describe(r, path, s->dset, &s->info, err);
-    if (!st && (s->info.is_string ||
-                (s->info.type != DFL_H5_F16 && s->info.type != DFL_H5_F32 && s->info.type != DFL_H5_F64)))
+    if (!st &&
+        (s->info.is_string || (s->info.type != DFL_H5_F16 && s->info.type != DFL_H5_F32 && s->info.type != DFL_H5_F64)))
         st = dfl__fail(err, DFL_ERR_TENSOR, "%s: %s: not a floating-point dataset", r->path, rel(path));
     if (!st && (s->ftype = H5Dget_type(s->dset)) < 0) st = h5fail(r, err, "read the type", path);
     if (!st && s->info.type == DFL_H5_F16) {
-        if (!(s->lut = dfl__alloc_array(65536, sizeof *s->lut))) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        if (!(s->lut = dfl__alloc_array(65536, sizeof *s->lut)))
+            st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         else
-            for (uint32_t h = 0; h < 65536; h++) s->lut[h] = dfl_f16_to_f32((uint16_t)h);
+            for (uint32_t h = 0; h < 65536; h++)
+                s->lut[h] = dfl_f16_to_f32((uint16_t)h);
     }
     if (!st) st = dfl__chunks_open(s->dset, &s->info, s->lut, &s->chunks, err);
     if (st) {
@@ -930,7 +960,10 @@ dfl_status dfl_dump_slab_open(const dfl_dump_reader *r, const char *path, dfl_du
     return DFL_OK;
 }
 
-const dfl_dump_dset_info *dfl_dump_slab_info(const dfl_dump_slab *s) { return &s->info; }
+const dfl_dump_dset_info *dfl_dump_slab_info(const dfl_dump_slab *s)
+{
+    return &s->info;
+}
 
 dfl_status dfl_dump_slab_read_f32(dfl_dump_slab *s, const int64_t *start, const int64_t *count, float *out,
                                   dfl_error *err)
@@ -942,9 +975,8 @@ dfl_status dfl_dump_slab_read_f32(dfl_dump_slab *s, const int64_t *start, const 
     size_t n = 1;
     for (int i = 0; i < nd; i++) {
         if (start[i] < 0 || count[i] < 0 || start[i] > s->info.dims[i] || count[i] > s->info.dims[i] - start[i])
-            return dfl__fail(err, DFL_ERR_RANGE, "%s: %s: box [%lld, +%lld) leaves dimension %d of size %lld",
-                             r->path, s->name, (long long)start[i], (long long)count[i], i,
-                             (long long)s->info.dims[i]);
+            return dfl__fail(err, DFL_ERR_RANGE, "%s: %s: box [%lld, +%lld) leaves dimension %d of size %lld", r->path,
+                             s->name, (long long)start[i], (long long)count[i], i, (long long)s->info.dims[i]);
         hs[i] = (hsize_t)start[i];
         hc[i] = (hsize_t)count[i];
         if (!dfl__mul_ok(n, (size_t)count[i], &n)) return dfl__fail(err, DFL_ERR_NOMEM, "hyperslab too large");
@@ -976,7 +1008,8 @@ dfl_status dfl_dump_slab_read_f32(dfl_dump_slab *s, const int64_t *start, const 
     if (fsp >= 0) H5Sclose(fsp);
     if (st) return st;
     if (s->info.type == DFL_H5_F16)
-        for (size_t i = 0; i < n; i++) out[i] = s->lut[s->half[i]];
+        for (size_t i = 0; i < n; i++)
+            out[i] = s->lut[s->half[i]];
     return DFL_OK;
 }
 

@@ -75,11 +75,11 @@ const char *dfl_dump_path(const dfl_dump_reader *r);
  * _str: a string attribute, *out malloc'ed (caller frees); _i64 / _f64: a numeric
  * scalar converted by HDF5. DFL_ERR_FORMAT when missing or of the wrong kind. */
 dfl_status dfl_dump_get_attr_str(const dfl_dump_reader *r, const char *obj, const char *name, char **out,
-                             dfl_error *err);
+                                 dfl_error *err);
 dfl_status dfl_dump_get_attr_i64(const dfl_dump_reader *r, const char *obj, const char *name, int64_t *out,
-                             dfl_error *err);
+                                 dfl_error *err);
 dfl_status dfl_dump_get_attr_f64(const dfl_dump_reader *r, const char *obj, const char *name, double *out,
-                             dfl_error *err);
+                                 dfl_error *err);
 
 /* ------------------------------------------------------------------- samples */
 
@@ -91,8 +91,7 @@ const dfl_dump_sample *dfl_dump_sample_at(const dfl_dump_reader *r, size_t i);
 
 /* Find a sample by id, or else by index when `key` is a decimal number. DFL_ERR_RANGE
  * naming the ids and index range present when none matches. *out is owned by r. */
-dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const dfl_dump_sample **out,
-                                dfl_error *err);
+dfl_status dfl_dump_sample_find(const dfl_dump_reader *r, const char *key, const dfl_dump_sample **out, dfl_error *err);
 
 /* ------------------------------------------------------------------ datasets */
 
@@ -102,8 +101,7 @@ int dfl_dump_exists(const dfl_dump_reader *r, const char *path);
 
 /* Shape and type of the dataset at path. DFL_ERR_TENSOR when missing ("no such
  * dataset"), DFL_ERR_FORMAT when of an unsupported type or refused (above), DFL_ERR_HDF5. */
-dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info,
-                                 dfl_error *err);
+dfl_status dfl_dump_dataset_info(const dfl_dump_reader *r, const char *path, dfl_dump_dset_info *info, dfl_error *err);
 
 /* Read a whole numeric dataset converted to `type` (F32, F64, I32, U8, U64, U32; not
  * F16) into caller-owned out[n]; n must equal the element count (DFL_ERR_TENSOR
@@ -113,13 +111,12 @@ dfl_status dfl_dump_read(const dfl_dump_reader *r, const char *path, dfl_h5_type
 
 /* The same into a malloc'ed buffer the caller owns (free()); *n gets the element count
  * (may be NULL). */
-dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h5_type type, void **out,
-                               size_t *n, dfl_error *err);
+dfl_status dfl_dump_read_alloc(const dfl_dump_reader *r, const char *path, dfl_h5_type type, void **out, size_t *n,
+                               dfl_error *err);
 
 /* A 1-D string dataset: *out is a malloc'ed array of *n malloc'ed UTF-8 strings
  * (NULL entries become ""); free with dfl_dump_strings_free. */
-dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, char ***out, size_t *n,
-                                 dfl_error *err);
+dfl_status dfl_dump_read_strings(const dfl_dump_reader *r, const char *path, char ***out, size_t *n, dfl_error *err);
 void dfl_dump_strings_free(char **s, size_t n);
 
 /* ----------------------------------------------------- group-relative reads */

@@ -25,7 +25,8 @@ dfl_status dfl_dump_read_scale(const dfl_dump_reader *r, const char *attn, const
     *out = NULL;
     if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (!dfl_dump_exists(r, path)) {
-        for (int64_t i = 0; i < n; i++) v[i] = (int32_t)i;
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (int32_t)i;
         *out = v;
         return DFL_OK;
     }
@@ -105,7 +106,8 @@ static dfl_status read_map2_heads(const dfl_dump_reader *r, dfl_dump_attn *a, in
     snprintf(p, sizeof p, "%s/noise_groups", a->group);
     if (!(a->map2_head = dfl__alloc_array((size_t)a->Hs, sizeof(int32_t))))
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < a->Hs; i++) a->map2_head[i] = (int32_t)i;
+    for (int64_t i = 0; i < a->Hs; i++)
+        a->map2_head[i] = (int32_t)i;
     if (!dfl_dump_exists(r, p)) {
         if (Gs != a->Hs)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/map2: shape differs from the other maps", dfl_dump_path(r),
@@ -124,8 +126,8 @@ static dfl_status read_map2_heads(const dfl_dump_reader *r, dfl_dump_attn *a, in
         for (size_t k = 0; a->heads[i] >= 0 && (size_t)a->heads[i] < nh && k < ng && pos < 0; k++)
             if (groups[k] == of[a->heads[i]]) pos = (int64_t)k;
         if (pos < 0)
-            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: the noise group of head %d is not stored", dfl_dump_path(r),
-                           p, a->heads[i]);
+            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: the noise group of head %d is not stored", dfl_dump_path(r), p,
+                           a->heads[i]);
         a->map2_head[i] = (int32_t)pos;
     }
     free(groups);
@@ -140,7 +142,7 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
     snprintf(out->group, sizeof out->group, "%s/" DFL_DS_ATTN, s->group);
     out->T = T;
     dfl_dump_dset_info first = {0};
-    int64_t Gs = -1;   /* map2's head count */
+    int64_t Gs = -1; /* map2's head count */
     for (int m = 0; m < DFL_DUMP_NMAPS; m++) {
         char p[160];
         snprintf(p, sizeof p, "%s/%s", out->group, map_names[m]);
@@ -151,7 +153,7 @@ dfl_status dfl_dump_attn_open(const dfl_dump_reader *r, const dfl_dump_sample *s
         if (x.ndim != 4 || x.dims[3] != T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s must be [layers, heads, rows, %lld tokens], has rank %d%s",
                              dfl_dump_path(r), p, (long long)T, x.ndim, x.ndim == 4 ? " and another key count" : "");
-        if (m == DFL_DUMP_MAP2) {   /* its head axis may be the noise groups' (read_map2_heads) */
+        if (m == DFL_DUMP_MAP2) { /* its head axis may be the noise groups' (read_map2_heads) */
             Gs = x.dims[1];
             x.dims[1] = out->maps ? first.dims[1] : x.dims[1];
         }

@@ -31,93 +31,93 @@
 
 /* ------------------------------------------------------------ groups */
 
-#define DFL_DS_SAMPLES "samples"
+#define DFL_DS_SAMPLES    "samples"
 #define DFL_DS_SAMPLE_FMT "samples/%06zu" /* one group per prompt, its index in file order */
 
 /* ------------------------------------------------- root attributes (on /) */
 
-#define DFL_ATTR_FORMAT "format"
-#define DFL_ATTR_FORMAT_VERSION "format_version"
-#define DFL_ATTR_MODEL_TYPE "model_type"
-#define DFL_ATTR_CONFIG "config"
-#define DFL_ATTR_MODEL "model"
-#define DFL_ATTR_NUM_LAYERS "num_layers"
-#define DFL_ATTR_NUM_HEADS "num_heads"
-#define DFL_ATTR_HEAD_DIM "head_dim"
-#define DFL_ATTR_LOGIT_QUANT_BITS "logit_quant_bits"
+#define DFL_ATTR_FORMAT                  "format"
+#define DFL_ATTR_FORMAT_VERSION          "format_version"
+#define DFL_ATTR_MODEL_TYPE              "model_type"
+#define DFL_ATTR_CONFIG                  "config"
+#define DFL_ATTR_MODEL                   "model"
+#define DFL_ATTR_NUM_LAYERS              "num_layers"
+#define DFL_ATTR_NUM_HEADS               "num_heads"
+#define DFL_ATTR_HEAD_DIM                "head_dim"
+#define DFL_ATTR_LOGIT_QUANT_BITS        "logit_quant_bits"
 #define DFL_ATTR_LOGIT_QUANT_GRANULARITY "logit_quant_granularity"
-#define DFL_ATTR_ROWS "rows"
-#define DFL_ATTR_TOPK "topk"
-#define DFL_ATTR_NONFINITE_SAMPLES "nonfinite_samples"
-#define DFL_ATTR_ATTN_LOGIT_SOFTCAPPING "attn_logit_softcapping"   /* Gemma 2 */
+#define DFL_ATTR_ROWS                    "rows"
+#define DFL_ATTR_TOPK                    "topk"
+#define DFL_ATTR_NONFINITE_SAMPLES       "nonfinite_samples"
+#define DFL_ATTR_ATTN_LOGIT_SOFTCAPPING  "attn_logit_softcapping"  /* Gemma 2 */
 #define DFL_ATTR_FINAL_LOGIT_SOFTCAPPING "final_logit_softcapping" /* Gemma 2 */
-#define DFL_ATTR_LOGIT_STATS_SOFTCAP "logit_stats_softcap"         /* "before" */
+#define DFL_ATTR_LOGIT_STATS_SOFTCAP     "logit_stats_softcap"     /* "before" */
 
 /* ---------------------------------------------------------- root datasets */
 
-#define DFL_DS_MODEL_LAMBDA "/model/lambda"
+#define DFL_DS_MODEL_LAMBDA      "/model/lambda"
 #define DFL_DS_MODEL_LAMBDA_INIT "/model/lambda_init"
 #define DFL_DS_MODEL_NOISE_GROUP "/model/noise_group" /* Motif GDA: each signal head's noise group */
 
 /* ----------------------------------- sample group attributes (on samples/N) */
 
-#define DFL_ATTR_ID "id"
-#define DFL_ATTR_DEPTH "depth"
+#define DFL_ATTR_ID              "id"
+#define DFL_ATTR_DEPTH           "depth"
 #define DFL_ATTR_NONFINITE_LAYER "nonfinite_layer"
-#define DFL_ATTR_NONFINITE_SITE "nonfinite_site"
+#define DFL_ATTR_NONFINITE_SITE  "nonfinite_site"
 
 /* ------------------------------------------ datasets of a sample group */
 
-#define DFL_DS_TOKENS "tokens"
-#define DFL_DS_SEGMENTS "segments"
-#define DFL_DS_TOKEN_TEXT "token_text"
-#define DFL_DS_TOKEN_OFFSETS "token_offsets"
-#define DFL_DS_INPUT "input"
-#define DFL_DS_ATTN "attn" /* the group of stored maps; its datasets are named below */
-#define DFL_DS_ATTN_MAP1 "attn/map1"
-#define DFL_DS_ATTN_MAP2 "attn/map2"
-#define DFL_DS_ATTN_DIFF "attn/diff"
-#define DFL_DS_ATTN_LAYERS "attn/layers"
-#define DFL_DS_ATTN_HEADS "attn/heads"
-#define DFL_DS_ATTN_ROWS "attn/rows"
-#define DFL_DS_ATTN_KEYS "attn/keys"
-#define DFL_DS_ATTN_NOISE_GROUPS "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
-#define DFL_DS_LAMBDA "lambda" /* DIFF V2: σ(λ) [L, T, H] of the sample */
-#define DFL_DS_LOGITS "logits"
-#define DFL_DS_NLL "nll"
-#define DFL_DS_ARGMAX "argmax"
-#define DFL_DS_TARGET_CORRECT "target_correct"
-#define DFL_DS_TARGET_NLL "target_nll"
-#define DFL_DS_NOISE "noise" /* the group */
-#define DFL_DS_NOISE_SHARES "noise/shares"
-#define DFL_DS_NOISE_RAW "noise/raw"
-#define DFL_DS_NOISE_SHARES_ABS "noise/shares_abs"
-#define DFL_DS_NOISE_ENTROPY "noise/entropy"
-#define DFL_DS_NOISE_NEGATIVE_MASS "noise/negative_mass"
-#define DFL_DS_NOISE_ROWS "noise/rows"
-#define DFL_DS_LOGITS_TOP "outliers/logits/top"
-#define DFL_DS_LOGITS_TOP_INDEX "outliers/logits/top_index"
-#define DFL_DS_LOGITS_HIST "outliers/logits/hist"
-#define DFL_DS_LOGITS_MOMENTS "outliers/logits/moments"
-#define DFL_DS_HIDDEN_TOP "outliers/hidden/top"
-#define DFL_DS_HIDDEN_TOP_INDEX "outliers/hidden/top_index"
-#define DFL_DS_HIDDEN_HIST "outliers/hidden/hist"
-#define DFL_DS_HIDDEN_MOMENTS "outliers/hidden/moments"
+#define DFL_DS_TOKENS                "tokens"
+#define DFL_DS_SEGMENTS              "segments"
+#define DFL_DS_TOKEN_TEXT            "token_text"
+#define DFL_DS_TOKEN_OFFSETS         "token_offsets"
+#define DFL_DS_INPUT                 "input"
+#define DFL_DS_ATTN                  "attn" /* the group of stored maps; its datasets are named below */
+#define DFL_DS_ATTN_MAP1             "attn/map1"
+#define DFL_DS_ATTN_MAP2             "attn/map2"
+#define DFL_DS_ATTN_DIFF             "attn/diff"
+#define DFL_DS_ATTN_LAYERS           "attn/layers"
+#define DFL_DS_ATTN_HEADS            "attn/heads"
+#define DFL_DS_ATTN_ROWS             "attn/rows"
+#define DFL_DS_ATTN_KEYS             "attn/keys"
+#define DFL_DS_ATTN_NOISE_GROUPS     "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
+#define DFL_DS_LAMBDA                "lambda"            /* DIFF V2: σ(λ) [L, T, H] of the sample */
+#define DFL_DS_LOGITS                "logits"
+#define DFL_DS_NLL                   "nll"
+#define DFL_DS_ARGMAX                "argmax"
+#define DFL_DS_TARGET_CORRECT        "target_correct"
+#define DFL_DS_TARGET_NLL            "target_nll"
+#define DFL_DS_NOISE                 "noise" /* the group */
+#define DFL_DS_NOISE_SHARES          "noise/shares"
+#define DFL_DS_NOISE_RAW             "noise/raw"
+#define DFL_DS_NOISE_SHARES_ABS      "noise/shares_abs"
+#define DFL_DS_NOISE_ENTROPY         "noise/entropy"
+#define DFL_DS_NOISE_NEGATIVE_MASS   "noise/negative_mass"
+#define DFL_DS_NOISE_ROWS            "noise/rows"
+#define DFL_DS_LOGITS_TOP            "outliers/logits/top"
+#define DFL_DS_LOGITS_TOP_INDEX      "outliers/logits/top_index"
+#define DFL_DS_LOGITS_HIST           "outliers/logits/hist"
+#define DFL_DS_LOGITS_MOMENTS        "outliers/logits/moments"
+#define DFL_DS_HIDDEN_TOP            "outliers/hidden/top"
+#define DFL_DS_HIDDEN_TOP_INDEX      "outliers/hidden/top_index"
+#define DFL_DS_HIDDEN_HIST           "outliers/hidden/hist"
+#define DFL_DS_HIDDEN_MOMENTS        "outliers/hidden/moments"
 #define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
-#define DFL_DS_HIDDEN_CHANNEL_COUNT "outliers/hidden/channel_count"
+#define DFL_DS_HIDDEN_CHANNEL_COUNT  "outliers/hidden/channel_count"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
-#define DFL_ATTR_SEGMENTS "segments"   /* on noise: the 7 share segments, comma-separated */
-#define DFL_ATTR_MAPS "maps"           /* on noise: "map1" or "map1,map2,diff" */
-#define DFL_ATTR_ROWS_RULE "rows_rule" /* on noise: the analysis-row rule */
-#define DFL_ATTR_COLUMNS "columns"     /* on top_index and moments: what each column holds */
-#define DFL_ATTR_EDGES "edges"         /* on hist: f64 [B+1] lower bin edges */
+#define DFL_ATTR_SEGMENTS     "segments"  /* on noise: the 7 share segments, comma-separated */
+#define DFL_ATTR_MAPS         "maps"      /* on noise: "map1" or "map1,map2,diff" */
+#define DFL_ATTR_ROWS_RULE    "rows_rule" /* on noise: the analysis-row rule */
+#define DFL_ATTR_COLUMNS      "columns"   /* on top_index and moments: what each column holds */
+#define DFL_ATTR_EDGES        "edges"     /* on hist: f64 [B+1] lower bin edges */
 #define DFL_ATTR_MIN_EXPONENT "min_exponent"
 #define DFL_ATTR_MAX_EXPONENT "max_exponent"
-#define DFL_ATTR_SUB_BINS "sub_bins"
-#define DFL_ATTR_BINS "bins"           /* on hist: the binning rule in words */
-#define DFL_ATTR_ALPHA "alpha"         /* on channel_count: the threshold */
+#define DFL_ATTR_SUB_BINS     "sub_bins"
+#define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
 
 /* ------------------------------------------------------------ the table */
 
@@ -139,19 +139,23 @@ typedef enum dfl_dump_entry_presence {
 
 typedef struct dfl_dump_entry {
     dfl_dump_entry_kind kind;
-    const char *path;   /* dataset path, or the object an attribute is on */
-    const char *name;   /* attribute name; NULL for datasets */
-    const char *dtype;  /* f16 f32 f64 i32 i64 u8 u32 u64 str; "f16|f32": either */
-    const char *dims;   /* symbolic, comma-separated ("M,L,H,7"); "" a scalar */
+    const char *path;  /* dataset path, or the object an attribute is on */
+    const char *name;  /* attribute name; NULL for datasets */
+    const char *dtype; /* f16 f32 f64 i32 i64 u8 u32 u64 str; "f16|f32": either */
+    const char *dims;  /* symbolic, comma-separated ("M,L,H,7"); "" a scalar */
     dfl_dump_entry_models models;
     dfl_dump_entry_presence presence;
-    const char *when;   /* for optional entries: when they are written */
+    const char *when; /* for optional entries: when they are written */
 } dfl_dump_entry;
 
-#define DFL_DS_(path, dtype, dims, models, presence, when) \
-    {DFL_ENTRY_DATASET, path, NULL, dtype, dims, models, presence, when}
-#define DFL_AT_(object, name, dtype, dims, models, presence, when) \
-    {DFL_ENTRY_ATTRIBUTE, object, name, dtype, dims, models, presence, when}
+#define DFL_DS_(path, dtype, dims, models, presence, when)                                                             \
+    {                                                                                                                  \
+        DFL_ENTRY_DATASET, path, NULL, dtype, dims, models, presence, when                                             \
+    }
+#define DFL_AT_(object, name, dtype, dims, models, presence, when)                                                     \
+    {                                                                                                                  \
+        DFL_ENTRY_ATTRIBUTE, object, name, dtype, dims, models, presence, when                                         \
+    }
 
 /* Every entry of the schema, in docs/format.md's order. */
 static const dfl_dump_entry dfl_dump_schema[] = {
@@ -169,8 +173,10 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_ROWS, "str", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("/", DFL_ATTR_TOPK, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_("/", DFL_ATTR_NONFINITE_SAMPLES, "i64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
-    DFL_AT_("/", DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
-    DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps logits"),
+    DFL_AT_("/", DFL_ATTR_ATTN_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL,
+            "the model soft-caps scores"),
+    DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL,
+            "the model soft-caps logits"),
     DFL_AT_("/", DFL_ATTR_LOGIT_STATS_SOFTCAP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
     /* /model */
     /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */

@@ -10,11 +10,11 @@
 
 struct dfl_dump {
     hid_t file;
-    hid_t sample;        /* current /samples/NNNNNN group, or -1 */
-    hid_t f16;           /* IEEE half type, little-endian */
+    hid_t sample; /* current /samples/NNNNNN group, or -1 */
+    hid_t f16;    /* IEEE half type, little-endian */
     char *path, *tmp;
     int overwrite;
-    int failed;          /* a write was refused: the file can only be discarded */
+    int failed; /* a write was refused: the file can only be discarded */
 };
 
 /* A direct stream's staging, queue and compressor threads (dump_direct.c). */
@@ -25,8 +25,8 @@ struct dfl_dump_stream {
     hid_t dset;
     dfl_h5_type type;
     int ndim;
-    uint16_t *half;      /* conversion buffer for F16 writes */
-    float *packed;       /* packing buffer for strided F32 writes */
+    uint16_t *half; /* conversion buffer for F16 writes */
+    float *packed;  /* packing buffer for strided F32 writes */
     size_t cap;
     direct_state *direct; /* chunks assembled here (dfl_dump_stream_create_direct), else NULL */
 };

@@ -39,7 +39,8 @@ __attribute__((target("f16c,avx"))) static void pack_f16c(const float *src, uint
         float in[8] = {0};
         uint16_t out[8];
         memcpy(in, src + i, (n - i) * sizeof *src);
-        _mm_storeu_si128((__m128i *)out, _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        _mm_storeu_si128((__m128i *)out,
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         memcpy(dst + i, out, (n - i) * sizeof *dst);
     }
 }
@@ -52,9 +53,7 @@ dfl__f16_isa dfl__f16_best_isa(void)
     int b = __atomic_load_n(&best, __ATOMIC_RELAXED);
     if (b < 0) {
         __builtin_cpu_init();
-        b = __builtin_cpu_supports("avx512f")                                       ? DFL__F16_AVX512
-            : dfl_cpu_has_f16c()                                                    ? DFL__F16_F16C
-                                                                                   : DFL__F16_SCALAR;
+        b = __builtin_cpu_supports("avx512f") ? DFL__F16_AVX512 : dfl_cpu_has_f16c() ? DFL__F16_F16C : DFL__F16_SCALAR;
         __atomic_store_n(&best, b, __ATOMIC_RELAXED);
     }
     return (dfl__f16_isa)b;
@@ -71,4 +70,7 @@ size_t dfl__f16_pack_isa(dfl__f16_isa isa, const float *src, uint16_t *dst, size
     return 0;
 }
 
-size_t dfl__f16_pack(const float *src, uint16_t *dst, size_t n) { return dfl__f16_pack_isa(dfl__f16_best_isa(), src, dst, n); }
+size_t dfl__f16_pack(const float *src, uint16_t *dst, size_t n)
+{
+    return dfl__f16_pack_isa(dfl__f16_best_isa(), src, dst, n);
+}

@@ -87,7 +87,8 @@ static dfl__head_plan plan_motif(const dfl_config *c, int64_t h)
     }
     p.q_col[0] = qs * hd;
     p.q_col[1] = qn * hd;
-    for (int t = 0; t < 2; t++) p.k_col[t] = (2 * m + t) * hd;
+    for (int t = 0; t < 2; t++)
+        p.k_col[t] = (2 * m + t) * hd;
     p.v_col[0] = 2 * m * hd;
     p.v_width[0] = 2 * hd;
     p.n_vparts = 1;
@@ -120,47 +121,116 @@ static dfl__head_plan plan_diff_v2(const dfl_config *c, int64_t h)
 
 /* Indexed by dfl_model_type. */
 static const dfl__attn_variant variants[] = {
-    [DFL_MODEL_LLAMA] = {.type = DFL_MODEL_LLAMA, .name = "llama", .maps = 1, .heads_per_analysis = 1,
-                         .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .subnorm_eps = -1.0f,
+    [DFL_MODEL_LLAMA] = {.type = DFL_MODEL_LLAMA,
+                         .name = "llama",
+                         .maps = 1,
+                         .heads_per_analysis = 1,
+                         .sub_heads = 1,
+                         .v_per_kv = 1,
+                         .o_proj = "o_proj",
+                         .subnorm_eps = -1.0f,
                          .plan = plan_softmax},
     /* unilm: RMSNorm(2d, eps 1e-5, gain subln) */
-    [DFL_MODEL_DIFF_TRANSFORMER] = {.type = DFL_MODEL_DIFF_TRANSFORMER, .name = "diff_transformer", .maps = 2,
-                                    .heads_per_analysis = 1, .sub_heads = 2, .v_per_kv = 2, .o_proj = "out_proj",
-                                    .lambda = 1, .subln = 1, .subnorm_eps = 1e-5f, .plan = plan_diff_unilm},
+    [DFL_MODEL_DIFF_TRANSFORMER] = {.type = DFL_MODEL_DIFF_TRANSFORMER,
+                                    .name = "diff_transformer",
+                                    .maps = 2,
+                                    .heads_per_analysis = 1,
+                                    .sub_heads = 2,
+                                    .v_per_kv = 2,
+                                    .o_proj = "out_proj",
+                                    .lambda = 1,
+                                    .subln = 1,
+                                    .subnorm_eps = 1e-5f,
+                                    .plan = plan_diff_unilm},
     /* DiffLlama: RMSNorm(2hd, eps rms_norm_eps, no gain) */
-    [DFL_MODEL_DIFFLLAMA] = {.type = DFL_MODEL_DIFFLLAMA, .name = "diffllama", .maps = 2, .heads_per_analysis = 2,
-                             .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subnorm_eps = 0.0f,
+    [DFL_MODEL_DIFFLLAMA] = {.type = DFL_MODEL_DIFFLLAMA,
+                             .name = "diffllama",
+                             .maps = 2,
+                             .heads_per_analysis = 2,
+                             .sub_heads = 1,
+                             .v_per_kv = 1,
+                             .o_proj = "o_proj",
+                             .lambda = 1,
+                             .subnorm_eps = 0.0f,
                              .plan = plan_diffllama},
     /* Motif: RMSNorm(2d, eps attn_rms_norm_eps, gain subln); the analysis heads and
      * the o_proj width are motif_shape's (GDA has H − Gn heads) */
-    [DFL_MODEL_MOTIF] = {.type = DFL_MODEL_MOTIF, .name = "motif", .maps = 2, .heads_per_analysis = 1,
-                         .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj", .lambda = 1, .subln = 1,
-                         .subnorm_eps = 1e-5f, .plan = plan_motif},
+    [DFL_MODEL_MOTIF] = {.type = DFL_MODEL_MOTIF,
+                         .name = "motif",
+                         .maps = 2,
+                         .heads_per_analysis = 1,
+                         .sub_heads = 1,
+                         .v_per_kv = 1,
+                         .o_proj = "o_proj",
+                         .lambda = 1,
+                         .subln = 1,
+                         .subnorm_eps = 1e-5f,
+                         .plan = plan_motif},
     /* DIFF V2: no sub-layer norm, no λ vectors (λ is per token: lambda_proj), 2H q heads
      * (dfl__attn_shape_of) */
-    [DFL_MODEL_DIFF_V2] = {.type = DFL_MODEL_DIFF_V2, .name = "diff_transformer_v2", .maps = 2,
-                           .heads_per_analysis = 1, .sub_heads = 1, .v_per_kv = 1, .o_proj = "o_proj",
-                           .subnorm_eps = -1.0f, .plan = plan_diff_v2},
+    [DFL_MODEL_DIFF_V2] = {.type = DFL_MODEL_DIFF_V2,
+                           .name = "diff_transformer_v2",
+                           .maps = 2,
+                           .heads_per_analysis = 1,
+                           .sub_heads = 1,
+                           .v_per_kv = 1,
+                           .o_proj = "o_proj",
+                           .subnorm_eps = -1.0f,
+                           .plan = plan_diff_v2},
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 /* ---------------------------------------------------------------- families */
 
 /* Keys every family reads (model.c). */
-static const char *const common_keys[] = {
-    "model_type", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "rope_interleaved", "rope_scaling",
-    "rope_parameters", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", "max_position_embeddings",
-    "bos_token_id", NULL};
+static const char *const common_keys[] = {"model_type",          "vocab_size",
+                                          "hidden_size",         "intermediate_size",
+                                          "num_hidden_layers",   "num_attention_heads",
+                                          "num_key_value_heads", "head_dim",
+                                          "rms_norm_eps",        "rope_theta",
+                                          "rope_interleaved",    "rope_scaling",
+                                          "rope_parameters",     "tie_word_embeddings",
+                                          "attention_bias",      "mlp_bias",
+                                          "hidden_act",          "max_position_embeddings",
+                                          "bos_token_id",        NULL};
 
 /* Keys that do not change the computation of a forward pass: ignored (docs/format.md). */
-static const char *const common_harmless[] = {
-    "architectures", "attention_dropout", "initializer_range", "use_cache", "transformers_version",
-    "torch_dtype", "dtype", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
-    "pretraining_tp", "_name_or_path", "lambda_std_dev", "auto_map", "tokenizer_class", "return_dict",
-    "output_attentions", "output_hidden_states", "torchscript", "id2label", "label2id", "problem_type",
-    "is_llama_config", "max_length", "min_length", "do_sample", "temperature", "top_k", "top_p", "num_beams",
-    "repetition_penalty", "length_penalty", "is_decoder", "is_encoder_decoder", NULL};
+static const char *const common_harmless[] = {"architectures",
+                                              "attention_dropout",
+                                              "initializer_range",
+                                              "use_cache",
+                                              "transformers_version",
+                                              "torch_dtype",
+                                              "dtype",
+                                              "eos_token_id",
+                                              "pad_token_id",
+                                              "sep_token_id",
+                                              "decoder_start_token_id",
+                                              "pretraining_tp",
+                                              "_name_or_path",
+                                              "lambda_std_dev",
+                                              "auto_map",
+                                              "tokenizer_class",
+                                              "return_dict",
+                                              "output_attentions",
+                                              "output_hidden_states",
+                                              "torchscript",
+                                              "id2label",
+                                              "label2id",
+                                              "problem_type",
+                                              "is_llama_config",
+                                              "max_length",
+                                              "min_length",
+                                              "do_sample",
+                                              "temperature",
+                                              "top_k",
+                                              "top_p",
+                                              "num_beams",
+                                              "repetition_penalty",
+                                              "length_penalty",
+                                              "is_decoder",
+                                              "is_encoder_decoder",
+                                              NULL};
 
 /* Keys of other architectures that change the maths: refused with what they mean. */
 static const dfl__refused_key common_refused[] = {
@@ -190,17 +260,37 @@ static const dfl__refused_key no_window[] = {
  * of the common keys (its attribute_map), the attention-scaling switches it reads, and
  * the keys of its heads for other tasks (summary_*: GPT2DoubleHeadsModel), dropouts and
  * n_ctx (an old duplicate of n_positions that the modelling code never reads). */
-static const char *const gpt2_keys[] = {"n_embd", "n_layer", "n_head", "n_inner", "n_positions", "layer_norm_epsilon",
-                                        "activation_function", "scale_attn_weights",
-                                        "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", NULL};
-static const char *const gpt2_harmless[] = {
-    "n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_activation", "summary_first_dropout",
-    "summary_proj_to_labels", "summary_type", "summary_use_proj", "task_specific_params", "gradient_checkpointing",
-    NULL};
-static const dfl__key_alias gpt2_aliases[] = {
-    {"n_embd", "hidden_size"}, {"n_layer", "num_hidden_layers"}, {"n_head", "num_attention_heads"},
-    {"n_inner", "intermediate_size"}, {"n_positions", "max_position_embeddings"},
-    {"layer_norm_epsilon", "rms_norm_eps"}, {"activation_function", "hidden_act"}, {NULL, NULL}};
+static const char *const gpt2_keys[] = {"n_embd",
+                                        "n_layer",
+                                        "n_head",
+                                        "n_inner",
+                                        "n_positions",
+                                        "layer_norm_epsilon",
+                                        "activation_function",
+                                        "scale_attn_weights",
+                                        "scale_attn_by_inverse_layer_idx",
+                                        "reorder_and_upcast_attn",
+                                        NULL};
+static const char *const gpt2_harmless[] = {"n_ctx",
+                                            "attn_pdrop",
+                                            "embd_pdrop",
+                                            "resid_pdrop",
+                                            "summary_activation",
+                                            "summary_first_dropout",
+                                            "summary_proj_to_labels",
+                                            "summary_type",
+                                            "summary_use_proj",
+                                            "task_specific_params",
+                                            "gradient_checkpointing",
+                                            NULL};
+static const dfl__key_alias gpt2_aliases[] = {{"n_embd", "hidden_size"},
+                                              {"n_layer", "num_hidden_layers"},
+                                              {"n_head", "num_attention_heads"},
+                                              {"n_inner", "intermediate_size"},
+                                              {"n_positions", "max_position_embeddings"},
+                                              {"layer_norm_epsilon", "rms_norm_eps"},
+                                              {"activation_function", "hidden_act"},
+                                              {NULL, NULL}};
 static const dfl__refused_key gpt2_refused[] = {
     {"add_cross_attention", "\"add_cross_attention\": GPT-2 blocks with cross-attention over an encoder are not "
                             "implemented (model_type %s)"},
@@ -208,25 +298,25 @@ static const dfl__refused_key gpt2_refused[] = {
     {NULL, NULL}};
 
 /* GPT-NeoX (configuration_gpt_neox.py, modeling_gpt_neox.py; EleutherAI's Pythia). */
-static const char *const neox_keys[] = {"layer_norm_eps", "rotary_pct", "partial_rotary_factor", "rotary_emb_base",
-                                        "use_parallel_residual", NULL};
+static const char *const neox_keys[] = {
+    "layer_norm_eps", "rotary_pct", "partial_rotary_factor", "rotary_emb_base", "use_parallel_residual", NULL};
 static const char *const neox_harmless[] = {"classifier_dropout", "hidden_dropout", "attention_probs_dropout_prob",
                                             "hidden_dropout_prob", NULL};
-static const dfl__key_alias neox_aliases[] = {
-    {"layer_norm_eps", "rms_norm_eps"}, {"rotary_emb_base", "rope_theta"}, {"partial_rotary_factor", "rotary_pct"},
-    {NULL, NULL}};
+static const dfl__key_alias neox_aliases[] = {{"layer_norm_eps", "rms_norm_eps"},
+                                              {"rotary_emb_base", "rope_theta"},
+                                              {"partial_rotary_factor", "rotary_pct"},
+                                              {NULL, NULL}};
 
 /* Gemma 2 (configuration_gemma2.py, modeling_gemma2.py). hidden_act is a leftover the
  * modelling code never reads (it uses hidden_activation); cache_implementation is a
  * generation setting. */
-static const char *const gemma2_keys[] = {"sliding_window", "layer_types", "query_pre_attn_scalar",
-                                          "attn_logit_softcapping", "final_logit_softcapping", "hidden_activation",
-                                          NULL};
+static const char *const gemma2_keys[] = {
+    "sliding_window",    "layer_types", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+    "hidden_activation", NULL};
 /* Gemma 3's text model (configuration_gemma3.py Gemma3TextConfig, modeling_gemma3.py). */
-static const char *const gemma3_keys[] = {"sliding_window", "sliding_window_pattern", "layer_types",
-                                          "query_pre_attn_scalar", "attn_logit_softcapping",
-                                          "final_logit_softcapping", "hidden_activation", "rope_local_base_freq",
-                                          NULL};
+static const char *const gemma3_keys[] = {"sliding_window",        "sliding_window_pattern", "layer_types",
+                                          "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+                                          "hidden_activation",     "rope_local_base_freq",   NULL};
 static const dfl__refused_key gemma3_refused[] = {
     {"use_bidirectional_attention", "\"use_bidirectional_attention\": attention without the causal mask is not "
                                     "implemented (model_type %s)"},
@@ -242,8 +332,8 @@ static const char *const gemma_harmless[] = {"cache_implementation", "diff_lambd
  * vLLM motif.py; docs/format.md "Motif"). num_noise_heads turns on GDA. */
 static const char *const motif_keys[] = {"num_noise_heads", "k_ratio", "attn_rms_norm_eps", NULL};
 /* Kernel choices, or keys every port ignores (vLLM sets no sliding window). */
-static const char *const motif_harmless[] = {"fused_rope", "expanded", "sliding_window", "use_sliding_window",
-                                             "max_window_layers", NULL};
+static const char *const motif_harmless[] = {"fused_rope",         "expanded",          "sliding_window",
+                                             "use_sliding_window", "max_window_layers", NULL};
 static const dfl__refused_key motif_refused[] = {
     {"use_bias", "\"use_bias\" = true (biases on every projection of %s) is not implemented"},
     {"qkv_bias", "\"qkv_bias\" = true (q/k/v biases) is not implemented for model_type %s"},
@@ -252,51 +342,127 @@ static const dfl__refused_key motif_refused[] = {
 
 static const dfl__family families[] = {
     {.model_type = "llama", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window},
-    {.model_type = "qwen2", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .qkv_bias = 1,
+    {.model_type = "qwen2",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = qwen_keys,
+     .harmless = diff_keys,
+     .qkv_bias = 1,
      .window = DFL__WINDOW_QWEN},
     /* Qwen3Config's head_dim default is 128, whatever D / H */
-    {.model_type = "qwen3", .attn = DFL_MODEL_LLAMA, .keys = qwen_keys, .harmless = diff_keys, .head_dim = 128,
-     .qk_norm = 1, .window = DFL__WINDOW_QWEN},
-    {.model_type = "mistral", .attn = DFL_MODEL_LLAMA, .keys = mistral_keys, .harmless = diff_keys,
+    {.model_type = "qwen3",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = qwen_keys,
+     .harmless = diff_keys,
+     .head_dim = 128,
+     .qk_norm = 1,
+     .window = DFL__WINDOW_QWEN},
+    {.model_type = "mistral",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = mistral_keys,
+     .harmless = diff_keys,
      .window = DFL__WINDOW_EVERY_LAYER},
-    {.model_type = "diff_transformer", .attn = DFL_MODEL_DIFF_TRANSFORMER, .keys = diff_keys, .refused = no_window,
+    {.model_type = "diff_transformer",
+     .attn = DFL_MODEL_DIFF_TRANSFORMER,
+     .keys = diff_keys,
+     .refused = no_window,
      .rope_interleaved = 1},
     {.model_type = "diffllama", .attn = DFL_MODEL_DIFFLLAMA, .keys = diff_keys, .refused = no_window},
     /* GPT2Config: tie_word_embeddings true, n_inner null = 4·n_embd, gelu_new */
-    {.model_type = "gpt2", .attn = DFL_MODEL_LLAMA, .keys = gpt2_keys, .harmless = gpt2_harmless,
-     .refused = gpt2_refused, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_GPT2,
-     .aliases = gpt2_aliases, .tied_default = 1, .ffn_mult = 4, .act_default = "gelu_new", .no_bos = 1},
+    {.model_type = "gpt2",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = gpt2_keys,
+     .harmless = gpt2_harmless,
+     .refused = gpt2_refused,
+     .norm = DFL__NORM_LAYER,
+     .mlp = DFL__MLP_GELU,
+     .layout = DFL__LAYOUT_GPT2,
+     .aliases = gpt2_aliases,
+     .tied_default = 1,
+     .ffn_mult = 4,
+     .act_default = "gelu_new",
+     .no_bos = 1},
     /* GPTNeoXConfig: untied embed_out, gelu, biases unless attention_bias false */
-    {.model_type = "gpt_neox", .attn = DFL_MODEL_LLAMA, .keys = neox_keys, .harmless = neox_harmless,
-     .refused = no_window, .norm = DFL__NORM_LAYER, .mlp = DFL__MLP_GELU, .layout = DFL__LAYOUT_NEOX,
-     .aliases = neox_aliases, .act_default = "gelu", .no_bos = 1},
+    {.model_type = "gpt_neox",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = neox_keys,
+     .harmless = neox_harmless,
+     .refused = no_window,
+     .norm = DFL__NORM_LAYER,
+     .mlp = DFL__MLP_GELU,
+     .layout = DFL__LAYOUT_NEOX,
+     .aliases = neox_aliases,
+     .act_default = "gelu",
+     .no_bos = 1},
     /* Gemma2Config: head_dim 256, tied, even layers slide over sliding_window [4096] */
-    {.model_type = "gemma2", .attn = DFL_MODEL_LLAMA, .keys = gemma2_keys, .harmless = gemma_harmless,
-     .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .window = DFL__WINDOW_PATTERN,
-     .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 2, .window_default = 4096, .embed_scale = 1},
+    {.model_type = "gemma2",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = gemma2_keys,
+     .harmless = gemma_harmless,
+     .head_dim = 256,
+     .norm = DFL__NORM_RMS_1P,
+     .mlp = DFL__MLP_GEGLU,
+     .window = DFL__WINDOW_PATTERN,
+     .tied_default = 1,
+     .block = DFL__BLOCK_SANDWICH,
+     .window_pattern = 2,
+     .window_default = 4096,
+     .embed_scale = 1},
     /* Gemma3TextConfig: as Gemma 2 plus per-head q/k norms, five sliding layers in six,
      * rope_theta 1e6 for the full layers and rope_local_base_freq 10000 for the sliding
      * ones, no soft-capping */
-    {.model_type = "gemma3_text", .attn = DFL_MODEL_LLAMA, .keys = gemma3_keys, .harmless = gemma_harmless,
-     .refused = gemma3_refused, .head_dim = 256, .norm = DFL__NORM_RMS_1P, .mlp = DFL__MLP_GEGLU, .qk_norm = 1,
-     .window = DFL__WINDOW_PATTERN, .tied_default = 1, .block = DFL__BLOCK_SANDWICH, .window_pattern = 6,
-     .window_default = 4096, .embed_scale = 1, .rope_theta_default = 1e6, .rope_local_default = 10000.0},
+    {.model_type = "gemma3_text",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = gemma3_keys,
+     .harmless = gemma_harmless,
+     .refused = gemma3_refused,
+     .head_dim = 256,
+     .norm = DFL__NORM_RMS_1P,
+     .mlp = DFL__MLP_GEGLU,
+     .qk_norm = 1,
+     .window = DFL__WINDOW_PATTERN,
+     .tied_default = 1,
+     .block = DFL__BLOCK_SANDWICH,
+     .window_pattern = 6,
+     .window_default = 4096,
+     .embed_scale = 1,
+     .rope_theta_default = 1e6,
+     .rope_local_default = 10000.0},
     /* Olmo2Config (configuration_olmo2.py, modeling_olmo2.py): norms after attention and
      * MLP only, q/k RMSNorm over the whole projection */
-    {.model_type = "olmo2", .attn = DFL_MODEL_LLAMA, .harmless = diff_keys, .refused = no_window, .qk_norm = 2,
+    {.model_type = "olmo2",
+     .attn = DFL_MODEL_LLAMA,
+     .harmless = diff_keys,
+     .refused = no_window,
+     .qk_norm = 2,
      .block = DFL__BLOCK_POST},
     /* Phi3Config: fused projections, Mistral's window rule (sliding_window on every layer) */
-    {.model_type = "phi3", .attn = DFL_MODEL_LLAMA, .keys = phi3_keys, .harmless = phi3_harmless,
-     .window = DFL__WINDOW_EVERY_LAYER, .fused_proj = 1},
+    {.model_type = "phi3",
+     .attn = DFL_MODEL_LLAMA,
+     .keys = phi3_keys,
+     .harmless = phi3_harmless,
+     .window = DFL__WINDOW_EVERY_LAYER,
+     .fused_proj = 1},
     /* "Motif" as vLLM's config class and the hub's configuration_motif.py write it,
      * "motif" as MLX conversions do */
     /* difflens's convention for DIFF V2 (docs/format.md): Llama keys, interleaved RoPE */
     {.model_type = "diff_transformer_v2", .attn = DFL_MODEL_DIFF_V2, .refused = no_window, .rope_interleaved = 1},
-    {.model_type = "Motif", .attn = DFL_MODEL_MOTIF, .keys = motif_keys, .harmless = motif_harmless,
-     .refused = motif_refused, .mlp = DFL__MLP_POLYNORM, .hidden_act = "poly_norm", .lambda_layer_shift = 1,
+    {.model_type = "Motif",
+     .attn = DFL_MODEL_MOTIF,
+     .keys = motif_keys,
+     .harmless = motif_harmless,
+     .refused = motif_refused,
+     .mlp = DFL__MLP_POLYNORM,
+     .hidden_act = "poly_norm",
+     .lambda_layer_shift = 1,
      .subnorm_eps = 1e-5},
-    {.model_type = "motif", .attn = DFL_MODEL_MOTIF, .keys = motif_keys, .harmless = motif_harmless,
-     .refused = motif_refused, .mlp = DFL__MLP_POLYNORM, .hidden_act = "poly_norm", .lambda_layer_shift = 1,
+    {.model_type = "motif",
+     .attn = DFL_MODEL_MOTIF,
+     .keys = motif_keys,
+     .harmless = motif_harmless,
+     .refused = motif_refused,
+     .mlp = DFL__MLP_POLYNORM,
+     .hidden_act = "poly_norm",
+     .lambda_layer_shift = 1,
      .subnorm_eps = 1e-5},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -328,7 +494,10 @@ const dfl__attn_variant *dfl__attn_variant_of_type(dfl_model_type t)
     return (unsigned)t < N_VARIANTS ? &variants[t] : NULL;
 }
 
-const dfl__attn_variant *dfl__attn_of(const dfl_config *c) { return dfl__attn_variant_of_type(c->type); }
+const dfl__attn_variant *dfl__attn_of(const dfl_config *c)
+{
+    return dfl__attn_variant_of_type(c->type);
+}
 
 /* Motif V1: H/2 heads; GDA: H − Gn signal heads, each writing 2d columns. */
 static void motif_shape(const dfl_config *c, dfl__attn_shape *s)
@@ -351,14 +520,17 @@ dfl__attn_shape dfl__attn_shape_of(const dfl_config *c)
     s.att_ld = c->num_heads * a->v_per_kv * hd;
     s.heads = c->num_heads / a->heads_per_analysis;
     if (c->type == DFL_MODEL_MOTIF) motif_shape(c, &s);
-    if (c->type == DFL_MODEL_DIFF_V2) {   /* 2H q heads of hd (RoPE runs on each) */
+    if (c->type == DFL_MODEL_DIFF_V2) { /* 2H q heads of hd (RoPE runs on each) */
         s.n_qheads = 2 * c->num_heads;
         s.q_ld = s.n_qheads * hd;
     }
     return s;
 }
 
-dfl__head_plan dfl__head_plan_make(const dfl_config *c, int64_t h) { return dfl__attn_of(c)->plan(c, h); }
+dfl__head_plan dfl__head_plan_make(const dfl_config *c, int64_t h)
+{
+    return dfl__attn_of(c)->plan(c, h);
+}
 
 float dfl__subnorm_eps(const dfl_config *c)
 {

@@ -29,12 +29,12 @@
 /* How a family decides which layers use a sliding window (dfl_config.sliding_window,
  * window_from). */
 typedef enum dfl__window_rule {
-    DFL__WINDOW_NONE = 0,     /* full causal attention; sliding_window is refused */
-    DFL__WINDOW_EVERY_LAYER,  /* Mistral: sliding_window W on every layer */
-    DFL__WINDOW_QWEN,         /* Qwen2/Qwen3: only with use_sliding_window, from layer
-                               * max_window_layers on (or as layer_types says) */
-    DFL__WINDOW_PATTERN       /* Gemma: layer l slides unless (l + 1) % pattern == 0, pattern =
-                               * sliding_window_pattern [the entry's]; layer_types must agree */
+    DFL__WINDOW_NONE = 0,    /* full causal attention; sliding_window is refused */
+    DFL__WINDOW_EVERY_LAYER, /* Mistral: sliding_window W on every layer */
+    DFL__WINDOW_QWEN,        /* Qwen2/Qwen3: only with use_sliding_window, from layer
+                              * max_window_layers on (or as layer_types says) */
+    DFL__WINDOW_PATTERN      /* Gemma: layer l slides unless (l + 1) % pattern == 0, pattern =
+                              * sliding_window_pattern [the entry's]; layer_types must agree */
 } dfl__window_rule;
 
 /* The norm and MLP of a family's blocks. Zero is what every family here has; a family
@@ -42,14 +42,14 @@ typedef enum dfl__window_rule {
  * model.c refuses a kind its forward pass does not implement. */
 typedef enum dfl__norm_kind {
     DFL__NORM_RMS = 0,
-    DFL__NORM_LAYER,           /* torch LayerNorm with gain and bias (GPT-2, GPT-NeoX) */
-    DFL__NORM_RMS_1P           /* RMSNorm with gain 1 + w (Gemma; the gains are stored as w) */
+    DFL__NORM_LAYER, /* torch LayerNorm with gain and bias (GPT-2, GPT-NeoX) */
+    DFL__NORM_RMS_1P /* RMSNorm with gain 1 + w (Gemma; the gains are stored as w) */
 } dfl__norm_kind;
 typedef enum dfl__mlp_kind {
     DFL__MLP_SWIGLU = 0,
-    DFL__MLP_GELU,             /* up (+bias) → GELU (hidden_act) → down (+bias) */
-    DFL__MLP_GEGLU,            /* down(gelu(gate) · up), Gemma's hidden_activation */
-    DFL__MLP_POLYNORM          /* Motif: down(PolyNorm(gate(x)) ⊙ up(x)), mlp.act_fn.weight [3] and .bias [1] */
+    DFL__MLP_GELU,    /* up (+bias) → GELU (hidden_act) → down (+bias) */
+    DFL__MLP_GEGLU,   /* down(gelu(gate) · up), Gemma's hidden_activation */
+    DFL__MLP_POLYNORM /* Motif: down(PolyNorm(gate(x)) ⊙ up(x)), mlp.act_fn.weight [3] and .bias [1] */
 } dfl__mlp_kind;
 
 /* Where a block's norms sit. PRE (Llama): x += attn(n1(x)); x += mlp(n2(x)).
@@ -61,12 +61,12 @@ typedef enum dfl__block_kind { DFL__BLOCK_PRE = 0, DFL__BLOCK_SANDWICH, DFL__BLO
  * Llama's: model.layers.{l}.self_attn.q_proj... as PyTorch Linear [out, in], RoPE. */
 typedef enum dfl__layout {
     DFL__LAYOUT_LLAMA = 0,
-    DFL__LAYOUT_GPT2,          /* h.{l}.attn.c_attn... (optionally under "transformer."):
-                                * Conv1D weights stored [in, out], q|k|v fused in c_attn,
-                                * biases everywhere, learned positions wpe, no RoPE */
-    DFL__LAYOUT_NEOX           /* gpt_neox.layers.{l}.attention.query_key_value... as
-                                * Linear [out, in], q|k|v interleaved per head, biases,
-                                * partial rotate-half RoPE, embed_in / embed_out */
+    DFL__LAYOUT_GPT2, /* h.{l}.attn.c_attn... (optionally under "transformer."):
+                       * Conv1D weights stored [in, out], q|k|v fused in c_attn,
+                       * biases everywhere, learned positions wpe, no RoPE */
+    DFL__LAYOUT_NEOX  /* gpt_neox.layers.{l}.attention.query_key_value... as
+                       * Linear [out, in], q|k|v interleaved per head, biases,
+                       * partial rotate-half RoPE, embed_in / embed_out */
 } dfl__layout;
 
 /* A config key of the family that names a common key (GPT-2's n_embd is hidden_size):
@@ -86,66 +86,66 @@ typedef struct dfl__refused_key {
  * Columns index the q [T, q_ld], k [T, k_ld], v [T, v_ld] and att [T, att_ld] buffers
  * (dfl__attn_shape gives the widths). */
 typedef struct dfl__head_plan {
-    int64_t q_col[2], k_col[2];      /* per map (map 2 only for Diff models) */
-    int64_t v_col[2], v_width[2];    /* value parts, concatenated in order */
+    int64_t q_col[2], k_col[2];   /* per map (map 2 only for Diff models) */
+    int64_t v_col[2], v_width[2]; /* value parts, concatenated in order */
     int n_vparts;
     int64_t out_col, out_width;
-    int repeat[2];                   /* map t is an earlier head's map computed again (Motif
-                                      * GDA: the group's noise map): its raw logits are
-                                      * reported once, by the group's first head */
+    int repeat[2]; /* map t is an earlier head's map computed again (Motif
+                    * GDA: the group's noise map): its raw logits are
+                    * reported once, by the group's first head */
 } dfl__head_plan;
 
 /* An attention variant: the geometry and tensors of one block structure. */
 typedef struct dfl__attn_variant {
     dfl_model_type type;
-    const char *name;           /* dfl_model_type_name */
-    int maps;                   /* softmax maps per analysis head: 1, or 2 for Diff */
-    int heads_per_analysis;     /* num_attention_heads per analysis head (diffllama: 2) */
-    int sub_heads;              /* q/k sub-heads of head_dim per num_attention_heads head
-                                 * (diff_transformer: 2, so the default head_dim is D/H/2) */
-    int v_per_kv;               /* value width per kv head, in head_dims (diff_transformer: 2) */
-    const char *o_proj;         /* the output projection under self_attn. */
-    int lambda;                 /* lambda_q1/k1/q2/k2 vectors [head_dim] */
-    int subln;                  /* optional subln.weight gain [2·head_dim] */
-    float subnorm_eps;          /* eps of the heads' sub-layer RMSNorm: > 0 fixed,
-                                 * 0 = rms_norm_eps, < 0 no sub-layer norm */
+    const char *name;       /* dfl_model_type_name */
+    int maps;               /* softmax maps per analysis head: 1, or 2 for Diff */
+    int heads_per_analysis; /* num_attention_heads per analysis head (diffllama: 2) */
+    int sub_heads;          /* q/k sub-heads of head_dim per num_attention_heads head
+                             * (diff_transformer: 2, so the default head_dim is D/H/2) */
+    int v_per_kv;           /* value width per kv head, in head_dims (diff_transformer: 2) */
+    const char *o_proj;     /* the output projection under self_attn. */
+    int lambda;             /* lambda_q1/k1/q2/k2 vectors [head_dim] */
+    int subln;              /* optional subln.weight gain [2·head_dim] */
+    float subnorm_eps;      /* eps of the heads' sub-layer RMSNorm: > 0 fixed,
+                             * 0 = rms_norm_eps, < 0 no sub-layer norm */
     dfl__head_plan (*plan)(const dfl_config *c, int64_t h);
 } dfl__attn_variant;
 
 /* One config.json model_type. Key lists are NULL-terminated (NULL = none). */
 typedef struct dfl__family {
     const char *model_type;
-    dfl_model_type attn;              /* attention variant */
-    const char *const *keys;          /* keys read beyond the common ones (model.c) */
-    const char *const *harmless;      /* keys ignored beyond the common harmless ones */
-    const dfl__refused_key *refused;  /* keys refused by name (terminated by key NULL) */
-    int64_t head_dim;                 /* default head_dim; 0 = D / (H · sub_heads) */
-    dfl__norm_kind norm;              /* every norm of the block and the final one */
+    dfl_model_type attn;             /* attention variant */
+    const char *const *keys;         /* keys read beyond the common ones (model.c) */
+    const char *const *harmless;     /* keys ignored beyond the common harmless ones */
+    const dfl__refused_key *refused; /* keys refused by name (terminated by key NULL) */
+    int64_t head_dim;                /* default head_dim; 0 = D / (H · sub_heads) */
+    dfl__norm_kind norm;             /* every norm of the block and the final one */
     dfl__mlp_kind mlp;
-    int rope_interleaved;             /* RoPE style by default: 1 unilm's adjacent pairs,
-                                       * 0 rotate-half (config key rope_interleaved) */
-    int qkv_bias;                     /* q/k/v projections carry biases (qwen2) */
-    int qk_norm;                      /* RMSNorm of q and k before RoPE: 1 per head (qwen3, Gemma 3),
-                                       * 2 over the whole projection (OLMo 2) */
+    int rope_interleaved; /* RoPE style by default: 1 unilm's adjacent pairs,
+                           * 0 rotate-half (config key rope_interleaved) */
+    int qkv_bias;         /* q/k/v projections carry biases (qwen2) */
+    int qk_norm;          /* RMSNorm of q and k before RoPE: 1 per head (qwen3, Gemma 3),
+                           * 2 over the whole projection (OLMo 2) */
     dfl__window_rule window;
-    dfl__layout layout;               /* tensor names and storage, positions */
-    const dfl__key_alias *aliases;    /* family key names of common keys (NULL-terminated) */
-    int tied_default;                 /* tie_word_embeddings when absent (GPT-2: true) */
-    int64_t ffn_mult;                 /* intermediate_size absent or null: ffn_mult · D (0 = required) */
-    const char *act_default;          /* hidden_act when absent, for a GELU MLP */
-    dfl__block_kind block;            /* where the norms sit */
-    int64_t window_pattern;           /* DFL__WINDOW_PATTERN: sliding_window_pattern when absent */
-    int64_t window_default;           /* sliding_window when absent (0 = none) */
-    int embed_scale;                  /* embeddings × √D (Gemma) */
-    double rope_theta_default;        /* rope_theta when absent (0 = 10000) */
-    double rope_local_default;        /* > 0: the family reads rope_local_base_freq, this when absent */
-    int no_bos;                       /* no BOS convention (GPT-2, Pythia: their tokenizers add none, and
-                                       * bos_token_id is <|endoftext|>, the document separator) */
-    int fused_proj;                   /* Phi-3: self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
-                                       * (gate | up rows), bound as views of their rows */
-    const char *hidden_act;           /* the one hidden_act accepted; NULL = "silu" */
-    int64_t lambda_layer_shift;       /* λ_init of layer l uses l − shift (Motif: 1) */
-    double subnorm_eps;               /* default of the config's sub-layer eps (Motif) */
+    dfl__layout layout;            /* tensor names and storage, positions */
+    const dfl__key_alias *aliases; /* family key names of common keys (NULL-terminated) */
+    int tied_default;              /* tie_word_embeddings when absent (GPT-2: true) */
+    int64_t ffn_mult;              /* intermediate_size absent or null: ffn_mult · D (0 = required) */
+    const char *act_default;       /* hidden_act when absent, for a GELU MLP */
+    dfl__block_kind block;         /* where the norms sit */
+    int64_t window_pattern;        /* DFL__WINDOW_PATTERN: sliding_window_pattern when absent */
+    int64_t window_default;        /* sliding_window when absent (0 = none) */
+    int embed_scale;               /* embeddings × √D (Gemma) */
+    double rope_theta_default;     /* rope_theta when absent (0 = 10000) */
+    double rope_local_default;     /* > 0: the family reads rope_local_base_freq, this when absent */
+    int no_bos;                    /* no BOS convention (GPT-2, Pythia: their tokenizers add none, and
+                                    * bos_token_id is <|endoftext|>, the document separator) */
+    int fused_proj;                /* Phi-3: self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
+                                    * (gate | up rows), bound as views of their rows */
+    const char *hidden_act;        /* the one hidden_act accepted; NULL = "silu" */
+    int64_t lambda_layer_shift;    /* λ_init of layer l uses l − shift (Motif: 1) */
+    double subnorm_eps;            /* default of the config's sub-layer eps (Motif) */
 } dfl__family;
 
 /* The entry for a config.json model_type, or NULL when unsupported. */

@@ -19,10 +19,10 @@
  * per head. A task is one head's rows of a block: ATTN_TASK_ROWS rows amortize the
  * packing of K and V inside each sgemm. */
 #define ATTN_ROWS_TOTAL 1024
-#define ATTN_MIN_ROWS 16
-#define ATTN_TASK_ROWS 128
-#define LM_HEAD_ROWS 512
-#define MLP_ROWS 512   /* the MLP runs in row blocks: [T, F] is never held */
+#define ATTN_MIN_ROWS   16
+#define ATTN_TASK_ROWS  128
+#define LM_HEAD_ROWS    512
+#define MLP_ROWS        512 /* the MLP runs in row blocks: [T, F] is never held */
 /* Weights converted panel by panel (bf16, f16) are converted once per block: larger
  * blocks convert them fewer times, for 2·MLP_ROWS_CONVERTED·F more floats. */
 #define MLP_ROWS_CONVERTED 2048
@@ -34,13 +34,13 @@
 typedef dfl__head_plan head_plan;
 
 typedef struct attn_geom {
-    int nmaps;              /* 1 llama, 2 Diff */
-    int nstore;             /* block buffers per head: map1 (llama), or map1, map2, diff */
-    int64_t dq;             /* query/key width of one map */
+    int nmaps;  /* 1 llama, 2 Diff */
+    int nstore; /* block buffers per head: map1 (llama), or map1, map2, diff */
+    int64_t dq; /* query/key width of one map */
     int64_t q_ld, k_ld, v_ld, att_ld;
-    int64_t n_qheads, n_kheads;  /* heads of width dq in q and k (for RoPE) */
-    int64_t heads;          /* analysis heads */
-    float scale;            /* 1/sqrt(dq) */
+    int64_t n_qheads, n_kheads; /* heads of width dq in q and k (for RoPE) */
+    int64_t heads;              /* analysis heads */
+    float scale;                /* 1/sqrt(dq) */
 } attn_geom;
 
 static attn_geom make_geom(const dfl_config *c)
@@ -66,7 +66,7 @@ double dfl_forward_flops(const dfl_config *c, int64_t T)
     attn_geom g = make_geom(c);
     double D = (double)c->hidden_size, F = (double)c->intermediate_size, t = (double)T;
     double proj = D * (double)(g.q_ld + g.k_ld + g.v_ld + g.att_ld);
-    if (c->type == DFL_MODEL_DIFF_V2) proj += D * (double)g.heads;   /* lambda_proj */
+    if (c->type == DFL_MODEL_DIFF_V2) proj += D * (double)g.heads; /* lambda_proj */
     double mlp = (dfl__family_of(c)->mlp == DFL__MLP_GELU ? 2.0 : 3.0) * D * F;
     /* causal attention: on average (T+1)/2 keys per row, scores and value products */
     double keys_full = (t + 1.0) / 2.0, att_layers = 0.0;
@@ -92,25 +92,25 @@ typedef struct ws_buf {
 #define WS_MAX_BUFS 24
 
 typedef struct fwd_ws {
-    float *x, *xn;          /* [T, D] residual stream, normed copy */
-    float *q, *k, *v;       /* [T, q_ld], [T, k_ld], [T, v_ld] */
-    float *att;             /* [T, att_ld] heads' outputs before o_proj */
-    float *tmp;             /* [T, D] */
-    float *gate, *up;       /* [mlp_rows, F] */
-    float *maps;            /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
-    float *cos_t, *sin_t;   /* [T, dq/2] */
-    float *cos_l, *sin_l;   /* [T, dq/2] the sliding layers' own RoPE (Gemma 3 rope_local_base_freq) */
-    double *inv_freq;       /* [dq/2] */
-    int64_t *lim;           /* [rows] last visible key of each block row */
-    int64_t *lo;            /* [rows] first visible key of each block row (sliding window) */
-    float *scratch;         /* [dfl_matmul_scratch(max(D, F, att_ld))] weight panel in f32 */
-    head_plan *plan;        /* [heads] */
-    float *qmax;            /* [heads, 2] absmax per map (quantization by tensor/head) */
-    float *tmax;            /* [threads, heads, 2] per-thread partial absmax */
-    float *logits;          /* [LM_HEAD_ROWS, V] */
-    float *fused;           /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
-    size_t scratch_n;       /* floats of scratch */
-    float *lam;             /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
+    float *x, *xn;            /* [T, D] residual stream, normed copy */
+    float *q, *k, *v;         /* [T, q_ld], [T, k_ld], [T, v_ld] */
+    float *att;               /* [T, att_ld] heads' outputs before o_proj */
+    float *tmp;               /* [T, D] */
+    float *gate, *up;         /* [mlp_rows, F] */
+    float *maps;              /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
+    float *cos_t, *sin_t;     /* [T, dq/2] */
+    float *cos_l, *sin_l;     /* [T, dq/2] the sliding layers' own RoPE (Gemma 3 rope_local_base_freq) */
+    double *inv_freq;         /* [dq/2] */
+    int64_t *lim;             /* [rows] last visible key of each block row */
+    int64_t *lo;              /* [rows] first visible key of each block row (sliding window) */
+    float *scratch;           /* [dfl_matmul_scratch(max(D, F, att_ld))] weight panel in f32 */
+    head_plan *plan;          /* [heads] */
+    float *qmax;              /* [heads, 2] absmax per map (quantization by tensor/head) */
+    float *tmax;              /* [threads, heads, 2] per-thread partial absmax */
+    float *logits;            /* [LM_HEAD_ROWS, V] */
+    float *fused;             /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
+    size_t scratch_n;         /* floats of scratch */
+    float *lam;               /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
 } fwd_ws;
@@ -132,13 +132,13 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     size_t n = 0;
     int ok = 1;
     /* field: a·b elements of type */
-#define BUF(field, a, b, type)                                                         \
-    do {                                                                               \
-        if (n == WS_MAX_BUFS) return 0; /* a buffer added without growing the table */ \
-        ws_buf *e = &w->bufs[n++];                                                     \
-        e->ptr = (void **)&w->field;                                                   \
-        e->size = sizeof(type);                                                        \
-        ok = ok && dfl__mul_ok(a, b, &e->n);                                           \
+#define BUF(field, a, b, type)                                                                                         \
+    do {                                                                                                               \
+        if (n == WS_MAX_BUFS) return 0; /* a buffer added without growing the table */                                 \
+        ws_buf *e = &w->bufs[n++];                                                                                     \
+        e->ptr = (void **)&w->field;                                                                                   \
+        e->size = sizeof(type);                                                                                        \
+        ok = ok && dfl__mul_ok(a, b, &e->n);                                                                           \
     } while (0)
     BUF(x, t, D, float);
     BUF(xn, t, D, float);
@@ -171,7 +171,8 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
 
 static void ws_free(fwd_ws *w)
 {
-    for (size_t i = 0; i < w->nbufs; i++) free(*w->bufs[i].ptr);
+    for (size_t i = 0; i < w->nbufs; i++)
+        free(*w->bufs[i].ptr);
     memset(w, 0, sizeof *w);
 }
 
@@ -198,17 +199,17 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
 typedef struct attn_ctx {
     const fwd_ws *w;
     const attn_geom *g;
-    const head_plan *plan;        /* [heads] */
+    const head_plan *plan; /* [heads] */
     const dfl_layer_weights *lw;
     const dfl_config *c;
     const dfl_capture *cap;
     int quant_bits;
     dfl_quant_granularity quant_gran;
-    const float *qmax;            /* [heads, 2] absmax for tensor/head quantization */
+    const float *qmax; /* [heads, 2] absmax for tensor/head quantization */
     int64_t layer, T, rows;
-    int64_t window;               /* sliding window W of this layer, 0 = none */
-    int64_t r0, bend;             /* current block: rows [r0, bend) */
-    float softcap;                /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
+    int64_t window;   /* sliding window W of this layer, 0 = none */
+    int64_t r0, bend; /* current block: rows [r0, bend) */
+    float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -217,17 +218,18 @@ static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_
     const fwd_ws *w = x->w;
     const attn_geom *g = x->g;
     const head_plan *p = &x->plan[h];
-    float *m = w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
+    float *m =
+        w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
-                w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m,
-                (int)x->T);
+                w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m, (int)x->T);
     return m;
 }
 
 static float row_absmax(const float *r, int64_t n)
 {
     float mx = 0.0f;
-    for (int64_t j = 0; j < n; j++) mx = fabsf(r[j]) > mx ? fabsf(r[j]) : mx;
+    for (int64_t j = 0; j < n; j++)
+        mx = fabsf(r[j]) > mx ? fabsf(r[j]) : mx;
     return mx;
 }
 
@@ -240,9 +242,9 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     const fwd_ws *w = x->w;
     const attn_geom *g = x->g;
     const head_plan *p = &x->plan[h];
-    const int64_t T = x->T, ncols = a + n;       /* keys 0..a+n-1 are visible to some row */
+    const int64_t T = x->T, ncols = a + n; /* keys 0..a+n-1 are visible to some row */
     const int64_t *lim = w->lim + (a - x->r0), *lo = w->lo + (a - x->r0);
-    float *m[3] = {NULL, NULL, NULL};            /* [n, T] rows of map1, map2, diff in the block */
+    float *m[3] = {NULL, NULL, NULL}; /* [n, T] rows of map1, map2, diff in the block */
     for (int t = 0; t < g->nmaps; t++) {
         m[t] = task_scores(x, h, t, a, n);
         if (x->cap && x->cap->scores_rows && !p->repeat[t]) {
@@ -270,27 +272,30 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
         const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + a * g->heads + h : NULL;
         for (int64_t i = 0; i < n; i++) {
             float lam = sig ? sig[i * g->heads] : x->lw->lambda;
-            for (int64_t j = 0; j < x->bend; j++) m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+            for (int64_t j = 0; j < x->bend; j++)
+                m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
         }
         A = m[2];
     }
-    float *out = w->att + a * g->att_ld + p->out_col;   /* [n, out_width], stride att_ld */
+    float *out = w->att + a * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f,
-                    A, (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f, A,
+                    (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
         off += p->v_width[part];
     }
-    if (dfl__attn_of(x->c)->subnorm_eps < 0) return;   /* softmax heads: no sub-layer norm */
+    if (dfl__attn_of(x->c)->subnorm_eps < 0) return; /* softmax heads: no sub-layer norm */
     /* unilm: RMSNorm(2d, eps 1e-5, gain subln); DiffLlama: RMSNorm(2hd, eps, no gain). */
     float eps = dfl__subnorm_eps(x->c);
     const float *gain = x->lw->subln;
     for (int64_t i = 0; i < n; i++) {
         float *row = out + i * g->att_ld;
         float ss = 0.0f;
-        for (int64_t j = 0; j < p->out_width; j++) ss += row[j] * row[j];
+        for (int64_t j = 0; j < p->out_width; j++)
+            ss += row[j] * row[j];
         float inv = (1.0f - x->lw->lambda_init) / sqrtf(ss / (float)p->out_width + eps);
-        for (int64_t j = 0; j < p->out_width; j++) row[j] *= inv * (gain ? gain[j] : 1.0f);
+        for (int64_t j = 0; j < p->out_width; j++)
+            row[j] *= inv * (gain ? gain[j] : 1.0f);
     }
 }
 
@@ -313,7 +318,7 @@ static void scores_absmax(attn_ctx *x, float *qmax)
 {
     const attn_geom *g = x->g;
     int nth = dfl_forward_max_threads();
-    float *tmax = x->w->tmax;   /* [threads, heads, 2] */
+    float *tmax = x->w->tmax; /* [threads, heads, 2] */
     memset(tmax, 0, (size_t)nth * (size_t)g->heads * 2 * sizeof *tmax);
     for (int64_t r0 = 0; r0 < x->T; r0 += x->rows) {
         int64_t nb = begin_block(x, r0);
@@ -336,11 +341,13 @@ static void scores_absmax(attn_ctx *x, float *qmax)
     float all = 0.0f;
     for (int64_t i = 0; i < g->heads * 2; i++) {
         qmax[i] = 0.0f;
-        for (int th = 0; th < nth; th++) qmax[i] = fmaxf(qmax[i], tmax[(size_t)th * (size_t)g->heads * 2 + (size_t)i]);
+        for (int th = 0; th < nth; th++)
+            qmax[i] = fmaxf(qmax[i], tmax[(size_t)th * (size_t)g->heads * 2 + (size_t)i]);
         all = fmaxf(all, qmax[i]);
     }
     if (x->quant_gran == DFL_QUANT_TENSOR)
-        for (int64_t i = 0; i < g->heads * 2; i++) qmax[i] = all;
+        for (int64_t i = 0; i < g->heads * 2; i++)
+            qmax[i] = all;
 }
 
 static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, int64_t l, int64_t T, int64_t rows,
@@ -348,9 +355,11 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 {
     const dfl_config *c = &m->config;
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
-    for (int64_t h = 0; h < g->heads; h++) w->plan[h] = dfl__head_plan_make(c, h);
-    attn_ctx x = {w, g, w->plan, &m->layers[l], c, cap, opts->quant_bits, opts->quant_granularity, w->qmax,
-                  l, T, rows, dfl_config_window(c, l), 0, 0, (float)c->attn_softcap};
+    for (int64_t h = 0; h < g->heads; h++)
+        w->plan[h] = dfl__head_plan_make(c, h);
+    attn_ctx x = {
+        w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
+        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -365,7 +374,14 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         }
         for (int64_t h = 0; want && h < g->heads && s == DFL_OK; h++) {
             const float *base = w->maps + (size_t)h * (size_t)g->nstore * (size_t)rows * (size_t)T;
-            dfl_attn_block b = {l, h, r0, nb, r0 + nb, T, T, base,
+            dfl_attn_block b = {l,
+                                h,
+                                r0,
+                                nb,
+                                r0 + nb,
+                                T,
+                                T,
+                                base,
                                 g->nmaps == 2 ? base + (size_t)rows * (size_t)T : NULL,
                                 g->nmaps == 2 ? base + 2 * (size_t)rows * (size_t)T : NULL};
             s = cap->attn_rows(cap->user, &b, err);
@@ -379,8 +395,10 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 /* A projection of either storage: [in, out] (GPT-2's Conv1D) or [out, in] (Linear). */
 static void project(const fwd_ws *w, int io, float *y, const float *x, const dfl_wmat *wm, int64_t n)
 {
-    if (io) dfl_matmul_wmat_io(y, x, wm, n, w->scratch, w->scratch_n);
-    else dfl_matmul_wmat(y, x, wm, n, w->scratch);
+    if (io)
+        dfl_matmul_wmat_io(y, x, wm, n, w->scratch, w->scratch_n);
+    else
+        dfl_matmul_wmat(y, x, wm, n, w->scratch);
 }
 
 static void add_bias(float *y, const float *b, int64_t n, int64_t d)
@@ -459,8 +477,10 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
         project(w, io, w->gate, w->xn + r0 * D, &lw->w_up, n);
         add_bias(w->gate, lw->b_up, n, F);
-        if (c->act == DFL_ACT_GELU) dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
-        else dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
+        if (c->act == DFL_ACT_GELU)
+            dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
+        else
+            dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
@@ -523,8 +543,10 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
         dfl_matmul_wmat(w->gate, in + r0 * D, &lw->w_gate, n, w->scratch);
         dfl_matmul_wmat(w->up, in + r0 * D, &lw->w_up, n, w->scratch);
-        if (geglu) dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
-        else dfl_swiglu(w->gate, w->up, n, F);
+        if (geglu)
+            dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
+        else
+            dfl_swiglu(w->gate, w->up, n, F);
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
@@ -537,7 +559,8 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_t T, float *scratch)
 {
     dfl_matmul_wmat(lam, xn, w, T, scratch);
-    for (int64_t i = 0; i < T * w->rows; i++) lam[i] = (float)(1.0 / (1.0 + exp(-(double)lam[i])));
+    for (int64_t i = 0; i < T * w->rows; i++)
+        lam[i] = (float)(1.0 / (1.0 + exp(-(double)lam[i])));
 }
 
 /* ---------------------------------------------------------------- forward */
@@ -548,7 +571,10 @@ dfl_forward_opts dfl_forward_opts_default(void)
     return o;
 }
 
-int dfl_forward_max_threads(void) { return omp_get_max_threads(); }
+int dfl_forward_max_threads(void)
+{
+    return omp_get_max_threads();
+}
 
 dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
                        const dfl_capture *cap, dfl_error *err)
@@ -564,50 +590,56 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
             return dfl__fail(err, DFL_ERR_RANGE, "token %lld at position %lld is outside the vocabulary [0, %lld)",
                              (long long)tokens[t], (long long)t, (long long)c->vocab_size);
     if (c->rope_kind == DFL_ROPE_DYNAMIC && T > c->rope_original_max_pos)
-        return dfl__fail(err, DFL_ERR_CONFIG, "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
                          "original context (%lld); dynamic NTK scaling past it is not implemented",
                          (long long)T, (long long)c->rope_original_max_pos);
     const dfl__family *fam = dfl__family_of(c);
     if (m->pos_embed.data && T > m->pos_embed.rows)
-        return dfl__fail(err, DFL_ERR_CONFIG, "a sequence of %lld tokens is longer than the model's %lld learned "
-                         "positions (n_positions)", (long long)T, (long long)m->pos_embed.rows);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "a sequence of %lld tokens is longer than the model's %lld learned "
+                         "positions (n_positions)",
+                         (long long)T, (long long)m->pos_embed.rows);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
     if (rows > ATTN_TASK_ROWS) rows = ATTN_TASK_ROWS;
     if (rows > T) rows = T;
     const dfl_wmat *wg = fam->mlp == DFL__MLP_SWIGLU ? &m->layers[0].w_gate : &m->layers[0].w_up;
-    int64_t mlp_rows = wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS
-                                                                                                : MLP_ROWS_CONVERTED;
+    int64_t mlp_rows =
+        wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS : MLP_ROWS_CONVERTED;
     fwd_ws w;
     dfl_status s = ws_alloc(&w, c, &g, T, rows, mlp_rows, cap && cap->logits_rows, err);
     if (s) return s;
 
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
-    dfl_rope_params rp = {c->rope_theta, c->rope_kind, c->rope_factor, c->rope_low_freq_factor,
-                          c->rope_high_freq_factor, c->rope_original_max_pos};
-    int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq;   /* GPT-NeoX: the rotated part of a head */
-    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* Phi-3: the long factors past the original context */
+    dfl_rope_params rp = {
+        c->rope_theta,           c->rope_kind, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+        c->rope_original_max_pos};
+    int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq; /* GPT-NeoX: the rotated part of a head */
+    if (c->rope_kind == DFL_ROPE_LONGROPE)             /* Phi-3: the long factors past the original context */
         dfl_rope_inv_freq_longrope(w.inv_freq, rd, c->rope_theta,
                                    T > c->rope_original_max_pos ? c->rope_long : c->rope_short);
     else
         dfl_rope_inv_freq(w.inv_freq, rd, &rp);
     dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
-    if (c->rope_kind == DFL_ROPE_LONGROPE)   /* cos, sin × the attention factor */
+    if (c->rope_kind == DFL_ROPE_LONGROPE) /* cos, sin × the attention factor */
         for (size_t i = 0; i < (size_t)T * (size_t)(rd / 2); i++) {
             w.cos_t[i] = (float)(w.cos_t[i] * c->rope_attn_factor);
             w.sin_t[i] = (float)(w.sin_t[i] * c->rope_attn_factor);
         }
-    if (c->rope_local_theta > 0) {   /* Gemma 3's sliding layers: their own base, unscaled */
+    if (c->rope_local_theta > 0) { /* Gemma 3's sliding layers: their own base, unscaled */
         dfl_rope_params lp = {c->rope_local_theta, DFL_ROPE_NONE, 1.0, 0.0, 0.0, 0};
         dfl_rope_inv_freq(w.inv_freq, rd, &lp);
         dfl_rope_tables(w.cos_l, w.sin_l, w.inv_freq, rd, T);
     }
 
-    for (int64_t t = 0; t < T; t++) dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
-    if (c->embed_scale > 0)   /* Gemma: × √D */
-        for (size_t i = 0; i < (size_t)T * (size_t)D; i++) w.x[i] *= c->embed_scale;
-    if (m->pos_embed.data) {   /* learned positions (gpt2 wpe): x[t] += wpe[t] */
+    for (int64_t t = 0; t < T; t++)
+        dfl_wmat_rows(&m->embed, tokens[t], 1, w.x + t * D);
+    if (c->embed_scale > 0) /* Gemma: × √D */
+        for (size_t i = 0; i < (size_t)T * (size_t)D; i++)
+            w.x[i] *= c->embed_scale;
+    if (m->pos_embed.data) { /* learned positions (gpt2 wpe): x[t] += wpe[t] */
         dfl_wmat_rows(&m->pos_embed, 0, T, w.tmp);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
     }
@@ -648,8 +680,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
             dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
-            if (lw->poly_w) dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
-            else dfl_swiglu(w.gate, w.up, n, F);
+            if (lw->poly_w)
+                dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
+            else
+                dfl_swiglu(w.gate, w.up, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);

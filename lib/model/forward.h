@@ -16,7 +16,8 @@
 
 /* One block of attention rows of one analysis head: rows [row0, row0 + n) of the
  * T×T map, each row given over keys [0, ncols) with stride ld (keys ≥ ncols are
- * masked, hence 0; so are keys before a sliding window, dfl_config_window). map1 is the softmax map (map 1 of a Diff head); map2 and diff
+ * masked, hence 0; so are keys before a sliding window, dfl_config_window). map1 is the softmax map (map 1 of a Diff
+ * head); map2 and diff
  * (= map1 − λ·map2, λ per row for DIFF V2) are NULL for llama. */
 typedef struct dfl_attn_block {
     int64_t layer, head;
@@ -55,8 +56,7 @@ typedef struct dfl_capture {
      * wanted; never called for the other types (their λ is one per layer). */
     dfl_status (*lambda_rows)(void *user, int64_t layer, const float *lam, int64_t T, int64_t H, dfl_error *err);
     /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
-    dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V,
-                              const float *logits, dfl_error *err);
+    dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err);
 } dfl_capture;
 
 /* Interventions on the computation (docs/probe.md, probe --quantize-logits). */
@@ -85,8 +85,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                        const dfl_capture *cap, dfl_error *err);
 
 /* Convenience for tests and small runs: all logits into out[T, V] (caller-owned). */
-dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T,
-                              float *out, dfl_error *err);
+dfl_status dfl_forward_logits(const dfl_model *m, const int32_t *tokens, int64_t T, float *out, dfl_error *err);
 
 /* FLOPs of one forward pass over T tokens, for throughput reports and shard balancing:
  * 2 × the multiply-adds of the projections, the MLP and the LM head, and of attention

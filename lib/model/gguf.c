@@ -14,27 +14,27 @@
 #include "model/gguf_quant.h"
 
 #define GGUF_DEFAULT_ALIGN 32
-#define GGUF_MAX_NAME 64     /* ggml's GGML_MAX_NAME: tensor names are shorter */
-#define GGUF_MAX_SPLITS 9999 /* the %05d in split names leaves room for more; none are that large */
+#define GGUF_MAX_NAME      64   /* ggml's GGML_MAX_NAME: tensor names are shorter */
+#define GGUF_MAX_SPLITS    9999 /* the %05d in split names leaves room for more; none are that large */
 
 typedef struct gguf_file {
-    char *path;               /* owned */
-    void *map;                /* mmap'ed image (NULL for dfl_gguf_open_memory) */
+    char *path; /* owned */
+    void *map;  /* mmap'ed image (NULL for dfl_gguf_open_memory) */
     size_t map_len;
     uint32_t version;
     size_t align;
-    dfl_gguf_kv *kv;          /* [n_kv] */
+    dfl_gguf_kv *kv; /* [n_kv] */
     size_t n_kv;
-    dfl_gguf_tensor *t;       /* [n_t] */
+    dfl_gguf_tensor *t; /* [n_t] */
     size_t n_t;
 } gguf_file;
 
 struct dfl_gguf {
-    gguf_file *files;         /* [n_files] */
+    gguf_file *files; /* [n_files] */
     size_t n_files;
-    const dfl_gguf_tensor **by_name;   /* [n_tensors] sorted by name */
-    const dfl_gguf_tensor **order;     /* [n_tensors] splits in order, file order within */
-    size_t *file_of;                   /* [n_tensors] split index, parallel to order */
+    const dfl_gguf_tensor **by_name; /* [n_tensors] sorted by name */
+    const dfl_gguf_tensor **order;   /* [n_tensors] splits in order, file order within */
+    size_t *file_of;                 /* [n_tensors] split index, parallel to order */
     size_t n_tensors;
 };
 
@@ -49,8 +49,8 @@ typedef struct rd {
 
 static dfl_status truncated(rd *r, const char *what)
 {
-    return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: GGUF truncated reading %s at byte %zu (file is %zu bytes)",
-                     r->label, what, r->off, r->len);
+    return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: GGUF truncated reading %s at byte %zu (file is %zu bytes)", r->label,
+                     what, r->off, r->len);
 }
 
 static dfl_status need(rd *r, size_t n, const char *what)
@@ -61,7 +61,8 @@ static dfl_status need(rd *r, size_t n, const char *what)
 static uint64_t le(const uint8_t *p, int n)
 {
     uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
     return v;
 }
 
@@ -108,7 +109,7 @@ static dfl_status copy_name(rd *r, const uint8_t *sp, uint64_t n, const char *wh
 /* ----------------------------------------------------------------- values */
 
 static const uint8_t SCALAR_SIZE[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-static const char *const VTYPE_NAME[13] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+static const char *const VTYPE_NAME[13] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                            "bool", "string", "array", "u64", "i64", "f64"};
 
 /* One value of type t at the cursor (an array element when in_array): checked and
@@ -118,8 +119,8 @@ static dfl_status rd_value(rd *r, uint32_t t, const char *key, int in_array, dfl
     size_t start = r->off;
     dfl_status s;
     if (t > DFL_GGUF_F64)
-        return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: key '%s' has unknown value type %u (byte %zu)", r->label, key,
-                         t, r->off);
+        return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: key '%s' has unknown value type %u (byte %zu)", r->label, key, t,
+                         r->off);
     if (t == DFL_GGUF_STRING) {
         const uint8_t *sp = NULL;
         uint64_t n;
@@ -135,7 +136,7 @@ static dfl_status rd_value(rd *r, uint32_t t, const char *key, int in_array, dfl
         uint32_t et;
         uint64_t n;
         if ((s = rd_u32(r, &et, "an array's element type")) || (s = rd_u64(r, &n, "an array's length"))) return s;
-        if (et == DFL_GGUF_ARRAY || in_array)   /* ggml's gguf.cpp refuses them too */
+        if (et == DFL_GGUF_ARRAY || in_array) /* ggml's gguf.cpp refuses them too */
             return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: key '%s' is an array of arrays (not supported)", r->label,
                              key);
         if (et > DFL_GGUF_F64)
@@ -182,8 +183,10 @@ static dfl_status rd_value(rd *r, uint32_t t, const char *key, int in_array, dfl
 static void file_free(gguf_file *f)
 {
     if (!f) return;
-    for (size_t i = 0; i < f->n_kv; i++) free((char *)(uintptr_t)f->kv[i].key);
-    for (size_t i = 0; i < f->n_t; i++) free((char *)(uintptr_t)f->t[i].name);
+    for (size_t i = 0; i < f->n_kv; i++)
+        free((char *)(uintptr_t)f->kv[i].key);
+    for (size_t i = 0; i < f->n_t; i++)
+        free((char *)(uintptr_t)f->t[i].name);
     free(f->kv);
     free(f->t);
     if (f->map) munmap(f->map, f->map_len);
@@ -208,8 +211,7 @@ static dfl_status parse_meta(rd *r, gguf_file *f, uint64_t *n_tensors)
 {
     dfl_status s;
     if (r->len < 4 || memcmp(r->p, "GGUF", 4))
-        return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: not a GGUF file (the first 4 bytes are not \"GGUF\")",
-                         r->label);
+        return dfl__fail(r->err, DFL_ERR_FORMAT, "%s: not a GGUF file (the first 4 bytes are not \"GGUF\")", r->label);
     r->off = 4;
     uint64_t n_kv;
     if ((s = rd_u32(r, &f->version, "the version"))) return s;
@@ -222,7 +224,8 @@ static dfl_status parse_meta(rd *r, gguf_file *f, uint64_t *n_tensors)
     if ((s = rd_u64(r, n_tensors, "the tensor count")) || (s = rd_u64(r, &n_kv, "the key count"))) return s;
     /* a key takes >= 13 bytes (u64 length, u32 type, a 1-byte value), a tensor >= 32 */
     if (n_kv > (r->len - r->off) / 13) return truncated(r, "the metadata (key count larger than the file allows)");
-    if (*n_tensors > (r->len - r->off) / 32) return truncated(r, "the tensor table (count larger than the file allows)");
+    if (*n_tensors > (r->len - r->off) / 32)
+        return truncated(r, "the tensor table (count larger than the file allows)");
     if (n_kv && !(f->kv = calloc((size_t)n_kv, sizeof *f->kv)))
         return dfl__fail(r->err, DFL_ERR_NOMEM, "%s: out of memory", r->label);
     f->align = GGUF_DEFAULT_ALIGN;
@@ -258,9 +261,9 @@ static dfl_status parse_tensors(rd *r, gguf_file *f, uint64_t n_tensors)
     dfl_status s;
     uint64_t *offs = NULL;
     const dfl_gguf_tensor **sorted = NULL;
-    if (n_tensors && (!(f->t = calloc((size_t)n_tensors, sizeof *f->t)) ||
-                      !(offs = calloc((size_t)n_tensors, sizeof *offs)) ||
-                      !(sorted = calloc((size_t)n_tensors, sizeof *sorted)))) {
+    if (n_tensors &&
+        (!(f->t = calloc((size_t)n_tensors, sizeof *f->t)) || !(offs = calloc((size_t)n_tensors, sizeof *offs)) ||
+         !(sorted = calloc((size_t)n_tensors, sizeof *sorted)))) {
         s = dfl__fail(r->err, DFL_ERR_NOMEM, "%s: out of memory", r->label);
         goto done;
     }
@@ -287,7 +290,8 @@ static dfl_status parse_tensors(rd *r, gguf_file *f, uint64_t n_tensors)
         }
         t->ndim = (int)nd;
         size_t rows = 1;
-        for (int d = 0; d < DFL_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+        for (int d = 0; d < DFL_GGUF_MAX_DIMS; d++)
+            t->ne[d] = 1;
         for (uint32_t d = 0; d < nd; d++) {
             uint64_t v;
             if ((s = rd_u64(r, &v, "a tensor's dimensions"))) goto done;
@@ -306,11 +310,13 @@ static dfl_status parse_tensors(rd *r, gguf_file *f, uint64_t n_tensors)
             goto done;
         }
         if ((uint64_t)t->ne[0] % be) {
-            s = dfl__fail(r->err, DFL_ERR_FORMAT, "%s: tensor '%s': ne[0] = %lld is not a multiple of %s's block of "
-                          "%zu", r->label, name, (long long)t->ne[0], dfl_ggml_type_name(type), be);
+            s = dfl__fail(r->err, DFL_ERR_FORMAT,
+                          "%s: tensor '%s': ne[0] = %lld is not a multiple of %s's block of "
+                          "%zu",
+                          r->label, name, (long long)t->ne[0], dfl_ggml_type_name(type), be);
             goto done;
         }
-        size_t row_bytes = (size_t)((uint64_t)t->ne[0] / be) * bb;   /* ne[0] <= 2^62, bb < 2^9 / be */
+        size_t row_bytes = (size_t)((uint64_t)t->ne[0] / be) * bb; /* ne[0] <= 2^62, bb < 2^9 / be */
         if ((uint64_t)t->ne[0] / be > SIZE_MAX / bb || !dfl__mul_ok(row_bytes, rows, &t->nbytes)) {
             s = dfl__fail(r->err, DFL_ERR_FORMAT, "%s: tensor '%s' is too large", r->label, name);
             goto done;
@@ -332,8 +338,10 @@ static dfl_status parse_tensors(rd *r, gguf_file *f, uint64_t n_tensors)
             goto done;
         }
         if (offs[i] > data_len || t->nbytes > data_len - offs[i]) {
-            s = dfl__fail(r->err, DFL_ERR_FORMAT, "%s: tensor '%s': bytes [%llu, +%zu) of the data section run past "
-                          "its end (%zu bytes)", r->label, t->name, (unsigned long long)offs[i], t->nbytes, data_len);
+            s = dfl__fail(r->err, DFL_ERR_FORMAT,
+                          "%s: tensor '%s': bytes [%llu, +%zu) of the data section run past "
+                          "its end (%zu bytes)",
+                          r->label, t->name, (unsigned long long)offs[i], t->nbytes, data_len);
             goto done;
         }
         t->data = r->p + data_at + offs[i];
@@ -368,7 +376,8 @@ static dfl_status parse_file(const uint8_t *buf, size_t len, const char *label, 
 static dfl_status build_index(dfl_gguf *g, dfl_error *err)
 {
     size_t n = 0;
-    for (size_t i = 0; i < g->n_files; i++) n += g->files[i].n_t;
+    for (size_t i = 0; i < g->n_files; i++)
+        n += g->files[i].n_t;
     g->n_tensors = n;
     if (!n) return DFL_OK;
     g->by_name = dfl__alloc_array(n, sizeof *g->by_name);
@@ -404,7 +413,8 @@ static dfl_gguf *set_new(size_t n_files)
 void dfl_gguf_close(dfl_gguf *g)
 {
     if (!g) return;
-    for (size_t i = 0; i < g->n_files; i++) file_free(&g->files[i]);
+    for (size_t i = 0; i < g->n_files; i++)
+        file_free(&g->files[i]);
     free(g->files);
     free(g->by_name);
     free(g->order);
@@ -433,7 +443,7 @@ dfl_status dfl_gguf_open_memory(const void *buf, size_t len, const char *label, 
 /* Map and parse one file into f (f->path set by the caller). */
 static dfl_status open_file(gguf_file *f, dfl_error *err)
 {
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);   /* a FIFO is refused, not waited on */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused, not waited on */
     if (fd < 0) return dfl__fail(err, DFL_ERR_IO, "%s: %s", f->path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -450,7 +460,7 @@ static dfl_status open_file(gguf_file *f, dfl_error *err)
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large to map", f->path);
     }
     size_t len = (size_t)st.st_size;
-    if (len < 24) {   /* mmap refuses 0 bytes; the fixed header alone is 24 */
+    if (len < 24) { /* mmap refuses 0 bytes; the fixed header alone is 24 */
         close(fd);
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: %zu bytes is too short for a GGUF header (24)", f->path, len);
     }
@@ -504,8 +514,8 @@ dfl_status dfl_gguf_open(const char *path, dfl_gguf **out, dfl_error *err)
     }
     int64_t declared;
     if (!s && split && dfl_gguf_get_int(g, "split.count", &declared) == 1 && declared != (int64_t)count)
-        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: split.count is %lld but the file name says %u splits",
-                      g->files[0].path, (long long)declared, count);
+        s = dfl__fail(err, DFL_ERR_FORMAT, "%s: split.count is %lld but the file name says %u splits", g->files[0].path,
+                      (long long)declared, count);
     if (!s) s = build_index(g, err);
     if (s) {
         dfl_gguf_close(g);
@@ -517,9 +527,15 @@ dfl_status dfl_gguf_open(const char *path, dfl_gguf **out, dfl_error *err)
 
 /* ---------------------------------------------------------------- access */
 
-uint32_t dfl_gguf_version(const dfl_gguf *g) { return g->files[0].version; }
+uint32_t dfl_gguf_version(const dfl_gguf *g)
+{
+    return g->files[0].version;
+}
 
-size_t dfl_gguf_kv_count(const dfl_gguf *g) { return g->files[0].n_kv; }
+size_t dfl_gguf_kv_count(const dfl_gguf *g)
+{
+    return g->files[0].n_kv;
+}
 
 const dfl_gguf_kv *dfl_gguf_kv_at(const dfl_gguf *g, size_t i)
 {
@@ -548,7 +564,10 @@ static int scalar_int(dfl_gguf_vtype t, const uint8_t *p, int64_t *out)
         if ((u = le(p, 8)) > (uint64_t)INT64_MAX) return 0;
         *out = (int64_t)u;
         return 1;
-    case DFL_GGUF_I64: u = le(p, 8); memcpy(out, &u, 8); return 1;
+    case DFL_GGUF_I64:
+        u = le(p, 8);
+        memcpy(out, &u, 8);
+        return 1;
     default: return 0;
     }
 }
@@ -620,7 +639,10 @@ int dfl_gguf_arr_num(const dfl_gguf_kv *kv, uint64_t i, double *out)
     return scalar_num(kv->elem_type, (const uint8_t *)kv->data + (size_t)i * SCALAR_SIZE[kv->elem_type], out);
 }
 
-size_t dfl_gguf_tensor_count(const dfl_gguf *g) { return g->n_tensors; }
+size_t dfl_gguf_tensor_count(const dfl_gguf *g)
+{
+    return g->n_tensors;
+}
 
 const dfl_gguf_tensor *dfl_gguf_tensor_at(const dfl_gguf *g, size_t i)
 {
@@ -634,8 +656,10 @@ const dfl_gguf_tensor *dfl_gguf_find_tensor(const dfl_gguf *g, const char *name)
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(g->by_name[mid]->name, name);
         if (!c) return g->by_name[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -647,4 +671,7 @@ const char *dfl_gguf_file_of(const dfl_gguf *g, const dfl_gguf_tensor *t)
     return NULL;
 }
 
-const char *dfl__gguf_vtype_name(uint32_t t) { return t <= DFL_GGUF_F64 ? VTYPE_NAME[t] : "?"; }
+const char *dfl__gguf_vtype_name(uint32_t t)
+{
+    return t <= DFL_GGUF_F64 ? VTYPE_NAME[t] : "?";
+}

@@ -53,7 +53,7 @@ typedef enum dfl_gguf_vtype {
 /* One metadata value: a view into the file. Scalars and strings by value type; an
  * array holds n elements of elem_type at data (strings: each a u64 length + bytes). */
 typedef struct dfl_gguf_kv {
-    const char *key;          /* NUL-terminated copy, owned by the file */
+    const char *key; /* NUL-terminated copy, owned by the file */
     dfl_gguf_vtype type;
     dfl_gguf_vtype elem_type; /* arrays only */
     uint64_t n;               /* arrays: element count; strings: byte length */
@@ -63,10 +63,10 @@ typedef struct dfl_gguf_kv {
 
 /* One tensor: ne as the file gives it (ne[0] fastest), data a view into the mapping. */
 typedef struct dfl_gguf_tensor {
-    const char *name;         /* NUL-terminated copy, owned by the file */
-    uint32_t type;            /* ggml type (model/gguf_quant.h) */
+    const char *name; /* NUL-terminated copy, owned by the file */
+    uint32_t type;    /* ggml type (model/gguf_quant.h) */
     int ndim;
-    int64_t ne[DFL_GGUF_MAX_DIMS];   /* unused dims are 1 */
+    int64_t ne[DFL_GGUF_MAX_DIMS]; /* unused dims are 1 */
     const void *data;
     size_t nbytes;
 } dfl_gguf_tensor;

@@ -29,7 +29,7 @@ typedef struct gbinder {
     dfl_model *m;
     const dfl_gguf *g;
     const char *path;
-    unsigned char *used;   /* [tensor count] */
+    unsigned char *used; /* [tensor count] */
     size_t cap;
     int permuted;
 } gbinder;
@@ -49,8 +49,10 @@ static dfl_status meta_int(const dfl_gguf *g, const char *path, const char *arch
     }
     if (r == 0) return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata key '%s' is missing", path, key);
     if (r < 0)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata key '%s' must be one integer (per-layer arrays are "
-                         "not supported)", path, key);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: GGUF metadata key '%s' must be one integer (per-layer arrays are "
+                         "not supported)",
+                         path, key);
     if (*out < 0 || *out > DIM_MAX)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata key '%s' = %lld is out of range", path, key,
                          (long long)*out);
@@ -83,10 +85,13 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata has no string 'general.architecture'", path);
     snprintf(arch, sizeof arch, "%.*s", (int)(alen < 31 ? alen : 31), a);
     size_t k = 0, n_arch = sizeof ARCHS / sizeof ARCHS[0];
-    while (k < n_arch && (strlen(ARCHS[k].arch) != alen || memcmp(ARCHS[k].arch, a, alen))) k++;
+    while (k < n_arch && (strlen(ARCHS[k].arch) != alen || memcmp(ARCHS[k].arch, a, alen)))
+        k++;
     if (k == n_arch)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF architecture '%.*s' is not supported (llama, mistral, qwen2, "
-                         "qwen3)", path, (int)(alen < 64 ? alen : 64), a);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: GGUF architecture '%.*s' is not supported (llama, mistral, qwen2, "
+                         "qwen3)",
+                         path, (int)(alen < 64 ? alen : 64), a);
     *permuted = ARCHS[k].permuted;
     int64_t L, D, F, H, Hkv, ctx, key_len, val_len, rope_dim, bos;
     double theta, eps, factor = 0;
@@ -108,9 +113,10 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         (s = meta_int(g, path, arch, "rope.dimension_count", key_len, &rope_dim, err)))
         return s;
     if (val_len != key_len || rope_dim != key_len)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: key_length %lld, value_length %lld and rope.dimension_count %lld "
-                         "must agree (partial rotary embeddings are not supported)", path, (long long)key_len,
-                         (long long)val_len, (long long)rope_dim);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: key_length %lld, value_length %lld and rope.dimension_count %lld "
+                         "must agree (partial rotary embeddings are not supported)",
+                         path, (long long)key_len, (long long)val_len, (long long)rope_dim);
     char key[128];
     const char *st;
     size_t stlen;
@@ -121,8 +127,10 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
                          (int)(stlen < 32 ? stlen : 32), st);
     if (has_scaling && (s = meta_num(g, path, arch, "rope.scaling.factor", 0, 1, &factor, err))) return s;
     if (dfl_gguf_find_tensor(g, "rope_freqs.weight"))
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: tensor 'rope_freqs.weight' (llama3-style RoPE frequency factors) is "
-                         "not supported from GGUF", path);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: tensor 'rope_freqs.weight' (llama3-style RoPE frequency factors) is "
+                         "not supported from GGUF",
+                         path);
     const dfl_gguf_tensor *emb = dfl_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->ndim != 2)
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor 'token_embd.weight' is missing or not 2-D", path);
@@ -158,25 +166,28 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
 
 /* Find name with shape [d0] or [d0, d1] (PyTorch order; the file's ne is reversed) and
  * a type difflens reads; mark it used. optional: absent gives *out = NULL. */
-static dfl_status gfind(gbinder *b, const char *name, int64_t d0, int64_t d1, int optional,
-                        const dfl_gguf_tensor **out, dfl_error *err)
+static dfl_status gfind(gbinder *b, const char *name, int64_t d0, int64_t d1, int optional, const dfl_gguf_tensor **out,
+                        dfl_error *err)
 {
     *out = NULL;
     const dfl_gguf_tensor *t = dfl_gguf_find_tensor(b->g, name);
     if (!t) return optional ? DFL_OK : dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' is missing", b->path, name);
     const char *file = dfl_gguf_file_of(b->g, t);
     if (!dfl_ggml_type_supported(t->type))
-        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has type %s, which difflens does not dequantize "
-                         "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", file, name,
-                         dfl_ggml_type_name(t->type));
+        return dfl__fail(err, DFL_ERR_TENSOR,
+                         "%s: tensor '%s' has type %s, which difflens does not dequantize "
+                         "(F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
+                         file, name, dfl_ggml_type_name(t->type));
     int ndim = d1 ? 2 : 1;
     if (t->ndim != ndim || (ndim == 2 ? t->ne[1] != d0 || t->ne[0] != d1 : t->ne[0] != d0)) {
         char got[96] = "[";
         for (int i = t->ndim - 1; i >= 0; i--)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%lld%s", (long long)t->ne[i], i ? ", " : "]");
         if (d1)
-            return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s (rows, columns), the metadata needs "
-                             "[%lld, %lld]", file, name, got, (long long)d0, (long long)d1);
+            return dfl__fail(err, DFL_ERR_TENSOR,
+                             "%s: tensor '%s' has shape %s (rows, columns), the metadata needs "
+                             "[%lld, %lld]",
+                             file, name, got, (long long)d0, (long long)d1);
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, the metadata needs [%lld]", file, name,
                          got, (long long)d0);
     }
@@ -284,8 +295,10 @@ static dfl_status gcheck_unused(gbinder *b, int allow, dfl_error *err)
         bad++;
     }
     if (!bad || allow) return DFL_OK;
-    return dfl__fail(err, DFL_ERR_TENSOR, "%s: %zu GGUF tensor%s not used by a %s model: %s (--allow-unused runs "
-                     "without %s)", b->path, bad, bad == 1 ? " is" : "s are", b->m->config.model_type, names,
+    return dfl__fail(err, DFL_ERR_TENSOR,
+                     "%s: %zu GGUF tensor%s not used by a %s model: %s (--allow-unused runs "
+                     "without %s)",
+                     b->path, bad, bad == 1 ? " is" : "s are", b->m->config.model_type, names,
                      bad == 1 ? "it" : "them");
 }
 
@@ -314,7 +327,8 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
     if ((s = gbind_mat(&b, "token_embd.weight", c->vocab_size, c->hidden_size, 0, &m->embed, err)) ||
         (s = gbind(&b, "output_norm.weight", c->hidden_size, 0, &m->final_norm, err)))
         goto fail;
-    if (c->tie_word_embeddings) m->lm_head = m->embed;
+    if (c->tie_word_embeddings)
+        m->lm_head = m->embed;
     else if ((s = gbind_mat(&b, "output.weight", c->vocab_size, c->hidden_size, 0, &m->lm_head, err)))
         goto fail;
     if (!(m->layers = calloc((size_t)c->num_layers, sizeof *m->layers))) {
@@ -329,6 +343,6 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
     return DFL_OK;
 fail:
     free(b.used);
-    dfl_model_free(m);   /* closes g through m->gguf */
+    dfl_model_free(m); /* closes g through m->gguf */
     return s;
 }

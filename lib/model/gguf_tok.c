@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TOKEN_CONTROL 3
+#define TOKEN_CONTROL      3
 #define TOKEN_USER_DEFINED 4
 
 /* tokenizer.ggml.pre → Split regex (NULL: GPT-2's ByteLevel regex), NFC, ignore_merges. */
@@ -19,7 +19,8 @@ static const struct {
     int nfc, ignore_merges;
 } PRES[] = {
     {"llama-bpe",
-     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
      "\\s+(?!\\S)|\\s+",
      0, 1},
     {"qwen2",
@@ -36,8 +37,9 @@ static int next_str(const dfl_gguf_kv *kv, size_t *at, const char **s, size_t *l
     const unsigned char *p = (const unsigned char *)kv->data + *at;
     if (*at + 8 > kv->nbytes) return 0;
     uint64_t n = 0;
-    for (int k = 7; k >= 0; k--) n = n << 8 | p[k];
-    if (n > kv->nbytes - *at - 8) return 0;   /* validated by the reader; checked again */
+    for (int k = 7; k >= 0; k--)
+        n = n << 8 | p[k];
+    if (n > kv->nbytes - *at - 8) return 0; /* validated by the reader; checked again */
     *s = (const char *)p + 8;
     *len = (size_t)n;
     *at += 8 + (size_t)n;
@@ -53,8 +55,8 @@ static const dfl_gguf_kv *array_of(const dfl_gguf *g, const char *key, dfl_gguf_
         if (required) *s = dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF tokenizer key '%s' is missing", label, key);
         return NULL;
     }
-    if (kv->type != DFL_GGUF_ARRAY || (et == DFL_GGUF_STRING ? kv->elem_type != et
-                                                             : kv->elem_type == DFL_GGUF_STRING)) {
+    if (kv->type != DFL_GGUF_ARRAY ||
+        (et == DFL_GGUF_STRING ? kv->elem_type != et : kv->elem_type == DFL_GGUF_STRING)) {
         *s = dfl__fail(err, DFL_ERR_FORMAT, "%s: GGUF key '%s' must be an array of %s", label, key,
                        dfl__gguf_vtype_name(et));
         return NULL;
@@ -92,8 +94,8 @@ static void template_token(cJSON *single, cJSON *specials, const char *name, siz
     cJSON_AddItemToObject(sp, "id", nm);
     cJSON_AddNumberToObject(sp, "type_id", 0);
     cJSON_AddItemToArray(single, it);
-    cJSON *def = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(def, "ids"), *toks = cJSON_AddArrayToObject(def,
-                                                                                                                   "tokens");
+    cJSON *def = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(def, "ids"),
+          *toks = cJSON_AddArrayToObject(def, "tokens");
     cJSON_AddItemToObject(def, "id", str_n(name, nlen));
     cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)id));
     cJSON_AddItemToArray(toks, str_n(name, nlen));
@@ -116,17 +118,21 @@ dfl_status dfl_gguf_tokenizer_json(const dfl_gguf *g, const char *label, char **
     if (dfl_gguf_get_str(g, "tokenizer.ggml.model", &model, &mlen) != 1)
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata has no string 'tokenizer.ggml.model'", label);
     if (mlen != 4 || memcmp(model, "gpt2", 4))
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: tokenizer.ggml.model '%.*s' is not supported from GGUF (gpt2; for "
-                         "others pass the model's tokenizer.json with --tokenizer)", label, (int)(mlen < 32 ? mlen : 32),
-                         model);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: tokenizer.ggml.model '%.*s' is not supported from GGUF (gpt2; for "
+                         "others pass the model's tokenizer.json with --tokenizer)",
+                         label, (int)(mlen < 32 ? mlen : 32), model);
     int r = dfl_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen);
     if (r < 0) return dfl__fail(err, DFL_ERR_FORMAT, "%s: tokenizer.ggml.pre must be a string", label);
     if (r == 0) pre = "default", plen = 7;
     size_t k = 0, n_pre = sizeof PRES / sizeof PRES[0];
-    while (k < n_pre && (strlen(PRES[k].pre) != plen || memcmp(PRES[k].pre, pre, plen))) k++;
+    while (k < n_pre && (strlen(PRES[k].pre) != plen || memcmp(PRES[k].pre, pre, plen)))
+        k++;
     if (k == n_pre)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: tokenizer.ggml.pre '%.*s' is not supported (llama-bpe, qwen2, gpt-2, "
-                         "default)", label, (int)(plen < 32 ? plen : 32), pre);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: tokenizer.ggml.pre '%.*s' is not supported (llama-bpe, qwen2, gpt-2, "
+                         "default)",
+                         label, (int)(plen < 32 ? plen : 32), pre);
     dfl_status s;
     const dfl_gguf_kv *tokens = array_of(g, "tokenizer.ggml.tokens", DFL_GGUF_STRING, 1, label, &s, err);
     if (s) return s;
@@ -143,8 +149,10 @@ dfl_status dfl_gguf_tokenizer_json(const dfl_gguf *g, const char *label, char **
         dfl_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos) < 0 ||
         dfl_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos) < 0 ||
         dfl_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &add_eos) < 0)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: tokenizer.ggml bos/eos ids must be integers and add_bos_token/"
-                         "add_eos_token booleans", label);
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "%s: tokenizer.ggml bos/eos ids must be integers and add_bos_token/"
+                         "add_eos_token booleans",
+                         label);
     if ((add_bos && (bos < 0 || (uint64_t)bos >= tokens->n)) || (add_eos && (eos < 0 || (uint64_t)eos >= tokens->n)))
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: add_bos_token/add_eos_token need a bos/eos id below %llu", label,
                          (unsigned long long)tokens->n);

@@ -62,8 +62,7 @@ static char *join(const char *a, const char *b)
 static char *expand_home(const char *path)
 {
     const char *home = getenv("HOME");
-    if ((path[0] == '~' && (path[1] == '/' || !path[1])) && home && home[0])
-        return join(home, path[1] ? path + 2 : "");
+    if ((path[0] == '~' && (path[1] == '/' || !path[1])) && home && home[0]) return join(home, path[1] ? path + 2 : "");
     return strdup(path);
 }
 
@@ -108,7 +107,8 @@ static const char *why_not(const char *path, int want_dir)
 {
     struct stat st, lst;
     if (stat(path, &st) == 0)
-        return want_dir ? (S_ISDIR(st.st_mode) ? NULL : "(not a folder)") : (S_ISREG(st.st_mode) ? NULL : "(not a file)");
+        return want_dir ? (S_ISDIR(st.st_mode) ? NULL : "(not a folder)")
+                        : (S_ISREG(st.st_mode) ? NULL : "(not a file)");
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) return "(a symlink to a missing blob)";
     return "(missing)";
 }
@@ -119,14 +119,17 @@ static dfl_status read_ref(const char *path, char hash[64], dfl_error *err)
     hash[0] = '\0';
     FILE *f = fopen(path, "r");
     if (!f)
-        return errno == ENOENT || errno == ENOTDIR ? DFL_OK
-                                                   : dfl__fail(err, DFL_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR
+                   ? DFL_OK
+                   : dfl__fail(err, DFL_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     size_t n = fread(hash, 1, 63, f);
     fclose(f);
     hash[n] = '\0';
-    while (n > 0 && isspace((unsigned char)hash[n - 1])) hash[--n] = '\0';
+    while (n > 0 && isspace((unsigned char)hash[n - 1]))
+        hash[--n] = '\0';
     int hex = n == 40;
-    for (size_t i = 0; i < n && hex; i++) hex = isxdigit((unsigned char)hash[i]) != 0;
+    for (size_t i = 0; i < n && hex; i++)
+        hex = isxdigit((unsigned char)hash[i]) != 0;
     return hex ? DFL_OK : dfl__fail(err, DFL_ERR_FORMAT, "%s does not hold a 40-hex commit hash", path);
 }
 
@@ -148,8 +151,10 @@ dfl_status dfl_hub_resolve(const char *ref, char **dir, dfl_error *err)
     if (!repo.oom) {
         char *refs = join(repo.p, "refs");
         char *ref_file = refs ? join(refs, rev) : NULL;
-        if (!ref_file) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        else s = read_ref(ref_file, hash, err);
+        if (!ref_file)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        else
+            s = read_ref(ref_file, hash, err);
         if (!s && !hash[0]) dfl_strbuf_printf(&tried, "%s (no such ref), ", ref_file);
         free(ref_file);
         free(refs);
@@ -163,9 +168,10 @@ dfl_status dfl_hub_resolve(const char *ref, char **dir, dfl_error *err)
             s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         } else if (why) {
             dfl_strbuf_printf(&tried, "%s %s", snap, why);
-            s = dfl__fail(err, DFL_ERR_IO, "%s: not in the Hugging Face cache %s (from %s); difflens never "
-                          "downloads (first: huggingface-cli download %.*s); tried %s", ref, cache, source,
-                          (int)(org_n + 1 + name_n), ref, tried.oom ? "(out of memory)" : tried.p);
+            s = dfl__fail(err, DFL_ERR_IO,
+                          "%s: not in the Hugging Face cache %s (from %s); difflens never "
+                          "downloads (first: huggingface-cli download %.*s); tried %s",
+                          ref, cache, source, (int)(org_n + 1 + name_n), ref, tried.oom ? "(out of memory)" : tried.p);
         }
     }
     /* the files a model folder needs, each through its symlink into blobs/ */
@@ -173,7 +179,8 @@ dfl_status dfl_hub_resolve(const char *ref, char **dir, dfl_error *err)
         static const char *const need[] = {"config.json", "model.safetensors", "model.safetensors.index.json"};
         const char *why_cfg, *why_st = NULL, *why_idx = NULL;
         char *cfg = join(snap, need[0]), *st = join(snap, need[1]), *idx = join(snap, need[2]);
-        if (!cfg || !st || !idx) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        if (!cfg || !st || !idx)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         else if ((why_cfg = why_not(cfg, 0)))
             s = dfl__fail(err, DFL_ERR_IO, "%s: %s %s in the Hugging Face cache (%s)", ref, cfg, why_cfg, source);
         else if ((why_st = why_not(st, 0)) && (why_idx = why_not(idx, 0)))
@@ -184,8 +191,10 @@ dfl_status dfl_hub_resolve(const char *ref, char **dir, dfl_error *err)
     dfl_strbuf_free(&repo);
     dfl_strbuf_free(&tried);
     free(cache);
-    if (s) free(snap);
-    else *dir = snap;
+    if (s)
+        free(snap);
+    else
+        *dir = snap;
     return s;
 }
 

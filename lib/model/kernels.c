@@ -24,16 +24,17 @@ void dfl_set_threads(int n)
 void dfl_matmul_xwt(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {
     if (n <= 0 || out <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in,
-                1.0f, x, (int)in, w, (int)in, 0.0f, y, (int)out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, 1.0f, x, (int)in, w, (int)in, 0.0f,
+                y, (int)out);
 }
 
 void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, int64_t in, int64_t out)
 {
     for (int64_t i = 0; i < n; i++)
         for (int64_t o = 0; o < out; o++) {
-            double acc = 0.0;  /* double: the twin is the accurate side of the comparison */
-            for (int64_t k = 0; k < in; k++) acc += (double)x[i * in + k] * w[o * in + k];
+            double acc = 0.0; /* double: the twin is the accurate side of the comparison */
+            for (int64_t k = 0; k < in; k++)
+                acc += (double)x[i * in + k] * w[o * in + k];
             y[i * out + o] = (float)acc;
         }
 }
@@ -47,7 +48,8 @@ DFL_CLONES static void bf16_span(float *dst, const uint16_t *src, size_t n)
 {
     uint32_t *d = (uint32_t *)(void *)dst;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) d[i] = (uint32_t)src[i] << 16;
+    for (size_t i = 0; i < n; i++)
+        d[i] = (uint32_t)src[i] << 16;
 }
 
 /* bf16 with AVX2: 16 values widened and shifted per step. */
@@ -74,7 +76,8 @@ __attribute__((target("avx,f16c"))) static void f16_span_f16c(float *dst, const 
         __m256 f = _mm256_cvtph_ps(h);
         memcpy(dst + i, &f, sizeof f);
     }
-    for (; i < n; i++) dst[i] = dfl_f16_to_f32(src[i]);
+    for (; i < n; i++)
+        dst[i] = dfl_f16_to_f32(src[i]);
 }
 
 /* n values of dtype at src (any alignment) into f32 (exact). */
@@ -82,23 +85,26 @@ static void convert_span(float *dst, const unsigned char *src, int dtype, size_t
 {
     if (dtype == DFL_DTYPE_F32) {
         memcpy(dst, src, n * sizeof(float));
-    } else if ((uintptr_t)src % 2) {   /* odd address: byte by byte */
+    } else if ((uintptr_t)src % 2) { /* odd address: byte by byte */
         for (size_t i = 0; i < n; i++) {
             uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
             dst[i] = dtype == DFL_DTYPE_BF16 ? dfl_bf16_to_f32(h) : dfl_f16_to_f32(h);
         }
     } else if (dtype == DFL_DTYPE_BF16) {
-        if (__builtin_cpu_supports("avx2")) bf16_span_avx2(dst, (const uint16_t *)(const void *)src, n);
-        else bf16_span(dst, (const uint16_t *)(const void *)src, n);
+        if (__builtin_cpu_supports("avx2"))
+            bf16_span_avx2(dst, (const uint16_t *)(const void *)src, n);
+        else
+            bf16_span(dst, (const uint16_t *)(const void *)src, n);
     } else if (dfl_cpu_has_f16c()) {
         f16_span_f16c(dst, (const uint16_t *)(const void *)src, n);
     } else {
         const uint16_t *h = (const uint16_t *)(const void *)src;
-        for (size_t i = 0; i < n; i++) dst[i] = dfl_f16_to_f32(h[i]);
+        for (size_t i = 0; i < n; i++)
+            dst[i] = dfl_f16_to_f32(h[i]);
     }
 }
 
-#define CONVERT_GRAIN ((size_t)1 << 16)  /* values per parallel piece of a conversion */
+#define CONVERT_GRAIN ((size_t)1 << 16) /* values per parallel piece of a conversion */
 
 /* The stored row of Hugging Face row r (pair_hd: llama.cpp's Q/K order, kernels.h). */
 static int64_t stored_row(const dfl_wmat *w, int64_t r)
@@ -190,10 +196,14 @@ void dfl_matmul_wmat_naive(float *y, const float *x, const dfl_wmat *w, int64_t 
             for (int64_t k = 0; k < w->cols; k++) {
                 const unsigned char *e = row + (size_t)k * esz;
                 float v;
-                if (w->dtype >= DFL_WMAT_GGML) v = dfl_ggml_dequant_at((uint32_t)(w->dtype - DFL_WMAT_GGML), row, k);
-                else if (w->dtype == DFL_DTYPE_BF16) v = dfl_bf16_to_f32((uint16_t)(e[0] | e[1] << 8));
-                else if (w->dtype == DFL_DTYPE_F16) v = dfl_f16_to_f32((uint16_t)(e[0] | e[1] << 8));
-                else memcpy(&v, e, sizeof v);
+                if (w->dtype >= DFL_WMAT_GGML)
+                    v = dfl_ggml_dequant_at((uint32_t)(w->dtype - DFL_WMAT_GGML), row, k);
+                else if (w->dtype == DFL_DTYPE_BF16)
+                    v = dfl_bf16_to_f32((uint16_t)(e[0] | e[1] << 8));
+                else if (w->dtype == DFL_DTYPE_F16)
+                    v = dfl_f16_to_f32((uint16_t)(e[0] | e[1] << 8));
+                else
+                    memcpy(&v, e, sizeof v);
                 acc += (double)x[i * w->cols + k] * v;
             }
             y[i * w->rows + o] = (float)acc;
@@ -204,7 +214,8 @@ void dfl_add_bias(float *y, const float *b, int64_t n, int64_t d)
 {
 #pragma omp parallel for schedule(static) if (n * d > 65536)
     for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < d; j++) y[i * d + j] += b[j];
+        for (int64_t j = 0; j < d; j++)
+            y[i * d + j] += b[j];
 }
 
 /* ----------------------------------------------------------------- rmsnorm */
@@ -213,29 +224,34 @@ void dfl_add_bias(float *y, const float *b, int64_t n, int64_t d)
 static float rmsnorm_row(float *y, const float *x, const float *gain, int64_t d, float eps, float scale)
 {
     float ss = 0.0f;
-    for (int64_t j = 0; j < d; j++) ss += x[j] * x[j];
+    for (int64_t j = 0; j < d; j++)
+        ss += x[j] * x[j];
     float inv = scale / sqrtf(ss / (float)d + eps);
-    for (int64_t j = 0; j < d; j++) y[j] = x[j] * inv * (gain ? gain[j] : 1.0f);
+    for (int64_t j = 0; j < d; j++)
+        y[j] = x[j] * inv * (gain ? gain[j] : 1.0f);
     return inv;
 }
 
 void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
 {
 #pragma omp parallel for schedule(static) if (n > 16)
-    for (int64_t i = 0; i < n; i++) rmsnorm_row(y + i * d, x + i * d, gain, d, eps, scale);
+    for (int64_t i = 0; i < n; i++)
+        rmsnorm_row(y + i * d, x + i * d, gain, d, eps, scale);
 }
 
 void dfl_rmsnorm_rstd(float *y, float *rstd, const float *x, const float *gain, int64_t n, int64_t d, float eps)
 {
 #pragma omp parallel for schedule(static) if (n > 16)
-    for (int64_t i = 0; i < n; i++) rstd[i] = rmsnorm_row(y + i * d, x + i * d, gain, d, eps, 1.0f);
+    for (int64_t i = 0; i < n; i++)
+        rstd[i] = rmsnorm_row(y + i * d, x + i * d, gain, d, eps, 1.0f);
 }
 
 void dfl_rmsnorm_naive(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
 {
     for (int64_t i = 0; i < n; i++) {
         double ss = 0.0;
-        for (int64_t j = 0; j < d; j++) ss += (double)x[i * d + j] * x[i * d + j];
+        for (int64_t j = 0; j < d; j++)
+            ss += (double)x[i * d + j] * x[i * d + j];
         double inv = 1.0 / sqrt(ss / (double)d + eps);
         for (int64_t j = 0; j < d; j++)
             y[i * d + j] = (float)(x[i * d + j] * inv * (gain ? gain[j] : 1.0) * scale);
@@ -261,8 +277,7 @@ void dfl_rope_inv_freq(double *inv_freq, int64_t d, const dfl_rope_params *p)
             if (wavelen > low_wavelen) {
                 f /= p->factor;
             } else if (wavelen >= high_wavelen) {
-                double smooth = (old / wavelen - p->low_freq_factor) /
-                                (p->high_freq_factor - p->low_freq_factor);
+                double smooth = (old / wavelen - p->low_freq_factor) / (p->high_freq_factor - p->low_freq_factor);
                 f = (1.0 - smooth) * f / p->factor + smooth * f;
             }
         }
@@ -297,16 +312,16 @@ void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *
     }
 }
 
-void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
-                    const float *cos_t, const float *sin_t, int interleaved)
+void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t, const float *sin_t,
+                    int interleaved)
 {
 #pragma omp parallel for schedule(static) if (T > 16)
     for (int64_t t = 0; t < T; t++)
         dfl_rope_row(x + t * ld, nh, d, cos_t + t * (d / 2), sin_t + t * (d / 2), interleaved);
 }
 
-void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
-                          const float *cos_t, const float *sin_t, int interleaved)
+void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t,
+                          const float *sin_t, int interleaved)
 {
     int64_t half = d / 2;
     for (int64_t t = 0; t < T; t++)
@@ -355,7 +370,8 @@ DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lo, int64_t 
 {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-    for (int64_t j = lo; j <= lim; j++) mx = r[j] > mx ? r[j] : mx;
+    for (int64_t j = lo; j <= lim; j++)
+        mx = r[j] > mx ? r[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = lo; j <= lim; j++) {
@@ -364,15 +380,19 @@ DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lo, int64_t 
     }
     float inv = 1.0f / sum;
 #pragma omp simd
-    for (int64_t j = lo; j <= lim; j++) r[j] *= inv;
-    for (int64_t j = 0; j < lo; j++) r[j] = 0.0f;
-    for (int64_t j = lim + 1; j < ncols; j++) r[j] = 0.0f;
+    for (int64_t j = lo; j <= lim; j++)
+        r[j] *= inv;
+    for (int64_t j = 0; j < lo; j++)
+        r[j] = 0.0f;
+    for (int64_t j = lim + 1; j < ncols; j++)
+        r[j] = 0.0f;
 }
 
 void dfl_softmax_window(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim)
 {
 #pragma omp parallel for schedule(static) if (n * ncols > 65536)
-    for (int64_t i = 0; i < n; i++) softmax_row(s + i * ld, ncols, lo ? lo[i] : 0, lim[i]);
+    for (int64_t i = 0; i < n; i++)
+        softmax_row(s + i * ld, ncols, lo ? lo[i] : 0, lim[i]);
 }
 
 void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim)
@@ -380,15 +400,16 @@ void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const in
     dfl_softmax_window(s, n, ncols, ld, NULL, lim);
 }
 
-void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo,
-                              const int64_t *lim)
+void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim)
 {
     for (int64_t i = 0; i < n; i++) {
         float *r = s + i * ld;
         int64_t a = lo ? lo[i] : 0;
         double mx = -INFINITY, sum = 0.0;
-        for (int64_t j = a; j <= lim[i]; j++) mx = r[j] > mx ? r[j] : mx;
-        for (int64_t j = a; j <= lim[i]; j++) sum += exp((double)r[j] - mx);
+        for (int64_t j = a; j <= lim[i]; j++)
+            mx = r[j] > mx ? r[j] : mx;
+        for (int64_t j = a; j <= lim[i]; j++)
+            sum += exp((double)r[j] - mx);
         for (int64_t j = 0; j < ncols; j++)
             r[j] = j >= a && j <= lim[i] ? (float)(exp((double)r[j] - mx) / sum) : 0.0f;
     }
@@ -405,12 +426,14 @@ void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f)
 {
     size_t total = (size_t)n * (size_t)f;
 #pragma omp parallel for schedule(static) if (total > 65536)
-    for (size_t i = 0; i < total; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (size_t i = 0; i < total; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
 {
-    for (int64_t i = 0; i < n * f; i++) g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
+    for (int64_t i = 0; i < n * f; i++)
+        g[i] = (float)((double)g[i] / (1.0 + exp(-(double)g[i])) * u[i]);
 }
 
 /* ------------------------------------------------------------- LM head */
@@ -419,16 +442,19 @@ DFL_CLONES static void lse_row(const float *r, int64_t V, double *lse, int32_t *
 {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+    for (int64_t v = 0; v < V; v++)
+        mx = r[v] > mx ? r[v] : mx;
     int64_t best = 0;
-    while (best < V - 1 && r[best] != mx) best++;   /* the first maximum */
+    while (best < V - 1 && r[best] != mx)
+        best++; /* the first maximum */
     /* float terms in blocks of 256, each block's sum added in double */
     double sum = 0.0;
     for (int64_t v0 = 0; v0 < V; v0 += 256) {
         int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
         float part = 0.0f;
 #pragma omp simd reduction(+ : part)
-        for (int64_t v = v0; v < v1; v++) part += fast_expf(r[v] - mx);
+        for (int64_t v = v0; v < v1; v++)
+            part += fast_expf(r[v] - mx);
         sum += part;
     }
     *lse = (double)mx + log(sum);
@@ -438,7 +464,8 @@ DFL_CLONES static void lse_row(const float *r, int64_t V, double *lse, int32_t *
 void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
 {
 #pragma omp parallel for schedule(static) if (n * V > 65536)
-    for (int64_t i = 0; i < n; i++) lse_row(z + i * V, V, &lse[i], &argmax[i]);
+    for (int64_t i = 0; i < n; i++)
+        lse_row(z + i * V, V, &lse[i], &argmax[i]);
 }
 
 void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
@@ -449,7 +476,8 @@ void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *ls
         for (int64_t v = 1; v < V; v++)
             if (r[v] > r[best]) best = v;
         double sum = 0.0;
-        for (int64_t v = 0; v < V; v++) sum += exp((double)r[v] - r[best]);
+        for (int64_t v = 0; v < V; v++)
+            sum += exp((double)r[v] - r[best]);
         lse[i] = r[best] + log(sum);
         argmax[i] = (int32_t)best;
     }
@@ -459,14 +487,16 @@ DFL_CLONES int dfl_all_finite(const float *x, size_t n)
 {
     float z = 0.0f;
 #pragma omp simd reduction(+ : z)
-    for (size_t i = 0; i < n; i++) z += x[i] * 0.0f;
+    for (size_t i = 0; i < n; i++)
+        z += x[i] * 0.0f;
     return z == 0.0f;
 }
 
 void dfl_add_inplace(float *y, const float *x, size_t n)
 {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
 }
 
 /* --------------------------------------------------------- fake quantization */
@@ -476,5 +506,6 @@ void dfl_fake_quant(float *x, int64_t n, float maxabs, int bits)
     if (!(maxabs > 0.0f)) return;
     float levels = (float)((1 << (bits - 1)) - 1);
     float scale = maxabs / levels;
-    for (int64_t i = 0; i < n; i++) x[i] = roundf(x[i] / scale) * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = roundf(x[i] / scale) * scale;
 }

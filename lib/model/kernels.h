@@ -32,7 +32,7 @@ typedef struct dfl_wmat {
     const void *data;
     int dtype;
     int64_t rows, cols;
-    int64_t pair_hd;    /* 0: rows in order */
+    int64_t pair_hd; /* 0: rows in order */
 } dfl_wmat;
 
 /* Floats of scratch that dfl_matmul_wmat needs for any weight of at most `in` columns
@@ -68,7 +68,7 @@ void dfl_rmsnorm_rstd(float *y, float *rstd, const float *x, const float *gain, 
  * theta and scaling; cos/sin [T, d/2] for positions 0..T-1 (angles in double). */
 typedef struct dfl_rope_params {
     double theta;
-    int kind;               /* dfl_rope_kind */
+    int kind; /* dfl_rope_kind */
     double factor, low_freq_factor, high_freq_factor;
     int64_t original_max_pos;
 } dfl_rope_params;
@@ -78,10 +78,10 @@ void dfl_rope_tables(float *cos_t, float *sin_t, const double *inv_freq, int64_t
 /* Rotate in place every head of x[T, ld] (heads of width d at columns h*d, h < nh):
  * interleaved pairs (2j, 2j+1) or rotate-half pairs (j, j + d/2). Row t uses
  * position t. */
-void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
-                    const float *cos_t, const float *sin_t, int interleaved);
-void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d,
-                          const float *cos_t, const float *sin_t, int interleaved);
+void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t, const float *sin_t,
+                    int interleaved);
+void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t,
+                          const float *sin_t, int interleaved);
 /* One row of dfl_rope_apply: rotate the nh heads of x[nh·d] by angles c[d/2], s[d/2]
  * (passing −sin rotates back: the backward pass of a rotation). Serial. */
 void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *s, int interleaved);
@@ -94,8 +94,7 @@ void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, co
 /* The same with a sliding window: row i keeps columns lo[i]..lim[i] and sets the
  * others in [0, ncols) to 0 (lo NULL = all zeros, i.e. dfl_softmax_causal). */
 void dfl_softmax_window(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim);
-void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo,
-                              const int64_t *lim);
+void dfl_softmax_window_naive(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim);
 
 /* g[n, f] = silu(g) · u (SwiGLU gate), in place in g. */
 void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f);

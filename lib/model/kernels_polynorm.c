@@ -25,16 +25,16 @@ static void polynorm_row(float *g, const float *u, int64_t f, const float *w, co
 void dfl_polynorm_glu(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b, double eps)
 {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) polynorm_row(g + i * f, u + i * f, f, w, b, eps);
+    for (int64_t i = 0; i < n; i++)
+        polynorm_row(g + i * f, u + i * f, f, w, b, eps);
 }
 
 /* The twin: each term normalised on its own, as the formula reads. */
-void dfl_polynorm_glu_naive(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b,
-                            double eps)
+void dfl_polynorm_glu_naive(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b, double eps)
 {
     for (int64_t i = 0; i < n; i++) {
         float *row = g + i * f;
-        double ms[3] = {0.0, 0.0, 0.0};   /* mean of (x^p)² for p = 1, 2, 3 */
+        double ms[3] = {0.0, 0.0, 0.0}; /* mean of (x^p)² for p = 1, 2, 3 */
         for (int p = 1; p <= 3; p++) {
             for (int64_t j = 0; j < f; j++) {
                 double z = pow((double)row[j], p);
@@ -44,7 +44,8 @@ void dfl_polynorm_glu_naive(float *g, const float *u, int64_t n, int64_t f, cons
         }
         for (int64_t j = 0; j < f; j++) {
             double x = row[j], y = b[0];
-            for (int p = 3; p >= 1; p--) y += w[3 - p] * pow(x, p) / sqrt(ms[p - 1] + eps);
+            for (int p = 3; p >= 1; p--)
+                y += w[3 - p] * pow(x, p) / sqrt(ms[p - 1] + eps);
             row[j] = (float)(y * u[i * f + j]);
         }
     }

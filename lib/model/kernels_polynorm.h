@@ -16,7 +16,6 @@
 /* g[n, f] = PolyNorm(g) · u, in place in g; w[3], b[1]. Rows run in parallel when
  * called outside a parallel region; the means accumulate in double. */
 void dfl_polynorm_glu(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b, double eps);
-void dfl_polynorm_glu_naive(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b,
-                            double eps);
+void dfl_polynorm_glu_naive(float *g, const float *u, int64_t n, int64_t f, const float *w, const float *b, double eps);
 
 #endif

@@ -28,8 +28,8 @@ static dfl_status out_of_range(const char *label, const char *key, dfl_error *er
 
 /* Read an integer key; absent or null gives def (or an error when def < 0 means
  * "required"). Non-integral, negative or huge values are refused. */
-static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64_t max,
-                          const char *label, int64_t *out, dfl_error *err)
+static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64_t max, const char *label, int64_t *out,
+                          dfl_error *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) {
@@ -37,19 +37,17 @@ static dfl_status get_int(const cJSON *root, const char *key, int64_t def, int64
         *out = def;
         return DFL_OK;
     }
-    if (!cJSON_IsNumber(v))
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be an integer", label, key);
+    if (!cJSON_IsNumber(v)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" must be an integer", label, key);
     if (isinf(v->valuedouble)) return out_of_range(label, key, err);
     double d = v->valuedouble;
     if (d != floor(d) || d < 0 || d > (double)max)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" = %g is not an integer in [0, %lld]",
-                         label, key, d, (long long)max);
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"%s\" = %g is not an integer in [0, %lld]", label, key, d,
+                         (long long)max);
     *out = (int64_t)d;
     return DFL_OK;
 }
 
-static dfl_status get_num(const cJSON *obj, const char *key, double def, const char *label,
-                          double *out, dfl_error *err)
+static dfl_status get_num(const cJSON *obj, const char *key, double def, const char *label, double *out, dfl_error *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v || cJSON_IsNull(v)) {
@@ -63,8 +61,7 @@ static dfl_status get_num(const cJSON *obj, const char *key, double def, const c
     return DFL_OK;
 }
 
-static dfl_status get_bool(const cJSON *root, const char *key, int def, const char *label,
-                           int *out, dfl_error *err)
+static dfl_status get_bool(const cJSON *root, const char *key, int def, const char *label, int *out, dfl_error *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) {
@@ -100,8 +97,7 @@ static dfl_status longrope_list(const cJSON *rs, const char *key, int64_t n, con
  * attention factor [√(1 + ln s / ln original) with s = max_position_embeddings /
  * original when s > 1, else 1]. original_max_position_embeddings is the top-level key
  * (Phi3Config); without it, max_position_embeddings and rope_scaling's factor. */
-static dfl_status parse_longrope(const cJSON *root, const cJSON *rs, const char *label, dfl_config *c,
-                                 dfl_error *err)
+static dfl_status parse_longrope(const cJSON *root, const cJSON *rs, const char *label, dfl_config *c, dfl_error *err)
 {
     int64_t n = c->head_dim / 2;
     dfl_status s;
@@ -117,16 +113,20 @@ static dfl_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
         if ((s = get_int(root, "original_max_position_embeddings", 0, DIM_MAX, label, &c->rope_original_max_pos, err)))
             return s;
         if (c->rope_original_max_pos < 1 || c->max_position_embeddings < 1)
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope needs original_max_position_embeddings and "
-                             "max_position_embeddings >= 1", label);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: longrope needs original_max_position_embeddings and "
+                             "max_position_embeddings >= 1",
+                             label);
         factor = (double)c->max_position_embeddings / (double)c->rope_original_max_pos;
     } else {
         c->rope_original_max_pos = c->max_position_embeddings;
         if (c->rope_original_max_pos < 1)
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope needs max_position_embeddings", label);
         if (!cJSON_GetObjectItemCaseSensitive(rs, "factor"))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: longrope rope_scaling needs \"factor\" (or a top-level "
-                             "original_max_position_embeddings)", label);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: longrope rope_scaling needs \"factor\" (or a top-level "
+                             "original_max_position_embeddings)",
+                             label);
         if ((s = get_num(rs, "factor", 1.0, label, &factor, err))) return s;
     }
     double af = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)c->rope_original_max_pos));
@@ -150,7 +150,8 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
     }
     c->rope_kind = DFL_ROPE_NONE;
     if (!rs || cJSON_IsNull(rs)) return DFL_OK;
-    if (!cJSON_IsObject(rs)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rope_scaling\" must be an object or null", label);
+    if (!cJSON_IsObject(rs))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rope_scaling\" must be an object or null", label);
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
     if (!kind) kind = cJSON_GetObjectItemCaseSensitive(rs, "type");
     const char *k = cJSON_IsString(kind) ? kind->valuestring : "default";
@@ -171,7 +172,8 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
          * only past it); the forward pass refuses longer sequences. */
         c->rope_kind = DFL_ROPE_DYNAMIC;
         if ((s = get_int(rs, "original_max_position_embeddings", c->max_position_embeddings, DIM_MAX, label,
-                         &c->rope_original_max_pos, err))) return s;
+                         &c->rope_original_max_pos, err)))
+            return s;
         if (c->rope_original_max_pos <= 0)
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: dynamic rope_scaling needs max_position_embeddings", label);
         return DFL_OK;
@@ -182,22 +184,24 @@ static dfl_status parse_rope_scaling(const cJSON *root, const char *label, dfl_c
         for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, need[i]);
             if (!v || cJSON_IsNull(v))
-                return dfl__fail(err, DFL_ERR_CONFIG, "%s: llama3 rope_scaling needs \"%s\" (factor, low_freq_factor, "
-                                 "high_freq_factor and original_max_position_embeddings are all required)", label,
-                                 need[i]);
+                return dfl__fail(err, DFL_ERR_CONFIG,
+                                 "%s: llama3 rope_scaling needs \"%s\" (factor, low_freq_factor, "
+                                 "high_freq_factor and original_max_position_embeddings are all required)",
+                                 label, need[i]);
         }
         c->rope_kind = DFL_ROPE_LLAMA3;
         if ((s = get_num(rs, "low_freq_factor", 1.0, label, &c->rope_low_freq_factor, err))) return s;
         if ((s = get_num(rs, "high_freq_factor", 4.0, label, &c->rope_high_freq_factor, err))) return s;
-        if ((s = get_int(rs, "original_max_position_embeddings", 8192, DIM_MAX, label,
-                         &c->rope_original_max_pos, err))) return s;
+        if ((s = get_int(rs, "original_max_position_embeddings", 8192, DIM_MAX, label, &c->rope_original_max_pos, err)))
+            return s;
         if (!(c->rope_high_freq_factor > c->rope_low_freq_factor) || !(c->rope_low_freq_factor > 0) ||
             c->rope_original_max_pos <= 0)
             return dfl__fail(err, DFL_ERR_CONFIG,
                              "%s: llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor", label);
         return DFL_OK;
     }
-    return dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3, dynamic, "
+    return dfl__fail(err, DFL_ERR_CONFIG,
+                     "%s: rope_scaling type \"%s\" is not supported (none, linear, llama3, dynamic, "
                      "longrope)",
                      label, k);
 }
@@ -218,9 +222,10 @@ static dfl_status check_keys(const cJSON *root, const dfl__family *f, const char
             snprintf(msg, sizeof msg, why, f->model_type);
             return dfl__fail(err, DFL_ERR_CONFIG, "%s: %s", label, msg);
         }
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: key \"%s\" is not supported for model_type %s (it may change "
-                         "the computation; docs/format.md lists the keys difflens reads and ignores)", label, k,
-                         f->model_type);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: key \"%s\" is not supported for model_type %s (it may change "
+                         "the computation; docs/format.md lists the keys difflens reads and ignores)",
+                         label, k, f->model_type);
     }
     return DFL_OK;
 }
@@ -242,23 +247,30 @@ static dfl_status check_layer_types(const cJSON *root, const char *label, const 
     for (const cJSON *e = lt->child; e; e = e->next, l++) {
         int sl = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
         if (!sl && !(cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] must be \"full_attention\" or "
-                             "\"sliding_attention\"", label, (long long)l);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: layer_types[%lld] must be \"full_attention\" or "
+                             "\"sliding_attention\"",
+                             label, (long long)l);
         if (sl && !sliding)
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] is \"sliding_attention\" but sliding is off "
-                             "(use_sliding_window false or sliding_window null): the two disagree", label,
-                             (long long)l);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: layer_types[%lld] is \"sliding_attention\" but sliding is off "
+                             "(use_sliding_window false or sliding_window null): the two disagree",
+                             label, (long long)l);
         if (sl && *first == c->num_layers) *first = l;
         if (!sl && *first < l)
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types with a full layer after a sliding one are not "
-                             "supported", label);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: layer_types with a full layer after a sliding one are not "
+                             "supported",
+                             label);
     }
     const cJSON *mw = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
     if (sliding && mw && !cJSON_IsNull(mw)) {
         int64_t from = c->window_from < c->num_layers ? c->window_from : c->num_layers;
         if (from != *first)
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types starts sliding at layer %lld but max_window_layers "
-                             "is %lld: the two disagree", label, (long long)*first, (long long)c->window_from);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: layer_types starts sliding at layer %lld but max_window_layers "
+                             "is %lld: the two disagree",
+                             label, (long long)*first, (long long)c->window_from);
     }
     return DFL_OK;
 }
@@ -283,9 +295,10 @@ static dfl_status parse_window_pattern(const cJSON *root, const char *label, con
         int want = c->sliding_window > 0 && (l + 1) % c->window_pattern != 0;
         const char *name = want ? "sliding_attention" : "full_attention";
         if (!cJSON_IsString(e) || strcmp(e->valuestring, name))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: layer_types[%lld] is not \"%s\" (what sliding_window and the "
-                             "sliding pattern of %lld give): the two disagree", label, (long long)l, name,
-                             (long long)c->window_pattern);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: layer_types[%lld] is not \"%s\" (what sliding_window and the "
+                             "sliding pattern of %lld give): the two disagree",
+                             label, (long long)l, name, (long long)c->window_pattern);
     }
     return DFL_OK;
 }
@@ -305,15 +318,16 @@ static dfl_status parse_window(const cJSON *root, const char *label, const dfl__
     if (use) {
         const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
         if (cJSON_IsNumber(sw) && sw->valuedouble == 0)
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"sliding_window\" = 0 is not a window (null means full "
-                             "attention)", label);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: \"sliding_window\" = 0 is not a window (null means full "
+                             "attention)",
+                             label);
         if ((s = get_int(root, "sliding_window", f->window_default, (int64_t)1 << 40, label, &c->sliding_window, err)))
             return s;
     }
     if (f->window == DFL__WINDOW_EVERY_LAYER) return DFL_OK;
     if (f->window == DFL__WINDOW_PATTERN) return parse_window_pattern(root, label, f, c, err);
-    if (c->sliding_window && (s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err)))
-        return s;
+    if (c->sliding_window && (s = get_int(root, "max_window_layers", 28, 4096, label, &c->window_from, err))) return s;
     int64_t first;
     if ((s = check_layer_types(root, label, c, c->sliding_window > 0, &first, err))) return s;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
@@ -331,8 +345,10 @@ static dfl_status apply_aliases(cJSON *root, const dfl__family *f, const char *l
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, a->key);
         if (!v) continue;
         if (cJSON_GetObjectItemCaseSensitive(root, a->as))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: both \"%s\" and \"%s\" are given (for model_type %s they "
-                             "are one key)", label, a->key, a->as, f->model_type);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: both \"%s\" and \"%s\" are given (for model_type %s they "
+                             "are one key)",
+                             label, a->key, a->as, f->model_type);
         cJSON *dup = cJSON_Duplicate(v, 1);
         if (!dup || !cJSON_AddItemToObject(root, a->as, dup)) {
             cJSON_Delete(dup);
@@ -355,8 +371,10 @@ static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"rotary_pct\" must be in (0, 1] (got %g)", label, pct);
     c->rotary_dim = (int64_t)((double)c->head_dim * pct);
     if (c->rotary_dim < 2 || c->rotary_dim % 2)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: rotary_pct %g of head_dim %lld gives %lld rotary dimensions (an "
-                         "even number >= 2 is needed)", label, pct, (long long)c->head_dim, (long long)c->rotary_dim);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: rotary_pct %g of head_dim %lld gives %lld rotary dimensions (an "
+                         "even number >= 2 is needed)",
+                         label, pct, (long long)c->head_dim, (long long)c->rotary_dim);
     if (c->rotary_dim == c->head_dim) c->rotary_dim = 0;
     if ((s = get_bool(root, "use_parallel_residual", 1, label, &c->parallel_residual, err))) return s;
     return get_bool(root, "attention_bias", 1, label, &c->qkv_bias, err);
@@ -366,16 +384,19 @@ static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c
  * [gelu_pytorch_tanh] (hidden_act, which the modelling code never reads, is ignored),
  * scores × query_pre_attn_scalar^−½ [256], the soft-caps (Gemma2Config: 50 and 30 when
  * absent; Gemma 3: none), embeddings × √D, and Gemma 3's local RoPE base. */
-static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c,
-                              dfl_error *err)
+static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c, dfl_error *err)
 {
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
     const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : "gelu_pytorch_tanh";
-    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) c->act = DFL_ACT_GELU_TANH;
-    else if (!strcmp(a, "gelu")) c->act = DFL_ACT_GELU;
+    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
+        c->act = DFL_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu"))
+        c->act = DFL_ACT_GELU;
     else
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_activation \"%s\" is not supported for model_type %s "
-                         "(gelu, gelu_new, gelu_pytorch_tanh, gelu_fast)", label, a, f->model_type);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: hidden_activation \"%s\" is not supported for model_type %s "
+                         "(gelu, gelu_new, gelu_pytorch_tanh, gelu_fast)",
+                         label, a, f->model_type);
     dfl_status s;
     double qpas, cap_default = strcmp(f->model_type, "gemma2") ? 0.0 : 50.0;
     if ((s = get_num(root, "query_pre_attn_scalar", 256.0, label, &qpas, err))) return s;
@@ -407,8 +428,10 @@ static dfl_status parse_phi3(const cJSON *root, const char *label, dfl_error *er
     dfl_status s = get_num(root, "partial_rotary_factor", 1.0, label, &prf, err);
     if (s) return s;
     if (prf != 1.0)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"partial_rotary_factor\" %g: partial RoPE is not implemented for "
-                         "model_type phi3 (only 1)", label, prf);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: \"partial_rotary_factor\" %g: partial RoPE is not implemented for "
+                         "model_type phi3 (only 1)",
+                         label, prf);
     return DFL_OK;
 }
 
@@ -422,18 +445,24 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
     if (f->mlp == DFL__MLP_GEGLU) return parse_gemma(root, f, label, c, err);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : f->act_default;
-    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast")) c->act = DFL_ACT_GELU_TANH;
-    else if (!strcmp(a, "gelu")) c->act = DFL_ACT_GELU;
+    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
+        c->act = DFL_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu"))
+        c->act = DFL_ACT_GELU;
     else
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: hidden_act \"%s\" is not supported for model_type %s (gelu, "
-                         "gelu_new, gelu_pytorch_tanh, gelu_fast)", label, a, f->model_type);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: hidden_act \"%s\" is not supported for model_type %s (gelu, "
+                         "gelu_new, gelu_pytorch_tanh, gelu_fast)",
+                         label, a, f->model_type);
     dfl_status s;
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
-    if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5;   /* GPT2Config's, GPTNeoXConfig's */
+    if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5; /* GPT2Config's, GPTNeoXConfig's */
     /* neither has grouped kv heads or a head_dim key: their fused q|k|v is 3·D wide */
     if (c->num_kv_heads != c->num_heads || c->head_dim * c->num_heads != c->hidden_size)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s has H heads of hidden_size / H for q, k and v "
-                         "(num_key_value_heads and head_dim, when given, must say the same)", label, f->model_type);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: model_type %s has H heads of hidden_size / H for q, k and v "
+                         "(num_key_value_heads and head_dim, when given, must say the same)",
+                         label, f->model_type);
     if (f->layout == DFL__LAYOUT_NEOX) return parse_neox(root, label, c, err);
     if (f->layout != DFL__LAYOUT_GPT2) return DFL_OK;
     int scaled, by_layer, upcast;
@@ -441,13 +470,13 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
     if ((s = get_bool(root, "scale_attn_by_inverse_layer_idx", 0, label, &by_layer, err))) return s;
     if ((s = get_bool(root, "reorder_and_upcast_attn", 0, label, &upcast, err))) return s;
     /* GPT2Config's default n_positions 1024 */
-    (void)upcast;   /* read for its type; the same maths either way */
+    (void)upcast; /* read for its type; the same maths either way */
     c->attn_unscaled = !scaled;
     c->attn_scale_by_layer = by_layer;
     if (!cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings")) c->max_position_embeddings = 1024;
     if (c->max_position_embeddings < 1)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s needs \"n_positions\" >= 1 (the rows of wpe)",
-                         label, f->model_type);
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s needs \"n_positions\" >= 1 (the rows of wpe)", label,
+                         f->model_type);
     return DFL_OK;
 }
 
@@ -455,8 +484,7 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
  * attn_rms_norm_eps, and the head layout: V1 pairs (no num_noise_heads) or GDA groups
  * of gr = (H − Gn)/Gn signal heads and one noise head, k and v heads in (signal, noise)
  * pairs (k_ratio 1). */
-static dfl_status parse_motif(const cJSON *root, const char *label, const dfl__family *f, dfl_config *c,
-                              dfl_error *err)
+static dfl_status parse_motif(const cJSON *root, const char *label, const dfl__family *f, dfl_config *c, dfl_error *err)
 {
     dfl_status s;
     int64_t H = c->num_heads, Hkv = c->num_kv_heads, kr;
@@ -466,27 +494,35 @@ static dfl_status parse_motif(const cJSON *root, const char *label, const dfl__f
     if ((s = get_int(root, "num_noise_heads", 0, 4096, label, &c->num_noise_heads, err))) return s;
     if ((s = get_int(root, "k_ratio", 1, 4096, label, &kr, err))) return s;
     if (Hkv % 2)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: Motif needs an even num_key_value_heads (k and v heads come in "
-                         "pairs; got %lld)", label, (long long)Hkv);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: Motif needs an even num_key_value_heads (k and v heads come in "
+                         "pairs; got %lld)",
+                         label, (long long)Hkv);
     const cJSON *gn = cJSON_GetObjectItemCaseSensitive(root, "num_noise_heads");
-    if (!gn || cJSON_IsNull(gn)) {   /* V1: q heads in adjacent pairs; k_ratio unused */
+    if (!gn || cJSON_IsNull(gn)) { /* V1: q heads in adjacent pairs; k_ratio unused */
         if (H % 2 || (H / 2) % (Hkv / 2))
-            return dfl__fail(err, DFL_ERR_CONFIG, "%s: Motif needs an even num_attention_heads whose half is a "
-                             "multiple of num_key_value_heads / 2 (got %lld and %lld)", label, (long long)H,
-                             (long long)Hkv);
+            return dfl__fail(err, DFL_ERR_CONFIG,
+                             "%s: Motif needs an even num_attention_heads whose half is a "
+                             "multiple of num_key_value_heads / 2 (got %lld and %lld)",
+                             label, (long long)H, (long long)Hkv);
         return DFL_OK;
     }
     int64_t Gn = c->num_noise_heads, kgroups = Hkv / 2;
     if (Gn < 1 || Gn >= H || H % Gn)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: num_noise_heads (%lld) must divide num_attention_heads (%lld) "
-                         "with signal heads left over", label, (long long)Gn, (long long)H);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: num_noise_heads (%lld) must divide num_attention_heads (%lld) "
+                         "with signal heads left over",
+                         label, (long long)Gn, (long long)H);
     if (kr != 1)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"k_ratio\" = %lld is not supported (only 1: every published "
-                         "Motif GDA checkpoint; the ports disagree on the head mapping of other ratios)", label,
-                         (long long)kr);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: \"k_ratio\" = %lld is not supported (only 1: every published "
+                         "Motif GDA checkpoint; the ports disagree on the head mapping of other ratios)",
+                         label, (long long)kr);
     if (Gn % kgroups)
-        return dfl__fail(err, DFL_ERR_CONFIG, "%s: num_noise_heads (%lld) must be a multiple of "
-                         "num_key_value_heads / 2 (%lld)", label, (long long)Gn, (long long)kgroups);
+        return dfl__fail(err, DFL_ERR_CONFIG,
+                         "%s: num_noise_heads (%lld) must be a multiple of "
+                         "num_key_value_heads / 2 (%lld)",
+                         label, (long long)Gn, (long long)kgroups);
     return DFL_OK;
 }
 
@@ -497,8 +533,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     const char *why;
     size_t at;
     cJSON *root = dfl__json_parse(json, len, &why, &at);
-    if (!root)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON: %s at byte %zu", label, why, at + 1);
+    if (!root) return dfl__fail(err, DFL_ERR_FORMAT, "%s: not valid JSON: %s at byte %zu", label, why, at + 1);
     dfl_config c;
     memset(&c, 0, sizeof c);
     dfl_status s = DFL_OK;
@@ -519,7 +554,7 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
                       dfl__family_names());
         goto done;
     }
-    if (f->norm > DFL__NORM_RMS_1P || f->mlp > DFL__MLP_POLYNORM) {   /* an entry ahead of its kernels */
+    if (f->norm > DFL__NORM_RMS_1P || f->mlp > DFL__MLP_POLYNORM) { /* an entry ahead of its kernels */
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: model_type %s: its norm or MLP is not implemented yet", label,
                       f->model_type);
         goto done;
@@ -537,19 +572,20 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     if ((s = get_int(root, "num_hidden_layers", -1, 4096, label, &c.num_layers, err))) goto done;
     if ((s = get_int(root, "num_attention_heads", -1, 4096, label, &c.num_heads, err))) goto done;
     if ((s = get_int(root, "num_key_value_heads", c.num_heads, 4096, label, &c.num_kv_heads, err))) goto done;
-    if (c.vocab_size < 1 || c.hidden_size < 1 || c.intermediate_size < 1 || c.num_layers < 1 ||
-        c.num_heads < 1 || c.num_kv_heads < 1) {
+    if (c.vocab_size < 1 || c.hidden_size < 1 || c.intermediate_size < 1 || c.num_layers < 1 || c.num_heads < 1 ||
+        c.num_kv_heads < 1) {
         s = dfl__fail(err, DFL_ERR_CONFIG, "%s: sizes, layer and head counts must be >= 1", label);
         goto done;
     }
-    if (c.num_heads % c.num_kv_heads && c.type != DFL_MODEL_MOTIF) {   /* Motif: parse_motif's rules */
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)",
-                      label, (long long)c.num_heads, (long long)c.num_kv_heads);
+    if (c.num_heads % c.num_kv_heads && c.type != DFL_MODEL_MOTIF) { /* Motif: parse_motif's rules */
+        s = dfl__fail(err, DFL_ERR_CONFIG,
+                      "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)", label,
+                      (long long)c.num_heads, (long long)c.num_kv_heads);
         goto done;
     }
     if (c.num_heads % av->heads_per_analysis) {
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: %s needs an even num_attention_heads (got %lld)",
-                      label, f->model_type, (long long)c.num_heads);
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: %s needs an even num_attention_heads (got %lld)", label, f->model_type,
+                      (long long)c.num_heads);
         goto done;
     }
 
@@ -567,30 +603,40 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
     }
     if ((s = get_int(root, "head_dim", def_hd, DIM_MAX, label, &c.head_dim, err))) goto done;
     if (c.head_dim < 2 || c.head_dim % 2) {
-        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: head_dim must be even and >= 2 (got %lld)", label, (long long)c.head_dim);
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: head_dim must be even and >= 2 (got %lld)", label,
+                      (long long)c.head_dim);
         goto done;
     }
 
     if ((s = get_num(root, "rms_norm_eps", 1e-6, label, &c.rms_norm_eps, err))) goto done;
-    if ((s = get_num(root, "rope_theta", f->rope_theta_default > 0 ? f->rope_theta_default : 10000.0, label, &c.rope_theta, err))) goto done;
-    if (!(c.rms_norm_eps >= 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label); goto done; }
+    if ((s = get_num(root, "rope_theta", f->rope_theta_default > 0 ? f->rope_theta_default : 10000.0, label,
+                     &c.rope_theta, err)))
+        goto done;
+    if (!(c.rms_norm_eps >= 0)) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rms_norm_eps must be >= 0", label);
+        goto done;
+    }
     if ((s = get_bool(root, "rope_interleaved", f->rope_interleaved, label, &c.rope_interleaved, err))) goto done;
     if ((s = get_bool(root, "tie_word_embeddings", f->tied_default, label, &c.tie_word_embeddings, err))) goto done;
-    if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err))) goto done;
+    if ((s = get_int(root, "max_position_embeddings", 0, (int64_t)1 << 40, label, &c.max_position_embeddings, err)))
+        goto done;
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token_id");
     if (cJSON_IsNumber(bos) && isinf(bos->valuedouble)) {
         s = out_of_range(label, "bos_token_id", err);
         goto done;
     }
     /* only for a warning: anything but a token id in range is "none" (and never cast out of range) */
-    c.bos_token_id = cJSON_IsNumber(bos) && fabs(bos->valuedouble) < (double)((int64_t)1 << 62)
-                         ? (int64_t)bos->valuedouble : -1;
-    if (f->no_bos) c.bos_token_id = -1;   /* GPT-2, Pythia: no BOS first, nothing to warn about */
+    c.bos_token_id =
+        cJSON_IsNumber(bos) && fabs(bos->valuedouble) < (double)((int64_t)1 << 62) ? (int64_t)bos->valuedouble : -1;
+    if (f->no_bos) c.bos_token_id = -1; /* GPT-2, Pythia: no BOS first, nothing to warn about */
     if ((s = parse_rope_scaling(root, label, &c, err))) goto done;
     if ((s = parse_window(root, label, f, &c, err))) goto done;
     c.qkv_bias = f->qkv_bias;
     c.qk_norm = f->qk_norm;
-    if (!(c.rope_theta > 0)) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_theta must be > 0", label); goto done; }
+    if (!(c.rope_theta > 0)) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: rope_theta must be > 0", label);
+        goto done;
+    }
 
     /* Refuse what we would otherwise compute wrongly. */
     int flag;
@@ -600,7 +646,10 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
         goto done;
     }
     if ((s = get_bool(root, "mlp_bias", 0, label, &flag, err))) goto done;
-    if (flag) { s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label); goto done; }
+    if (flag) {
+        s = dfl__fail(err, DFL_ERR_CONFIG, "%s: mlp_bias = true is not supported", label);
+        goto done;
+    }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
     if (f->fused_proj && (s = parse_phi3(root, label, err))) goto done;
     const char *want_act = f->hidden_act ? f->hidden_act : "silu";
@@ -629,7 +678,8 @@ dfl_status dfl_config_parse(const char *json, size_t len, const char *label, dfl
         const cJSON *kp = cJSON_GetObjectItemCaseSensitive(root, "diff_kv_pairing");
         c.kv_pairing = DFL_KV_FLASH;
         if (kp && !cJSON_IsNull(kp)) {
-            if (cJSON_IsString(kp) && !strcmp(kp->valuestring, "naive")) c.kv_pairing = DFL_KV_NAIVE;
+            if (cJSON_IsString(kp) && !strcmp(kp->valuestring, "naive"))
+                c.kv_pairing = DFL_KV_NAIVE;
             else if (!cJSON_IsString(kp) || strcmp(kp->valuestring, "flash")) {
                 s = dfl__fail(err, DFL_ERR_CONFIG, "%s: \"diff_kv_pairing\" must be \"flash\" or \"naive\"", label);
                 goto done;
@@ -649,9 +699,15 @@ const char *dfl_model_type_name(dfl_model_type t)
     return a ? a->name : "unknown";
 }
 
-int64_t dfl_config_analysis_heads(const dfl_config *c) { return dfl__attn_shape_of(c).heads; }
+int64_t dfl_config_analysis_heads(const dfl_config *c)
+{
+    return dfl__attn_shape_of(c).heads;
+}
 
-int dfl_config_maps_per_head(const dfl_config *c) { return dfl__attn_of(c)->maps; }
+int dfl_config_maps_per_head(const dfl_config *c)
+{
+    return dfl__attn_of(c)->maps;
+}
 
 int64_t dfl_config_noise_group(const dfl_config *c, int64_t head)
 {
@@ -676,7 +732,7 @@ typedef struct binder {
     dfl_model *m;
     dfl_st_set *set;
     size_t cap;
-    const dfl_tensor **used;   /* [n_used] tensors bound so far */
+    const dfl_tensor **used; /* [n_used] tensors bound so far */
     size_t n_used, cap_used;
 } binder;
 
@@ -697,8 +753,8 @@ static dfl_status mark_used(binder *b, const dfl_tensor *t, dfl_error *err)
 
 /* Find `name`, check dtype and shape [d0] or [d0, d1] (d1 = 0 for 1-D) and mark it
  * used. optional: absent gives *out = NULL, DFL_OK. */
-static dfl_status find(binder *b, const char *name, int64_t d0, int64_t d1, int optional,
-                       const dfl_tensor **out, dfl_error *err)
+static dfl_status find(binder *b, const char *name, int64_t d0, int64_t d1, int optional, const dfl_tensor **out,
+                       dfl_error *err)
 {
     *out = NULL;
     const dfl_tensor *t = dfl_st_set_find(b->set, name);
@@ -708,16 +764,18 @@ static dfl_status find(binder *b, const char *name, int64_t d0, int64_t d1, int 
     }
     const char *file = dfl_st_set_file_of(b->set, name);
     if (t->dtype != DFL_DTYPE_F32 && t->dtype != DFL_DTYPE_F16 && t->dtype != DFL_DTYPE_BF16)
-        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)",
-                         file, name, dfl_dtype_name(t->dtype) ? dfl_dtype_name(t->dtype) : "?");
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has dtype %s (F32, F16 or BF16 expected)", file, name,
+                         dfl_dtype_name(t->dtype) ? dfl_dtype_name(t->dtype) : "?");
     int ndim = d1 ? 2 : 1;
     if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
         char got[128] = "[", want[64];
         for (int i = 0; i < t->ndim && strlen(got) < 100; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
         strcat(got, "]");
-        if (d1) snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
-        else snprintf(want, sizeof want, "[%lld]", (long long)d0);
+        if (d1)
+            snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+        else
+            snprintf(want, sizeof want, "[%lld]", (long long)d0);
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, config needs %s", file, name, got, want);
     }
     *out = t;
@@ -765,15 +823,15 @@ static dfl_status bind_mat(binder *b, const char *name, int64_t d0, int64_t d1, 
 static float dot(const float *a, const float *b, int64_t n)
 {
     double acc = 0.0;
-    for (int64_t i = 0; i < n; i++) acc += (double)a[i] * b[i];
+    for (int64_t i = 0; i < n; i++)
+        acc += (double)a[i] * b[i];
     return (float)acc;
 }
 
 /* The norms of a SANDWICH block (Gemma: input_layernorm, post_attention_layernorm around
  * attention, pre_ and post_feedforward_layernorm around the MLP) or a POST block (OLMo 2:
  * post_attention_layernorm, post_feedforward_layernorm; no norm before either). */
-static dfl_status bind_block_norms(binder *b, const dfl__family *f, const char *p, dfl_layer_weights *w,
-                                   dfl_error *err)
+static dfl_status bind_block_norms(binder *b, const dfl__family *f, const char *p, dfl_layer_weights *w, dfl_error *err)
 {
     int64_t D = b->m->config.hidden_size;
     char n[192];
@@ -837,7 +895,8 @@ static dfl_status plus_one(binder *b, float **g, int64_t n, dfl_error *err)
     float *buf = dfl__alloc_array((size_t)n, sizeof(float));
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     b->m->owned[b->m->n_owned++] = buf;
-    for (int64_t i = 0; i < n; i++) buf[i] = 1.0f + (*g)[i];
+    for (int64_t i = 0; i < n; i++)
+        buf[i] = 1.0f + (*g)[i];
     *g = buf;
     return DFL_OK;
 }
@@ -865,15 +924,15 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
     char p[128], n[192], o_proj[64];
     snprintf(p, sizeof p, "model.layers.%lld.", (long long)l);
     dfl_status s;
-#define BIND(field, suffix, d0, opt)                                     \
-    do {                                                                 \
-        snprintf(n, sizeof n, "%s%s", p, suffix);                        \
-        if ((s = bind(b, n, d0, opt, &w->field, err))) return s;         \
+#define BIND(field, suffix, d0, opt)                                                                                   \
+    do {                                                                                                               \
+        snprintf(n, sizeof n, "%s%s", p, suffix);                                                                      \
+        if ((s = bind(b, n, d0, opt, &w->field, err))) return s;                                                       \
     } while (0)
-#define BIND_MAT(field, suffix, d0, d1)                                  \
-    do {                                                                 \
-        snprintf(n, sizeof n, "%s%s", p, suffix);                        \
-        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;      \
+#define BIND_MAT(field, suffix, d0, d1)                                                                                \
+    do {                                                                                                               \
+        snprintf(n, sizeof n, "%s%s", p, suffix);                                                                      \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;                                                    \
     } while (0)
     const dfl__family *fam = dfl__family_of(c);
     if (fam->block == DFL__BLOCK_PRE) {
@@ -906,7 +965,7 @@ static dfl_status bind_layer(binder *b, int64_t l, dfl_error *err)
         BIND(bk, "self_attn.k_proj.bias", k_rows, 0);
         BIND(bv, "self_attn.v_proj.bias", v_rows, 0);
     }
-    if (c->qk_norm) {   /* per head [hd], or over the whole projection (qk_norm 2, OLMo 2) */
+    if (c->qk_norm) { /* per head [hd], or over the whole projection (qk_norm 2, OLMo 2) */
         BIND(q_norm, "self_attn.q_norm.weight", c->qk_norm == 2 ? q_rows : hd, 0);
         BIND(k_norm, "self_attn.k_norm.weight", c->qk_norm == 2 ? k_rows : hd, 0);
     }
@@ -952,15 +1011,15 @@ static dfl_status bind_gpt2(binder *b, const char *pre, dfl_error *err)
         dfl_layer_weights *w = &m->layers[l];
         char p[96];
         snprintf(p, sizeof p, "%sh.%lld.", pre, (long long)l);
-#define VEC(field, suffix, d0)                                             \
-    do {                                                                   \
-        NAME("%s%s", p, suffix);                                           \
-        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;             \
+#define VEC(field, suffix, d0)                                                                                         \
+    do {                                                                                                               \
+        NAME("%s%s", p, suffix);                                                                                       \
+        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;                                                         \
     } while (0)
-#define MAT(field, suffix, d0, d1)                                         \
-    do {                                                                   \
-        NAME("%s%s", p, suffix);                                           \
-        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;        \
+#define MAT(field, suffix, d0, d1)                                                                                     \
+    do {                                                                                                               \
+        NAME("%s%s", p, suffix);                                                                                       \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;                                                    \
     } while (0)
         VEC(attn_norm, "ln_1.weight", D);
         VEC(attn_norm_b, "ln_1.bias", D);
@@ -999,15 +1058,15 @@ static dfl_status bind_neox(binder *b, dfl_error *err)
     if ((s = bind(b, "gpt_neox.final_layer_norm.bias", D, 0, &m->final_norm_b, err))) return s;
     for (int64_t l = 0; l < c->num_layers; l++) {
         dfl_layer_weights *w = &m->layers[l];
-#define VEC(field, suffix, d0)                                                                   \
-    do {                                                                                         \
-        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                  \
-        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;                                   \
+#define VEC(field, suffix, d0)                                                                                         \
+    do {                                                                                                               \
+        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                                        \
+        if ((s = bind(b, n, d0, 0, &w->field, err))) return s;                                                         \
     } while (0)
-#define MAT(field, suffix, d0, d1)                                                               \
-    do {                                                                                         \
-        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                  \
-        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;                              \
+#define MAT(field, suffix, d0, d1)                                                                                     \
+    do {                                                                                                               \
+        snprintf(n, sizeof n, "gpt_neox.layers.%lld.%s", (long long)l, suffix);                                        \
+        if ((s = bind_mat(b, n, d0, d1, &w->field, err))) return s;                                                    \
     } while (0)
         VEC(attn_norm, "input_layernorm.weight", D);
         VEC(attn_norm_b, "input_layernorm.bias", D);
@@ -1067,7 +1126,8 @@ static dfl_status check_unused(binder *b, int allow, dfl_error *err)
     for (size_t i = 0; i < n; i++) {
         const dfl_tensor *t = dfl_st_set_at(b->set, i);
         int used = derived_buffer(dfl__family_of(&b->m->config), t->name);
-        for (size_t j = 0; j < b->n_used && !used; j++) used = b->used[j] == t;
+        for (size_t j = 0; j < b->n_used && !used; j++)
+            used = b->used[j] == t;
         if (used) continue;
         if (allow) {
             char **nu = realloc(b->m->unused, (b->m->n_unused + 1) * sizeof *nu);
@@ -1083,9 +1143,11 @@ static dfl_status check_unused(binder *b, int allow, dfl_error *err)
         bad++;
     }
     if (!bad || allow) return DFL_OK;
-    return dfl__fail(err, DFL_ERR_TENSOR, "%s: %zu checkpoint tensor%s not used by a %s model: %s "
-                     "(--allow-unused runs without %s)", b->m->path, bad, bad == 1 ? " is" : "s are",
-                     b->m->config.model_type, names, bad == 1 ? "it" : "them");
+    return dfl__fail(err, DFL_ERR_TENSOR,
+                     "%s: %zu checkpoint tensor%s not used by a %s model: %s "
+                     "(--allow-unused runs without %s)",
+                     b->m->path, bad, bad == 1 ? " is" : "s are", b->m->config.model_type, names,
+                     bad == 1 ? "it" : "them");
 }
 
 dfl_status dfl_model_load(const char *dir, dfl_model **out, dfl_error *err)
@@ -1120,7 +1182,10 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     const dfl_config *c = &m->config;
     const dfl__family *fam = dfl__family_of(c);
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
-    if (!m->layers) { s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory"); goto fail; }
+    if (!m->layers) {
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
     const char *embed_name = "model.embed_tokens.weight", *head_name = "lm_head.weight";
     if (fam->layout == DFL__LAYOUT_NEOX) {
         embed_name = "gpt_neox.embed_in.weight";
@@ -1149,7 +1214,7 @@ dfl_status dfl_model_load_opts(const char *dir, const dfl_load_opts *opts, dfl_m
     for (int64_t l = 0; fam->layout == DFL__LAYOUT_LLAMA && l < c->num_layers; l++)
         if ((s = bind_layer(&b, l, err))) goto fail;
     if ((s = check_unused(&b, opts && opts->allow_unused, err))) goto fail;
-    m->tensors = b.set;   /* kept open: the weights point into the mapping */
+    m->tensors = b.set; /* kept open: the weights point into the mapping */
     free(b.used);
     free(cfg_path);
     *out = m;
@@ -1165,9 +1230,11 @@ fail:
 void dfl_model_free(dfl_model *m)
 {
     if (!m) return;
-    for (size_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    for (size_t i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
     free(m->owned);
-    for (size_t i = 0; i < m->n_unused; i++) free(m->unused[i]);
+    for (size_t i = 0; i < m->n_unused; i++)
+        free(m->unused[i]);
     free(m->unused);
     dfl_st_set_close(m->tensors);
     dfl_gguf_close(m->gguf);

@@ -33,18 +33,27 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_info[] = {
-    [DFL_DTYPE_F32] = {"F32", 4}, [DFL_DTYPE_F16] = {"F16", 2}, [DFL_DTYPE_BF16] = {"BF16", 2},
-    [DFL_DTYPE_F64] = {"F64", 8}, [DFL_DTYPE_I64] = {"I64", 8}, [DFL_DTYPE_I32] = {"I32", 4},
-    [DFL_DTYPE_I16] = {"I16", 2}, [DFL_DTYPE_I8] = {"I8", 1},   [DFL_DTYPE_U8] = {"U8", 1},
+    [DFL_DTYPE_F32] = {"F32", 4},   [DFL_DTYPE_F16] = {"F16", 2}, [DFL_DTYPE_BF16] = {"BF16", 2},
+    [DFL_DTYPE_F64] = {"F64", 8},   [DFL_DTYPE_I64] = {"I64", 8}, [DFL_DTYPE_I32] = {"I32", 4},
+    [DFL_DTYPE_I16] = {"I16", 2},   [DFL_DTYPE_I8] = {"I8", 1},   [DFL_DTYPE_U8] = {"U8", 1},
     [DFL_DTYPE_BOOL] = {"BOOL", 1},
 };
 #define N_DTYPES (sizeof dtype_info / sizeof dtype_info[0])
 
-static int dtype_valid(dfl_dtype t) { return (unsigned)t < N_DTYPES; }
+static int dtype_valid(dfl_dtype t)
+{
+    return (unsigned)t < N_DTYPES;
+}
 
-const char *dfl_dtype_name(dfl_dtype t) { return dtype_valid(t) ? dtype_info[t].name : NULL; }
+const char *dfl_dtype_name(dfl_dtype t)
+{
+    return dtype_valid(t) ? dtype_info[t].name : NULL;
+}
 
-size_t dfl_dtype_size(dfl_dtype t) { return dtype_valid(t) ? dtype_info[t].size : 0; }
+size_t dfl_dtype_size(dfl_dtype t)
+{
+    return dtype_valid(t) ? dtype_info[t].size : 0;
+}
 
 static int dtype_parse(const char *s, dfl_dtype *out)
 {
@@ -104,9 +113,11 @@ dfl_status dfl_tensor_to_f32(const dfl_tensor *t, float *dst, dfl_error *err)
             memcpy(&dst[i], &u, sizeof u);
         }
     } else if (t->dtype == DFL_DTYPE_F16) {
-        for (size_t i = 0; i < n; i++, p += 2) dst[i] = dfl_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+        for (size_t i = 0; i < n; i++, p += 2)
+            dst[i] = dfl_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
     } else {
-        for (size_t i = 0; i < n; i++, p += 2) dst[i] = dfl_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+        for (size_t i = 0; i < n; i++, p += 2)
+            dst[i] = dfl_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
     }
     return DFL_OK;
 }
@@ -116,12 +127,12 @@ dfl_status dfl_tensor_to_f32(const dfl_tensor *t, float *dst, dfl_error *err)
  * ---------------------------------------------------------------------------------- */
 
 struct dfl_st_file {
-    char *label;            /* the path or the caller's label, for messages */
-    void *map;              /* mmap'ed image (NULL for dfl_st_open_memory) */
+    char *label; /* the path or the caller's label, for messages */
+    void *map;   /* mmap'ed image (NULL for dfl_st_open_memory) */
     size_t map_len;
-    dfl_tensor *tensors;    /* [n], header order */
-    size_t *by_name;        /* [n], indices into tensors sorted by name */
-    char *names;            /* every name, NUL-terminated, back to back */
+    dfl_tensor *tensors; /* [n], header order */
+    size_t *by_name;     /* [n], indices into tensors sorted by name */
+    char *names;         /* every name, NUL-terminated, back to back */
     size_t n;
 };
 
@@ -164,7 +175,10 @@ static int json_uint(const cJSON *v, uint64_t *out)
     return 1;
 }
 
-static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int is_json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 static void file_free(dfl_st_file *f)
 {
@@ -189,8 +203,7 @@ static dfl_status parse_entry(const cJSON *e, const char *label, const unsigned 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     if (!dt) return BAD("no \"dtype\"", label, nm);
     if (!cJSON_IsString(dt)) return BAD("\"dtype\" is not a string", label, nm);
-    if (!dtype_parse(dt->valuestring, &t->dtype))
-        return BAD("unsupported dtype \"%.32s\"", label, nm, dt->valuestring);
+    if (!dtype_parse(dt->valuestring, &t->dtype)) return BAD("unsupported dtype \"%.32s\"", label, nm, dt->valuestring);
 
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     if (!sh) return BAD("no \"shape\"", label, nm);
@@ -204,7 +217,8 @@ static dfl_status parse_entry(const cJSON *e, const char *label, const unsigned 
         if (!json_uint(d, &u)) return BAD("shape[%d] is not a non-negative integer below 2^53", label, nm, k);
         t->shape[k] = (int64_t)u;
     }
-    for (; k < DFL_ST_MAX_DIMS; k++) t->shape[k] = 0;
+    for (; k < DFL_ST_MAX_DIMS; k++)
+        t->shape[k] = 0;
 
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!off) return BAD("no \"data_offsets\"", label, nm);
@@ -240,13 +254,13 @@ static dfl_status read_header(const unsigned char *buf, size_t len, const char *
                               const unsigned char **data, size_t *data_len, dfl_error *err)
 {
     if (len < 8)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", label,
-                         len);
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", label, len);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    for (int i = 7; i >= 0; i--)
+        hlen = hlen << 8 | buf[i];
     if (hlen > len - 8)
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: header length %llu past the end of the file (%zu bytes)",
-                         label, (unsigned long long)hlen, len);
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: header length %llu past the end of the file (%zu bytes)", label,
+                         (unsigned long long)hlen, len);
     if (hlen > ST_MAX_HEADER)
         return dfl__fail(err, DFL_ERR_FORMAT, "%s: header length %llu above the %llu-byte limit", label,
                          (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
@@ -285,8 +299,7 @@ static dfl_status parse_header_json(const char *hdr, size_t n, const char *label
 
 /* Count the tensor entries of the header and the bytes their names take; check that
  * __metadata__ maps strings to strings. */
-static dfl_status count_entries(const cJSON *root, const char *label, size_t *count, size_t *names_len,
-                                dfl_error *err)
+static dfl_status count_entries(const cJSON *root, const char *label, size_t *count, size_t *names_len, dfl_error *err)
 {
     *count = *names_len = 0;
     for (const cJSON *e = root->child; e; e = e->next) {
@@ -309,7 +322,8 @@ static dfl_status count_entries(const cJSON *root, const char *label, size_t *co
 static dfl_status check_names(dfl_st_file *f, name_ref *nr, size_t count, const char *label, dfl_error *err)
 {
     qsort(nr, count, sizeof *nr, cmp_name_ref);
-    for (size_t k = 0; k < count; k++) f->by_name[k] = nr[k].idx;
+    for (size_t k = 0; k < count; k++)
+        f->by_name[k] = nr[k].idx;
     for (size_t k = 1; k < count; k++)
         if (strcmp(f->tensors[nr[k].idx].name, f->tensors[nr[k - 1].idx].name) == 0)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "' appears twice", label,
@@ -326,12 +340,11 @@ static dfl_status check_ranges(const dfl_st_file *f, range_ref *rr, size_t count
     for (size_t k = 0; k < count; k++) {
         if (rr[k].begin == rr[k].end) continue;
         if (prev && rr[k].begin < prev->end)
-            return dfl__fail(err, DFL_ERR_FORMAT,
-                             "%s: tensor '" NAME_FMT "': data_offsets [%llu, %llu] overlap tensor '" NAME_FMT
-                             "' [%llu, %llu]",
-                             label, f->tensors[rr[k].idx].name, (unsigned long long)rr[k].begin,
-                             (unsigned long long)rr[k].end, f->tensors[prev->idx].name,
-                             (unsigned long long)prev->begin, (unsigned long long)prev->end);
+            return dfl__fail(
+                err, DFL_ERR_FORMAT,
+                "%s: tensor '" NAME_FMT "': data_offsets [%llu, %llu] overlap tensor '" NAME_FMT "' [%llu, %llu]",
+                label, f->tensors[rr[k].idx].name, (unsigned long long)rr[k].begin, (unsigned long long)rr[k].end,
+                f->tensors[prev->idx].name, (unsigned long long)prev->begin, (unsigned long long)prev->end);
         prev = &rr[k];
     }
     return DFL_OK;
@@ -345,7 +358,7 @@ static dfl_status parse_image(const unsigned char *buf, size_t len, const char *
 {
     char *hdr = NULL;
     size_t n = 0, data_len = 0, count = 0, names_len = 0;
-    const unsigned char *data = NULL;   /* [data_len] */
+    const unsigned char *data = NULL; /* [data_len] */
     dfl_status s = read_header(buf, len, label, &hdr, &n, &data, &data_len, err);
     if (s) return s;
     dfl_st_file *f = NULL;
@@ -410,14 +423,12 @@ done:
     return DFL_OK;
 }
 
-
 static dfl_status too_short(dfl_error *err, const char *label, size_t len)
 {
     return dfl__fail(err, DFL_ERR_FORMAT, "%s: %zu bytes, too short for the 8-byte header length", label, len);
 }
 
-dfl_status dfl_st_open_memory(const void *buf, size_t len, const char *label, dfl_st_file **out,
-                              dfl_error *err)
+dfl_status dfl_st_open_memory(const void *buf, size_t len, const char *label, dfl_st_file **out, dfl_error *err)
 {
     if (!out || (!buf && len)) return dfl__fail(err, DFL_ERR_USAGE, "dfl_st_open_memory: NULL argument");
     *out = NULL;
@@ -469,11 +480,20 @@ dfl_status dfl_st_open(const char *path, dfl_st_file **out, dfl_error *err)
     return DFL_OK;
 }
 
-void dfl_st_close(dfl_st_file *f) { file_free(f); }
+void dfl_st_close(dfl_st_file *f)
+{
+    file_free(f);
+}
 
-size_t dfl_st_count(const dfl_st_file *f) { return f ? f->n : 0; }
+size_t dfl_st_count(const dfl_st_file *f)
+{
+    return f ? f->n : 0;
+}
 
-const dfl_tensor *dfl_st_at(const dfl_st_file *f, size_t i) { return f && i < f->n ? &f->tensors[i] : NULL; }
+const dfl_tensor *dfl_st_at(const dfl_st_file *f, size_t i)
+{
+    return f && i < f->n ? &f->tensors[i] : NULL;
+}
 
 const dfl_tensor *dfl_st_find(const dfl_st_file *f, const char *name)
 {
@@ -484,8 +504,10 @@ const dfl_tensor *dfl_st_find(const dfl_st_file *f, const char *name)
         const dfl_tensor *t = &f->tensors[f->by_name[mid]];
         int c = strcmp(name, t->name);
         if (c == 0) return t;
-        if (c < 0) hi = mid;
-        else lo = mid + 1;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return NULL;
 }
@@ -511,16 +533,15 @@ static dfl_status check_tensors(const char *path, const dfl_tensor *ts, size_t n
             return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': invalid dtype %d", path, t->name,
                              (int)t->dtype);
         if (t->ndim < 0 || t->ndim > DFL_ST_MAX_DIMS)
-            return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': %d dims (0 to %d allowed)", path,
-                             t->name, t->ndim, DFL_ST_MAX_DIMS);
+            return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': %d dims (0 to %d allowed)", path, t->name,
+                             t->ndim, DFL_ST_MAX_DIMS);
         for (int k = 0; k < t->ndim; k++)
             if (t->shape[k] < 0 || (double)t->shape[k] >= ST_MAX_JSON_INT)
-                return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': shape[%d] = %lld out of range",
-                                 path, t->name, k, (long long)t->shape[k]);
+                return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': shape[%d] = %lld out of range", path,
+                                 t->name, k, (long long)t->shape[k]);
         size_t want;
         if (!shape_nbytes(t->dtype, t->ndim, t->shape, &want))
-            return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': byte size overflows", path,
-                             t->name);
+            return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': byte size overflows", path, t->name);
         if (want != t->nbytes)
             return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '" NAME_FMT "': nbytes %zu, shape and dtype need %zu",
                              path, t->name, t->nbytes, want);
@@ -530,7 +551,8 @@ static dfl_status check_tensors(const char *path, const dfl_tensor *ts, size_t n
     if (n < 2) return DFL_OK;
     const char **names = dfl__alloc_array(n, sizeof *names); /* [n] */
     if (!names) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
-    for (size_t i = 0; i < n; i++) names[i] = ts[i].name;
+    for (size_t i = 0; i < n; i++)
+        names[i] = ts[i].name;
     qsort(names, n, sizeof *names, cmp_str_ptr);
     dfl_status s = DFL_OK;
     for (size_t i = 1; i < n && s == DFL_OK; i++)
@@ -568,9 +590,11 @@ static dfl_status build_header(const char *path, const dfl_tensor *ts, size_t n,
         }
         cJSON *o = cJSON_AddObjectToObject(root, t->name);
         cJSON *shape = o && cJSON_AddStringToObject(o, "dtype", dfl_dtype_name(t->dtype))
-                           ? cJSON_AddArrayToObject(o, "shape") : NULL;
+                           ? cJSON_AddArrayToObject(o, "shape")
+                           : NULL;
         ok = shape != NULL;
-        for (int k = 0; ok && k < t->ndim; k++) ok = cJSON_AddItemToArray(shape, json_u64((uint64_t)t->shape[k]));
+        for (int k = 0; ok && k < t->ndim; k++)
+            ok = cJSON_AddItemToArray(shape, json_u64((uint64_t)t->shape[k]));
         cJSON *offs = ok ? cJSON_AddArrayToObject(o, "data_offsets") : NULL;
         ok = offs && cJSON_AddItemToArray(offs, json_u64(off));
         off += t->nbytes;
@@ -580,7 +604,8 @@ static dfl_status build_header(const char *path, const dfl_tensor *ts, size_t n,
     cJSON_Delete(root);
     if (text) dfl_strbuf_puts(b, text);
     cJSON_free(text);
-    while (text && !b->oom && (8 + b->len) % 8 != 0) dfl_strbuf_add(b, " ", 1);
+    while (text && !b->oom && (8 + b->len) % 8 != 0)
+        dfl_strbuf_add(b, " ", 1);
     if (!text || b->oom) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory for the header", path);
     return DFL_OK;
 }
@@ -607,7 +632,8 @@ dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n, i
     }
     unsigned char len8[8]; /* u64 little-endian header length */
     uint64_t hl = hdr.len;
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(hl >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)(hl >> (8 * i));
     int ok = fwrite(len8, 1, 8, a.f) == 8 && fwrite(hdr.p, 1, hdr.len, a.f) == hdr.len;
     for (size_t i = 0; ok && i < n; i++)
         if (tensors[i].nbytes) ok = fwrite(tensors[i].data, 1, tensors[i].nbytes, a.f) == tensors[i].nbytes;
@@ -628,15 +654,16 @@ typedef struct {
 struct dfl_st_set {
     dfl_st_file **files; /* [nfiles] */
     size_t nfiles;
-    set_ent *all;        /* [n], files in order, header order within */
-    size_t *by_name;     /* [n], indices into all sorted by name */
+    set_ent *all;    /* [n], files in order, header order within */
+    size_t *by_name; /* [n], indices into all sorted by name */
     size_t n;
 };
 
 void dfl_st_set_close(dfl_st_set *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->nfiles; i++) dfl_st_close(s->files[i]);
+    for (size_t i = 0; i < s->nfiles; i++)
+        dfl_st_close(s->files[i]);
     free(s->files);
     free(s->all);
     free(s->by_name);
@@ -681,7 +708,8 @@ static int cmp_named_idx(const void *a, const void *b)
 static dfl_status set_index(dfl_st_set *s, const char *what, dfl_error *err)
 {
     size_t n = 0;
-    for (size_t i = 0; i < s->nfiles; i++) n += dfl_st_count(s->files[i]); /* each bounded by its file size */
+    for (size_t i = 0; i < s->nfiles; i++)
+        n += dfl_st_count(s->files[i]); /* each bounded by its file size */
     s->all = dfl__alloc_array(n, sizeof *s->all);
     s->by_name = dfl__alloc_array(n, sizeof *s->by_name);
     named_idx *ni = dfl__alloc_array(n, sizeof *ni); /* [n] */
@@ -738,7 +766,8 @@ static dfl_status set_open_index(dfl_st_set *s, const char *dir, const char *ipa
         goto done;
     }
     size_t nent = 0;
-    for (const cJSON *e = wm->child; e; e = e->next) nent++;
+    for (const cJSON *e = wm->child; e; e = e->next)
+        nent++;
     if (nent == 0) {
         st = dfl__fail(err, DFL_ERR_FORMAT, "%s: \"weight_map\" is empty", ipath);
         goto done;
@@ -753,17 +782,19 @@ static dfl_status set_open_index(dfl_st_set *s, const char *dir, const char *ipa
     size_t nshards = 0, k = 0;
     for (const cJSON *e = wm->child; e; e = e->next, k++) {
         if (!cJSON_IsString(e)) {
-            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "': shard is not a string", ipath,
-                           e->string);
+            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "': shard is not a string", ipath, e->string);
             goto done;
         }
         if (!shard_name_ok(e->valuestring)) {
-            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "': shard name '" NAME_FMT
-                           "' is not a plain file name in the model folder", ipath, e->string, e->valuestring);
+            st = dfl__fail(err, DFL_ERR_FORMAT,
+                           "%s: tensor '" NAME_FMT "': shard name '" NAME_FMT
+                           "' is not a plain file name in the model folder",
+                           ipath, e->string, e->valuestring);
             goto done;
         }
         size_t j = 0;
-        while (j < nshards && strcmp(shards[j], e->valuestring) != 0) j++;
+        while (j < nshards && strcmp(shards[j], e->valuestring) != 0)
+            j++;
         if (j == nshards) shards[nshards++] = e->valuestring;
         ent_shard[k] = j;
     }
@@ -791,8 +822,8 @@ static dfl_status set_open_index(dfl_st_set *s, const char *dir, const char *ipa
     k = 0;
     for (const cJSON *e = wm->child; e; e = e->next, k++)
         if (!dfl_st_find(s->files[ent_shard[k]], e->string)) {
-            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "' is not in its shard %s", ipath,
-                           e->string, s->files[ent_shard[k]]->label);
+            st = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '" NAME_FMT "' is not in its shard %s", ipath, e->string,
+                           s->files[ent_shard[k]]->label);
             goto done;
         }
     st = set_index(s, ipath, err);
@@ -849,8 +880,10 @@ static const set_ent *set_lookup(const dfl_st_set *s, const char *name)
         const set_ent *e = &s->all[s->by_name[mid]];
         int c = strcmp(name, e->t->name);
         if (c == 0) return e;
-        if (c < 0) hi = mid;
-        else lo = mid + 1;
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
     return NULL;
 }
@@ -861,9 +894,15 @@ const dfl_tensor *dfl_st_set_find(const dfl_st_set *s, const char *name)
     return e ? e->t : NULL;
 }
 
-size_t dfl_st_set_count(const dfl_st_set *s) { return s ? s->n : 0; }
+size_t dfl_st_set_count(const dfl_st_set *s)
+{
+    return s ? s->n : 0;
+}
 
-const dfl_tensor *dfl_st_set_at(const dfl_st_set *s, size_t i) { return s && i < s->n ? s->all[i].t : NULL; }
+const dfl_tensor *dfl_st_set_at(const dfl_st_set *s, size_t i)
+{
+    return s && i < s->n ? s->all[i].t : NULL;
+}
 
 const char *dfl_st_set_file_of(const dfl_st_set *s, const char *name)
 {

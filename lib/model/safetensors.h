@@ -38,11 +38,11 @@ typedef enum dfl_dtype {
 
 /* One tensor: a view into memory owned by the file or set it came from. */
 typedef struct dfl_tensor {
-    const char *name;                /* NUL-terminated, owned by the file */
+    const char *name; /* NUL-terminated, owned by the file */
     dfl_dtype dtype;
     int ndim;
     int64_t shape[DFL_ST_MAX_DIMS];
-    const void *data;                /* little-endian bytes, possibly unaligned */
+    const void *data; /* little-endian bytes, possibly unaligned */
     size_t nbytes;
 } dfl_tensor;
 
@@ -64,8 +64,7 @@ dfl_status dfl_st_open(const char *path, dfl_st_file **out, dfl_error *err);
 
 /* Parse and validate a safetensors image already in memory (used by the fuzzer and
  * tests). buf must outlive the result; it is not copied. `label` names it in errors. */
-dfl_status dfl_st_open_memory(const void *buf, size_t len, const char *label,
-                              dfl_st_file **out, dfl_error *err);
+dfl_status dfl_st_open_memory(const void *buf, size_t len, const char *label, dfl_st_file **out, dfl_error *err);
 
 /* Unmap and free; accepts NULL. */
 void dfl_st_close(dfl_st_file *f);
@@ -95,8 +94,7 @@ dfl_status dfl_tensor_to_f32(const dfl_tensor *t, float *dst, dfl_error *err);
  * "__metadata__": {"format": "pt"}. DFL_ERR_TENSOR (a tensor inconsistent with its
  * shape or dtype), DFL_ERR_USAGE (NULL name or data, duplicate or reserved name),
  * DFL_ERR_IO (nothing is left behind), DFL_ERR_NOMEM. */
-dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n,
-                        int overwrite, dfl_error *err);
+dfl_status dfl_st_write(const char *path, const dfl_tensor *tensors, size_t n, int overwrite, dfl_error *err);
 
 /* ---- a model directory's tensor set ---- */
 

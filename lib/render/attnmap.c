@@ -33,7 +33,10 @@ dfl_attnmap_params dfl_attnmap_params_default(void)
 
 static const char *const map_names[] = {"auto", "map1", "map2", "diff", "all"};
 
-const char *dfl_attn_map_name(dfl_attn_map m) { return (unsigned)m < 5 ? map_names[m] : "?"; }
+const char *dfl_attn_map_name(dfl_attn_map m)
+{
+    return (unsigned)m < 5 ? map_names[m] : "?";
+}
 
 dfl_status dfl_attn_map_parse(const char *text, dfl_attn_map *out, dfl_error *err)
 {
@@ -63,13 +66,12 @@ dfl_status dfl_attnmap_parse_range(const char *flag, const char *text, int64_t o
     const char *colon = strchr(text, ':');
     if (!colon || !parse_pos(text, colon, &out[0]) || !parse_pos(colon + 1, colon + strlen(colon), &out[1]) ||
         (out[0] >= 0 && out[1] >= 0 && out[1] <= out[0]))
-        return dfl__fail(err, DFL_ERR_USAGE, "%s: '%s' is not a range A:B of positions with A < B (either may be empty)",
-                         flag, text);
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "%s: '%s' is not a range A:B of positions with A < B (either may be empty)", flag, text);
     return DFL_OK;
 }
 
 /* ---------------------------------------------------- one dump's sample */
-
 
 static void side_free(side *d)
 {
@@ -88,9 +90,12 @@ static void ranges_text(const int32_t *v, int64_t n, char *buf, size_t cap)
     buf[0] = '\0';
     for (int64_t i = 0; i < n && used < cap; i++) {
         int64_t j = i;
-        while (j + 1 < n && v[j + 1] == v[j] + 1) j++;
-        if (j > i) used += (size_t)snprintf(buf + used, cap - used, "%s%d-%d", i ? ", " : "", v[i], v[j]);
-        else used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? ", " : "", v[i]);
+        while (j + 1 < n && v[j + 1] == v[j] + 1)
+            j++;
+        if (j > i)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%d-%d", i ? ", " : "", v[i], v[j]);
+        else
+            used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? ", " : "", v[i]);
         i = j;
     }
     if (n == 0) snprintf(buf, cap, "none");
@@ -124,8 +129,8 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
 
 /* Index of user-facing layer/head number v in scale[n], or an error that says what
  * the dump has. */
-static dfl_status find_index(const side *d, const char *what, const int32_t *scale, int64_t n, int64_t v,
-                             int64_t *out, dfl_error *err)
+static dfl_status find_index(const side *d, const char *what, const int32_t *scale, int64_t n, int64_t v, int64_t *out,
+                             dfl_error *err)
 {
     for (int64_t i = 0; i < n; i++)
         if (scale[i] == v) {
@@ -143,10 +148,10 @@ static const char *map_dataset(dfl_attn_map m)
     return m == DFL_ATTN_MAP2 ? "map2" : m == DFL_ATTN_DIFF ? "diff" : "map1";
 }
 
-
 static void plan_free(plan *pl)
 {
-    for (int i = 0; i < pl->ntiles; i++) free(pl->tiles[i].v);
+    for (int i = 0; i < pl->ntiles; i++)
+        free(pl->tiles[i].v);
     for (int i = 0; i < 2; i++) {
         free(pl->ridx[i]);
         side_free(&pl->sd[i]);
@@ -168,7 +173,9 @@ static dfl_status resolve_map(const side *d, dfl_attn_map m, dfl_attn_map *out, 
     if (m != DFL_ATTN_MAP1 && !d->is_diff)
         return dfl__fail(err, DFL_ERR_USAGE, "%s: a %s dump has only map1 (the softmax map); %s needs a Diff dump",
                          dfl_dump_path(d->r), d->model_type,
-                         m == DFL_ATTN_ALL ? "--maps all" : m == DFL_ATTN_MAP2 ? "--map map2" : "--map diff");
+                         m == DFL_ATTN_ALL    ? "--maps all"
+                         : m == DFL_ATTN_MAP2 ? "--map map2"
+                                              : "--map diff");
     char p[160];
     snprintf(p, sizeof p, "%s/%s", d->at.group, map_dataset(m));
     if (m != DFL_ATTN_ALL && !dfl_dump_exists(d->r, p))
@@ -213,8 +220,10 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
         if (k == 1 && (p->layer == DFL_ATTNMAP_FIRST || all_l)) lv = pl->sd[0].at.layers[li[0]];
         if (k == 1 && (p->head == DFL_ATTNMAP_FIRST || all_h)) hv = pl->sd[0].at.heads[hi[0]];
         if ((s = find_index(d, "layer", d->at.layers, d->at.Ls, lv, &li[k], err))) return s;
-        if (p->head == DFL_ATTNMAP_MEAN) hi[k] = -1;
-        else if ((s = find_index(d, "head", d->at.heads, d->at.Hs, hv, &hi[k], err))) return s;
+        if (p->head == DFL_ATTNMAP_MEAN)
+            hi[k] = -1;
+        else if ((s = find_index(d, "head", d->at.heads, d->at.Hs, hv, &hi[k], err)))
+            return s;
     }
 
     int rows_of_sides = pl->nsides == 2 && !p->delta ? 2 : 1;
@@ -235,7 +244,8 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
                 tm->hi = hi[k];
                 tm->coef = q == 0 ? 1.0 : -1.0;
                 dfl_status s;
-                if (all_l && (s = find_index(d, "layer", d->at.layers, d->at.Ls, pl->sd[0].at.layers[it], &tm->li, err)))
+                if (all_l &&
+                    (s = find_index(d, "layer", d->at.layers, d->at.Ls, pl->sd[0].at.layers[it], &tm->li, err)))
                     return s;
                 if (all_h && (s = find_index(d, "head", d->at.heads, d->at.Hs, pl->sd[0].at.heads[it], &tm->hi, err)))
                     return s;
@@ -253,7 +263,10 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
             } else if (all_h) {
                 snprintf(item, sizeof item, "head %d", d0->at.heads[t.t[0].hi]);
             } else if (all_m) {
-                snprintf(item, sizeof item, "%s", it == 0 ? "map1" : it == 1 ? "map2" : "diff = map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2");
+                snprintf(item, sizeof item, "%s",
+                         it == 0   ? "map1"
+                         : it == 1 ? "map2"
+                                   : "diff = map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2");
             }
             if (p->delta)
                 snprintf(t.title, sizeof t.title, "%s \xe2\x88\x92 %s%s%s", pl->sd[0].label, pl->sd[1].label,
@@ -278,22 +291,36 @@ static dfl_status make_tiles(plan *pl, const dfl_attnmap_params *p, char *title,
     /* the figure's title */
     const side *d = &pl->sd[0];
     char who[96], lay[48], hd[48], mp[64], lam[32] = "";
-    if (p->delta) snprintf(who, sizeof who, "%s \xe2\x88\x92 %s", pl->sd[0].label, pl->sd[1].label);
-    else if (pl->nsides == 2) snprintf(who, sizeof who, "%s vs %s", pl->sd[0].label, pl->sd[1].label);
-    else snprintf(who, sizeof who, "%s", d->label);
-    if (all_l) snprintf(lay, sizeof lay, "all layers");
-    else snprintf(lay, sizeof lay, "layer %d", d->at.layers[li[0]]);
-    if (all_h) snprintf(hd, sizeof hd, "all heads");
-    else if (p->head == DFL_ATTNMAP_MEAN) snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->at.Hs);
-    else snprintf(hd, sizeof hd, "head %d", d->at.heads[hi[0]]);
-    if (all_m) snprintf(mp, sizeof mp, "map1 | map2 | diff");
-    else if (maps[0] == DFL_ATTN_DIFF) snprintf(mp, sizeof mp, "diff map");
-    else if (maps[0] == DFL_ATTN_MAP1 && !d->is_diff) snprintf(mp, sizeof mp, "softmax map");
-    else snprintf(mp, sizeof mp, "%s", map_dataset(maps[0]));
+    if (p->delta)
+        snprintf(who, sizeof who, "%s \xe2\x88\x92 %s", pl->sd[0].label, pl->sd[1].label);
+    else if (pl->nsides == 2)
+        snprintf(who, sizeof who, "%s vs %s", pl->sd[0].label, pl->sd[1].label);
+    else
+        snprintf(who, sizeof who, "%s", d->label);
+    if (all_l)
+        snprintf(lay, sizeof lay, "all layers");
+    else
+        snprintf(lay, sizeof lay, "layer %d", d->at.layers[li[0]]);
+    if (all_h)
+        snprintf(hd, sizeof hd, "all heads");
+    else if (p->head == DFL_ATTNMAP_MEAN)
+        snprintf(hd, sizeof hd, "mean of %lld heads", (long long)d->at.Hs);
+    else
+        snprintf(hd, sizeof hd, "head %d", d->at.heads[hi[0]]);
+    if (all_m)
+        snprintf(mp, sizeof mp, "map1 | map2 | diff");
+    else if (maps[0] == DFL_ATTN_DIFF)
+        snprintf(mp, sizeof mp, "diff map");
+    else if (maps[0] == DFL_ATTN_MAP1 && !d->is_diff)
+        snprintf(mp, sizeof mp, "softmax map");
+    else
+        snprintf(mp, sizeof mp, "%s", map_dataset(maps[0]));
     if (pl->nsides == 2 && maps[0] != maps[1])
-        snprintf(mp + strlen(mp), sizeof mp - strlen(mp), " / %s", maps[1] == DFL_ATTN_DIFF ? "diff map" : "softmax map");
+        snprintf(mp + strlen(mp), sizeof mp - strlen(mp), " / %s",
+                 maps[1] == DFL_ATTN_DIFF ? "diff map" : "softmax map");
     if (!all_l) {
-        for (int k = 0; k < pl->nsides && !lam[0]; k++) lambda_text(&pl->sd[k], li[k], lam, sizeof lam);
+        for (int k = 0; k < pl->nsides && !lam[0]; k++)
+            lambda_text(&pl->sd[k], li[k], lam, sizeof lam);
     }
     snprintf(title, title_cap, "%s \xc2\xb7 sample %s%s(#%zu) \xc2\xb7 %s \xc2\xb7 %s \xc2\xb7 %s%s%s", who, d->s->id,
              d->s->id[0] ? " " : "", d->s->index, lay, hd, mp, lam[0] ? " \xc2\xb7 " : "", lam);
@@ -314,15 +341,18 @@ static dfl_status choose_rows(plan *pl, const dfl_attnmap_params *p, dfl_error *
         /* quote the range as typed, not as clipped to the sample */
         char typed[64] = "", hi_txt[24] = "";
         if (p->cols[1] >= 0) snprintf(hi_txt, sizeof hi_txt, "%lld", (long long)p->cols[1]);
-        if (p->cols[0] >= 0) snprintf(typed, sizeof typed, "%lld:%s", (long long)p->cols[0], hi_txt);
-        else snprintf(typed, sizeof typed, ":%s", hi_txt);
-        return dfl__fail(err, DFL_ERR_RANGE, "--cols %s selects no keys (the sample has %lld tokens, keys 0:%lld)", typed,
-                         (long long)a->tk.T, (long long)a->tk.T);
+        if (p->cols[0] >= 0)
+            snprintf(typed, sizeof typed, "%lld:%s", (long long)p->cols[0], hi_txt);
+        else
+            snprintf(typed, sizeof typed, ":%s", hi_txt);
+        return dfl__fail(err, DFL_ERR_RANGE, "--cols %s selects no keys (the sample has %lld tokens, keys 0:%lld)",
+                         typed, (long long)a->tk.T, (long long)a->tk.T);
     }
     pl->c0 = c0;
     pl->nc = c1 - c0;
     pl->rpos = dfl__alloc_array((size_t)a->at.R, sizeof *pl->rpos);
-    for (int k = 0; k < pl->nsides; k++) pl->ridx[k] = dfl__alloc_array((size_t)a->at.R, sizeof *pl->ridx[k]);
+    for (int k = 0; k < pl->nsides; k++)
+        pl->ridx[k] = dfl__alloc_array((size_t)a->at.R, sizeof *pl->ridx[k]);
     if (!pl->rpos || !pl->ridx[0] || (pl->nsides == 2 && !pl->ridx[1]))
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pl->nr = 0;
@@ -400,7 +430,8 @@ typedef struct reader_set {
 static void reader_set_free(reader_set *rs)
 {
     for (int k = 0; k < 2; k++)
-        for (int m = 0; m < 4; m++) dfl_dump_slab_close(rs->slab[k][m]);
+        for (int m = 0; m < 4; m++)
+            dfl_dump_slab_close(rs->slab[k][m]);
     free(rs->acc);
     free(rs->buf);
 }
@@ -416,7 +447,8 @@ static dfl_status slab_for(plan *pl, reader_set *rs, int k, dfl_attn_map m, dfl_
         const side *d = &pl->sd[k];
         /* map2 of a Motif GDA dump holds one map per noise group (dump_sample.h, checked there) */
         int64_t heads = m == DFL_ATTN_MAP2 ? in->dims[1] : d->at.Hs;
-        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != heads || in->dims[2] != d->at.R || in->dims[3] != d->tk.T)
+        if (in->ndim != 4 || in->dims[0] != d->at.Ls || in->dims[1] != heads || in->dims[2] != d->at.R ||
+            in->dims[3] != d->tk.T)
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: shape differs from map1's [%lld, %lld, %lld, %lld]",
                              dfl_dump_path(d->r), path, (long long)d->at.Ls, (long long)d->at.Hs, (long long)d->at.R,
                              (long long)d->tk.T);
@@ -433,7 +465,8 @@ static dfl_status read_rows(plan *pl, dfl_dump_slab *sl, int k, int64_t li, int6
     const int64_t *ridx = pl->ridx[k];
     for (int64_t i = 0; i < n;) {
         int64_t j = i + 1;
-        while (j < n && ridx[r0 + j] == ridx[r0 + j - 1] + 1) j++;
+        while (j < n && ridx[r0 + j] == ridx[r0 + j - 1] + 1)
+            j++;
         int64_t start[4] = {li, hi, ridx[r0 + i], pl->c0}, count[4] = {1, 1, j - i, w};
         dfl_status s = dfl_dump_slab_read_f32(sl, start, count, out + i * w, err);
         if (s) return s;
@@ -486,7 +519,8 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
                 if ((s = read_rows(pl, sl, tm->side, tm->li, dfl_dump_attn_head_index(&d->at, dm, h), r0, n, w, rs->buf,
                                    err)))
                     break;
-                for (size_t i = 0; i < cnt; i++) acc[i] += c * rs->buf[i];
+                for (size_t i = 0; i < cnt; i++)
+                    acc[i] += c * rs->buf[i];
             }
         }
         if (!s) dfl_pool_rows_valid(pool, r0, n, acc, w, rs->valid);
@@ -504,7 +538,8 @@ static dfl_status read_tile(plan *pl, reader_set *rs, tile *t, dfl_pool_mode mod
 static dfl_status choose_limits(plan *pl, const dfl_attnmap_params *p, dfl_error *err)
 {
     int diverging = 0;
-    for (int i = 0; i < pl->ntiles; i++) diverging |= pl->tiles[i].diverging;
+    for (int i = 0; i < pl->ntiles; i++)
+        diverging |= pl->tiles[i].diverging;
     size_t per = (size_t)pl->ph * (size_t)pl->pw, total;
     if (!dfl__mul_ok(per, (size_t)pl->ntiles, &total)) return dfl__fail(err, DFL_ERR_NOMEM, "too many pixels");
     /* columns of the pooled grid touched by a bos key */
@@ -618,9 +653,10 @@ static dfl_status open_sides(plan *pl, const dfl_attnmap_params *p, dfl_error *e
                          p->dump_path, a->s->id, (long long)a->tk.T, p->vs_path, b->s->id, (long long)b->tk.T);
     for (int64_t i = 0; i < a->tk.T; i++)
         if (a->tk.tokens[i] != b->tk.tokens[i])
-            return dfl__fail(err, DFL_ERR_TENSOR,
-                             "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
-                             (long long)i, a->tk.tokens[i], p->dump_path, b->tk.tokens[i], p->vs_path);
+            return dfl__fail(
+                err, DFL_ERR_TENSOR,
+                "--vs: the samples' tokens differ at position %lld (%d in %s, %d in %s): not the same prompt",
+                (long long)i, a->tk.tokens[i], p->dump_path, b->tk.tokens[i], p->vs_path);
     return DFL_OK;
 }
 
@@ -666,7 +702,8 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
         goto done;
     int fit_w = size_tiles(pl, p);
     double tr = dfl_clock_seconds();
-    for (int i = 0; !s && i < pl->ntiles; i++) s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err);
+    for (int i = 0; !s && i < pl->ntiles; i++)
+        s = read_tile(pl, &rs, &pl->tiles[i], p->pool, err);
     read_seconds = dfl_clock_seconds() - tr;
     if (s || (s = choose_limits(pl, p, err))) goto done;
     if ((s = dfl__attnmap_draw(pl, p, title, sizeof title, fit_w, rep, err))) goto done;

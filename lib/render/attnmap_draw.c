@@ -12,8 +12,8 @@ static const dfl_rgb NODATA = {200, 200, 200}, HATCH = {160, 160, 160};
 
 /* Segment colours (Okabe-Ito, colour-blind safe), by code: context, bos, answer,
  * query, distractor, target. */
-static const dfl_rgb SEG_COLOR[6] = {{232, 232, 232}, {0, 0, 0}, {0, 158, 115}, {0, 114, 178}, {230, 159, 0},
-                                     {204, 121, 167}};
+static const dfl_rgb SEG_COLOR[6] = {{232, 232, 232}, {0, 0, 0},     {0, 158, 115},
+                                     {0, 114, 178},   {230, 159, 0}, {204, 121, 167}};
 static const char *const SEG_NAME[6] = {"context", "bos", "answer", "query", "distractor", "target"};
 /* Which segment wins when a pooled band cell covers several. */
 static const int SEG_RANK[6] = {0, 1, 5, 2, 3, 4};
@@ -28,25 +28,25 @@ static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
     return best;
 }
 
-#define M 16          /* outer margin (6 in a figure sized by --width) */
-#define BAND 6        /* segment band thickness */
-#define BGAP 2        /* band to map */
-#define GAPX 24       /* between tiles */
-#define GAPY 14
+#define M           16 /* outer margin (6 in a figure sized by --width) */
+#define BAND        6  /* segment band thickness */
+#define BGAP        2  /* band to map */
+#define GAPX        24 /* between tiles */
+#define GAPY        14
 #define LABEL_CHARS 10 /* token labels are clipped to this many characters */
 
 typedef struct layout {
-    int mw, mh;              /* map area of a tile */
-    int left_w, bottom_h;    /* tick or token labels */
+    int mw, mh;           /* map area of a tile */
+    int left_w, bottom_h; /* tick or token labels */
     int tile_title_h;
-    int tw, th;              /* whole tile */
-    int token_x, token_y;    /* print token text along x / y */
-    int grid_x, grid_y;      /* top-left of the grid */
+    int tw, th;           /* whole tile */
+    int token_x, token_y; /* print token text along x / y */
+    int grid_x, grid_y;   /* top-left of the grid */
     int cb_x, cb_y, cb_h, cb_w;
     int width, height;
     int title_scale;
     int legend_y;
-    int m, cb_gap;           /* outer margin; grid to colour bar */
+    int m, cb_gap; /* outer margin; grid to colour bar */
 } layout;
 
 /* Position (centre) of shown key k on the x axis of a tile's map. */
@@ -99,8 +99,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
             run_s = best;
         }
     }
-    dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA,
-                           HATCH);
+    dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA, HATCH);
     dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
 
     char buf[64];
@@ -116,7 +115,8 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
         double ticks[32];
         /* about one tick per 7 line heights, as matplotlib spaces them; at least 4 */
         int max_t = L->mw / (7 * DFL_FONT_H) + 1;
-        int nt = dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), max_t < 4 ? 4 : max_t, ticks, 32, NULL);
+        int nt =
+            dfl_ticks_linear((double)pl->c0, (double)(pl->c0 + pl->nc - 1), max_t < 4 ? 4 : max_t, ticks, 32, NULL);
         for (int i = 0; i < nt; i++) {
             if (ticks[i] != floor(ticks[i])) continue;
             int px = mx + key_px(pl, L, ticks[i] - (double)pl->c0);
@@ -136,7 +136,8 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     } else if (pl->strips) {
         /* label strips at least a line apart */
         int step = 1;
-        while ((double)L->mh / (double)pl->nr * step < DFL_FONT_H + 4) step++;
+        while ((double)L->mh / (double)pl->nr * step < DFL_FONT_H + 4)
+            step++;
         for (int64_t r = 0; r < pl->nr; r += step) {
             int py = my + row_px(pl, L, (double)r);
             dfl_canvas_fill(c, lx - 3, py, 3, 1, INK);
@@ -282,11 +283,14 @@ static void scale_note(const plan *pl, const dfl_attnmap_params *p, char *buf, s
 static void subtitle_text(const plan *pl, const dfl_attnmap_params *p, int fit_w, char *buf, size_t cap)
 {
     const side *a = &pl->sd[0];
-    snprintf(buf, cap, "%s%s%s \xc2\xb7 %lld tokens \xc2\xb7 %s %d:%d \xc2\xb7 keys %lld:%lld \xc2\xb7 %lld rows x %lld keys %s %lld x %lld px",
+    snprintf(buf, cap,
+             "%s%s%s \xc2\xb7 %lld tokens \xc2\xb7 %s %d:%d \xc2\xb7 keys %lld:%lld \xc2\xb7 %lld rows x %lld keys %s "
+             "%lld x %lld px",
              p->dump_path, p->vs_path ? " vs " : "", p->vs_path ? p->vs_path : "", (long long)a->tk.T,
              pl->strips ? "captured rows" : "rows", pl->rpos[0], pl->rpos[pl->nr - 1] + 1, (long long)pl->c0,
              (long long)(pl->c0 + pl->nc), (long long)pl->nr, (long long)pl->nc,
-             pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to") : "shown at",
+             pl->ph < pl->nr || pl->pw < pl->nc ? (p->pool == DFL_POOL_MAX ? "max-pooled to" : "mean-pooled to")
+                                                : "shown at",
              (long long)pl->pw * (fit_w ? 1 : pl->cell_w), (long long)pl->ph * (fit_w ? 1 : pl->cell_h));
     /* a figure sized by --width stretches cells: say how many, not how many pixels */
     if (fit_w && strlen(buf) > 3 && strlen(buf) + 3 < cap) buf[strlen(buf) - 3] = '\0', strcat(buf, " cells");
@@ -298,7 +302,8 @@ static int legend_items(const plan *pl, dfl_legend_item *items)
     const side *a = &pl->sd[0];
     int nitems = 0;
     int present[6] = {0};
-    for (int64_t i = 0; i < a->tk.T; i++) present[a->tk.segments[i] < 6 ? a->tk.segments[i] : 0] = 1;
+    for (int64_t i = 0; i < a->tk.T; i++)
+        present[a->tk.segments[i] < 6 ? a->tk.segments[i] : 0] = 1;
     for (int sg = 1; sg <= 6; sg++) {
         int code = sg % 6; /* bos, answer, query, distractor, target, then context */
         if (!present[code]) continue;
@@ -318,7 +323,8 @@ static void draw_axis_titles(dfl_canvas *c, const plan *pl, const dfl_attnmap_pa
     const char *ytitles[3] = {pl->strips ? "query position (captured rows)" : "query position", "query position",
                               "query"};
     int yt = 0;
-    while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h) yt++;
+    while (yt < 2 && dfl_font_text_width(p->font, ytitles[yt], 1) > grid_h)
+        yt++;
     dfl_canvas_text_up(c, L->m, L->grid_y + grid_h / 2, ytitles[yt], 1, INK, DFL_ALIGN_CENTER);
     dfl_canvas_text(c, L->grid_x + grid_w / 2, L->grid_y + grid_h + 2, "key position", 1, INK, DFL_ALIGN_CENTER);
 }
@@ -330,10 +336,18 @@ dfl_status dfl__attnmap_draw(const plan *pl, const dfl_attnmap_params *p, char *
     subtitle_text(pl, p, fit_w, subtitle, sizeof subtitle);
     scale_note(pl, p, note, sizeof note);
     int all_div = 1;
-    for (int i = 0; i < pl->ntiles; i++) all_div &= pl->tiles[i].diverging;
-    dfl_colorbar cb = {pl->cmap, pl->norm,
-                       p->delta ? "A \xe2\x88\x92 B" : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2" : "attention",
-                       note, pl->extend_low, pl->extend_high, 1, p->font};
+    for (int i = 0; i < pl->ntiles; i++)
+        all_div &= pl->tiles[i].diverging;
+    dfl_colorbar cb = {pl->cmap,
+                       pl->norm,
+                       p->delta  ? "A \xe2\x88\x92 B"
+                       : all_div ? "map1 \xe2\x88\x92 \xce\xbb\xc2\xb7map2"
+                                 : "attention",
+                       note,
+                       pl->extend_low,
+                       pl->extend_high,
+                       1,
+                       p->font};
     /* a figure sized to a paper width keeps the bar narrow: its title runs along it,
      * and the note on the limits is left out */
     const char *cb_title = cb.title;

@@ -17,11 +17,11 @@ typedef struct side {
     dfl_dump_reader *r;
     const dfl_dump_sample *s;
     char *model_type;
-    int is_diff;             /* has map2 and diff */
-    const char *label;       /* model type or --labels */
-    dfl_dump_tokens tk;      /* tokens, segments, token text [T] */
-    dfl_dump_attn at;        /* the maps [Ls, Hs, R, T] and their scales */
-    float *lambda;           /* [L] or NULL */
+    int is_diff;        /* has map2 and diff */
+    const char *label;  /* model type or --labels */
+    dfl_dump_tokens tk; /* tokens, segments, token text [T] */
+    dfl_dump_attn at;   /* the maps [Ls, Hs, R, T] and their scales */
+    float *lambda;      /* [L] or NULL */
     size_t nlambda;
 } side;
 
@@ -29,32 +29,32 @@ typedef struct side {
 typedef struct term {
     int side;
     dfl_attn_map map;
-    int64_t li;              /* index into the side's layers */
-    int64_t hi;              /* index into its heads, or -1 = mean over all */
+    int64_t li; /* index into the side's layers */
+    int64_t hi; /* index into its heads, or -1 = mean over all */
     double coef;
 } term;
 
 typedef struct tile {
     term t[2];
     int nt;
-    int diverging;           /* may hold negative values: drawn on the diverging map */
+    int diverging; /* may hold negative values: drawn on the diverging map */
     char title[128];
-    float *v;                /* pooled [ph][pw], NaN = masked */
+    float *v; /* pooled [ph][pw], NaN = masked */
 } tile;
 
 /* The drawing plan shared by every tile. */
 typedef struct plan {
     side sd[2];
     int nsides;
-    int64_t nr, nc;          /* rows and key columns shown */
-    int64_t *ridx[2];        /* [nr] row index into each side's R axis */
-    int32_t *rpos;           /* [nr] query position of each shown row */
-    int64_t c0;              /* first key position shown */
-    int strips;              /* rows-only dump: rows drawn as strips */
-    int64_t ph, pw;          /* pooled grid */
-    int cell_w, cell_h;      /* pixels per pooled cell */
-    int fit_mw;              /* > 0: maps drawn this many units wide, cells stretched
-                              * (--width); 0: pw x cell_w */
+    int64_t nr, nc;     /* rows and key columns shown */
+    int64_t *ridx[2];   /* [nr] row index into each side's R axis */
+    int32_t *rpos;      /* [nr] query position of each shown row */
+    int64_t c0;         /* first key position shown */
+    int strips;         /* rows-only dump: rows drawn as strips */
+    int64_t ph, pw;     /* pooled grid */
+    int cell_w, cell_h; /* pixels per pooled cell */
+    int fit_mw;         /* > 0: maps drawn this many units wide, cells stretched
+                         * (--width); 0: pw x cell_w */
     tile tiles[MAX_TILES];
     int ntiles, grid_cols, grid_rows;
     dfl_norm norm;

@@ -24,8 +24,8 @@
 #include "base/status.h"
 
 #define DFL_PLOT_MAX_SERIES 64
-#define DFL_PLOT_DEFAULT_W 1200
-#define DFL_PLOT_DEFAULT_H 750
+#define DFL_PLOT_DEFAULT_W  1200
+#define DFL_PLOT_DEFAULT_H  750
 
 /* The i-th colour of the default palette (Okabe-Ito's 8 colour-blind-safe colours,
  * cycling). */
@@ -55,8 +55,8 @@ typedef enum dfl_legend_pos {
     DFL_LEGEND_INSIDE_TL,
     DFL_LEGEND_INSIDE_BR,
     DFL_LEGEND_INSIDE_BL,
-    DFL_LEGEND_RIGHT,    /* outside, right of the plot area */
-    DFL_LEGEND_BELOW,    /* outside, under the x axis label, wrapped */
+    DFL_LEGEND_RIGHT, /* outside, right of the plot area */
+    DFL_LEGEND_BELOW, /* outside, under the x axis label, wrapped */
     DFL_LEGEND_OFF
 } dfl_legend_pos;
 
@@ -64,61 +64,61 @@ typedef enum dfl_legend_pos {
  * Log axes get ticks at each decade (labelled "0.01", "1", "100", "1e5") and unlabelled
  * minor ticks at 2..9 x decade when few decades are shown. */
 typedef struct dfl_plot_axis {
-    const char *label;          /* NULL = none */
-    dfl_scale scale;            /* default linear */
-    int has_min, has_max;       /* fixed limits; otherwise from the data */
+    const char *label;    /* NULL = none */
+    dfl_scale scale;      /* default linear */
+    int has_min, has_max; /* fixed limits; otherwise from the data */
     double min, max;
-    int integer_ticks;          /* linear: only integer ticks (layers, steps) */
+    int integer_ticks;              /* linear: only integer ticks (layers, steps) */
     const char *const *tick_labels; /* x of a line chart: labels for x = 0, 1, ..., n-1 */
-    int n_tick_labels;          /* (categorical axis; thinned when crowded) */
+    int n_tick_labels;              /* (categorical axis; thinned when crowded) */
 } dfl_plot_axis;
 
 /* One line of a line chart: n points (x[i], y[i]); x NULL means x = 0, 1, ..., n-1. */
 typedef struct dfl_plot_series {
-    const char *label;          /* legend text; NULL = not in the legend */
+    const char *label; /* legend text; NULL = not in the legend */
     const double *x;
     const double *y;
     int n;
-    int has_color;              /* 0: dfl_plot_color(series index) */
+    int has_color; /* 0: dfl_plot_color(series index) */
     dfl_rgb color;
-    dfl_plot_marker marker;     /* default AUTO */
-    dfl_plot_dash dash;         /* default solid */
-    int line_width;             /* pixels, 0 = default (2 at font scale 2, else 1) */
+    dfl_plot_marker marker; /* default AUTO */
+    dfl_plot_dash dash;     /* default solid */
+    int line_width;         /* pixels, 0 = default (2 at font scale 2, else 1) */
 } dfl_plot_series;
 
 typedef struct dfl_line_chart {
-    const char *title;          /* NULL = none */
-    const char *subtitle;       /* smaller line under the title, NULL = none */
+    const char *title;    /* NULL = none */
+    const char *subtitle; /* smaller line under the title, NULL = none */
     dfl_plot_axis x, y;
     const dfl_plot_series *series;
-    int n_series;               /* 1..DFL_PLOT_MAX_SERIES */
-    int width, height;          /* 0 = defaults */
-    int font_scale;             /* 0 = auto */
-    dfl_legend_pos legend;      /* default AUTO */
-    int grid;                   /* light grid lines at major ticks (default 1) */
-    const char *note;           /* small text under the figure (may contain '\n'), NULL = none */
-    const char *font;           /* font family, NULL = the canvas's (DejaVu Sans) */
+    int n_series;          /* 1..DFL_PLOT_MAX_SERIES */
+    int width, height;     /* 0 = defaults */
+    int font_scale;        /* 0 = auto */
+    dfl_legend_pos legend; /* default AUTO */
+    int grid;              /* light grid lines at major ticks (default 1) */
+    const char *note;      /* small text under the figure (may contain '\n'), NULL = none */
+    const char *font;      /* font family, NULL = the canvas's (DejaVu Sans) */
 } dfl_line_chart;
 
 typedef struct dfl_bar_chart {
     const char *title;
     const char *subtitle;
-    const char *const *groups;  /* n_groups labels along the category axis */
+    const char *const *groups; /* n_groups labels along the category axis */
     int n_groups;
-    const char *const *series;  /* n_series legend labels (NULL entries: not listed) */
-    int n_series;               /* 1..DFL_PLOT_MAX_SERIES */
-    const dfl_rgb *colors;      /* n_series colours, NULL = the palette */
-    const double *values;       /* [n_groups][n_series]; NaN = no bar */
-    const double *errors;       /* [n_groups][n_series] half-widths of error bars, or NULL */
-    const char *x_label;        /* under the group labels, NULL = none */
-    dfl_plot_axis y;            /* the value axis (limits default to include 0 on linear) */
-    int value_labels;           /* print each bar's value above it (default 0) */
-    int value_precision;        /* significant digits of those labels (default 3) */
+    const char *const *series; /* n_series legend labels (NULL entries: not listed) */
+    int n_series;              /* 1..DFL_PLOT_MAX_SERIES */
+    const dfl_rgb *colors;     /* n_series colours, NULL = the palette */
+    const double *values;      /* [n_groups][n_series]; NaN = no bar */
+    const double *errors;      /* [n_groups][n_series] half-widths of error bars, or NULL */
+    const char *x_label;       /* under the group labels, NULL = none */
+    dfl_plot_axis y;           /* the value axis (limits default to include 0 on linear) */
+    int value_labels;          /* print each bar's value above it (default 0) */
+    int value_precision;       /* significant digits of those labels (default 3) */
     int width, height, font_scale;
     dfl_legend_pos legend;
-    int grid;                   /* horizontal grid lines (default 1) */
+    int grid; /* horizontal grid lines (default 1) */
     const char *note;
-    const char *font;           /* font family, NULL = the canvas's (DejaVu Sans) */
+    const char *font; /* font family, NULL = the canvas's (DejaVu Sans) */
 } dfl_bar_chart;
 
 /* Defaults as documented on each field (every pointer NULL, counts 0). */

@@ -37,9 +37,9 @@ typedef struct dfl_canvas {
     dfl__canvas_impl *impl;
 } dfl_canvas;
 
-#define DFL_CANVAS_MAX 32768    /* largest width or height accepted */
-#define DFL_UNITS_PER_INCH 150  /* canvas units per inch of a vector figure by default */
-#define DFL_DEFAULT_FONT "DejaVu Sans"
+#define DFL_CANVAS_MAX     32768 /* largest width or height accepted */
+#define DFL_UNITS_PER_INCH 150   /* canvas units per inch of a vector figure by default */
+#define DFL_DEFAULT_FONT   "DejaVu Sans"
 
 /* A w x h canvas filled with bg, text in DFL_DEFAULT_FONT. DFL_ERR_USAGE for sizes
  * outside [1, DFL_CANVAS_MAX], DFL_ERR_NOMEM. The caller owns *out: dfl_canvas_destroy
@@ -67,8 +67,8 @@ typedef enum dfl_dash { DFL_STROKE_SOLID = 0, DFL_STROKE_DASHED, DFL_STROKE_DOTT
 
 /* A polyline through n points (x[i], y[i]) (units, fractional) of width lw, clipped to
  * the rectangle (cx, cy, cw, ch); a non-finite point breaks the line (a gap). */
-void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n, double lw, dfl_dash dash,
-                         dfl_rgb col, int cx, int cy, int cw, int ch);
+void dfl_canvas_polyline(dfl_canvas *c, const double *x, const double *y, int n, double lw, dfl_dash dash, dfl_rgb col,
+                         int cx, int cy, int cw, int ch);
 
 /* -------------------------------------------------------------------- text */
 
@@ -130,8 +130,7 @@ dfl_output dfl_output_default(void);
  * /Interpolate false. o may be NULL (defaults). DFL_ERR_USAGE (extension, a PNG of
  * more than DFL_CANVAS_MAX pixels a side, bad o), DFL_ERR_EXISTS when path exists and
  * !overwrite, DFL_ERR_IO, DFL_ERR_NOMEM. */
-dfl_status dfl_canvas_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_output *o,
-                            dfl_error *err);
+dfl_status dfl_canvas_write(const dfl_canvas *c, const char *path, int overwrite, const dfl_output *o, dfl_error *err);
 
 /* dfl_canvas_write with default output options, text_keys/values (n_text pairs) as PNG
  * tEXt chunks ("Software", "Title"); kept under its first format's name for callers —
@@ -233,8 +232,8 @@ void dfl_pool_destroy(dfl_pool *p);
 
 /* The naive twin: the same result computed cell by cell from the whole grid in[rows][cols]
  * (brute force, for tests). */
-void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_rows, int64_t out_cols,
-                    dfl_pool_mode mode, float *out);
+void dfl_pool_naive(const float *in, int64_t rows, int64_t cols, int64_t out_rows, int64_t out_cols, dfl_pool_mode mode,
+                    float *out);
 
 /* The q-quantile (0..1) of v[n] (n >= 1), the value of rank round(q·(n−1)), by
  * quickselect: reorders v, O(n) on average. Robust colour limits use it. */
@@ -261,7 +260,7 @@ typedef struct dfl_colorbar {
     const char *title;
     const char *note;
     int extend_low, extend_high;
-    int scale;      /* font scale */
+    int scale;        /* font scale */
     const char *font; /* family used to measure labels (NULL = the default) */
 } dfl_colorbar;
 

@@ -56,7 +56,8 @@ void dfl_canvas_destroy(dfl_canvas *c)
     if (c->impl) {
         if (c->impl->cr) cairo_destroy(c->impl->cr);
         if (c->impl->rec) cairo_surface_destroy(c->impl->rec);
-        for (size_t i = 0; i < c->impl->n_kept; i++) cairo_surface_destroy(c->impl->kept[i]);
+        for (size_t i = 0; i < c->impl->n_kept; i++)
+            cairo_surface_destroy(c->impl->kept[i]);
         free(c->impl->kept);
         free(c->impl->font);
         free(c->impl->px);

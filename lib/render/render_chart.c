@@ -88,7 +88,8 @@ void dfl_canvas_heatmap_box(dfl_canvas *c, int x, int y, int w, int h, const flo
                     continue;
                 }
                 int k0 = k;
-                while (k < cols && isnan(src[k])) k++;
+                while (k < cols && isnan(src[k]))
+                    k++;
                 cairo_rectangle(cr, x + k0 * cell_w, y + r * cell_h, (k - k0) * cell_w, cell_h);
             }
         }
@@ -134,7 +135,8 @@ static int bar_ticks(const dfl_colorbar *cb, int bar_h, double *ticks, int cap)
     /* a short bar may get a step so coarse that one tick is left (±0.45 with steps of
      * 0.5): allow finer steps until it has three */
     int n = dfl_ticks_for_norm(&cb->norm, max_ticks, ticks, cap);
-    for (int m = max_ticks + 1; n < 3 && m <= 11; m++) n = dfl_ticks_for_norm(&cb->norm, m, ticks, cap);
+    for (int m = max_ticks + 1; n < 3 && m <= 11; m++)
+        n = dfl_ticks_for_norm(&cb->norm, m, ticks, cap);
     return n;
 }
 
@@ -264,7 +266,8 @@ static int legend_walk(dfl_canvas *c, int x, int y, const dfl_legend_item *items
     int fh = DFL_FONT_H * scale, s = fh, gap = 4 * scale, sep = 14 * scale;
     int cx = 0, cy = 0, wmax = 0;
     for (int i = 0; i < n; i++) {
-        int iw = s + gap + (c ? dfl_canvas_text_width(c, items[i].label, scale) : dfl_text_width(items[i].label, scale));
+        int iw =
+            s + gap + (c ? dfl_canvas_text_width(c, items[i].label, scale) : dfl_text_width(items[i].label, scale));
         if (cx > 0 && cx + iw > max_w) {
             cx = 0;
             cy += fh + 6 * scale;

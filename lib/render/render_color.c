@@ -12,7 +12,10 @@
 
 static const char *const cmap_names[] = {"viridis", "magma", "rdbu"};
 
-const char *dfl_cmap_name(dfl_cmap m) { return (unsigned)m < 3 ? cmap_names[m] : "?"; }
+const char *dfl_cmap_name(dfl_cmap m)
+{
+    return (unsigned)m < 3 ? cmap_names[m] : "?";
+}
 
 dfl_status dfl_cmap_parse(const char *name, dfl_cmap *out, dfl_error *err)
 {
@@ -22,7 +25,10 @@ dfl_status dfl_cmap_parse(const char *name, dfl_cmap *out, dfl_error *err)
     return DFL_OK;
 }
 
-int dfl_cmap_is_diverging(dfl_cmap m) { return m == DFL_CMAP_RDBU; }
+int dfl_cmap_is_diverging(dfl_cmap m)
+{
+    return m == DFL_CMAP_RDBU;
+}
 
 static uint8_t to_byte(double v)
 {
@@ -71,7 +77,10 @@ dfl_rgb dfl_cmap_color(dfl_cmap m, double t)
 
 static const char *const scale_names[] = {"linear", "log", "sqrt"};
 
-const char *dfl_scale_name(dfl_scale s) { return (unsigned)s < 3 ? scale_names[s] : "?"; }
+const char *dfl_scale_name(dfl_scale s)
+{
+    return (unsigned)s < 3 ? scale_names[s] : "?";
+}
 
 dfl_status dfl_scale_parse(const char *name, dfl_scale *out, dfl_error *err)
 {
@@ -86,23 +95,30 @@ dfl_status dfl_norm_check(const dfl_norm *n, dfl_error *err)
     if (!isfinite(n->vmin) || !isfinite(n->vmax))
         return dfl__fail(err, DFL_ERR_USAGE, "colour limits must be finite (vmin %g, vmax %g)", n->vmin, n->vmax);
     if (n->diverging) {
-        if (!(n->vmax > 0))
-            return dfl__fail(err, DFL_ERR_USAGE, "a diverging scale needs vmax > 0 (got %g)", n->vmax);
+        if (!(n->vmax > 0)) return dfl__fail(err, DFL_ERR_USAGE, "a diverging scale needs vmax > 0 (got %g)", n->vmax);
         return DFL_OK;
     }
-    if (!(n->vmin < n->vmax))
-        return dfl__fail(err, DFL_ERR_USAGE, "vmin %g must be below vmax %g", n->vmin, n->vmax);
+    if (!(n->vmin < n->vmax)) return dfl__fail(err, DFL_ERR_USAGE, "vmin %g must be below vmax %g", n->vmin, n->vmax);
     if (n->scale == DFL_SCALE_LOG && !(n->vmin > 0))
         return dfl__fail(err, DFL_ERR_USAGE, "a log scale needs vmin > 0 (got %g)", n->vmin);
     return DFL_OK;
 }
 
-static double clamp01(double t) { return t < 0 ? 0 : t > 1 ? 1 : t; }
+static double clamp01(double t)
+{
+    return t < 0 ? 0 : t > 1 ? 1 : t;
+}
 
-static double linthresh(const dfl_norm *n) { return n->linthresh > 0 ? n->linthresh : n->vmax / 1000.0; }
+static double linthresh(const dfl_norm *n)
+{
+    return n->linthresh > 0 ? n->linthresh : n->vmax / 1000.0;
+}
 
 /* symmetric log: sign(v)·log1p(|v|/c), the usual symlog with a linear core */
-static double symlog(double v, double c) { return v < 0 ? -log1p(-v / c) : log1p(v / c); }
+static double symlog(double v, double c)
+{
+    return v < 0 ? -log1p(-v / c) : log1p(v / c);
+}
 
 double dfl_norm_apply(const dfl_norm *n, double v)
 {
@@ -186,9 +202,11 @@ int dfl_ticks_log(double lo, double hi, int max_ticks, double *out, int cap)
     if (!(lo > 0) || !(hi > lo) || cap < 1 || max_ticks < 1) return 0;
     int e0 = (int)ceil(log10(lo) - 1e-9), e1 = (int)floor(log10(hi) + 1e-9);
     int every = 1;
-    while ((e1 - e0) / every + 1 > max_ticks) every++;
+    while ((e1 - e0) / every + 1 > max_ticks)
+        every++;
     int n = 0;
-    for (int e = e0; e <= e1 && n < cap; e += every) out[n++] = pow(10, e);
+    for (int e = e0; e <= e1 && n < cap; e += every)
+        out[n++] = pow(10, e);
     return n;
 }
 
@@ -199,9 +217,11 @@ int dfl_ticks_for_norm(const dfl_norm *nm, int max_ticks, double *out, int cap)
         double pos[32];
         int k = dfl_ticks_log(linthresh(nm) * 10, nm->vmax, max_ticks / 2 > 0 ? max_ticks / 2 : 1, pos, 32);
         int n = 0;
-        for (int i = k - 1; i >= 0 && n < cap; i--) out[n++] = -pos[i];
+        for (int i = k - 1; i >= 0 && n < cap; i--)
+            out[n++] = -pos[i];
         if (n < cap) out[n++] = 0;
-        for (int i = 0; i < k && n < cap; i++) out[n++] = pos[i];
+        for (int i = 0; i < k && n < cap; i++)
+            out[n++] = pos[i];
         return n;
     }
     if (nm->diverging) return dfl_ticks_linear(-nm->vmax, nm->vmax, max_ticks, out, cap, NULL);
@@ -216,14 +236,18 @@ int dfl_ticks_for_norm(const dfl_norm *nm, int max_ticks, double *out, int cap)
 void dfl_tick_label(double v, char *buf, size_t cap)
 {
     double a = fabs(v);
-    if (v == 0) snprintf(buf, cap, "0");
-    else if (a >= 1e-3 && a < 1e5) snprintf(buf, cap, "%.4g", v);
+    if (v == 0)
+        snprintf(buf, cap, "0");
+    else if (a >= 1e-3 && a < 1e5)
+        snprintf(buf, cap, "%.4g", v);
     else {
         /* 1e-05 style, mantissa dropped when it is 1 */
         int e = (int)floor(log10(a) + 1e-9);
         double m = v / pow(10, e);
-        if (fabs(fabs(m) - 1) < 1e-6) snprintf(buf, cap, "%se%d", v < 0 ? "-1" : "1", e);
-        else snprintf(buf, cap, "%.3ge%d", m, e);
+        if (fabs(fabs(m) - 1) < 1e-6)
+            snprintf(buf, cap, "%se%d", v < 0 ? "-1" : "1", e);
+        else
+            snprintf(buf, cap, "%.3ge%d", m, e);
     }
     /* a minus sign that reads as one */
     if (buf[0] == '-' && strlen(buf) + 3 < cap) {

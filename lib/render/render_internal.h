@@ -19,9 +19,9 @@ extern const uint8_t dfl__cmap_rdbu_anchors[11][3];
 struct dfl__canvas_impl {
     cairo_surface_t *rec;
     cairo_t *cr;
-    char *font;  /* family, owned */
-    uint8_t *px; /* [h][w][3] cached rendering at one pixel per unit, or NULL */
-    int dirty;   /* px is out of date */
+    char *font;             /* family, owned */
+    uint8_t *px;            /* [h][w][3] cached rendering at one pixel per unit, or NULL */
+    int dirty;              /* px is out of date */
     cairo_surface_t **kept; /* [n_kept] images the recording uses, freed with the canvas */
     size_t n_kept, cap_kept;
 };

@@ -21,7 +21,7 @@ static const dfl_rgb FRAME = {190, 190, 190};
 
 /* Okabe & Ito's colour-blind-safe palette (Color Universal Design, 2008), yellow last
  * since it reads poorly on white. */
-static const dfl_rgb okabe_ito[8] = {{0, 114, 178}, {230, 159, 0},   {0, 158, 115}, {213, 94, 0},
+static const dfl_rgb okabe_ito[8] = {{0, 114, 178},   {230, 159, 0},  {0, 158, 115}, {213, 94, 0},
                                      {204, 121, 167}, {86, 180, 233}, {0, 0, 0},     {240, 228, 66}};
 
 dfl_rgb dfl_plot_color(int i)
@@ -72,9 +72,12 @@ static void minus_sign(char *buf, size_t cap)
 /* A decade label: plain numbers from 0.001 to 10000, "1e5" style beyond. */
 static void decade_label(int e, char *buf, size_t cap)
 {
-    if (e >= 0 && e <= 4) snprintf(buf, cap, "%.0f", pow(10, e));
-    else if (e < 0 && e >= -3) snprintf(buf, cap, "%.*f", -e, pow(10, e));
-    else snprintf(buf, cap, "1e%d", e);
+    if (e >= 0 && e <= 4)
+        snprintf(buf, cap, "%.0f", pow(10, e));
+    else if (e < 0 && e >= -3)
+        snprintf(buf, cap, "%.*f", -e, pow(10, e));
+    else
+        snprintf(buf, cap, "1e%d", e);
 }
 
 /* A linear tick label with as many decimals as the step needs (0.25 -> 2). */
@@ -86,7 +89,8 @@ static void linear_label(double v, double step, char *buf, size_t cap)
         return;
     }
     int dec = 0;
-    while (dec < 8 && fabs(step * pow(10, dec) - round(step * pow(10, dec))) > 1e-6 * pow(10, dec)) dec++;
+    while (dec < 8 && fabs(step * pow(10, dec) - round(step * pow(10, dec))) > 1e-6 * pow(10, dec))
+        dec++;
     snprintf(buf, cap, "%.*f", dec, fabs(v) < step * 1e-9 ? 0.0 : v);
     minus_sign(buf, cap);
 }
@@ -131,7 +135,8 @@ static int axis_resolve(const dfl_plot_axis *spec, double dlo, double dhi, int m
         }
         int e0 = (int)ceil(log10(a->lo) - 1e-9), e1 = (int)floor(log10(a->hi) + 1e-9);
         int every = 1;
-        while ((e1 - e0) / every + 1 > max_ticks) every++;
+        while ((e1 - e0) / every + 1 > max_ticks)
+            every++;
         for (int e = e0; e <= e1 && a->nt < MAX_TICKS; e += every) {
             a->ticks[a->nt] = pow(10, e);
             decade_label(e, a->labels[a->nt], sizeof a->labels[0]);
@@ -226,8 +231,8 @@ static dfl_dash stroke_dash(dfl_plot_dash d)
 }
 
 /* A straight line of width w from (x0, y0) to (x1, y1), clipped to k. */
-static void seg(dfl_canvas *c, const clip *k, double x0, double y0, double x1, double y1, double w,
-                dfl_plot_dash dash, dfl_rgb col)
+static void seg(dfl_canvas *c, const clip *k, double x0, double y0, double x1, double y1, double w, dfl_plot_dash dash,
+                dfl_rgb col)
 {
     double xs[2] = {x0, x1}, ys[2] = {y0, y1};
     dfl_canvas_polyline(c, xs, ys, 2, w, stroke_dash(dash), col, k->x0, k->y0, k->x1 - k->x0, k->y1 - k->y0);
@@ -300,7 +305,7 @@ typedef struct entry {
     dfl_plot_marker marker;
     dfl_plot_dash dash;
     double line_width;
-    const char *font;  /* the chart's font family, for measuring */
+    const char *font; /* the chart's font family, for measuring */
 } entry;
 
 typedef struct legend_box {
@@ -308,7 +313,10 @@ typedef struct legend_box {
     int rows;
 } legend_box;
 
-static int sample_width(int fs) { return 22 * fs; }
+static int sample_width(int fs)
+{
+    return 22 * fs;
+}
 
 /* Size of a vertical legend (one entry per line) with padding. */
 static legend_box legend_vertical_size(const entry *e, int n, int fs)
@@ -379,15 +387,15 @@ static int legend_horizontal(dfl_canvas *c, int x, int y, int max_w, const entry
 
 /* What both charts share: text around the plot area, axes, legend placement. */
 typedef struct frame {
-    int fs;                    /* font scale */
-    int x, y, w, h;            /* the region */
-    int px0, py0, px1, py1;    /* plot area, exclusive right/bottom */
+    int fs;                 /* font scale */
+    int x, y, w, h;         /* the region */
+    int px0, py0, px1, py1; /* plot area, exclusive right/bottom */
     const char *title, *subtitle, *note, *x_label, *y_label;
     dfl_legend_pos legend;
-    legend_box lb;             /* vertical legend size */
-    int below_h;               /* height of a legend below */
-    int x_rotated;             /* bar charts: group labels drawn vertically */
-    int x_label_h;             /* height of the x tick label band */
+    legend_box lb; /* vertical legend size */
+    int below_h;   /* height of a legend below */
+    int x_rotated; /* bar charts: group labels drawn vertically */
+    int x_label_h; /* height of the x tick label band */
 } frame;
 
 static int count_lines(const char *s)
@@ -488,10 +496,10 @@ static void draw_y_axis(dfl_canvas *c, const frame *f, const axis *ya, int grid)
 static void draw_plot_frame(dfl_canvas *c, const frame *f)
 {
     int t = f->fs > 1 ? 2 : 1;
-    dfl_canvas_fill(c, f->px0 - t, f->py0, t, f->py1 - f->py0 + t, AXIS);            /* left */
-    dfl_canvas_fill(c, f->px0 - t, f->py1, f->px1 - f->px0 + 2 * t, t, AXIS);         /* bottom */
-    dfl_canvas_fill(c, f->px0, f->py0 - 1, f->px1 - f->px0, 1, FRAME);                /* top */
-    dfl_canvas_fill(c, f->px1, f->py0 - 1, 1, f->py1 - f->py0 + 1, FRAME);            /* right */
+    dfl_canvas_fill(c, f->px0 - t, f->py0, t, f->py1 - f->py0 + t, AXIS);     /* left */
+    dfl_canvas_fill(c, f->px0 - t, f->py1, f->px1 - f->px0 + 2 * t, t, AXIS); /* bottom */
+    dfl_canvas_fill(c, f->px0, f->py0 - 1, f->px1 - f->px0, 1, FRAME);        /* top */
+    dfl_canvas_fill(c, f->px1, f->py0 - 1, 1, f->py1 - f->py0 + 1, FRAME);    /* right */
 }
 
 /* Rectangle of an inside legend in corner pos. */
@@ -565,8 +573,8 @@ static dfl_status line_check(const dfl_line_chart *p, dfl_error *err)
 }
 
 /* Count data points inside rectangle (x, y, w, h) (pixels) for legend placement. */
-static int points_inside(const dfl_line_chart *p, const frame *f, const axis *xa, const axis *ya, int x, int y,
-                         int w, int h)
+static int points_inside(const dfl_line_chart *p, const frame *f, const axis *xa, const axis *ya, int x, int y, int w,
+                         int h)
 {
     int n = 0;
     for (int s = 0; s < p->n_series; s++) {
@@ -640,7 +648,8 @@ static dfl_status line_axes(const dfl_line_chart *p, int w, int h, int fs, axis 
             long k = lround(v);
             if (fabs(v - k) < 1e-9 && k >= 0 && k < p->x.n_tick_labels)
                 dfl_text_clip(xa->labels[i], sizeof xa->labels[0], p->x.tick_labels[k], 12);
-            else xa->labels[i][0] = '\0';
+            else
+                xa->labels[i][0] = '\0';
         }
     }
     return DFL_OK;
@@ -759,7 +768,8 @@ dfl_status dfl_plot_line_draw(dfl_canvas *c, int x, int y, int w, int h, const d
     draw_y_axis(c, &f, &ya, p->grid);
     line_x_axis(c, &f, &xa, p->grid);
     draw_plot_frame(c, &f);
-    for (int s = 0; !st && s < p->n_series; s++) st = line_series(c, p, s, &f, &xa, &ya, err);
+    for (int s = 0; !st && s < p->n_series; s++)
+        st = line_series(c, p, s, &f, &xa, &ya, err);
     if (!st) draw_legend(c, &f, ents, ne);
     if (saved_font) dfl_canvas_set_font(c, saved_font);
     free(saved_font);
@@ -921,7 +931,8 @@ static void bar_one(dfl_canvas *c, const dfl_bar_chart *p, const frame *f, const
     int lw = dfl_font_text_width(font, lab, vfs);
     int ly = (int)lround(v >= 0 || bg->ylog ? etop : y1 + 2) - DFL_FONT_H * vfs - 2;
     if (v < 0 && !bg->ylog) ly = (int)lround(y1) + 2;
-    if (lw <= (int)(bw * 1.6) + 2 * fs) dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
+    if (lw <= (int)(bw * 1.6) + 2 * fs)
+        dfl_canvas_text(c, cx, ly, lab, vfs, INK, DFL_ALIGN_CENTER);
     else if (bw >= DFL_FONT_H * vfs + 2)
         dfl_canvas_text_up(c, cx - DFL_FONT_H * vfs / 2, ly + DFL_FONT_H * vfs, lab, vfs, INK, DFL_ALIGN_LEFT);
 }
@@ -936,7 +947,8 @@ static void bar_group_label(dfl_canvas *c, const dfl_bar_chart *p, const frame *
             char clipped[256];
             dfl_text_clip(clipped, sizeof clipped, p->groups[g], (size_t)(f->x_label_h / (DFL_FONT_W * fs)));
             dfl_canvas_text_up(c, gcx - fh / 2, f->py1 + tick + 3 * fs, clipped, fs, INK, DFL_ALIGN_RIGHT);
-        } else dfl_canvas_text(c, gcx, f->py1 + tick + 3 * fs, p->groups[g], fs, INK, DFL_ALIGN_CENTER);
+        } else
+            dfl_canvas_text(c, gcx, f->py1 + tick + 3 * fs, p->groups[g], fs, INK, DFL_ALIGN_CENTER);
     }
     dfl_canvas_fill(c, gcx, f->py1, fs > 1 ? 2 : 1, tick, AXIS);
 }
@@ -975,7 +987,8 @@ dfl_status dfl_plot_bar_draw(dfl_canvas *c, int x, int y, int w, int h, const df
     /* bars start at 0 on linear axes (clamped to the limits), at the bottom on log */
     bg.base = bg.ylog ? f.py1 : axis_map(&ya, 0 < ya.lo ? ya.lo : (0 > ya.hi ? ya.hi : 0), f.py1 - 1, f.py0);
     for (int g = 0; g < G; g++) {
-        for (int s = 0; s < S; s++) bar_one(c, p, &f, &ya, &bg, font, g, s);
+        for (int s = 0; s < S; s++)
+            bar_one(c, p, &f, &ya, &bg, font, g, s);
         bar_group_label(c, p, &f, &bg, g);
     }
     /* a zero line when the axis spans both signs */
@@ -1069,7 +1082,8 @@ dfl_status dfl_plot_width_parse(const char *text, double *out, dfl_error *err)
     char *end = NULL;
     double v = text && *text ? strtod(text, &end) : NAN;
     if (!end || *end || !(v > 0 && v <= 100))
-        return dfl__fail(err, DFL_ERR_USAGE, "--width: expected inches in (0, 100] (3.3 = one column, 7 = two), got '%s'",
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "--width: expected inches in (0, 100] (3.3 = one column, 7 = two), got '%s'",
                          text ? text : "");
     *out = v;
     return DFL_OK;

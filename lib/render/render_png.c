@@ -21,8 +21,8 @@
 #include "render/render_internal.h"
 
 #define IDAT_SEGMENTS 4
-#define IDAT_CHUNK ((size_t)1 << 18) /* bytes of zlib stream per IDAT chunk */
-#define WINDOW 32768
+#define IDAT_CHUNK    ((size_t)1 << 18) /* bytes of zlib stream per IDAT chunk */
+#define WINDOW        32768
 
 typedef struct png_ctx {
     jmp_buf jump;
@@ -53,7 +53,7 @@ typedef struct png_job {
     int ntext;
     unsigned char *stream; /* [stream_len] the image's zlib stream */
     size_t stream_len;
-    unsigned char *mem;    /* dfl_png_encode: [mem_len] of [mem_cap] bytes written so far */
+    unsigned char *mem; /* dfl_png_encode: [mem_len] of [mem_cap] bytes written so far */
     size_t mem_len, mem_cap;
 } png_job;
 
@@ -62,10 +62,10 @@ typedef struct png_job {
 typedef struct segment {
     z_stream z;
     int ready;
-    int y0, y1;              /* this piece: canvas rows [y0, y1) */
-    unsigned char *dict;     /* [WINDOW] the scanline bytes just before it */
-    unsigned char *out;      /* [cap] */
-    size_t cap, len, n;      /* n: scanline bytes in */
+    int y0, y1;          /* this piece: canvas rows [y0, y1) */
+    unsigned char *dict; /* [WINDOW] the scanline bytes just before it */
+    unsigned char *out;  /* [cap] */
+    size_t cap, len, n;  /* n: scanline bytes in */
     uLong adler;
     int ok;
 } segment;
@@ -124,7 +124,8 @@ static int compress_image(png_job *j, const dfl__raster *c)
     }
     if (ok) {
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int k = 0; k < nseg; k++) compress_segment(&seg[k], c, k == nseg - 1);
+        for (int k = 0; k < nseg; k++)
+            compress_segment(&seg[k], c, k == nseg - 1);
     }
     size_t len = 2 + 4;
     for (int k = 0; k < nseg; k++) {
@@ -142,7 +143,8 @@ static int compress_image(png_job *j, const dfl__raster *c)
             at += seg[k].len;
             adler = k == 0 ? seg[k].adler : adler32_combine(adler, seg[k].adler, (z_off_t)seg[k].n);
         }
-        for (int b = 0; b < 4; b++) j->stream[at++] = (unsigned char)(adler >> (24 - 8 * b));
+        for (int b = 0; b < 4; b++)
+            j->stream[at++] = (unsigned char)(adler >> (24 - 8 * b));
         j->stream_len = at;
     } else {
         ok = 0;
@@ -182,7 +184,7 @@ static int write_file(png_job *j, const dfl__raster *c, const char *const *keys,
 }
 
 dfl_status dfl__png_encode(const dfl__raster *c, const char *path, int overwrite, const char *const *text_keys,
-                         const char *const *text_values, int n_text, dfl_error *err)
+                           const char *const *text_values, int n_text, dfl_error *err)
 {
     png_job *j = calloc(1, sizeof *j);
     if (!j) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
@@ -192,8 +194,10 @@ dfl_status dfl__png_encode(const dfl__raster *c, const char *path, int overwrite
         j->f = a.f;
         j->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &j->ctx, on_error, on_warning);
         j->info = j->png ? png_create_info_struct(j->png) : NULL;
-        if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: libpng cannot start", path);
-        else if (!compress_image(j, c)) s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory compressing the image", path);
+        if (!j->png || !j->info)
+            s = dfl__fail(err, DFL_ERR_NOMEM, "%s: libpng cannot start", path);
+        else if (!compress_image(j, c))
+            s = dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory compressing the image", path);
         else if (!write_file(j, c, text_keys, text_values, n_text))
             s = dfl__os_reason() ? dfl__fail(err, DFL_ERR_IO, "%s: cannot write: %s", path, dfl__os_reason())
                                  : dfl__fail(err, DFL_ERR_IO, "%s: libpng: %s", path, j->ctx.msg);
@@ -237,8 +241,10 @@ dfl_status dfl_png_encode(int w, int h, const uint8_t *rgb, unsigned char **out,
     dfl_status s = DFL_OK;
     j->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &j->ctx, on_error, on_warning);
     j->info = j->png ? png_create_info_struct(j->png) : NULL;
-    if (!j->png || !j->info) s = dfl__fail(err, DFL_ERR_NOMEM, "png: libpng cannot start");
-    else if (!compress_image(j, c)) s = dfl__fail(err, DFL_ERR_NOMEM, "png: out of memory compressing the image");
+    if (!j->png || !j->info)
+        s = dfl__fail(err, DFL_ERR_NOMEM, "png: libpng cannot start");
+    else if (!compress_image(j, c))
+        s = dfl__fail(err, DFL_ERR_NOMEM, "png: out of memory compressing the image");
     else {
         png_set_write_fn(j->png, j, mem_write, mem_flush);
         if (!write_file(j, c, NULL, NULL, 0)) s = dfl__fail(err, DFL_ERR_NOMEM, "png: libpng: %s", j->ctx.msg);

@@ -674,8 +674,10 @@ float dfl_quantile_select(float *v, size_t n, double q)
         float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         size_t i = lo, j = hi;
         while (i <= j) {
-            while (v[i] < pivot) i++;
-            while (v[j] > pivot) j--;
+            while (v[i] < pivot)
+                i++;
+            while (v[j] > pivot)
+                j--;
             if (i <= j) {
                 float t = v[i];
                 v[i] = v[j];
@@ -685,9 +687,12 @@ float dfl_quantile_select(float *v, size_t n, double q)
                 j--;
             }
         }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else break;
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            break;
     }
     return v[k];
 }

@@ -57,7 +57,8 @@ static void *aalloc(arena *a, size_t n)
 
 static void arena_free(arena *a)
 {
-    for (ablock *b = a->head, *next; b; b = next) next = b->next, free(b);
+    for (ablock *b = a->head, *next; b; b = next)
+        next = b->next, free(b);
     a->head = NULL;
 }
 
@@ -87,8 +88,25 @@ typedef struct jdict {
 } jdict;
 
 enum {
-    F_NAMESPACE, F_RANGE, F_RAISE, F_STRFTIME, M_STRIP, M_LSTRIP, M_RSTRIP, M_SPLIT, M_STARTSWITH, M_ENDSWITH,
-    M_UPPER, M_LOWER, M_REPLACE, M_TITLE, M_CAPITALIZE, M_GET, M_ITEMS, M_KEYS, M_VALUES
+    F_NAMESPACE,
+    F_RANGE,
+    F_RAISE,
+    F_STRFTIME,
+    M_STRIP,
+    M_LSTRIP,
+    M_RSTRIP,
+    M_SPLIT,
+    M_STARTSWITH,
+    M_ENDSWITH,
+    M_UPPER,
+    M_LOWER,
+    M_REPLACE,
+    M_TITLE,
+    M_CAPITALIZE,
+    M_GET,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES
 };
 
 struct jv {
@@ -110,12 +128,40 @@ struct jv {
     } u;
 };
 
-static jv v_undef(void) { jv v = {V_UNDEF, {0}}; return v; }
-static jv v_none(void) { jv v = {V_NONE, {0}}; return v; }
-static jv v_bool(int b) { jv v = {V_BOOL, {0}}; v.u.b = !!b; return v; }
-static jv v_int(long long i) { jv v = {V_INT, {0}}; v.u.i = i; return v; }
-static jv v_float(double f) { jv v = {V_FLOAT, {0}}; v.u.f = f; return v; }
-static jv v_str(const char *p, size_t n) { jv v = {V_STR, {0}}; v.u.s.p = p, v.u.s.n = n; return v; }
+static jv v_undef(void)
+{
+    jv v = {V_UNDEF, {0}};
+    return v;
+}
+static jv v_none(void)
+{
+    jv v = {V_NONE, {0}};
+    return v;
+}
+static jv v_bool(int b)
+{
+    jv v = {V_BOOL, {0}};
+    v.u.b = !!b;
+    return v;
+}
+static jv v_int(long long i)
+{
+    jv v = {V_INT, {0}};
+    v.u.i = i;
+    return v;
+}
+static jv v_float(double f)
+{
+    jv v = {V_FLOAT, {0}};
+    v.u.f = f;
+    return v;
+}
+static jv v_str(const char *p, size_t n)
+{
+    jv v = {V_STR, {0}};
+    v.u.s.p = p, v.u.s.n = n;
+    return v;
+}
 
 static int list_push(arena *a, jlist *l, jv v)
 {
@@ -175,7 +221,8 @@ static uint32_t utf8_next(const char *s, size_t n, size_t *i)
         return c;
     }
     c &= len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07;
-    for (int k = 1; k < len; k++) c = (c << 6) | (u[*i + (size_t)k] & 0x3F);
+    for (int k = 1; k < len; k++)
+        c = (c << 6) | (u[*i + (size_t)k] & 0x3F);
     *i += (size_t)len;
     return c;
 }
@@ -185,7 +232,8 @@ static size_t utf8_put(char *out, uint32_t c)
     if (c < 0x80) return out[0] = (char)c, 1;
     if (c < 0x800) return out[0] = (char)(0xC0 | (c >> 6)), out[1] = (char)(0x80 | (c & 0x3F)), 2;
     if (c < 0x10000) {
-        out[0] = (char)(0xE0 | (c >> 12)), out[1] = (char)(0x80 | ((c >> 6) & 0x3F)), out[2] = (char)(0x80 | (c & 0x3F));
+        out[0] = (char)(0xE0 | (c >> 12)), out[1] = (char)(0x80 | ((c >> 6) & 0x3F)),
+        out[2] = (char)(0x80 | (c & 0x3F));
         return 3;
     }
     out[0] = (char)(0xF0 | (c >> 18)), out[1] = (char)(0x80 | ((c >> 12) & 0x3F));
@@ -205,7 +253,8 @@ static size_t *cp_offsets(arena *a, const char *s, size_t n, size_t *count)
 {
     size_t *offs = aalloc(a, (n + 1) * sizeof *offs), k = 0;
     if (!offs) return NULL;
-    for (size_t i = 0; i < n;) offs[k++] = i, utf8_next(s, n, &i);
+    for (size_t i = 0; i < n;)
+        offs[k++] = i, utf8_next(s, n, &i);
     offs[k] = n;
     *count = k;
     return offs;
@@ -214,7 +263,8 @@ static size_t *cp_offsets(arena *a, const char *s, size_t n, size_t *count)
 static size_t cp_count(const char *s, size_t n)
 {
     size_t k = 0;
-    for (size_t i = 0; i < n; k++) utf8_next(s, n, &i);
+    for (size_t i = 0; i < n; k++)
+        utf8_next(s, n, &i);
     return k;
 }
 
@@ -262,7 +312,8 @@ static dfl_status emit(lexer *L, tkind k, const char *p, size_t n)
 
 static void count_lines(lexer *L, size_t from, size_t to)
 {
-    for (size_t i = from; i < to; i++) L->line += L->src[i] == '\n';
+    for (size_t i = from; i < to; i++)
+        L->line += L->src[i] == '\n';
 }
 
 /* A string literal at L->pos (quote q), decoded with Python's escapes. */
@@ -313,12 +364,13 @@ static dfl_status lex_string(lexer *L)
  * "%}"); *strip_after: the end was "-}}" / "-%}"; *keep_nl: "+%}". */
 static dfl_status lex_tag(lexer *L, const char *end, int *strip_after, int *keep_nl)
 {
-    static const char *const ops[] = {"==", "!=", ">=", "<=", "//", "**", "+", "-", "*", "/", "%", "~", "<", ">",
-                                      "=", "(", ")", "[", "]", "{", "}", ".", ",", ":", "|"};
+    static const char *const ops[] = {"==", "!=", ">=", "<=", "//", "**", "+", "-", "*", "/", "%", "~", "<",
+                                      ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ".", ",", ":", "|"};
     int depth = 0;
     *strip_after = *keep_nl = 0;
     for (;;) {
-        while (L->pos < L->len && isspace((unsigned char)L->src[L->pos])) L->line += L->src[L->pos++] == '\n';
+        while (L->pos < L->len && isspace((unsigned char)L->src[L->pos]))
+            L->line += L->src[L->pos++] == '\n';
         if (L->pos >= L->len) return lex_fail(L, "unterminated tag: missing ", end);
         const char *s = L->src + L->pos;
         size_t left = L->len - L->pos;
@@ -338,7 +390,8 @@ static dfl_status lex_tag(lexer *L, const char *end, int *strip_after, int *keep
             st = lex_string(L);
         } else if (isalpha((unsigned char)*s) || *s == '_') {
             size_t n = 1;
-            while (n < left && (isalnum((unsigned char)s[n]) || s[n] == '_')) n++;
+            while (n < left && (isalnum((unsigned char)s[n]) || s[n] == '_'))
+                n++;
             st = emit(L, K_NAME, s, n);
             L->pos += n;
         } else if (isdigit((unsigned char)*s)) {
@@ -352,7 +405,8 @@ static dfl_status lex_tag(lexer *L, const char *end, int *strip_after, int *keep
             L->pos += (size_t)((is_float ? e2 : e1) - s);
         } else {
             size_t k = 0, nops = sizeof ops / sizeof *ops;
-            while (k < nops && strncmp(s, ops[k], strlen(ops[k]))) k++;
+            while (k < nops && strncmp(s, ops[k], strlen(ops[k])))
+                k++;
             if (k == nops) {
                 char what[8];
                 snprintf(what, sizeof what, "'%c'", *s);
@@ -395,11 +449,13 @@ static dfl_status lex(lexer *L)
         char kind = open ? open[1] : 0;
         char mod = open && at + 2 < L->len ? L->src[at + 2] : 0;
         if (open && mod == '-') {
-            while (text_end > start && isspace((unsigned char)L->src[text_end - 1])) text_end--;
+            while (text_end > start && isspace((unsigned char)L->src[text_end - 1]))
+                text_end--;
         } else if (open && mod != '+' && kind != '{') {
             /* lstrip_blocks: only white space between the line's start and a block tag */
             size_t l_pos = text_end;
-            while (l_pos > start && L->src[l_pos - 1] != '\n') l_pos--;
+            while (l_pos > start && L->src[l_pos - 1] != '\n')
+                l_pos--;
             if ((l_pos > start || line_starting) && all_space(L->src, l_pos, text_end)) text_end = l_pos;
         }
         if (text_end > start) {
@@ -431,7 +487,8 @@ static dfl_status lex(lexer *L)
         }
         size_t match_end = L->pos;
         if (strip_after) {
-            while (L->pos < L->len && isspace((unsigned char)L->src[L->pos])) L->line += L->src[L->pos++] == '\n';
+            while (L->pos < L->len && isspace((unsigned char)L->src[L->pos]))
+                L->line += L->src[L->pos++] == '\n';
         } else if (kind != '{' && !keep_nl && L->pos < L->len && L->src[L->pos] == '\n') {
             L->pos++, L->line++; /* trim_blocks */
         }
@@ -444,8 +501,22 @@ static dfl_status lex(lexer *L)
 /* ------------------------------------------------------------------ tree */
 
 typedef enum {
-    E_CONST, E_NAME, E_ATTR, E_ITEM, E_SLICE, E_CALL, E_FILTER, E_TEST, E_BIN, E_NEG, E_NOT, E_AND, E_OR, E_COND,
-    E_LIST, E_DICT
+    E_CONST,
+    E_NAME,
+    E_ATTR,
+    E_ITEM,
+    E_SLICE,
+    E_CALL,
+    E_FILTER,
+    E_TEST,
+    E_BIN,
+    E_NEG,
+    E_NOT,
+    E_AND,
+    E_OR,
+    E_COND,
+    E_LIST,
+    E_DICT
 } ekind;
 
 typedef struct expr expr;
@@ -454,10 +525,10 @@ struct expr {
     int line;
     const char *op; /* E_BIN operator; E_ATTR / E_FILTER / E_TEST / E_NAME name */
     size_t op_n;
-    int neg;        /* E_TEST: is not */
-    jv val;         /* E_CONST */
+    int neg; /* E_TEST: is not */
+    jv val;  /* E_CONST */
     expr *a, *b, *c;
-    expr **args;    /* call / filter / test arguments, list and dict items */
+    expr **args;     /* call / filter / test arguments, list and dict items */
     const char **kw; /* keyword names (NULL for positional) */
     size_t nargs;
 };
@@ -496,9 +567,15 @@ typedef struct parser {
     dfl_error *err;
 } parser;
 
-static tok *peek(parser *P) { return &P->t[P->i]; }
+static tok *peek(parser *P)
+{
+    return &P->t[P->i];
+}
 
-static int is_op(const tok *t, const char *op) { return t->k == K_OP && t->n == strlen(op) && !memcmp(t->p, op, t->n); }
+static int is_op(const tok *t, const char *op)
+{
+    return t->k == K_OP && t->n == strlen(op) && !memcmp(t->p, op, t->n);
+}
 
 static int is_name(const tok *t, const char *name)
 {
@@ -508,8 +585,10 @@ static int is_name(const tok *t, const char *name)
 static dfl_status perr(parser *P, const char *what, const tok *t)
 {
     char got[48] = "end of template";
-    if (t->k == K_BEND || t->k == K_VEND) snprintf(got, sizeof got, "end of tag");
-    else if (t->k != K_EOF && t->p) snprintf(got, sizeof got, "'%.*s'", (int)(t->n > 30 ? 30 : t->n), t->p);
+    if (t->k == K_BEND || t->k == K_VEND)
+        snprintf(got, sizeof got, "end of tag");
+    else if (t->k != K_EOF && t->p)
+        snprintf(got, sizeof got, "'%.*s'", (int)(t->n > 30 ? 30 : t->n), t->p);
     return dfl__fail(P->err, DFL_ERR_FORMAT, "chat template line %d: %s (at %s)", t->line, what, got);
 }
 
@@ -610,12 +689,12 @@ static dfl_status parse_items(parser *P, expr *e, const char *close, int dict)
     return DFL_OK;
 }
 
-static const char *const FILTERS[] = {"trim", "length", "count", "tojson", "upper", "lower", "capitalize", "title",
-                                      "first", "last", "join", "default", "d", "string", "int", "float", "list",
-                                      "reverse", "replace", "items", "abs", NULL};
-static const char *const TESTS[] = {"defined", "undefined", "none", "string", "number", "integer", "float",
-                                    "boolean", "true", "false", "mapping", "iterable", "sequence", "even", "odd",
-                                    "eq", "equalto", "ne", "==", "!=", NULL};
+static const char *const FILTERS[] = {
+    "trim",    "length", "count",  "tojson", "upper", "lower", "capitalize", "title",   "first", "last", "join",
+    "default", "d",      "string", "int",    "float", "list",  "reverse",    "replace", "items", "abs",  NULL};
+static const char *const TESTS[] = {"defined", "undefined", "none",    "string",  "number",   "integer",  "float",
+                                    "boolean", "true",      "false",   "mapping", "iterable", "sequence", "even",
+                                    "odd",     "eq",        "equalto", "ne",      "==",       "!=",       NULL};
 
 static int in_list(const char *const *names, const char *p, size_t n)
 {
@@ -648,10 +727,14 @@ static dfl_status parse_primary(parser *P, expr **out)
         P->i++;
     } else if (t->k == K_NAME) {
         if (!(e = new_expr(P, E_CONST, t->line))) return NOMEM(P);
-        if (is_name(t, "true") || is_name(t, "True")) e->val = v_bool(1);
-        else if (is_name(t, "false") || is_name(t, "False")) e->val = v_bool(0);
-        else if (is_name(t, "none") || is_name(t, "None")) e->val = v_none();
-        else e->k = E_NAME, e->op = astrndup(P->a, t->p, t->n), e->op_n = t->n;
+        if (is_name(t, "true") || is_name(t, "True"))
+            e->val = v_bool(1);
+        else if (is_name(t, "false") || is_name(t, "False"))
+            e->val = v_bool(0);
+        else if (is_name(t, "none") || is_name(t, "None"))
+            e->val = v_none();
+        else
+            e->k = E_NAME, e->op = astrndup(P->a, t->p, t->n), e->op_n = t->n;
         P->i++;
     } else if (is_op(t, "(")) {
         P->i++;
@@ -818,7 +901,8 @@ static dfl_status binary(parser *P, expr **out, dfl_status (*next)(parser *, exp
     for (;;) {
         tok *t = peek(P);
         const char *const *op = ops;
-        while (*op && !is_op(t, *op)) op++;
+        while (*op && !is_op(t, *op))
+            op++;
         if (!*op) break;
         if (!strcmp(*op, "**")) return refuse(P, "the operator ", "**", 2, t->line);
         P->i++;
@@ -835,9 +919,18 @@ static dfl_status binary(parser *P, expr **out, dfl_status (*next)(parser *, exp
 static const char *const OPS_MUL[] = {"*", "/", "//", "%", "**", NULL};
 static const char *const OPS_CONCAT[] = {"~", NULL};
 static const char *const OPS_ADD[] = {"+", "-", NULL};
-static dfl_status parse_mul(parser *P, expr **out) { return binary(P, out, parse_unary, OPS_MUL); }
-static dfl_status parse_concat(parser *P, expr **out) { return binary(P, out, parse_mul, OPS_CONCAT); }
-static dfl_status parse_add(parser *P, expr **out) { return binary(P, out, parse_concat, OPS_ADD); }
+static dfl_status parse_mul(parser *P, expr **out)
+{
+    return binary(P, out, parse_unary, OPS_MUL);
+}
+static dfl_status parse_concat(parser *P, expr **out)
+{
+    return binary(P, out, parse_mul, OPS_CONCAT);
+}
+static dfl_status parse_add(parser *P, expr **out)
+{
+    return binary(P, out, parse_concat, OPS_ADD);
+}
 
 static dfl_status parse_compare(parser *P, expr **out)
 {
@@ -899,7 +992,10 @@ static dfl_status parse_logic(parser *P, expr **out, int is_or)
     return DFL_OK;
 }
 
-static dfl_status parse_or(parser *P, expr **out) { return parse_logic(P, out, 1); }
+static dfl_status parse_or(parser *P, expr **out)
+{
+    return parse_logic(P, out, 1);
+}
 
 /* a if cond else b (else optional: undefined) */
 static dfl_status parse_expr(parser *P, expr **out)
@@ -1035,7 +1131,8 @@ static dfl_status parse_body(parser *P, body *b, const char *const *stops, const
         if (t->k == K_EOF) {
             if (!stops) return DFL_OK;
             const char *const *last = stops;
-            while (last[1]) last++;
+            while (last[1])
+                last++;
             return dfl__fail(P->err, DFL_ERR_FORMAT, "chat template: missing {%% %s %%} at the end", *last);
         }
         if (t->k == K_TEXT) {
@@ -1061,10 +1158,8 @@ static dfl_status parse_body(parser *P, body *b, const char *const *stops, const
                     P->i++; /* leave the stop name for the caller */
                     return DFL_OK;
                 }
-            if (kw->k == K_NAME && (kw->n > 3 && !strncmp(kw->p, "end", 3)))
-                return perr(P, "unexpected end tag", kw);
-            if (kw->k == K_NAME && (is_name(kw, "elif") || is_name(kw, "else")))
-                return perr(P, "unexpected tag", kw);
+            if (kw->k == K_NAME && (kw->n > 3 && !strncmp(kw->p, "end", 3))) return perr(P, "unexpected end tag", kw);
+            if (kw->k == K_NAME && (is_name(kw, "elif") || is_name(kw, "else"))) return perr(P, "unexpected tag", kw);
             P->i++;
             if ((s = parse_stmt(P, b, in_for))) return s;
         } else {
@@ -1136,8 +1231,8 @@ static dfl_status rfail(ctx *c, int line, const char *fmt, const char *a, size_t
     return dfl__fail(c->err, DFL_ERR_FORMAT, "chat template line %d: %s", line, what);
 }
 
-#define CNOMEM(c)                                                                                                 \
-    ((c)->a.oom == 2 ? dfl__fail((c)->err, DFL_ERR_FORMAT, "chat template: rendering needs more than 1 GiB")        \
+#define CNOMEM(c)                                                                                                      \
+    ((c)->a.oom == 2 ? dfl__fail((c)->err, DFL_ERR_FORMAT, "chat template: rendering needs more than 1 GiB")           \
                      : dfl__fail((c)->err, DFL_ERR_NOMEM, "out of memory"))
 
 static const char *type_name(const jv *v)
@@ -1178,7 +1273,8 @@ static void put_float(dfl_strbuf *b, double f)
     int exp10 = atoi(ep + 1), nd = 0, neg = buf[0] == '-';
     for (char *q = buf + neg; q < ep; q++)
         if (isdigit((unsigned char)*q)) digits[nd++] = *q;
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
     digits[nd] = '\0';
     if (neg) dfl_strbuf_puts(b, "-");
     if (exp10 < -4 || exp10 >= 16) {
@@ -1186,10 +1282,12 @@ static void put_float(dfl_strbuf *b, double f)
         dfl_strbuf_printf(b, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
     } else if (exp10 < 0) {
         dfl_strbuf_puts(b, "0.");
-        for (int k = 0; k < -exp10 - 1; k++) dfl_strbuf_puts(b, "0");
+        for (int k = 0; k < -exp10 - 1; k++)
+            dfl_strbuf_puts(b, "0");
         dfl_strbuf_puts(b, digits);
     } else {
-        for (int k = 0; k <= exp10; k++) dfl_strbuf_add(b, k < nd ? &digits[k] : "0", 1);
+        for (int k = 0; k <= exp10; k++)
+            dfl_strbuf_add(b, k < nd ? &digits[k] : "0", 1);
         dfl_strbuf_puts(b, ".");
         dfl_strbuf_puts(b, nd > exp10 + 1 ? digits + exp10 + 1 : "0");
     }
@@ -1218,12 +1316,18 @@ static void put_quoted(dfl_strbuf *b, const char *p, size_t n)
     dfl_strbuf_add(b, &q, 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)p[i];
-        if (ch == '\\' || ch == (unsigned char)q) dfl_strbuf_printf(b, "\\%c", ch);
-        else if (ch == '\n') dfl_strbuf_puts(b, "\\n");
-        else if (ch == '\r') dfl_strbuf_puts(b, "\\r");
-        else if (ch == '\t') dfl_strbuf_puts(b, "\\t");
-        else if (ch < 0x20 || ch == 0x7F) dfl_strbuf_printf(b, "\\x%02x", ch);
-        else dfl_strbuf_add(b, (const char *)&ch, 1);
+        if (ch == '\\' || ch == (unsigned char)q)
+            dfl_strbuf_printf(b, "\\%c", ch);
+        else if (ch == '\n')
+            dfl_strbuf_puts(b, "\\n");
+        else if (ch == '\r')
+            dfl_strbuf_puts(b, "\\r");
+        else if (ch == '\t')
+            dfl_strbuf_puts(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7F)
+            dfl_strbuf_printf(b, "\\x%02x", ch);
+        else
+            dfl_strbuf_add(b, (const char *)&ch, 1);
     }
     dfl_strbuf_add(b, &q, 1);
 }
@@ -1264,8 +1368,10 @@ static int put_json(dfl_strbuf *b, const jv *v, int indent, int level)
     case V_BOOL: dfl_strbuf_puts(b, v->u.b ? "true" : "false"); return 1;
     case V_INT: dfl_strbuf_printf(b, "%lld", v->u.i); return 1;
     case V_FLOAT:
-        if (isnan(v->u.f) || isinf(v->u.f)) dfl_strbuf_puts(b, isnan(v->u.f) ? "NaN" : v->u.f > 0 ? "Infinity" : "-Infinity");
-        else put_float(b, v->u.f);
+        if (isnan(v->u.f) || isinf(v->u.f))
+            dfl_strbuf_puts(b, isnan(v->u.f) ? "NaN" : v->u.f > 0 ? "Infinity" : "-Infinity");
+        else
+            put_float(b, v->u.f);
         return 1;
     case V_STR:
         dfl_strbuf_puts(b, "\"");
@@ -1273,9 +1379,12 @@ static int put_json(dfl_strbuf *b, const jv *v, int indent, int level)
             unsigned char ch = (unsigned char)v->u.s.p[i];
             static const char esc[] = "\"\\\b\f\n\r\t", rep[] = "\"\\bfnrt";
             const char *e = ch ? strchr(esc, ch) : NULL;
-            if (e) dfl_strbuf_printf(b, "\\%c", rep[e - esc]);
-            else if (ch < 0x20) dfl_strbuf_printf(b, "\\u%04x", ch);
-            else dfl_strbuf_add(b, (const char *)&ch, 1);
+            if (e)
+                dfl_strbuf_printf(b, "\\%c", rep[e - esc]);
+            else if (ch < 0x20)
+                dfl_strbuf_printf(b, "\\u%04x", ch);
+            else
+                dfl_strbuf_add(b, (const char *)&ch, 1);
         }
         dfl_strbuf_puts(b, "\"");
         return 1;
@@ -1331,21 +1440,32 @@ static jv from_json(ctx *c, const cJSON *j)
         jlist *l = aalloc(&c->a, sizeof *l);
         jv v = {V_LIST, {0}};
         if (!l) return v_undef();
-        for (const cJSON *e = j->child; e; e = e->next) list_push(&c->a, l, from_json(c, e));
+        for (const cJSON *e = j->child; e; e = e->next)
+            list_push(&c->a, l, from_json(c, e));
         v.u.l = l;
         return v;
     }
     jdict *d = aalloc(&c->a, sizeof *d);
     jv v = {V_DICT, {0}};
     if (!d) return v_undef();
-    for (const cJSON *e = j->child; e; e = e->next) dict_set(&c->a, d, e->string, strlen(e->string), from_json(c, e));
+    for (const cJSON *e = j->child; e; e = e->next)
+        dict_set(&c->a, d, e->string, strlen(e->string), from_json(c, e));
     v.u.d = d;
     return v;
 }
 
-static int num(const jv *v) { return v->t == V_INT || v->t == V_FLOAT || v->t == V_BOOL; }
-static double as_f(const jv *v) { return v->t == V_FLOAT ? v->u.f : v->t == V_INT ? (double)v->u.i : v->u.b; }
-static long long as_i(const jv *v) { return v->t == V_INT ? v->u.i : v->t == V_BOOL ? v->u.b : (long long)v->u.f; }
+static int num(const jv *v)
+{
+    return v->t == V_INT || v->t == V_FLOAT || v->t == V_BOOL;
+}
+static double as_f(const jv *v)
+{
+    return v->t == V_FLOAT ? v->u.f : v->t == V_INT ? (double)v->u.i : v->u.b;
+}
+static long long as_i(const jv *v)
+{
+    return v->t == V_INT ? v->u.i : v->t == V_BOOL ? v->u.b : (long long)v->u.f;
+}
 
 static int equal(const jv *a, const jv *b)
 {
@@ -1405,14 +1525,15 @@ static jv method(ctx *c, const jv *self, int id)
 
 static dfl_status get_attr(ctx *c, int line, const jv *obj, const char *name, size_t n, jv *out)
 {
-    static const char *const str_methods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith",
-                                              "upper", "lower", "replace", "title", "capitalize"};
+    static const char *const str_methods[] = {"strip", "lstrip", "rstrip",  "split", "startswith", "endswith",
+                                              "upper", "lower",  "replace", "title", "capitalize"};
     static const char *const dict_methods[] = {"get", "items", "keys", "values"};
     *out = v_undef();
     if (obj->t == V_UNDEF) return rfail(c, line, "an undefined value has no attribute '%.*s'", name, n);
     if (obj->t == V_STR) {
         for (int k = 0; k < 11; k++)
-            if (strlen(str_methods[k]) == n && !memcmp(str_methods[k], name, n)) return *out = method(c, obj, M_STRIP + k), DFL_OK;
+            if (strlen(str_methods[k]) == n && !memcmp(str_methods[k], name, n))
+                return *out = method(c, obj, M_STRIP + k), DFL_OK;
         return DFL_OK;
     }
     if (obj->t == V_DICT) {
@@ -1430,8 +1551,8 @@ static dfl_status get_attr(ctx *c, int line, const jv *obj, const char *name, si
         return DFL_OK;
     }
     if (obj->t == V_LIST) {
-        static const char *const lm[] = {"append", "extend", "insert", "pop", "remove", "index", "count", "sort",
-                                         "reverse", "copy", "clear"};
+        static const char *const lm[] = {"append", "extend", "insert",  "pop",  "remove", "index",
+                                         "count",  "sort",   "reverse", "copy", "clear"};
         for (int k = 0; k < 11; k++)
             if (strlen(lm[k]) == n && !memcmp(lm[k], name, n))
                 return rfail(c, line, "the list method '%.*s' is outside the supported Jinja subset", name, n);
@@ -1492,7 +1613,8 @@ static dfl_status do_slice(ctx *c, const expr *e, jv *out)
     if (s) return s;
     long long step = st.t == V_UNDEF || st.t == V_NONE ? 1 : as_i(&st);
     if (step == 0) return rfail(c, e->line, "slice step cannot be zero%.*s", "", 0);
-    if (obj.t != V_LIST && obj.t != V_STR) return rfail(c, e->line, "cannot slice a %.*s", type_name(&obj), strlen(type_name(&obj)));
+    if (obj.t != V_LIST && obj.t != V_STR)
+        return rfail(c, e->line, "cannot slice a %.*s", type_name(&obj), strlen(type_name(&obj)));
     size_t count = 0, *offs = NULL;
     if (obj.t == V_STR && !(offs = cp_offsets(&c->a, obj.u.s.p, obj.u.s.n, &count))) return CNOMEM(c);
     long long n = obj.t == V_LIST ? (long long)obj.u.l->n : (long long)count, i0, i1;
@@ -1527,17 +1649,20 @@ static jv strip(const jv *s, const jv *chars, int mode)
         size_t i = lo;
         uint32_t cp = utf8_next(p, n, &i);
         int hit = ws ? py_space(cp) : 0;
-        for (size_t k = 0; !ws && k < chars->u.s.n && !hit;) hit = utf8_next(chars->u.s.p, chars->u.s.n, &k) == cp;
+        for (size_t k = 0; !ws && k < chars->u.s.n && !hit;)
+            hit = utf8_next(chars->u.s.p, chars->u.s.n, &k) == cp;
         if (!hit) break;
         lo = i;
     }
     while ((mode & 2) && hi > lo) {
         size_t start = hi - 1;
-        while (start > lo && ((unsigned char)p[start] & 0xC0) == 0x80) start--;
+        while (start > lo && ((unsigned char)p[start] & 0xC0) == 0x80)
+            start--;
         size_t i = start;
         uint32_t cp = utf8_next(p, n, &i);
         int hit = ws ? py_space(cp) : 0;
-        for (size_t k = 0; !ws && k < chars->u.s.n && !hit;) hit = utf8_next(chars->u.s.p, chars->u.s.n, &k) == cp;
+        for (size_t k = 0; !ws && k < chars->u.s.n && !hit;)
+            hit = utf8_next(chars->u.s.p, chars->u.s.n, &k) == cp;
         if (!hit) break;
         hi = start;
     }
@@ -1566,7 +1691,8 @@ static dfl_status replace(ctx *c, const jv *s, const jv *old, const jv *new_, lo
     long long done = 0;
     if (old->u.s.n == 0) return *out = *s, DFL_OK;
     while (i < s->u.s.n) {
-        if ((count < 0 || done < count) && i + old->u.s.n <= s->u.s.n && !memcmp(s->u.s.p + i, old->u.s.p, old->u.s.n)) {
+        if ((count < 0 || done < count) && i + old->u.s.n <= s->u.s.n &&
+            !memcmp(s->u.s.p + i, old->u.s.p, old->u.s.n)) {
             dfl_strbuf_add(&b, new_->u.s.p, new_->u.s.n);
             i += old->u.s.n, done++;
         } else {
@@ -1646,8 +1772,10 @@ static dfl_status eval_args(ctx *c, const expr *e, argv_ *a)
         jv v;
         dfl_status s = eval(c, e->args[i], &v);
         if (s) return s;
-        if (e->kw && e->kw[i]) a->kwn[a->nkw] = e->kw[i], a->kwv[a->nkw++] = v;
-        else a->pos[a->npos++] = v;
+        if (e->kw && e->kw[i])
+            a->kwn[a->nkw] = e->kw[i], a->kwv[a->nkw++] = v;
+        else
+            a->pos[a->npos++] = v;
     }
     return DFL_OK;
 }
@@ -1698,10 +1826,14 @@ static dfl_status call(ctx *c, const expr *e, jv *out)
     }
     case F_RANGE: {
         long long lo = 0, hi, step = 1;
-        if (a.npos == 1) hi = as_i(&a.pos[0]);
-        else if (a.npos >= 2) lo = as_i(&a.pos[0]), hi = as_i(&a.pos[1]), step = a.npos > 2 ? as_i(&a.pos[2]) : 1;
-        else return rfail(c, e->line, "range() needs an argument%.*s", "", 0);
-        if (step == 0 || (hi - lo) / step > 100000) return rfail(c, e->line, "range(): bad step or too long%.*s", "", 0);
+        if (a.npos == 1)
+            hi = as_i(&a.pos[0]);
+        else if (a.npos >= 2)
+            lo = as_i(&a.pos[0]), hi = as_i(&a.pos[1]), step = a.npos > 2 ? as_i(&a.pos[2]) : 1;
+        else
+            return rfail(c, e->line, "range() needs an argument%.*s", "", 0);
+        if (step == 0 || (hi - lo) / step > 100000)
+            return rfail(c, e->line, "range(): bad step or too long%.*s", "", 0);
         jlist *l = aalloc(&c->a, sizeof *l);
         if (!l) return CNOMEM(c);
         for (long long i = lo; step > 0 ? i < hi : i > hi; i += step)
@@ -1778,7 +1910,8 @@ static dfl_status call(ctx *c, const expr *e, jv *out)
             if (f.u.fn.id == M_VALUES) item = self->u.d->vals[i];
             if (f.u.fn.id == M_ITEMS) {
                 jlist *pair = aalloc(&c->a, sizeof *pair);
-                if (!pair || !list_push(&c->a, pair, k) || !list_push(&c->a, pair, self->u.d->vals[i])) return CNOMEM(c);
+                if (!pair || !list_push(&c->a, pair, k) || !list_push(&c->a, pair, self->u.d->vals[i]))
+                    return CNOMEM(c);
                 pair->tuple = 1;
                 item.t = V_LIST, item.u.l = pair;
             }
@@ -1879,7 +2012,8 @@ static dfl_status filter(ctx *c, const expr *e, jv *out)
         return to_str(c, &v, out);
     } else if (!strcmp(f, "int") || !strcmp(f, "float")) {
         double d = 0;
-        if (num(&v)) d = as_f(&v);
+        if (num(&v))
+            d = as_f(&v);
         else if (v.t == V_STR) {
             char *z = astrndup(&c->a, v.u.s.p, v.u.s.n), *end;
             if (!z) return CNOMEM(c);
@@ -1897,7 +2031,8 @@ static dfl_status filter(ctx *c, const expr *e, jv *out)
             char *p = aalloc(&c->a, v.u.s.n + 1);
             size_t o = 0;
             if (!offs || !p) return CNOMEM(c);
-            for (size_t k = count; k-- > 0;) memcpy(p + o, v.u.s.p + offs[k], offs[k + 1] - offs[k]), o += offs[k + 1] - offs[k];
+            for (size_t k = count; k-- > 0;)
+                memcpy(p + o, v.u.s.p + offs[k], offs[k + 1] - offs[k]), o += offs[k + 1] - offs[k];
             *out = v_str(p, o);
             return DFL_OK;
         }
@@ -1909,11 +2044,13 @@ static dfl_status filter(ctx *c, const expr *e, jv *out)
         out->t = V_LIST, out->u.l = r;
     } else if (!strcmp(f, "replace")) {
         jv sv, o = arg_or(&a, 0, "old"), n = arg_or(&a, 1, "new"), k = arg_or(&a, 2, "count");
-        if ((s = to_str(c, &v, &sv)) || (s = need_str(c, e->line, &o, "replace")) || (s = need_str(c, e->line, &n, "replace")))
+        if ((s = to_str(c, &v, &sv)) || (s = need_str(c, e->line, &o, "replace")) ||
+            (s = need_str(c, e->line, &n, "replace")))
             return s;
         return replace(c, &sv, &o, &n, k.t == V_UNDEF || k.t == V_NONE ? -1 : as_i(&k), out);
     } else if (!strcmp(f, "items")) {
-        if (v.t != V_DICT) return rfail(c, e->line, "items: a %.*s value is not a dict", type_name(&v), strlen(type_name(&v)));
+        if (v.t != V_DICT)
+            return rfail(c, e->line, "items: a %.*s value is not a dict", type_name(&v), strlen(type_name(&v)));
         const jv *self = &v;
         jlist *l = aalloc(&c->a, sizeof *l);
         if (!l) return CNOMEM(c);
@@ -1928,7 +2065,8 @@ static dfl_status filter(ctx *c, const expr *e, jv *out)
         }
         out->t = V_LIST, out->u.l = l;
     } else if (!strcmp(f, "abs")) {
-        if (!num(&v)) return rfail(c, e->line, "abs: a %.*s value is not a number", type_name(&v), strlen(type_name(&v)));
+        if (!num(&v))
+            return rfail(c, e->line, "abs: a %.*s value is not a number", type_name(&v), strlen(type_name(&v)));
         *out = v.t == V_FLOAT ? v_float(fabs(v.u.f)) : v_int(llabs(as_i(&v)));
     }
     return DFL_OK;
@@ -1943,18 +2081,30 @@ static dfl_status test(ctx *c, const expr *e, jv *out)
     if (s) return s;
     const char *t = e->op;
     int r = 0;
-    if (!strcmp(t, "defined")) r = v.t != V_UNDEF;
-    else if (!strcmp(t, "undefined")) r = v.t == V_UNDEF;
-    else if (!strcmp(t, "none")) r = v.t == V_NONE;
-    else if (!strcmp(t, "string")) r = v.t == V_STR;
-    else if (!strcmp(t, "number")) r = num(&v);
-    else if (!strcmp(t, "integer")) r = v.t == V_INT;
-    else if (!strcmp(t, "float")) r = v.t == V_FLOAT;
-    else if (!strcmp(t, "boolean")) r = v.t == V_BOOL;
-    else if (!strcmp(t, "true")) r = v.t == V_BOOL && v.u.b;
-    else if (!strcmp(t, "false")) r = v.t == V_BOOL && !v.u.b;
-    else if (!strcmp(t, "mapping")) r = v.t == V_DICT && !v.u.d->ns;
-    else if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) r = v.t == V_STR || v.t == V_LIST || (v.t == V_DICT && !v.u.d->ns);
+    if (!strcmp(t, "defined"))
+        r = v.t != V_UNDEF;
+    else if (!strcmp(t, "undefined"))
+        r = v.t == V_UNDEF;
+    else if (!strcmp(t, "none"))
+        r = v.t == V_NONE;
+    else if (!strcmp(t, "string"))
+        r = v.t == V_STR;
+    else if (!strcmp(t, "number"))
+        r = num(&v);
+    else if (!strcmp(t, "integer"))
+        r = v.t == V_INT;
+    else if (!strcmp(t, "float"))
+        r = v.t == V_FLOAT;
+    else if (!strcmp(t, "boolean"))
+        r = v.t == V_BOOL;
+    else if (!strcmp(t, "true"))
+        r = v.t == V_BOOL && v.u.b;
+    else if (!strcmp(t, "false"))
+        r = v.t == V_BOOL && !v.u.b;
+    else if (!strcmp(t, "mapping"))
+        r = v.t == V_DICT && !v.u.d->ns;
+    else if (!strcmp(t, "iterable") || !strcmp(t, "sequence"))
+        r = v.t == V_STR || v.t == V_LIST || (v.t == V_DICT && !v.u.d->ns);
     else if (!strcmp(t, "even") || !strcmp(t, "odd")) {
         if (!num(&v)) return rfail(c, e->line, "'%.*s' test on a value that is not a number", t, strlen(t));
         long long i = as_i(&v);
@@ -1981,10 +2131,14 @@ static dfl_status binop(ctx *c, const expr *e, jv *out)
     if (!strcmp(op, "in") || !strcmp(op, "not in")) {
         int r = 0;
         if (y.t == V_STR) {
-            if (x.t != V_STR) return rfail(c, e->line, "'in <string>' needs a string on the left, not %.*s", type_name(&x), strlen(type_name(&x)));
-            for (size_t i = 0; !r && i + x.u.s.n <= y.u.s.n; i++) r = !memcmp(y.u.s.p + i, x.u.s.p, x.u.s.n);
+            if (x.t != V_STR)
+                return rfail(c, e->line, "'in <string>' needs a string on the left, not %.*s", type_name(&x),
+                             strlen(type_name(&x)));
+            for (size_t i = 0; !r && i + x.u.s.n <= y.u.s.n; i++)
+                r = !memcmp(y.u.s.p + i, x.u.s.p, x.u.s.n);
         } else if (y.t == V_LIST) {
-            for (size_t i = 0; !r && i < y.u.l->n; i++) r = equal(&x, &y.u.l->items[i]);
+            for (size_t i = 0; !r && i < y.u.l->n; i++)
+                r = equal(&x, &y.u.l->items[i]);
         } else if (y.t == V_DICT) {
             r = x.t == V_STR && dict_find(y.u.d, x.u.s.p, x.u.s.n) != NULL;
         } else {
@@ -2002,11 +2156,11 @@ static dfl_status binop(ctx *c, const expr *e, jv *out)
         *out = v_str(p, a.u.s.n + b.u.s.n);
         return DFL_OK;
     }
-    if (x.t == V_UNDEF || y.t == V_UNDEF)
-        return rfail(c, e->line, "'%.*s' on an undefined value", op, strlen(op));
+    if (x.t == V_UNDEF || y.t == V_UNDEF) return rfail(c, e->line, "'%.*s' on an undefined value", op, strlen(op));
     if (op[0] == '<' || op[0] == '>') {
         int cmp;
-        if (num(&x) && num(&y)) cmp = as_f(&x) < as_f(&y) ? -1 : as_f(&x) > as_f(&y);
+        if (num(&x) && num(&y))
+            cmp = as_f(&x) < as_f(&y) ? -1 : as_f(&x) > as_f(&y);
         else if (x.t == V_STR && y.t == V_STR) {
             size_t n = x.u.s.n < y.u.s.n ? x.u.s.n : y.u.s.n;
             cmp = memcmp(x.u.s.p, y.u.s.p, n);
@@ -2035,36 +2189,47 @@ static dfl_status binop(ctx *c, const expr *e, jv *out)
         out->t = V_LIST, out->u.l = l;
         return DFL_OK;
     }
-    if (!strcmp(op, "*") && ((x.t == V_STR && (y.t == V_INT || y.t == V_BOOL)) || (y.t == V_STR && (x.t == V_INT || x.t == V_BOOL)))) {
+    if (!strcmp(op, "*") &&
+        ((x.t == V_STR && (y.t == V_INT || y.t == V_BOOL)) || (y.t == V_STR && (x.t == V_INT || x.t == V_BOOL)))) {
         const jv *str = x.t == V_STR ? &x : &y;
         long long k = as_i(x.t == V_STR ? &y : &x);
         if (k < 0) k = 0;
-        if (k > 0 && str->u.s.n > (size_t)(1 << 24) / (size_t)k) return rfail(c, e->line, "string repetition too long%.*s", "", 0);
+        if (k > 0 && str->u.s.n > (size_t)(1 << 24) / (size_t)k)
+            return rfail(c, e->line, "string repetition too long%.*s", "", 0);
         char *p = aalloc(&c->a, str->u.s.n * (size_t)k + 1);
         if (!p) return CNOMEM(c);
-        for (long long i = 0; i < k; i++) memcpy(p + (size_t)i * str->u.s.n, str->u.s.p, str->u.s.n);
+        for (long long i = 0; i < k; i++)
+            memcpy(p + (size_t)i * str->u.s.n, str->u.s.p, str->u.s.n);
         *out = v_str(p, str->u.s.n * (size_t)k);
         return DFL_OK;
     }
-    if (!num(&x) || !num(&y))
-        return rfail(c, e->line, "unsupported operand types for '%.*s'", op, strlen(op));
+    if (!num(&x) || !num(&y)) return rfail(c, e->line, "unsupported operand types for '%.*s'", op, strlen(op));
     int fl = x.t == V_FLOAT || y.t == V_FLOAT || !strcmp(op, "/");
     if ((!strcmp(op, "/") || !strcmp(op, "//") || !strcmp(op, "%")) && as_f(&y) == 0)
         return rfail(c, e->line, "division by zero ('%.*s')", op, strlen(op));
     if (fl) {
         double a = as_f(&x), b = as_f(&y), r;
-        if (!strcmp(op, "+")) r = a + b;
-        else if (!strcmp(op, "-")) r = a - b;
-        else if (!strcmp(op, "*")) r = a * b;
-        else if (!strcmp(op, "/")) r = a / b;
-        else if (!strcmp(op, "//")) r = floor(a / b);
-        else r = a - floor(a / b) * b;
+        if (!strcmp(op, "+"))
+            r = a + b;
+        else if (!strcmp(op, "-"))
+            r = a - b;
+        else if (!strcmp(op, "*"))
+            r = a * b;
+        else if (!strcmp(op, "/"))
+            r = a / b;
+        else if (!strcmp(op, "//"))
+            r = floor(a / b);
+        else
+            r = a - floor(a / b) * b;
         *out = v_float(r);
     } else {
         long long a = as_i(&x), b = as_i(&y), r;
-        if (!strcmp(op, "+")) r = a + b;
-        else if (!strcmp(op, "-")) r = a - b;
-        else if (!strcmp(op, "*")) r = a * b;
+        if (!strcmp(op, "+"))
+            r = a + b;
+        else if (!strcmp(op, "-"))
+            r = a - b;
+        else if (!strcmp(op, "*"))
+            r = a * b;
         else { /* Python floors */
             long long q = a / b, m = a % b;
             if (m != 0 && ((m < 0) != (b < 0))) q--, m += b;
@@ -2177,7 +2342,8 @@ static dfl_status run_for(ctx *c, const node *n)
                  dict_set(&c->a, loop, "nextitem", 8, i + 1 < l->n ? l->items[i + 1] : v_undef());
         jv lv = {V_DICT, {0}};
         lv.u.d = loop;
-        if (!ok || !dict_set(&c->a, scope, "loop", 4, lv) || !dict_set(&c->a, scope, n->name, strlen(n->name), l->items[i]))
+        if (!ok || !dict_set(&c->a, scope, "loop", 4, lv) ||
+            !dict_set(&c->a, scope, n->name, strlen(n->name), l->items[i]))
             return CNOMEM(c);
         s = run_body(c, &n->main);
         c->cont = 0;
@@ -2197,7 +2363,8 @@ static dfl_status run_body(ctx *c, const body *b)
         const node *n = b->items[i];
         jv v;
         if (++c->steps > STEPS_MAX || c->out->len > (size_t)ARENA_MAX)
-            return rfail(c, n->line, "the template runs too long (over %.*s statements or 1 GiB of text)", "20 million", 10);
+            return rfail(c, n->line, "the template runs too long (over %.*s statements or 1 GiB of text)", "20 million",
+                         10);
         switch (n->k) {
         case N_TEXT: dfl_strbuf_add(c->out, n->text, n->text_n); break;
         case N_OUT:

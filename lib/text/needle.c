@@ -32,7 +32,7 @@ dfl_status dfl_needle_check(const dfl_needle_params *p, dfl_error *err)
         return dfl__fail(err, DFL_ERR_USAGE, "needle task: queries %d is not in [1, %d]", p->queries, DFL_NEEDLE_MAX);
     if (p->digits < 1 || p->digits > 16)
         return dfl__fail(err, DFL_ERR_USAGE, "needle task: digits %d is not in [1, 16]", p->digits);
-    if (!(p->depth <= 1.0))   /* also NaN */
+    if (!(p->depth <= 1.0)) /* also NaN */
         return dfl__fail(err, DFL_ERR_USAGE, "needle task: depth %g is not in [0, 1] (or < 0 for random)", p->depth);
     int64_t nl = p->digits + 2;
     int64_t need = 1 + (int64_t)p->queries * (p->digits + 3) + 2 * (int64_t)p->needles * nl;
@@ -60,8 +60,8 @@ static int64_t free_slot(const int32_t *used, int n, int64_t nl, int64_t C, int6
     return -1;
 }
 
-void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t stream, uint64_t index,
-                       int32_t *tokens, dfl_needle_layout *lay_out)
+void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t stream, uint64_t index, int32_t *tokens,
+                       dfl_needle_layout *lay_out)
 {
     dfl_rng r = dfl_rng_make(seed, stream, index);
     dfl_needle_layout lay;
@@ -72,11 +72,13 @@ void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t strea
 
     /* context [1, 1 + C): filler first, needles written over it */
     tokens[0] = DFL_TOK_BOS;
-    for (int64_t i = 1; i <= C; i++) tokens[i] = DFL_TOK_FILLER0 + (int32_t)dfl_rng_below(&r, nfill);
+    for (int64_t i = 1; i <= C; i++)
+        tokens[i] = DFL_TOK_FILLER0 + (int32_t)dfl_rng_below(&r, nfill);
 
     /* distinct keys: a partial Fisher–Yates shuffle of the 64 */
     int32_t keys[DFL_NEEDLE_KEYS];
-    for (int i = 0; i < DFL_NEEDLE_KEYS; i++) keys[i] = i;
+    for (int i = 0; i < DFL_NEEDLE_KEYS; i++)
+        keys[i] = i;
     for (int i = 0; i < N; i++) {
         int j = i + (int)dfl_rng_below(&r, (uint64_t)(DFL_NEEDLE_KEYS - i));
         int32_t t = keys[i];
@@ -88,14 +90,15 @@ void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t strea
     /* needle 0 is the answer at the requested depth; the rest go where they fit
      * (dfl_needle_check guarantees a gap: C >= 2·N·nl) */
     lay.depth = p->depth >= 0 ? p->depth : dfl_rng_uniform(&r);
-    int32_t start[DFL_NEEDLE_MAX];   /* context offsets */
+    int32_t start[DFL_NEEDLE_MAX]; /* context offsets */
     start[0] = (int32_t)floor(lay.depth * (double)(C - nl));
     for (int i = 1; i < N; i++)
         start[i] = (int32_t)free_slot(start, i, nl, C, (int64_t)dfl_rng_below(&r, (uint64_t)(C - nl + 1)));
     /* list the needles by position (needle_pos ascending); keys are already random */
     int order[DFL_NEEDLE_MAX];
-    for (int i = 0; i < N; i++) order[i] = i;
-    for (int i = 1; i < N; i++)   /* insertion sort by start */
+    for (int i = 0; i < N; i++)
+        order[i] = i;
+    for (int i = 1; i < N; i++) /* insertion sort by start */
         for (int j = i; j > 0 && start[order[j - 1]] > start[order[j]]; j--) {
             int t = order[j];
             order[j] = order[j - 1];
@@ -140,20 +143,22 @@ void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t strea
         tokens[pos] = DFL_TOK_QUERY;
         tokens[pos + 1] = DFL_TOK_KEY0 + lay.needle_key[i];
         tokens[pos + 2] = DFL_TOK_SEP;
-        for (int64_t d = 0; d < m; d++) tokens[pos + 3 + d] = DFL_TOK_DIGIT0 + digits[i][d];
+        for (int64_t d = 0; d < m; d++)
+            tokens[pos + 3 + d] = DFL_TOK_DIGIT0 + digits[i][d];
     }
     if (lay_out) *lay_out = lay;
 }
 
-void dfl_needle_targets(const dfl_needle_params *p, const int32_t *tokens, const dfl_needle_layout *lay,
-                        int all_tokens, int last_only, int32_t *targets)
+void dfl_needle_targets(const dfl_needle_params *p, const int32_t *tokens, const dfl_needle_layout *lay, int all_tokens,
+                        int last_only, int32_t *targets)
 {
     const int64_t T = p->seq_len;
-    for (int64_t i = 0; i < T; i++) targets[i] = all_tokens && i + 1 < T ? tokens[i + 1] : -1;
+    for (int64_t i = 0; i < T; i++)
+        targets[i] = all_tokens && i + 1 < T ? tokens[i + 1] : -1;
     if (all_tokens) return;
     for (int q = last_only ? p->queries - 1 : 0; q < p->queries; q++)
         for (int d = 0; d < p->digits; d++) {
-            int64_t pos = lay->query_pos[q] + 3 + d;   /* a target digit, predicted from pos − 1 */
+            int64_t pos = lay->query_pos[q] + 3 + d; /* a target digit, predicted from pos − 1 */
             targets[pos - 1] = tokens[pos];
         }
 }
@@ -163,14 +168,21 @@ void dfl_needle_targets(const dfl_needle_params *p, const int32_t *tokens, const
 const char *dfl_needle_token_text(int32_t tok, char *buf, size_t cap)
 {
     static const char *const special[] = {"<bos>", "<needle>", "<query>", "<sep>", "<eos>"};
-    if (tok >= 0 && tok < DFL_TOK_DIGIT0) snprintf(buf, cap, "%s", special[tok]);
-    else if (tok >= DFL_TOK_DIGIT0 && tok < DFL_TOK_KEY0) snprintf(buf, cap, "%d", (int)(tok - DFL_TOK_DIGIT0));
-    else if (tok >= DFL_TOK_KEY0 && tok < DFL_TOK_FILLER0) snprintf(buf, cap, "K%02d", (int)(tok - DFL_TOK_KEY0));
-    else snprintf(buf, cap, "w%d", (int)tok);
+    if (tok >= 0 && tok < DFL_TOK_DIGIT0)
+        snprintf(buf, cap, "%s", special[tok]);
+    else if (tok >= DFL_TOK_DIGIT0 && tok < DFL_TOK_KEY0)
+        snprintf(buf, cap, "%d", (int)(tok - DFL_TOK_DIGIT0));
+    else if (tok >= DFL_TOK_KEY0 && tok < DFL_TOK_FILLER0)
+        snprintf(buf, cap, "K%02d", (int)(tok - DFL_TOK_KEY0));
+    else
+        snprintf(buf, cap, "w%d", (int)tok);
     return buf;
 }
 
-static dfl_span *spans_alloc(size_t n) { return dfl__alloc_array(n ? n : 1, sizeof(dfl_span)); }
+static dfl_span *spans_alloc(size_t n)
+{
+    return dfl__alloc_array(n ? n : 1, sizeof(dfl_span));
+}
 
 dfl_status dfl_needle_prompt(const dfl_needle_params *p, uint64_t seed, uint64_t stream, uint64_t index,
                              dfl_prompt *out, dfl_error *err)
@@ -189,7 +201,8 @@ dfl_status dfl_needle_prompt(const dfl_needle_params *p, uint64_t seed, uint64_t
     out->spans[DFL_SPAN_QUERY] = spans_alloc(R);
     out->spans[DFL_SPAN_TARGET] = spans_alloc(R);
     int ok = out->tokens && out->text && out->id;
-    for (int k = 0; k < DFL_SPAN_KINDS; k++) ok = ok && out->spans[k];
+    for (int k = 0; k < DFL_SPAN_KINDS; k++)
+        ok = ok && out->spans[k];
     if (ok) {
         out->n_tokens = T;
         dfl_needle_sample(p, seed, stream, index, out->tokens, &lay);
@@ -210,12 +223,14 @@ dfl_status dfl_needle_prompt(const dfl_needle_params *p, uint64_t seed, uint64_t
     size_t nd = 0;
     for (size_t i = 0; i < N; i++) {
         dfl_span sp = {lay.needle_pos[i], lay.needle_pos[i] + m + 2};
-        if ((int)i == lay.answer) out->spans[DFL_SPAN_ANSWER][0] = sp;
-        else out->spans[DFL_SPAN_DISTRACTOR][nd++] = sp;
+        if ((int)i == lay.answer)
+            out->spans[DFL_SPAN_ANSWER][0] = sp;
+        else
+            out->spans[DFL_SPAN_DISTRACTOR][nd++] = sp;
     }
     out->n_spans[DFL_SPAN_ANSWER] = 1;
     out->n_spans[DFL_SPAN_DISTRACTOR] = nd;
-    if (nd == 0) {   /* a single needle has no distractors: no key rather than an empty list */
+    if (nd == 0) { /* a single needle has no distractors: no key rather than an empty list */
         free(out->spans[DFL_SPAN_DISTRACTOR]);
         out->spans[DFL_SPAN_DISTRACTOR] = NULL;
     }

@@ -46,12 +46,12 @@ enum {
 #define DFL_NEEDLE_MAX 64 /* needles and queries per sample (there are 64 keys) */
 
 typedef struct dfl_needle_params {
-    int64_t vocab_size;   /* >= 128; default 128 */
-    int64_t seq_len;      /* T, tokens per sample; default 256 */
-    int needles;          /* N in [1, 64]; default 4 */
-    int queries;          /* R in [1, 64]; default 1 */
-    int digits;           /* m in [1, 16]; default 4 */
-    double depth;         /* answer depth in [0, 1], or < 0: uniform per sample; default -1 */
+    int64_t vocab_size; /* >= 128; default 128 */
+    int64_t seq_len;    /* T, tokens per sample; default 256 */
+    int needles;        /* N in [1, 64]; default 4 */
+    int queries;        /* R in [1, 64]; default 1 */
+    int digits;         /* m in [1, 16]; default 4 */
+    double depth;       /* answer depth in [0, 1], or < 0: uniform per sample; default -1 */
 } dfl_needle_params;
 
 dfl_needle_params dfl_needle_params_default(void);
@@ -65,24 +65,24 @@ int64_t dfl_needle_context_len(const dfl_needle_params *p);
 
 /* Where everything is in one sample (positions are absolute token indices). */
 typedef struct dfl_needle_layout {
-    double depth;                        /* the answer's depth actually used */
-    int answer;                          /* index into needle_pos of the answer */
-    int32_t needle_pos[DFL_NEEDLE_MAX];  /* start of each <needle>, [needles] */
-    int32_t needle_key[DFL_NEEDLE_MAX];  /* key index 0..63 of each needle */
-    int32_t query_pos[DFL_NEEDLE_MAX];   /* start of each <query>, [queries] */
-    int32_t query_needle[DFL_NEEDLE_MAX];/* needle each query asks for; the last = answer */
+    double depth;                         /* the answer's depth actually used */
+    int answer;                           /* index into needle_pos of the answer */
+    int32_t needle_pos[DFL_NEEDLE_MAX];   /* start of each <needle>, [needles] */
+    int32_t needle_key[DFL_NEEDLE_MAX];   /* key index 0..63 of each needle */
+    int32_t query_pos[DFL_NEEDLE_MAX];    /* start of each <query>, [queries] */
+    int32_t query_needle[DFL_NEEDLE_MAX]; /* needle each query asks for; the last = answer */
 } dfl_needle_layout;
 
 /* Sample `index` of `stream` under `seed` into tokens[seq_len] (caller-owned) and
  * *lay (may be NULL). p must have passed dfl_needle_check. */
-void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t stream, uint64_t index,
-                       int32_t *tokens, dfl_needle_layout *lay);
+void dfl_needle_sample(const dfl_needle_params *p, uint64_t seed, uint64_t stream, uint64_t index, int32_t *tokens,
+                       dfl_needle_layout *lay);
 
 /* Mark the positions the model should predict: targets[i] = tokens[i + 1] when
  * token i + 1 is a target digit (all queries, or only the last when last_only), else
  * -1; with all_tokens every next token is a target (targets[T-1] = -1). */
-void dfl_needle_targets(const dfl_needle_params *p, const int32_t *tokens, const dfl_needle_layout *lay,
-                        int all_tokens, int last_only, int32_t *targets);
+void dfl_needle_targets(const dfl_needle_params *p, const int32_t *tokens, const dfl_needle_layout *lay, int all_tokens,
+                        int last_only, int32_t *targets);
 
 /* The sample as a dfl_prompt (tokens, text, spans, bos, depth, id "needle-<stream>-<index>").
  * The caller owns *out (dfl_prompt_free). DFL_ERR_USAGE (bad params), DFL_ERR_NOMEM. */

@@ -24,7 +24,8 @@ void dfl_noise_template_free(dfl_noise_template *t)
 {
     if (!t) return;
     free(t->haystack), free(t->needle), free(t->query), free(t->target);
-    for (size_t i = 0; i < t->n_distractors; i++) free(t->distractor[i]);
+    for (size_t i = 0; i < t->n_distractors; i++)
+        free(t->distractor[i]);
     memset(t, 0, sizeof *t);
 }
 
@@ -32,8 +33,7 @@ void dfl_noise_template_free(dfl_noise_template *t)
 static dfl_status parse_ids(const cJSON *arr, const char *label, const char *name, int32_t **out, size_t *n,
                             dfl_error *err)
 {
-    if (!cJSON_IsArray(arr))
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not an array of token ids", label, name);
+    if (!cJSON_IsArray(arr)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not an array of token ids", label, name);
     size_t len = (size_t)cJSON_GetArraySize(arr);
     if (len == 0) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is empty", label, name);
     int32_t *v = dfl__alloc_array(len, sizeof *v);
@@ -68,8 +68,7 @@ static dfl_status check_vocab(const int32_t *v, size_t n, int64_t vocab, const c
 }
 
 /* Check every id of t against vocab (> 0). */
-static dfl_status template_check_vocab(const dfl_noise_template *t, int64_t vocab, const char *label,
-                                       dfl_error *err)
+static dfl_status template_check_vocab(const dfl_noise_template *t, int64_t vocab, const char *label, dfl_error *err)
 {
     dfl_status s;
     if ((s = check_vocab(t->haystack, t->n_haystack, vocab, label, "haystack", err)) ||
@@ -88,16 +87,18 @@ static dfl_status template_check_vocab(const dfl_noise_template *t, int64_t voca
 
 static dfl_status parse_template(const cJSON *root, const char *label, dfl_noise_template *t, dfl_error *err)
 {
-    static const char *const known[] = {"haystack", "needle", "answer", "distractors", "query",
-                                        "target",   "bos",    "vocab_size"};
+    static const char *const known[] = {"haystack", "needle", "answer", "distractors",
+                                        "query",    "target", "bos",    "vocab_size"};
     if (!cJSON_IsObject(root)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: a template is a JSON object", label);
     for (const cJSON *e = root->child; e; e = e->next) {
         size_t k = 0;
-        while (k < sizeof known / sizeof *known && strcmp(e->string, known[k])) k++;
+        while (k < sizeof known / sizeof *known && strcmp(e->string, known[k]))
+            k++;
         if (k == sizeof known / sizeof *known)
             return dfl__fail(err, DFL_ERR_FORMAT,
                              "%s: unknown key '%s' (keys: haystack, needle, answer, distractors, query, target, bos, "
-                             "vocab_size)", label, e->string);
+                             "vocab_size)",
+                             label, e->string);
     }
     static const char *const required[] = {"haystack", "needle", "query", "target"};
     int32_t **arrs[] = {&t->haystack, &t->needle, &t->query, &t->target};
@@ -121,7 +122,8 @@ static dfl_status parse_template(const cJSON *root, const char *label, dfl_noise
         if (a0 < 0 || a1 <= a0 || a1 > (double)t->n_needle)
             return dfl__fail(err, DFL_ERR_RANGE,
                              "%s: answer [%.17g, %.17g] is not a non-empty half-open span inside the needle "
-                             "(0 <= start < end <= %zu)", label, a0, a1, t->n_needle);
+                             "(0 <= start < end <= %zu)",
+                             label, a0, a1, t->n_needle);
         t->answer.start = (int32_t)a0;
         t->answer.end = (int32_t)a1;
     }
@@ -149,8 +151,8 @@ static dfl_status parse_template(const cJSON *root, const char *label, dfl_noise
         if (!cJSON_IsNumber(bos) || bos->valuedouble != floor(bos->valuedouble))
             return dfl__fail(err, DFL_ERR_FORMAT, "%s: bos is not a token id or null", label);
         if (bos->valuedouble < 0 || bos->valuedouble > (double)INT32_MAX)
-            return dfl__fail(err, DFL_ERR_RANGE, "%s: bos: %.17g is not a token id (0 to %d)", label,
-                             bos->valuedouble, INT32_MAX);
+            return dfl__fail(err, DFL_ERR_RANGE, "%s: bos: %.17g is not a token id (0 to %d)", label, bos->valuedouble,
+                             INT32_MAX);
         t->has_bos = 1;
         t->bos = (int32_t)bos->valuedouble;
     }
@@ -174,7 +176,8 @@ static dfl_status parse_json(const char *json, size_t len, const char *label, cJ
     size_t at;
     *root = dfl__json_parse(json, len, &why, &at);
     if (*root) return DFL_OK;
-    if (!strcmp(why, "syntax error")) return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
+    if (!strcmp(why, "syntax error"))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, at);
     if (!strcmp(why, "out of memory")) return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
     return dfl__fail(err, DFL_ERR_FORMAT, "%s: invalid JSON: %s at byte %zu", label, why, at);
 }
@@ -279,13 +282,13 @@ static int64_t free_place(const int64_t *start, const size_t *len, size_t k, int
 }
 
 /* One template prompt of T tokens with the answer needle at `depth`; spans filled. */
-static dfl_status template_prompt(const dfl_noise_template *t, int64_t T, double depth, uint64_t seed,
-                                  uint64_t index, dfl_prompt *out, dfl_error *err)
+static dfl_status template_prompt(const dfl_noise_template *t, int64_t T, double depth, uint64_t seed, uint64_t index,
+                                  dfl_prompt *out, dfl_error *err)
 {
     const int64_t nb = t->has_bos ? 1 : 0, nq = (int64_t)t->n_query, nt = (int64_t)t->n_target;
     const int64_t C = T - nb - nq - nt;
     const size_t K = 1 + t->n_distractors;
-    dfl_rng r = dfl_rng_make(seed, 3, index);   /* stream 3: template prompts */
+    dfl_rng r = dfl_rng_make(seed, 3, index); /* stream 3: template prompts */
 
     /* needle k's context offset and length (k = 0 the answer) */
     int64_t start[1 + DFL_NOISE_MAX_DISTRACTORS];
@@ -299,7 +302,7 @@ static dfl_status template_prompt(const dfl_noise_template *t, int64_t T, double
         ids[i] = t->distractor[i - 1];
         int64_t span = C - (int64_t)len[i] + 1;
         start[i] = free_place(start, len, i, (int64_t)len[i], C, (int64_t)dfl_rng_below(&r, (uint64_t)span));
-        if (start[i] < 0)   /* guarded by the minimum length; kept so a bug is an error, not a crash */
+        if (start[i] < 0) /* guarded by the minimum length; kept so a bug is an error, not a crash */
             return dfl__fail(err, DFL_ERR_USAGE, "template: no room for distractor %zu in %lld context tokens", i - 1,
                              (long long)C);
     }
@@ -315,19 +318,20 @@ static dfl_status template_prompt(const dfl_noise_template *t, int64_t T, double
         dfl_prompt_free(out);
         return dfl__fail(err, DFL_ERR_NOMEM, "template: out of memory for a prompt of %lld tokens", (long long)T);
     }
-    int32_t *tok = out->tokens;   /* [T] */
+    int32_t *tok = out->tokens; /* [T] */
     if (nb) tok[0] = t->bos;
 
     /* context: haystack read cyclically from a random offset, needles written in
      * place; the haystack continues after a needle where it stopped before it, so
      * the filler reads as one running text */
-    uint8_t *owner = dfl__calloc_array((size_t)C, 1);   /* [C] 1 + needle index, 0 = filler */
+    uint8_t *owner = dfl__calloc_array((size_t)C, 1); /* [C] 1 + needle index, 0 = filler */
     if (!owner) {
         dfl_prompt_free(out);
         return dfl__fail(err, DFL_ERR_NOMEM, "template: out of memory");
     }
     for (size_t i = 0; i < K; i++)
-        for (size_t j = 0; j < len[i]; j++) owner[start[i] + (int64_t)j] = (uint8_t)(1 + i);
+        for (size_t j = 0; j < len[i]; j++)
+            owner[start[i] + (int64_t)j] = (uint8_t)(1 + i);
     size_t h = (size_t)dfl_rng_below(&r, (uint64_t)t->n_haystack);
     for (int64_t c = 0; c < C; c++) {
         if (owner[c]) {
@@ -390,8 +394,9 @@ static dfl_status check_params(const dfl_noise_prompts_params *p, const int64_t 
             return dfl__fail(err, DFL_ERR_USAGE, "--depths: %g is not in [0, 1]", depths[i]);
     size_t total;
     if (!dfl__mul_ok(nl * nd, (size_t)p->samples, &total) || total > 10000000)
-        return dfl__fail(err, DFL_ERR_USAGE, "%zu lengths x %zu depths x %lld samples is too many prompts (at most 10^7)",
-                         nl, nd, (long long)p->samples);
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "%zu lengths x %zu depths x %lld samples is too many prompts (at most 10^7)", nl, nd,
+                         (long long)p->samples);
     for (size_t i = 0; i < nl; i++) {
         if (lengths[i] < 1 || lengths[i] > (1 << 24))
             return dfl__fail(err, DFL_ERR_USAGE, "--length %lld is not in [1, %d]", (long long)lengths[i], 1 << 24);
@@ -402,7 +407,8 @@ static dfl_status check_params(const dfl_noise_prompts_params *p, const int64_t 
                                  "--length %lld is too short for the template's pieces (at least %lld tokens%s)",
                                  (long long)lengths[i], (long long)min,
                                  p->tmpl->n_distractors ? ": with distractors the context must hold twice the "
-                                                          "longest needle per needle" : "");
+                                                          "longest needle per needle"
+                                                        : "");
         } else {
             dfl_needle_params np = needle_params(p, lengths[i], depths[0]);
             dfl_status s = dfl_needle_check(&np, err);
@@ -426,7 +432,7 @@ dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_
         if (vocab > 0 && (s = template_check_vocab(p->tmpl, vocab, "template", err))) return s;
     }
 
-    size_t n = nl * nd * (size_t)p->samples;   /* bounded by check_params */
+    size_t n = nl * nd * (size_t)p->samples; /* bounded by check_params */
     dfl_prompt *items = dfl__calloc_array(n, sizeof *items);
     if (!items) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for %zu prompts", n);
     size_t k = 0;
@@ -450,7 +456,8 @@ dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_
                 items[k].id = id;
             }
     if (s) {
-        for (size_t i = 0; i < n; i++) dfl_prompt_free(&items[i]);
+        for (size_t i = 0; i < n; i++)
+            dfl_prompt_free(&items[i]);
         free(items);
         return s;
     }
@@ -462,8 +469,8 @@ dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_
 /* ---------------------------------------------------------- text templates ---- */
 
 /* Tokenize one piece (no special tokens) into a fresh id array; also its offsets. */
-static dfl_status piece_ids(dfl_tokenizer *t, const char *text, const char *label, const char *name,
-                            int32_t **out, size_t *n, dfl_encoding *keep, dfl_error *err)
+static dfl_status piece_ids(dfl_tokenizer *t, const char *text, const char *label, const char *name, int32_t **out,
+                            size_t *n, dfl_encoding *keep, dfl_error *err)
 {
     dfl_encoding e;
     dfl_status s = dfl_tokenizer_encode(t, text, strlen(text), 0, &e, err);
@@ -477,10 +484,13 @@ static dfl_status piece_ids(dfl_tokenizer *t, const char *text, const char *labe
         dfl_encoding_free(&e);
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", label);
     }
-    for (size_t i = 0; i < e.n; i++) (*out)[i] = (int32_t)e.ids[i];
+    for (size_t i = 0; i < e.n; i++)
+        (*out)[i] = (int32_t)e.ids[i];
     *n = e.n;
-    if (keep) *keep = e;
-    else dfl_encoding_free(&e);
+    if (keep)
+        *keep = e;
+    else
+        dfl_encoding_free(&e);
     return DFL_OK;
 }
 
@@ -497,7 +507,8 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
     if (!cJSON_IsObject(root)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: a template must be a JSON object", label);
     for (const cJSON *k = root->child; k; k = k->next) {
         int ok = 0;
-        for (size_t i = 0; i < sizeof known / sizeof *known; i++) ok |= !strcmp(k->string, known[i]);
+        for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+            ok |= !strcmp(k->string, known[i]);
         if (!ok) return dfl__fail(err, DFL_ERR_FORMAT, "%s: unknown key \"%s\"", label, k->string);
     }
     const char *needle = text_of(root, "needle"), *query = text_of(root, "query"), *target = text_of(root, "target");
@@ -513,8 +524,10 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
     } else if (cJSON_IsObject(h) && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(h, "file"))) {
         const char *f = cJSON_GetObjectItemCaseSensitive(h, "file")->valuestring;
         char path[4096];
-        if (f[0] == '/' || !dir) snprintf(path, sizeof path, "%s", f);
-        else snprintf(path, sizeof path, "%s/%s", dir, f);
+        if (f[0] == '/' || !dir)
+            snprintf(path, sizeof path, "%s", f);
+        else
+            snprintf(path, sizeof path, "%s/%s", dir, f);
         size_t hl;
         if ((s = dfl__read_file_max(path, (size_t)1 << 30, "a haystack", &hay, &hl, err)))
             return dfl__context(err, "%s: haystack", label);
@@ -535,13 +548,17 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "answer");
     if (a && !cJSON_IsNull(a)) {
         const char *at = cJSON_IsString(a) && a->valuestring[0] ? strstr(needle, a->valuestring) : NULL;
-        if (!cJSON_IsString(a)) s = dfl__fail(err, DFL_ERR_FORMAT, "%s: \"answer\" must be a string", label);
-        else if (!at) s = dfl__fail(err, DFL_ERR_RANGE, "%s: answer \"%.60s\" is not in the needle", label, a->valuestring);
+        if (!cJSON_IsString(a))
+            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: \"answer\" must be a string", label);
+        else if (!at)
+            s = dfl__fail(err, DFL_ERR_RANGE, "%s: answer \"%.60s\" is not in the needle", label, a->valuestring);
         if (!s) {
             size_t cs = 0, ce;
-            for (const char *q = needle; q < at; q++) cs += ((unsigned char)*q & 0xC0) != 0x80;
+            for (const char *q = needle; q < at; q++)
+                cs += ((unsigned char)*q & 0xC0) != 0x80;
             ce = cs;
-            for (const char *q = at; q < at + strlen(a->valuestring); q++) ce += ((unsigned char)*q & 0xC0) != 0x80;
+            for (const char *q = at; q < at + strlen(a->valuestring); q++)
+                ce += ((unsigned char)*q & 0xC0) != 0x80;
             int64_t first = -1, last = -1;
             for (size_t i = 0; i < ne.n; i++)
                 if (ne.start[i] < ne.end[i] && ne.start[i] < ce && ne.end[i] > cs) {
@@ -555,13 +572,16 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
     if (s) return s;
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "distractors");
     if (ds && !cJSON_IsNull(ds)) {
-        if (!cJSON_IsArray(ds)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"distractors\" must be an array of strings", label);
+        if (!cJSON_IsArray(ds))
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"distractors\" must be an array of strings", label);
         for (const cJSON *d = ds->child; d; d = d->next) {
-            if (!cJSON_IsString(d)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: distractors[%zu] is not a string", label, o->n_distractors);
+            if (!cJSON_IsString(d))
+                return dfl__fail(err, DFL_ERR_FORMAT, "%s: distractors[%zu] is not a string", label, o->n_distractors);
             if (o->n_distractors == DFL_NOISE_MAX_DISTRACTORS)
                 return dfl__fail(err, DFL_ERR_RANGE, "%s: more than %d distractors", label, DFL_NOISE_MAX_DISTRACTORS);
             size_t k = o->n_distractors;
-            if ((s = piece_ids(t, d->valuestring, label, "distractor", &o->distractor[k], &o->n_distractor[k], NULL, err)))
+            if ((s = piece_ids(t, d->valuestring, label, "distractor", &o->distractor[k], &o->n_distractor[k], NULL,
+                               err)))
                 return s;
             o->n_distractors++;
         }
@@ -570,7 +590,8 @@ static dfl_status parse_text_template(const cJSON *root, const char *label, cons
     if ((s = piece_ids(t, target, label, "target", &o->target, &o->n_target, NULL, err))) return s;
     /* bos: what the post-processor puts first, if it puts a special token there */
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "bos");
-    if (b && !cJSON_IsNull(b) && !cJSON_IsBool(b)) return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"bos\" must be true or false", label);
+    if (b && !cJSON_IsNull(b) && !cJSON_IsBool(b))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s: \"bos\" must be true or false", label);
     if (!b || cJSON_IsNull(b) || cJSON_IsTrue(b)) {
         dfl_encoding e;
         if ((s = dfl_tokenizer_encode(t, "", 0, 1, &e, err))) return s;
@@ -618,13 +639,15 @@ dfl_status dfl_noise_prompts_label(dfl_prompt_set *set, dfl_tokenizer *t, dfl_er
         dfl_prompt *p = &set->items[i];
         uint32_t *ids = dfl__alloc_array(p->n_tokens ? p->n_tokens : 1, sizeof *ids);
         if (!ids) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (size_t k = 0; k < p->n_tokens; k++) ids[k] = (uint32_t)p->tokens[k];
+        for (size_t k = 0; k < p->n_tokens; k++)
+            ids[k] = (uint32_t)p->tokens[k];
         char **labels = NULL;
         dfl_status s = dfl_tokenizer_labels(t, ids, p->n_tokens, &labels, err);
         free(ids);
         if (s) return s;
         if (p->text)
-            for (size_t k = 0; k < p->n_tokens; k++) free(p->text[k]);
+            for (size_t k = 0; k < p->n_tokens; k++)
+                free(p->text[k]);
         free(p->text);
         p->text = labels;
     }

@@ -37,17 +37,21 @@
 
 /* A parsed template. Every array is owned (dfl_noise_template_free). */
 typedef struct dfl_noise_template {
-    int32_t *haystack; size_t n_haystack;   /* [n_haystack] >= 1 */
-    int32_t *needle; size_t n_needle;       /* [n_needle] >= 1 */
-    dfl_span answer;                        /* inside the needle: 0 <= start < end <= n_needle */
+    int32_t *haystack;
+    size_t n_haystack; /* [n_haystack] >= 1 */
+    int32_t *needle;
+    size_t n_needle; /* [n_needle] >= 1 */
+    dfl_span answer; /* inside the needle: 0 <= start < end <= n_needle */
     int32_t *distractor[DFL_NOISE_MAX_DISTRACTORS];
     size_t n_distractor[DFL_NOISE_MAX_DISTRACTORS];
     size_t n_distractors;
-    int32_t *query; size_t n_query;         /* >= 1 */
-    int32_t *target; size_t n_target;       /* >= 1 */
+    int32_t *query;
+    size_t n_query; /* >= 1 */
+    int32_t *target;
+    size_t n_target; /* >= 1 */
     int has_bos;
     int32_t bos;
-    int64_t vocab_size;                     /* 0 when the file gives none */
+    int64_t vocab_size; /* 0 when the file gives none */
 } dfl_noise_template;
 
 /* Parse a template from json[len]; `label` names it in messages ("t.json: needle[3]:
@@ -89,16 +93,18 @@ dfl_status dfl_noise_prompts_label(dfl_prompt_set *set, struct dfl_tokenizer *t,
 
 /* What to generate: for each length, for each depth, `samples` prompts. */
 typedef struct dfl_noise_prompts_params {
-    const int64_t *lengths; size_t n_lengths;  /* tokens per prompt; NULL = {256} */
-    const double *depths; size_t n_depths;     /* each in [0, 1]; NULL = {0, .25, .5, .75, 1} */
-    int64_t samples;                           /* per depth and length, >= 1; default 20 */
-    uint64_t seed;                             /* default 1 */
+    const int64_t *lengths;
+    size_t n_lengths; /* tokens per prompt; NULL = {256} */
+    const double *depths;
+    size_t n_depths; /* each in [0, 1]; NULL = {0, .25, .5, .75, 1} */
+    int64_t samples; /* per depth and length, >= 1; default 20 */
+    uint64_t seed;   /* default 1 */
     /* synthetic task (tmpl == NULL), docs/format.md "Needle task" */
-    int needles, queries, digits;              /* default 4, 1, 4 */
-    int64_t vocab_size;                        /* default 128; with a template: ids must be
-                                                  < vocab_size when it is > 0 (default 0:
-                                                  the template's own vocab_size, if any) */
-    const dfl_noise_template *tmpl;            /* NULL = synthetic */
+    int needles, queries, digits;   /* default 4, 1, 4 */
+    int64_t vocab_size;             /* default 128; with a template: ids must be
+                                       < vocab_size when it is > 0 (default 0:
+                                       the template's own vocab_size, if any) */
+    const dfl_noise_template *tmpl; /* NULL = synthetic */
 } dfl_noise_prompts_params;
 
 /* Defaults as documented on each field (vocab_size 128 is for the synthetic task;

@@ -33,8 +33,8 @@ typedef struct where {
 } where;
 
 /* "label:line: " prefix + message; returns s. One place so every message looks alike. */
-__attribute__((format(printf, 4, 5)))
-static dfl_status fail_at(dfl_error *err, dfl_status s, const where *w, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static dfl_status fail_at(dfl_error *err, dfl_status s, const where *w,
+                                                                const char *fmt, ...)
 {
     if (!err) return s;
     char body[sizeof err->msg];
@@ -42,15 +42,14 @@ static dfl_status fail_at(dfl_error *err, dfl_status s, const where *w, const ch
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
-    if (w->line > 0)
-        return dfl__fail(err, s, "%s:%zu: %s", w->label, w->line, body);
+    if (w->line > 0) return dfl__fail(err, s, "%s:%zu: %s", w->label, w->line, body);
     return dfl__fail(err, s, "%s: %s", w->label, body);
 }
 
 static char *dup_str(const char *s)
 {
     size_t n = strlen(s);
-    char *d = malloc(n + 1);  /* n < SIZE_MAX: s exists in memory with its NUL */
+    char *d = malloc(n + 1); /* n < SIZE_MAX: s exists in memory with its NUL */
     if (d) memcpy(d, s, n + 1);
     return d;
 }
@@ -86,7 +85,7 @@ static void fmt_exact(char *buf, size_t n, double d)
 {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d) break;  /* strtod reads the locale's point, like snprintf wrote */
+        if (strtod(buf, NULL) == d) break; /* strtod reads the locale's point, like snprintf wrote */
     }
     const char *dp = localeconv()->decimal_point;
     if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
@@ -119,9 +118,8 @@ static long find_nul_escape(const char *s, size_t n)
         if (c == '"') {
             in_str = 0;
         } else if (c == '\\') {
-            if (i + 1 < n && s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
-                return (long)i;
-            i++;  /* skip the escaped character, whatever it is */
+            if (i + 1 < n && s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0) return (long)i;
+            i++; /* skip the escaped character, whatever it is */
         }
     }
     return -1;
@@ -151,15 +149,14 @@ static dfl_status validate(const dfl_prompt *p, const where *w, dfl_error *err)
             int32_t a = p->spans[k][j].start, b = p->spans[k][j].end;
             /* Same order of checks and words as the reader's parse_spans. */
             if (a >= b)
-                return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%d, %d] is %s", span_names[k], j,
-                               (int)a, (int)b, a == b ? "empty" : "reversed");
+                return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%d, %d] is %s", span_names[k], j, (int)a, (int)b,
+                               a == b ? "empty" : "reversed");
             if (a < 0 || (size_t)b > p->n_tokens)
                 return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%d, %d] is out of range for %zu tokens",
                                span_names[k], j, (int)a, (int)b, p->n_tokens);
         }
     }
-    if (p->has_depth && !isfinite(p->depth))
-        return fail_at(err, DFL_ERR_RANGE, w, "depth is not finite");
+    if (p->has_depth && !isfinite(p->depth)) return fail_at(err, DFL_ERR_RANGE, w, "depth is not finite");
     return DFL_OK;
 }
 
@@ -174,10 +171,11 @@ static dfl_status parse_tokens(const cJSON *root, const where *w, dfl_prompt *p,
     if (!cJSON_IsArray(arr)) return fail_at(err, DFL_ERR_FORMAT, w, "\"tokens\" is not an array");
     /* Count through the list: cJSON_GetArraySize returns an int. */
     size_t n = 0;
-    for (const cJSON *v = arr->child; v; v = v->next) n++;
+    for (const cJSON *v = arr->child; v; v = v->next)
+        n++;
     if (n == 0) return fail_at(err, DFL_ERR_RANGE, w, "empty prompt (\"tokens\" is [])");
     if (n > INT32_MAX) return fail_at(err, DFL_ERR_RANGE, w, "%zu tokens (at most %d)", n, INT32_MAX);
-    p->tokens = dfl__alloc_array(n, sizeof *p->tokens);  /* [n] */
+    p->tokens = dfl__alloc_array(n, sizeof *p->tokens); /* [n] */
     if (!p->tokens) return fail_at(err, DFL_ERR_NOMEM, w, "out of memory for %zu tokens", n);
     p->n_tokens = n;
     size_t i = 0;
@@ -187,8 +185,7 @@ static dfl_status parse_tokens(const cJSON *root, const where *w, dfl_prompt *p,
         fmt_num(num, sizeof num, v->valuedouble);
         if (!is_integral(v)) return fail_at(err, DFL_ERR_FORMAT, w, "tokens[%zu] = %s is not an integer", i, num);
         /* Compare as doubles before converting: out-of-range conversion is undefined. */
-        if (v->valuedouble < 0)
-            return fail_at(err, DFL_ERR_RANGE, w, "tokens[%zu] = %s is negative", i, num);
+        if (v->valuedouble < 0) return fail_at(err, DFL_ERR_RANGE, w, "tokens[%zu] = %s is negative", i, num);
         if (v->valuedouble >= 2147483648.0)
             return fail_at(err, DFL_ERR_RANGE, w, "tokens[%zu] = %s is too large (at most %d)", i, num, INT32_MAX);
         p->tokens[i] = (int32_t)v->valuedouble;
@@ -227,7 +224,7 @@ static dfl_status parse_text(const cJSON *root, const where *w, dfl_prompt *p, d
     }
     if (n != p->n_tokens)
         return fail_at(err, DFL_ERR_RANGE, w, "\"text\" has %zu entries for %zu tokens", n, p->n_tokens);
-    p->text = dfl__calloc_array(n, sizeof *p->text);  /* [n], NULL-filled so a partial free is safe */
+    p->text = dfl__calloc_array(n, sizeof *p->text); /* [n], NULL-filled so a partial free is safe */
     if (!p->text) return fail_at(err, DFL_ERR_NOMEM, w, "out of memory for %zu token strings", n);
     size_t i = 0;
     for (const cJSON *v = arr->child; v; v = v->next, i++)
@@ -236,17 +233,18 @@ static dfl_status parse_text(const cJSON *root, const where *w, dfl_prompt *p, d
     return DFL_OK;
 }
 
-static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w, dfl_prompt *p,
-                              dfl_error *err)
+static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w, dfl_prompt *p, dfl_error *err)
 {
     const char *name = span_names[k];
     const cJSON *arr = get_opt(root, name);
     if (!arr) return DFL_OK;
-    if (!cJSON_IsArray(arr)) return fail_at(err, DFL_ERR_FORMAT, w, "\"%s\" is not an array of [start, end] pairs", name);
+    if (!cJSON_IsArray(arr))
+        return fail_at(err, DFL_ERR_FORMAT, w, "\"%s\" is not an array of [start, end] pairs", name);
     size_t n = 0;
-    for (const cJSON *v = arr->child; v; v = v->next) n++;
-    if (n == 0) return DFL_OK;  /* "answer": [] is the same as no answer */
-    p->spans[k] = dfl__alloc_array(n, sizeof *p->spans[k]);  /* [n] */
+    for (const cJSON *v = arr->child; v; v = v->next)
+        n++;
+    if (n == 0) return DFL_OK;                              /* "answer": [] is the same as no answer */
+    p->spans[k] = dfl__alloc_array(n, sizeof *p->spans[k]); /* [n] */
     if (!p->spans[k]) return fail_at(err, DFL_ERR_NOMEM, w, "out of memory for %zu %s spans", n, name);
     p->n_spans[k] = n;
     size_t j = 0;
@@ -266,8 +264,8 @@ static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w
         if (s > e) return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%s, %s] is reversed", name, j, ss, es);
         if (s == e) return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%s, %s] is empty", name, j, ss, es);
         if (s < 0 || e > (double)p->n_tokens)
-            return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%s, %s] is out of range for %zu tokens",
-                           name, j, ss, es, p->n_tokens);
+            return fail_at(err, DFL_ERR_RANGE, w, "span %s[%zu] = [%s, %s] is out of range for %zu tokens", name, j, ss,
+                           es, p->n_tokens);
         /* Now 0 <= s < e <= n_tokens <= INT32_MAX, so both convert exactly. */
         p->spans[k][j].start = (int32_t)s;
         p->spans[k][j].end = (int32_t)e;
@@ -278,10 +276,19 @@ static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w
 /* Every key of a prompt line is read, ignored as harmless, or an error naming it: a
  * misspelt "anwser" would otherwise leave the answer share silently 0. The lists are
  * docs/format.md's tables. */
-static const char *const token_keys[] = {"tokens", "id",    "text",  "answer", "query",   "distractor",
-                                         "target", "bos",   "depth", "input",  "offsets", NULL};
-static const char *const text_keys[] = {"input", "id", "answer", "query", "distractor", "target", "depth",
-                                        "messages", "add_generation_prompt", "chat_template_kwargs", NULL};
+static const char *const token_keys[] = {"tokens", "id",  "text",  "answer", "query",   "distractor",
+                                         "target", "bos", "depth", "input",  "offsets", NULL};
+static const char *const text_keys[] = {"input",
+                                        "id",
+                                        "answer",
+                                        "query",
+                                        "distractor",
+                                        "target",
+                                        "depth",
+                                        "messages",
+                                        "add_generation_prompt",
+                                        "chat_template_kwargs",
+                                        NULL};
 /* Notes people keep beside a sample; nothing reads them. So is any key starting "_". */
 static const char *const harmless_keys[] = {"comment", "note", "notes", "meta", "metadata", "source", NULL};
 
@@ -300,13 +307,16 @@ static dfl_status check_keys(const cJSON *root, int text_prompt, const where *w,
         /* null is "absent" for every key (pandas and Python's None write it) */
         if (in_list(known, k) || in_list(harmless_keys, k) || k[0] == '_' || cJSON_IsNull(it)) continue;
         if (text_prompt && in_list(token_keys, k))
-            return fail_at(err, DFL_ERR_FORMAT, w, "key \"%.60s\" belongs to a token prompt; a text prompt "
-                           "(\"input\", no \"tokens\") gets it from the tokenizer", k);
+            return fail_at(err, DFL_ERR_FORMAT, w,
+                           "key \"%.60s\" belongs to a token prompt; a text prompt "
+                           "(\"input\", no \"tokens\") gets it from the tokenizer",
+                           k);
         const char *near = dfl__nearest_name(k, known);
-        if (near)
-            return fail_at(err, DFL_ERR_FORMAT, w, "unknown key \"%.60s\" (did you mean \"%s\"?)", k, near);
-        return fail_at(err, DFL_ERR_FORMAT, w, "unknown key \"%.60s\" (docs/format.md lists the keys a prompt "
-                       "may hold)", k);
+        if (near) return fail_at(err, DFL_ERR_FORMAT, w, "unknown key \"%.60s\" (did you mean \"%s\"?)", k, near);
+        return fail_at(err, DFL_ERR_FORMAT, w,
+                       "unknown key \"%.60s\" (docs/format.md lists the keys a prompt "
+                       "may hold)",
+                       k);
     }
     return DFL_OK;
 }
@@ -351,8 +361,7 @@ dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t 
     return DFL_OK;
 }
 
-dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, size_t line,
-                            dfl_prompt *p, dfl_error *err)
+dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, size_t line, dfl_prompt *p, dfl_error *err)
 {
     where w = {label ? label : "prompt", line};
     if (!p) return fail_at(err, DFL_ERR_USAGE, &w, "no output prompt");
@@ -364,8 +373,7 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     if (nul)
         return fail_at(err, DFL_ERR_FORMAT, &w, "NUL byte at byte %zu (not a text line)", (size_t)(nul - json) + 1);
     long esc = find_nul_escape(json, len);
-    if (esc >= 0)
-        return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
+    if (esc >= 0) return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
 
     /* Python's json rules (base/jsondoc.h), plus what json.dumps writes for non-finite
      * floats (NaN, Infinity, -Infinity); a literal beyond the double range is named. */
@@ -383,9 +391,12 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
             s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu (text after the object)", at + 1);
         else if (!strcmp(why, "number out of range")) {
             size_t n = 0;
-            while (at + n < len && n < 40 && strchr("0123456789+-eE.", json[at + n])) n++;
-            s = fail_at(err, DFL_ERR_RANGE, &w, "number %.*s at byte %zu is out of range (beyond a double's "
-                        "1.8e308)", (int)n, json + at, at + 1);
+            while (at + n < len && n < 40 && strchr("0123456789+-eE.", json[at + n]))
+                n++;
+            s = fail_at(err, DFL_ERR_RANGE, &w,
+                        "number %.*s at byte %zu is out of range (beyond a double's "
+                        "1.8e308)",
+                        (int)n, json + at, at + 1);
         } else if (!strcmp(why, "syntax error"))
             s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu", at + 1);
         else
@@ -395,7 +406,7 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     }
     cJSON_Delete(root);
     if (s != DFL_OK)
-        dfl_prompt_free(p);  /* leaves *p zeroed: a failed parse owns nothing */
+        dfl_prompt_free(p); /* leaves *p zeroed: a failed parse owns nothing */
     else
         p->line = line;
     return s;
@@ -407,12 +418,15 @@ void dfl_prompt_free(dfl_prompt *p)
     free(p->id);
     free(p->tokens);
     if (p->text)
-        for (size_t i = 0; i < p->n_tokens; i++) free(p->text[i]);
+        for (size_t i = 0; i < p->n_tokens; i++)
+            free(p->text[i]);
     free(p->text);
-    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->spans[k]);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++)
+        free(p->spans[k]);
     free(p->input);
     free(p->offsets);
-    for (int k = 0; k < DFL_SPAN_KINDS; k++) free(p->char_spans[k]), free(p->chat_spans[k]);
+    for (int k = 0; k < DFL_SPAN_KINDS; k++)
+        free(p->char_spans[k]), free(p->chat_spans[k]);
     free(p->chat);
     memset(p, 0, sizeof *p);
 }
@@ -425,7 +439,7 @@ void dfl_prompt_segments(const dfl_prompt *p, uint8_t *seg)
 {
     size_t n = p->n_tokens;
     if (n == 0) return;
-    memset(seg, DFL_SEG_CONTEXT, n);  /* seg: u8 [n_tokens] */
+    memset(seg, DFL_SEG_CONTEXT, n); /* seg: u8 [n_tokens] */
     if (p->bos) seg[0] = DFL_SEG_BOS;
     /* Kinds in enum order, so a later kind wins on overlap (target over answer).
      * Bounds are clamped: a prompt built in memory may not have been validated. */
@@ -436,20 +450,21 @@ void dfl_prompt_segments(const dfl_prompt *p, uint8_t *seg)
             size_t lo = a < 0 ? 0 : (size_t)a;
             size_t hi = b < 0 ? 0 : (size_t)b;
             if (hi > n) hi = n;
-            for (size_t t = lo; t < hi; t++) seg[t] = code;
+            for (size_t t = lo; t < hi; t++)
+                seg[t] = code;
         }
     }
 }
 
-dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size, const char *label,
-                                  dfl_error *err)
+dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size, const char *label, dfl_error *err)
 {
     where w = {label ? label : "prompt", p->line};
-    if (vocab_size <= 0) return fail_at(err, DFL_ERR_USAGE, &w, "vocab_size %lld is not positive", (long long)vocab_size);
+    if (vocab_size <= 0)
+        return fail_at(err, DFL_ERR_USAGE, &w, "vocab_size %lld is not positive", (long long)vocab_size);
     for (size_t i = 0; i < p->n_tokens; i++)
         if (p->tokens[i] < 0 || (int64_t)p->tokens[i] >= vocab_size)
-            return fail_at(err, DFL_ERR_RANGE, &w, "token %zu = %d is out of range for vocab_size %lld",
-                           i, (int)p->tokens[i], (long long)vocab_size);
+            return fail_at(err, DFL_ERR_RANGE, &w, "token %zu = %d is out of range for vocab_size %lld", i,
+                           (int)p->tokens[i], (long long)vocab_size);
     return DFL_OK;
 }
 
@@ -484,7 +499,8 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
     const char *nul = memchr(buf, '\0', len);
     if (nul) {
         size_t line = 1;
-        for (const char *c = buf; c < nul; c++) line += *c == '\n';
+        for (const char *c = buf; c < nul; c++)
+            line += *c == '\n';
         s = dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu: NUL byte in the file (binary, or UTF-16 text?)", path, line);
         free(buf);
         return s;
@@ -497,9 +513,9 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
     for (size_t line = 1; pos < len; line++) {
         const char *start = buf + pos;
         const char *nl = memchr(start, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - start) : len - pos;  /* the last line may lack '\n' */
+        size_t n = nl ? (size_t)(nl - start) : len - pos; /* the last line may lack '\n' */
         pos += n + (nl ? 1 : 0);
-        if (n && start[n - 1] == '\r') n--;  /* CRLF */
+        if (n && start[n - 1] == '\r') n--; /* CRLF */
         if (is_blank(start, n)) continue;
         if (out->count == cap) {
             /* Grow geometrically; counting lines up front would over-allocate a
@@ -524,7 +540,8 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
         if (!allow_text && out->items[out->count - 1].n_tokens == 0) {
             s = dfl__fail(err, DFL_ERR_FORMAT,
                           "%s:%zu: a text prompt (\"input\", no \"tokens\") needs a tokenizer: "
-                          "probe --tokenizer, or bin/tokenize --prompts", path, line);
+                          "probe --tokenizer, or bin/tokenize --prompts",
+                          path, line);
             break;
         }
     }
@@ -537,7 +554,8 @@ dfl_status dfl__prompt_set_read(const char *path, int allow_text, dfl_prompt_set
 void dfl_prompt_set_free(dfl_prompt_set *s)
 {
     if (!s) return;
-    for (size_t i = 0; i < s->count; i++) dfl_prompt_free(&s->items[i]);
+    for (size_t i = 0; i < s->count; i++)
+        dfl_prompt_free(&s->items[i]);
     free(s->items);
     s->items = NULL;
     s->count = 0;
@@ -593,8 +611,7 @@ done:
     return out;
 }
 
-dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count, int overwrite,
-                                dfl_error *err)
+dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count, int overwrite, dfl_error *err)
 {
     if (!path) return dfl__fail(err, DFL_ERR_USAGE, "no output path given");
     /* An empty file is one the reader refuses ("no samples"), so do not write one. */

@@ -67,23 +67,23 @@ typedef struct dfl_span {
 } dfl_span;
 
 typedef struct dfl_prompt {
-    char *id;              /* "id" or NULL when absent; owned */
-    int32_t *tokens;       /* [n_tokens]; owned */
+    char *id;        /* "id" or NULL when absent; owned */
+    int32_t *tokens; /* [n_tokens]; owned */
     size_t n_tokens;
-    char **text;           /* [n_tokens] UTF-8 strings, or NULL when absent; owned */
-    dfl_span *spans[DFL_SPAN_KINDS];  /* each [n_spans[k]] or NULL; owned */
+    char **text;                     /* [n_tokens] UTF-8 strings, or NULL when absent; owned */
+    dfl_span *spans[DFL_SPAN_KINDS]; /* each [n_spans[k]] or NULL; owned */
     size_t n_spans[DFL_SPAN_KINDS];
-    int bos;               /* "bos", default 1 */
+    int bos; /* "bos", default 1 */
     int has_depth;
-    double depth;          /* "depth" when has_depth */
-    size_t line;           /* 1-based line number it was read from (0 if built in memory) */
-    char *input;           /* "input" text, or NULL; owned */
-    int32_t *offsets;      /* [n_tokens][2] code point range of each token in input, or NULL; owned */
+    double depth;                         /* "depth" when has_depth */
+    size_t line;                          /* 1-based line number it was read from (0 if built in memory) */
+    char *input;                          /* "input" text, or NULL; owned */
+    int32_t *offsets;                     /* [n_tokens][2] code point range of each token in input, or NULL; owned */
     dfl_span *char_spans[DFL_SPAN_KINDS]; /* a text prompt's spans in code points, before
                                            * tokenization (n_tokens == 0); owned */
     size_t n_char_spans[DFL_SPAN_KINDS];
-    char *chat;            /* a chat prompt's template variables (JSON: messages,
-                            * add_generation_prompt, chat_template_kwargs), or NULL; owned */
+    char *chat;                       /* a chat prompt's template variables (JSON: messages,
+                                       * add_generation_prompt, chat_template_kwargs), or NULL; owned */
     char *chat_spans[DFL_SPAN_KINDS]; /* its spans as JSON, resolved once rendered; owned */
 } dfl_prompt;
 
@@ -100,8 +100,8 @@ const char *dfl_span_kind_name(dfl_span_kind k);
  * or a \u0000 escape is DFL_ERR_FORMAT; an unknown key is DFL_ERR_FORMAT; a number
  * beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is
  * left zeroed. */
-dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label,
-                            size_t line, dfl_prompt *p, dfl_error *err);
+dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, size_t line, dfl_prompt *p,
+                            dfl_error *err);
 
 /* Free what p owns and zero it; accepts NULL and zeroed prompts. */
 void dfl_prompt_free(dfl_prompt *p);
@@ -113,8 +113,7 @@ void dfl_prompt_segments(const dfl_prompt *p, uint8_t *seg);
 
 /* Check every token id < vocab_size; DFL_ERR_RANGE naming the line and position,
  * DFL_ERR_USAGE when vocab_size <= 0. */
-dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size,
-                                  const char *label, dfl_error *err);
+dfl_status dfl_prompt_check_vocab(const dfl_prompt *p, int64_t vocab_size, const char *label, dfl_error *err);
 
 /* ---- a whole file ---- */
 
@@ -139,8 +138,7 @@ void dfl_prompt_set_free(dfl_prompt_set *s);
  * nothing created); count 0 is DFL_ERR_USAGE (the reader refuses an empty file);
  * DFL_ERR_IO when the folder is missing or unwritable. Reading the file back gives
  * equal prompts (depth exactly, bit for bit). */
-dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count,
-                                int overwrite, dfl_error *err);
+dfl_status dfl_prompt_set_write(const char *path, const dfl_prompt *items, size_t count, int overwrite, dfl_error *err);
 
 /* ---- text prompts (prompts_text.c) ---- */
 
@@ -152,28 +150,25 @@ struct dfl_tokenizer;
  * special token. A prompt that already has tokens is left alone. DFL_ERR_RANGE when
  * the text gives no token or a span covers none; DFL_ERR_FORMAT for invalid UTF-8
  * (line and byte offset). */
-dfl_status dfl_prompt_tokenize(dfl_prompt *p, struct dfl_tokenizer *t, int special,
-                               const char *label, dfl_error *err);
+dfl_status dfl_prompt_tokenize(dfl_prompt *p, struct dfl_tokenizer *t, int special, const char *label, dfl_error *err);
 
 /* dfl_prompt_set_read that also accepts text prompts and tokenizes them with t
  * (token prompts are read unchanged). */
-dfl_status dfl_prompt_set_read_text(const char *path, struct dfl_tokenizer *t, int special,
-                                    dfl_prompt_set *out, dfl_error *err);
+dfl_status dfl_prompt_set_read_text(const char *path, struct dfl_tokenizer *t, int special, dfl_prompt_set *out,
+                                    dfl_error *err);
 
 /* Read text prompts from `in`, tokenize them with t and write token prompts (with
  * "input" and "offsets") to `out` atomically. */
-dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, struct dfl_tokenizer *t,
-                                    int special, int overwrite, dfl_error *err);
+dfl_status dfl_prompt_file_tokenize(const char *in, const char *out, struct dfl_tokenizer *t, int special,
+                                    int overwrite, dfl_error *err);
 
 /* ---- internals shared with prompts_text.c ---- */
 
 typedef struct cJSON cJSON;
 /* Parse a text prompt's keys (input, spans as characters) into p. */
-dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
-                                  dfl_error *err);
+dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Parse the optional "input" and "offsets" of a token prompt. */
-dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p,
-                                   dfl_error *err);
+dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Parse the optional "depth" (NaN = absent; Infinity refused). */
 dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Add "input" and "offsets" to a prompt's JSON object; 0 on allocation failure. */

@@ -118,9 +118,11 @@ static dfl_status parse_chat(const cJSON *root, const char *label, size_t line, 
         return fail_at(err, DFL_ERR_FORMAT, label, line, "\"messages\" is not a non-empty array of messages");
     size_t i = 0;
     for (const cJSON *e = m->child; e; e = e->next, i++) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"), *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
+                    *c = cJSON_GetObjectItemCaseSensitive(e, "content");
         if (!cJSON_IsObject(e) || !cJSON_IsString(role))
-            return fail_at(err, DFL_ERR_FORMAT, label, line, "messages[%zu] is not an object with a string \"role\"", i);
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "messages[%zu] is not an object with a string \"role\"",
+                           i);
         if (c && !cJSON_IsString(c) && !cJSON_IsArray(c) && !cJSON_IsNull(c))
             return fail_at(err, DFL_ERR_FORMAT, label, line, "messages[%zu]: \"content\" is not a string or a list", i);
     }
@@ -135,7 +137,8 @@ static dfl_status parse_chat(const cJSON *root, const char *label, size_t line, 
     for (size_t r = 0; vars && r < 4; r++)
         if (cJSON_GetObjectItemCaseSensitive(vars, reserved[r])) {
             cJSON_Delete(vars);
-            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"chat_template_kwargs\" may not set \"%s\"", reserved[r]);
+            return fail_at(err, DFL_ERR_FORMAT, label, line, "\"chat_template_kwargs\" may not set \"%s\"",
+                           reserved[r]);
         }
     int ok = vars && cJSON_AddItemToObject(vars, "messages", cJSON_Duplicate(m, 1)) &&
              cJSON_AddBoolToObject(vars, "add_generation_prompt", cJSON_IsTrue(gen)) &&
@@ -146,7 +149,8 @@ static dfl_status parse_chat(const cJSON *root, const char *label, size_t line, 
     for (int k = 0; k < DFL_SPAN_KINDS; k++) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, kind_names[k]);
         if (!arr || cJSON_IsNull(arr) || (cJSON_IsArray(arr) && !arr->child)) continue;
-        if (!(p->chat_spans[k] = cJSON_PrintUnformatted(arr))) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+        if (!(p->chat_spans[k] = cJSON_PrintUnformatted(arr)))
+            return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     }
     p->bos = 0; /* decided by the tokenizer */
     return dfl__prompt_parse_depth(root, label, line, p, err);
@@ -248,8 +252,10 @@ static size_t ws_len(const char *s, size_t n, int from_end)
     size_t k = 0;
     while (k < n) {
         unsigned char c = (unsigned char)(from_end ? s[n - 1 - k] : s[k]);
-        if (c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x1F)) k++;
-        else break;
+        if (c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x1F))
+            k++;
+        else
+            break;
     }
     return k;
 }
@@ -276,8 +282,10 @@ static dfl_status message_span(const cJSON *messages, double want, const char *i
                 return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu]: message %zu has no text content", name,
                                j, i);
             if (!hit)
-                return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu]: the content of message %zu does not "
-                               "appear in the rendered chat (its template rewrites it)", name, j, i);
+                return fail_at(err, DFL_ERR_RANGE, label, line,
+                               "span %s[%zu]: the content of message %zu does not "
+                               "appear in the rendered chat (its template rewrites it)",
+                               name, j, i);
             size_t s = count_cp(input, (size_t)(hit - input));
             out->start = (int32_t)s;
             out->end = (int32_t)(s + count_cp(hit, tl));
@@ -305,13 +313,15 @@ static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label
 {
     const char *tmpl = dfl_tokenizer_chat_template(t);
     if (!tmpl)
-        return fail_at(err, DFL_ERR_CONFIG, label, p->line, "a chat prompt (\"messages\") needs the model's chat "
+        return fail_at(err, DFL_ERR_CONFIG, label, p->line,
+                       "a chat prompt (\"messages\") needs the model's chat "
                        "template: the tokenizer folder has no chat_template.jinja, and no tokenizer_config.json with "
                        "a \"chat_template\"");
     const char *why = NULL;
     size_t at = 0;
     cJSON *vars = dfl__json_parse(p->chat, strlen(p->chat), &why, &at);
-    cJSON *specials = dfl__json_parse(dfl_tokenizer_chat_specials(t), strlen(dfl_tokenizer_chat_specials(t)), &why, &at);
+    cJSON *specials =
+        dfl__json_parse(dfl_tokenizer_chat_specials(t), strlen(dfl_tokenizer_chat_specials(t)), &why, &at);
     dfl_jinja *j = NULL;
     dfl_strbuf out = {0};
     dfl_status s = vars && specials ? DFL_OK : fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
@@ -326,7 +336,8 @@ static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label
     if (!s && (s = dfl_jinja_parse(tmpl, strlen(tmpl), &j, err))) dfl__context(err, "%s:%zu", label, p->line);
     if (!s && (s = dfl_jinja_render(j, text, &out, err))) dfl__context(err, "%s:%zu", label, p->line);
     if (!s && out.oom) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
-    if (!s && !(p->input = strdup(out.p ? out.p : ""))) s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
+    if (!s && !(p->input = strdup(out.p ? out.p : "")))
+        s = fail_at(err, DFL_ERR_NOMEM, label, p->line, "out of memory");
     size_t ncp = p->input ? count_cp(p->input, strlen(p->input)) : 0;
     const cJSON *messages = vars ? cJSON_GetObjectItemCaseSensitive(vars, "messages") : NULL;
     for (int k = 0; k < DFL_SPAN_KINDS && !s; k++) {
@@ -339,7 +350,8 @@ static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label
         /* a single span may stand without its list */
         const cJSON *first = cJSON_IsArray(arr) && !(arr->child && cJSON_IsNumber(arr->child)) ? arr->child : arr;
         size_t n = 0;
-        for (const cJSON *v = first; v; v = first == arr ? NULL : v->next) n++;
+        for (const cJSON *v = first; v; v = first == arr ? NULL : v->next)
+            n++;
         free(p->char_spans[k]);
         p->char_spans[k] = dfl__alloc_array(n, sizeof(dfl_span));
         p->n_char_spans[k] = n;

@@ -28,9 +28,9 @@ typedef struct dfl_tokenizer dfl_tokenizer;
 
 /* Load tokenizer.json at path. Caller closes with dfl_tokenizer_close. DFL_ERR_IO for
  * an unreadable file, one that is not a regular file or holds more than 1 GiB (at
- * once: a FIFO is not waited on); of a repeated key the last wins. DFL_ERR_FORMAT for malformed JSON (with its byte offset), a merge
- * naming an unknown token or a duplicate id; DFL_ERR_CONFIG for an unsupported
- * component (the message names its type) or a bad regex. */
+ * once: a FIFO is not waited on); of a repeated key the last wins. DFL_ERR_FORMAT for malformed JSON (with its byte
+ * offset), a merge naming an unknown token or a duplicate id; DFL_ERR_CONFIG for an unsupported component (the message
+ * names its type) or a bad regex. */
 dfl_status dfl_tokenizer_open(const char *path, dfl_tokenizer **out, dfl_error *err);
 
 /* dfl_tokenizer_open on path, or on path/tokenizer.json when path is a folder. */

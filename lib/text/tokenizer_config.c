@@ -160,10 +160,12 @@ static dfl_status read_template(dfl_tokenizer *t, const cJSON *cfg, const char *
         text = ct->valuestring;
     } else if (cJSON_IsArray(ct)) {
         for (const cJSON *e = ct->child; e && !text; e = e->next) {
-            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"), *v = cJSON_GetObjectItemCaseSensitive(e, "template");
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "name"),
+                        *v = cJSON_GetObjectItemCaseSensitive(e, "template");
             if (cJSON_IsString(n) && !strcmp(n->valuestring, "default") && cJSON_IsString(v)) text = v->valuestring;
         }
-        if (!text) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"chat_template\" lists no template named \"default\"", path);
+        if (!text)
+            return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"chat_template\" lists no template named \"default\"", path);
     } else if (ct && !cJSON_IsNull(ct)) {
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"chat_template\" is neither a string nor a list", path);
     }
@@ -205,6 +207,12 @@ dfl_status dfl__tokenizer_read_config(dfl_tokenizer *t, const char *dir, dfl_err
     return s;
 }
 
-const char *dfl_tokenizer_chat_template(const dfl_tokenizer *t) { return t->chat_template; }
+const char *dfl_tokenizer_chat_template(const dfl_tokenizer *t)
+{
+    return t->chat_template;
+}
 
-const char *dfl_tokenizer_chat_specials(const dfl_tokenizer *t) { return t->chat_specials ? t->chat_specials : "{}"; }
+const char *dfl_tokenizer_chat_specials(const dfl_tokenizer *t)
+{
+    return t->chat_specials ? t->chat_specials : "{}";
+}

@@ -235,7 +235,8 @@ static dfl_status drop_repeated_keys(jparser *ps, size_t base)
                 }
     } else {
         size_t cap = 64;
-        while (cap < 2 * n) cap *= 2;
+        while (cap < 2 * n)
+            cap *= 2;
         if (cap > ps->seen_cap) {
             uint32_t *t = dfl__alloc_array(cap, sizeof *t);
             if (!t || n > UINT32_MAX - 1) {

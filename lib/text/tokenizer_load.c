@@ -645,7 +645,8 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     if (max_id > 2 * entries + 1024)
         return dfl__fail(err, DFL_ERR_FORMAT,
                          "tokenizer.json: id %zu is far beyond the %zu tokens the file defines (ids must run from 0 "
-                         "with few gaps)", max_id - 1, entries);
+                         "with few gaps)",
+                         max_id - 1, entries);
     dfl_status st = dfl__vocab_init(&t->vocab, max_id, pool, err);
     if (st) return st;
     for (uint32_t i = 0; i < vocab->n; i++) {

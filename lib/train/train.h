@@ -40,39 +40,39 @@
 
 /* Views of one copy of the parameters (weights, gradients, or an AdamW moment). */
 typedef struct dfl_train_layer {
-    float *attn_norm;                  /* [D] */
-    float *wq, *wk, *wv, *wo;          /* [q_ld, D], [k_ld, D], [v_ld, D], [D, att_ld] */
-    float *lq1, *lk1, *lq2, *lk2;      /* [dq] Diff only, else NULL */
-    float *subln;                      /* [2d] diff_transformer only, else NULL */
-    float *wlam;                       /* [H, D] diff_transformer_v2's lambda_proj, else NULL */
-    float *mlp_norm;                   /* [D] */
-    float *w_gate, *w_up, *w_down;     /* [F, D], [F, D], [D, F] */
+    float *attn_norm;              /* [D] */
+    float *wq, *wk, *wv, *wo;      /* [q_ld, D], [k_ld, D], [v_ld, D], [D, att_ld] */
+    float *lq1, *lk1, *lq2, *lk2;  /* [dq] Diff only, else NULL */
+    float *subln;                  /* [2d] diff_transformer only, else NULL */
+    float *wlam;                   /* [H, D] diff_transformer_v2's lambda_proj, else NULL */
+    float *mlp_norm;               /* [D] */
+    float *w_gate, *w_up, *w_down; /* [F, D], [F, D], [D, F] */
 } dfl_train_layer;
 
 typedef struct dfl_train_views {
-    float *embed;                      /* [V, D] */
-    float *final_norm;                 /* [D] */
-    float *lm_head;                    /* [V, D]; == embed when tied */
-    dfl_train_layer *layers;           /* [L] */
+    float *embed;            /* [V, D] */
+    float *final_norm;       /* [D] */
+    float *lm_head;          /* [V, D]; == embed when tied */
+    dfl_train_layer *layers; /* [L] */
 } dfl_train_views;
 
 /* One named tensor of the flat parameter array. */
 typedef struct dfl_train_tensor {
-    char name[96];                     /* as model.h binds it, e.g. "model.layers.0.self_attn.q_proj.weight" */
-    int ndim;                          /* 1 or 2 */
+    char name[96]; /* as model.h binds it, e.g. "model.layers.0.self_attn.q_proj.weight" */
+    int ndim;      /* 1 or 2 */
     int64_t shape[2];
-    size_t offset, numel;              /* in floats, into the flat arrays */
-    int decay;                         /* 1: weight decay applies (matrices) */
+    size_t offset, numel; /* in floats, into the flat arrays */
+    int decay;            /* 1: weight decay applies (matrices) */
 } dfl_train_tensor;
 
 typedef struct dfl_train_model {
     dfl_config config;
-    size_t n_params;                   /* floats in each flat array */
-    float *params, *grads, *m, *v;     /* [n_params] each; owned */
-    dfl_train_tensor *tensors;         /* [n_tensors]; owned */
+    size_t n_params;               /* floats in each flat array */
+    float *params, *grads, *m, *v; /* [n_params] each; owned */
+    dfl_train_tensor *tensors;     /* [n_tensors]; owned */
     size_t n_tensors;
-    dfl_train_views w, g, mv, vv;      /* views into params, grads, m, v */
-    float *lambda_init;                /* [L] */
+    dfl_train_views w, g, mv, vv; /* views into params, grads, m, v */
+    float *lambda_init;           /* [L] */
 } dfl_train_model;
 
 /* Check that c can be trained here: MHA, no rope scaling, even heads for diffllama.
@@ -119,8 +119,8 @@ void dfl_train_ws_free(dfl_train_ws *w);
  * gives the token row i should predict, or -1 (ignored). *loss = mean cross-entropy
  * over the non-ignored rows (0 when there are none); *count = their number. Token ids
  * and targets must lie in [0, V) (DFL_ERR_RANGE otherwise). */
-dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const int32_t *tokens,
-                             const int32_t *targets, int64_t B, double *loss, int64_t *count, dfl_error *err);
+dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const int32_t *tokens, const int32_t *targets,
+                             int64_t B, double *loss, int64_t *count, dfl_error *err);
 
 /* Logits of the last forward, [B, T, V] row-major (valid until the next call). */
 const float *dfl_train_logits(const dfl_train_ws *w);
@@ -131,7 +131,7 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w);
 /* ------------------------------------------------------------ optimizer */
 
 typedef struct dfl_adamw {
-    double lr;             /* this step's learning rate */
+    double lr; /* this step's learning rate */
     double beta1, beta2, eps, weight_decay;
 } dfl_adamw;
 
@@ -152,23 +152,23 @@ double dfl_train_clip(dfl_train_model *m, double clip);
 typedef enum dfl_train_loss { DFL_LOSS_TARGET = 0, DFL_LOSS_ALL } dfl_train_loss;
 
 typedef struct dfl_train_params {
-    dfl_model_type type;       /* default llama */
-    int64_t layers, hidden, heads, ffn, vocab;   /* 2, 128, 4, 512, 128 */
-    int tie;                   /* tie_word_embeddings; default 0 */
-    dfl_needle_params task;    /* vocab_size is overwritten by `vocab`; seq 256, 4 needles, 1 query, 4 digits */
-    int64_t batch, steps, warmup;                /* 16, 1000, 100 */
+    dfl_model_type type;                       /* default llama */
+    int64_t layers, hidden, heads, ffn, vocab; /* 2, 128, 4, 512, 128 */
+    int tie;                                   /* tie_word_embeddings; default 0 */
+    dfl_needle_params task;       /* vocab_size is overwritten by `vocab`; seq 256, 4 needles, 1 query, 4 digits */
+    int64_t batch, steps, warmup; /* 16, 1000, 100 */
     double lr, min_lr, weight_decay, beta1, beta2, eps, clip, init_std;
-                               /* 1e-3, 1e-4, 0.1, 0.9, 0.95, 1e-8, 1.0, 0.02 */
-    uint64_t seed;             /* 1 */
-    dfl_train_loss loss;       /* target */
-    int64_t eval_every, eval_samples;  /* 100, 256 (eval_every 0: only at the end) */
-    int64_t ckpt_every;        /* 200 (0: only at the end and when stopped) */
-    int64_t stop_at;           /* stop (with a checkpoint) once this many steps are done; 0 = never */
-    int64_t keep_every;        /* also keep the model of every N-th step in out/steps/step-NNNNNN; 0 = off */
-    int ablate_lambda;         /* Diff models: λ held at 0 (one softmax map + subln), the paper's ablation */
-    const char *out;           /* output directory (created; its parent must exist) */
+    /* 1e-3, 1e-4, 0.1, 0.9, 0.95, 1e-8, 1.0, 0.02 */
+    uint64_t seed;                    /* 1 */
+    dfl_train_loss loss;              /* target */
+    int64_t eval_every, eval_samples; /* 100, 256 (eval_every 0: only at the end) */
+    int64_t ckpt_every;               /* 200 (0: only at the end and when stopped) */
+    int64_t stop_at;                  /* stop (with a checkpoint) once this many steps are done; 0 = never */
+    int64_t keep_every;               /* also keep the model of every N-th step in out/steps/step-NNNNNN; 0 = off */
+    int ablate_lambda;                /* Diff models: λ held at 0 (one softmax map + subln), the paper's ablation */
+    const char *out;                  /* output directory (created; its parent must exist) */
     int resume, overwrite;
-    int force_schedule;        /* resume even if steps, lr, min_lr or warmup differ from the checkpoint's */
+    int force_schedule; /* resume even if steps, lr, min_lr or warmup differ from the checkpoint's */
 } dfl_train_params;
 
 dfl_train_params dfl_train_params_default(void);
@@ -179,30 +179,30 @@ dfl_status dfl_train_params_config(const dfl_train_params *p, dfl_config *c, dfl
 
 /* What the loop reports after each step and each evaluation. */
 typedef struct dfl_train_report {
-    int64_t step, steps;       /* steps done, total */
-    double lr, loss;           /* this step */
-    double tokens_per_s;       /* since this run started */
-    double elapsed_s;          /* of this run */
-    int is_eval;               /* 1: the fields below are set */
+    int64_t step, steps; /* steps done, total */
+    double lr, loss;     /* this step */
+    double tokens_per_s; /* since this run started */
+    double elapsed_s;    /* of this run */
+    int is_eval;         /* 1: the fields below are set */
     double eval_loss, eval_acc, train_loss_avg;
 } dfl_train_report;
 
 typedef struct dfl_train_hooks {
     void *user;
-    void (*report)(void *user, const dfl_train_report *r);   /* may be NULL */
-    volatile sig_atomic_t *stop;   /* checked between steps; non-zero: checkpoint and return */
+    void (*report)(void *user, const dfl_train_report *r); /* may be NULL */
+    volatile sig_atomic_t *stop;                           /* checked between steps; non-zero: checkpoint and return */
     /* A problem that does not stop training (the curves' PNG could not be drawn). May be NULL. */
     void (*warn)(void *user, const char *msg);
 } dfl_train_hooks;
 
 typedef struct dfl_train_result {
     int64_t steps_done, start_step;
-    int interrupted;           /* stopped by hooks->stop or stop_at before `steps` */
+    int interrupted; /* stopped by hooks->stop or stop_at before `steps` */
     size_t n_params;
-    double loss, eval_loss, eval_acc;     /* last values (NaN when none) */
-    int64_t eval_step;         /* the step of eval_loss/eval_acc (0: none in this run) */
-    double tokens_per_s;       /* over this run's steps */
-    double steady_tokens_per_s;/* training steps only (no evaluation or checkpoints), after the first */
+    double loss, eval_loss, eval_acc; /* last values (NaN when none) */
+    int64_t eval_step;                /* the step of eval_loss/eval_acc (0: none in this run) */
+    double tokens_per_s;              /* over this run's steps */
+    double steady_tokens_per_s;       /* training steps only (no evaluation or checkpoints), after the first */
     double seconds;
 } dfl_train_result;
 
@@ -233,19 +233,19 @@ dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *ll
 /* What `train --pair` runs (train_seeds.c): the matched pair into dir/transformer and
  * dir/diff, or with seeds one pair per seed into dir/seed-S/ and then the summary. */
 typedef struct dfl_train_pairs_params {
-    dfl_train_params llama, diff;   /* from dfl_train_pair_params; `out` and (with seeds) `seed` are set per run */
-    const char *dir;                /* OUTDIR, at most 3000 bytes */
-    const uint64_t *seeds;          /* [n_seeds]; NULL: one pair into dir */
-    int n_seeds;                    /* 0..64 */
-    int summarize;                  /* with seeds: train nothing, only (re)write the summary */
-    const dfl_plot_paper *paper;    /* font and width of dir/train.png and seeds.png; NULL = defaults */
+    dfl_train_params llama, diff; /* from dfl_train_pair_params; `out` and (with seeds) `seed` are set per run */
+    const char *dir;              /* OUTDIR, at most 3000 bytes */
+    const uint64_t *seeds;        /* [n_seeds]; NULL: one pair into dir */
+    int n_seeds;                  /* 0..64 */
+    int summarize;                /* with seeds: train nothing, only (re)write the summary */
+    const dfl_plot_paper *paper;  /* font and width of dir/train.png and seeds.png; NULL = defaults */
 } dfl_train_pairs_params;
 
 /* dfl_train_pairs_params with seeds NULL and every field zero but the pair's defaults. */
 dfl_train_pairs_params dfl_train_pairs_params_default(void);
 
 typedef struct dfl_train_pairs_hooks {
-    dfl_train_hooks train;          /* handed to every model's dfl_train_run; train.user is every hook's user */
+    dfl_train_hooks train; /* handed to every model's dfl_train_run; train.user is every hook's user */
     /* Before and after each model ("transformer" or "diff", its params with `out` set;
      * r as dfl_train_run returned it). May be NULL. */
     void (*begin)(void *user, const char *name, const dfl_train_params *p);
@@ -255,9 +255,9 @@ typedef struct dfl_train_pairs_hooks {
 } dfl_train_pairs_hooks;
 
 typedef struct dfl_train_pairs_result {
-    int stopped;        /* train.stop was raised: the run ended after a model's checkpoint, no summary */
-    int models;         /* models trained (or found already trained) */
-    char *summary_md;   /* with seeds, when written: the steps-to table as markdown (caller frees), else NULL */
+    int stopped;      /* train.stop was raised: the run ended after a model's checkpoint, no summary */
+    int models;       /* models trained (or found already trained) */
+    char *summary_md; /* with seeds, when written: the steps-to table as markdown (caller frees), else NULL */
 } dfl_train_pairs_result;
 
 /* Train the pair (llama, then Diff; a --resume whose Diff model has no checkpoint yet
@@ -285,7 +285,7 @@ dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, c
  * runs in dir/seed-S/<model>/ (train --pair dir --seeds LIST writes seed-S/transformer
  * and seed-S/diff). */
 #define DFL_SEEDS_N_LEVELS 3
-extern const double DFL_SEEDS_LEVELS[DFL_SEEDS_N_LEVELS];   /* 0.25, 0.5, 0.9 */
+extern const double DFL_SEEDS_LEVELS[DFL_SEEDS_N_LEVELS]; /* 0.25, 0.5, 0.9 */
 
 /* The first step[i] whose acc[i] >= level (rows in step order), or -1 if none. */
 int64_t dfl_train_steps_to(const double *step, const double *acc, int n, double level);
@@ -303,8 +303,8 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
                                    const char *const *labels, int n_models, const char *png, dfl_report **curves,
                                    dfl_report **steps_to, dfl_error *err);
 /* The same with the figure in pp's font and at pp's width (NULL = as above). */
-dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds,
-                                         const char *const *models, const char *const *labels, int n_models,
-                                         const char *png, const dfl_plot_paper *pp, dfl_report **curves,
-                                         dfl_report **steps_to, dfl_error *err);
+dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds, const char *const *models,
+                                         const char *const *labels, int n_models, const char *png,
+                                         const dfl_plot_paper *pp, dfl_report **curves, dfl_report **steps_to,
+                                         dfl_error *err);
 #endif

@@ -21,16 +21,16 @@
  * Diff heads: A = softmax1 − λ·softmax2, out = RMSNorm(A·v)·(1 − λ_init), the norm's
  * eps dfl__subnorm_eps; DIFF V2: out = A·v (no sub-layer norm, λ of each row). */
 typedef struct dfl__train_geom {
-    int nmaps;                    /* 1 llama, 2 Diff */
-    int64_t heads;                /* analysis heads */
-    int64_t dq;                   /* q/k width of one map */
+    int nmaps;     /* 1 llama, 2 Diff */
+    int64_t heads; /* analysis heads */
+    int64_t dq;    /* q/k width of one map */
     int64_t q_ld, k_ld, v_ld, att_ld;
-    int64_t n_qheads;             /* q heads of width dq, for RoPE */
-    int64_t n_kheads;             /* k heads of width dq (n_qheads but for DIFF V2: H) */
-    int subnorm;                  /* Diff heads with the sub-layer norm (not DIFF V2) */
-    int token_lambda;             /* DIFF V2: λ per token and head */
-    int64_t width;                /* output width of one head (hd, or 2·dq for Diff) */
-    float scale;                  /* 1/sqrt(dq) */
+    int64_t n_qheads; /* q heads of width dq, for RoPE */
+    int64_t n_kheads; /* k heads of width dq (n_qheads but for DIFF V2: H) */
+    int subnorm;      /* Diff heads with the sub-layer norm (not DIFF V2) */
+    int token_lambda; /* DIFF V2: λ per token and head */
+    int64_t width;    /* output width of one head (hd, or 2·dq for Diff) */
+    float scale;      /* 1/sqrt(dq) */
 } dfl__train_geom;
 
 dfl__train_geom dfl__train_geom_make(const dfl_config *c);
@@ -38,7 +38,7 @@ dfl__train_geom dfl__train_geom_make(const dfl_config *c);
 /* The columns of a train.csv that plots and summaries use (train_plot.c): one entry
  * per row, rows that do not parse skipped. */
 typedef struct dfl__train_curve {
-    double *step, *loss, *eval_loss, *eval_acc;   /* [n] each; owned */
+    double *step, *loss, *eval_loss, *eval_acc; /* [n] each; owned */
     int n;
 } dfl__train_curve;
 /* Read path into *c (caller frees with dfl__train_curve_free, also after a failure).

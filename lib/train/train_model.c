@@ -20,18 +20,10 @@ dfl__train_geom dfl__train_geom_make(const dfl_config *c)
     g.dq = hd;
     g.scale = (float)(1.0 / sqrt((double)hd));
     switch (c->type) {
-    case DFL_MODEL_DIFF_TRANSFORMER:
-        g.nmaps = 2, g.heads = H, g.n_qheads = 2 * H, g.width = 2 * hd;
-        break;
-    case DFL_MODEL_DIFFLLAMA:
-        g.nmaps = 2, g.heads = H / 2, g.n_qheads = H, g.width = 2 * hd;
-        break;
-    case DFL_MODEL_DIFF_V2:
-        g.nmaps = 2, g.heads = H, g.n_qheads = 2 * H, g.width = hd;
-        break;
-    default:
-        g.nmaps = 1, g.heads = H, g.n_qheads = H, g.width = hd;
-        break;
+    case DFL_MODEL_DIFF_TRANSFORMER: g.nmaps = 2, g.heads = H, g.n_qheads = 2 * H, g.width = 2 * hd; break;
+    case DFL_MODEL_DIFFLLAMA: g.nmaps = 2, g.heads = H / 2, g.n_qheads = H, g.width = 2 * hd; break;
+    case DFL_MODEL_DIFF_V2: g.nmaps = 2, g.heads = H, g.n_qheads = 2 * H, g.width = hd; break;
+    default: g.nmaps = 1, g.heads = H, g.n_qheads = H, g.width = hd; break;
     }
     g.n_kheads = c->type == DFL_MODEL_DIFF_V2 ? H : g.n_qheads;
     g.subnorm = g.nmaps == 2 && c->type != DFL_MODEL_DIFF_V2;
@@ -51,8 +43,7 @@ dfl_status dfl_train_config_check(const dfl_config *c, dfl_error *err)
                          "training supports multi-head attention only: num_key_value_heads (%lld) must equal "
                          "num_attention_heads (%lld)",
                          (long long)c->num_kv_heads, (long long)c->num_heads);
-    if (c->rope_kind != DFL_ROPE_NONE)
-        return dfl__fail(err, DFL_ERR_CONFIG, "training does not support rope_scaling");
+    if (c->rope_kind != DFL_ROPE_NONE) return dfl__fail(err, DFL_ERR_CONFIG, "training does not support rope_scaling");
     if (c->type == DFL_MODEL_DIFFLLAMA && c->num_heads % 2)
         return dfl__fail(err, DFL_ERR_CONFIG, "diffllama needs an even number of heads (got %lld)",
                          (long long)c->num_heads);
@@ -73,32 +64,34 @@ static size_t layout(const dfl_config *c, dfl_train_tensor *t, size_t *total)
     dfl__train_geom g = dfl__train_geom_make(c);
     int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     size_t n = 0, off = 0;
-#define ADD(nm, d0, d1, dec)                                                        \
-    do {                                                                          \
-        if (t) {                                                                  \
-            snprintf(t[n].name, sizeof t[n].name, "%s", nm);                      \
-            t[n].ndim = (d1) ? 2 : 1;                                             \
-            t[n].shape[0] = (d0), t[n].shape[1] = (d1);                           \
-            t[n].offset = off, t[n].numel = (size_t)(d0) * (size_t)((d1) ? (d1) : 1); \
-            t[n].decay = dec;                                                     \
-        }                                                                         \
-        off += (size_t)(d0) * (size_t)((d1) ? (d1) : 1);                          \
-        n++;                                                                      \
+#define ADD(nm, d0, d1, dec)                                                                                           \
+    do {                                                                                                               \
+        if (t) {                                                                                                       \
+            snprintf(t[n].name, sizeof t[n].name, "%s", nm);                                                           \
+            t[n].ndim = (d1) ? 2 : 1;                                                                                  \
+            t[n].shape[0] = (d0), t[n].shape[1] = (d1);                                                                \
+            t[n].offset = off, t[n].numel = (size_t)(d0) * (size_t)((d1) ? (d1) : 1);                                  \
+            t[n].decay = dec;                                                                                          \
+        }                                                                                                              \
+        off += (size_t)(d0) * (size_t)((d1) ? (d1) : 1);                                                               \
+        n++;                                                                                                           \
     } while (0)
     char nm[96];
     ADD("model.embed_tokens.weight", V, D, 1);
     for (int64_t l = 0; l < c->num_layers; l++) {
-#define LADD(suffix, d0, d1, dec)                                                 \
-    do {                                                                          \
-        snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix);   \
-        ADD(nm, d0, d1, dec);                                                     \
+#define LADD(suffix, d0, d1, dec)                                                                                      \
+    do {                                                                                                               \
+        snprintf(nm, sizeof nm, "model.layers.%lld.%s", (long long)l, suffix);                                         \
+        ADD(nm, d0, d1, dec);                                                                                          \
     } while (0)
         LADD("input_layernorm.weight", D, 0, 0);
         LADD("self_attn.q_proj.weight", g.q_ld, D, 1);
         LADD("self_attn.k_proj.weight", g.k_ld, D, 1);
         LADD("self_attn.v_proj.weight", g.v_ld, D, 1);
-        if (c->type == DFL_MODEL_DIFF_TRANSFORMER) LADD("self_attn.out_proj.weight", D, g.att_ld, 1);
-        else LADD("self_attn.o_proj.weight", D, g.att_ld, 1);
+        if (c->type == DFL_MODEL_DIFF_TRANSFORMER)
+            LADD("self_attn.out_proj.weight", D, g.att_ld, 1);
+        else
+            LADD("self_attn.o_proj.weight", D, g.att_ld, 1);
         if (c->type == DFL_MODEL_DIFF_V2) LADD("self_attn.lambda_proj.weight", c->num_heads, D, 1);
         if (c->type != DFL_MODEL_LLAMA && c->type != DFL_MODEL_DIFF_V2) {
             LADD("self_attn.lambda_q1", g.dq, 0, 0);
@@ -181,8 +174,8 @@ dfl_status dfl_train_model_create(const dfl_config *c, dfl_train_model **out, df
     m->g.layers = dfl__calloc_array(L, sizeof(dfl_train_layer));
     m->mv.layers = dfl__calloc_array(L, sizeof(dfl_train_layer));
     m->vv.layers = dfl__calloc_array(L, sizeof(dfl_train_layer));
-    if (!m->tensors || !m->params || !m->grads || !m->m || !m->v || !m->lambda_init || !m->w.layers ||
-        !m->g.layers || !m->mv.layers || !m->vv.layers) {
+    if (!m->tensors || !m->params || !m->grads || !m->m || !m->v || !m->lambda_init || !m->w.layers || !m->g.layers ||
+        !m->mv.layers || !m->vv.layers) {
         dfl_train_model_free(m);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for %zu parameters", total);
     }
@@ -191,7 +184,8 @@ dfl_status dfl_train_model_create(const dfl_config *c, dfl_train_model **out, df
     bind_views(m, m->grads, &m->g);
     bind_views(m, m->m, &m->mv);
     bind_views(m, m->v, &m->vv);
-    for (size_t l = 0; l < L; l++) m->lambda_init[l] = (float)dfl_config_lambda_init(c, (int64_t)l);
+    for (size_t l = 0; l < L; l++)
+        m->lambda_init[l] = (float)dfl_config_lambda_init(c, (int64_t)l);
     *out = m;
     return DFL_OK;
 }
@@ -208,15 +202,18 @@ void dfl_train_model_free(dfl_train_model *m)
 
 void dfl_train_init(dfl_train_model *m, uint64_t seed, double std)
 {
-    dfl_rng r = dfl_rng_make(seed, 2, 0);   /* stream 2: weights (0, 1 are data) */
+    dfl_rng r = dfl_rng_make(seed, 2, 0); /* stream 2: weights (0, 1 are data) */
     for (size_t i = 0; i < m->n_tensors; i++) {
         const dfl_train_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
         int is_lambda = strstr(t->name, ".lambda_") != NULL;
         for (size_t j = 0; j < t->numel; j++) {
-            if (t->ndim == 2) p[j] = (float)(std * dfl_rng_normal(&r));
-            else if (is_lambda) p[j] = (float)(0.1 * dfl_rng_normal(&r));
-            else p[j] = 1.0f;   /* norm gains and subln */
+            if (t->ndim == 2)
+                p[j] = (float)(std * dfl_rng_normal(&r));
+            else if (is_lambda)
+                p[j] = (float)(0.1 * dfl_rng_normal(&r));
+            else
+                p[j] = 1.0f; /* norm gains and subln */
         }
     }
     memset(m->m, 0, m->n_params * sizeof(float));
@@ -231,7 +228,8 @@ void dfl_train_lambda_zero(dfl_train_model *m)
         if (!y->lq1) continue;
         /* exp(0) − exp(n·c²) + λ_init = 1 − (1 + λ_init) + λ_init = 0 */
         float c = (float)sqrt(log(1.0 + (double)m->lambda_init[l]) / (double)n);
-        for (int64_t j = 0; j < n; j++) y->lq1[j] = y->lk1[j] = 0.0f, y->lq2[j] = y->lk2[j] = c;
+        for (int64_t j = 0; j < n; j++)
+            y->lq1[j] = y->lk1[j] = 0.0f, y->lq2[j] = y->lk2[j] = c;
     }
 }
 

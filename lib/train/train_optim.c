@@ -29,12 +29,14 @@ double dfl_train_clip(dfl_train_model *m, double clip)
         part[c] = s;
     }
     double ss = 0.0;
-    for (int c = 0; c < NORM_CHUNKS; c++) ss += part[c];
+    for (int c = 0; c < NORM_CHUNKS; c++)
+        ss += part[c];
     double norm = sqrt(ss);
     if (clip > 0 && norm > clip) {
         float k = (float)(clip / norm);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) m->grads[i] *= k;
+        for (size_t i = 0; i < n; i++)
+            m->grads[i] *= k;
     }
     return norm;
 }

@@ -29,25 +29,25 @@
 /* ------------------------------------------------------------ workspace */
 
 typedef struct layer_acts {
-    float *x_in;        /* [BT, D] residual stream entering the layer */
-    float *xn1;         /* [BT, D] rmsnorm(x_in)·attn_norm */
-    float *rstd1;       /* [BT] 1/rms of x_in */
-    float *q, *k, *v;   /* [BT, q_ld], [BT, k_ld], [BT, v_ld]; q, k after RoPE */
-    float *P;           /* [B, heads, nmaps, T, T] softmax maps (0 above the diagonal) */
-    float *opre;        /* [BT, att_ld] Diff: A·v before the sub-layer norm */
-    float *rstdh;       /* [BT, heads] Diff: 1/rms of each head's A·v row */
-    float *att;         /* [BT, att_ld] heads' outputs (input of o_proj) */
-    float *x_mid;       /* [BT, D] after the attention residual */
-    float *xn2;         /* [BT, D] */
-    float *rstd2;       /* [BT] */
-    float *gate, *up;   /* [BT, F] before the activation */
-    float *hsw;         /* [BT, F] silu(gate)·up */
-    float *lam;         /* [BT, heads] DIFF V2: σ(lambda_proj(xn1)), the factor on map 2 of each row */
+    float *x_in;      /* [BT, D] residual stream entering the layer */
+    float *xn1;       /* [BT, D] rmsnorm(x_in)·attn_norm */
+    float *rstd1;     /* [BT] 1/rms of x_in */
+    float *q, *k, *v; /* [BT, q_ld], [BT, k_ld], [BT, v_ld]; q, k after RoPE */
+    float *P;         /* [B, heads, nmaps, T, T] softmax maps (0 above the diagonal) */
+    float *opre;      /* [BT, att_ld] Diff: A·v before the sub-layer norm */
+    float *rstdh;     /* [BT, heads] Diff: 1/rms of each head's A·v row */
+    float *att;       /* [BT, att_ld] heads' outputs (input of o_proj) */
+    float *x_mid;     /* [BT, D] after the attention residual */
+    float *xn2;       /* [BT, D] */
+    float *rstd2;     /* [BT] */
+    float *gate, *up; /* [BT, F] before the activation */
+    float *hsw;       /* [BT, F] silu(gate)·up */
+    float *lam;       /* [BT, heads] DIFF V2: σ(lambda_proj(xn1)), the factor on map 2 of each row */
 } layer_acts;
 
 struct dfl_train_ws {
     int64_t Bmax, T, B, nth;
-    int64_t block;             /* attention row/key block (causal: blocks above the diagonal are skipped) */
+    int64_t block; /* attention row/key block (causal: blocks above the diagonal are skipped) */
     dfl__train_geom g;
     dfl__head_plan *plan;      /* [heads] */
     layer_acts *acts;          /* [L] */
@@ -59,24 +59,24 @@ struct dfl_train_ws {
     int32_t *tokens, *targets; /* [BT] copies of the last forward's inputs */
     int64_t count;             /* rows with a target */
     /* backward */
-    float *dx, *dxn, *dtmp;    /* [BT, D] */
-    float *datt;               /* [BT, att_ld] */
-    float *dq, *dk, *dv;       /* [BT, q_ld], [BT, k_ld], [BT, v_ld] */
-    float *dgate, *dup, *dh;   /* [BT, F] */
-    float *dlogits;            /* [BT, V] */
-    float *scratch;            /* [nth, 3·T·T + T·width] per-thread attention scratch; the
-                                * attention regions run at most nth threads */
+    float *dx, *dxn, *dtmp;  /* [BT, D] */
+    float *datt;             /* [BT, att_ld] */
+    float *dq, *dk, *dv;     /* [BT, q_ld], [BT, k_ld], [BT, v_ld] */
+    float *dgate, *dup, *dh; /* [BT, F] */
+    float *dlogits;          /* [BT, V] */
+    float *scratch;          /* [nth, 3·T·T + T·width] per-thread attention scratch; the
+                              * attention regions run at most nth threads */
     size_t scratch_per;
-    double *dlam_part;         /* [Bmax·heads] */
-    float *dlamt;              /* [BT, heads] DIFF V2: dloss/dσ(λ) of each row, then dloss/d(lambda_proj·xn1) */
-    float *dsub_part;          /* [Bmax·heads, width] */
-    float *gpart;              /* [NCHUNK, D] norm-gain partial sums */
-    float *cos_t, *sin_t, *nsin_t;  /* [T, dq/2]; nsin = −sin rotates back */
+    double *dlam_part;             /* [Bmax·heads] */
+    float *dlamt;                  /* [BT, heads] DIFF V2: dloss/dσ(λ) of each row, then dloss/d(lambda_proj·xn1) */
+    float *dsub_part;              /* [Bmax·heads, width] */
+    float *gpart;                  /* [NCHUNK, D] norm-gain partial sums */
+    float *cos_t, *sin_t, *nsin_t; /* [T, dq/2]; nsin = −sin rotates back */
     void **owned;
     size_t n_owned, cap_owned;
     int failed;
-    int dry;                   /* only count: ws_take adds to `need` and allocates nothing */
-    size_t need;               /* bytes ws_take was asked for */
+    int dry;     /* only count: ws_take adds to `need` and allocates nothing */
+    size_t need; /* bytes ws_take was asked for */
 };
 
 /* Allocate a × b elements of `size` bytes, overflow-checked, registered for freeing. */
@@ -87,19 +87,24 @@ static void *ws_take(dfl_train_ws *w, size_t a, size_t b, size_t size)
         w->failed = 1;
         return NULL;
     }
-    if (bytes > SIZE_MAX - w->need) w->failed = 1;
-    else w->need += bytes;
+    if (bytes > SIZE_MAX - w->need)
+        w->failed = 1;
+    else
+        w->need += bytes;
     if (w->dry) return NULL;
     void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) w->failed = 1;
-    else w->owned[w->n_owned++] = p;
+    if (!p)
+        w->failed = 1;
+    else
+        w->owned[w->n_owned++] = p;
     return p;
 }
 
 void dfl_train_ws_free(dfl_train_ws *w)
 {
     if (!w) return;
-    for (size_t i = 0; i < w->n_owned; i++) free(w->owned[i]);
+    for (size_t i = 0; i < w->n_owned; i++)
+        free(w->owned[i]);
     free(w->owned);
     free(w);
 }
@@ -107,13 +112,13 @@ void dfl_train_ws_free(dfl_train_ws *w)
 /* The workspace for config c, or with dry only its size: *need gets the bytes it
  * allocates (the plan and the per-layer table, then every array) and nothing else is
  * allocated or filled. */
-static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, int dry, dfl_train_ws **out,
-                           size_t *need, dfl_error *err)
+static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, int dry, dfl_train_ws **out, size_t *need,
+                           dfl_error *err)
 {
     *out = NULL;
     if (max_batch < 1 || T < 1 || max_batch > (1 << 20) || T > (1 << 20))
-        return dfl__fail(err, DFL_ERR_USAGE, "training batch %lld x %lld tokens is out of range",
-                         (long long)max_batch, (long long)T);
+        return dfl__fail(err, DFL_ERR_USAGE, "training batch %lld x %lld tokens is out of range", (long long)max_batch,
+                         (long long)T);
     dfl_train_ws *w = calloc(1, sizeof *w);
     if (!w) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     const size_t L = (size_t)c->num_layers;
@@ -134,7 +139,7 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
     if (!dfl__mul_ok((size_t)max_batch * H * (size_t)g->nmaps, TT, &maps_n)) w->failed = 1;
     w->plan = ws_take(w, H, 1, sizeof(dfl__head_plan));
     w->acts = ws_take(w, L, 1, sizeof(layer_acts));
-    w->dry = dry;   /* the two tables above are needed to lay out the rest */
+    w->dry = dry; /* the two tables above are needed to lay out the rest */
     for (size_t l = 0; l < L && !w->failed; l++) {
         layer_acts *a = &w->acts[l];
         a->x_in = ws_take(w, BT, D, 4);
@@ -176,7 +181,7 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
     w->dup = ws_take(w, BT, F, 4);
     w->dh = ws_take(w, BT, F, 4);
     w->dlogits = ws_take(w, BT, V, 4);
-    w->scratch_per = 3 * TT + t * (size_t)g->width;   /* T ≤ 2^20 keeps this in range */
+    w->scratch_per = 3 * TT + t * (size_t)g->width; /* T ≤ 2^20 keeps this in range */
     w->scratch = ws_take(w, (size_t)w->nth, w->scratch_per, 4);
     w->dlam_part = ws_take(w, (size_t)max_batch, H, sizeof(double));
     if (g->token_lambda) w->dlamt = ws_take(w, BT, H, 4);
@@ -193,14 +198,16 @@ static dfl_status ws_build(const dfl_config *c, int64_t max_batch, int64_t T, in
     }
     if (w->failed) {
         dfl_train_ws_free(w);
-        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for training on %lld x %lld tokens",
-                         (long long)max_batch, (long long)T);
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for training on %lld x %lld tokens", (long long)max_batch,
+                         (long long)T);
     }
-    for (size_t h = 0; h < H; h++) w->plan[h] = dfl__head_plan_make(c, (int64_t)h);
+    for (size_t h = 0; h < H; h++)
+        w->plan[h] = dfl__head_plan_make(c, (int64_t)h);
     dfl_rope_params rp = {c->rope_theta, DFL_ROPE_NONE, 1.0, 1.0, 4.0, 8192};
     dfl_rope_inv_freq(inv_freq, g->dq, &rp);
     dfl_rope_tables(w->cos_t, w->sin_t, inv_freq, g->dq, T);
-    for (size_t i = 0; i < t * (size_t)g->dq / 2; i++) w->nsin_t[i] = -w->sin_t[i];
+    for (size_t i = 0; i < t * (size_t)g->dq / 2; i++)
+        w->nsin_t[i] = -w->sin_t[i];
     *out = w;
     return DFL_OK;
 }
@@ -217,9 +224,15 @@ dfl_status dfl__train_ws_bytes(const dfl_config *c, int64_t max_batch, int64_t T
     return ws_build(c, max_batch, T, 1, &w, bytes, err);
 }
 
-const float *dfl_train_logits(const dfl_train_ws *w) { return w->logits; }
+const float *dfl_train_logits(const dfl_train_ws *w)
+{
+    return w->logits;
+}
 
-void dfl__train_ws_set_block(dfl_train_ws *w, int64_t block) { w->block = block > 0 ? block : ATTN_BLOCK; }
+void dfl__train_ws_set_block(dfl_train_ws *w, int64_t block)
+{
+    w->block = block > 0 ? block : ATTN_BLOCK;
+}
 
 /* ------------------------------------------------------------- rmsnorm */
 
@@ -238,7 +251,8 @@ static void rmsnorm_bwd(float *dx, float *dgain, float *part, const float *dy, c
             const float *xr = x + i * d, *dyr = dy + i * d;
             float *dxr = dx + i * d;
             float r = rstd[i], dot = 0.0f;
-            for (int64_t j = 0; j < d; j++) dot += gain[j] * dyr[j] * xr[j];
+            for (int64_t j = 0; j < d; j++)
+                dot += gain[j] * dyr[j] * xr[j];
             float k = r * r * r * dot / (float)d;
             for (int64_t j = 0; j < d; j++) {
                 dxr[j] += r * gain[j] * dyr[j] - xr[j] * k;
@@ -247,7 +261,8 @@ static void rmsnorm_bwd(float *dx, float *dgain, float *part, const float *dy, c
         }
     }
     for (int c = 0; c < NCHUNK; c++)
-        for (int64_t j = 0; j < d; j++) dgain[j] += part[(size_t)c * (size_t)d + j];
+        for (int64_t j = 0; j < d; j++)
+            dgain[j] += part[(size_t)c * (size_t)d + j];
 }
 
 /* ----------------------------------------------------------- matmuls */
@@ -290,21 +305,24 @@ static void rope_rows(float *x, int64_t BT, int64_t T, int64_t ld, int64_t nh, i
 static void softmax_row(float *r, int64_t i, int64_t T)
 {
     float mx = -INFINITY, sum = 0.0f;
-    for (int64_t j = 0; j <= i; j++) mx = r[j] > mx ? r[j] : mx;
+    for (int64_t j = 0; j <= i; j++)
+        mx = r[j] > mx ? r[j] : mx;
     for (int64_t j = 0; j <= i; j++) {
         r[j] = expf(r[j] - mx);
         sum += r[j];
     }
     float inv = 1.0f / sum;
-    for (int64_t j = 0; j <= i; j++) r[j] *= inv;
-    for (int64_t j = i + 1; j < T; j++) r[j] = 0.0f;
+    for (int64_t j = 0; j <= i; j++)
+        r[j] *= inv;
+    for (int64_t j = i + 1; j < T; j++)
+        r[j] = 0.0f;
 }
 
 typedef struct attn_args {
     const dfl_train_ws *w;
     const layer_acts *a;
     const dfl_config *c;
-    const float *subln;       /* diff_transformer gain, else NULL */
+    const float *subln; /* diff_transformer gain, else NULL */
     float lambda, lambda_init, eps;
     int64_t T;
 } attn_args;
@@ -312,22 +330,24 @@ typedef struct attn_args {
 static float *map_at(const attn_args *x, int64_t b, int64_t h, int t)
 {
     const dfl__train_geom *g = &x->w->g;
-    return x->a->P + (((size_t)b * (size_t)g->heads + (size_t)h) * (size_t)g->nmaps + (size_t)t) * (size_t)x->T *
-                         (size_t)x->T;
+    return x->a->P +
+           (((size_t)b * (size_t)g->heads + (size_t)h) * (size_t)g->nmaps + (size_t)t) * (size_t)x->T * (size_t)x->T;
 }
 
 /* A = P1 − λ·P2 into A[T, T] (lower triangle and 0 above). */
 static void diff_map(float *A, const float *P1, const float *P2, float lam, int64_t T)
 {
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) A[i * T + j] = P1[i * T + j] - lam * P2[i * T + j];
+        for (int64_t j = 0; j < T; j++)
+            A[i * T + j] = P1[i * T + j] - lam * P2[i * T + j];
 }
 
 /* DIFF V2: row i uses its own λ, lam[i·ld]. */
 static void diff_map_rows(float *A, const float *P1, const float *P2, const float *lam, int64_t ld, int64_t T)
 {
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) A[i * T + j] = P1[i * T + j] - lam[i * ld] * P2[i * T + j];
+        for (int64_t j = 0; j < T; j++)
+            A[i * T + j] = P1[i * T + j] - lam[i * ld] * P2[i * T + j];
 }
 
 /* λ of row i of head h of sequence b: DIFF V2's per-token σ(λ), else the layer's. */
@@ -348,15 +368,16 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
     const float *qb = a->q + (size_t)b * T * g->q_ld, *kb = a->k + (size_t)b * T * g->k_ld;
     const float *vb = a->v + (size_t)b * T * g->v_ld;
     for (int t = 0; t < g->nmaps; t++) {
-        float *P = map_at(x, b, h, t);   /* [T, T] */
+        float *P = map_at(x, b, h, t); /* [T, T] */
         /* causal: row block [r0, r0 + n) only needs keys [0, r0 + n) */
         for (int64_t r0 = 0; r0 < T; r0 += RB) {
             int64_t n = T - r0 < RB ? T - r0 : RB;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(r0 + n), (int)g->dq, g->scale,
-                        qb + r0 * g->q_ld + p->q_col[t], (int)g->q_ld, kb + p->k_col[t], (int)g->k_ld, 0.0f,
-                        P + r0 * T, (int)T);
+                        qb + r0 * g->q_ld + p->q_col[t], (int)g->q_ld, kb + p->k_col[t], (int)g->k_ld, 0.0f, P + r0 * T,
+                        (int)T);
         }
-        for (int64_t i = 0; i < T; i++) softmax_row(P + i * T, i, T);
+        for (int64_t i = 0; i < T; i++)
+            softmax_row(P + i * T, i, T);
     }
     const float *A = map_at(x, b, h, 0), *lrow = row_lambda(x, b, h);
     if (lrow) {
@@ -366,7 +387,7 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         diff_map(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, T);
         A = scr;
     }
-    float *o = (g->subnorm ? a->opre : a->att) + (size_t)b * T * g->att_ld + p->out_col;   /* [T, width] ld att_ld */
+    float *o = (g->subnorm ? a->opre : a->att) + (size_t)b * T * g->att_ld + p->out_col; /* [T, width] ld att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
         for (int64_t r0 = 0; r0 < T; r0 += RB) {
@@ -386,11 +407,13 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         const float *orow = o + i * g->att_ld;
         float *yrow = y + i * g->att_ld;
         float ss = 0.0f;
-        for (int64_t j = 0; j < W; j++) ss += orow[j] * orow[j];
+        for (int64_t j = 0; j < W; j++)
+            ss += orow[j] * orow[j];
         float r = 1.0f / sqrtf(ss / (float)W + x->eps);
         a->rstdh[((size_t)b * T + (size_t)i) * (size_t)g->heads + (size_t)h] = r;
         float k = cscale * r;
-        for (int64_t j = 0; j < W; j++) yrow[j] = orow[j] * k * (x->subln ? x->subln[j] : 1.0f);
+        for (int64_t j = 0; j < W; j++)
+            yrow[j] = orow[j] * k * (x->subln ? x->subln[j] : 1.0f);
     }
 }
 
@@ -404,12 +427,12 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
     const int64_t T = x->T, W = g->width, RB = w->block;
     const layer_acts *a = x->a;
     const size_t task = (size_t)b * (size_t)g->heads + (size_t)h;
-    float *sA = scr, *sdA = scr + T * T, *sdS = scr + 2 * T * T, *sdO = scr + 3 * T * T;   /* [T,T]×3, [T, W] */
+    float *sA = scr, *sdA = scr + T * T, *sdS = scr + 2 * T * T, *sdO = scr + 3 * T * T; /* [T,T]×3, [T, W] */
     const float *qb = a->q + (size_t)b * T * g->q_ld, *kb = a->k + (size_t)b * T * g->k_ld;
     const float *vb = a->v + (size_t)b * T * g->v_ld;
     float *dqb = w->dq + (size_t)b * T * g->q_ld, *dkb = w->dk + (size_t)b * T * g->k_ld;
     float *dvb = w->dv + (size_t)b * T * g->v_ld;
-    const float *dy = w->datt + (size_t)b * T * g->att_ld + p->out_col;   /* [T, W] ld att_ld */
+    const float *dy = w->datt + (size_t)b * T * g->att_ld + p->out_col; /* [T, W] ld att_ld */
 
     const float *dO = dy;
     int64_t ldo = g->att_ld;
@@ -423,7 +446,8 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         for (int64_t i = 0; i < T; i++) {
             const float *orow = O + i * g->att_ld, *dyr = dy + i * g->att_ld;
             float r = a->rstdh[((size_t)b * T + (size_t)i) * (size_t)g->heads + (size_t)h], dot = 0.0f;
-            for (int64_t j = 0; j < W; j++) dot += cs * (x->subln ? x->subln[j] : 1.0f) * dyr[j] * orow[j];
+            for (int64_t j = 0; j < W; j++)
+                dot += cs * (x->subln ? x->subln[j] : 1.0f) * dyr[j] * orow[j];
             float k = r * r * r * dot / (float)W;
             for (int64_t j = 0; j < W; j++) {
                 float gj = x->subln ? x->subln[j] : 1.0f;
@@ -454,23 +478,24 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
                         dO + r0 * ldo + off, (int)ldo, vb + p->v_col[part], (int)g->v_ld, part ? 1.0f : 0.0f,
                         sdA + r0 * T, (int)T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)vw, (int)(T - r0), 1.0f, A + r0 * T + r0,
-                        (int)T, dO + r0 * ldo + off, (int)ldo, 0.0f, dvb + r0 * g->v_ld + p->v_col[part],
-                        (int)g->v_ld);
+                        (int)T, dO + r0 * ldo + off, (int)ldo, 0.0f, dvb + r0 * g->v_ld + p->v_col[part], (int)g->v_ld);
         }
         off += vw;
     }
-    if (lrow) {   /* DIFF V2: dσ(λ) of row i = −Σ_j dA ⊙ P2 over its causal entries */
+    if (lrow) { /* DIFF V2: dσ(λ) of row i = −Σ_j dA ⊙ P2 over its causal entries */
         const float *P2 = map_at(x, b, h, 1);
         for (int64_t i = 0; i < T; i++) {
             double s = 0.0;
-            for (int64_t j = 0; j <= i; j++) s -= (double)sdA[i * T + j] * P2[i * T + j];
+            for (int64_t j = 0; j <= i; j++)
+                s -= (double)sdA[i * T + j] * P2[i * T + j];
             w->dlamt[((size_t)b * (size_t)T + (size_t)i) * (size_t)g->heads + (size_t)h] = (float)s;
         }
-    } else if (g->nmaps == 2) {   /* dλ = −Σ dA ⊙ P2 over the causal entries */
+    } else if (g->nmaps == 2) { /* dλ = −Σ dA ⊙ P2 over the causal entries */
         const float *P2 = map_at(x, b, h, 1);
         double s = 0.0;
         for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j <= i; j++) s -= (double)sdA[i * T + j] * P2[i * T + j];
+            for (int64_t j = 0; j <= i; j++)
+                s -= (double)sdA[i * T + j] * P2[i * T + j];
         w->dlam_part[task] = s;
     }
     for (int t = 0; t < g->nmaps; t++) {
@@ -480,9 +505,12 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
             const float coef = t == 0 ? 1.0f : lrow ? -lrow[i * g->heads] : -x->lambda;
             const float *pr = P + i * T, *dar = sdA + i * T;
             float *dsr = sdS + i * T, dot = 0.0f;
-            for (int64_t j = 0; j <= i; j++) dot += pr[j] * dar[j];
-            for (int64_t j = 0; j <= i; j++) dsr[j] = coef * pr[j] * (dar[j] - dot);
-            for (int64_t j = i + 1; j < T; j++) dsr[j] = 0.0f;
+            for (int64_t j = 0; j <= i; j++)
+                dot += pr[j] * dar[j];
+            for (int64_t j = 0; j <= i; j++)
+                dsr[j] = coef * pr[j] * (dar[j] - dot);
+            for (int64_t j = i + 1; j < T; j++)
+                dsr[j] = 0.0f;
         }
         /* S = scale·Q·Kᵀ: dQ = scale·dS·K, dK = scale·dSᵀ·Q */
         for (int64_t r0 = 0; r0 < T; r0 += RB) {
@@ -503,7 +531,8 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
 static double dotd(const float *a, const float *b, int64_t n)
 {
     double s = 0.0;
-    for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    for (int64_t i = 0; i < n; i++)
+        s += (double)a[i] * b[i];
     return s;
 }
 
@@ -518,15 +547,14 @@ static float layer_lambda(const dfl_train_model *m, int64_t l)
 static attn_args make_attn_args(const dfl_train_model *m, const dfl_train_ws *w, int64_t l)
 {
     const dfl_config *c = &m->config;
-    attn_args x = {w, &w->acts[l], c, m->w.layers[l].subln, w->lambda[l], m->lambda_init[l],
-                   dfl__subnorm_eps(c), w->T};
+    attn_args x = {w, &w->acts[l], c, m->w.layers[l].subln, w->lambda[l], m->lambda_init[l], dfl__subnorm_eps(c), w->T};
     return x;
 }
 
 /* -------------------------------------------------------------- forward */
 
-dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const int32_t *tokens,
-                             const int32_t *targets, int64_t B, double *loss, int64_t *count, dfl_error *err)
+dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const int32_t *tokens, const int32_t *targets,
+                             int64_t B, double *loss, int64_t *count, dfl_error *err)
 {
     const dfl_config *c = &m->config;
     const dfl__train_geom *g = &w->g;
@@ -543,7 +571,7 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
     memcpy(w->tokens, tokens, (size_t)BT * sizeof *tokens);
     memcpy(w->targets, targets, (size_t)BT * sizeof *targets);
 
-    float *x = w->acts[0].x_in;   /* [BT, D] */
+    float *x = w->acts[0].x_in; /* [BT, D] */
     for (int64_t i = 0; i < BT; i++)
         memcpy(x + i * D, m->w.embed + (size_t)tokens[i] * (size_t)D, (size_t)D * sizeof(float));
 
@@ -557,9 +585,10 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         dfl_matmul_xwt(a->q, a->xn1, y->wq, BT, D, g->q_ld);
         dfl_matmul_xwt(a->k, a->xn1, y->wk, BT, D, g->k_ld);
         dfl_matmul_xwt(a->v, a->xn1, y->wv, BT, D, g->v_ld);
-        if (g->token_lambda) {   /* DIFF V2: σ(lambda_proj(xn1)) [BT, H] */
+        if (g->token_lambda) { /* DIFF V2: σ(lambda_proj(xn1)) [BT, H] */
             dfl_matmul_xwt(a->lam, a->xn1, y->wlam, BT, D, g->heads);
-            for (int64_t i = 0; i < BT * g->heads; i++) a->lam[i] = 1.0f / (1.0f + expf(-a->lam[i]));
+            for (int64_t i = 0; i < BT * g->heads; i++)
+                a->lam[i] = 1.0f / (1.0f + expf(-a->lam[i]));
         }
         rope_rows(a->q, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
         rope_rows(a->k, BT, T, g->k_ld, g->n_kheads, g->dq, w->cos_t, w->sin_t, c->rope_interleaved);
@@ -567,7 +596,8 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         int64_t tasks = B * g->heads;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
         for (int64_t task = 0; task < tasks; task++)
-            attn_fwd_task(&ax, task / g->heads, task % g->heads, w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
+            attn_fwd_task(&ax, task / g->heads, task % g->heads,
+                          w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
         dfl_matmul_xwt(a->x_mid, a->att, y->wo, BT, g->att_ld, D);
         dfl_add_inplace(a->x_mid, a->x_in, (size_t)BT * (size_t)D);
         /* MLP: x_next = x_mid + down(silu(gate(xn2))·up(xn2)) */
@@ -576,7 +606,8 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         dfl_matmul_xwt(a->up, a->xn2, y->w_up, BT, D, F);
         size_t nf = (size_t)BT * (size_t)F;
 #pragma omp parallel for schedule(static) if (nf > PAR_MIN)
-        for (size_t i = 0; i < nf; i++) a->hsw[i] = a->gate[i] / (1.0f + expf(-a->gate[i])) * a->up[i];
+        for (size_t i = 0; i < nf; i++)
+            a->hsw[i] = a->gate[i] / (1.0f + expf(-a->gate[i])) * a->up[i];
         dfl_matmul_xwt(x_next, a->hsw, y->w_down, BT, F, D);
         dfl_add_inplace(x_next, a->x_mid, (size_t)BT * (size_t)D);
     }
@@ -590,9 +621,11 @@ dfl_status dfl_train_forward(const dfl_train_model *m, dfl_train_ws *w, const in
         if (w->targets[i] < 0) continue;
         const float *z = w->logits + i * V;
         float mx = z[0];
-        for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        for (int64_t v = 1; v < V; v++)
+            mx = z[v] > mx ? z[v] : mx;
         double s = 0.0;
-        for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - mx);
+        for (int64_t v = 0; v < V; v++)
+            s += exp((double)z[v] - mx);
         w->row_loss[i] = (double)mx + log(s) - (double)z[w->targets[i]];
     }
     double sum = 0.0;
@@ -626,10 +659,13 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
             continue;
         }
         float mx = z[0];
-        for (int64_t v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        for (int64_t v = 1; v < V; v++)
+            mx = z[v] > mx ? z[v] : mx;
         double s = 0.0;
-        for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - mx);
-        for (int64_t v = 0; v < V; v++) dz[v] = (float)(exp((double)z[v] - mx) / s) * inv_n;
+        for (int64_t v = 0; v < V; v++)
+            s += exp((double)z[v] - mx);
+        for (int64_t v = 0; v < V; v++)
+            dz[v] = (float)(exp((double)z[v] - mx) / s) * inv_n;
         dz[w->targets[i]] -= inv_n;
     }
     /* logits = xnf·lm_headᵀ; final norm */
@@ -660,10 +696,12 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         int64_t tasks = B * g->heads;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
         for (int64_t task = 0; task < tasks; task++)
-            attn_bwd_task(&ax, task / g->heads, task % g->heads, w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
+            attn_bwd_task(&ax, task / g->heads, task % g->heads,
+                          w->scratch + (size_t)omp_get_thread_num() * w->scratch_per);
         if (g->nmaps == 2 && !g->token_lambda) {
             double dlam = 0.0;
-            for (int64_t t = 0; t < tasks; t++) dlam += w->dlam_part[t];
+            for (int64_t t = 0; t < tasks; t++)
+                dlam += w->dlam_part[t];
             int64_t n = c->head_dim;
             double e1 = exp((double)(float)dotd(y->lq1, y->lk1, n)), e2 = exp((double)(float)dotd(y->lq2, y->lk2, n));
             for (int64_t j = 0; j < n; j++) {
@@ -674,7 +712,8 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
             }
             if (gy->subln)
                 for (int64_t t = 0; t < tasks; t++)
-                    for (int64_t j = 0; j < g->width; j++) gy->subln[j] += w->dsub_part[(size_t)t * (size_t)g->width + (size_t)j];
+                    for (int64_t j = 0; j < g->width; j++)
+                        gy->subln[j] += w->dsub_part[(size_t)t * (size_t)g->width + (size_t)j];
         }
         /* RoPE is a rotation: its backward rotates by the negative angle */
         rope_rows(w->dq, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
@@ -682,8 +721,9 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         mm_bwd(w->dxn, 0.0f, gy->wq, w->dq, a->xn1, y->wq, BT, D, g->q_ld);
         mm_bwd(w->dxn, 1.0f, gy->wk, w->dk, a->xn1, y->wk, BT, D, g->k_ld);
         mm_bwd(w->dxn, 1.0f, gy->wv, w->dv, a->xn1, y->wv, BT, D, g->v_ld);
-        if (g->token_lambda) {   /* σ' = σ(1 − σ), then through lambda_proj */
-            for (int64_t i = 0; i < BT * g->heads; i++) w->dlamt[i] *= a->lam[i] * (1.0f - a->lam[i]);
+        if (g->token_lambda) { /* σ' = σ(1 − σ), then through lambda_proj */
+            for (int64_t i = 0; i < BT * g->heads; i++)
+                w->dlamt[i] *= a->lam[i] * (1.0f - a->lam[i]);
             mm_bwd(w->dxn, 1.0f, gy->wlam, w->dlamt, a->xn1, y->wlam, BT, D, g->heads);
         }
         rmsnorm_bwd(w->dx, gy->attn_norm, w->gpart, w->dxn, a->x_in, y->attn_norm, a->rstd1, BT, D);
@@ -692,6 +732,7 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
     for (int64_t i = 0; i < BT; i++) {
         float *ge = m->g.embed + (size_t)w->tokens[i] * (size_t)D;
         const float *dxr = w->dx + i * D;
-        for (int64_t j = 0; j < D; j++) ge[j] += dxr[j];
+        for (int64_t j = 0; j < D; j++)
+            ge[j] += dxr[j];
     }
 }

@@ -27,7 +27,8 @@ dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_erro
     dfl_status s = dfl__read_file(path, &text, &len, err);
     if (s) return s;
     size_t lines = 0;
-    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    for (size_t i = 0; i < len; i++)
+        lines += text[i] == '\n';
     c->step = dfl__calloc_array(lines + 1, sizeof(double));
     c->loss = dfl__calloc_array(lines + 1, sizeof(double));
     c->eval_loss = dfl__calloc_array(lines + 1, sizeof(double));
@@ -37,7 +38,7 @@ dfl_status dfl__train_curve_read(const char *path, dfl__train_curve *c, dfl_erro
         dfl__train_curve_free(c);
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: out of memory", path);
     }
-    char *line = strchr(text, '\n');   /* after the header */
+    char *line = strchr(text, '\n'); /* after the header */
     while (line && *++line) {
         double v[5];
         char *p = line, *end;
@@ -73,7 +74,8 @@ dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, c
     char names[24][96];
     dfl_status s = DFL_OK;
     int ns = 0, na = 0;
-    for (int i = 0; i < n && !s; i++) s = dfl__train_curve_read(csv_paths[i], &cv[i], err);
+    for (int i = 0; i < n && !s; i++)
+        s = dfl__train_curve_read(csv_paths[i], &cv[i], err);
     for (int i = 0; i < n && !s; i++) {
         if (cv[i].n == 0) continue;
         dfl_plot_series base;
@@ -102,7 +104,8 @@ dfl_status dfl_train_plot_paper(const char *png, const char *const *csv_paths, c
         acc.series = acc_s, acc.n_series = na;
         s = dfl__train_panels_write(png, loss, acc, pp, err);
     }
-    for (int i = 0; i < n; i++) dfl__train_curve_free(&cv[i]);
+    for (int i = 0; i < n; i++)
+        dfl__train_curve_free(&cv[i]);
     return s;
 }
 

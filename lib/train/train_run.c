@@ -22,7 +22,7 @@
 #include "train/train_internal.h"
 
 #define STREAM_TRAIN 0
-#define STREAM_EVAL 1
+#define STREAM_EVAL  1
 
 /* ------------------------------------------------------------- params */
 
@@ -45,18 +45,19 @@ dfl_train_params dfl_train_params_default(void)
 dfl_status dfl_train_params_config(const dfl_train_params *p, dfl_config *c, dfl_error *err)
 {
     memset(c, 0, sizeof *c);
-    if (p->layers < 1 || p->layers > 1024 || p->hidden < 2 || p->hidden > 65536 || p->heads < 1 ||
-        p->heads > 1024 || p->ffn < 1 || p->ffn > (1 << 18))
-        return dfl__fail(err, DFL_ERR_USAGE, "model sizes out of range (layers %lld, hidden %lld, heads %lld, ffn %lld)",
+    if (p->layers < 1 || p->layers > 1024 || p->hidden < 2 || p->hidden > 65536 || p->heads < 1 || p->heads > 1024 ||
+        p->ffn < 1 || p->ffn > (1 << 18))
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "model sizes out of range (layers %lld, hidden %lld, heads %lld, ffn %lld)",
                          (long long)p->layers, (long long)p->hidden, (long long)p->heads, (long long)p->ffn);
     if (p->vocab < DFL_NEEDLE_MIN_VOCAB || p->vocab > (1 << 24))
         return dfl__fail(err, DFL_ERR_USAGE, "vocab %lld is not in [%d, %d] (the needle task needs %d ids)",
                          (long long)p->vocab, DFL_NEEDLE_MIN_VOCAB, 1 << 24, DFL_NEEDLE_MIN_VOCAB);
     int64_t div = p->type == DFL_MODEL_DIFF_TRANSFORMER ? 2 * p->heads : p->heads;
     if (p->hidden % div || (p->hidden / div) % 2)
-        return dfl__fail(err, DFL_ERR_USAGE,
-                         "hidden %lld must be a multiple of %s%lld with an even quotient (head_dim)", (long long)p->hidden,
-                         p->type == DFL_MODEL_DIFF_TRANSFORMER ? "2 x heads = " : "heads = ", (long long)div);
+        return dfl__fail(
+            err, DFL_ERR_USAGE, "hidden %lld must be a multiple of %s%lld with an even quotient (head_dim)",
+            (long long)p->hidden, p->type == DFL_MODEL_DIFF_TRANSFORMER ? "2 x heads = " : "heads = ", (long long)div);
     if (p->type == DFL_MODEL_DIFFLLAMA && p->heads % 2)
         return dfl__fail(err, DFL_ERR_USAGE, "diffllama needs an even number of heads (got %lld)", (long long)p->heads);
     c->type = p->type;
@@ -84,7 +85,8 @@ static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *tas
     dfl_status s = dfl_needle_check(task, err);
     if (s) return s;
     if (!p->out || !*p->out) return dfl__fail(err, DFL_ERR_USAGE, "no output directory given");
-    if (p->batch < 1 || p->batch > 65536) return dfl__fail(err, DFL_ERR_USAGE, "batch %lld is not in [1, 65536]", (long long)p->batch);
+    if (p->batch < 1 || p->batch > 65536)
+        return dfl__fail(err, DFL_ERR_USAGE, "batch %lld is not in [1, 65536]", (long long)p->batch);
     if (p->steps < 1) return dfl__fail(err, DFL_ERR_USAGE, "steps must be >= 1");
     if (p->warmup < 0) return dfl__fail(err, DFL_ERR_USAGE, "warmup must be >= 0");
     if (!(p->lr > 0) || !(p->min_lr >= 0) || p->min_lr > p->lr)
@@ -97,7 +99,8 @@ static dfl_status check_params(const dfl_train_params *p, dfl_needle_params *tas
     if (p->ablate_lambda && p->type == DFL_MODEL_LLAMA)
         return dfl__fail(err, DFL_ERR_USAGE, "the lambda ablation needs a Diff model (llama has no lambda)");
     if (p->ablate_lambda && p->type == DFL_MODEL_DIFF_V2)
-        return dfl__fail(err, DFL_ERR_USAGE, "the lambda ablation fixes one lambda per layer: diff_transformer_v2's "
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "the lambda ablation fixes one lambda per layer: diff_transformer_v2's "
                          "lambda is per token (sigmoid(lambda_proj(x)))");
     return DFL_OK;
 }
@@ -112,9 +115,9 @@ static void args_text(const dfl_train_params *p, char *buf, size_t cap)
              "beta1=%.17g beta2=%.17g eps=%.17g clip=%.17g init_std=%.17g seed=%llu loss=%s eval_samples=%lld",
              dfl_model_type_name(p->type), (long long)p->layers, (long long)p->hidden, (long long)p->heads,
              (long long)p->ffn, (long long)p->vocab, p->tie, (long long)p->task.seq_len, p->task.needles,
-             p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, p->weight_decay, p->beta1,
-             p->beta2, p->eps, p->clip, p->init_std, (unsigned long long)p->seed,
-             p->loss == DFL_LOSS_ALL ? "all" : "target", (long long)p->eval_samples);
+             p->task.queries, p->task.digits, p->task.depth, (long long)p->batch, p->weight_decay, p->beta1, p->beta2,
+             p->eps, p->clip, p->init_std, (unsigned long long)p->seed, p->loss == DFL_LOSS_ALL ? "all" : "target",
+             (long long)p->eval_samples);
     /* appended only when set, so checkpoints made before the flag existed still resume */
     size_t n = strlen(buf);
     if (p->ablate_lambda && n < cap) snprintf(buf + n, cap - n, " lambda=0");
@@ -124,8 +127,8 @@ static void args_text(const dfl_train_params *p, char *buf, size_t cap)
  * another one changes every later step, so it is refused unless force_schedule. */
 static void sched_text(const dfl_train_params *p, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "steps=%lld warmup=%lld lr=%.17g min_lr=%.17g", (long long)p->steps, (long long)p->warmup,
-             p->lr, p->min_lr);
+    snprintf(buf, cap, "steps=%lld warmup=%lld lr=%.17g min_lr=%.17g", (long long)p->steps, (long long)p->warmup, p->lr,
+             p->min_lr);
 }
 
 /* What a checkpoint holds besides the model and moments: the CSV window in progress
@@ -133,7 +136,7 @@ static void sched_text(const dfl_train_params *p, char *buf, size_t cap)
  * run) and the texts that a resume must match. */
 typedef struct ckpt_meta {
     const char *args, *sched;
-    double win[2];       /* loss sum and step count of the CSV window in progress */
+    double win[2]; /* loss sum and step count of the CSV window in progress */
 } ckpt_meta;
 
 /* --------------------------------------------------------------- files */
@@ -164,7 +167,10 @@ static dfl_status make_dirs(const char *dir, dfl_error *err)
     return DFL_OK;
 }
 
-static void join(char *buf, size_t cap, const char *dir, const char *file) { snprintf(buf, cap, "%s/%s", dir, file); }
+static void join(char *buf, size_t cap, const char *dir, const char *file)
+{
+    snprintf(buf, cap, "%s/%s", dir, file);
+}
 
 /* out/steps/step-NNNNNN/{config.json,model.safetensors}: the model at this step, kept
  * (--keep-every) so that analyses can pick the checkpoint where a skill level is reached. */
@@ -200,7 +206,7 @@ static uint32_t ckpt_crc(const dfl_tensor **ts, size_t n)
         if (!strcmp(ts[i]->name, CKPT_CHECKSUM)) continue;
         crc = crc32(crc, (const Bytef *)ts[i]->name, (uInt)strlen(ts[i]->name) + 1);
         const Bytef *d = ts[i]->data;
-        for (size_t left = ts[i]->nbytes; left > 0;) {   /* crc32 takes at most 4 GB at a time */
+        for (size_t left = ts[i]->nbytes; left > 0;) { /* crc32 takes at most 4 GB at a time */
             uInt k = left > (1u << 30) ? (1u << 30) : (uInt)left;
             crc = crc32(crc, d, k);
             d += k, left -= k;
@@ -230,8 +236,10 @@ static dfl_status check_state(const dfl_train_model *m, const char *what, dfl_er
             size_t j = first_bad(x, t->numel, k == 2);
             if (j == t->numel) continue;
             return dfl__fail(err, DFL_ERR_RANGE, "%s: %s%s element %zu is %g (%s)", what,
-                             k == 0 ? "" : k == 1 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.", t->name, j,
-                             (double)x[j], isfinite(x[j]) ? "a second moment below 0" : "not finite");
+                             k == 0   ? ""
+                             : k == 1 ? "optimizer.exp_avg."
+                                      : "optimizer.exp_avg_sq.",
+                             t->name, j, (double)x[j], isfinite(x[j]) ? "a second moment below 0" : "not finite");
         }
     return DFL_OK;
 }
@@ -243,7 +251,7 @@ static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int
     const size_t n = m->n_tensors, total = 3 * n + 6;
     dfl_tensor *ts = dfl__calloc_array(total, sizeof *ts);
     const dfl_tensor **sorted = dfl__calloc_array(total, sizeof *sorted);
-    char (*names)[128] = dfl__calloc_array(2 * n, sizeof *names);
+    char(*names)[128] = dfl__calloc_array(2 * n, sizeof *names);
     dfl_status s = DFL_OK;
     if (!ts || !sorted || !names) {
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
@@ -255,7 +263,8 @@ static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int
         for (size_t i = 0; i < n; i++) {
             const dfl_train_tensor *t = &m->tensors[i];
             dfl_tensor *o = &ts[k * n + i];
-            if (k == 0) o->name = t->name;
+            if (k == 0)
+                o->name = t->name;
             else {
                 snprintf(names[(k - 1) * n + i], sizeof names[0], "optimizer.%s.%s", k == 1 ? "exp_avg" : "exp_avg_sq",
                          t->name);
@@ -271,11 +280,12 @@ static dfl_status save_checkpoint(const dfl_train_model *m, const char *dir, int
     st[0] = (dfl_tensor){"train.step", DFL_DTYPE_I64, 1, {1}, &step_v, 8};
     st[1] = (dfl_tensor){"train.elapsed_s", DFL_DTYPE_F64, 1, {1}, &elapsed, 8};
     st[2] = (dfl_tensor){"train.args", DFL_DTYPE_U8, 1, {(int64_t)strlen(args)}, args, strlen(args)};
-    st[3] = (dfl_tensor){"train.schedule", DFL_DTYPE_U8, 1, {(int64_t)strlen(meta->sched)}, meta->sched,
-                         strlen(meta->sched)};
+    st[3] = (dfl_tensor){"train.schedule", DFL_DTYPE_U8,       1, {(int64_t)strlen(meta->sched)},
+                         meta->sched,      strlen(meta->sched)};
     st[4] = (dfl_tensor){"train.window", DFL_DTYPE_F64, 1, {2}, meta->win, 16};
     /* last, so that every other tensor keeps the offset it had before checksums */
-    for (size_t i = 0; i + 1 < total; i++) sorted[i] = &ts[i];
+    for (size_t i = 0; i + 1 < total; i++)
+        sorted[i] = &ts[i];
     int64_t crc = ckpt_crc(sorted, total - 1);
     st[5] = (dfl_tensor){CKPT_CHECKSUM, DFL_DTYPE_I64, 1, {1}, &crc, 8};
     char path[4096];
@@ -313,7 +323,8 @@ static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta
             s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < nt; i++) sorted[i] = dfl_st_at(f, i);
+        for (size_t i = 0; i < nt; i++)
+            sorted[i] = dfl_st_at(f, i);
         if (tck->dtype == DFL_DTYPE_I64 && tck->nbytes == 8) memcpy(&stored, tck->data, 8);
         uint32_t crc = ckpt_crc(sorted, nt);
         if (stored != (int64_t)crc) {
@@ -363,12 +374,15 @@ static dfl_status load_checkpoint(dfl_train_model *m, const char *dir, ckpt_meta
     for (size_t k = 0; k < 3 && !s; k++)
         for (size_t i = 0; i < m->n_tensors && !s; i++) {
             const dfl_train_tensor *t = &m->tensors[i];
-            if (k == 0) snprintf(name, sizeof name, "%s", t->name);
-            else snprintf(name, sizeof name, "optimizer.%s.%s", k == 1 ? "exp_avg" : "exp_avg_sq", t->name);
+            if (k == 0)
+                snprintf(name, sizeof name, "%s", t->name);
+            else
+                snprintf(name, sizeof name, "optimizer.%s.%s", k == 1 ? "exp_avg" : "exp_avg_sq", t->name);
             const dfl_tensor *x = dfl_st_find(f, name);
             if (!x || x->dtype != DFL_DTYPE_F32 || x->nbytes != t->numel * sizeof(float))
                 s = dfl__fail(err, DFL_ERR_FORMAT, "%s: tensor '%s' is missing or has the wrong size", path, name);
-            else memcpy(base[k] + t->offset, x->data, x->nbytes);
+            else
+                memcpy(base[k] + t->offset, x->data, x->nbytes);
         }
     if (!s) s = check_state(m, path, err);
 done:
@@ -394,7 +408,7 @@ static dfl_status csv_restore(dfl_strbuf *csv, const char *dir, int64_t step, df
     size_t len;
     dfl_status s = dfl__read_file(path, &text, &len, err);
     if (s) return s;
-    char *line = strchr(text, '\n');   /* skip the header */
+    char *line = strchr(text, '\n'); /* skip the header */
     while (line && *++line) {
         char *end = strchr(line, '\n');
         if (!end) break;
@@ -488,7 +502,7 @@ static dfl_status check_memory(const dfl_config *c, const dfl_train_params *p, d
     size_t ws = 0, np = dfl_train_param_count(c);
     dfl_status s = dfl__train_ws_bytes(c, p->batch, p->task.seq_len, &ws, err);
     if (s) return s;
-    double model = 4.0 * (double)np * sizeof(float);   /* params, grads, m, v */
+    double model = 4.0 * (double)np * sizeof(float); /* params, grads, m, v */
     double batch = 2.0 * (double)p->batch * (double)p->task.seq_len * sizeof(int32_t);
     double need = model + (double)ws + batch, avail = mem_available();
     if (avail >= 0 && need > avail)
@@ -538,19 +552,21 @@ static void kept_text(char *buf, size_t cap, int64_t last_ckpt)
 {
     if (last_ckpt >= 0)
         snprintf(buf, cap, "checkpoint.safetensors and model.safetensors are those of step %lld", (long long)last_ckpt);
-    else snprintf(buf, cap, "no checkpoint had been written yet");
+    else
+        snprintf(buf, cap, "no checkpoint had been written yet");
 }
 
 /* A run that turned non-finite: the message names the step and the quantity and says
  * what is left on disk (nothing of this step is written). DFL_ERR_RANGE. */
-static dfl_status diverged(dfl_error *err, const char *out, int64_t step, const char *what, double x,
-                           int64_t last_ckpt)
+static dfl_status diverged(dfl_error *err, const char *out, int64_t step, const char *what, double x, int64_t last_ckpt)
 {
     char kept[160];
     kept_text(kept, sizeof kept, last_ckpt);
     char val[32];
-    if (isnan(x)) snprintf(val, sizeof val, "NaN");
-    else snprintf(val, sizeof val, "%g", x);
+    if (isnan(x))
+        snprintf(val, sizeof val, "NaN");
+    else
+        snprintf(val, sizeof val, "%g", x);
     return dfl__fail(err, DFL_ERR_RANGE,
                      "%s: step %lld: %s is %s: training diverged (try a smaller --lr or --init-std, or --clip); "
                      "stopped without writing this step: %s",
@@ -573,8 +589,7 @@ static dfl_status check_finite(const dfl_train_model *m, const char *out, int64_
                      out, (long long)step, why, kept);
 }
 
-dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res,
-                         dfl_error *err)
+dfl_status dfl_train_run(const dfl_train_params *p, const dfl_train_hooks *hooks, dfl_train_result *res, dfl_error *err)
 {
     unsigned mode = flush_subnormals();
     dfl_status s = train_run(p, hooks, res, err);
@@ -620,8 +635,10 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
         if (s == DFL_ERR_EXISTS) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            s = dfl__fail(err, DFL_ERR_EXISTS, "%s: another train run is writing this folder (%s); wait for it or "
-                          "choose another --out", p->out, why);
+            s = dfl__fail(err, DFL_ERR_EXISTS,
+                          "%s: another train run is writing this folder (%s); wait for it or "
+                          "choose another --out",
+                          p->out, why);
         }
         return s;
     }
@@ -644,7 +661,8 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     r.n_params = m->n_params;
     int64_t step = 0;
     double elapsed0 = 0.0;
-    if (p->resume) s = load_checkpoint(m, p->out, &meta, p->force_schedule, p->steps, hooks, &step, &elapsed0, err);
+    if (p->resume)
+        s = load_checkpoint(m, p->out, &meta, p->force_schedule, p->steps, hooks, &step, &elapsed0, err);
     else {
         dfl_train_init(m, p->seed, p->init_std);
         if (p->ablate_lambda) dfl_train_lambda_zero(m);
@@ -657,9 +675,9 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     if (s) goto done;
 
     r.start_step = step;
-    int64_t last_ckpt = p->resume ? step : -1;   /* the step of the checkpoint on disk; -1: none */
+    int64_t last_ckpt = p->resume ? step : -1; /* the step of the checkpoint on disk; -1: none */
     const double t_start = dfl_clock_seconds();
-    double t_win = t_start, loss_sum = meta.win[0], steady_s = 0.0;   /* steady: step times after the first */
+    double t_win = t_start, loss_sum = meta.win[0], steady_s = 0.0; /* steady: step times after the first */
     int64_t win_steps = (int64_t)meta.win[1];
     /* a resume at or past --stop-at trains nothing (a rerun of the same command is a no-op) */
     int stopped = p->stop_at > 0 && step >= p->stop_at && step < p->steps, plot_warned = 0;
@@ -708,8 +726,9 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
             r.eval_step = step;
             double t2 = dfl_clock_seconds();
             char row[256];
-            snprintf(row, sizeof row, "%lld,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", (long long)step, lr, loss_sum / (double)win_steps,
-                     r.eval_loss, r.eval_acc, (double)win_steps * (double)bt / (t - t_win), elapsed0 + (t2 - t_start));
+            snprintf(row, sizeof row, "%lld,%.6g,%.6f,%.6f,%.6f,%.1f,%.3f\n", (long long)step, lr,
+                     loss_sum / (double)win_steps, r.eval_loss, r.eval_acc,
+                     (double)win_steps * (double)bt / (t - t_win), elapsed0 + (t2 - t_start));
             rep.is_eval = 1;
             rep.eval_loss = r.eval_loss, rep.eval_acc = r.eval_acc, rep.train_loss_avg = loss_sum / (double)win_steps;
             if (hooks && hooks->report) hooks->report(hooks->user, &rep);
@@ -776,9 +795,9 @@ dfl_status dfl_train_pair_params(const dfl_train_params *p, dfl_train_params *ll
     *llama = *p;
     *diff = *p;
     llama->type = DFL_MODEL_LLAMA;
-    llama->ablate_lambda = 0;   /* the ablation is the Diff model's */
+    llama->ablate_lambda = 0; /* the ablation is the Diff model's */
     diff->type = DFL_MODEL_DIFF_TRANSFORMER;
-    diff->heads = p->heads / 2;   /* head_dim D/(H/2)/2 = D/H: the llama head_dim */
+    diff->heads = p->heads / 2; /* head_dim D/(H/2)/2 = D/H: the llama head_dim */
     dfl_config a, b;
     dfl_status s = dfl_train_params_config(llama, &a, err);
     if (!s) s = dfl_train_params_config(diff, &b, err);

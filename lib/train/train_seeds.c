@@ -140,10 +140,10 @@ dfl_status dfl_train_seeds_summary(const char *dir, const uint64_t *seeds, int n
                                          err);
 }
 
-dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds,
-                                         const char *const *models, const char *const *labels, int n_models,
-                                         const char *png, const dfl_plot_paper *pp, dfl_report **curves,
-                                         dfl_report **steps_to, dfl_error *err)
+dfl_status dfl_train_seeds_summary_paper(const char *dir, const uint64_t *seeds, int n_seeds, const char *const *models,
+                                         const char *const *labels, int n_models, const char *png,
+                                         const dfl_plot_paper *pp, dfl_report **curves, dfl_report **steps_to,
+                                         dfl_error *err)
 {
     *curves = *steps_to = NULL;
     if (n_seeds < 1 || n_models < 1 || n_models > 8)
@@ -258,7 +258,7 @@ dfl_train_pairs_params dfl_train_pairs_params_default(void)
     memset(&pp, 0, sizeof pp);
     dfl_train_params p = dfl_train_params_default();
     dfl_error err;
-    dfl_train_pair_params(&p, &pp.llama, &pp.diff, &err);   /* the defaults (4 heads) always pair */
+    dfl_train_pair_params(&p, &pp.llama, &pp.diff, &err); /* the defaults (4 heads) always pair */
     return pp;
 }
 
@@ -274,7 +274,10 @@ static void note(const dfl_train_pairs_hooks *h, const char *fmt, ...)
     h->note(h->train.user, msg);
 }
 
-static int stop_raised(const dfl_train_pairs_hooks *h) { return h && h->train.stop && *h->train.stop; }
+static int stop_raised(const dfl_train_pairs_hooks *h)
+{
+    return h && h->train.stop && *h->train.stop;
+}
 
 /* One model of a pair: begin, dfl_train_run, end. */
 static dfl_status pair_model(const dfl_train_params *p, const char *name, const dfl_train_pairs_hooks *h,
@@ -327,7 +330,8 @@ static dfl_status run_pair(const dfl_train_params *llama, const dfl_train_params
     dfl_error perr = {DFL_OK, ""};
     if (dfl_train_plot_paper(png, csvs, labels, 2, title, paper, &perr)) {
         if (h && h->train.warn) h->train.warn(h->train.user, perr.msg);
-    } else note(h, "wrote %s", png);
+    } else
+        note(h, "wrote %s", png);
     return DFL_OK;
 }
 
@@ -371,7 +375,7 @@ dfl_status dfl_train_pairs_run(const dfl_train_pairs_params *pp, const dfl_train
     if (!pp->seeds) return run_pair(&pp->llama, &pp->diff, pp->dir, pp->paper, h, res, err);
     dfl_status s = DFL_OK;
     for (int i = 0; i < pp->n_seeds && !s && !res->stopped && !pp->summarize; i++) {
-        char dir[3100], ck[3200];   /* dir is at most 3000 bytes (checked above) */
+        char dir[3100], ck[3200]; /* dir is at most 3000 bytes (checked above) */
         snprintf(dir, sizeof dir, "%s/seed-%llu", pp->dir, (unsigned long long)pp->seeds[i]);
         dfl_train_params sl = pp->llama, sd = pp->diff;
         sl.seed = sd.seed = pp->seeds[i];

@@ -23,7 +23,8 @@ const dfl_view_catalog *dfl_view_catalog_of(const dfl_view *v)
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 
@@ -93,7 +94,8 @@ void dfl_view_close(dfl_view *v)
     }
     for (size_t i = 0; i < v->nd; i++) {
         dfl__view_dump *d = &v->d[i];
-        for (size_t k = 0; d->samples && k < d->n; k++) dfl_dump_attn_free(&d->samples[k].at);
+        for (size_t k = 0; d->samples && k < d->n; k++)
+            dfl_dump_attn_free(&d->samples[k].at);
         free(d->samples);
         free(d->lambda);
         free(d->model_type);
@@ -120,7 +122,8 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
      * evicted as soon as it is made and made again */
     size_t need = 2 * (size_t)p->base_cells * (size_t)p->base_cells * sizeof(float) + ((size_t)4 << 20);
     if (p->cache_bytes < need)
-        return dfl__fail(err, DFL_ERR_USAGE, "a cache of %zu MiB is too small for base grids of %lld cells: need %zu MiB",
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "a cache of %zu MiB is too small for base grids of %lld cells: need %zu MiB",
                          p->cache_bytes >> 20, (long long)p->base_cells, (need + ((size_t)1 << 20) - 1) >> 20);
     dfl_view *v = calloc(1, sizeof *v);
     if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
@@ -141,7 +144,8 @@ dfl_status dfl_view_open(const dfl_view_params *p, dfl_view **out, dfl_error *er
             st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
             break;
         }
-        for (size_t k = 0; k < d->n; k++) v->sinfo[i][k] = d->samples[k].info;
+        for (size_t k = 0; k < d->n; k++)
+            v->sinfo[i][k] = d->samples[k].info;
         v->dinfo[i].nsamples = d->n;
         v->dinfo[i].samples = v->sinfo[i];
     }
@@ -185,7 +189,8 @@ dfl_status dfl__view_tokens_get(dfl_view *v, int64_t di, int64_t si, dfl__view_e
         return st;
     }
     size_t bytes = (size_t)t->T * 5 + sizeof *t;
-    for (int64_t i = 0; t->text && i < t->T; i++) bytes += strlen(t->text[i]) + 16;
+    for (int64_t i = 0; t->text && i < t->T; i++)
+        bytes += strlen(t->text[i]) + 16;
     if (!(*out = dfl__view_cache_put_obj(&v->c, key, t, bytes, tokens_drop)))
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     return DFL_OK;
@@ -273,8 +278,10 @@ void dfl_view_handle(dfl_view *v, const char *method, const char *target, dfl_vi
         break;
     }
     }
-    if (st) respond_error(resp, status_code(st), err.msg);
-    else respond_json(resp, 200, o);
+    if (st)
+        respond_error(resp, status_code(st), err.msg);
+    else
+        respond_json(resp, 200, o);
 }
 
 void dfl_view_response_free(dfl_view_response *r)
@@ -282,4 +289,3 @@ void dfl_view_response_free(dfl_view_response *r)
     if (r && !r->is_static) free(r->body);
     if (r) r->body = NULL;
 }
-

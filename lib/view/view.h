@@ -26,9 +26,9 @@ typedef struct dfl_view dfl_view;
 typedef struct dfl_view_params {
     const char *const *dumps; /* [ndumps] paths, 1 .. DFL_VIEW_MAX_DUMPS */
     size_t ndumps;
-    size_t cache_bytes;       /* budget of the tile and grid cache; default 256 MiB */
-    int64_t base_cells;       /* cells per side of a base grid, at most; 64 .. 8192, default
-                                 DFL_VIEW_BASE (smaller: less memory, more dump reads) */
+    size_t cache_bytes; /* budget of the tile and grid cache; default 256 MiB */
+    int64_t base_cells; /* cells per side of a base grid, at most; 64 .. 8192, default
+                           DFL_VIEW_BASE (smaller: less memory, more dump reads) */
 } dfl_view_params;
 
 dfl_view_params dfl_view_params_default(void);
@@ -65,10 +65,10 @@ void dfl_view_cache_stats(dfl_view *v, size_t *bytes, size_t *entries, uint64_t 
 typedef struct dfl_view_server dfl_view_server;
 
 typedef struct dfl_view_server_params {
-    const char *bind;  /* address to listen on; default "127.0.0.1" */
-    int port;          /* 0 = any free port */
-    int allow_remote;  /* required to bind an address that is not loopback */
-    int threads;       /* worker threads; default 4 */
+    const char *bind; /* address to listen on; default "127.0.0.1" */
+    int port;         /* 0 = any free port */
+    int allow_remote; /* required to bind an address that is not loopback */
+    int threads;      /* worker threads; default 4 */
 } dfl_view_server_params;
 
 dfl_view_server_params dfl_view_server_params_default(void);

@@ -5,13 +5,13 @@
 
 #include "view/view.h"
 
-#define ASSET(sym, file)                                                                                    \
-    __asm__(".section .rodata\n"                                                                            \
-            ".global " #sym "\n"                                                                            \
-            ".balign 16\n" #sym ":\n"                                                                       \
-            ".incbin \"" file "\"\n"                                                                        \
-            ".global " #sym "_end\n" #sym "_end:\n"                                                         \
-            ".byte 0\n"                                                                                     \
+#define ASSET(sym, file)                                                                                               \
+    __asm__(".section .rodata\n"                                                                                       \
+            ".global " #sym "\n"                                                                                       \
+            ".balign 16\n" #sym ":\n"                                                                                  \
+            ".incbin \"" file "\"\n"                                                                                   \
+            ".global " #sym "_end\n" #sym "_end:\n"                                                                    \
+            ".byte 0\n"                                                                                                \
             ".previous\n")
 
 ASSET(dfl__view_index_html, "lib/view/assets/index.html");

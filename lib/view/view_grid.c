@@ -19,7 +19,8 @@ static void grid_drop(void *o)
 int64_t dfl__view_base_level(const dfl_view *v, int64_t R, int64_t T)
 {
     int64_t n = R > T ? R : T, b = 0;
-    while ((n + ((int64_t)1 << b) - 1) >> b > v->base_cells) b++;
+    while ((n + ((int64_t)1 << b) - 1) >> b > v->base_cells)
+        b++;
     return b;
 }
 
@@ -33,7 +34,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
     dfl_status st;
     pthread_mutex_lock(&v->dump_lock);
     const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
-    start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)q->map, q->hi);   /* Motif GDA: map2 by group */
+    start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)q->map, q->hi); /* Motif GDA: map2 by group */
     snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", s->group, dfl_view_map_name(q->map));
     st = dfl_dump_read_slab_f32(v->d[q->dump].r, p, start, count, out, err);
     if (!st && q->minus >= 0) {
@@ -48,7 +49,8 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
         snprintf(p, sizeof p, "%s/" DFL_DS_ATTN "/%s", so->group, dfl_view_map_name(q->map));
         st = dfl_dump_read_slab_f32(o->r, p, st2, count, tmp, err);
         size_t cnt = (size_t)n * (size_t)(c1 - c0);
-        for (size_t i = 0; !st && i < cnt; i++) out[i] -= tmp[i];
+        for (size_t i = 0; !st && i < cnt; i++)
+            out[i] -= tmp[i];
     }
     pthread_mutex_unlock(&v->dump_lock);
     return st;
@@ -57,8 +59,7 @@ dfl_status dfl__view_read_box(dfl_view *v, const dfl_view_request *q, int64_t r0
 static void grid_key(char *key, size_t cap, const dfl_view_request *q, dfl_pool_mode pool, int complete)
 {
     snprintf(key, cap, "%s %lld %lld %lld %lld %d %lld %d", complete ? "grid" : "preview", (long long)q->dump,
-             (long long)q->sample,
-             (long long)q->li, (long long)q->hi, (int)q->map, (long long)q->minus, (int)pool);
+             (long long)q->sample, (long long)q->li, (long long)q->hi, (int)q->map, (long long)q->minus, (int)pool);
 }
 
 /* An empty grid of the map's base geometry, all no data. */
@@ -77,7 +78,8 @@ static dfl_status grid_new(const dfl_view *v, const dfl_view_request *q, dfl__vi
         free(g);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n; i++) g->v[i] = NAN;
+    for (size_t i = 0; i < n; i++)
+        g->v[i] = NAN;
     *out = g;
     return DFL_OK;
 }
@@ -96,7 +98,7 @@ static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mo
     block = block < 32 ? 32 : block / 32 * 32;
     if (block > R) block = R;
     size_t cells = (size_t)block * (size_t)T;
-    float *buf = dfl__alloc_array(cells, sizeof *buf);               /* [block][T] */
+    float *buf = dfl__alloc_array(cells, sizeof *buf); /* [block][T] */
     float *tmp = q->minus >= 0 ? dfl__alloc_array(cells, sizeof *tmp) : NULL;
     int64_t *valid = dfl__alloc_array((size_t)block, sizeof *valid); /* [block] */
     dfl_pool *pool = NULL;
@@ -107,7 +109,8 @@ static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mo
         int64_t n = R - r0 < block ? R - r0 : block;
         int64_t c1 = s->at.rows[r0 + n - 1] + 1; /* keys any row of the block sees */
         if ((st = dfl__view_read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
-        for (int64_t i = 0; i < n; i++) valid[i] = s->at.rows[r0 + i] + 1;
+        for (int64_t i = 0; i < n; i++)
+            valid[i] = s->at.rows[r0 + i] + 1;
         dfl_pool_rows_valid(pool, r0, n, buf, c1, valid);
     }
     if (!st) dfl_pool_result(pool, g->v);
@@ -137,9 +140,9 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
     dfl_status st = grid_new(v, q, &g, err);
     if (st) return st;
     int64_t stride = 32 * ((lower + PREVIEW_CELLS - 1) / PREVIEW_CELLS); /* rows per band */
-    float *buf = dfl__alloc_array((size_t)32 * (size_t)T, sizeof *buf); /* [32][T] */
+    float *buf = dfl__alloc_array((size_t)32 * (size_t)T, sizeof *buf);  /* [32][T] */
     float *tmp = q->minus >= 0 ? dfl__alloc_array((size_t)32 * (size_t)T, sizeof *tmp) : NULL;
-    float *line = dfl__alloc_array((size_t)g->gc, sizeof *line);      /* [gc] */
+    float *line = dfl__alloc_array((size_t)g->gc, sizeof *line); /* [gc] */
     int64_t valid[32];
     if (!buf || !line || (q->minus >= 0 && !tmp)) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (int64_t a = 0; !st && a < R; a += stride) {
@@ -147,7 +150,8 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
         int64_t r0 = e - 32 > a ? (e - 32) / 32 * 32 : a, n = e - r0;
         int64_t c1 = s->at.rows[e - 1] + 1;
         if ((st = dfl__view_read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
-        for (int64_t i = 0; i < n; i++) valid[i] = s->at.rows[r0 + i] + 1;
+        for (int64_t i = 0; i < n; i++)
+            valid[i] = s->at.rows[r0 + i] + 1;
         dfl_pool *pool = NULL;
         if ((st = dfl_pool_create(n, g->gc << g->b, 1, g->gc, mode, &pool, err))) break;
         dfl_pool_rows_valid(pool, 0, n, buf, c1, valid);
@@ -156,7 +160,8 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
         for (int64_t y = a >> g->b; y <= (e - 1) >> g->b && y < g->gr; y++) {
             int64_t last = ((y + 1) << g->b) < R ? ((y + 1) << g->b) - 1 : R - 1;
             int64_t seen = s->at.rows[last] + 1; /* keys this base row sees */
-            for (int64_t x = 0; x < g->gc; x++) g->v[y * g->gc + x] = (x << g->b) < seen ? line[x] : NAN;
+            for (int64_t x = 0; x < g->gc; x++)
+                g->v[y * g->gc + x] = (x << g->b) < seen ? line[x] : NAN;
         }
     }
     free(buf);
@@ -258,7 +263,8 @@ void *dfl__view_builder(void *arg)
     dfl_view *v = arg;
     pthread_mutex_lock(&v->job_lock);
     for (;;) {
-        while (!v->stop && v->njobs == 0) pthread_cond_wait(&v->job_cv, &v->job_lock);
+        while (!v->stop && v->njobs == 0)
+            pthread_cond_wait(&v->job_cv, &v->job_lock);
         if (v->stop) break;
         dfl__view_job j = v->jobs[0]; /* stays queued while it runs, so it is not queued twice */
         pthread_mutex_unlock(&v->job_lock);
@@ -299,7 +305,8 @@ dfl_status dfl__view_grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_m
     if ((*out = dfl__view_cache_ref(&v->c, key))) return DFL_OK;
     const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
     int64_t lower = 0; /* causal cells of the map */
-    for (int64_t r = 0; r < s->info.R; r++) lower += s->at.rows[r] + 1;
+    for (int64_t r = 0; r < s->info.R; r++)
+        lower += s->at.rows[r] + 1;
     int big = lower > 2 * PREVIEW_CELLS;
     grid_key(pkey, sizeof pkey, q, mode, 0);
     if (big) {
@@ -327,4 +334,3 @@ dfl_status dfl__view_grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_m
     if (!st && big) enqueue(v, q, mode);
     return st;
 }
-

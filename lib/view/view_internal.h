@@ -27,7 +27,7 @@
 /* Maps with more than twice this many causal cells are previewed from about this many
  * while their full grid is built in the background. */
 #define PREVIEW_CELLS ((int64_t)1 << 22)
-#define MAX_JOBS 64
+#define MAX_JOBS      64
 
 /* ------------------------------------------------------------------ cache */
 /* One cached thing: a PNG (bytes) or a grid / sample record (obj, freed by drop).

@@ -11,7 +11,8 @@
 static cJSON *int_array(const int32_t *a, int64_t n)
 {
     cJSON *arr = cJSON_CreateArray();
-    for (int64_t i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(a[i]));
+    for (int64_t i = 0; arr && i < n; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber(a[i]));
     return arr;
 }
 
@@ -24,7 +25,8 @@ static cJSON *num(double x)
 static cJSON *float_array(const float *a, size_t n)
 {
     cJSON *arr = cJSON_CreateArray();
-    for (size_t i = 0; arr && i < n; i++) cJSON_AddItemToArray(arr, num(a[i]));
+    for (size_t i = 0; arr && i < n; i++)
+        cJSON_AddItemToArray(arr, num(a[i]));
     return arr;
 }
 
@@ -77,7 +79,8 @@ static cJSON *dataset_json(const dfl__view_dump *d, const char *path, dfl_error 
     if (dfl_dump_read_alloc(d->r, path, DFL_H5_F32, (void **)&a, &n, err)) return NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON *shape = cJSON_AddArrayToObject(o, "shape");
-    for (int i = 0; i < info.ndim; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)info.dims[i]));
+    for (int i = 0; i < info.ndim; i++)
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)info.dims[i]));
     cJSON_AddItemToObject(o, "data", float_array(a, n));
     free(a);
     return o;
@@ -98,13 +101,16 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
     cJSON_AddNumberToObject(o, "T", (double)t->T);
     cJSON_AddItemToObject(o, "tokens", int_array(t->tokens, t->T));
     cJSON *seg = cJSON_AddArrayToObject(o, "segments");
-    for (int64_t i = 0; i < t->T; i++) cJSON_AddItemToArray(seg, cJSON_CreateNumber(t->segments[i]));
-    if (t->text) cJSON_AddItemToObject(o, "text", cJSON_CreateStringArray((const char *const *)t->text, (int)t->T));
-    else cJSON_AddNullToObject(o, "text");
+    for (int64_t i = 0; i < t->T; i++)
+        cJSON_AddItemToArray(seg, cJSON_CreateNumber(t->segments[i]));
+    if (t->text)
+        cJSON_AddItemToObject(o, "text", cJSON_CreateStringArray((const char *const *)t->text, (int)t->T));
+    else
+        cJSON_AddNullToObject(o, "text");
     cJSON_AddItemToObject(o, "rows", int_array(s->at.rows, s->info.R));
     cJSON_AddItemToObject(o, "lambda", d->lambda ? float_array(d->lambda, (size_t)d->L) : cJSON_CreateNull());
-    static const char *const stats[] = {DFL_DS_NOISE_SHARES, DFL_DS_NOISE_SHARES_ABS, DFL_DS_NOISE_ENTROPY,
-                                        DFL_DS_NOISE_NEGATIVE_MASS, DFL_DS_LOGITS_TOP, DFL_DS_HIDDEN_TOP};
+    static const char *const stats[] = {DFL_DS_NOISE_SHARES,        DFL_DS_NOISE_SHARES_ABS, DFL_DS_NOISE_ENTROPY,
+                                        DFL_DS_NOISE_NEGATIVE_MASS, DFL_DS_LOGITS_TOP,       DFL_DS_HIDDEN_TOP};
     cJSON *sj = cJSON_AddObjectToObject(o, "stats");
     pthread_mutex_lock(&v->dump_lock);
     for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
@@ -146,8 +152,10 @@ dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **o
         cJSON_AddNumberToObject(tk, "pos", (double)pos[i]);
         cJSON_AddNumberToObject(tk, "token", t->tokens[pos[i]]);
         cJSON_AddNumberToObject(tk, "segment", t->segments[pos[i]]);
-        if (t->text) cJSON_AddStringToObject(tk, "text", t->text[pos[i]]);
-        else cJSON_AddNullToObject(tk, "text");
+        if (t->text)
+            cJSON_AddStringToObject(tk, "text", t->text[pos[i]]);
+        else
+            cJSON_AddNullToObject(tk, "text");
     }
     int64_t layer = q->layer;
     int64_t start[4] = {q->li, q->hi, q->ri, q->k}, count[4] = {1, 1, 1, 1};
@@ -158,15 +166,16 @@ dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **o
     float row_lam = NAN;
     int64_t lstart[3] = {layer, q->q, q->head}, lcount[3] = {1, 1, 1};
     if (!d->lambda && dfl_dump_exists(d->r, lp)) st = dfl_dump_read_slab_f32(d->r, lp, lstart, lcount, &row_lam, err);
-    cJSON_AddItemToObject(o, "lambda", d->lambda && layer < d->L ? num(d->lambda[layer])
-                                       : !isnan(row_lam)          ? num(row_lam)
-                                                                  : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "lambda",
+                          d->lambda && layer < d->L ? num(d->lambda[layer])
+                          : !isnan(row_lam)         ? num(row_lam)
+                                                    : cJSON_CreateNull());
     for (int m = 0; !st && m < DFL_VIEW_NMAPS; m++) {
         if (!(s->info.maps & (1u << m))) continue;
         char p[96];
         float x = NAN;
         snprintf(p, sizeof p, "%s/attn/%s", s->group, dfl_view_map_name((dfl_view_map)m));
-        start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)m, q->hi);   /* Motif GDA: map2 by group */
+        start[1] = dfl_dump_attn_head_index(&s->at, (dfl_dump_map)m, q->hi); /* Motif GDA: map2 by group */
         st = dfl_dump_read_slab_f32(d->r, p, start, count, &x, err);
         cJSON_AddItemToObject(o, dfl_view_map_name((dfl_view_map)m), num(x));
     }
@@ -230,8 +239,10 @@ dfl_status dfl__view_row_json(dfl_view *v, const dfl_view_request *q, cJSON **ou
             cJSON_AddNumberToObject(e, "k", kv[i].k);
             cJSON_AddItemToObject(e, "v", num(kv[i].v));
             cJSON_AddNumberToObject(e, "segment", t->segments[kv[i].k]);
-            if (t->text) cJSON_AddStringToObject(e, "text", t->text[kv[i].k]);
-            else cJSON_AddNumberToObject(e, "token", t->tokens[kv[i].k]);
+            if (t->text)
+                cJSON_AddStringToObject(e, "text", t->text[kv[i].k]);
+            else
+                cJSON_AddNumberToObject(e, "token", t->tokens[kv[i].k]);
         }
         cJSON_AddItemToObject(o, "strip", float_array(strip, (size_t)w));
         *out = o;
@@ -301,4 +312,3 @@ dfl_status dfl__view_limits_json(dfl_view *v, const dfl_view_request *q, cJSON *
     *out = o;
     return DFL_OK;
 }
-

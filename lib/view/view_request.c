@@ -18,14 +18,34 @@ const char *dfl_view_map_name(dfl_view_map m)
 /* ------------------------------------------------------------- parameters */
 
 enum {
-    P_D, P_S, P_L, P_H, P_M, P_MINUS, P_Z, P_X, P_Y, P_Q, P_K, P_TOPK, P_WIDTH, P_PX, P_VMIN, P_VMAX, P_SCALE,
-    P_CMAP, P_POOL, P_REV, P_DIV, P_COUNT
+    P_D,
+    P_S,
+    P_L,
+    P_H,
+    P_M,
+    P_MINUS,
+    P_Z,
+    P_X,
+    P_Y,
+    P_Q,
+    P_K,
+    P_TOPK,
+    P_WIDTH,
+    P_PX,
+    P_VMIN,
+    P_VMAX,
+    P_SCALE,
+    P_CMAP,
+    P_POOL,
+    P_REV,
+    P_DIV,
+    P_COUNT
 };
-static const char *const param_names[P_COUNT] = {"d",    "s",     "l",  "h",    "m",    "minus", "z",
-                                                 "x",    "y",     "q",  "k",    "topk", "width", "px",
-                                                 "vmin", "vmax",  "scale", "cmap", "pool", "rev", "div"};
+static const char *const param_names[P_COUNT] = {"d",    "s",    "l",     "h",    "m",    "minus", "z",
+                                                 "x",    "y",    "q",     "k",    "topk", "width", "px",
+                                                 "vmin", "vmax", "scale", "cmap", "pool", "rev",   "div"};
 
-#define B(p) (1u << (p))
+#define B(p)   (1u << (p))
 #define MAPSEL (B(P_D) | B(P_S) | B(P_L) | B(P_H))
 
 /* The fixed table of paths: what each takes and needs. */
@@ -182,7 +202,8 @@ int dfl_view_request_parse(const char *method, const char *target, dfl_view_requ
         dfl__fail(err, DFL_ERR_USAGE, "no request");
         return 400;
     }
-    if (!strcmp(method, "HEAD")) r.head_only = 1;
+    if (!strcmp(method, "HEAD"))
+        r.head_only = 1;
     else if (strcmp(method, "GET")) {
         dfl__fail(err, DFL_ERR_USAGE, "method %.16s not allowed (GET or HEAD)", method);
         return 405;
@@ -246,7 +267,8 @@ int dfl_view_request_parse(const char *method, const char *target, dfl_view_requ
     unsigned missing = ep->required & ~seen;
     if (missing) {
         int p = 0;
-        while (!(missing & B(p))) p++;
+        while (!(missing & B(p)))
+            p++;
         dfl__fail(err, DFL_ERR_USAGE, "%s needs parameter '%s'", ep->path, param_names[p]);
         return 400;
     }
@@ -267,7 +289,8 @@ int dfl_view_request_parse(const char *method, const char *target, dfl_view_requ
 int64_t dfl_view_zmax(int64_t R, int64_t T)
 {
     int64_t n = R > T ? R : T, z = 0;
-    while (z < 62 && (n + ((int64_t)1 << z) - 1) >> z > DFL_VIEW_TILE) z++;
+    while (z < 62 && (n + ((int64_t)1 << z) - 1) >> z > DFL_VIEW_TILE)
+        z++;
     return z;
 }
 
@@ -314,8 +337,9 @@ int dfl_view_request_check(const dfl_view_catalog *cat, dfl_view_request *req, d
                          (long long)req->sample, d->nsamples ? d->nsamples - 1 : 0);
     const dfl_view_sample_info *si = &d->samples[req->sample];
     if (k == DFL_VIEW_SAMPLE) return 0;
-    if (!si->maps) return not_found(err, "sample %lld of dump %lld has no attention maps (probe --maps)",
-                                    (long long)req->sample, (long long)req->dump);
+    if (!si->maps)
+        return not_found(err, "sample %lld of dump %lld has no attention maps (probe --maps)", (long long)req->sample,
+                         (long long)req->dump);
     if ((req->li = find32(si->layers, si->Ls, req->layer)) < 0)
         return not_found(err, "layer %lld not captured (layers: %d..%d, %lld of them)", (long long)req->layer,
                          si->Ls ? si->layers[0] : 0, si->Ls ? si->layers[si->Ls - 1] : 0, (long long)si->Ls);

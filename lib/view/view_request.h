@@ -39,10 +39,10 @@
 #include "render/render.h"
 
 #define DFL_VIEW_MAX_TARGET 2048 /* bytes of path + query */
-#define DFL_VIEW_TILE 256        /* pixels per tile side */
-#define DFL_VIEW_MAX_TOPK 200
-#define DFL_VIEW_MAX_WIDTH 4096  /* pooled row strip */
-#define DFL_VIEW_MAX_DUMPS 16
+#define DFL_VIEW_TILE       256  /* pixels per tile side */
+#define DFL_VIEW_MAX_TOPK   200
+#define DFL_VIEW_MAX_WIDTH  4096 /* pooled row strip */
+#define DFL_VIEW_MAX_DUMPS  16
 
 typedef enum dfl_view_kind {
     DFL_VIEW_ASSET = 0,
@@ -67,23 +67,23 @@ const char *dfl_view_map_name(dfl_view_map m);
  * sample's attn/layers, heads, rows. */
 typedef struct dfl_view_request {
     dfl_view_kind kind;
-    int head_only;        /* HEAD: answer without a body */
-    int asset;            /* DFL_VIEW_ASSET: 0 index.html, 1 app.js, 2 app.css */
+    int head_only; /* HEAD: answer without a body */
+    int asset;     /* DFL_VIEW_ASSET: 0 index.html, 1 app.js, 2 app.css */
     int64_t dump, sample, layer, head, minus;
-    dfl_view_map map;     /* default map1 */
+    dfl_view_map map; /* default map1 */
     int has_map;
-    int64_t z, x, y;      /* tile */
-    int64_t q, k;         /* cell, row */
-    int64_t topk;         /* default 10 */
-    int64_t width;        /* row strip, default 512 */
-    int64_t px;           /* thumbnail size, default 96 */
+    int64_t z, x, y; /* tile */
+    int64_t q, k;    /* cell, row */
+    int64_t topk;    /* default 10 */
+    int64_t width;   /* row strip, default 512 */
+    int64_t px;      /* thumbnail size, default 96 */
     int has_limits;
     double vmin, vmax;
-    int diverging;        /* div */
-    dfl_scale scale;      /* default linear */
-    dfl_cmap cmap;        /* default viridis */
-    dfl_pool_mode pool;   /* default mean */
-    int64_t li, hi, ri;   /* set by check */
+    int diverging;      /* div */
+    dfl_scale scale;    /* default linear */
+    dfl_cmap cmap;      /* default viridis */
+    dfl_pool_mode pool; /* default mean */
+    int64_t li, hi, ri; /* set by check */
 } dfl_view_request;
 
 /* Parse method ("GET", "HEAD") and target (path, optionally "?query"; percent-escapes

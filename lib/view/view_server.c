@@ -32,19 +32,19 @@
 #include "view/view.h"
 
 #define HEADER_DEADLINE_S 10.0 /* to deliver a request whole, from the start or the previous answer */
-#define PER_IP 16              /* connections one client address keeps */
-#define MAX_CONNS 128          /* connections kept in all */
-#define TABLE 256              /* microhttpd's own limit: also connections closed, not yet reaped */
+#define PER_IP            16   /* connections one client address keeps */
+#define MAX_CONNS         128  /* connections kept in all */
+#define TABLE             256  /* microhttpd's own limit: also connections closed, not yet reaped */
 
 /* One connection microhttpd holds. */
 typedef struct conn {
     struct MHD_Connection *c; /* NULL: a free slot */
     int fd;
-    int family;               /* AF_INET or AF_INET6 */
-    unsigned char ip[16];     /* the client's address, without the port */
-    double since;             /* dfl_clock_seconds when it began to wait for its request */
-    int waiting;              /* 1 until its request has arrived whole */
-    int closing;              /* shut down here; microhttpd has not reaped it yet */
+    int family;           /* AF_INET or AF_INET6 */
+    unsigned char ip[16]; /* the client's address, without the port */
+    double since;         /* dfl_clock_seconds when it began to wait for its request */
+    int waiting;          /* 1 until its request has arrived whole */
+    int closing;          /* shut down here; microhttpd has not reaped it yet */
 } conn;
 
 struct dfl_view_server {
@@ -247,8 +247,10 @@ static int host_ok(const dfl_view_server *s, const char *host)
     int port_bound = atomic_load(&s->port);
     if (host[0] == '[') {
         if (!(end = strchr(host, ']')) || (n = (size_t)(end - host - 1)) >= sizeof name) return 0;
-        if (end[1] == ':') port = end + 2;
-        else if (end[1]) return 0;
+        if (end[1] == ':')
+            port = end + 2;
+        else if (end[1])
+            return 0;
         memcpy(name, host + 1, n);
         name[n] = '\0';
         struct in6_addr a;
@@ -272,8 +274,8 @@ static int host_ok(const dfl_view_server *s, const char *host)
 /* Queue r (its body handed over) with the headers every answer carries. */
 static enum MHD_Result queue(struct MHD_Connection *con, dfl_view_response *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        r->len, r->body, r->is_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->len, r->body, r->is_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         dfl_view_response_free(r);
         return MHD_NO;
@@ -323,8 +325,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 /* 1 when addr is a loopback address (127.0.0.0/8 or ::1). */
 static int is_loopback(const struct sockaddr *sa)
 {
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
     const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
     return IN6_IS_ADDR_LOOPBACK(a);
 }
@@ -358,8 +359,10 @@ dfl_status dfl_view_server_start(dfl_view *v, const dfl_view_server_params *p, d
     if (!s) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     s->v = v;
     s->family = ss.ss_family;
-    if (ss.ss_family == AF_INET6) memcpy(s->addr, &a6->sin6_addr, 16);
-    else memcpy(s->addr, &a4->sin_addr, 4);
+    if (ss.ss_family == AF_INET6)
+        memcpy(s->addr, &a6->sin6_addr, 16);
+    else
+        memcpy(s->addr, &a4->sin_addr, 4);
     s->wildcard = ss.ss_family == AF_INET6 ? IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) : a4->sin_addr.s_addr == 0;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
@@ -385,8 +388,10 @@ dfl_status dfl_view_server_start(dfl_view *v, const dfl_view_server_params *p, d
     int n = snprintf(s->names, sizeof s->names, "127.0.0.1:%d, localhost:%d, [::1]:%d", port, port, port);
     int v6 = ss.ss_family == AF_INET6;
     int plain = v6 ? IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr) : ntohl(a4->sin_addr.s_addr) == INADDR_LOOPBACK;
-    if (s->wildcard) snprintf(s->names + n, sizeof s->names - (size_t)n, " or any address literal:%d", port);
-    else if (!plain) snprintf(s->names + n, sizeof s->names - (size_t)n, v6 ? " or [%s]:%d" : " or %s:%d", p->bind, port);
+    if (s->wildcard)
+        snprintf(s->names + n, sizeof s->names - (size_t)n, " or any address literal:%d", port);
+    else if (!plain)
+        snprintf(s->names + n, sizeof s->names - (size_t)n, v6 ? " or [%s]:%d" : " or %s:%d", p->bind, port);
     atomic_store(&s->port, port);
     if (port_out) *port_out = port;
     *out = s;

@@ -21,13 +21,15 @@ static dfl_status pool_by(const float *src, int64_t rows, int64_t cols, int64_t 
     *orows = (rows + f - 1) / f;
     *ocols = (cols + f - 1) / f;
     if (f == 1 && !valid) {
-        for (int64_t r = 0; r < rows; r++) memcpy(out + r * cols, src + r * ld, (size_t)cols * sizeof *out);
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(out + r * cols, src + r * ld, (size_t)cols * sizeof *out);
         return DFL_OK;
     }
     int64_t *own = NULL;
     if (!valid) {
         if (!(own = dfl__alloc_array((size_t)rows, sizeof *own))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        for (int64_t r = 0; r < rows; r++) own[r] = cols;
+        for (int64_t r = 0; r < rows; r++)
+            own[r] = cols;
         valid = own;
     }
     dfl_pool *p = NULL;
@@ -117,7 +119,8 @@ dfl_status dfl__view_render_tile(dfl_view *v, const dfl_view_request *q, unsigne
         oh = (r1 - r0 + f - 1) / f;
         ow = (c1 - c0 + f - 1) / f;
         if (kend <= c0) {
-            for (size_t i = 0; i < (size_t)(oh * ow); i++) out[i] = NAN; /* wholly in the future */
+            for (size_t i = 0; i < (size_t)(oh * ow); i++)
+                out[i] = NAN; /* wholly in the future */
         } else {
             /* read and pool in blocks of whole pixel rows, so memory stays at about
              * BLOCK_CELLS cells whatever the zoom level and map size */
@@ -161,7 +164,8 @@ dfl_status dfl__view_render_thumb(dfl_view *v, const dfl_view_request *q, unsign
     const dfl__view_grid *g = e->obj;
     *complete = g->complete;
     int64_t f = 1;
-    while ((g->gr + f - 1) / f > q->px || (g->gc + f - 1) / f > q->px) f *= 2;
+    while ((g->gr + f - 1) / f > q->px || (g->gc + f - 1) / f > q->px)
+        f *= 2;
     float *out = dfl__alloc_array((size_t)q->px * (size_t)q->px, sizeof *out);
     int64_t oh, ow;
     if (!out) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
@@ -179,4 +183,3 @@ dfl_status dfl__view_render_thumb(dfl_view *v, const dfl_view_request *q, unsign
     dfl__view_cache_release(&v->c, e);
     return st;
 }
-

@@ -10,7 +10,6 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 
-
 /* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
 static void on_signal(int sig)
 {
@@ -21,57 +20,56 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: attnmap DUMP.h5 -o OUT.png|OUT.svg|OUT.pdf [options]\n"
-            "\n"
-            "Draws attention maps that `probe --maps` stored in a dump as a heatmap figure: one map,\n"
-            "a grid of heads, layers or maps, or two dumps side by side (see docs/attnmap.md).\n"
-            "The format follows the extension: PNG, or SVG and PDF with vector text and axes and\n"
-            "each map as one image of its cells (nearest-neighbour, never smoothed).\n"
-            "\n"
-            "what to draw\n"
-            "  -o, --out FILE        .png, .svg or .pdf to write (never overwritten without --force)\n"
-            "  --sample ID|INDEX     sample id, or else its index (default: the first sample)\n"
-            "  --layer L|all         layer number, or a tile per captured layer (default: the first captured)\n"
-            "  --head H|all|mean     head number, a tile per captured head, or their mean\n"
-            "                        (default: the first captured)\n"
-            "  --map map1|map2|diff|all\n"
-            "                        which map; all = map1 | map2 | diff of a Diff dump\n"
-            "                        (default: diff for Diff dumps, map1 (softmax) otherwise)\n"
-            "  --layers, --heads, --maps  the same flags under their plural names\n"
-            "  --vs OTHER.h5         the same sample, layer and head of a second dump beside it,\n"
-            "                        on one colour scale (the samples' tokens must match)\n"
-            "  --labels A,B          names of the two dumps (default: their model types)\n"
-            "  --delta               with --vs: one map of DUMP - OTHER on a diverging scale\n"
-            "  --rows A:B            query positions A <= q < B only (default: all captured rows)\n"
-            "  --cols C:D            key positions C <= k < D only (default: all keys)\n"
-            "\n"
-            "how to draw it\n"
-            "  --size N              pixels of a tile's longer side, 16 to 8192\n"
-            "                        (default: 1024 for one map, 512 per tile in grids)\n"
-            "  --pool mean|max       downsampling of large maps: area mean, or the entry farthest\n"
-            "                        from 0 so single sharp entries stay visible (default: mean)\n"
-            "  --cmap viridis|magma  sequential colormap (default: viridis); maps with negative\n"
-            "                        entries (diff, --delta) always use the diverging rdbu, centred at 0\n"
-            "  --scale linear|log|sqrt  value scale (default: linear; log is symmetric on diverging maps)\n"
-            "  --vmin X, --vmax X    colour limits (default: robust, the 99.5th percentile leaving out\n"
-            "                        bos keys; diverging scales use max(|vmin|, |vmax|))\n"
-            "  --no-token-labels     never print token text (default: printed when the dump has it\n"
-            "                        and a token's cell is at least 10 px)\n"
-            "  --width IN            lay the figure out for a width in inches, text at 8 pt, maps\n"
-            "                        sized to fit (3.3 = one paper column, 7 = two; --size ignored)\n"
-            "                        (default: none; tiles of --size units, 72 units per inch in\n"
-            "                        SVG and PDF)\n"
-            "  --dpi N               PNG pixels per inch, 50 to 2400 (default: 1 pixel per unit, or\n"
-            "                        300 with --width)\n"
-            "  --pixel-scale K       PNG pixels per unit when --dpi is not given, 0.25 to 16\n"
-            "                        (default: 1; --scale is the value scale)\n"
-            "  --font FAMILY         font family (default: DejaVu Sans); glyphs it lacks come from\n"
-            "                        other installed fonts, or show as a box with the code point\n"
-            "  --force               overwrite an existing output\n"
-            "  --quiet               no summary line\n"
-            "  --help                this text\n"
-            "  --version             the version of difflens\n");
+    fprintf(out, "usage: attnmap DUMP.h5 -o OUT.png|OUT.svg|OUT.pdf [options]\n"
+                 "\n"
+                 "Draws attention maps that `probe --maps` stored in a dump as a heatmap figure: one map,\n"
+                 "a grid of heads, layers or maps, or two dumps side by side (see docs/attnmap.md).\n"
+                 "The format follows the extension: PNG, or SVG and PDF with vector text and axes and\n"
+                 "each map as one image of its cells (nearest-neighbour, never smoothed).\n"
+                 "\n"
+                 "what to draw\n"
+                 "  -o, --out FILE        .png, .svg or .pdf to write (never overwritten without --force)\n"
+                 "  --sample ID|INDEX     sample id, or else its index (default: the first sample)\n"
+                 "  --layer L|all         layer number, or a tile per captured layer (default: the first captured)\n"
+                 "  --head H|all|mean     head number, a tile per captured head, or their mean\n"
+                 "                        (default: the first captured)\n"
+                 "  --map map1|map2|diff|all\n"
+                 "                        which map; all = map1 | map2 | diff of a Diff dump\n"
+                 "                        (default: diff for Diff dumps, map1 (softmax) otherwise)\n"
+                 "  --layers, --heads, --maps  the same flags under their plural names\n"
+                 "  --vs OTHER.h5         the same sample, layer and head of a second dump beside it,\n"
+                 "                        on one colour scale (the samples' tokens must match)\n"
+                 "  --labels A,B          names of the two dumps (default: their model types)\n"
+                 "  --delta               with --vs: one map of DUMP - OTHER on a diverging scale\n"
+                 "  --rows A:B            query positions A <= q < B only (default: all captured rows)\n"
+                 "  --cols C:D            key positions C <= k < D only (default: all keys)\n"
+                 "\n"
+                 "how to draw it\n"
+                 "  --size N              pixels of a tile's longer side, 16 to 8192\n"
+                 "                        (default: 1024 for one map, 512 per tile in grids)\n"
+                 "  --pool mean|max       downsampling of large maps: area mean, or the entry farthest\n"
+                 "                        from 0 so single sharp entries stay visible (default: mean)\n"
+                 "  --cmap viridis|magma  sequential colormap (default: viridis); maps with negative\n"
+                 "                        entries (diff, --delta) always use the diverging rdbu, centred at 0\n"
+                 "  --scale linear|log|sqrt  value scale (default: linear; log is symmetric on diverging maps)\n"
+                 "  --vmin X, --vmax X    colour limits (default: robust, the 99.5th percentile leaving out\n"
+                 "                        bos keys; diverging scales use max(|vmin|, |vmax|))\n"
+                 "  --no-token-labels     never print token text (default: printed when the dump has it\n"
+                 "                        and a token's cell is at least 10 px)\n"
+                 "  --width IN            lay the figure out for a width in inches, text at 8 pt, maps\n"
+                 "                        sized to fit (3.3 = one paper column, 7 = two; --size ignored)\n"
+                 "                        (default: none; tiles of --size units, 72 units per inch in\n"
+                 "                        SVG and PDF)\n"
+                 "  --dpi N               PNG pixels per inch, 50 to 2400 (default: 1 pixel per unit, or\n"
+                 "                        300 with --width)\n"
+                 "  --pixel-scale K       PNG pixels per unit when --dpi is not given, 0.25 to 16\n"
+                 "                        (default: 1; --scale is the value scale)\n"
+                 "  --font FAMILY         font family (default: DejaVu Sans); glyphs it lacks come from\n"
+                 "                        other installed fonts, or show as a box with the code point\n"
+                 "  --force               overwrite an existing output\n"
+                 "  --quiet               no summary line\n"
+                 "  --help                this text\n"
+                 "  --version             the version of difflens\n");
 }
 
 static int bad(const dfl_error *err)
@@ -83,8 +81,10 @@ static int bad(const dfl_error *err)
 /* "all", "mean" (when allowed) or a number in [0, 1e6]. */
 static int parse_index(const char *flag, const char *text, int allow_mean, int64_t *out, dfl_error *err)
 {
-    if (!strcmp(text, "all")) *out = DFL_ATTNMAP_ALL;
-    else if (allow_mean && !strcmp(text, "mean")) *out = DFL_ATTNMAP_MEAN;
+    if (!strcmp(text, "all"))
+        *out = DFL_ATTNMAP_ALL;
+    else if (allow_mean && !strcmp(text, "mean"))
+        *out = DFL_ATTNMAP_MEAN;
     else if (dfl_cli_int(flag, text, 0, 1000000, out, err)) {
         snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), "%s",
                  allow_mean ? ", all or mean" : " or all");
@@ -93,8 +93,31 @@ static int parse_index(const char *flag, const char *text, int allow_mean, int64
     return 0;
 }
 
-enum { O_SAMPLE = 256, O_LAYER, O_HEAD, O_MAP, O_VS, O_LABELS, O_DELTA, O_ROWS, O_COLS, O_SIZE, O_POOL, O_CMAP,
-       O_SCALE, O_VMIN, O_VMAX, O_NOTOK, O_FORCE, O_QUIET, O_HELP, O_WIDTH, O_DPI, O_PXSCALE, O_FONT };
+enum {
+    O_SAMPLE = 256,
+    O_LAYER,
+    O_HEAD,
+    O_MAP,
+    O_VS,
+    O_LABELS,
+    O_DELTA,
+    O_ROWS,
+    O_COLS,
+    O_SIZE,
+    O_POOL,
+    O_CMAP,
+    O_SCALE,
+    O_VMIN,
+    O_VMAX,
+    O_NOTOK,
+    O_FORCE,
+    O_QUIET,
+    O_HELP,
+    O_WIDTH,
+    O_DPI,
+    O_PXSCALE,
+    O_FONT
+};
 
 /* One option c with its argument into p (*labels: the --labels block, replaced).
  * Returns -1 to go on, else the exit code (0 after --help). */
@@ -147,10 +170,13 @@ static int parse_option(int c, dfl_attnmap_params *p, char ***labels, int *quiet
         if (dfl_pool_parse(optarg, &p->pool, err)) rc = bad(err);
         break;
     case O_CMAP:
-        if (dfl_cmap_parse(optarg, &p->cmap, err)) rc = bad(err);
+        if (dfl_cmap_parse(optarg, &p->cmap, err))
+            rc = bad(err);
         else if (dfl_cmap_is_diverging(p->cmap)) {
-            fprintf(stderr, "attnmap: --cmap: '%s' is diverging; it is chosen by itself for maps with negative "
-                            "entries (use viridis or magma)\n", optarg);
+            fprintf(stderr,
+                    "attnmap: --cmap: '%s' is diverging; it is chosen by itself for maps with negative "
+                    "entries (use viridis or magma)\n",
+                    optarg);
             rc = 2;
         }
         break;
@@ -188,22 +214,35 @@ static int parse_option(int c, dfl_attnmap_params *p, char ***labels, int *quiet
  * Returns -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, dfl_attnmap_params *p, char ***labels, int *quiet)
 {
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'},      {"sample", required_argument, 0, O_SAMPLE},
-        {"layer", required_argument, 0, O_LAYER}, {"layers", required_argument, 0, O_LAYER},
-        {"head", required_argument, 0, O_HEAD},   {"heads", required_argument, 0, O_HEAD},
-        {"map", required_argument, 0, O_MAP},     {"maps", required_argument, 0, O_MAP},
-        {"vs", required_argument, 0, O_VS},       {"labels", required_argument, 0, O_LABELS},
-        {"delta", no_argument, 0, O_DELTA},       {"rows", required_argument, 0, O_ROWS},
-        {"cols", required_argument, 0, O_COLS},   {"size", required_argument, 0, O_SIZE},
-        {"pool", required_argument, 0, O_POOL},   {"cmap", required_argument, 0, O_CMAP},
-        {"scale", required_argument, 0, O_SCALE}, {"vmin", required_argument, 0, O_VMIN},
-        {"vmax", required_argument, 0, O_VMAX},   {"no-token-labels", no_argument, 0, O_NOTOK},
-        {"force", no_argument, 0, O_FORCE},       {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},         {"width", required_argument, 0, O_WIDTH},
-        {"dpi", required_argument, 0, O_DPI},     {"pixel-scale", required_argument, 0, O_PXSCALE},
-        {"font", required_argument, 0, O_FONT},
-        DFL_CLI_COMMON_OPTIONS,                   {0, 0, 0, 0}};
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"sample", required_argument, 0, O_SAMPLE},
+                                         {"layer", required_argument, 0, O_LAYER},
+                                         {"layers", required_argument, 0, O_LAYER},
+                                         {"head", required_argument, 0, O_HEAD},
+                                         {"heads", required_argument, 0, O_HEAD},
+                                         {"map", required_argument, 0, O_MAP},
+                                         {"maps", required_argument, 0, O_MAP},
+                                         {"vs", required_argument, 0, O_VS},
+                                         {"labels", required_argument, 0, O_LABELS},
+                                         {"delta", no_argument, 0, O_DELTA},
+                                         {"rows", required_argument, 0, O_ROWS},
+                                         {"cols", required_argument, 0, O_COLS},
+                                         {"size", required_argument, 0, O_SIZE},
+                                         {"pool", required_argument, 0, O_POOL},
+                                         {"cmap", required_argument, 0, O_CMAP},
+                                         {"scale", required_argument, 0, O_SCALE},
+                                         {"vmin", required_argument, 0, O_VMIN},
+                                         {"vmax", required_argument, 0, O_VMAX},
+                                         {"no-token-labels", no_argument, 0, O_NOTOK},
+                                         {"force", no_argument, 0, O_FORCE},
+                                         {"quiet", no_argument, 0, O_QUIET},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {"width", required_argument, 0, O_WIDTH},
+                                         {"dpi", required_argument, 0, O_DPI},
+                                         {"pixel-scale", required_argument, 0, O_PXSCALE},
+                                         {"font", required_argument, 0, O_FONT},
+                                         DFL_CLI_COMMON_OPTIONS,
+                                         {0, 0, 0, 0}};
     dfl_error err = {DFL_OK, ""};
     int c;
     while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
@@ -251,8 +290,9 @@ int main(int argc, char **argv)
         return dfl_status_exit_code(s);
     }
     if (!quiet)
-        fprintf(stderr, "attnmap: wrote %s: %d x %d units (%.2f in wide), %d tile%s, colour limits %.4g to %.4g%s, %.3f s\n",
-                p.out_path, rep.width, rep.height, rep.width_in, rep.tiles, rep.tiles == 1 ? "" : "s", rep.vmin, rep.vmax,
-                rep.robust ? " (robust)" : "", rep.total_seconds);
+        fprintf(stderr,
+                "attnmap: wrote %s: %d x %d units (%.2f in wide), %d tile%s, colour limits %.4g to %.4g%s, %.3f s\n",
+                p.out_path, rep.width, rep.height, rep.width_in, rep.tiles, rep.tiles == 1 ? "" : "s", rep.vmin,
+                rep.vmax, rep.robust ? " (robust)" : "", rep.total_seconds);
     return 0;
 }

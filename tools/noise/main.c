@@ -15,7 +15,6 @@
 #include "base/report.h"
 #include "render/render.h"
 
-
 /* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
 static void on_signal(int sig)
 {
@@ -26,88 +25,86 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: noise DUMP.h5 [DUMP2.h5 ...] [options]\n"
-            "       noise prompts -o PROMPTS.jsonl [options]   (noise prompts --help)\n"
-            "\n"
-            "How much attention lands on the answer and how much on the context around it (the\n"
-            "paper's Figure 1 and Table 3), from the noise/ datasets probe writes. Each dump gets a\n"
-            "column: the share of each key segment (bos, context before, answer, context after,\n"
-            "query, distractor, target), noise = context_before + context_after (the paper's\n"
-            "definition), answer/noise, and the retrieval accuracy (target_correct).\n"
-            "\n"
-            "  --map auto|map1|map2|diff  which map of a Diff dump (default: auto = diff for Diff\n"
-            "                        dumps, map1 (the softmax map) for softmax dumps)\n"
-            "  --norm total|abs      total: noise/shares, each row divided by its total (1, or 1 - lambda\n"
-            "                        for diff: unstable where that is near 0); abs: noise/shares_abs,\n"
-            "                        shares of |attention|, always in [0, 1] (default: total)\n"
-            "  --by none|depth|layer|head  group: none = one table of shares (Figure 1); depth =\n"
-            "                        answer and noise per answer depth with counts (Table 3); layer,\n"
-            "                        head = where the signal lives (default: none)\n"
-            "  --stat shares|entropy|negative_mass  what the tables show: shares = the segment shares\n"
-            "                        above; entropy = noise/entropy, the mean row entropy (nats) of each\n"
-            "                        softmax map (map1, and map2 for Diff dumps); negative_mass =\n"
-            "                        noise/negative_mass, the summed negative entries of the diff map\n"
-            "                        (Diff dumps only, <= 0); grouped by --by like the shares, no plots\n"
-            "                        (default: shares)\n"
-            "  --layers LIST         average over these layers only, e.g. 0,2-3 (default: all)\n"
-            "  --heads LIST          average over these heads only (default: all)\n"
-            "  --labels A,B,...      names of the dumps (default: file names without .h5)\n"
-            "  --format table|csv|json|markdown  output format (default: table)\n"
-            "  --plot FILE           the Figure-1 grouped bar chart: a group per segment, a bar per dump;\n"
-            "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf) (default: none)\n"
-            "  --plot-depth FILE     answer and noise against depth, a line per dump (.png, .svg, .pdf)\n"
-            "                        (default: none)\n"
-            "  --width IN            figure width in inches, 0 < IN <= 100 (3.3 = one column, 7 =\n"
-            "                        two): SVG/PDF get that size, PNG is 300 dpi (default: 8 in for\n"
-            "                        --plot, 10 in for more than 5 segments; 10.7 in for --plot-depth;\n"
-            "                        PNG 1 pixel per unit)\n"
-            "  --font FAMILY         font family of the figures (default: DejaVu Sans)\n"
-            "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
-            "                        noise/raw) is below X in magnitude (default: 0.05)\n"
-            "  --force               overwrite existing plots\n"
-            "  --quiet               no warnings on stderr (they stay in the report's notes)\n"
-            "  --help                this text\n"
-            "  --version             the version of difflens\n"
-            "\n"
-            "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
+    fprintf(out, "usage: noise DUMP.h5 [DUMP2.h5 ...] [options]\n"
+                 "       noise prompts -o PROMPTS.jsonl [options]   (noise prompts --help)\n"
+                 "\n"
+                 "How much attention lands on the answer and how much on the context around it (the\n"
+                 "paper's Figure 1 and Table 3), from the noise/ datasets probe writes. Each dump gets a\n"
+                 "column: the share of each key segment (bos, context before, answer, context after,\n"
+                 "query, distractor, target), noise = context_before + context_after (the paper's\n"
+                 "definition), answer/noise, and the retrieval accuracy (target_correct).\n"
+                 "\n"
+                 "  --map auto|map1|map2|diff  which map of a Diff dump (default: auto = diff for Diff\n"
+                 "                        dumps, map1 (the softmax map) for softmax dumps)\n"
+                 "  --norm total|abs      total: noise/shares, each row divided by its total (1, or 1 - lambda\n"
+                 "                        for diff: unstable where that is near 0); abs: noise/shares_abs,\n"
+                 "                        shares of |attention|, always in [0, 1] (default: total)\n"
+                 "  --by none|depth|layer|head  group: none = one table of shares (Figure 1); depth =\n"
+                 "                        answer and noise per answer depth with counts (Table 3); layer,\n"
+                 "                        head = where the signal lives (default: none)\n"
+                 "  --stat shares|entropy|negative_mass  what the tables show: shares = the segment shares\n"
+                 "                        above; entropy = noise/entropy, the mean row entropy (nats) of each\n"
+                 "                        softmax map (map1, and map2 for Diff dumps); negative_mass =\n"
+                 "                        noise/negative_mass, the summed negative entries of the diff map\n"
+                 "                        (Diff dumps only, <= 0); grouped by --by like the shares, no plots\n"
+                 "                        (default: shares)\n"
+                 "  --layers LIST         average over these layers only, e.g. 0,2-3 (default: all)\n"
+                 "  --heads LIST          average over these heads only (default: all)\n"
+                 "  --labels A,B,...      names of the dumps (default: file names without .h5)\n"
+                 "  --format table|csv|json|markdown  output format (default: table)\n"
+                 "  --plot FILE           the Figure-1 grouped bar chart: a group per segment, a bar per dump;\n"
+                 "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf) (default: none)\n"
+                 "  --plot-depth FILE     answer and noise against depth, a line per dump (.png, .svg, .pdf)\n"
+                 "                        (default: none)\n"
+                 "  --width IN            figure width in inches, 0 < IN <= 100 (3.3 = one column, 7 =\n"
+                 "                        two): SVG/PDF get that size, PNG is 300 dpi (default: 8 in for\n"
+                 "                        --plot, 10 in for more than 5 segments; 10.7 in for --plot-depth;\n"
+                 "                        PNG 1 pixel per unit)\n"
+                 "  --font FAMILY         font family of the figures (default: DejaVu Sans)\n"
+                 "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
+                 "                        noise/raw) is below X in magnitude (default: 0.05)\n"
+                 "  --force               overwrite existing plots\n"
+                 "  --quiet               no warnings on stderr (they stay in the report's notes)\n"
+                 "  --help                this text\n"
+                 "  --version             the version of difflens\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
 }
 
 static void usage_prompts(FILE *out)
 {
-    fprintf(out,
-            "usage: noise prompts -o PROMPTS.jsonl [options]\n"
-            "\n"
-            "Writes prompts for the attention-noise experiment: the synthetic multi-needle retrieval\n"
-            "task of docs/format.md \"Needle task\" (vocabulary 0 <bos>, 1 <needle>, 2 <query>, 3 <sep>,\n"
-            "5-14 digits, 15-78 keys, 79+ filler) or, with --template, prompts for a real tokenizer's\n"
-            "model from pre-tokenized pieces. Every prompt has its answer, query, target (and\n"
-            "distractor) spans and its depth; ids are d<depth%%>-s<sample>.\n"
-            "\n"
-            "  -o, --out FILE        JSONL to write (never overwritten without --force)\n"
-            "  --length LIST         tokens per prompt, one or more (e.g. 256 or 1024,2048) (default: 256)\n"
-            "  --depths LIST         answer depths in [0, 1] (default: 0,0.25,0.5,0.75,1)\n"
-            "  --samples S           prompts per depth and length, 1 to 1000000 (default: 20)\n"
-            "  --seed X              generator seed, 0 to 2^63-1 (default: 1)\n"
-            "synthetic task only\n"
-            "  --needles N           needles in the context, 1 to 64 (default: 4)\n"
-            "  --queries R           queries at the end; the last asks for the answer, 1 to 64 (default: 1)\n"
-            "  --digits M            digits per needle, 1 to 16 (default: 4)\n"
-            "  --vocab-size V        vocabulary size, >= 128 (default: 128); with --template: check\n"
-            "                        every id < V (default: the template's vocab_size, if any)\n"
-            "template\n"
-            "  --template FILE.json  {\"haystack\": [ids], \"needle\": [ids], \"answer\": [start, end],\n"
-            "                        \"distractors\": [[ids], ...], \"query\": [ids], \"target\": [ids],\n"
-            "                        \"bos\": id|null, \"vocab_size\": V} (docs/noise.md)\n"
-            "  --tokenizer PATH      tokenizer.json (or a checkpoint folder): the --template holds text\n"
-            "                        pieces instead of ids, {\"haystack\": \"...\" | {\"file\": F},\n"
-            "                        \"needle\": \"...\", \"answer\": \"part of the needle\", \"distractors\":\n"
-            "                        [\"...\"], \"query\": \"...\", \"target\": \"...\", \"bos\": true|false},\n"
-            "                        and prompts get the decoded pieces as text (default: ids)\n"
-            "  --force               overwrite an existing output\n"
-            "  --quiet               no summary line\n"
-            "  --help                this text\n"
-            "  --version             the version of difflens\n");
+    fprintf(out, "usage: noise prompts -o PROMPTS.jsonl [options]\n"
+                 "\n"
+                 "Writes prompts for the attention-noise experiment: the synthetic multi-needle retrieval\n"
+                 "task of docs/format.md \"Needle task\" (vocabulary 0 <bos>, 1 <needle>, 2 <query>, 3 <sep>,\n"
+                 "5-14 digits, 15-78 keys, 79+ filler) or, with --template, prompts for a real tokenizer's\n"
+                 "model from pre-tokenized pieces. Every prompt has its answer, query, target (and\n"
+                 "distractor) spans and its depth; ids are d<depth%%>-s<sample>.\n"
+                 "\n"
+                 "  -o, --out FILE        JSONL to write (never overwritten without --force)\n"
+                 "  --length LIST         tokens per prompt, one or more (e.g. 256 or 1024,2048) (default: 256)\n"
+                 "  --depths LIST         answer depths in [0, 1] (default: 0,0.25,0.5,0.75,1)\n"
+                 "  --samples S           prompts per depth and length, 1 to 1000000 (default: 20)\n"
+                 "  --seed X              generator seed, 0 to 2^63-1 (default: 1)\n"
+                 "synthetic task only\n"
+                 "  --needles N           needles in the context, 1 to 64 (default: 4)\n"
+                 "  --queries R           queries at the end; the last asks for the answer, 1 to 64 (default: 1)\n"
+                 "  --digits M            digits per needle, 1 to 16 (default: 4)\n"
+                 "  --vocab-size V        vocabulary size, >= 128 (default: 128); with --template: check\n"
+                 "                        every id < V (default: the template's vocab_size, if any)\n"
+                 "template\n"
+                 "  --template FILE.json  {\"haystack\": [ids], \"needle\": [ids], \"answer\": [start, end],\n"
+                 "                        \"distractors\": [[ids], ...], \"query\": [ids], \"target\": [ids],\n"
+                 "                        \"bos\": id|null, \"vocab_size\": V} (docs/noise.md)\n"
+                 "  --tokenizer PATH      tokenizer.json (or a checkpoint folder): the --template holds text\n"
+                 "                        pieces instead of ids, {\"haystack\": \"...\" | {\"file\": F},\n"
+                 "                        \"needle\": \"...\", \"answer\": \"part of the needle\", \"distractors\":\n"
+                 "                        [\"...\"], \"query\": \"...\", \"target\": \"...\", \"bos\": true|false},\n"
+                 "                        and prompts get the decoded pieces as text (default: ids)\n"
+                 "  --force               overwrite an existing output\n"
+                 "  --quiet               no summary line\n"
+                 "  --help                this text\n"
+                 "  --version             the version of difflens\n");
 }
 
 static int bad(const dfl_error *err)
@@ -118,18 +115,37 @@ static int bad(const dfl_error *err)
 
 static int run_prompts(int argc, char **argv)
 {
-    enum { O_LENGTH = 256, O_DEPTHS, O_SAMPLES, O_SEED, O_NEEDLES, O_QUERIES, O_DIGITS, O_VOCAB, O_TEMPLATE,
-           O_FORCE, O_QUIET, O_HELP, O_TOKENIZER };
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'},          {"length", required_argument, 0, O_LENGTH},
-        {"depths", required_argument, 0, O_DEPTHS},  {"samples", required_argument, 0, O_SAMPLES},
-        {"seed", required_argument, 0, O_SEED},      {"needles", required_argument, 0, O_NEEDLES},
-        {"queries", required_argument, 0, O_QUERIES}, {"digits", required_argument, 0, O_DIGITS},
-        {"vocab-size", required_argument, 0, O_VOCAB}, {"template", required_argument, 0, O_TEMPLATE},
-        {"force", no_argument, 0, O_FORCE},          {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},            {"tokenizer", required_argument, 0, O_TOKENIZER},
-        DFL_CLI_COMMON_OPTIONS,
-        {0, 0, 0, 0}};
+    enum {
+        O_LENGTH = 256,
+        O_DEPTHS,
+        O_SAMPLES,
+        O_SEED,
+        O_NEEDLES,
+        O_QUERIES,
+        O_DIGITS,
+        O_VOCAB,
+        O_TEMPLATE,
+        O_FORCE,
+        O_QUIET,
+        O_HELP,
+        O_TOKENIZER
+    };
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"length", required_argument, 0, O_LENGTH},
+                                         {"depths", required_argument, 0, O_DEPTHS},
+                                         {"samples", required_argument, 0, O_SAMPLES},
+                                         {"seed", required_argument, 0, O_SEED},
+                                         {"needles", required_argument, 0, O_NEEDLES},
+                                         {"queries", required_argument, 0, O_QUERIES},
+                                         {"digits", required_argument, 0, O_DIGITS},
+                                         {"vocab-size", required_argument, 0, O_VOCAB},
+                                         {"template", required_argument, 0, O_TEMPLATE},
+                                         {"force", no_argument, 0, O_FORCE},
+                                         {"quiet", no_argument, 0, O_QUIET},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {"tokenizer", required_argument, 0, O_TOKENIZER},
+                                         DFL_CLI_COMMON_OPTIONS,
+                                         {0, 0, 0, 0}};
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
     dfl_error err = {DFL_OK, ""};
     const char *out = NULL, *tmpl_path = NULL, *tok_path = NULL;
@@ -178,9 +194,16 @@ static int run_prompts(int argc, char **argv)
         case O_TOKENIZER: tok_path = optarg; break;
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
-        case O_HELP: usage_prompts(stdout); free(lengths), free(depths); return 0;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: free(lengths), free(depths); return dfl_cli_common(stdout, "noise prompts", c, opts);
-        default: usage_prompts(stderr); rc = 2; break;
+        case O_HELP:
+            usage_prompts(stdout);
+            free(lengths), free(depths);
+            return 0;
+        case DFL_CLI_OPT_VERSION:
+        case DFL_CLI_OPT_LIST: free(lengths), free(depths); return dfl_cli_common(stdout, "noise prompts", c, opts);
+        default:
+            usage_prompts(stderr);
+            rc = 2;
+            break;
         }
     }
     if (!rc && optind < argc) {
@@ -192,7 +215,8 @@ static int run_prompts(int argc, char **argv)
         rc = 2;
     }
     if (!rc && tmpl_path && synthetic_flag) {
-        fprintf(stderr, "noise prompts: --needles, --queries and --digits are for the synthetic task, not --template\n");
+        fprintf(stderr,
+                "noise prompts: --needles, --queries and --digits are for the synthetic task, not --template\n");
         rc = 2;
     }
     if (!rc && tok_path && !tmpl_path) {
@@ -221,7 +245,8 @@ static int run_prompts(int argc, char **argv)
     if (!s && tok_path) s = dfl_tokenizer_open_path(tok_path, &tok, &err);
     if (!s && tmpl_path) {
         if (!vocab_given) p.vocab_size = 0;
-        s = tok ? dfl_noise_template_read_text(tmpl_path, tok, &tmpl, &err) : dfl_noise_template_read(tmpl_path, &tmpl, &err);
+        s = tok ? dfl_noise_template_read_text(tmpl_path, tok, &tmpl, &err)
+                : dfl_noise_template_read(tmpl_path, &tmpl, &err);
         p.tmpl = &tmpl;
     }
     if (!s) s = dfl_noise_prompts_make(&p, &set, &err);
@@ -245,19 +270,42 @@ static int run_prompts(int argc, char **argv)
 
 static int run_analysis(int argc, char **argv)
 {
-    enum { O_MAP = 256, O_NORM, O_BY, O_LAYERS, O_HEADS, O_LABELS, O_FORMAT, O_PLOT, O_PLOTD, O_WARN, O_FORCE,
-           O_QUIET, O_HELP, O_WIDTH, O_FONT, O_STAT };
-    static const struct option opts[] = {
-        {"map", required_argument, 0, O_MAP},         {"norm", required_argument, 0, O_NORM},
-        {"by", required_argument, 0, O_BY},           {"layers", required_argument, 0, O_LAYERS},
-        {"heads", required_argument, 0, O_HEADS},     {"labels", required_argument, 0, O_LABELS},
-        {"format", required_argument, 0, O_FORMAT},   {"plot", required_argument, 0, O_PLOT},
-        {"plot-depth", required_argument, 0, O_PLOTD}, {"warn-total", required_argument, 0, O_WARN},
-        {"force", no_argument, 0, O_FORCE},           {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {"width", required_argument, 0, O_WIDTH},
-        {"font", required_argument, 0, O_FONT},       {"stat", required_argument, 0, O_STAT},
-        DFL_CLI_COMMON_OPTIONS,
-        {0, 0, 0, 0}};
+    enum {
+        O_MAP = 256,
+        O_NORM,
+        O_BY,
+        O_LAYERS,
+        O_HEADS,
+        O_LABELS,
+        O_FORMAT,
+        O_PLOT,
+        O_PLOTD,
+        O_WARN,
+        O_FORCE,
+        O_QUIET,
+        O_HELP,
+        O_WIDTH,
+        O_FONT,
+        O_STAT
+    };
+    static const struct option opts[] = {{"map", required_argument, 0, O_MAP},
+                                         {"norm", required_argument, 0, O_NORM},
+                                         {"by", required_argument, 0, O_BY},
+                                         {"layers", required_argument, 0, O_LAYERS},
+                                         {"heads", required_argument, 0, O_HEADS},
+                                         {"labels", required_argument, 0, O_LABELS},
+                                         {"format", required_argument, 0, O_FORMAT},
+                                         {"plot", required_argument, 0, O_PLOT},
+                                         {"plot-depth", required_argument, 0, O_PLOTD},
+                                         {"warn-total", required_argument, 0, O_WARN},
+                                         {"force", no_argument, 0, O_FORCE},
+                                         {"quiet", no_argument, 0, O_QUIET},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {"width", required_argument, 0, O_WIDTH},
+                                         {"font", required_argument, 0, O_FONT},
+                                         {"stat", required_argument, 0, O_STAT},
+                                         DFL_CLI_COMMON_OPTIONS,
+                                         {0, 0, 0, 0}};
     dfl_plot_paper paper = {NULL, 0.0};
     dfl_noise_params p = dfl_noise_params_default();
     dfl_error err = {DFL_OK, ""};
@@ -311,9 +359,16 @@ static int run_analysis(int argc, char **argv)
             break;
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
-        case O_HELP: usage(stdout); rc = -1; break;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: rc = dfl_cli_common(stdout, "noise", c, opts) ? 1 : -1; break;
-        default: usage(stderr); rc = 2; break;
+        case O_HELP:
+            usage(stdout);
+            rc = -1;
+            break;
+        case DFL_CLI_OPT_VERSION:
+        case DFL_CLI_OPT_LIST: rc = dfl_cli_common(stdout, "noise", c, opts) ? 1 : -1; break;
+        default:
+            usage(stderr);
+            rc = 2;
+            break;
         }
     }
     /* a plot's format comes from its extension: a bad one fails before any reading */
@@ -357,7 +412,8 @@ static int run_analysis(int argc, char **argv)
         if (!s) {
             char lines[2 * DFL_NOISE_MAX_DUMPS][256];
             size_t nw = dfl_noise_warnings(res, p.by, lines, 2 * DFL_NOISE_MAX_DUMPS);
-            for (size_t i = 0; i < nw && !quiet; i++) fprintf(stderr, "noise: warning: %s\n", lines[i]);
+            for (size_t i = 0; i < nw && !quiet; i++)
+                fprintf(stderr, "noise: warning: %s\n", lines[i]);
             s = dfl_report_write(rep, fmt, stdout, &err);
             if (!s && fflush(stdout)) s = DFL_ERR_IO, snprintf(err.msg, sizeof err.msg, "cannot write the output");
         }

@@ -12,7 +12,6 @@
 #include "base/report.h"
 #include "render/render.h"
 
-
 /* SIGINT/SIGTERM/SIGHUP: remove this process's temporary files, say so, exit 128+sig. */
 static void on_signal(int sig)
 {
@@ -23,66 +22,83 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: outliers A.h5 [B.h5 ...] [options]\n"
-            "\n"
-            "Largest activation magnitudes of attention logits and hidden states from probe dumps, side by\n"
-            "side: the paper's Table 5 (Top-n and median of abs(x) over all layers and samples), and with the\n"
-            "options below per-layer, per-head and quantization views (see docs/outliers.md).\n"
-            "\n"
-            "tables\n"
-            "  --labels A,B,...      names of the dumps (default: their model types; repeated types add the file name)\n"
-            "  --top LIST            Top-n columns of Table 5 (default: 1,2,3,10,100); n above the dump's K\n"
-            "                        (probe --topk) shows n/a\n"
-            "  --per-layer           per layer: top-1/2/3, median, max/median, kurtosis, massive activations\n"
-            "  --massive-abs X       massive activation: abs(x) > X (default: 100)\n"
-            "  --massive-ratio X     ... and abs(x) >= X times the layer median (default: 1000)\n"
-            "  --per-head            attention logits per head, from the stored top-K lists only\n"
-            "  --quant               quantization view: LLM.int8() outlier features, SmoothQuant per-channel max\n"
-            "                        profile, SQNR of absmax-quantized attention logits\n"
-            "  --bits LIST           SQNR bit widths, 2..16 (default: 8,6,4; implies --quant)\n"
-            "  --int8-layers F       LLM.int8 feature: in at least this share of the layers (default: 0.25)\n"
-            "  --int8-tokens F       ... with abs(x) >= alpha in at least this share of the tokens (default: 0.06);\n"
-            "                        alpha is the probe's --alpha, stored in the dump\n"
-            "  --channels            the whole per-channel max profile as a long table (layer, channel)\n"
-            "\n"
-            "output\n"
-            "  --format FMT          table, csv, json or markdown (default: table)\n"
-            "  --plot FILE           per-layer top-1 and median on a log axis, one panel per activation;\n"
-            "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf)\n"
-            "                        (default: no plot)\n"
-            "  --width IN            plot width in inches, 0 < IN <= 100 (3.3 = one column, 7 = two):\n"
-            "                        SVG/PDF get that size, PNG is 300 dpi (default: 12 in; PNG 1800 pixels)\n"
-            "  --font FAMILY         font family of the plot (default: DejaVu Sans)\n"
-            "  --force               overwrite an existing plot\n"
-            "  --help                this text\n"
-            "  --version             the version of difflens\n"
-            "\n"
-            "exit status: 0 done, 1 runtime error (unreadable dump, no outlier statistics), 2 usage error\n");
+    fprintf(
+        out,
+        "usage: outliers A.h5 [B.h5 ...] [options]\n"
+        "\n"
+        "Largest activation magnitudes of attention logits and hidden states from probe dumps, side by\n"
+        "side: the paper's Table 5 (Top-n and median of abs(x) over all layers and samples), and with the\n"
+        "options below per-layer, per-head and quantization views (see docs/outliers.md).\n"
+        "\n"
+        "tables\n"
+        "  --labels A,B,...      names of the dumps (default: their model types; repeated types add the file name)\n"
+        "  --top LIST            Top-n columns of Table 5 (default: 1,2,3,10,100); n above the dump's K\n"
+        "                        (probe --topk) shows n/a\n"
+        "  --per-layer           per layer: top-1/2/3, median, max/median, kurtosis, massive activations\n"
+        "  --massive-abs X       massive activation: abs(x) > X (default: 100)\n"
+        "  --massive-ratio X     ... and abs(x) >= X times the layer median (default: 1000)\n"
+        "  --per-head            attention logits per head, from the stored top-K lists only\n"
+        "  --quant               quantization view: LLM.int8() outlier features, SmoothQuant per-channel max\n"
+        "                        profile, SQNR of absmax-quantized attention logits\n"
+        "  --bits LIST           SQNR bit widths, 2..16 (default: 8,6,4; implies --quant)\n"
+        "  --int8-layers F       LLM.int8 feature: in at least this share of the layers (default: 0.25)\n"
+        "  --int8-tokens F       ... with abs(x) >= alpha in at least this share of the tokens (default: 0.06);\n"
+        "                        alpha is the probe's --alpha, stored in the dump\n"
+        "  --channels            the whole per-channel max profile as a long table (layer, channel)\n"
+        "\n"
+        "output\n"
+        "  --format FMT          table, csv, json or markdown (default: table)\n"
+        "  --plot FILE           per-layer top-1 and median on a log axis, one panel per activation;\n"
+        "                        PNG, SVG or PDF by the extension (.png, .svg, .pdf)\n"
+        "                        (default: no plot)\n"
+        "  --width IN            plot width in inches, 0 < IN <= 100 (3.3 = one column, 7 = two):\n"
+        "                        SVG/PDF get that size, PNG is 300 dpi (default: 12 in; PNG 1800 pixels)\n"
+        "  --font FAMILY         font family of the plot (default: DejaVu Sans)\n"
+        "  --force               overwrite an existing plot\n"
+        "  --help                this text\n"
+        "  --version             the version of difflens\n"
+        "\n"
+        "exit status: 0 done, 1 runtime error (unreadable dump, no outlier statistics), 2 usage error\n");
 }
 
-enum { O_LABELS = 256, O_TOP, O_PER_LAYER, O_MASSIVE_ABS, O_MASSIVE_RATIO, O_PER_HEAD, O_QUANT, O_BITS,
-       O_INT8_LAYERS, O_INT8_TOKENS, O_CHANNELS, O_FORMAT, O_PLOT, O_FORCE, O_HELP, O_WIDTH, O_FONT };
-static const struct option opts[] = {
-    {"labels", required_argument, 0, O_LABELS},
-    {"top", required_argument, 0, O_TOP},
-    {"per-layer", no_argument, 0, O_PER_LAYER},
-    {"massive-abs", required_argument, 0, O_MASSIVE_ABS},
-    {"massive-ratio", required_argument, 0, O_MASSIVE_RATIO},
-    {"per-head", no_argument, 0, O_PER_HEAD},
-    {"quant", no_argument, 0, O_QUANT},
-    {"bits", required_argument, 0, O_BITS},
-    {"int8-layers", required_argument, 0, O_INT8_LAYERS},
-    {"int8-tokens", required_argument, 0, O_INT8_TOKENS},
-    {"channels", no_argument, 0, O_CHANNELS},
-    {"format", required_argument, 0, O_FORMAT},
-    {"plot", required_argument, 0, O_PLOT},
-    {"force", no_argument, 0, O_FORCE},
-    {"help", no_argument, 0, O_HELP},
-    {"width", required_argument, 0, O_WIDTH},
-    {"font", required_argument, 0, O_FONT},
-    DFL_CLI_COMMON_OPTIONS,
-    {0, 0, 0, 0}};
+enum {
+    O_LABELS = 256,
+    O_TOP,
+    O_PER_LAYER,
+    O_MASSIVE_ABS,
+    O_MASSIVE_RATIO,
+    O_PER_HEAD,
+    O_QUANT,
+    O_BITS,
+    O_INT8_LAYERS,
+    O_INT8_TOKENS,
+    O_CHANNELS,
+    O_FORMAT,
+    O_PLOT,
+    O_FORCE,
+    O_HELP,
+    O_WIDTH,
+    O_FONT
+};
+static const struct option opts[] = {{"labels", required_argument, 0, O_LABELS},
+                                     {"top", required_argument, 0, O_TOP},
+                                     {"per-layer", no_argument, 0, O_PER_LAYER},
+                                     {"massive-abs", required_argument, 0, O_MASSIVE_ABS},
+                                     {"massive-ratio", required_argument, 0, O_MASSIVE_RATIO},
+                                     {"per-head", no_argument, 0, O_PER_HEAD},
+                                     {"quant", no_argument, 0, O_QUANT},
+                                     {"bits", required_argument, 0, O_BITS},
+                                     {"int8-layers", required_argument, 0, O_INT8_LAYERS},
+                                     {"int8-tokens", required_argument, 0, O_INT8_TOKENS},
+                                     {"channels", no_argument, 0, O_CHANNELS},
+                                     {"format", required_argument, 0, O_FORMAT},
+                                     {"plot", required_argument, 0, O_PLOT},
+                                     {"force", no_argument, 0, O_FORCE},
+                                     {"help", no_argument, 0, O_HELP},
+                                     {"width", required_argument, 0, O_WIDTH},
+                                     {"font", required_argument, 0, O_FONT},
+                                     DFL_CLI_COMMON_OPTIONS,
+                                     {0, 0, 0, 0}};
 
 /* What the command line asks for: the library's parameters and the output format.
  * labels is the one block dfl_cli_split made for --labels (p.labels point into it). */
@@ -107,7 +123,8 @@ static dfl_status apply_flag(cli *c, int opt, const char *arg, dfl_error *err)
         size_t k = 0;
         if ((s = dfl_cli_split("--labels", arg, DFL_OUTLIERS_MAX_DUMPS, &c->labels, &k, err))) return s;
         c->n_labels = (int)k;
-        for (size_t i = 0; i < k; i++) p->labels[i] = c->labels[i];
+        for (size_t i = 0; i < k; i++)
+            p->labels[i] = c->labels[i];
         break;
     }
     case O_TOP:
@@ -123,7 +140,8 @@ static dfl_status apply_flag(cli *c, int opt, const char *arg, dfl_error *err)
     case O_QUANT: p->quant = 1; break;
     case O_BITS:
         if ((s = dfl_outliers_parse_list("--bits", arg, 2, 16, list, DFL_OUTLIERS_MAX_BITS, &n, err))) return s;
-        for (int i = 0; i < n; i++) p->bits[i] = (int)list[i];
+        for (int i = 0; i < n; i++)
+            p->bits[i] = (int)list[i];
         p->nbits = n;
         p->quant = 1;
         break;

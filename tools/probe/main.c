@@ -16,56 +16,55 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
-            "       mpirun -np N probe … (the same flags: prompts split over N ranks, one dump)\n"
-            "\n"
-            "Runs a llama (or qwen2, qwen3, mistral), diff_transformer or diffllama model over\n"
-            "every prompt and writes what happens inside to an HDF5 dump (see docs/format.md\n"
-            "and docs/probe.md).\n"
-            "\n"
-            "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
-            "                         or a GGUF file (FILE.gguf, split files by any part)\n"
-            "                         or ORG/NAME[@REVISION]: a model in the local Hugging Face cache\n"
-            "                         (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; default\n"
-            "                         revision main); never downloaded: probe does no network access\n"
-            "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
-            "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
-            "                         or chat prompts (\"messages\", rendered with DIR's chat template)\n"
-            "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
-            "                         token prompts without \"text\" (default: DIR/tokenizer.json,\n"
-            "                         read only when a prompt has \"input\")\n"
-            "  --out FILE             dump to write (never overwritten without --force)\n"
-            "  --maps SEL             attention maps to store: none, all, or e.g.\n"
-            "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
-            "  --map-dtype f16|f32    element type of stored maps (default: f16)\n"
-            "  --map-compression none|gzip[:LEVEL]\n"
-            "                         map tiles raw, or shuffle + deflate at LEVEL 0-9; level 1\n"
-            "                         deflates only the high byte planes (fast; docs/probe.md)\n"
-            "                         (default: gzip:1; gzip alone means gzip:1)\n"
-            "  --rows RULE            analysis rows for the noise shares: last, query, target, all\n"
-            "                         (default: last = last token of the last query span)\n"
-            "  --topk K               length of the outlier top lists (default: 100)\n"
-            "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
-            "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
-            "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
-            "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
-            "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
-            "                         use, with a warning listing them (default: refused)\n"
-            "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
-            "                         under MPI: per rank)\n"
-            "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
-            "                         recorded in the dump)\n"
-            "  --force                overwrite an existing --out; run even when the projected dump\n"
-            "                         exceeds the free space of its file system\n"
-            "  --quiet                no progress bar and no summary\n"
-            "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
-            "  --help                 this text\n"
-            "  --version              the version of difflens\n"
-            "\n"
-            "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
-            "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
-            "alone prints progress and errors (docs/cluster.md).\n");
+    fprintf(out, "usage: probe --model DIR --prompts FILE.jsonl --out FILE.h5 [options]\n"
+                 "       mpirun -np N probe … (the same flags: prompts split over N ranks, one dump)\n"
+                 "\n"
+                 "Runs a llama (or qwen2, qwen3, mistral), diff_transformer or diffllama model over\n"
+                 "every prompt and writes what happens inside to an HDF5 dump (see docs/format.md\n"
+                 "and docs/probe.md).\n"
+                 "\n"
+                 "  --model DIR            model directory: config.json + model.safetensors (or shards)\n"
+                 "                         or a GGUF file (FILE.gguf, split files by any part)\n"
+                 "                         or ORG/NAME[@REVISION]: a model in the local Hugging Face cache\n"
+                 "                         (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub; default\n"
+                 "                         revision main); never downloaded: probe does no network access\n"
+                 "  --prompts FILE         prompts, JSON Lines (docs/format.md \"Prompt format\"): token\n"
+                 "                         prompts, or text prompts (\"input\", docs/tokenize.md)\n"
+                 "                         or chat prompts (\"messages\", rendered with DIR's chat template)\n"
+                 "  --tokenizer PATH       tokenizer.json (or its folder) for text prompts; also labels\n"
+                 "                         token prompts without \"text\" (default: DIR/tokenizer.json,\n"
+                 "                         read only when a prompt has \"input\")\n"
+                 "  --out FILE             dump to write (never overwritten without --force)\n"
+                 "  --maps SEL             attention maps to store: none, all, or e.g.\n"
+                 "                         'layers=0,3-5;heads=all;rows=analysis' (default: none)\n"
+                 "  --map-dtype f16|f32    element type of stored maps (default: f16)\n"
+                 "  --map-compression none|gzip[:LEVEL]\n"
+                 "                         map tiles raw, or shuffle + deflate at LEVEL 0-9; level 1\n"
+                 "                         deflates only the high byte planes (fast; docs/probe.md)\n"
+                 "                         (default: gzip:1; gzip alone means gzip:1)\n"
+                 "  --rows RULE            analysis rows for the noise shares: last, query, target, all\n"
+                 "                         (default: last = last token of the last query span)\n"
+                 "  --topk K               length of the outlier top lists (default: 100)\n"
+                 "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
+                 "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
+                 "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
+                 "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+                 "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
+                 "                         use, with a warning listing them (default: refused)\n"
+                 "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
+                 "                         under MPI: per rank)\n"
+                 "  --strict               a NaN or Inf in the forward pass is an error (default: a warning,\n"
+                 "                         recorded in the dump)\n"
+                 "  --force                overwrite an existing --out; run even when the projected dump\n"
+                 "                         exceeds the free space of its file system\n"
+                 "  --quiet                no progress bar and no summary\n"
+                 "  --log-every S          under MPI: a progress line every S seconds (default: 10)\n"
+                 "  --help                 this text\n"
+                 "  --version              the version of difflens\n"
+                 "\n"
+                 "Started by mpirun or srun, each rank runs a share of the prompts balanced by cost\n"
+                 "into a part beside --out (.NAME.partRofN.h5); rank 0 joins them into --out and\n"
+                 "alone prints progress and errors (docs/cluster.md).\n");
 }
 
 /* SIGINT/SIGTERM/SIGHUP: the first raises the flag the library polls per layer (it
@@ -91,9 +90,9 @@ static const char *signal_name(int sig)
  * progress is a line every --log-every seconds instead of a bar redrawn in place. */
 typedef struct tool_state {
     dfl_progress bar;
-    int log_lines;               /* MPI rank 0, not --quiet */
-    double log_every;            /* seconds between lines */
-    double last_line;            /* elapsed seconds at the last line */
+    int log_lines;    /* MPI rank 0, not --quiet */
+    double log_every; /* seconds between lines */
+    double last_line; /* elapsed seconds at the last line */
 } tool_state;
 
 static void log_line(tool_state *st, const dfl_probe_progress *pg, double rate, double eta)
@@ -133,7 +132,8 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     char bits[16];
     const char *colon = strchr(text, ':');
     size_t n = colon ? (size_t)(colon - text) : strlen(text);
-    if (n >= sizeof bits) return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: '%s' is not BITS[:GRANULARITY]", text);
+    if (n >= sizeof bits)
+        return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: '%s' is not BITS[:GRANULARITY]", text);
     memcpy(bits, text, n);
     bits[n] = '\0';
     int64_t b;
@@ -142,9 +142,13 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     o->quant_bits = (int)b;
     o->quant_granularity = DFL_QUANT_TENSOR;
     if (!colon || !strcmp(colon + 1, "tensor")) return DFL_OK;
-    if (!strcmp(colon + 1, "head")) o->quant_granularity = DFL_QUANT_HEAD;
-    else if (!strcmp(colon + 1, "row")) o->quant_granularity = DFL_QUANT_ROW;
-    else return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: granularity '%s' is not tensor, head or row", colon + 1);
+    if (!strcmp(colon + 1, "head"))
+        o->quant_granularity = DFL_QUANT_HEAD;
+    else if (!strcmp(colon + 1, "row"))
+        o->quant_granularity = DFL_QUANT_ROW;
+    else
+        return dfl__fail(err, DFL_ERR_USAGE, "--quantize-logits: granularity '%s' is not tensor, head or row",
+                         colon + 1);
     return DFL_OK;
 }
 
@@ -166,20 +170,27 @@ static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 /* The whole tool; under MPI every rank runs it and only rank 0 prints. */
 static int run(int argc, char **argv, int mpi, int rank)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"prompts", required_argument, 0, 'p'},
-        {"out", required_argument, 0, 'o'},     {"maps", required_argument, 0, 'M'},
-        {"map-dtype", required_argument, 0, 'D'}, {"map-compression", required_argument, 0, 'C'},
-        {"rows", required_argument, 0, 'r'},
-        {"topk", required_argument, 0, 'k'},    {"alpha", required_argument, 0, 'a'},
-        {"quantize-logits", required_argument, 0, 'Q'}, {"save-logits", no_argument, 0, 'L'},
-        {"threads", required_argument, 0, 't'}, {"force", no_argument, 0, 'f'},
-        {"quiet", no_argument, 0, 'q'},         {"help", no_argument, 0, 'h'},
-        {"log-every", required_argument, 0, 'E'},
-        {"tokenizer", required_argument, 0, 'T'}, {"strict", no_argument, 0, 'S'},
-        {"allow-unused", no_argument, 0, 'U'},
-        DFL_CLI_COMMON_OPTIONS,
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"prompts", required_argument, 0, 'p'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"maps", required_argument, 0, 'M'},
+                                         {"map-dtype", required_argument, 0, 'D'},
+                                         {"map-compression", required_argument, 0, 'C'},
+                                         {"rows", required_argument, 0, 'r'},
+                                         {"topk", required_argument, 0, 'k'},
+                                         {"alpha", required_argument, 0, 'a'},
+                                         {"quantize-logits", required_argument, 0, 'Q'},
+                                         {"save-logits", no_argument, 0, 'L'},
+                                         {"threads", required_argument, 0, 't'},
+                                         {"force", no_argument, 0, 'f'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"log-every", required_argument, 0, 'E'},
+                                         {"tokenizer", required_argument, 0, 'T'},
+                                         {"strict", no_argument, 0, 'S'},
+                                         {"allow-unused", no_argument, 0, 'U'},
+                                         DFL_CLI_COMMON_OPTIONS,
+                                         {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
@@ -216,9 +227,18 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'U': p.allow_unused = 1; break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
-        case 'h': if (speak) usage(stdout); dfl_map_select_free(&p.maps); return 0;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: dfl_map_select_free(&p.maps); return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
-        default: if (speak) usage(stderr); dfl_map_select_free(&p.maps); return 2;
+        case 'h':
+            if (speak) usage(stdout);
+            dfl_map_select_free(&p.maps);
+            return 0;
+        case DFL_CLI_OPT_VERSION:
+        case DFL_CLI_OPT_LIST:
+            dfl_map_select_free(&p.maps);
+            return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
+        default:
+            if (speak) usage(stderr);
+            dfl_map_select_free(&p.maps);
+            return 2;
         }
     }
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);

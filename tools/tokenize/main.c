@@ -121,8 +121,10 @@ static ssize_t read_line(FILE *f, char **buf, size_t *cap, const char *label, si
     while ((c = getc_unlocked(f)) != EOF) {
         if (n + 2 > *cap) {
             if (n >= TEXT_MAX) {
-                dfl__fail(err, DFL_ERR_IO, "%s:%zu: a line longer than 256 MiB, the bound for one text (is it the "
-                          "right file?)", label, line);
+                dfl__fail(err, DFL_ERR_IO,
+                          "%s:%zu: a line longer than 256 MiB, the bound for one text (is it the "
+                          "right file?)",
+                          label, line);
                 return -1;
             }
             size_t nc = *cap ? 2 * *cap : 4096;
@@ -203,7 +205,8 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'f': force = 1; break;
         case 'h': usage(stdout); return 0;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "tokenize", c, opts);
+        case DFL_CLI_OPT_VERSION:
+        case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "tokenize", c, opts);
         default: usage(stderr); return 2;
         }
     }

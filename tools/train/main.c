@@ -136,7 +136,8 @@ static void on_report(void *user, const dfl_train_report *r)
                 (long long)r->step, (long long)r->steps, r->train_loss_avg, r->eval_loss, r->eval_acc, r->tokens_per_s);
         return;
     }
-    double eta = r->tokens_per_s > 0 && r->step > 0 ? r->elapsed_s / (double)r->step * (double)(r->steps - r->step) : -1;
+    double eta =
+        r->tokens_per_s > 0 && r->step > 0 ? r->elapsed_s / (double)r->step * (double)(r->steps - r->step) : -1;
     snprintf(st->label, sizeof st->label, "train %s loss %.3f", st->name, r->loss);
     st->bar.label = st->label;
     dfl_progress_update(&st->bar, (double)r->step, (double)r->steps, "steps", r->tokens_per_s, "tok", eta);
@@ -184,8 +185,10 @@ static void on_end(void *user, const char *name, const dfl_train_params *p, cons
     }
     /* the eval quoted is the last one made, which need not be at the last step */
     char evaltxt[48];
-    if (r->eval_step > 0) snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)r->eval_step);
-    else snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
+    if (r->eval_step > 0)
+        snprintf(evaltxt, sizeof evaltxt, "eval at step %lld", (long long)r->eval_step);
+    else
+        snprintf(evaltxt, sizeof evaltxt, "no eval in this run");
     if (!st->quiet || r->interrupted)
         fprintf(stderr,
                 "train: %s: %lld/%lld steps in %s (this run: %lld steps, %.1f s, %.0f tok/s; steady %.0f tok/s), "
@@ -219,59 +222,128 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
 
 int main(int argc, char **argv)
 {
-    enum { O_TYPE = 256, O_PAIR, O_OUT, O_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_TIE, O_INIT, O_SEQ, O_NEEDLES,
-           O_QUERIES, O_DIGITS, O_DEPTH, O_LOSS, O_BATCH, O_STEPS, O_LR, O_MINLR, O_WARMUP, O_WD, O_B1, O_B2, O_CLIP,
-           O_SEED, O_EVERY, O_ESAMPLES, O_CKPT, O_STOPAT, O_RESUME, O_FORCE, O_THREADS, O_QUIET, O_HELP,
-           O_PLOT, O_PLOTONLY, O_KEEP, O_ABLATE, O_SEEDS, O_SUMMARIZE, O_FSCHED, O_WIDTH,
-           O_FONT };
-    static const struct option opts[] = {
-        {"type", required_argument, 0, O_TYPE},       {"pair", required_argument, 0, O_PAIR},
-        {"out", required_argument, 0, O_OUT},         {"layers", required_argument, 0, O_LAYERS},
-        {"hidden", required_argument, 0, O_HIDDEN},   {"heads", required_argument, 0, O_HEADS},
-        {"ffn", required_argument, 0, O_FFN},         {"vocab", required_argument, 0, O_VOCAB},
-        {"tie", no_argument, 0, O_TIE},               {"init-std", required_argument, 0, O_INIT},
-        {"seq", required_argument, 0, O_SEQ},         {"needles", required_argument, 0, O_NEEDLES},
-        {"queries", required_argument, 0, O_QUERIES}, {"digits", required_argument, 0, O_DIGITS},
-        {"depth", required_argument, 0, O_DEPTH},     {"loss", required_argument, 0, O_LOSS},
-        {"batch", required_argument, 0, O_BATCH},     {"steps", required_argument, 0, O_STEPS},
-        {"lr", required_argument, 0, O_LR},           {"min-lr", required_argument, 0, O_MINLR},
-        {"warmup", required_argument, 0, O_WARMUP},   {"weight-decay", required_argument, 0, O_WD},
-        {"beta1", required_argument, 0, O_B1},        {"beta2", required_argument, 0, O_B2},
-        {"clip", required_argument, 0, O_CLIP},       {"seed", required_argument, 0, O_SEED},
-        {"eval-every", required_argument, 0, O_EVERY}, {"eval-samples", required_argument, 0, O_ESAMPLES},
-        {"ckpt-every", required_argument, 0, O_CKPT}, {"stop-at", required_argument, 0, O_STOPAT},
-        {"resume", no_argument, 0, O_RESUME},         {"force", no_argument, 0, O_FORCE},
-        {"force-schedule", no_argument, 0, O_FSCHED},
-        {"threads", required_argument, 0, O_THREADS}, {"quiet", no_argument, 0, O_QUIET},
-        {"help", no_argument, 0, O_HELP},             {"plot", required_argument, 0, O_PLOT},
-        {"plot-only", no_argument, 0, O_PLOTONLY},    {"keep-every", required_argument, 0, O_KEEP},
-        {"ablate-lambda", no_argument, 0, O_ABLATE},  {"seeds", required_argument, 0, O_SEEDS},
-        {"summarize", no_argument, 0, O_SUMMARIZE},   {"width", required_argument, 0, O_WIDTH},
-        {"font", required_argument, 0, O_FONT},
-        DFL_CLI_COMMON_OPTIONS,       {0, 0, 0, 0}};
+    enum {
+        O_TYPE = 256,
+        O_PAIR,
+        O_OUT,
+        O_LAYERS,
+        O_HIDDEN,
+        O_HEADS,
+        O_FFN,
+        O_VOCAB,
+        O_TIE,
+        O_INIT,
+        O_SEQ,
+        O_NEEDLES,
+        O_QUERIES,
+        O_DIGITS,
+        O_DEPTH,
+        O_LOSS,
+        O_BATCH,
+        O_STEPS,
+        O_LR,
+        O_MINLR,
+        O_WARMUP,
+        O_WD,
+        O_B1,
+        O_B2,
+        O_CLIP,
+        O_SEED,
+        O_EVERY,
+        O_ESAMPLES,
+        O_CKPT,
+        O_STOPAT,
+        O_RESUME,
+        O_FORCE,
+        O_THREADS,
+        O_QUIET,
+        O_HELP,
+        O_PLOT,
+        O_PLOTONLY,
+        O_KEEP,
+        O_ABLATE,
+        O_SEEDS,
+        O_SUMMARIZE,
+        O_FSCHED,
+        O_WIDTH,
+        O_FONT
+    };
+    static const struct option opts[] = {{"type", required_argument, 0, O_TYPE},
+                                         {"pair", required_argument, 0, O_PAIR},
+                                         {"out", required_argument, 0, O_OUT},
+                                         {"layers", required_argument, 0, O_LAYERS},
+                                         {"hidden", required_argument, 0, O_HIDDEN},
+                                         {"heads", required_argument, 0, O_HEADS},
+                                         {"ffn", required_argument, 0, O_FFN},
+                                         {"vocab", required_argument, 0, O_VOCAB},
+                                         {"tie", no_argument, 0, O_TIE},
+                                         {"init-std", required_argument, 0, O_INIT},
+                                         {"seq", required_argument, 0, O_SEQ},
+                                         {"needles", required_argument, 0, O_NEEDLES},
+                                         {"queries", required_argument, 0, O_QUERIES},
+                                         {"digits", required_argument, 0, O_DIGITS},
+                                         {"depth", required_argument, 0, O_DEPTH},
+                                         {"loss", required_argument, 0, O_LOSS},
+                                         {"batch", required_argument, 0, O_BATCH},
+                                         {"steps", required_argument, 0, O_STEPS},
+                                         {"lr", required_argument, 0, O_LR},
+                                         {"min-lr", required_argument, 0, O_MINLR},
+                                         {"warmup", required_argument, 0, O_WARMUP},
+                                         {"weight-decay", required_argument, 0, O_WD},
+                                         {"beta1", required_argument, 0, O_B1},
+                                         {"beta2", required_argument, 0, O_B2},
+                                         {"clip", required_argument, 0, O_CLIP},
+                                         {"seed", required_argument, 0, O_SEED},
+                                         {"eval-every", required_argument, 0, O_EVERY},
+                                         {"eval-samples", required_argument, 0, O_ESAMPLES},
+                                         {"ckpt-every", required_argument, 0, O_CKPT},
+                                         {"stop-at", required_argument, 0, O_STOPAT},
+                                         {"resume", no_argument, 0, O_RESUME},
+                                         {"force", no_argument, 0, O_FORCE},
+                                         {"force-schedule", no_argument, 0, O_FSCHED},
+                                         {"threads", required_argument, 0, O_THREADS},
+                                         {"quiet", no_argument, 0, O_QUIET},
+                                         {"help", no_argument, 0, O_HELP},
+                                         {"plot", required_argument, 0, O_PLOT},
+                                         {"plot-only", no_argument, 0, O_PLOTONLY},
+                                         {"keep-every", required_argument, 0, O_KEEP},
+                                         {"ablate-lambda", no_argument, 0, O_ABLATE},
+                                         {"seeds", required_argument, 0, O_SEEDS},
+                                         {"summarize", no_argument, 0, O_SUMMARIZE},
+                                         {"width", required_argument, 0, O_WIDTH},
+                                         {"font", required_argument, 0, O_FONT},
+                                         DFL_CLI_COMMON_OPTIONS,
+                                         {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
     dfl_error err = {DFL_OK, ""};
     const char *pair = NULL, *plot = NULL;
     int64_t v, threads = 0;
     double x;
     int c, quiet = 0, plot_only = 0, summarize = 0;
-    int64_t *seeds = NULL;   /* [n_seeds] sorted, distinct */
+    int64_t *seeds = NULL; /* [n_seeds] sorted, distinct */
     size_t n_seeds = 0;
     dfl_status s = DFL_OK;
-#define INT(flag, lo, hi, dst) \
+#define INT(flag, lo, hi, dst)                                                                                         \
     if (!(s = dfl_cli_int(flag, optarg, lo, hi, &v, &err))) dst = v
-#define DBL(flag, lo, hi, dst) \
+#define DBL(flag, lo, hi, dst)                                                                                         \
     if (!(s = dfl_cli_double(flag, optarg, lo, hi, &x, &err))) dst = x
     opterr = 0;
     while (!s && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_TYPE:
-            if (!strcmp(optarg, "llama")) p.type = DFL_MODEL_LLAMA;
-            else if (!strcmp(optarg, "diff_transformer")) p.type = DFL_MODEL_DIFF_TRANSFORMER;
-            else if (!strcmp(optarg, "diffllama")) p.type = DFL_MODEL_DIFFLLAMA;
-            else if (!strcmp(optarg, "diff_transformer_v2")) p.type = DFL_MODEL_DIFF_V2;
-            else s = dfl__fail(&err, DFL_ERR_USAGE, "--type: '%s' is not llama, diff_transformer, diffllama or "
-                               "diff_transformer_v2", optarg);
+            if (!strcmp(optarg, "llama"))
+                p.type = DFL_MODEL_LLAMA;
+            else if (!strcmp(optarg, "diff_transformer"))
+                p.type = DFL_MODEL_DIFF_TRANSFORMER;
+            else if (!strcmp(optarg, "diffllama"))
+                p.type = DFL_MODEL_DIFFLLAMA;
+            else if (!strcmp(optarg, "diff_transformer_v2"))
+                p.type = DFL_MODEL_DIFF_V2;
+            else
+                s = dfl__fail(&err, DFL_ERR_USAGE,
+                              "--type: '%s' is not llama, diff_transformer, diffllama or "
+                              "diff_transformer_v2",
+                              optarg);
             break;
         case O_PAIR: pair = optarg; break;
         case O_OUT: p.out = optarg; break;
@@ -287,13 +359,18 @@ int main(int argc, char **argv)
         case O_QUERIES: INT("--queries", 1, DFL_NEEDLE_MAX, p.task.queries); break;
         case O_DIGITS: INT("--digits", 1, 16, p.task.digits); break;
         case O_DEPTH:
-            if (!strcmp(optarg, "random")) p.task.depth = -1;
-            else DBL("--depth", 0, 1, p.task.depth);
+            if (!strcmp(optarg, "random"))
+                p.task.depth = -1;
+            else
+                DBL("--depth", 0, 1, p.task.depth);
             break;
         case O_LOSS:
-            if (!strcmp(optarg, "target")) p.loss = DFL_LOSS_TARGET;
-            else if (!strcmp(optarg, "all")) p.loss = DFL_LOSS_ALL;
-            else s = dfl__fail(&err, DFL_ERR_USAGE, "--loss: '%s' is not target or all", optarg);
+            if (!strcmp(optarg, "target"))
+                p.loss = DFL_LOSS_TARGET;
+            else if (!strcmp(optarg, "all"))
+                p.loss = DFL_LOSS_ALL;
+            else
+                s = dfl__fail(&err, DFL_ERR_USAGE, "--loss: '%s' is not target or all", optarg);
             break;
         case O_BATCH: INT("--batch", 1, 65536, p.batch); break;
         case O_STEPS: INT("--steps", 1, (int64_t)1 << 40, p.steps); break;
@@ -327,10 +404,9 @@ int main(int argc, char **argv)
         case O_FONT: g_paper.font = optarg; break;
         case O_PLOTONLY: plot_only = 1; break;
         case O_HELP: usage(stdout); return 0;
-        case DFL_CLI_OPT_VERSION: case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "train", c, opts);
-        default:
-            s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]);
-            break;
+        case DFL_CLI_OPT_VERSION:
+        case DFL_CLI_OPT_LIST: return dfl_cli_common(stdout, "train", c, opts);
+        default: s = dfl__fail(&err, DFL_ERR_USAGE, "unknown or incomplete option '%s'", argv[optind - 1]); break;
         }
     }
 #undef INT
@@ -345,8 +421,10 @@ int main(int argc, char **argv)
     if (!s && p.resume && p.overwrite) s = dfl__fail(&err, DFL_ERR_USAGE, "--resume and --force exclude each other");
     if (!s && seeds && !pair) s = dfl__fail(&err, DFL_ERR_USAGE, "--seeds needs --pair OUTDIR");
     if (!s && seeds && (plot || plot_only))
-        s = dfl__fail(&err, DFL_ERR_USAGE, "--plot and --plot-only go with --out or --pair, not --seeds (the summary has its own figure)");
-    if (!s && summarize && !seeds) s = dfl__fail(&err, DFL_ERR_USAGE, "--summarize needs --pair OUTDIR and --seeds LIST");
+        s = dfl__fail(&err, DFL_ERR_USAGE,
+                      "--plot and --plot-only go with --out or --pair, not --seeds (the summary has its own figure)");
+    if (!s && summarize && !seeds)
+        s = dfl__fail(&err, DFL_ERR_USAGE, "--summarize needs --pair OUTDIR and --seeds LIST");
     if (!s && n_seeds > 64) s = dfl__fail(&err, DFL_ERR_USAGE, "--seeds: at most 64 seeds, got %zu", n_seeds);
     if (!s && p.force_schedule && !p.resume) s = dfl__fail(&err, DFL_ERR_USAGE, "--force-schedule goes with --resume");
     if (!s && p.min_lr > p.lr) s = dfl__fail(&err, DFL_ERR_USAGE, "--min-lr %g exceeds --lr %g", p.min_lr, p.lr);
@@ -405,18 +483,21 @@ int main(int argc, char **argv)
     if (!plot_only) {
         dfl_train_pairs_params pp = dfl_train_pairs_params_default();
         uint64_t us[64];
-        for (size_t i = 0; i < n_seeds; i++) us[i] = (uint64_t)seeds[i];
+        for (size_t i = 0; i < n_seeds; i++)
+            us[i] = (uint64_t)seeds[i];
         pp.llama = pl, pp.diff = pd, pp.dir = pair, pp.paper = &g_paper;
         pp.seeds = seeds ? us : NULL, pp.n_seeds = (int)n_seeds, pp.summarize = summarize;
         dfl_train_pairs_hooks hooks = {{&st, on_report, &g_stop, on_warn}, on_begin, on_end, on_note};
         dfl_train_pairs_result res;
         dfl_status ps = dfl_train_pairs_run(&pp, &hooks, &res, &err);
-        if (ps) fprintf(stderr, "train: %s\n", err.msg), rc = dfl_status_exit_code(ps);
-        else if (res.stopped) rc = 128 + g_stop;
+        if (ps)
+            fprintf(stderr, "train: %s\n", err.msg), rc = dfl_status_exit_code(ps);
+        else if (res.stopped)
+            rc = 128 + g_stop;
         if (res.summary_md) fputs(res.summary_md, stdout);
         free(res.summary_md);
     }
-    if (rc == 0 && plot) {   /* --plot of the pair (refused with --seeds) */
+    if (rc == 0 && plot) { /* --plot of the pair (refused with --seeds) */
         char title[128], c0[4200], c1[4200];
         const char *csvs[2] = {c0, c1}, *labels[2] = {"Transformer", "Diff"};
         snprintf(c0, sizeof c0, "%s/train.csv", pl.out);
