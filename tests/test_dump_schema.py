@@ -96,7 +96,10 @@ def header_schema(path=SCHEMA_H):
 
     entries = {}
     arg = r'\s*("[^"]*"|\w+)\s*'
-    for kind, args in re.findall(r"\b(DFL_DS_|DFL_AT_)\((.*?)\),\s*$", text, flags=re.M):
+    rows = re.sub(r"^#define(?:[^\n]*\\\n)*[^\n]*", "", text, flags=re.M)   # the table, without the macros
+    # a row may be wrapped over lines (clang-format): up to the ")," that ends it
+    for kind, args in re.findall(r"\b(DFL_DS_|DFL_AT_)\((.*?)\),[ \t]*$", rows, flags=re.M | re.S):
+        args = " ".join(args.split())
         parts = re.findall(arg + r"(?:,|$)", args)
         if kind == "DFL_DS_":
             path, dtype, dims, models, presence = parts[:5]
