@@ -85,6 +85,13 @@ def all_files(root):
     return sorted(out)
 
 
+def sanitizers():
+    """The Makefile's SAN flags (make asan builds and installs a sanitized library, and a
+    program linked against it is built with the same flags); none in a plain build."""
+    r = run(["make", "-s", "--no-print-directory", "-C", ROOT, "--eval", "print-%: ; @echo $($*)", "print-SAN"])
+    return r.stdout.split()
+
+
 class Install(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -153,7 +160,7 @@ class Install(unittest.TestCase):
             flags = ["-Wl,-Bstatic" if f == "-ldifflens" else f for f in flags]
             flags.insert(flags.index("-Wl,-Bstatic") + 1, "-ldifflens")
             flags.insert(flags.index("-Wl,-Bstatic") + 2, "-Wl,-Bdynamic")
-        r = run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", exe, *flags])
+        r = run(["cc", "-std=c11", "-Wall", "-Werror", *sanitizers(), src, "-o", exe, *flags])
         self.assertEqual(r.returncode, 0, r.stderr)
         needed = run(["readelf", "-d", exe]).stdout
         self.assertEqual("libdifflens.so" in needed, not static, needed)
