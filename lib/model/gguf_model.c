@@ -209,16 +209,8 @@ static dfl_status gbind(gbinder *b, const char *name, int64_t d0, int optional, 
         *out = (float *)(uintptr_t)t->data;
         return DFL_OK;
     }
-    if (b->m->n_owned == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 64;
-        float **no = realloc(b->m->owned, nc * sizeof *no);
-        if (!no) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory binding '%s'", name);
-        b->m->owned = no;
-        b->cap = nc;
-    }
-    float *buf = dfl__alloc_array((size_t)d0, sizeof(float));
+    float *buf = dfl__model_owned_buffer(b->m, &b->cap, (size_t)d0);
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for tensor '%s'", name);
-    b->m->owned[b->m->n_owned++] = buf;
     dfl_ggml_dequant_row(t->type, t->data, buf, d0);
     *out = buf;
     return DFL_OK;

@@ -782,6 +782,18 @@ static dfl_status find(binder *b, const char *name, int64_t d0, int64_t d1, int 
     return mark_used(b, t, err);
 }
 
+float *dfl__model_owned_buffer(dfl_model *m, size_t *cap, size_t n)
+{
+    if (m->n_owned == *cap) {
+        float **grown = dfl__grow_array(m->owned, cap, sizeof *grown, 64);
+        if (!grown) return NULL;
+        m->owned = grown;
+    }
+    float *buf = dfl__alloc_array(n, sizeof(float));
+    if (buf) m->owned[m->n_owned++] = buf;
+    return buf;
+}
+
 /* A vector as f32: aligned F32 data in place, anything else converted into a buffer
  * the model owns (vectors are small: D floats at most). */
 static dfl_status bind(binder *b, const char *name, int64_t d0, int optional, float **out, dfl_error *err)
@@ -794,16 +806,8 @@ static dfl_status bind(binder *b, const char *name, int64_t d0, int optional, fl
         *out = (float *)(uintptr_t)t->data;
         return DFL_OK;
     }
-    if (b->m->n_owned == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 64;
-        float **no = realloc(b->m->owned, nc * sizeof *no);
-        if (!no) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory binding '%s'", name);
-        b->m->owned = no;
-        b->cap = nc;
-    }
-    float *buf = dfl__alloc_array(dfl_tensor_numel(t), sizeof(float));
+    float *buf = dfl__model_owned_buffer(b->m, &b->cap, dfl_tensor_numel(t));
     if (!buf) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for tensor '%s'", name);
-    b->m->owned[b->m->n_owned++] = buf;
     s = dfl_tensor_to_f32(t, buf, err);
     if (s) return dfl__context(err, "%s", dfl_st_set_file_of(b->set, name));
     *out = buf;

@@ -191,4 +191,9 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
 /* Free a model; accepts NULL. */
 void dfl_model_free(dfl_model *m);
 
+/* Internal to lib/model (the safetensors and GGUF binders): a buffer of n floats that m
+ * owns (freed with the model), appended to m->owned, whose capacity the binder keeps in
+ * *cap. NULL when out of memory (nothing changed then but the list's capacity). */
+float *dfl__model_owned_buffer(dfl_model *m, size_t *cap, size_t n);
+
 #endif
