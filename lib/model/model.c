@@ -380,24 +380,33 @@ static dfl_status parse_neox(const cJSON *root, const char *label, dfl_config *c
     return get_bool(root, "attention_bias", 1, label, &c->qkv_bias, err);
 }
 
-/* Gemma 2 and 3 (Gemma2Config, Gemma3TextConfig): the MLP's hidden_activation
- * [gelu_pytorch_tanh] (hidden_act, which the modelling code never reads, is ignored),
- * scores × query_pre_attn_scalar^−½ [256], the soft-caps (Gemma2Config: 50 and 30 when
- * absent; Gemma 3: none), embeddings × √D, and Gemma 3's local RoPE base. */
-static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c, dfl_error *err)
+/* The GELU of a GELU or GeGLU MLP from config key `key` (dflt when absent or null): the
+ * tanh form (gelu_new, gelu_pytorch_tanh, gelu_fast: one formula) or erf's (gelu). */
+static dfl_status parse_gelu(const cJSON *root, const char *key, const char *dflt, const dfl__family *f,
+                             const char *label, dfl_config *c, dfl_error *err)
 {
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
-    const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : "gelu_pytorch_tanh";
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, key);
+    const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : dflt;
     if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
         c->act = DFL_ACT_GELU_TANH;
     else if (!strcmp(a, "gelu"))
         c->act = DFL_ACT_GELU;
     else
         return dfl__fail(err, DFL_ERR_CONFIG,
-                         "%s: hidden_activation \"%s\" is not supported for model_type %s "
-                         "(gelu, gelu_new, gelu_pytorch_tanh, gelu_fast)",
-                         label, a, f->model_type);
-    dfl_status s;
+                         "%s: %s \"%s\" is not supported for model_type %s (gelu, gelu_new, gelu_pytorch_tanh, "
+                         "gelu_fast)",
+                         label, key, a, f->model_type);
+    return DFL_OK;
+}
+
+/* Gemma 2 and 3 (Gemma2Config, Gemma3TextConfig): the MLP's hidden_activation
+ * [gelu_pytorch_tanh] (hidden_act, which the modelling code never reads, is ignored),
+ * scores × query_pre_attn_scalar^−½ [256], the soft-caps (Gemma2Config: 50 and 30 when
+ * absent; Gemma 3: none), embeddings × √D, and Gemma 3's local RoPE base. */
+static dfl_status parse_gemma(const cJSON *root, const dfl__family *f, const char *label, dfl_config *c, dfl_error *err)
+{
+    dfl_status s = parse_gelu(root, "hidden_activation", "gelu_pytorch_tanh", f, label, c, err);
+    if (s) return s;
     double qpas, cap_default = strcmp(f->model_type, "gemma2") ? 0.0 : 50.0;
     if ((s = get_num(root, "query_pre_attn_scalar", 256.0, label, &qpas, err))) return s;
     if (!(qpas > 0)) return dfl__fail(err, DFL_ERR_CONFIG, "%s: \"query_pre_attn_scalar\" must be > 0", label);
@@ -443,18 +452,8 @@ static dfl_status parse_gelu_family(const cJSON *root, const dfl__family *f, con
                                     dfl_error *err)
 {
     if (f->mlp == DFL__MLP_GEGLU) return parse_gemma(root, f, label, c, err);
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
-    const char *a = act && !cJSON_IsNull(act) ? (cJSON_IsString(act) ? act->valuestring : "?") : f->act_default;
-    if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
-        c->act = DFL_ACT_GELU_TANH;
-    else if (!strcmp(a, "gelu"))
-        c->act = DFL_ACT_GELU;
-    else
-        return dfl__fail(err, DFL_ERR_CONFIG,
-                         "%s: hidden_act \"%s\" is not supported for model_type %s (gelu, "
-                         "gelu_new, gelu_pytorch_tanh, gelu_fast)",
-                         label, a, f->model_type);
-    dfl_status s;
+    dfl_status s = parse_gelu(root, "hidden_act", f->act_default, f, label, c, err);
+    if (s) return s;
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "rms_norm_eps");
     if (!eps || cJSON_IsNull(eps)) c->rms_norm_eps = 1e-5; /* GPT2Config's, GPTNeoXConfig's */
     /* neither has grouped kv heads or a head_dim key: their fused q|k|v is 3·D wide */
