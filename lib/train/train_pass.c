@@ -356,6 +356,22 @@ static const float *row_lambda(const attn_args *x, int64_t b, int64_t h)
     return x->a->lam ? x->a->lam + (size_t)b * (size_t)x->T * (size_t)x->w->g.heads + (size_t)h : NULL;
 }
 
+/* The map head h of sequence b applies to its values: the softmax map, or the Diff map
+ * P1 − λ·P2 (DIFF V2: each row's own λ) written into scr[T, T]. The forward and the
+ * backward pass both take it from here. */
+static const float *applied_map(const attn_args *x, int64_t b, int64_t h, float *scr)
+{
+    const dfl__train_geom *g = &x->w->g;
+    const float *lrow = row_lambda(x, b, h);
+    if (lrow)
+        diff_map_rows(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), lrow, g->heads, x->T);
+    else if (g->nmaps == 2)
+        diff_map(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, x->T);
+    else
+        return map_at(x, b, h, 0);
+    return scr;
+}
+
 /* Head h of sequence b: maps, values, and the Diff sub-layer norm. Runs inside the
  * parallel region: serial BLAS, this thread's scratch only, disjoint output columns. */
 static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
@@ -379,14 +395,7 @@ static void attn_fwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         for (int64_t i = 0; i < T; i++)
             softmax_row(P + i * T, i, T);
     }
-    const float *A = map_at(x, b, h, 0), *lrow = row_lambda(x, b, h);
-    if (lrow) {
-        diff_map_rows(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), lrow, g->heads, T);
-        A = scr;
-    } else if (g->nmaps == 2) {
-        diff_map(scr, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, T);
-        A = scr;
-    }
+    const float *A = applied_map(x, b, h, scr);
     float *o = (g->subnorm ? a->opre : a->att) + (size_t)b * T * g->att_ld + p->out_col; /* [T, width] ld att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
@@ -459,14 +468,7 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
         ldo = W;
     }
     /* dA = dO·vᵀ over the value parts; dv_part = Aᵀ·dO_part */
-    const float *A = map_at(x, b, h, 0), *lrow = row_lambda(x, b, h);
-    if (lrow) {
-        diff_map_rows(sA, map_at(x, b, h, 0), map_at(x, b, h, 1), lrow, g->heads, T);
-        A = sA;
-    } else if (g->nmaps == 2) {
-        diff_map(sA, map_at(x, b, h, 0), map_at(x, b, h, 1), x->lambda, T);
-        A = sA;
-    }
+    const float *A = applied_map(x, b, h, sA), *lrow = row_lambda(x, b, h);
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
         int64_t vw = p->v_width[part];
