@@ -183,27 +183,37 @@ static dfl_status read_fd(int fd, const char *label, size_t max, const char *wha
     return DFL_OK;
 }
 
-dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len, dfl_error *err)
+dfl_status dfl__open_regular(const char *path, const char *what, int *fd_out, struct stat *st, dfl_error *err)
 {
+    *fd_out = -1;
     /* O_NONBLOCK: a FIFO in a file's place is refused at once, not waited on */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
         int e = errno;
         close(fd);
         return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
-        const char *kind = S_ISDIR(st.st_mode)    ? "a folder"
-                           : S_ISFIFO(st.st_mode) ? "a FIFO"
-                           : S_ISCHR(st.st_mode)  ? "a character device"
-                           : S_ISBLK(st.st_mode)  ? "a block device"
-                           : S_ISSOCK(st.st_mode) ? "a socket"
-                                                  : "not a file";
+        const char *kind = S_ISDIR(st->st_mode)    ? "a folder"
+                           : S_ISFIFO(st->st_mode) ? "a FIFO"
+                           : S_ISCHR(st->st_mode)  ? "a character device"
+                           : S_ISBLK(st->st_mode)  ? "a block device"
+                           : S_ISSOCK(st->st_mode) ? "a socket"
+                                                   : "not a file";
         return dfl__fail(err, DFL_ERR_IO, "%s: not a regular file (%s), cannot be read as %s", path, kind, what);
     }
+    *fd_out = fd;
+    return DFL_OK;
+}
+
+dfl_status dfl__read_file_max(const char *path, size_t max, const char *what, char **out, size_t *len, dfl_error *err)
+{
+    int fd;
+    struct stat st;
+    dfl_status s0 = dfl__open_regular(path, what, &fd, &st, err);
+    if (s0) return s0;
     if ((uint64_t)st.st_size > (uint64_t)max) {
         close(fd);
         return too_large(err, path, max, what);

@@ -67,6 +67,12 @@ void *dfl__calloc_array(size_t n, size_t size);
  * or NULL with v (still the caller's) and *cap unchanged. */
 void *dfl__grow_array(void *v, size_t *cap, size_t size, size_t first);
 
+/* Open path read-only as a regular file (O_NONBLOCK, so a FIFO in its place is refused
+ * at once, not waited on) and fstat it into *st: *fd is the caller's to close. DFL_ERR_IO
+ * naming the path and what it is when it is no regular file ("cannot be read as what"). */
+struct stat;
+dfl_status dfl__open_regular(const char *path, const char *what, int *fd, struct stat *st, dfl_error *err);
+
 /* Read a whole input file into a NUL-terminated malloc'ed buffer; *len excludes the NUL;
  * caller owns *out. At most max bytes: a larger file is DFL_ERR_IO naming the bound and
  * `what` ("prompts", "tokenizer.json"), before anything is read. Only a regular file:

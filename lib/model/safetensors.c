@@ -441,19 +441,10 @@ dfl_status dfl_st_open(const char *path, dfl_st_file **out, dfl_error *err)
 {
     if (!path || !out) return dfl__fail(err, DFL_ERR_USAGE, "dfl_st_open: NULL argument");
     *out = NULL;
-    /* O_NONBLOCK: a FIFO in a weights file's place is refused at once, not waited on */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return dfl__fail(err, DFL_ERR_IO, "%s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return dfl__fail(err, DFL_ERR_IO, "%s: not a regular file", path);
-    }
+    dfl_status s0 = dfl__open_regular(path, "a safetensors file", &fd, &st, err);
+    if (s0) return s0;
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         return dfl__fail(err, DFL_ERR_NOMEM, "%s: too large to map", path);
