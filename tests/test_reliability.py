@@ -31,6 +31,31 @@ def temps(folder):
     return glob.glob(os.path.join(folder, ".*.tmp.*"))
 
 
+def writing(proc, folder):
+    """The temporaries in folder that proc holds open as its dump, still held 0.2 s later
+    (probe also makes and removes one at once when it checks --out can be written: a
+    signal sent then would reach it before it writes anything)."""
+    def held():
+        try:
+            fds = os.listdir("/proc/%d/fd" % proc.pid)
+        except OSError:
+            return set()
+        out = set()
+        for fd in fds:
+            try:
+                t = os.readlink("/proc/%d/fd/%s" % (proc.pid, fd))
+            except OSError:
+                continue
+            if os.path.dirname(t) == os.path.realpath(folder) and ".tmp." in os.path.basename(t):
+                out.add(t)
+        return out
+    first = held()
+    if not first:
+        return []
+    time.sleep(0.2)
+    return sorted(first & held())
+
+
 def wait_for(pred, proc, what):
     """Poll until pred() holds (the process still running); no wall-clock limit: a
     process that ends first fails the wait."""
@@ -91,7 +116,7 @@ class Signals(Fixture):
             d = self.folder()
             out = os.path.join(d, "out.h5")
             p = self.start_probe(out)
-            wait_for(lambda: temps(d), p, "its temporary file appeared")
+            wait_for(lambda: writing(p, d), p, "it is writing its temporary file")
             p.send_signal(sig)
             _, err = p.communicate()
             self.assertEqual(p.returncode, code, err)
@@ -104,7 +129,7 @@ class Signals(Fixture):
         out = os.path.join(d, "p.jsonl")
         p = subprocess.Popen([TOOL["noise"], "prompts", "-o", out, "--length", "4096", "--samples", "100",
                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        wait_for(lambda: writing(p, d), p, "it is writing its temporary file")
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate()
         self.assertEqual(p.returncode, 143, err)
@@ -118,7 +143,7 @@ class Signals(Fixture):
         p = subprocess.Popen([TOOL["attnmap"], self.dump, "-o", out, "--layer", "all", "--size", "8192",
                               "--quiet"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        wait_for(lambda: writing(p, d), p, "it is writing its temporary file")
         p.send_signal(signal.SIGINT)
         _, err = p.communicate()
         self.assertEqual(p.returncode, 130, err)
@@ -160,7 +185,7 @@ class Signals(Fixture):
     def test_kill9_then_next_run_cleans(self):
         d = self.folder()
         p = self.start_probe(os.path.join(d, "out.h5"))
-        wait_for(lambda: temps(d), p, "its temporary file appeared")
+        wait_for(lambda: writing(p, d), p, "it is writing its temporary file")
         p.kill()
         p.communicate()
         stale = temps(d)
@@ -177,7 +202,7 @@ class Signals(Fixture):
         out = os.path.join(d, "out.h5")
         p = self.start_probe(out)
         try:
-            wait_for(lambda: temps(d), p, "its temporary file appeared")
+            wait_for(lambda: writing(p, d), p, "it is writing its temporary file")
             r = subprocess.run([TOOL["probe"], "--model", self.model, "--prompts", self.small, "--out", out,
                                 "--quiet"], capture_output=True, text=True)
             # the first one is still running: the second did not wait for it
