@@ -14,6 +14,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/forward.h"
 #include "model/model.h"
@@ -232,6 +233,55 @@ static void test_threads_and_capture_do_not_change_logits(void **st)
     }
 }
 
+/* ---------------------------------------------------- released layers */
+
+static long resident_pages(void)
+{
+    long size = 0, rss = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%ld %ld", &size, &rss) != 2) rss = -1;
+    if (f) fclose(f);
+    return rss;
+}
+
+/* Logits through dfl_forward with release_layers set as given. */
+static float *logits_released(const dfl_model *m, const int32_t *tok, int64_t T, int release)
+{
+    int64_t V = m->config.vocab_size;
+    float *out = malloc((size_t)(T * V) * sizeof *out);
+    logit_capture c = {out, V, 0, 0, 0, NULL};
+    dfl_capture cap = {.user = &c, .logits_rows = keep_logits};
+    dfl_forward_opts o = dfl_forward_opts_default();
+    o.release_layers = release;
+    dfl_error e;
+    assert_int_equal(dfl_forward(m, tok, T, &o, &cap, &e), DFL_OK);
+    assert_int_equal(c.rows, T);
+    return out;
+}
+
+/* Layers handed back after use (a checkpoint larger than memory streams through it):
+ * the same logits bit for bit, run after run, and the weights' pages leave the
+ * process (its resident set drops by most of the layers' matrices). */
+static void test_released_layers_same_logits(void **st)
+{
+    (void)st;
+    dfl_model *m = load((tiny_spec){"llama", 3, 256, 4, 2, 1024, 64, 5u});
+    const int64_t T = 20;
+    int32_t *tok = tokens_for(T, 64);
+    float *kept = logits_released(m, tok, T, -1);
+    long before = resident_pages();
+    float *once = logits_released(m, tok, T, 1), *twice = logits_released(m, tok, T, 1);
+    long after = resident_pages();
+    assert_memory_equal(once, kept, (size_t)(T * 64) * sizeof(float));
+    assert_memory_equal(twice, kept, (size_t)(T * 64) * sizeof(float));
+    /* 3 layers of q, k, v, o and the three MLP matrices: 3·(2·256² + 2·128·256 + 3·256·1024)·4 bytes */
+    long page = sysconf(_SC_PAGESIZE), layer_pages = 3L * (2 * 256 * 256 + 2 * 128 * 256 + 3 * 256 * 1024) * 4 / page;
+    assert_true(before > 0 && after > 0);
+    assert_true(before - after > layer_pages / 2);
+    free(kept), free(once), free(twice), free(tok);
+    dfl_model_free(m);
+}
+
 /* ------------------------------------------------------------- failures */
 
 static dfl_status failing(void *u, int64_t r0, int64_t n, int64_t V, const float *z, dfl_error *e)
@@ -445,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_maps_diffllama_gqa),
         cmocka_unit_test(test_threads_and_capture_do_not_change_logits),
         cmocka_unit_test(test_bad_tokens_and_failing_callback),
+        cmocka_unit_test(test_released_layers_same_logits),
         cmocka_unit_test(test_flops_counted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

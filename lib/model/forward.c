@@ -7,6 +7,8 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/family.h"
 #include "model/kernels.h"
@@ -567,13 +569,66 @@ static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_
 
 dfl_forward_opts dfl_forward_opts_default(void)
 {
-    dfl_forward_opts o = {0, DFL_QUANT_TENSOR};
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0};
     return o;
 }
 
 int dfl_forward_max_threads(void)
 {
     return omp_get_max_threads();
+}
+
+/* ------------------------------------------------ weights larger than memory */
+
+/* Bytes of a mapped weight matrix (0 for ggml blocks: never released, they are small). */
+static size_t wmat_bytes(const dfl_wmat *w)
+{
+    if (!w->data || w->dtype >= DFL_WMAT_GGML) return 0;
+    return (size_t)w->rows * (size_t)w->cols * dfl_dtype_size((dfl_dtype)w->dtype);
+}
+
+/* The matrices of one layer, for the release below. */
+static int layer_mats(const dfl_layer_weights *lw, const dfl_wmat **out)
+{
+    const dfl_wmat *all[] = {&lw->wq,   &lw->wk,     &lw->wv,   &lw->wo,      &lw->w_gate,
+                             &lw->w_up, &lw->w_down, &lw->wqkv, &lw->w_lambda};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (wmat_bytes(all[i])) out[n++] = all[i];
+    return n;
+}
+
+/* 1 when the layers' weights exceed half the machine's memory (dfl_forward_opts
+ * release_layers 0): then each layer's pages are handed back once the layer is done, so
+ * a checkpoint larger than memory streams through it instead of competing with the
+ * activations for the page cache. */
+static int release_layers(const dfl_model *m)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    double total = 0;
+    for (int64_t l = 0; l < m->config.num_layers; l++) {
+        const dfl_wmat *mats[9];
+        int n = layer_mats(&m->layers[l], mats);
+        for (int i = 0; i < n; i++)
+            total += (double)wmat_bytes(mats[i]);
+    }
+    return total > 0.5 * (double)pages * (double)page;
+}
+
+/* MADV_DONTNEED over the whole pages inside each matrix of layer l (read-only private
+ * file mappings: the pages are dropped from this process and read again on next use). */
+static void release_layer(const dfl_model *m, int64_t l)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const dfl_wmat *mats[9];
+    int n = layer_mats(&m->layers[l], mats);
+    for (int i = 0; i < n; i++) {
+        uintptr_t a = (uintptr_t)mats[i]->data, e = a + wmat_bytes(mats[i]);
+        a = (a + page - 1) / page * page;
+        e = e / page * page;
+        if (e > a) madvise((void *)a, e - a, MADV_DONTNEED);
+    }
 }
 
 dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
@@ -644,9 +699,11 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
     }
 
+    const int stream = opts->release_layers ? opts->release_layers > 0 : release_layers(m);
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        if (l > 0 && stream) release_layer(m, l - 1);
         if (fam->layout != DFL__LAYOUT_LLAMA || fam->block != DFL__BLOCK_PRE) {
             s = fam->layout != DFL__LAYOUT_LLAMA ? block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err)
                                                  : block_rms(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err);
@@ -689,6 +746,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
     }
+
+    if (stream) release_layer(m, c->num_layers - 1);
 
     /* Final norm, then the LM head in row blocks: [T, V] is never held at once. */
     if (s == DFL_OK && fam->norm == DFL__NORM_LAYER)

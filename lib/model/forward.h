@@ -69,6 +69,11 @@ typedef struct dfl_forward_opts {
      * row of each map (row). */
     int quant_bits;
     dfl_quant_granularity quant_granularity;
+    /* Hand each layer's weight pages back to the kernel once the layer is done (the
+     * mapping stays; the next pass reads them from the file again): 0 = when the layers'
+     * weights exceed half the machine's memory, 1 = always, -1 = never. A checkpoint
+     * larger than memory then streams through it. */
+    int release_layers;
 } dfl_forward_opts;
 
 /* Defaults: no intervention. */
