@@ -58,10 +58,27 @@ N="--norm abs"
 # The training curves of the pair, from its train.csv files
 "$BIN/train" --pair "$MODELS" --plot "$OUT/train_curves.svg" --plot-only --quiet
 
+# DIFF Transformer V2 (per-token lambda on map 2), trained by the same protocol (seed 1,
+# 3000 of 6000 steps; demo/README.md): beside the pair, on the same prompts
+V2=$OUT/diff_v2.h5
+if [ -f "$MODELS/diff_v2/model.safetensors" ]; then
+    "$BIN/probe" --model "$MODELS/diff_v2" --prompts "$OUT/prompts.jsonl" --out "$V2" --maps all --force --quiet
+    L3="--labels Transformer,Diff,DiffV2"
+    "$BIN/noise" "$T" "$D" "$V2" $L3 $N --format markdown --plot "$OUT/v1_v2_shares.png" --force --quiet \
+        > "$OUT/v1_v2_shares.md"
+    "$BIN/outliers" "$T" "$D" "$V2" $L3 --format markdown > "$OUT/v1_v2_outliers.md"
+    "$BIN/attnmap" "$V2" --sample d50-s0 --layer 1 --head mean --maps all -o "$OUT/heatmap_v2_maps.png" --force --quiet
+fi
+
 echo
 "$BIN/noise" "$T" "$D" $L $N --quiet
 echo
 "$BIN/outliers" "$T" "$D" $L
+if [ -f "$V2" ]; then
+    echo
+    echo "with DIFF V2 (demo/models/diff_v2):"
+    "$BIN/noise" "$T" "$D" "$V2" $L3 $N --quiet
+fi
 # Over seeds (demo/seeds/, written by `make demo-models`): the curves of every seed, the
 # steps to 25/50/90% retrieval and the mechanisms at matched skill and at the end
 SEEDS=${SEEDS:-demo/seeds}
