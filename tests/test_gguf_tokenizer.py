@@ -5,8 +5,9 @@ on the real tokenizer.json files of Llama 3 (tokenizer.ggml.pre "llama-bpe") and
 ("qwen2"), written into GGUF metadata by tests/ref/gguf.py's converter (as llama.cpp's
 convert_hf_to_gguf.py writes them): ids equal on the whole tokenizer corpus, with and
 without special tokens; add_bos_token against a tokenizer.json whose post-processor
-adds the bos; probe runs a text prompt from a GGUF model; refusals name what they
-refuse (SentencePiece "llama" vocabularies, unknown pre-tokenizers).
+adds the bos; the SentencePiece ("llama") vocabularies of Llama 2 (add_space_prefix) and
+Gemma 3 (without), ids and offsets; probe runs a text prompt from a GGUF model; refusals
+name what they refuse (other tokenizer.ggml.model values, unknown pre-tokenizers).
 
 Run from the repo root:  /usr/bin/python3 tests/test_gguf_tokenizer.py
 """
@@ -82,6 +83,28 @@ def main():
             check([a["ids"] for a in ours] == [b["ids"] for b in ref] and all(a["ids"][:1] == [bos] for a in ours),
                   "%s from GGUF with add_bos_token: ids start with %d and equal Hugging Face's" % (name, bos))
 
+        # SentencePiece vocabularies (tokenizer.ggml.model "llama"): Llama 2 with the space
+        # prefix, Gemma 3 without, written as convert_hf_to_gguf.py writes them
+        for name, prefix in (("llama2", True), ("gemma3", False)):
+            path = os.path.join(ttr.MODULES, ttr.TOKENIZERS[name])
+            with open(path, encoding="utf-8") as f:
+                tok = json.load(f)
+            g = os.path.join(tmp, name + ".gguf")
+            gguf.write_gguf(g, [("general.architecture", gguf.STRING, "llama")] + gguf.spm_tokenizer_kvs(tok, prefix), [])
+            refs = ttr.run_ref(path, [(t, True) for t in texts] + [(t, False) for t in texts])
+            for special in (True, False):
+                ours = ttr.run_ours(g, texts, special)
+                ref = refs[:len(texts)] if special else refs[len(texts):]
+                bad = [i for i, (a, b) in enumerate(zip(ours, ref)) if a["ids"] != b["ids"]]
+                off = [i for i, (a, b) in enumerate(zip(ours, ref))
+                       if [list(o) for o in a["offsets"]] != [list(o) for o in b["offsets"]]]
+                for i in bad[:3]:
+                    print("  %s special=%s text %d %r\n    gguf %s\n    hf   %s" % (
+                        name, special, i, texts[i][:60], ours[i]["ids"][:20], ref[i]["ids"][:20]))
+                check(len(ours) == len(texts) and not bad and not off,
+                      "%s (SentencePiece) from GGUF, special=%s: %d texts, %d id and %d offset mismatches" % (
+                          name, special, len(texts), len(bad), len(off)))
+
         # probe on a GGUF model with the llama3 tokenizer: a text prompt tokenized from the file
         with open(os.path.join(ttr.MODULES, ttr.TOKENIZERS["llama3"]), encoding="utf-8") as f:
             tok = json.load(f)
@@ -121,7 +144,10 @@ def main():
             got, want, "" if r.returncode == 0 else " — " + r.stderr.strip()))
 
         # refusals
-        for kv, msg in (([("tokenizer.ggml.model", gguf.STRING, "llama")], "'llama' is not supported"),
+        for kv, msg in (([("tokenizer.ggml.model", gguf.STRING, "bert")], "'bert' is not supported"),
+                        ([("tokenizer.ggml.model", gguf.STRING, "llama"),
+                          ("tokenizer.ggml.tokens", gguf.ARRAY, (gguf.STRING, ["a", "b"]))],
+                         "'tokenizer.ggml.scores' is missing"),
                         ([("tokenizer.ggml.model", gguf.STRING, "gpt2"), ("tokenizer.ggml.pre", gguf.STRING, "falcon")],
                          "'falcon' is not supported"),
                         ([("tokenizer.ggml.model", gguf.STRING, "gpt2")], "'tokenizer.ggml.tokens' is missing"),

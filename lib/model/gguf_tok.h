@@ -4,8 +4,9 @@
  *
  * Supported: tokenizer.ggml.model "gpt2" (byte-level BPE: tokens, merges, token_type,
  * bos/eos ids, add_bos_token/add_eos_token) with tokenizer.ggml.pre "llama-bpe" (Llama
- * 3), "qwen2" (Qwen 2/2.5/3), "gpt-2" or "default" (GPT-2's own regex). "llama"
- * (SentencePiece: tokens, scores) and other pre-tokenizers are refused by name.
+ * 3), "qwen2" (Qwen 2/2.5/3), "gpt-2" or "default" (GPT-2's own regex); "llama"
+ * (SentencePiece BPE: tokens, scores, token_type, add_space_prefix; Llama 2, Mistral,
+ * Gemma). Other models and pre-tokenizers are refused by name.
  */
 #ifndef DFL_GGUF_TOK_H
 #define DFL_GGUF_TOK_H

@@ -497,7 +497,7 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
 # tokenizer.json -> GGUF tokenizer metadata (convert_hf_to_gguf.py's _set_vocab_gpt2)
 # ---------------------------------------------------------------------------
 
-TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
+TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
 
 
 def tokenizer_kvs(tok, pre, add_bos=None):
@@ -539,4 +539,64 @@ def tokenizer_kvs(tok, pre, add_bos=None):
             kv.append(("tokenizer.ggml.eos_token_id", U32, ids[name]))
             break
     kv.append(("tokenizer.ggml.add_bos_token", BOOL, bool(add_bos)))
+    return kv
+
+
+# ---------------------------------------------------------------------------
+# SentencePiece tokenizer.json -> GGUF "llama" vocabulary (convert_hf_to_gguf.py's
+# _set_vocab_sentencepiece / llama.cpp's LLAMA_VOCAB_TYPE_SPM)
+# ---------------------------------------------------------------------------
+
+def spm_tokenizer_kvs(tok, add_space_prefix):
+    """The tokenizer.ggml.* keys of a SentencePiece vocabulary, from a tokenizer.json
+    that Hugging Face's converter made from one (a BPE model with byte_fallback whose
+    merges are every split of a piece into two pieces). The real converter reads the
+    pieces' scores from tokenizer.model, which is not here: each piece's score is minus
+    the rank of the first merge that makes it, so that ordering merges by score (as the
+    SentencePiece extractor and llama.cpp do) gives back tokenizer.json's order. Types:
+    added special tokens CONTROL, other added tokens USER_DEFINED, <0xXX> BYTE, the
+    unk_token UNKNOWN, the rest NORMAL."""
+    m = tok["model"]
+    assert m["type"] == "BPE" and m.get("byte_fallback")
+    ids = dict(m["vocab"])
+    for a in tok.get("added_tokens", []):   # Gemma 3 adds one past its vocabulary
+        ids.setdefault(a["content"], a["id"])
+    n = max(ids.values()) + 1
+    tokens = [None] * n
+    for s, i in ids.items():
+        tokens[i] = s
+    assert all(t is not None for t in tokens), "SentencePiece vocabularies have no holes"
+    types = [TOKEN_NORMAL] * n
+    for i, t in enumerate(tokens):
+        if len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
+            types[i] = TOKEN_BYTE
+    if m.get("unk_token") in ids:
+        types[ids[m["unk_token"]]] = TOKEN_UNKNOWN
+    for a in tok.get("added_tokens", []):
+        types[a["id"]] = TOKEN_CONTROL if a.get("special") else TOKEN_USER_DEFINED
+    scores = [0.0] * n
+    made = set()
+    for r, x in enumerate(m["merges"]):
+        a, b = x if isinstance(x, list) else x.split(" ", 1)
+        i = ids[a + b]
+        if i not in made:
+            made.add(i)
+            scores[i] = -float(r)
+    kv = [("tokenizer.ggml.model", STRING, "llama"),
+          ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+          ("tokenizer.ggml.scores", ARRAY, (FLOAT32, scores)),
+          ("tokenizer.ggml.token_type", ARRAY, (I32, types)),
+          ("tokenizer.ggml.add_space_prefix", BOOL, bool(add_space_prefix))]
+    pp = tok.get("post_processor") or {}
+    if pp.get("type") == "TemplateProcessing" and "SpecialToken" in pp["single"][0]:
+        kv.append(("tokenizer.ggml.bos_token_id", U32, pp["special_tokens"][pp["single"][0]["SpecialToken"]["id"]]["ids"][0]))
+        kv.append(("tokenizer.ggml.add_bos_token", BOOL, True))
+    else:
+        kv.append(("tokenizer.ggml.add_bos_token", BOOL, False))
+    for name in ("</s>", "<eos>"):
+        if name in ids:
+            kv.append(("tokenizer.ggml.eos_token_id", U32, ids[name]))
+            break
+    if m.get("unk_token") in ids:
+        kv.append(("tokenizer.ggml.unknown_token_id", U32, ids[m["unk_token"]]))
     return kv
