@@ -9,7 +9,9 @@ numpy reference.
   the GGUF against tests/ref/reference.py run on the weights as numpy dequantizes them,
   within tests/test_reference.py's tolerances; a model in three split files too;
 - refusals: an IQ type by name, an unknown architecture, a missing key, a tensor the
-  model does not use, llama3 rope frequency factors.
+  model does not use, rope frequency factors of the wrong shape;
+- Llama 3's rope_scaling as the converter's rope_freqs tensor, against the safetensors
+  twin with rope_scaling llama3.
 
 Run from the repo root:  /usr/bin/python3 tests/test_gguf_model.py   (BIN=bin by default)
 """
@@ -70,8 +72,8 @@ def model_files(name, mtype, hidden, ffn, wtype, heads=4, kv_heads=2, split=0, *
 class Twin(unittest.TestCase):
     """F32/F16 GGUF against the safetensors model of the same weights."""
 
-    def check(self, mtype, wtype, **kw):
-        name = "twin-%s-%s" % (mtype, gguf.TYPES[wtype][0])
+    def check(self, mtype, wtype, tag="", **kw):
+        name = "twin-%s-%s%s" % (mtype, gguf.TYPES[wtype][0], tag)
         sdir, gpath, cfg, back = model_files(name, mtype, 64, 96, wtype, **kw)
         if wtype == gguf.F16:   # the twin holds the same f16 matrices (and the F32 vectors)
             t = [(n, back[n].astype(np.float32)) for n, _ in make_model.make_weights(cfg, seed=0)]
@@ -101,6 +103,10 @@ class Twin(unittest.TestCase):
 
     def test_qwen3_f16(self):
         self.check("qwen3", gguf.F16, head_dim=24)
+
+    def test_llama3_rope_freqs(self):
+        # Llama 3.1's rope_scaling reaches the GGUF as the converter's rope_freqs tensor
+        self.check("llama", gguf.F32, tag="-llama3", rope_scaling="llama3")
 
 
 class AgainstReference(unittest.TestCase):
@@ -186,7 +192,7 @@ class Refusals(unittest.TestCase):
     def test_unused_tensor_and_rope_freqs(self):
         kvs, t = self.parts()
         self.refused(kvs, t + [("extra.weight", gguf.F32, [4], b"\0" * 16)], "'extra.weight'", "--allow-unused")
-        self.refused(kvs, t + [("rope_freqs.weight", gguf.F32, [8], b"\0" * 32)], "rope_freqs")
+        self.refused(kvs, t + [("rope_freqs.weight", gguf.F32, [5], b"\0" * 20)], "rope_freqs.weight", "F32 [")
 
     def test_wrong_shape(self):
         kvs, t = self.parts()

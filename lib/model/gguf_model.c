@@ -126,11 +126,16 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         return dfl__fail(err, DFL_ERR_CONFIG, "%s: %s = '%.*s' is not supported (none, linear)", path, key,
                          (int)(stlen < 32 ? stlen : 32), st);
     if (has_scaling && (s = meta_num(g, path, arch, "rope.scaling.factor", 0, 1, &factor, err))) return s;
-    if (dfl_gguf_find_tensor(g, "rope_freqs.weight"))
-        return dfl__fail(err, DFL_ERR_CONFIG,
-                         "%s: tensor 'rope_freqs.weight' (llama3-style RoPE frequency factors) is "
-                         "not supported from GGUF",
-                         path);
+    /* Llama 3.1/3.2's rope_scaling "llama3" arrives as per-frequency factors (the
+     * converter's rope_freqs; llama.cpp divides frequency j by factor j): */
+    const dfl_gguf_tensor *ff = dfl_gguf_find_tensor(g, "rope_freqs.weight");
+    if (ff && (ff->type != DFL_GGML_F32 || ff->ndim != 1 || ff->ne[0] != rope_dim / 2))
+        return dfl__fail(err, DFL_ERR_TENSOR,
+                         "%s: tensor 'rope_freqs.weight' must be F32 [%lld] (rope.dimension_count / 2), "
+                         "one factor per frequency",
+                         dfl_gguf_file_of(g, ff), (long long)(rope_dim / 2));
+    if (ff && has_scaling)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: both %s and tensor 'rope_freqs.weight' scale RoPE", path, key);
     const dfl_gguf_tensor *emb = dfl_gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->ndim != 2)
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor 'token_embd.weight' is missing or not 2-D", path);
@@ -156,6 +161,20 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
             cJSON_AddStringToObject(rs, "rope_type", "linear");
             cJSON_AddNumberToObject(rs, "factor", factor);
         }
+    }
+    if (ff) { /* the same angles as longrope with both lists = the factors, no attention factor */
+        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling"), *sf = cJSON_CreateArray(), *lf = cJSON_CreateArray();
+        for (int64_t j = 0; j < rope_dim / 2; j++) {
+            float v;
+            memcpy(&v, (const char *)ff->data + 4 * j, 4);
+            cJSON_AddItemToArray(sf, cJSON_CreateNumber((double)v));
+            cJSON_AddItemToArray(lf, cJSON_CreateNumber((double)v));
+        }
+        cJSON_AddStringToObject(rs, "rope_type", "longrope");
+        cJSON_AddItemToObject(rs, "short_factor", sf);
+        cJSON_AddItemToObject(rs, "long_factor", lf);
+        cJSON_AddNumberToObject(rs, "factor", 1.0);
+        cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
     }
     *json = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
@@ -329,6 +348,9 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
     }
     for (int64_t l = 0; l < c->num_layers; l++)
         if ((s = gbind_layer(&b, l, err))) goto fail;
+    const dfl_gguf_tensor *ff = dfl_gguf_find_tensor(g, "rope_freqs.weight"); /* read by build_config */
+    for (size_t i = 0; ff && i < nt; i++)
+        if (dfl_gguf_tensor_at(g, i) == ff) b.used[i] = 1;
     if ((s = gcheck_unused(&b, opts && opts->allow_unused, err))) goto fail;
     free(b.used);
     *out = m;

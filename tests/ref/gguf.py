@@ -16,6 +16,8 @@ scales quantized to their 4/6/8-bit fields against an f16 super-block scale.
 """
 import struct
 
+import math
+
 import numpy as np
 
 F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 = 0, 1, 2, 3, 6, 7, 8
@@ -462,6 +464,31 @@ def config_kvs(cfg):
     return kv
 
 
+def rope_freqs(cfg):
+    """Llama 3's rope_scaling as the converter stores it (LlamaModel.generate_extra_tensors):
+    one float32 factor per frequency, by which llama.cpp divides it; None without llama3."""
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) != "llama3":
+        return None
+    dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    base = float(cfg.get("rope_theta", 10000.0))
+    freqs = (1.0 / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))).astype(np.float32)
+    factor, lo, hi = rs.get("factor", 8.0), rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+    old = rs.get("original_max_position_embeddings", 8192)
+    lo_wave, hi_wave = old / lo, old / hi
+    out = []
+    for f in freqs:
+        wave = 2 * math.pi / float(f)
+        if wave < hi_wave:
+            out.append(1.0)
+        elif wave > lo_wave:
+            out.append(factor)
+        else:
+            smooth = (old / wave - lo) / (hi - lo)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
 def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
     """Write the model (cfg, [(hf name, float32 array)]) as GGUF: 2-D weights in ggml
     type wtype (embedding in embd_type, default wtype), 1-D ones F32; Q/K rows permuted
@@ -484,6 +511,9 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
         if permuted and heads:
             deq = unpermute(deq, heads)
         back[name] = deq.astype(np.float64)
+    ff = rope_freqs(cfg)
+    if ff is not None:
+        out.append(("rope_freqs.weight", F32, [ff.size], quantize(ff, F32)))
     kvs = config_kvs(cfg)
     if path is None:
         return None, back
