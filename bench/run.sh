@@ -222,3 +222,7 @@ BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"
 if [ -f bench/tokenizer.sh ]; then
     BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
 fi
+
+# a Llama-3.2-1B-shaped Q4_K GGUF against the same shape in bf16: forward time ratio and
+# peak RSS (bench/gguf.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/gguf.sh | tee -a "$OUT/table.txt"
