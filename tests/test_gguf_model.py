@@ -8,6 +8,8 @@ numpy reference.
 - every quantized type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) and BF16: probe on
   the GGUF against tests/ref/reference.py run on the weights as numpy dequantizes them,
   within tests/test_reference.py's tolerances; a model in three split files too;
+- Gemma 2 and Gemma 3 (gemma2 / gemma3 GGUF architectures): F32 against the
+  safetensors twin, Q8_0 against the numpy reference (tests/ref/families.py);
 - refusals: an IQ type by name, an unknown architecture, a missing key, a tensor the
   model does not use, rope frequency factors of the wrong shape;
 - Llama 3's rope_scaling as the converter's rope_freqs tensor, against the safetensors
@@ -27,6 +29,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "ref"))
+import families  # noqa: E402
 import gguf  # noqa: E402
 import make_model  # noqa: E402
 import reference  # noqa: E402
@@ -72,7 +75,7 @@ def model_files(name, mtype, hidden, ffn, wtype, heads=4, kv_heads=2, split=0, *
 class Twin(unittest.TestCase):
     """F32/F16 GGUF against the safetensors model of the same weights."""
 
-    def check(self, mtype, wtype, tag="", **kw):
+    def check(self, mtype, wtype, tag="", tol=(1e-6, 1e-7), **kw):
         name = "twin-%s-%s%s" % (mtype, gguf.TYPES[wtype][0], tag)
         sdir, gpath, cfg, back = model_files(name, mtype, 64, 96, wtype, **kw)
         if wtype == gguf.F16:   # the twin holds the same f16 matrices (and the F32 vectors)
@@ -88,8 +91,8 @@ class Twin(unittest.TestCase):
             worst[0] = max(worst[0], float(np.abs(la - lb).max() / np.abs(la).max()))
             worst[1] = max(worst[1], float(np.abs(ma - mb).max()))
         SUMMARY.append("%s: logits rel %.1e maps %.1e" % (name, worst[0], worst[1]))
-        self.assertLess(worst[0], 1e-6, name)
-        self.assertLess(worst[1], 1e-7, name)
+        self.assertLess(worst[0], tol[0], name)
+        self.assertLess(worst[1], tol[1], name)
         del prompts
 
     def test_llama_f32(self):
@@ -105,8 +108,9 @@ class Twin(unittest.TestCase):
         self.check("qwen3", gguf.F16, head_dim=24)
 
     def test_llama3_rope_freqs(self):
-        # Llama 3.1's rope_scaling reaches the GGUF as the converter's rope_freqs tensor
-        self.check("llama", gguf.F32, tag="-llama3", rope_scaling="llama3")
+        # Llama 3.1's rope_scaling reaches the GGUF as the converter's rope_freqs tensor: f32
+        # factors against Hugging Face's double-precision frequencies, so the usual tolerances
+        self.check("llama", gguf.F32, tag="-llama3", tol=(tr.TOL_LOGITS_REL, tr.TOL_MAP), rope_scaling="llama3")
 
 
 class AgainstReference(unittest.TestCase):
@@ -145,6 +149,67 @@ for _t in gguf.QUANT_NAMES + ["BF16"]:
 for _m, _t, _kw in (("qwen2", "Q4_K", {}), ("qwen3", "Q6_K", dict(heads=8, head_dim=32)), ("mistral", "Q5_0", {}),
                     ("qwen2", "Q8_0", dict(tied=True)), ("llama", "Q4_K", dict(split=3))):
     _add(_m, _t, **_kw)
+
+
+class Gemma(unittest.TestCase):
+    """Gemma 2 and 3 from GGUF (norm gains stored as 1 + w, llama.cpp's fixed layer
+    patterns and local RoPE base): the F32 file against its safetensors twin, and a
+    Q8_0 file against the numpy reference (tests/ref/families.py) on its weights."""
+
+    def files(self, name, mtype, layers, wtype, **extra):
+        d = os.path.join(TMP, name)
+        os.makedirs(d)
+        cfg = families.make_config(mtype, layers, 64, 4, ffn=96, vocab=tr.VOCAB, max_pos=64, extra=extra)
+        tensors = families.make_weights(cfg, seed=11)
+        sdir = os.path.join(d, "st")
+        make_model.write_model(sdir, cfg, tensors, "f32")
+        paths, back = gguf.convert(cfg, tensors, wtype, os.path.join(d, "model.gguf"))
+        pfile = os.path.join(d, "prompts.jsonl")
+        prompts = tr.write_prompts(pfile, (23, 17), seed=7)
+        return d, sdir, paths[0], cfg, back, pfile, prompts
+
+    def twin(self, mtype, layers, **extra):
+        name = "gemma-twin-%s" % mtype
+        d, sdir, gpath, cfg, _, pfile, _ = self.files(name, mtype, layers, gguf.F32, **extra)
+        a, b = os.path.join(d, "st.h5"), os.path.join(d, "gguf.h5")
+        probe(sdir, pfile, a)
+        probe(gpath, pfile, b)
+        worst = [0.0, 0.0]
+        for (la, ma, _), (lb, mb, _) in zip(read_dump(a, 2), read_dump(b, 2)):
+            worst[0] = max(worst[0], float(np.abs(la - lb).max() / np.abs(la).max()))
+            worst[1] = max(worst[1], float(np.abs(ma - mb).max()))
+        SUMMARY.append("%s: logits rel %.1e maps %.1e" % (name, *worst))
+        self.assertLess(worst[0], 1e-6, name)
+        self.assertLess(worst[1], 1e-7, name)
+
+    def against_reference(self, mtype, layers, **extra):
+        name = "gemma-ref-%s-Q8_0" % mtype
+        d, _, gpath, cfg, back, pfile, prompts = self.files(name, mtype, layers, gguf.Q8_0, **extra)
+        m = reference.Model(cfg, back)
+        out = os.path.join(d, "dump.h5")
+        probe(gpath, pfile, out)
+        worst = [0.0, 0.0]
+        for p, (lg, mp, _) in zip(prompts, read_dump(out, 2)):
+            r = reference.forward(m, p["tokens"])
+            worst[0] = max(worst[0], float(np.abs(lg - r["logits"]).max() / np.abs(r["logits"]).max()))
+            worst[1] = max(worst[1], float(np.abs(mp - r["map1"]).max()))
+        SUMMARY.append("%s: logits rel %.1e maps %.1e" % (name, *worst))
+        self.assertLess(worst[0], tr.TOL_LOGITS_REL, name)
+        self.assertLess(worst[1], tr.TOL_MAP, name)
+
+    # windows of 8 keys on 23-token prompts; Gemma 3 with six layers has a global one
+    def test_gemma2_twin(self):
+        self.twin("gemma2", 2, sliding_window=8, attn_logit_softcapping=2.0, final_logit_softcapping=5.0)
+
+    def test_gemma3_twin(self):
+        self.twin("gemma3_text", 6, sliding_window=8, final_logit_softcapping=8.0,
+                  rope_scaling={"rope_type": "linear", "factor": 4.0})
+
+    def test_gemma2_q8_0_against_reference(self):
+        self.against_reference("gemma2", 2, sliding_window=8)
+
+    def test_gemma3_q8_0_against_reference(self):
+        self.against_reference("gemma3_text", 6, sliding_window=8)
 
 
 class Refusals(unittest.TestCase):

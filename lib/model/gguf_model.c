@@ -17,11 +17,13 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 
-/* general.architecture → model_type; permuted: the converter permutes Q/K rows. */
+/* general.architecture → model_type; permuted: the converter permutes Q/K rows;
+ * gemma: llama.cpp's Gemma rules (gemma_config), 2 or 3. */
 static const struct {
     const char *arch, *model_type;
-    int permuted;
-} ARCHS[] = {{"llama", "llama", 1}, {"mistral", "mistral", 1}, {"qwen2", "qwen2", 0}, {"qwen3", "qwen3", 0}};
+    int permuted, gemma;
+} ARCHS[] = {{"llama", "llama", 1, 0}, {"mistral", "mistral", 1, 0}, {"qwen2", "qwen2", 0, 0},
+             {"qwen3", "qwen3", 0, 0}, {"gemma2", "gemma2", 0, 2},   {"gemma3", "gemma3_text", 0, 3}};
 
 #define DIM_MAX ((int64_t)1 << 24)
 
@@ -75,6 +77,45 @@ static dfl_status meta_num(const dfl_gguf *g, const char *path, const char *arch
     return DFL_OK;
 }
 
+/* Gemma 2 and 3 as llama.cpp reads them (llama-model.cpp's load_hparams): the layer
+ * pattern and the local RoPE base are fixed by the architecture (Gemma 2: every other
+ * layer slides, window 4096 unless given; Gemma 3: five of six, local base 10000), the
+ * query scale is 1/√head_dim except for the 27B shapes (46 / 62 layers: 1/√(D/H)),
+ * Gemma 2's soft-caps default to 50 and 30; GELU (tanh) MLPs. The norm gains arrive as
+ * 1 + w (the converter adds the 1), which is what the forward pass holds. */
+static dfl_status gemma_config(const dfl_gguf *g, const char *path, const char *arch, int gemma, int64_t L, int64_t D,
+                               int64_t H, int64_t key_len, cJSON *c, dfl_error *err)
+{
+    int64_t window;
+    double attn_cap = 0, final_cap = 0;
+    char key[128];
+    dfl_status s;
+    if ((s = meta_int(g, path, arch, "attention.sliding_window", gemma == 2 ? 4096 : -1, &window, err)) ||
+        (s = meta_num(g, path, arch, "attn_logit_softcapping", 50.0, 0, &attn_cap, err)) ||
+        (s = meta_num(g, path, arch, "final_logit_softcapping", gemma == 2 ? 30.0 : 0.0, 0, &final_cap, err)))
+        return s;
+    snprintf(key, sizeof key, "%s.attn_logit_softcapping", arch);
+    if (gemma == 3 && dfl_gguf_find_kv(g, key))
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: %s: Gemma 3 has no attention soft-capping", path, key);
+    int big = (gemma == 2 && L == 46) || (gemma == 3 && L == 62); /* llama.cpp's LLM_TYPE_27B */
+    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)(big ? D / H : key_len));
+    cJSON_AddNumberToObject(c, "sliding_window", (double)window);
+    cJSON_AddStringToObject(c, "hidden_activation", "gelu_pytorch_tanh");
+    if (gemma == 2)
+        cJSON_AddNumberToObject(c, "attn_logit_softcapping", attn_cap);
+    else
+        cJSON_AddNullToObject(c, "attn_logit_softcapping");
+    if (final_cap > 0)
+        cJSON_AddNumberToObject(c, "final_logit_softcapping", final_cap);
+    else
+        cJSON_AddNullToObject(c, "final_logit_softcapping");
+    if (gemma == 3) {
+        cJSON_AddNumberToObject(c, "sliding_window_pattern", 6);
+        cJSON_AddNumberToObject(c, "rope_local_base_freq", 10000.0);
+    }
+    return DFL_OK;
+}
+
 /* The config.json text of the model the metadata describes. Caller frees *json. */
 static dfl_status build_config(const dfl_gguf *g, const char *path, char **json, int *permuted, dfl_error *err)
 {
@@ -90,7 +131,7 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
     if (k == n_arch)
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "%s: GGUF architecture '%.*s' is not supported (llama, mistral, qwen2, "
-                         "qwen3)",
+                         "qwen3, gemma2, gemma3)",
                          path, (int)(alen < 64 ? alen : 64), a);
     *permuted = ARCHS[k].permuted;
     int64_t L, D, F, H, Hkv, ctx, key_len, val_len, rope_dim, bos;
@@ -175,6 +216,10 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         cJSON_AddItemToObject(rs, "long_factor", lf);
         cJSON_AddNumberToObject(rs, "factor", 1.0);
         cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
+    }
+    if (ARCHS[k].gemma && (s = gemma_config(g, path, arch, ARCHS[k].gemma, L, D, H, key_len, c, err))) {
+        cJSON_Delete(c);
+        return s;
     }
     *json = cJSON_PrintUnformatted(c);
     cJSON_Delete(c);
@@ -279,6 +324,11 @@ static dfl_status gbind_layer(gbinder *b, int64_t l, dfl_error *err)
         return s;
     if (c->qk_norm && ((s = gbind(b, NAME("attn_q_norm.weight"), hd, 0, &w->q_norm, err)) ||
                        (s = gbind(b, NAME("attn_k_norm.weight"), hd, 0, &w->k_norm, err))))
+        return s;
+    /* Gemma's norms after the sub-layers (their gains already 1 + w in the file) */
+    if (dfl__family_of(c)->norm == DFL__NORM_RMS_1P &&
+        ((s = gbind(b, NAME("post_attention_norm.weight"), D, 0, &w->post_attn_norm, err)) ||
+         (s = gbind(b, NAME("post_ffw_norm.weight"), D, 0, &w->post_mlp_norm, err))))
         return s;
 #undef NAME
     return DFL_OK;

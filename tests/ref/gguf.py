@@ -410,7 +410,8 @@ def write_split(prefix, kvs, tensors, n):
 # Hugging Face tensors -> GGUF (convert_hf_to_gguf.py's names and permutation)
 # ---------------------------------------------------------------------------
 
-ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
+        "gemma3_text": "gemma3"}
 
 
 def permute(w, n_head):
@@ -423,13 +424,19 @@ def unpermute(w, n_head):
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def gguf_name(hf):
+def gguf_name(hf, gemma=False):
     top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
            "lm_head.weight": "output.weight"}
     if hf in top:
         return top[hf]
     parts = hf.split(".")
     l, rest = parts[2], ".".join(parts[3:])
+    if gemma:   # Gemma's four norms (gguf-py tensor_mapping.py: ATTN_POST_NORM, FFN_NORM, FFN_POST_NORM)
+        stem, kind = rest.rsplit(".", 1)
+        g = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+             "post_feedforward_layernorm": "post_ffw_norm"}
+        if stem in g:
+            return "blk.%s.%s.%s" % (l, g[stem], kind)
     sub = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
            "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
            "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
@@ -461,6 +468,15 @@ def config_kvs(cfg):
     if rs.get("rope_type", rs.get("type")) == "linear":
         kv += [(arch + ".rope.scaling.type", STRING, "linear"),
                (arch + ".rope.scaling.factor", FLOAT32, float(rs["factor"]))]
+    if arch == "gemma2":   # Gemma2Model.set_gguf_parameters: no rope keys, the caps and the window
+        kv = [x for x in kv if ".rope." not in x[0]]
+        kv += [(arch + ".attn_logit_softcapping", FLOAT32, float(cfg["attn_logit_softcapping"])),
+               (arch + ".final_logit_softcapping", FLOAT32, float(cfg["final_logit_softcapping"])),
+               (arch + ".attention.sliding_window", U32, int(cfg["sliding_window"]))]
+    if arch == "gemma3":   # Gemma3Model: the global layers' base, the window, a final cap when set
+        if cfg.get("final_logit_softcapping"):
+            kv.append((arch + ".final_logit_softcapping", FLOAT32, float(cfg["final_logit_softcapping"])))
+        kv.append((arch + ".attention.sliding_window", U32, int(cfg["sliding_window"])))
     return kv
 
 
@@ -495,6 +511,7 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
     for llama/mistral as the converter does. Returns (paths, hf tensors as float64
     dequantized by numpy and un-permuted: what the file holds, in Hugging Face terms)."""
     permuted = ARCH[cfg["model_type"]] == "llama"
+    gemma = ARCH[cfg["model_type"]].startswith("gemma")
     H = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads") or H
     out, back = [], {}
@@ -503,14 +520,17 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
         heads = H if "q_proj" in name else Hkv if "k_proj" in name else 0
         if permuted and heads:
             a = permute(a, heads)
+        shift = gemma and name.endswith("norm.weight")   # Gemma*Model.modify_tensors: + 1, in float32
+        if shift:
+            a = a + np.float32(1)
         t = (embd_type if embd_type is not None and "embed_tokens" in name else wtype) if a.ndim == 2 else F32
         raw = quantize(a, t)
         ne = list(a.shape[::-1])
-        out.append((gguf_name(name), t, ne, raw))
+        out.append((gguf_name(name, gemma), t, ne, raw))
         deq = dequantize(raw, t, a.size).reshape(a.shape)
         if permuted and heads:
             deq = unpermute(deq, heads)
-        back[name] = deq.astype(np.float64)
+        back[name] = deq.astype(np.float64) - (1.0 if shift else 0.0)
     ff = rope_freqs(cfg)
     if ff is not None:
         out.append(("rope_freqs.weight", F32, [ff.size], quantize(ff, F32)))
