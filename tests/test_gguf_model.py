@@ -8,8 +8,8 @@ numpy reference.
 - every quantized type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) and BF16: probe on
   the GGUF against tests/ref/reference.py run on the weights as numpy dequantizes them,
   within tests/test_reference.py's tolerances; a model in three split files too;
-- Gemma 2 and Gemma 3 (gemma2 / gemma3 GGUF architectures): F32 against the
-  safetensors twin, Q8_0 against the numpy reference (tests/ref/families.py);
+- Gemma 2, Gemma 3, Phi-3 and OLMo 2 (gemma2 / gemma3 / phi3 / olmo2 GGUF architectures):
+  F32 against the safetensors twin, Q8_0 against the numpy reference (tests/ref/families.py);
 - refusals: an IQ type by name, an unknown architecture, a missing key, a tensor the
   model does not use, rope frequency factors of the wrong shape;
 - Llama 3's rope_scaling as the converter's rope_freqs tensor, against the safetensors
@@ -151,12 +151,14 @@ for _m, _t, _kw in (("qwen2", "Q4_K", {}), ("qwen3", "Q6_K", dict(heads=8, head_
     _add(_m, _t, **_kw)
 
 
-class Gemma(unittest.TestCase):
-    """Gemma 2 and 3 from GGUF (norm gains stored as 1 + w, llama.cpp's fixed layer
-    patterns and local RoPE base): the F32 file against its safetensors twin, and a
-    Q8_0 file against the numpy reference (tests/ref/families.py) on its weights."""
+class Families(unittest.TestCase):
+    """Gemma 2 and 3 (norm gains stored as 1 + w, llama.cpp's fixed layer patterns and
+    local RoPE base), Phi-3 (fused projections, longrope factors as tensors) and OLMo 2
+    (norms after the sub-layers, whole-projection q/k norms) from GGUF: the F32 file
+    against its safetensors twin, and a Q8_0 file against the numpy reference
+    (tests/ref/families.py) on its weights."""
 
-    def files(self, name, mtype, layers, wtype, **extra):
+    def files(self, name, mtype, layers, wtype, lengths=(23, 17), **extra):
         d = os.path.join(TMP, name)
         os.makedirs(d)
         cfg = families.make_config(mtype, layers, 64, 4, ffn=96, vocab=tr.VOCAB, max_pos=64, extra=extra)
@@ -165,12 +167,12 @@ class Gemma(unittest.TestCase):
         make_model.write_model(sdir, cfg, tensors, "f32")
         paths, back = gguf.convert(cfg, tensors, wtype, os.path.join(d, "model.gguf"))
         pfile = os.path.join(d, "prompts.jsonl")
-        prompts = tr.write_prompts(pfile, (23, 17), seed=7)
+        prompts = tr.write_prompts(pfile, lengths, seed=7)
         return d, sdir, paths[0], cfg, back, pfile, prompts
 
-    def twin(self, mtype, layers, **extra):
-        name = "gemma-twin-%s" % mtype
-        d, sdir, gpath, cfg, _, pfile, _ = self.files(name, mtype, layers, gguf.F32, **extra)
+    def twin(self, mtype, layers, lengths=(23, 17), tol=(1e-6, 1e-7), **extra):
+        name = "family-twin-%s" % mtype
+        d, sdir, gpath, cfg, _, pfile, _ = self.files(name, mtype, layers, gguf.F32, lengths, **extra)
         a, b = os.path.join(d, "st.h5"), os.path.join(d, "gguf.h5")
         probe(sdir, pfile, a)
         probe(gpath, pfile, b)
@@ -179,12 +181,12 @@ class Gemma(unittest.TestCase):
             worst[0] = max(worst[0], float(np.abs(la - lb).max() / np.abs(la).max()))
             worst[1] = max(worst[1], float(np.abs(ma - mb).max()))
         SUMMARY.append("%s: logits rel %.1e maps %.1e" % (name, *worst))
-        self.assertLess(worst[0], 1e-6, name)
-        self.assertLess(worst[1], 1e-7, name)
+        self.assertLess(worst[0], tol[0], name)
+        self.assertLess(worst[1], tol[1], name)
 
-    def against_reference(self, mtype, layers, **extra):
-        name = "gemma-ref-%s-Q8_0" % mtype
-        d, _, gpath, cfg, back, pfile, prompts = self.files(name, mtype, layers, gguf.Q8_0, **extra)
+    def against_reference(self, mtype, layers, lengths=(23, 17), **extra):
+        name = "family-ref-%s-Q8_0" % mtype
+        d, _, gpath, cfg, back, pfile, prompts = self.files(name, mtype, layers, gguf.Q8_0, lengths, **extra)
         m = reference.Model(cfg, back)
         out = os.path.join(d, "dump.h5")
         probe(gpath, pfile, out)
@@ -210,6 +212,20 @@ class Gemma(unittest.TestCase):
 
     def test_gemma3_q8_0_against_reference(self):
         self.against_reference("gemma3_text", 6, sliding_window=8)
+
+    # Phi-3: a 40-token prompt passes original_max_position_embeddings (32): long factors
+    # (its factors are f32 tensors in the file, doubles in config.json: usual tolerances)
+    def test_phi3_twin(self):
+        self.twin("phi3", 2, lengths=(40, 17), tol=(tr.TOL_LOGITS_REL, tr.TOL_MAP))
+
+    def test_phi3_window_q8_0_against_reference(self):
+        self.against_reference("phi3", 2, lengths=(40, 17), sliding_window=8)
+
+    def test_olmo2_twin(self):
+        self.twin("olmo2", 2)
+
+    def test_olmo2_q8_0_against_reference(self):
+        self.against_reference("olmo2", 2)
 
 
 class Refusals(unittest.TestCase):

@@ -17,13 +17,17 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 
-/* general.architecture → model_type; permuted: the converter permutes Q/K rows;
- * gemma: llama.cpp's Gemma rules (gemma_config), 2 or 3. */
+/* The rules beyond the common keys and Llama's tensors. */
+enum { RULES_LLAMA = 0, RULES_GEMMA2 = 2, RULES_GEMMA3 = 3, RULES_PHI3, RULES_OLMO2 };
+
+/* general.architecture → model_type; permuted: the converter permutes Q/K rows. */
 static const struct {
     const char *arch, *model_type;
-    int permuted, gemma;
-} ARCHS[] = {{"llama", "llama", 1, 0}, {"mistral", "mistral", 1, 0}, {"qwen2", "qwen2", 0, 0},
-             {"qwen3", "qwen3", 0, 0}, {"gemma2", "gemma2", 0, 2},   {"gemma3", "gemma3_text", 0, 3}};
+    int permuted, rules;
+} ARCHS[] = {{"llama", "llama", 1, RULES_LLAMA},    {"mistral", "mistral", 1, RULES_LLAMA},
+             {"qwen2", "qwen2", 0, RULES_LLAMA},    {"qwen3", "qwen3", 0, RULES_LLAMA},
+             {"gemma2", "gemma2", 0, RULES_GEMMA2}, {"gemma3", "gemma3_text", 0, RULES_GEMMA3},
+             {"phi3", "phi3", 0, RULES_PHI3},       {"olmo2", "olmo2", 0, RULES_OLMO2}};
 
 #define DIM_MAX ((int64_t)1 << 24)
 
@@ -116,6 +120,49 @@ static dfl_status gemma_config(const dfl_gguf *g, const char *path, const char *
     return DFL_OK;
 }
 
+/* Phi-3 as convert_hf_to_gguf.py's Phi3MiniModel writes it: rope.dimension_count (a
+ * partial rotary factor below 1, Phi-4-mini), attention.sliding_window (0: none), and for
+ * the long-context models the longrope factors as tensors rope_factors_short/long with
+ * rope.scaling.original_context_length and rope.scaling.attn_factor. */
+static dfl_status phi3_config(const dfl_gguf *g, const char *path, const char *arch, int64_t key_len, int64_t rope_dim,
+                              cJSON *c, dfl_error *err)
+{
+    int64_t window, orig = 0;
+    double attn_factor = 0;
+    dfl_status s;
+    if ((s = meta_int(g, path, arch, "attention.sliding_window", 0, &window, err))) return s;
+    if (window > 0)
+        cJSON_AddNumberToObject(c, "sliding_window", (double)window);
+    else
+        cJSON_AddNullToObject(c, "sliding_window");
+    if (rope_dim != key_len) cJSON_AddNumberToObject(c, "partial_rotary_factor", (double)rope_dim / (double)key_len);
+    const dfl_gguf_tensor *f[2] = {dfl_gguf_find_tensor(g, "rope_factors_short.weight"),
+                                   dfl_gguf_find_tensor(g, "rope_factors_long.weight")};
+    if (!f[0] && !f[1]) return DFL_OK;
+    for (int i = 0; i < 2; i++)
+        if (!f[i] || f[i]->type != DFL_GGML_F32 || f[i]->ndim != 1 || f[i]->ne[0] != rope_dim / 2)
+            return dfl__fail(err, DFL_ERR_TENSOR,
+                             "%s: longrope needs tensors 'rope_factors_short.weight' and "
+                             "'rope_factors_long.weight', F32 [%lld] each",
+                             path, (long long)(rope_dim / 2));
+    if ((s = meta_int(g, path, arch, "rope.scaling.original_context_length", -1, &orig, err)) ||
+        (s = meta_num(g, path, arch, "rope.scaling.attn_factor", 0, 0, &attn_factor, err)))
+        return s;
+    cJSON_AddNumberToObject(c, "original_max_position_embeddings", (double)orig);
+    cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
+    cJSON_AddStringToObject(rs, "rope_type", "longrope");
+    for (int i = 0; i < 2; i++) {
+        cJSON *list = cJSON_AddArrayToObject(rs, i ? "long_factor" : "short_factor");
+        for (int64_t j = 0; j < rope_dim / 2; j++) {
+            float v;
+            memcpy(&v, (const char *)f[i]->data + 4 * j, 4);
+            cJSON_AddItemToArray(list, cJSON_CreateNumber((double)v));
+        }
+    }
+    if (attn_factor > 0) cJSON_AddNumberToObject(rs, "attention_factor", attn_factor);
+    return DFL_OK;
+}
+
 /* The config.json text of the model the metadata describes. Caller frees *json. */
 static dfl_status build_config(const dfl_gguf *g, const char *path, char **json, int *permuted, dfl_error *err)
 {
@@ -131,7 +178,7 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
     if (k == n_arch)
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "%s: GGUF architecture '%.*s' is not supported (llama, mistral, qwen2, "
-                         "qwen3, gemma2, gemma3)",
+                         "qwen3, gemma2, gemma3, phi3, olmo2)",
                          path, (int)(alen < 64 ? alen : 64), a);
     *permuted = ARCHS[k].permuted;
     int64_t L, D, F, H, Hkv, ctx, key_len, val_len, rope_dim, bos;
@@ -153,10 +200,11 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         (s = meta_int(g, path, arch, "attention.value_length", key_len, &val_len, err)) ||
         (s = meta_int(g, path, arch, "rope.dimension_count", key_len, &rope_dim, err)))
         return s;
-    if (val_len != key_len || rope_dim != key_len)
+    int partial_ok = ARCHS[k].rules == RULES_PHI3 && rope_dim > 0 && rope_dim < key_len && rope_dim % 2 == 0;
+    if (val_len != key_len || (rope_dim != key_len && !partial_ok))
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "%s: key_length %lld, value_length %lld and rope.dimension_count %lld "
-                         "must agree (partial rotary embeddings are not supported)",
+                         "must agree (partial rotary embeddings: phi3 only)",
                          path, (long long)key_len, (long long)val_len, (long long)rope_dim);
     char key[128];
     const char *st;
@@ -217,7 +265,12 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         cJSON_AddNumberToObject(rs, "factor", 1.0);
         cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
     }
-    if (ARCHS[k].gemma && (s = gemma_config(g, path, arch, ARCHS[k].gemma, L, D, H, key_len, c, err))) {
+    if ((ARCHS[k].rules == RULES_GEMMA2 || ARCHS[k].rules == RULES_GEMMA3) &&
+        (s = gemma_config(g, path, arch, ARCHS[k].rules, L, D, H, key_len, c, err))) {
+        cJSON_Delete(c);
+        return s;
+    }
+    if (ARCHS[k].rules == RULES_PHI3 && (s = phi3_config(g, path, arch, key_len, rope_dim, c, err))) {
         cJSON_Delete(c);
         return s;
     }
@@ -298,6 +351,18 @@ static dfl_status gbind_mat(gbinder *b, const char *name, int64_t d0, int64_t d1
     return DFL_OK;
 }
 
+/* Rows [r0, r0 + n) of a matrix bound from the file (whole rows: ggml blocks never
+ * straddle them). */
+static dfl_wmat grows_of(const dfl_wmat *all, int64_t r0, int64_t n)
+{
+    dfl_wmat v = *all;
+    size_t row = all->dtype >= DFL_WMAT_GGML ? dfl_ggml_row_bytes((uint32_t)(all->dtype - DFL_WMAT_GGML), all->cols)
+                                             : (size_t)all->cols * dfl_dtype_size((dfl_dtype)all->dtype);
+    v.data = (const unsigned char *)all->data + (size_t)r0 * row;
+    v.rows = n;
+    return v;
+}
+
 static dfl_status gbind_layer(gbinder *b, int64_t l, dfl_error *err)
 {
     const dfl_config *c = &b->m->config;
@@ -308,22 +373,41 @@ static dfl_status gbind_layer(gbinder *b, int64_t l, dfl_error *err)
     char n[96];
     dfl_status s;
 #define NAME(suffix) (snprintf(n, sizeof n, "blk.%lld.%s", (long long)l, suffix), n)
-    if ((s = gbind(b, NAME("attn_norm.weight"), D, 0, &w->attn_norm, err)) ||
-        (s = gbind(b, NAME("ffn_norm.weight"), D, 0, &w->mlp_norm, err)) ||
-        (s = gbind_mat(b, NAME("attn_q.weight"), sh.q_ld, D, pair, &w->wq, err)) ||
-        (s = gbind_mat(b, NAME("attn_k.weight"), sh.k_ld, D, pair, &w->wk, err)) ||
-        (s = gbind_mat(b, NAME("attn_v.weight"), sh.v_ld, D, 0, &w->wv, err)) ||
-        (s = gbind_mat(b, NAME("attn_output.weight"), D, sh.att_ld, 0, &w->wo, err)) ||
-        (s = gbind_mat(b, NAME("ffn_gate.weight"), F, D, 0, &w->w_gate, err)) ||
-        (s = gbind_mat(b, NAME("ffn_up.weight"), F, D, 0, &w->w_up, err)) ||
+    const dfl__family *fam = dfl__family_of(c);
+    if (fam->block == DFL__BLOCK_POST && fam->norm != DFL__NORM_RMS_1P) { /* OLMo 2: norms after the sub-layers */
+        if ((s = gbind(b, NAME("post_attention_norm.weight"), D, 0, &w->post_attn_norm, err)) ||
+            (s = gbind(b, NAME("post_ffw_norm.weight"), D, 0, &w->post_mlp_norm, err)))
+            return s;
+    } else if ((s = gbind(b, NAME("attn_norm.weight"), D, 0, &w->attn_norm, err)) ||
+               (s = gbind(b, NAME("ffn_norm.weight"), D, 0, &w->mlp_norm, err))) {
+        return s;
+    }
+    if (fam->fused_proj) { /* Phi-3: attn_qkv holds q, k, v in its rows; ffn_up gate then up */
+        dfl_wmat all;
+        if ((s = gbind_mat(b, NAME("attn_qkv.weight"), sh.q_ld + sh.k_ld + sh.v_ld, D, 0, &all, err))) return s;
+        w->wq = grows_of(&all, 0, sh.q_ld);
+        w->wk = grows_of(&all, sh.q_ld, sh.k_ld);
+        w->wv = grows_of(&all, sh.q_ld + sh.k_ld, sh.v_ld);
+        if ((s = gbind_mat(b, NAME("ffn_up.weight"), 2 * F, D, 0, &all, err))) return s;
+        w->w_gate = grows_of(&all, 0, F);
+        w->w_up = grows_of(&all, F, F);
+    } else if ((s = gbind_mat(b, NAME("attn_q.weight"), sh.q_ld, D, pair, &w->wq, err)) ||
+               (s = gbind_mat(b, NAME("attn_k.weight"), sh.k_ld, D, pair, &w->wk, err)) ||
+               (s = gbind_mat(b, NAME("attn_v.weight"), sh.v_ld, D, 0, &w->wv, err)) ||
+               (s = gbind_mat(b, NAME("ffn_gate.weight"), F, D, 0, &w->w_gate, err)) ||
+               (s = gbind_mat(b, NAME("ffn_up.weight"), F, D, 0, &w->w_up, err))) {
+        return s;
+    }
+    if ((s = gbind_mat(b, NAME("attn_output.weight"), D, sh.att_ld, 0, &w->wo, err)) ||
         (s = gbind_mat(b, NAME("ffn_down.weight"), D, F, 0, &w->w_down, err)))
         return s;
     if (c->qkv_bias && ((s = gbind(b, NAME("attn_q.bias"), sh.q_ld, 0, &w->bq, err)) ||
                         (s = gbind(b, NAME("attn_k.bias"), sh.k_ld, 0, &w->bk, err)) ||
                         (s = gbind(b, NAME("attn_v.bias"), sh.v_ld, 0, &w->bv, err))))
         return s;
-    if (c->qk_norm && ((s = gbind(b, NAME("attn_q_norm.weight"), hd, 0, &w->q_norm, err)) ||
-                       (s = gbind(b, NAME("attn_k_norm.weight"), hd, 0, &w->k_norm, err))))
+    int whole = c->qk_norm == 2; /* OLMo 2: over the whole projection */
+    if (c->qk_norm && ((s = gbind(b, NAME("attn_q_norm.weight"), whole ? sh.q_ld : hd, 0, &w->q_norm, err)) ||
+                       (s = gbind(b, NAME("attn_k_norm.weight"), whole ? sh.k_ld : hd, 0, &w->k_norm, err))))
         return s;
     /* Gemma's norms after the sub-layers (their gains already 1 + w in the file) */
     if (dfl__family_of(c)->norm == DFL__NORM_RMS_1P &&
@@ -398,9 +482,13 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
     }
     for (int64_t l = 0; l < c->num_layers; l++)
         if ((s = gbind_layer(&b, l, err))) goto fail;
-    const dfl_gguf_tensor *ff = dfl_gguf_find_tensor(g, "rope_freqs.weight"); /* read by build_config */
-    for (size_t i = 0; ff && i < nt; i++)
-        if (dfl_gguf_tensor_at(g, i) == ff) b.used[i] = 1;
+    static const char *const read_by_config[] = {"rope_freqs.weight", "rope_factors_short.weight",
+                                                 "rope_factors_long.weight"};
+    for (size_t r = 0; r < sizeof read_by_config / sizeof *read_by_config; r++) {
+        const dfl_gguf_tensor *t = dfl_gguf_find_tensor(g, read_by_config[r]);
+        for (size_t i = 0; t && i < nt; i++)
+            if (dfl_gguf_tensor_at(g, i) == t) b.used[i] = 1;
+    }
     if ((s = gcheck_unused(&b, opts && opts->allow_unused, err))) goto fail;
     free(b.used);
     *out = m;

@@ -411,7 +411,7 @@ def write_split(prefix, kvs, tensors, n):
 # ---------------------------------------------------------------------------
 
 ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma2": "gemma2",
-        "gemma3_text": "gemma3"}
+        "gemma3_text": "gemma3", "phi3": "phi3", "olmo2": "olmo2"}
 
 
 def permute(w, n_head):
@@ -424,7 +424,7 @@ def unpermute(w, n_head):
     return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def gguf_name(hf, gemma=False):
+def gguf_name(hf, gemma=False, arch=None):
     top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
            "lm_head.weight": "output.weight"}
     if hf in top:
@@ -437,7 +437,13 @@ def gguf_name(hf, gemma=False):
              "post_feedforward_layernorm": "post_ffw_norm"}
         if stem in g:
             return "blk.%s.%s.%s" % (l, g[stem], kind)
-    sub = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+    if arch == "olmo2":   # OLMo 2's norms come after the sub-layers (ATTN_POST_NORM, FFN_POST_NORM)
+        stem, kind = rest.rsplit(".", 1)
+        g = {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm"}
+        if stem in g:
+            return "blk.%s.%s.%s" % (l, g[stem], kind)
+    sub = {"self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",   # Phi-3's fused projections
+           "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
            "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
            "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
            "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
@@ -473,6 +479,18 @@ def config_kvs(cfg):
         kv += [(arch + ".attn_logit_softcapping", FLOAT32, float(cfg["attn_logit_softcapping"])),
                (arch + ".final_logit_softcapping", FLOAT32, float(cfg["final_logit_softcapping"])),
                (arch + ".attention.sliding_window", U32, int(cfg["sliding_window"]))]
+    if arch == "phi3":     # Phi3MiniModel.set_gguf_parameters
+        D = cfg["hidden_size"]
+        rd = int(cfg.get("partial_rotary_factor", 1.0) * D) // H
+        orig = cfg.get("original_max_position_embeddings") or cfg.get("max_position_embeddings")
+        kv = [x for x in kv if not x[0].endswith(".rope.dimension_count")]
+        kv += [(arch + ".rope.dimension_count", U32, rd),
+               (arch + ".rope.scaling.original_context_length", U32, orig),
+               (arch + ".attention.sliding_window", U32, cfg.get("sliding_window") or 0)]
+        if rs.get("long_factor"):
+            scale = cfg["max_position_embeddings"] / orig
+            af = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0
+            kv.append((arch + ".rope.scaling.attn_factor", FLOAT32, af))
     if arch == "gemma3":   # Gemma3Model: the global layers' base, the window, a final cap when set
         if cfg.get("final_logit_softcapping"):
             kv.append((arch + ".final_logit_softcapping", FLOAT32, float(cfg["final_logit_softcapping"])))
@@ -526,7 +544,7 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
         t = (embd_type if embd_type is not None and "embed_tokens" in name else wtype) if a.ndim == 2 else F32
         raw = quantize(a, t)
         ne = list(a.shape[::-1])
-        out.append((gguf_name(name, gemma), t, ne, raw))
+        out.append((gguf_name(name, gemma, ARCH[cfg["model_type"]]), t, ne, raw))
         deq = dequantize(raw, t, a.size).reshape(a.shape)
         if permuted and heads:
             deq = unpermute(deq, heads)
@@ -534,6 +552,11 @@ def convert(cfg, tensors, wtype, path=None, split=0, embd_type=None):
     ff = rope_freqs(cfg)
     if ff is not None:
         out.append(("rope_freqs.weight", F32, [ff.size], quantize(ff, F32)))
+    rs = cfg.get("rope_scaling") or {}
+    if ARCH[cfg["model_type"]] == "phi3" and rs.get("long_factor"):   # Phi3MiniModel.generate_extra_tensors
+        for key in ("long", "short"):
+            f = np.array(rs[key + "_factor"], np.float32)
+            out.append(("rope_factors_%s.weight" % key, F32, [f.size], quantize(f, F32)))
     kvs = config_kvs(cfg)
     if path is None:
         return None, back
