@@ -8,7 +8,8 @@ numpy reference.
 - every quantized type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) and BF16: probe on
   the GGUF against tests/ref/reference.py run on the weights as numpy dequantizes them,
   within tests/test_reference.py's tolerances; a model in three split files too;
-- Gemma 2, Gemma 3, Phi-3 and OLMo 2 (gemma2 / gemma3 / phi3 / olmo2 GGUF architectures):
+- Gemma 2, Gemma 3, Phi-3, OLMo 2, GPT-2 and GPT-NeoX (gemma2 / gemma3 / phi3 / olmo2 /
+  gpt2 / gptneox GGUF architectures):
   F32 against the safetensors twin, Q8_0 against the numpy reference (tests/ref/families.py);
 - refusals: an IQ type by name, an unknown architecture, a missing key, a tensor the
   model does not use, rope frequency factors of the wrong shape;
@@ -161,11 +162,16 @@ class Families(unittest.TestCase):
     def files(self, name, mtype, layers, wtype, lengths=(23, 17), **extra):
         d = os.path.join(TMP, name)
         os.makedirs(d)
-        cfg = families.make_config(mtype, layers, 64, 4, ffn=96, vocab=tr.VOCAB, max_pos=64, extra=extra)
+        ffn = None if mtype == "gpt2" else 96   # GPT2Model writes feed_forward_length 4·n_embd
+        cfg = families.make_config(mtype, layers, 64, 4, ffn=ffn, vocab=tr.VOCAB, max_pos=64, extra=extra)
         tensors = families.make_weights(cfg, seed=11)
         sdir = os.path.join(d, "st")
         make_model.write_model(sdir, cfg, tensors, "f32")
-        paths, back = gguf.convert(cfg, tensors, wtype, os.path.join(d, "model.gguf"))
+        gpath = os.path.join(d, "model.gguf")
+        if mtype in ("gpt2", "gpt_neox"):
+            paths, back = [gpath], gguf.convert_ln(cfg, tensors, wtype, gpath)
+        else:
+            paths, back = gguf.convert(cfg, tensors, wtype, gpath)
         pfile = os.path.join(d, "prompts.jsonl")
         prompts = tr.write_prompts(pfile, lengths, seed=7)
         return d, sdir, paths[0], cfg, back, pfile, prompts
@@ -220,6 +226,19 @@ class Families(unittest.TestCase):
 
     def test_phi3_window_q8_0_against_reference(self):
         self.against_reference("phi3", 2, lengths=(40, 17), sliding_window=8)
+
+    # GPT-2: Conv1D weights transposed by the converter; NeoX: q/k/v rows regrouped
+    def test_gpt2_twin(self):
+        self.twin("gpt2", 2)
+
+    def test_gpt2_q8_0_against_reference(self):
+        self.against_reference("gpt2", 2)
+
+    def test_gpt_neox_twin(self):
+        self.twin("gpt_neox", 2)
+
+    def test_gpt_neox_sequential_q8_0_against_reference(self):
+        self.against_reference("gpt_neox", 2, use_parallel_residual=False)
 
     def test_olmo2_twin(self):
         self.twin("olmo2", 2)

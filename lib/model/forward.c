@@ -453,13 +453,14 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
 {
     const dfl_config *c = &m->config;
     const dfl_layer_weights *lw = &m->layers[l];
-    const int neox = dfl__family_of(c)->layout == DFL__LAYOUT_NEOX, io = !neox;
+    /* GGUF files hold these projections as [out, in] and the fused qkv as q | k | v */
+    const int neox = dfl__family_of(c)->layout == DFL__LAYOUT_NEOX, io = !neox && !m->ggml_layout;
     const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
     const float eps = (float)c->rms_norm_eps;
     dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
     project(w, io, w->fused, w->xn, &lw->wqkv, T);
     add_bias(w->fused, lw->bqkv, T, qkv);
-    split_qkv(w, g, neox, T);
+    split_qkv(w, g, neox && !m->ggml_layout, T);
     if (neox) {
         int64_t rd = c->rotary_dim ? c->rotary_dim : g->dq;
         rope_partial(w->q, T, g->q_ld, g->n_qheads, g->dq, rd, w->cos_t, w->sin_t);

@@ -4,7 +4,9 @@
  * GGUF names and checked against it. Quantized matrices stay in the mapping as ggml
  * blocks (dfl_wmat dtype DFL_WMAT_GGML + type); Llama's Q/K rows, which
  * convert_hf_to_gguf.py permutes for ggml's interleaved RoPE, are read back in
- * Hugging Face order (dfl_wmat.pair_hd), so the model is the safetensors one. */
+ * Hugging Face order (dfl_wmat.pair_hd), so the model is the safetensors one. The
+ * families beyond Llama's layout (Gemma, Phi-3, OLMo 2, GPT-2, GPT-NeoX) follow
+ * convert_hf_to_gguf.py and llama.cpp's hyperparameter rules (docs/format.md). */
 #include <cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +20,7 @@
 #include "model/safetensors.h"
 
 /* The rules beyond the common keys and Llama's tensors. */
-enum { RULES_LLAMA = 0, RULES_GEMMA2 = 2, RULES_GEMMA3 = 3, RULES_PHI3, RULES_OLMO2 };
+enum { RULES_LLAMA = 0, RULES_GEMMA2 = 2, RULES_GEMMA3 = 3, RULES_PHI3, RULES_OLMO2, RULES_GPT2, RULES_NEOX };
 
 /* general.architecture → model_type; permuted: the converter permutes Q/K rows. */
 static const struct {
@@ -27,7 +29,8 @@ static const struct {
 } ARCHS[] = {{"llama", "llama", 1, RULES_LLAMA},    {"mistral", "mistral", 1, RULES_LLAMA},
              {"qwen2", "qwen2", 0, RULES_LLAMA},    {"qwen3", "qwen3", 0, RULES_LLAMA},
              {"gemma2", "gemma2", 0, RULES_GEMMA2}, {"gemma3", "gemma3_text", 0, RULES_GEMMA3},
-             {"phi3", "phi3", 0, RULES_PHI3},       {"olmo2", "olmo2", 0, RULES_OLMO2}};
+             {"phi3", "phi3", 0, RULES_PHI3},       {"olmo2", "olmo2", 0, RULES_OLMO2},
+             {"gpt2", "gpt2", 0, RULES_GPT2},       {"gptneox", "gpt_neox", 0, RULES_NEOX}};
 
 #define DIM_MAX ((int64_t)1 << 24)
 
@@ -163,6 +166,73 @@ static dfl_status phi3_config(const dfl_gguf *g, const char *path, const char *a
     return DFL_OK;
 }
 
+/* GPT-2 and GPT-NeoX (Pythia) as convert_hf_to_gguf.py's GPT2Model / GPTNeoXModel write
+ * them, as the config.json of their own families (GPT2Config's key names for GPT-2):
+ * LayerNorm eps from attention.layer_norm_epsilon, GPT-2's learned positions
+ * (n_positions = context_length) and gelu_new, NeoX's rotary dims as rotary_pct,
+ * use_parallel_residual, rope.freq_base (default 10000), exact GELU, biases on q/k/v
+ * when attn_qkv.bias is there. */
+static dfl_status ln_config(const dfl_gguf *g, const char *path, const char *arch, int neox, char **json,
+                            dfl_error *err)
+{
+    int64_t L, D, F, H, ctx, rd = 0, bos;
+    double eps, theta = 10000.0;
+    int parallel = 1;
+    char key[128];
+    dfl_status s;
+    if ((s = meta_int(g, path, arch, "block_count", -1, &L, err)) ||
+        (s = meta_int(g, path, arch, "embedding_length", -1, &D, err)) ||
+        (s = meta_int(g, path, arch, "feed_forward_length", -1, &F, err)) ||
+        (s = meta_int(g, path, arch, "attention.head_count", -1, &H, err)) ||
+        (s = meta_int(g, path, arch, "context_length", -1, &ctx, err)) ||
+        (s = meta_num(g, path, arch, "attention.layer_norm_epsilon", 0, 1, &eps, err)))
+        return s;
+    if (H < 1 || D % H)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: %s.attention.head_count (%lld) must divide embedding_length (%lld)",
+                         path, arch, (long long)H, (long long)D);
+    if (neox && ((s = meta_int(g, path, arch, "rope.dimension_count", D / H, &rd, err)) ||
+                 (s = meta_num(g, path, arch, "rope.freq_base", 10000.0, 0, &theta, err))))
+        return s;
+    snprintf(key, sizeof key, "%s.use_parallel_residual", arch);
+    if (neox && dfl_gguf_get_bool(g, key, &parallel) < 0)
+        return dfl__fail(err, DFL_ERR_CONFIG, "%s: GGUF metadata key '%s' must be a boolean", path, key);
+    const dfl_gguf_tensor *emb = dfl_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->ndim != 2)
+        return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor 'token_embd.weight' is missing or not 2-D", path);
+    cJSON *c = cJSON_CreateObject();
+    if (!c) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    int tied = dfl_gguf_find_tensor(g, "output.weight") == NULL;
+    cJSON_AddStringToObject(c, "model_type", neox ? "gpt_neox" : "gpt2");
+    cJSON_AddNumberToObject(c, "vocab_size", (double)emb->ne[1]);
+    if (neox) {
+        cJSON_AddNumberToObject(c, "hidden_size", (double)D);
+        cJSON_AddNumberToObject(c, "num_hidden_layers", (double)L);
+        cJSON_AddNumberToObject(c, "num_attention_heads", (double)H);
+        cJSON_AddNumberToObject(c, "intermediate_size", (double)F);
+        cJSON_AddNumberToObject(c, "max_position_embeddings", (double)ctx);
+        cJSON_AddNumberToObject(c, "layer_norm_eps", eps);
+        cJSON_AddNumberToObject(c, "rotary_pct", (double)rd / (double)(D / H));
+        cJSON_AddNumberToObject(c, "rotary_emb_base", theta);
+        cJSON_AddBoolToObject(c, "use_parallel_residual", parallel);
+        cJSON_AddStringToObject(c, "hidden_act", "gelu");
+        cJSON_AddBoolToObject(c, "attention_bias", dfl_gguf_find_tensor(g, "blk.0.attn_qkv.bias") != NULL);
+    } else {
+        cJSON_AddNumberToObject(c, "n_embd", (double)D);
+        cJSON_AddNumberToObject(c, "n_layer", (double)L);
+        cJSON_AddNumberToObject(c, "n_head", (double)H);
+        cJSON_AddNumberToObject(c, "n_inner", (double)F);
+        cJSON_AddNumberToObject(c, "n_positions", (double)ctx);
+        cJSON_AddNumberToObject(c, "layer_norm_epsilon", eps);
+        cJSON_AddStringToObject(c, "activation_function", "gelu_new");
+    }
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", tied);
+    if (dfl_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &bos) == 1)
+        cJSON_AddNumberToObject(c, "bos_token_id", (double)bos);
+    *json = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
+    return *json ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+}
+
 /* The config.json text of the model the metadata describes. Caller frees *json. */
 static dfl_status build_config(const dfl_gguf *g, const char *path, char **json, int *permuted, dfl_error *err)
 {
@@ -178,9 +248,11 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
     if (k == n_arch)
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "%s: GGUF architecture '%.*s' is not supported (llama, mistral, qwen2, "
-                         "qwen3, gemma2, gemma3, phi3, olmo2)",
+                         "qwen3, gemma2, gemma3, phi3, olmo2, gpt2, gptneox)",
                          path, (int)(alen < 64 ? alen : 64), a);
     *permuted = ARCHS[k].permuted;
+    if (ARCHS[k].rules == RULES_GPT2 || ARCHS[k].rules == RULES_NEOX)
+        return ln_config(g, path, arch, ARCHS[k].rules == RULES_NEOX, json, err);
     int64_t L, D, F, H, Hkv, ctx, key_len, val_len, rope_dim, bos;
     double theta, eps, factor = 0;
     dfl_status s;
@@ -363,6 +435,37 @@ static dfl_wmat grows_of(const dfl_wmat *all, int64_t r0, int64_t n)
     return v;
 }
 
+/* A GPT-2 / GPT-NeoX layer: LayerNorms with biases, the fused attn_qkv (q | k | v rows,
+ * [out, in] like every projection here: m->ggml_layout), biases as the family has them. */
+static dfl_status gbind_ln_layer(gbinder *b, int64_t l, dfl_error *err)
+{
+    const dfl_config *c = &b->m->config;
+    dfl_layer_weights *w = &b->m->layers[l];
+    int64_t D = c->hidden_size, F = c->intermediate_size;
+    dfl__attn_shape sh = dfl__attn_shape_of(c);
+    int64_t qkv = sh.q_ld + sh.k_ld + sh.v_ld;
+    int bias = c->qkv_bias || dfl__family_of(c)->layout == DFL__LAYOUT_GPT2;
+    char n[96];
+    dfl_status s;
+#define NAME(suffix) (snprintf(n, sizeof n, "blk.%lld.%s", (long long)l, suffix), n)
+    if ((s = gbind(b, NAME("attn_norm.weight"), D, 0, &w->attn_norm, err)) ||
+        (s = gbind(b, NAME("attn_norm.bias"), D, 0, &w->attn_norm_b, err)) ||
+        (s = gbind(b, NAME("ffn_norm.weight"), D, 0, &w->mlp_norm, err)) ||
+        (s = gbind(b, NAME("ffn_norm.bias"), D, 0, &w->mlp_norm_b, err)) ||
+        (s = gbind_mat(b, NAME("attn_qkv.weight"), qkv, D, 0, &w->wqkv, err)) ||
+        (s = gbind_mat(b, NAME("attn_output.weight"), D, sh.att_ld, 0, &w->wo, err)) ||
+        (s = gbind_mat(b, NAME("ffn_up.weight"), F, D, 0, &w->w_up, err)) ||
+        (s = gbind(b, NAME("ffn_up.bias"), F, 0, &w->b_up, err)) ||
+        (s = gbind_mat(b, NAME("ffn_down.weight"), D, F, 0, &w->w_down, err)) ||
+        (s = gbind(b, NAME("ffn_down.bias"), D, 0, &w->b_down, err)))
+        return s;
+    if (bias && ((s = gbind(b, NAME("attn_qkv.bias"), qkv, 0, &w->bqkv, err)) ||
+                 (s = gbind(b, NAME("attn_output.bias"), D, 0, &w->bo, err))))
+        return s;
+#undef NAME
+    return DFL_OK;
+}
+
 static dfl_status gbind_layer(gbinder *b, int64_t l, dfl_error *err)
 {
     const dfl_config *c = &b->m->config;
@@ -469,8 +572,14 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
         goto fail;
     }
     const dfl_config *c = &m->config;
+    const int ln = dfl__family_of(c)->layout != DFL__LAYOUT_LLAMA;
+    m->ggml_layout = ln;
     if ((s = gbind_mat(&b, "token_embd.weight", c->vocab_size, c->hidden_size, 0, &m->embed, err)) ||
         (s = gbind(&b, "output_norm.weight", c->hidden_size, 0, &m->final_norm, err)))
+        goto fail;
+    if (ln && (s = gbind(&b, "output_norm.bias", c->hidden_size, 0, &m->final_norm_b, err))) goto fail;
+    if (dfl__family_of(c)->layout == DFL__LAYOUT_GPT2 &&
+        (s = gbind_mat(&b, "position_embd.weight", c->max_position_embeddings, c->hidden_size, 0, &m->pos_embed, err)))
         goto fail;
     if (c->tie_word_embeddings)
         m->lm_head = m->embed;
@@ -481,7 +590,7 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
         goto fail;
     }
     for (int64_t l = 0; l < c->num_layers; l++)
-        if ((s = gbind_layer(&b, l, err))) goto fail;
+        if ((s = ln ? gbind_ln_layer(&b, l, err) : gbind_layer(&b, l, err))) goto fail;
     static const char *const read_by_config[] = {"rope_freqs.weight", "rope_factors_short.weight",
                                                  "rope_factors_long.weight"};
     for (size_t r = 0; r < sizeof read_by_config / sizeof *read_by_config; r++) {

@@ -169,6 +169,9 @@ typedef struct dfl_model {
     struct dfl_st_set *tensors; /* the mapped weight files; the weights point into them
                                  * (read-only: never write through these pointers) */
     struct dfl_gguf *gguf;      /* a GGUF model's mapped file(s) instead (tensors NULL) */
+    int ggml_layout;            /* GPT-2 / GPT-NeoX from GGUF: projections [out, in] and the fused
+                                 * qkv as q | k | v (convert_hf_to_gguf.py transposes GPT-2's Conv1D
+                                 * weights and regroups NeoX's per-head qkv rows) */
 } dfl_model;
 
 typedef struct dfl_load_opts {

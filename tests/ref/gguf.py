@@ -673,3 +673,87 @@ def spm_tokenizer_kvs(tok, add_space_prefix):
     if m.get("unk_token") in ids:
         kv.append(("tokenizer.ggml.unknown_token_id", U32, ids[m["unk_token"]]))
     return kv
+
+
+# ---------------------------------------------------------------------------
+# GPT-2 and GPT-NeoX (convert_hf_to_gguf.py's GPT2Model / GPTNeoXModel)
+# ---------------------------------------------------------------------------
+
+LN_NAMES = {
+    "gpt2": {"wte": "token_embd", "wpe": "position_embd", "ln_f": "output_norm", "lm_head": "output",
+             "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
+    "gpt_neox": {"gpt_neox.embed_in": "token_embd", "gpt_neox.final_layer_norm": "output_norm",
+                 "embed_out": "output", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+                 "attention.query_key_value": "attn_qkv", "attention.dense": "attn_output",
+                 "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"},
+}
+
+
+def convert_ln(cfg, tensors, wtype, path):
+    """Write a GPT-2 or GPT-NeoX model (cfg and [(hf name, float32 array)] as
+    families.make_weights gives them) as GGUF the converter's way: GPT-2's Conv1D weights
+    transposed to [out, in], NeoX's per-head q/k/v rows (and bias) regrouped as q | k | v,
+    the causal-mask buffers dropped; 2-D weights in wtype, 1-D ones F32. Returns the hf
+    tensors as the file holds them (float64, in Hugging Face layout) for the reference."""
+    mt = cfg["model_type"]
+    neox = mt == "gpt_neox"
+    D = cfg["hidden_size"] if neox else cfg["n_embd"]
+    H = cfg["num_attention_heads"] if neox else cfg["n_head"]
+    L = cfg["num_hidden_layers"] if neox else cfg["n_layer"]
+    out, back = [], {}
+    for name, a in tensors:
+        a = np.asarray(a, np.float32)
+        if name.endswith((".attn.bias", ".attn.masked_bias", "attention.bias", "attention.masked_bias",
+                          "rotary_emb.inv_freq")):
+            continue
+        stem, kind = name.rsplit(".", 1)
+        stem = stem[len("transformer."):] if stem.startswith("transformer.") else stem
+        parts = stem.split(".")
+        layer = None
+        if not neox and parts[0] == "h":
+            layer, stem = parts[1], ".".join(parts[2:])
+        if neox and stem.startswith("gpt_neox.layers."):
+            layer, stem = parts[2], ".".join(parts[3:])
+        gname = LN_NAMES[mt][stem]
+        full = ("blk.%s.%s.%s" % (layer, gname, kind)) if layer is not None else "%s.%s" % (gname, kind)
+        conv1d = not neox and kind == "weight" and stem in ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+        stored = a.T.copy() if conv1d else a
+        if neox and stem == "attention.query_key_value":
+            hd = D // H
+            if kind == "weight":
+                q = stored.reshape(H, 3, hd, D)
+                stored = np.concatenate([q[:, 0].reshape(-1, D), q[:, 1].reshape(-1, D), q[:, 2].reshape(-1, D)])
+            else:
+                q = stored.reshape(H, 3, hd)
+                stored = np.concatenate([q[:, 0].reshape(-1), q[:, 1].reshape(-1), q[:, 2].reshape(-1)])
+        t = wtype if stored.ndim == 2 else F32
+        raw = quantize(np.ascontiguousarray(stored, np.float32), t)
+        out.append((full, t, list(stored.shape[::-1]), raw))
+        deq = dequantize(raw, t, stored.size).reshape(stored.shape).astype(np.float64)
+        if conv1d:
+            deq = deq.T
+        if neox and stem == "attention.query_key_value":   # back to the per-head interleave
+            hd = D // H
+            if kind == "weight":
+                q3 = deq.reshape(3, H, hd, D).transpose(1, 0, 2, 3)
+                deq = q3.reshape(3 * D, D)
+            else:
+                deq = deq.reshape(3, H, hd).transpose(1, 0, 2).reshape(-1)
+        back[name] = deq
+    arch = "gptneox" if neox else "gpt2"
+    kv = [("general.architecture", STRING, arch), ("general.name", STRING, "difflens test"),
+          ("general.file_type", U32, 1), (arch + ".block_count", U32, L),
+          (arch + ".embedding_length", U32, D), (arch + ".attention.head_count", U32, H)]
+    if neox:   # GPTNeoXModel.set_gguf_parameters
+        kv += [(arch + ".context_length", U32, cfg["max_position_embeddings"]),
+               (arch + ".feed_forward_length", U32, cfg["intermediate_size"]),
+               (arch + ".rope.dimension_count", U32, int(cfg["rotary_pct"] * (D // H))),
+               (arch + ".use_parallel_residual", BOOL, bool(cfg.get("use_parallel_residual", True))),
+               (arch + ".attention.layer_norm_epsilon", FLOAT32, float(cfg["layer_norm_eps"]))]
+    else:      # GPT2Model.set_gguf_parameters: the MLP width is always 4·n_embd there
+        kv += [(arch + ".context_length", U32, cfg["n_ctx"]),
+               (arch + ".feed_forward_length", U32, 4 * D),
+               (arch + ".attention.layer_norm_epsilon", FLOAT32, float(cfg["layer_norm_epsilon"]))]
+    write_gguf(path, kv, out)
+    return back
