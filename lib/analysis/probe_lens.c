@@ -45,17 +45,17 @@ struct dfl__lens {
     float *logits;    /* [LENS_ROWS, V] */
     /* direct logit attribution at rows[R] */
     int dla;
-    int diff;         /* direction W_U[A] − W_U[B] */
+    int diff; /* direction W_U[A] − W_U[B] */
     int32_t ab[2];
     size_t R;
     const int64_t *rows;
-    int32_t *target; /* [R] the token whose logit is attributed, −1 none (no next token) */
-    float *dir;      /* [R, D] u ⊙ g */
-    double *dir_sum; /* [R] Σ_i (u ⊙ g)_i, for the LayerNorm centring */
-    double *heads;   /* [R, L, H, 2] per part: (u ⊙ g)·c and Σ c */
-    double *mlp;     /* [R, L, 2] */
-    double *embed;   /* [R, 2] */
-    double *bias;    /* [R, 2] */
+    int32_t *target;  /* [R] the token whose logit is attributed, −1 none (no next token) */
+    float *dir;       /* [R, D] u ⊙ g */
+    double *dir_sum;  /* [R] Σ_i (u ⊙ g)_i, for the LayerNorm centring */
+    double *heads;    /* [R, L, H, 2] per part: (u ⊙ g)·c and Σ c */
+    double *mlp;      /* [R, L, 2] */
+    double *embed;    /* [R, 2] */
+    double *bias;     /* [R, 2] */
     double *bias_out; /* [R] u·β, after the norm (not scaled) */
     double *scale;    /* [R] the final norm's clean scale s */
     float *logit;     /* [R] the model's logit (difference) before the final soft-cap */
@@ -69,9 +69,9 @@ struct dfl__lens {
 void dfl__lens_free(dfl__lens *ln)
 {
     if (!ln) return;
-    void *all[] = {ln->scratch, ln->top_ids, ln->top_prob, ln->rank,     ln->tprob, ln->xn,     ln->logits,
-                   ln->target,  ln->dir,     ln->dir_sum,  ln->heads,    ln->mlp,   ln->embed,  ln->bias,
-                   ln->bias_out, ln->scale,  ln->logit,    ln->abuf,     ln->ybuf,  ln->vec};
+    void *all[] = {ln->scratch,  ln->top_ids, ln->top_prob, ln->rank,  ln->tprob, ln->xn,    ln->logits,
+                   ln->target,   ln->dir,     ln->dir_sum,  ln->heads, ln->mlp,   ln->embed, ln->bias,
+                   ln->bias_out, ln->scale,   ln->logit,    ln->abuf,  ln->ybuf,  ln->vec};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         free(all[i]);
     free(ln);

@@ -132,8 +132,9 @@
 #define DFL_ATTR_SUB_BINS     "sub_bins"
 #define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
 #define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
-#define DFL_ATTR_DIRECTION    "direction"  /* on dla: "target" or "logit_diff:A,B" */
-#define DFL_ATTR_NORM_SCALE   "norm_scale" /* on dla: the final norm's scale convention */
+/* on dla (probe --dla) */
+#define DFL_ATTR_DIRECTION  "direction"  /* on dla: "target" or "logit_diff:A,B" */
+#define DFL_ATTR_NORM_SCALE "norm_scale" /* on dla: the final norm's scale convention */
 
 /* ------------------------------------------------------------ the table */
 
