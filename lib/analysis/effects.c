@@ -24,6 +24,8 @@
 #define EFFECTS_NAMES   "effects/names"
 #define EFFECTS_NLL     "effects/target_nll"
 
+#define NORMALISED "normalised effect (patched - corrupted) / (clean - corrupted)"
+
 static const char *const SOURCE_NAMES[] = {"auto", "dla", "patch", "ablation"};
 
 const char *dfl_effects_source_name(dfl_effects_source s)
@@ -61,6 +63,7 @@ void dfl_effects_grid_free(dfl_effects_grid *g)
     if (!g) return;
     free(g->label);
     free(g->what);
+    free(g->unit);
     free(g->row_axis);
     free(g->col_axis);
     free(g->v);
@@ -88,7 +91,7 @@ static char *dup_fmt(const char *fmt, ...)
 
 /* A grid of rows × cols (NaN values, empty labels); DFL_ERR_NOMEM. */
 static dfl_status grid_alloc(dfl_effects_grid *g, int64_t rows, int64_t cols, const char *label, const char *what,
-                             const char *row_axis, const char *col_axis, dfl_error *err)
+                             const char *unit, const char *row_axis, const char *col_axis, dfl_error *err)
 {
     memset(g, 0, sizeof *g);
     g->rows = rows;
@@ -100,9 +103,11 @@ static dfl_status grid_alloc(dfl_effects_grid *g, int64_t rows, int64_t cols, co
     g->col_labels = calloc((size_t)cols ? (size_t)cols : 1, sizeof(char *));
     g->label = strdup(label ? label : "");
     g->what = strdup(what);
+    g->unit = strdup(unit);
     g->row_axis = strdup(row_axis);
     g->col_axis = strdup(col_axis);
-    if (!g->v || !g->row_labels || !g->col_labels || !g->label || !g->what || !g->row_axis || !g->col_axis) {
+    if (!g->v || !g->row_labels || !g->col_labels || !g->label || !g->what || !g->unit || !g->row_axis ||
+        !g->col_axis) {
         dfl_effects_grid_free(g);
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     }
@@ -209,8 +214,8 @@ dfl_status dfl_effects_trace(const char *path, const char *sample, const char *l
                           (int)pos[i], T);
     /* ROME's layout: positions down, layers across; heads: layers down, heads across */
     if (!s)
-        s = head ? grid_alloc(out, (int64_t)Lp, (int64_t)P, label, "normalised effect", "layer", "head", err)
-                 : grid_alloc(out, (int64_t)P, (int64_t)Lp, label, "normalised effect", "position", "layer", err);
+        s = head ? grid_alloc(out, (int64_t)Lp, (int64_t)P, label, NORMALISED, "effect", "layer", "head", err)
+                 : grid_alloc(out, (int64_t)P, (int64_t)Lp, label, NORMALISED, "effect", "position", "layer", err);
     if (!s) {
         for (size_t l = 0; l < Lp; l++)
             for (size_t p = 0; p < P; p++)
@@ -220,9 +225,8 @@ dfl_status dfl_effects_trace(const char *path, const char *sample, const char *l
                       : number_labels(out->col_labels, layers, (int64_t)Lp, "");
         for (size_t p = 0; ok && !head && p < P; p++)
             ok = (out->row_labels[p] = dup_fmt("%s %d", tok_labels[pos[p]], (int)pos[p])) != NULL;
-        out->note = dup_fmt("site %s, metric %s: clean %.4g, corrupted %.4g; effect = (patched - corrupted) / "
-                            "(clean - corrupted)",
-                            site, metric ? metric : "?", (double)clean, (double)corrupted);
+        out->note = dup_fmt("site %s, metric %s: clean %.4g, corrupted %.4g", site, metric ? metric : "?",
+                            (double)clean, (double)corrupted);
         if (!ok || !out->note) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     }
     if (s) dfl_effects_grid_free(out);
@@ -254,8 +258,9 @@ static dfl_status heads_of_sample(sample_ctx *c, dfl_effects_source src, int64_t
         size_t n = 0;
         if ((s = read_n(c, DFL_DS_DLA_HEADS, DFL_H5_F32, 0, (void **)&v, &n, err))) return s;
         size_t lh = (size_t)L * (size_t)H, R = lh ? n / lh : 0;
-        if (R * lh != n) s = dfl__fail(err, DFL_ERR_TENSOR, "%s: dla/heads is not [R, %lld, %lld]", c->path,
-                                      (long long)L, (long long)H);
+        if (R * lh != n)
+            s = dfl__fail(err, DFL_ERR_TENSOR, "%s: dla/heads is not [R, %lld, %lld]", c->path, (long long)L,
+                          (long long)H);
         for (size_t k = 0; !s && k < R; k++)
             for (size_t i = 0; i < lh; i++)
                 if (!isnan(v[k * lh + i])) acc[i] += v[k * lh + i], cnt[i]++;
@@ -337,8 +342,8 @@ dfl_status dfl_effects_heads(const char *path, dfl_effects_source src, const cha
             i = count; /* one sample only */
         }
         if (src == DFL_EFFECTS_AUTO)
-            src = has_source(&c, DFL_EFFECTS_DLA)     ? DFL_EFFECTS_DLA
-                  : has_source(&c, DFL_EFFECTS_PATCH) ? DFL_EFFECTS_PATCH
+            src = has_source(&c, DFL_EFFECTS_DLA)        ? DFL_EFFECTS_DLA
+                  : has_source(&c, DFL_EFFECTS_PATCH)    ? DFL_EFFECTS_PATCH
                   : has_source(&c, DFL_EFFECTS_ABLATION) ? DFL_EFFECTS_ABLATION
                                                          : DFL_EFFECTS_AUTO;
         if (src == DFL_EFFECTS_AUTO || !has_source(&c, src)) continue;
@@ -347,13 +352,14 @@ dfl_status dfl_effects_heads(const char *path, dfl_effects_source src, const cha
     }
     if (!s && !used)
         s = dfl__fail(err, DFL_ERR_TENSOR, "%s: no sample has %s", path,
-                      src == DFL_EFFECTS_AUTO ? "dla/heads, patch/heads or effects/target_nll"
-                      : src == DFL_EFFECTS_DLA ? "dla/heads (probe --dla)"
+                      src == DFL_EFFECTS_AUTO    ? "dla/heads, patch/heads or effects/target_nll"
+                      : src == DFL_EFFECTS_DLA   ? "dla/heads (probe --dla)"
                       : src == DFL_EFFECTS_PATCH ? "patch/heads (a head-patching sweep)"
                                                  : "effects/target_nll (head ablations)");
     static const char *what[] = {"", "direct logit attribution (logit)", "normalised patching effect",
                                  "change in target NLL"};
-    if (!s) s = grid_alloc(out, L, H, label, what[src], "layer", "head", err);
+    static const char *unit[] = {"", "logit", "effect", "\xce\x94NLL"};
+    if (!s) s = grid_alloc(out, L, H, label, what[src], unit[src], "layer", "head", err);
     if (!s) {
         for (size_t i = 0; i < n; i++)
             out->v[i] = cnt[i] ? (float)(acc[i] / (double)cnt[i]) : NAN;
@@ -405,7 +411,7 @@ dfl_status dfl_effects_lens(const char *path, const char *sample, const int64_t 
                           (long long)positions[i], T);
     if (!s && tokenizer) s = dfl_model_tokenizer_open(tokenizer, &tk, err);
     int64_t P = positions ? (int64_t)n_pos : (int64_t)T;
-    if (!s) s = grid_alloc(out, (int64_t)L1, P, label, "top-1 probability", "layer", "position", err);
+    if (!s) s = grid_alloc(out, (int64_t)L1, P, label, "logit lens: top-1 probability", "p", "layer", "position", err);
     if (!s && !(out->text = calloc((size_t)L1 * (size_t)P, sizeof(char *))))
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (size_t l = 0; !s && l < L1; l++) {
@@ -423,7 +429,8 @@ dfl_status dfl_effects_lens(const char *path, const char *sample, const int64_t 
     }
     for (int64_t j = 0; !s && j < P; j++) {
         size_t t = positions ? (size_t)positions[j] : (size_t)j;
-        if (!(out->col_labels[j] = dup_fmt("%s %zu", tok_labels[t], t))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        if (!(out->col_labels[j] = dup_fmt("%s %zu", tok_labels[t], t)))
+            s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     }
     if (!s && !(out->note = dup_fmt("the most probable next token after each position, read from each layer's "
                                     "residual (row embed: before layer 0)")))

@@ -36,10 +36,11 @@ dfl_status dfl_effects_source_parse(const char *text, dfl_effects_source *out, d
 /* A grid of values v[rows, cols] with labels; text[rows, cols] (the lens's top tokens)
  * is NULL for the other kinds. */
 typedef struct dfl_effects_grid {
-    char *label;       /* the panel's name (the dump's label) */
-    char *what;        /* what the values are ("DLA (logit)", "normalised effect", …) */
-    char *row_axis;    /* "layer", "position" */
-    char *col_axis;    /* "head", "layer", "position" */
+    char *label;    /* the panel's name (the dump's label) */
+    char *what;     /* what the values are ("direct logit attribution (logit)", …) */
+    char *unit;     /* the colour bar's short title ("logit", "effect", "p", "ΔNLL") */
+    char *row_axis; /* "layer", "position" */
+    char *col_axis; /* "head", "layer", "position" */
     int64_t rows, cols;
     float *v;          /* [rows, cols] NaN = no data */
     char **row_labels; /* [rows] */
@@ -73,12 +74,12 @@ dfl_status dfl_effects_lens(const char *path, const char *sample, const int64_t 
 
 /* Figure options. */
 typedef struct dfl_effects_style {
-    const char *title;    /* NULL = from the grids */
-    const char *font;     /* NULL = DejaVu Sans */
-    double width_in;      /* 0 = natural size */
-    int diverging;        /* 1: RdBu symmetric around 0 on one scale for every panel (default);
-                           * 0: viridis from 0 to the largest value (the lens: 0 to 1) */
-    double vmax;          /* > 0: the colour limit; 0 = the largest abs(value) */
+    const char *title; /* NULL = from the grids */
+    const char *font;  /* NULL = DejaVu Sans */
+    double width_in;   /* 0 = natural size */
+    int diverging;     /* 1: RdBu symmetric around 0 on one scale for every panel (default);
+                        * 0: viridis from 0 to the largest value (the lens: 0 to 1) */
+    double vmax;       /* > 0: the colour limit; 0 = the largest abs(value) */
 } dfl_effects_style;
 
 dfl_effects_style dfl_effects_style_default(void);

@@ -10,7 +10,7 @@
 #include "render/plot.h"
 #include "render/render.h"
 
-#define S       2  /* font scale of labels */
+#define S       2 /* font scale of labels */
 #define MARGIN  24
 #define PGAP    40 /* between panels */
 #define MAX_ROW 400
@@ -79,11 +79,21 @@ static void draw_panel(dfl_canvas *c, const dfl_effects_grid *g, const panel_lay
 {
     dfl_canvas_text(c, x + p->left_w + p->map_w / 2, y, g->label, S, INK, DFL_ALIGN_CENTER);
     int my = y + DFL_FONT_H * S + 8, mx = x + p->left_w;
-    dfl_canvas_heatmap_box(c, mx, my, p->map_w, p->map_h, g->v, (int)g->rows, (int)g->cols, norm, cmap, NODATA, HATCH);
+    /* cells as filled rectangles, not an image: crisp in every SVG and PDF viewer (a
+     * few hundred cells at most) */
+    for (int64_t r = 0; r < g->rows; r++)
+        for (int64_t j = 0; j < g->cols; j++) {
+            float v = g->v[r * g->cols + j];
+            dfl_rgb col = isnan(v) ? NODATA : dfl_cmap_color(cmap, dfl_norm_apply(norm, v));
+            dfl_canvas_fill(c, mx + (int)j * p->cell_w, my + (int)r * p->cell_h, p->cell_w, p->cell_h, col);
+            if (isnan(v))
+                dfl_canvas_line(c, mx + (int)j * p->cell_w, my + (int)(r + 1) * p->cell_h - 1,
+                                mx + (int)(j + 1) * p->cell_w - 1, my + (int)r * p->cell_h, HATCH);
+        }
     dfl_canvas_frame(c, mx - 1, my - 1, p->map_w + 2, p->map_h + 2, GREY);
     for (int64_t r = 0; r < g->rows; r++)
-        dfl_canvas_text(c, mx - 6, my + (int)r * p->cell_h + (p->cell_h - DFL_FONT_H * S) / 2, g->row_labels[r], S,
-                        INK, DFL_ALIGN_RIGHT);
+        dfl_canvas_text(c, mx - 6, my + (int)r * p->cell_h + (p->cell_h - DFL_FONT_H * S) / 2, g->row_labels[r], S, INK,
+                        DFL_ALIGN_RIGHT);
     int ly = my + p->map_h + 6;
     for (int64_t j = 0; j < g->cols; j++) {
         int cx = mx + (int)j * p->cell_w + p->cell_w / 2;
@@ -135,13 +145,15 @@ dfl_status dfl_effects_draw(const dfl_effects_grid *g, int n, const dfl_effects_
         if (pl[k].map_h > map_h) map_h = pl[k].map_h;
         if (pl[k].bottom_h > bottom) bottom = pl[k].bottom_h;
     }
-    dfl_colorbar cb = {cmap, norm, g[0].what, NULL, 0, 0, S, st->font};
+    dfl_colorbar cb = {cmap, norm, g[0].unit, NULL, 0, 0, S, st->font};
     int axis_w = DFL_FONT_H * S + 8, cb_w = dfl_colorbar_width(&cb, 24);
     char title[512];
     snprintf(title, sizeof title, "%s", st->title ? st->title : g[0].what);
     int W = MARGIN + axis_w + total_w + 40 + cb_w + MARGIN;
     int tw = dfl_font_text_width(st->font, title, 3) + 2 * MARGIN;
     if (tw > W) W = tw;
+    int nw = g[0].note ? dfl_font_text_width(st->font, g[0].note, S) + 2 * MARGIN : 0;
+    if (nw > W) W = nw;
     int note_h = g[0].note ? DFL_FONT_H * S + 8 : 0;
     int top = MARGIN + DFL_FONT_H * 3 + 10 + note_h;
     /* the colour bar beside the maps, its title above it, at least 120 units tall */
@@ -154,7 +166,7 @@ dfl_status dfl_effects_draw(const dfl_effects_grid *g, int n, const dfl_effects_
     if (st->font) dfl_canvas_set_font(c, st->font);
     dfl_canvas_text(c, W / 2, MARGIN, title, 3, INK, DFL_ALIGN_CENTER);
     if (g[0].note) dfl_canvas_text(c, W / 2, MARGIN + DFL_FONT_H * 3 + 8, g[0].note, S, GREY, DFL_ALIGN_CENTER);
-    int x = MARGIN + axis_w;
+    int content_w = axis_w + total_w + 40 + cb_w, x = (W - content_w) / 2 + axis_w; /* centred under the title */
     for (int k = 0; k < n; k++) {
         draw_panel(c, &g[k], &pl[k], x, top, &norm, cmap, st->font);
         x += pl[k].w + PGAP;

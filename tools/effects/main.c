@@ -22,41 +22,40 @@ static void on_signal(int sig)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: effects trace DUMP.h5 [options]            causal-tracing heatmap of a patching sweep\n"
-            "       effects heads DUMP.h5 [DUMP2.h5 ...] [options]  head grid: layers x heads, one scale\n"
-            "       effects lens DUMP.h5 [options]             logit-lens table: layer x position\n"
-            "\n"
-            "Figures and tables of what probe's interventions and readouts measured (docs/effects.md).\n"
-            "trace: the patch/ sweep of one sample (ROME Figure 1: positions down, with their tokens,\n"
-            "layers across; site head: layers down, heads across), the normalised effect\n"
-            "(patched - corrupted) / (clean - corrupted). heads: per dump a panel of direct logit\n"
-            "attribution (dla/heads, mean over rows and samples), of a head-patching sweep's effect,\n"
-            "or of head ablations (effects/target_nll minus the unmodified run's), all panels on one\n"
-            "diverging colour scale. lens: the most probable token after each position as each\n"
-            "layer's residual reads it, with its probability (lens/, probe --logit-lens K).\n"
-            "\n"
-            "  --out FILE            the figure: PNG, SVG or PDF by the extension (default: none)\n"
-            "  --format table|csv|json|markdown  the table on stdout (default: table when no --out,\n"
-            "                        else none)\n"
-            "  --sample S            the sample (id or index) (default: trace, lens: 0; heads: the mean\n"
-            "                        over every sample)\n"
-            "  --source auto|dla|patch|ablation  heads: what the grid shows (default: auto = dla, else\n"
-            "                        patch, else ablation: the first the dump has)\n"
-            "  --positions LIST      lens: these positions only, e.g. 0,5-9 (default: all)\n"
-            "  --tokenizer PATH      lens: decode the top tokens with this tokenizer.json (or its\n"
-            "                        folder, or a GGUF file) (default: the dump's token_text, else ids)\n"
-            "  --labels A,B,...      names of the panels (default: file names without .h5)\n"
-            "  --vmax X              colour limit, X > 0 (default: the largest |value| of all panels;\n"
-            "                        lens: 1)\n"
-            "  --title TEXT          figure title (default: what the values are)\n"
-            "  --width IN            figure width in inches, 0 < IN <= 100 (default: natural size)\n"
-            "  --font FAMILY         font family (default: DejaVu Sans)\n"
-            "  --force               overwrite an existing --out\n"
-            "  --help                this text\n"
-            "  --version             the version of difflens\n"
-            "\n"
-            "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
+    fprintf(out, "usage: effects trace DUMP.h5 [options]            causal-tracing heatmap of a patching sweep\n"
+                 "       effects heads DUMP.h5 [DUMP2.h5 ...] [options]  head grid: layers x heads, one scale\n"
+                 "       effects lens DUMP.h5 [options]             logit-lens table: layer x position\n"
+                 "\n"
+                 "Figures and tables of what probe's interventions and readouts measured (docs/effects.md).\n"
+                 "trace: the patch/ sweep of one sample (ROME Figure 1: positions down, with their tokens,\n"
+                 "layers across; site head: layers down, heads across), the normalised effect\n"
+                 "(patched - corrupted) / (clean - corrupted). heads: per dump a panel of direct logit\n"
+                 "attribution (dla/heads, mean over rows and samples), of a head-patching sweep's effect,\n"
+                 "or of head ablations (effects/target_nll minus the unmodified run's), all panels on one\n"
+                 "diverging colour scale. lens: the most probable token after each position as each\n"
+                 "layer's residual reads it, with its probability (lens/, probe --logit-lens K).\n"
+                 "\n"
+                 "  --out FILE            the figure: PNG, SVG or PDF by the extension (default: none)\n"
+                 "  --format table|csv|json|markdown  the table on stdout (default: table when no --out,\n"
+                 "                        else none)\n"
+                 "  --sample S            the sample (id or index) (default: trace, lens: 0; heads: the mean\n"
+                 "                        over every sample)\n"
+                 "  --source auto|dla|patch|ablation  heads: what the grid shows (default: auto = dla, else\n"
+                 "                        patch, else ablation: the first the dump has)\n"
+                 "  --positions LIST      lens: these positions only, e.g. 0,5-9 (default: all)\n"
+                 "  --tokenizer PATH      lens: decode the top tokens with this tokenizer.json (or its\n"
+                 "                        folder, or a GGUF file) (default: the dump's token_text, else ids)\n"
+                 "  --labels A,B,...      names of the panels (default: file names without .h5)\n"
+                 "  --vmax X              colour limit, X > 0 (default: the largest |value| of all panels;\n"
+                 "                        lens: 1)\n"
+                 "  --title TEXT          figure title (default: what the values are)\n"
+                 "  --width IN            figure width in inches, 0 < IN <= 100 (default: natural size)\n"
+                 "  --font FAMILY         font family (default: DejaVu Sans)\n"
+                 "  --force               overwrite an existing --out\n"
+                 "  --help                this text\n"
+                 "  --version             the version of difflens\n"
+                 "\n"
+                 "Exit status: 0 ok, 1 runtime error (bad dump, missing data), 2 usage error.\n");
 }
 
 static int usage_error(const dfl_error *err)
@@ -78,8 +77,21 @@ static const char *default_label(const char *path, char *buf, size_t cap)
 
 int main(int argc, char **argv)
 {
-    enum { O_OUT = 256, O_FORMAT, O_SAMPLE, O_SOURCE, O_POSITIONS, O_TOKENIZER, O_LABELS, O_VMAX, O_TITLE, O_WIDTH,
-           O_FONT, O_FORCE, O_HELP };
+    enum {
+        O_OUT = 256,
+        O_FORMAT,
+        O_SAMPLE,
+        O_SOURCE,
+        O_POSITIONS,
+        O_TOKENIZER,
+        O_LABELS,
+        O_VMAX,
+        O_TITLE,
+        O_WIDTH,
+        O_FONT,
+        O_FORCE,
+        O_HELP
+    };
     static const struct option opts[] = {{"out", required_argument, 0, O_OUT},
                                          {"format", required_argument, 0, O_FORMAT},
                                          {"sample", required_argument, 0, O_SAMPLE},
