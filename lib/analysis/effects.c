@@ -308,9 +308,13 @@ static dfl_status heads_of_sample(sample_ctx *c, dfl_effects_source src, int64_t
     return s;
 }
 
-static int has_source(sample_ctx *c, dfl_effects_source src)
+/* Whether the sample has src's data: for auto's choice a head sweep (patch/heads); when
+ * asked for, any sweep (its site is checked when read). */
+static int has_source(sample_ctx *c, dfl_effects_source src, int asked)
 {
-    const char *name = src == DFL_EFFECTS_DLA ? DFL_DS_DLA_HEADS : src == DFL_EFFECTS_PATCH ? PATCH_HEADS : EFFECTS_NLL;
+    const char *name = src == DFL_EFFECTS_DLA     ? DFL_DS_DLA_HEADS
+                       : src == DFL_EFFECTS_PATCH ? (asked ? PATCH_GROUP : PATCH_HEADS)
+                                                  : EFFECTS_NLL;
     return dfl_dump_exists(c->r, at(c, name));
 }
 
@@ -342,11 +346,11 @@ dfl_status dfl_effects_heads(const char *path, dfl_effects_source src, const cha
             i = count; /* one sample only */
         }
         if (src == DFL_EFFECTS_AUTO)
-            src = has_source(&c, DFL_EFFECTS_DLA)        ? DFL_EFFECTS_DLA
-                  : has_source(&c, DFL_EFFECTS_PATCH)    ? DFL_EFFECTS_PATCH
-                  : has_source(&c, DFL_EFFECTS_ABLATION) ? DFL_EFFECTS_ABLATION
-                                                         : DFL_EFFECTS_AUTO;
-        if (src == DFL_EFFECTS_AUTO || !has_source(&c, src)) continue;
+            src = has_source(&c, DFL_EFFECTS_DLA, 0)        ? DFL_EFFECTS_DLA
+                  : has_source(&c, DFL_EFFECTS_PATCH, 0)    ? DFL_EFFECTS_PATCH
+                  : has_source(&c, DFL_EFFECTS_ABLATION, 0) ? DFL_EFFECTS_ABLATION
+                                                            : DFL_EFFECTS_AUTO;
+        if (src == DFL_EFFECTS_AUTO || !has_source(&c, src, 1)) continue;
         s = heads_of_sample(&c, src, L, H, acc, cnt, &mode, err);
         used++;
     }
