@@ -87,7 +87,8 @@ class EffectsTest(unittest.TestCase):
         cls.dumps = {}
         for mtype in ("llama", "diff_transformer"):
             d = os.path.join(cls.tmp, mtype)
-            make_model.make_model(d, mtype, layers=2, hidden=32, heads=4, vocab=VOCAB, seed=5)
+            # tied embeddings: the embedding's lens reads the prompt's own tokens (with text)
+            make_model.make_model(d, mtype, layers=2, hidden=32, heads=4, vocab=VOCAB, seed=5, tied=True)
             out = os.path.join(cls.tmp, mtype + ".h5")
             r = subprocess.run([PROBE, "--quiet", "--model", d, "--prompts", cls.prompt_path, "--out", out,
                                 "--logit-lens", "3", "--dla", "--rows", "target"], capture_output=True, text=True)
@@ -159,6 +160,7 @@ class EffectsTest(unittest.TestCase):
 
     def test_lens_table(self):
         rows = table("lens", self.dumps["diff_transformer"], "--positions", "2-4")
+        named = 0
         with h5py.File(self.dumps["diff_transformer"]) as f:
             g = f["samples/000000"]
             ids, prob = g["lens/top_ids"][()], g["lens/top_prob"][()]
@@ -171,6 +173,8 @@ class EffectsTest(unittest.TestCase):
             top = int(ids[li, t, 0])
             self.assertEqual(r["top_token"], text[toks.index(top)] if top in toks else "#%d" % top)
             self.assertAlmostEqual(float(r["probability"]), float(prob[li, t, 0]), places=6)
+            named += top in toks
+        self.assertGreater(named, 0, "no top token from the prompt: the labels are untested")
 
     def test_figures_in_three_formats(self):
         for cmd, dump, name in (("trace", self.pos, "trace"), ("lens", self.dumps["llama"], "lens"),
