@@ -389,6 +389,41 @@ static char *token_text(int32_t id, char **tok_labels, const int32_t *tokens, si
     return dup_fmt("#%d", (int)id);
 }
 
+/* Cells still named "#id" (a top token absent from the sample's own prompt) get the
+ * text of that id from the other samples' token_text, where it occurs. cid[n] holds
+ * each cell's id. */
+static dfl_status names_from_samples(sample_ctx *c, dfl_effects_grid *g, const int32_t *cid, dfl_error *err)
+{
+    size_t n = (size_t)g->rows * (size_t)g->cols, count = dfl_dump_sample_count(c->r);
+    const dfl_dump_sample *own = c->s;
+    dfl_status s = DFL_OK;
+    for (size_t i = 0; !s && i < count; i++) {
+        size_t left = 0;
+        for (size_t k = 0; k < n; k++)
+            left += g->text[k][0] == '#';
+        if (!left) break;
+        c->s = dfl_dump_sample_at(c->r, i);
+        if (c->s == own || !dfl_dump_exists(c->r, at(c, DFL_DS_TOKEN_TEXT))) continue;
+        char **labels = NULL;
+        int32_t *tokens = NULL;
+        size_t T = 0;
+        if ((s = token_labels(c, &labels, &tokens, &T, err))) break;
+        for (size_t k = 0; k < n && !s; k++)
+            for (size_t t = 0; g->text[k][0] == '#' && t < T; t++)
+                if (tokens[t] == cid[k]) {
+                    char *dup = strdup(labels[t]);
+                    if (!dup)
+                        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+                    else
+                        free(g->text[k]), g->text[k] = dup;
+                }
+        dfl_dump_strings_free(labels, T);
+        free(tokens);
+    }
+    c->s = own;
+    return s;
+}
+
 dfl_status dfl_effects_lens(const char *path, const char *sample, const int64_t *positions, size_t n_pos,
                             const char *tokenizer, const char *label, dfl_effects_grid *out, dfl_error *err)
 {
@@ -431,6 +466,13 @@ dfl_status dfl_effects_lens(const char *path, const char *sample, const int64_t 
             if (!out->text[l * (size_t)P + (size_t)j]) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
         }
     }
+    int32_t *cid = s ? NULL : dfl__alloc_array((size_t)L1 * (size_t)P, sizeof *cid);
+    if (!s && !cid) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (size_t l = 0; !s && l < L1; l++)
+        for (int64_t j = 0; j < P; j++)
+            cid[l * (size_t)P + (size_t)j] = ids[(l * T + (positions ? (size_t)positions[j] : (size_t)j)) * K];
+    if (!s && !tk) s = names_from_samples(&c, out, cid, err);
+    free(cid);
     for (int64_t j = 0; !s && j < P; j++) {
         size_t t = positions ? (size_t)positions[j] : (size_t)j;
         if (!(out->col_labels[j] = dup_fmt("%s %zu", tok_labels[t], t)))
