@@ -542,6 +542,9 @@ double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c,
             free(rows);
         }
         if (p->save_logits) b += T * V * 4;
+        /* readouts: the lens of every layer and position; DLA at most every row */
+        if (p->lens_topk) b += (L + 1) * T * (8.0 * p->lens_topk + 8);
+        if (p->dla) b += T * (L * Hs + L + 8) * 4;
         total += b;
     }
     return total;
