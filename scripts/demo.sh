@@ -57,6 +57,21 @@ N="--norm abs"
     -o "$OUT/heatmap_layer1_mean.pdf" --force --quiet
 # The training curves of the pair, from its train.csv files
 "$BIN/train" --pair "$MODELS" --plot "$OUT/train_curves.svg" --plot-only --quiet
+# Readouts (docs/probe.md): the logit lens of every layer and the direct logit attribution
+# of the answer's first digit at the retrieval row (the last query's <sep>), per head, on
+# one colour scale for the pair; the lens table of one prompt's last two queries
+for m in transformer diff; do
+    "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/prompts.jsonl" --out "$OUT/${m}_readouts.h5" \
+        --logit-lens 3 --dla --force --quiet
+done
+TR="$OUT/transformer_readouts.h5" DR="$OUT/diff_readouts.h5"
+"$BIN/effects" heads "$TR" "$DR" $L --out "$OUT/dla_heads.png" --force \
+    --title "Direct logit attribution of the answer per head (mean over the prompts)"
+"$BIN/effects" heads "$TR" "$DR" $L --format markdown > "$OUT/dla_heads.md"
+"$BIN/effects" lens "$DR" --labels Diff --sample d50-s0 --positions 52-63 --out "$OUT/lens_diff.png" --force \
+    --title "Logit lens, Diff model, prompt d50-s0"
+"$BIN/effects" lens "$TR" --labels Transformer --sample d50-s0 --positions 52-63 --out "$OUT/lens_transformer.png" \
+    --force --title "Logit lens, Transformer, prompt d50-s0"
 
 # DIFF Transformer V2 (per-token lambda on map 2), trained by the same protocol (seed 1,
 # 3000 of 6000 steps; demo/README.md): beside the pair, on the same prompts

@@ -61,6 +61,12 @@ PYEOF
 "$BIN/outliers" "$T" "$D" $L --plot "$IMG/outliers_layers.svg" --force > /dev/null
 "$BIN/train" --pair demo/models --plot "$IMG/demo_train.svg" --plot-only --quiet
 
+# effects: the pair's readouts (make demo writes the *_readouts.h5 dumps)
+"$BIN/effects" heads "$OUT/transformer_readouts.h5" "$OUT/diff_readouts.h5" $L --out "$IMG/demo_dla_heads.png" \
+    --force --title "Direct logit attribution of the answer per head (mean over the prompts)"
+"$BIN/effects" lens "$OUT/diff_readouts.h5" --labels Diff $S --positions 52-63 --out "$IMG/demo_lens_diff.png" \
+    --force --title "Logit lens, Diff model, prompt d50-s0"
+
 for f in attnmap_single attnmap_maps_all attnmap_heads attnmap_vs attnmap_delta attnmap_tokens attnmap_strips \
          noise_shares noise_depth outliers_layers demo_train; do
     rsvg-convert "$IMG/$f.svg" -o "$TOK/$f.png" || { echo "doc_figures: rsvg-convert failed on $f.svg" >&2; exit 1; }

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, "bin")))
-TOOLS = ["attnmap", "noise", "outliers", "probe", "tokenize", "train", "view"]
+TOOLS = ["attnmap", "effects", "noise", "outliers", "probe", "tokenize", "train", "view"]
 
 
 def version_h():
@@ -190,7 +190,8 @@ class ExitCodes(unittest.TestCase):
 
     def test_each_tool_keeps_it(self):
         missing = os.path.join(tempfile.gettempdir(), "dfl-no-such-file.h5")
-        runtime = {"attnmap": [missing, "-o", missing + ".png"], "noise": [missing], "outliers": [missing],
+        runtime = {"attnmap": [missing, "-o", missing + ".png"], "effects": ["heads", missing], "noise": [missing],
+                   "outliers": [missing],
                    "probe": ["--model", missing, "--prompts", missing, "--out", missing + ".out"],
                    "tokenize": ["--tokenizer", missing], "train": ["--plot-only", "--plot", missing + ".png",
                                                                    "--out", missing],

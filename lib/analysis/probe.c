@@ -19,6 +19,7 @@
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 #include "analysis/probe_capture.h"
+#include "analysis/probe_lens.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -399,12 +400,16 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
             return s;
     }
 
+    if ((s = dfl__lens_begin(p, m, pr, r->arows, r->n_arows, &r->lens, err))) return s;
     dfl_capture cap = dfl__probe_capture(r);
     double t0 = dfl_clock_seconds();
     s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;
+    if (!s) s = dfl__lens_write(r->lens, d, err);
+    dfl__lens_free(r->lens);
+    r->lens = NULL;
     if (s) return s;
     if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
@@ -537,6 +542,9 @@ double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c,
             free(rows);
         }
         if (p->save_logits) b += T * V * 4;
+        /* readouts: the lens of every layer and position; DLA at most every row */
+        if (p->lens_topk) b += (L + 1) * T * (8.0 * p->lens_topk + 8);
+        if (p->dla) b += T * (L * Hs + L + 8) * 4;
         total += b;
     }
     return total;

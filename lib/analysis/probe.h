@@ -91,6 +91,11 @@ typedef struct dfl_probe_params {
      * subsets join into the dump of the whole set (an MPI rank's share). */
     const size_t *subset;
     size_t n_subset;
+    int32_t lens_topk;     /* --logit-lens K: the top K tokens of each layer's readout; 0 = off */
+    int dla;               /* --dla: direct logit attribution at the analysis rows */
+    int logit_diff_set;    /* --logit-diff A,B given: the metric (and DLA direction) is */
+    int32_t logit_diff[2]; /* logit[A] − logit[B] instead of the next token's logit */
+
     int strict; /* a NaN or Inf in the forward pass is an error (DFL_ERR_RANGE);
                  * by default a warning, recorded in the dump */
     /* Polled once per layer and per sample: non-zero stops the run with

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "analysis/probe_lens.h"
 #include "base/clock.h"
 #include "model/kernels.h"
 
@@ -254,7 +255,7 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
         channel_row(x + t * D, D, (float)r->p->alpha, r->ch_absmax + l * D, r->ch_count + l * D);
     }
     finish_layer(r, r->hacc, 1, &r->hidden, l);
-    return DFL_OK;
+    return r->lens ? dfl__lens_hidden(r->lens, l, x, T, D, err) : DFL_OK;
 }
 
 /* nll[t] = −log softmax(logits[t])[tokens[t+1]] (NaN at T−1), argmax[t] (first max). */
@@ -272,11 +273,28 @@ static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, cons
             r->nll[t] = t + 1 < r->T ? (float)(lse[i] - (double)logits[(i0 + i) * V + r->pr->tokens[t + 1]]) : NAN;
         }
     }
-    if (r->logit_stream) {
+    dfl_status s = r->lens ? dfl__lens_logits(r->lens, row0, n, V, logits, err) : DFL_OK;
+    if (!s && r->logit_stream) {
         int64_t start[2] = {row0, 0}, count[2] = {n, V};
         return dfl_dump_stream_write_f32(r->logit_stream, start, count, logits, V, err);
     }
-    return DFL_OK;
+    return s;
+}
+
+/* The readouts' own captures (probe_lens.c). */
+static dfl_status on_embed(void *user, const float *x, int64_t T, int64_t D, dfl_error *err)
+{
+    return dfl__lens_embed(((sample_run *)user)->lens, x, T, D, err);
+}
+
+static dfl_status on_attn_out(void *user, int64_t l, const float *att, int64_t T, int64_t width, dfl_error *err)
+{
+    return dfl__lens_attn_out(((sample_run *)user)->lens, l, att, T, width, err);
+}
+
+static dfl_status on_mlp_out(void *user, int64_t l, const float *y, int64_t T, int64_t D, dfl_error *err)
+{
+    return dfl__lens_mlp_out(((sample_run *)user)->lens, l, y, T, D, err);
 }
 
 dfl_capture dfl__probe_capture(sample_run *r)
@@ -289,5 +307,10 @@ dfl_capture dfl__probe_capture(sample_run *r)
                        .hidden = on_hidden,
                        .logits_rows = on_logits};
     if (r->m->config.type == DFL_MODEL_DIFF_V2) cap.lambda_rows = on_lambda;
+    if (r->lens) {
+        cap.embed = on_embed;
+        cap.attn_out = on_attn_out;
+        cap.mlp_out = on_mlp_out;
+    }
     return cap;
 }

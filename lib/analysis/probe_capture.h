@@ -72,6 +72,7 @@ typedef struct dfl__probe_sample {
     uint8_t *bad_scores; /* [threads] a non-finite attention logit in this layer */
     int64_t bad_layer;
     const char *bad_site;
+    struct dfl__lens *lens; /* the readouts (probe_lens.h), NULL when none is asked */
     /* progress */
     size_t index;          /* file-order index: the dump's sample name */
     size_t ordinal, count; /* position in this run, samples in this run */

@@ -105,6 +105,20 @@
 #define DFL_DS_HIDDEN_MOMENTS        "outliers/hidden/moments"
 #define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
 #define DFL_DS_HIDDEN_CHANNEL_COUNT  "outliers/hidden/channel_count"
+/* readouts (probe --logit-lens K, --dla) */
+#define DFL_DS_LENS_LAYERS      "lens/layers" /* −1 (the embedding), 0 … L−1 */
+#define DFL_DS_LENS_TOP_IDS     "lens/top_ids"
+#define DFL_DS_LENS_TOP_PROB    "lens/top_prob"
+#define DFL_DS_LENS_TARGET_RANK "lens/target_rank"
+#define DFL_DS_LENS_TARGET_PROB "lens/target_prob"
+#define DFL_DS_DLA              "dla" /* the group */
+#define DFL_DS_DLA_ROWS         "dla/rows"
+#define DFL_DS_DLA_TARGET       "dla/target"
+#define DFL_DS_DLA_HEADS        "dla/heads"
+#define DFL_DS_DLA_MLP          "dla/mlp"
+#define DFL_DS_DLA_EMBED        "dla/embed"
+#define DFL_DS_DLA_BIAS         "dla/bias"
+#define DFL_DS_DLA_LOGIT        "dla/logit"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -118,6 +132,9 @@
 #define DFL_ATTR_SUB_BINS     "sub_bins"
 #define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
 #define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
+/* on dla (probe --dla) */
+#define DFL_ATTR_DIRECTION  "direction"  /* on dla: "target" or "logit_diff:A,B" */
+#define DFL_ATTR_NORM_SCALE "norm_scale" /* on dla: the final norm's scale convention */
 
 /* ------------------------------------------------------------ the table */
 
@@ -246,6 +263,21 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_ABSMAX, "f32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_COUNT, "u32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_(DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    /* readouts */
+    DFL_DS_(DFL_DS_LENS_LAYERS, "i32", "L+1", DFL_MODELS_ALL, DFL_OPTIONAL, "--logit-lens"),
+    DFL_DS_(DFL_DS_LENS_TOP_IDS, "i32", "L+1,T,K'", DFL_MODELS_ALL, DFL_OPTIONAL, "--logit-lens"),
+    DFL_DS_(DFL_DS_LENS_TOP_PROB, "f32", "L+1,T,K'", DFL_MODELS_ALL, DFL_OPTIONAL, "--logit-lens"),
+    DFL_DS_(DFL_DS_LENS_TARGET_RANK, "i32", "L+1,T", DFL_MODELS_ALL, DFL_OPTIONAL, "--logit-lens"),
+    DFL_DS_(DFL_DS_LENS_TARGET_PROB, "f32", "L+1,T", DFL_MODELS_ALL, DFL_OPTIONAL, "--logit-lens"),
+    DFL_DS_(DFL_DS_DLA_ROWS, "i32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_TARGET, "i32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_HEADS, "f32", "R',L,H", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_MLP, "f32", "R',L", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_EMBED, "f32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_BIAS, "f32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_DS_(DFL_DS_DLA_LOGIT, "f32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_AT_(DFL_DS_DLA, DFL_ATTR_DIRECTION, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    DFL_AT_(DFL_DS_DLA, DFL_ATTR_NORM_SCALE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
 };
 
 #undef DFL_DS_

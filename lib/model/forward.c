@@ -470,6 +470,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     if (c->attn_unscaled) gl.scale = 1.0f;
     if (c->attn_scale_by_layer) gl.scale = (float)((double)gl.scale / (double)(l + 1));
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (!s && cap && cap->attn_out) s = cap->attn_out(cap->user, l, w->att, T, g->att_ld, err);
     if (s) return s;
     project(w, io, w->tmp, w->att, &lw->wo, T);
     add_bias(w->tmp, lw->bo, T, D);
@@ -487,6 +488,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
+    if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w->tmp, T, D, err))) return s;
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
 }
@@ -532,6 +534,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     attn_geom gl = *g;
     if (c->attn_scale > 0) gl.scale = (float)c->attn_scale;
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
+    if (!s && cap && cap->attn_out) s = cap->attn_out(cap->user, l, w->att, T, g->att_ld, err);
     if (s) return s;
     dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
     if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
@@ -553,6 +556,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
+    if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w->tmp, T, D, err))) return s;
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
 }
@@ -700,6 +704,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
     }
 
+    if (cap && cap->embed) s = cap->embed(cap->user, w.x, T, D, err);
     const int stream = opts->release_layers ? opts->release_layers > 0 : release_layers(m);
     for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
@@ -730,6 +735,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
+        if (cap && cap->attn_out && (s = cap->attn_out(cap->user, l, w.att, T, g.att_ld, err))) break;
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
@@ -744,6 +750,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                 dfl_swiglu(w.gate, w.up, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
+        if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w.tmp, T, D, err))) break;
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
     }

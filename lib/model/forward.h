@@ -55,6 +55,16 @@ typedef struct dfl_capture {
      * factor on map 2 (dfl_attn_block's diff = map1 − lam[row, head]·map2). NULL = not
      * wanted; never called for the other types (their λ is one per layer). */
     dfl_status (*lambda_rows)(void *user, int64_t layer, const float *lam, int64_t T, int64_t H, dfl_error *err);
+    /* The residual stream before layer 0: x[T, D] = the token embeddings (scaled: Gemma)
+     * plus learned positions (GPT-2). NULL = not wanted. */
+    dfl_status (*embed)(void *user, const float *x, int64_t T, int64_t D, dfl_error *err);
+    /* Layer l's attention output before the output projection: att[T, width], each
+     * analysis head in its columns (family.h dfl__head_plan out_col, out_width; a Diff
+     * head after its sub-layer norm and (1 − λ_init)). NULL = not wanted. */
+    dfl_status (*attn_out)(void *user, int64_t layer, const float *att, int64_t T, int64_t width, dfl_error *err);
+    /* What layer l's MLP adds to the residual stream: y[T, D], with its output bias
+     * (GPT-2, GPT-NeoX) and after its post-norm (Gemma, OLMo 2). NULL = not wanted. */
+    dfl_status (*mlp_out)(void *user, int64_t layer, const float *y, int64_t T, int64_t D, dfl_error *err);
     /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
     dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err);
 } dfl_capture;

@@ -264,7 +264,7 @@ def attn_gpt2(m, l, h, quant, ref):
         maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i], scale, quant)
         out[:, i] = maps[i] @ v[:, i]
     y = out.reshape(T, D) @ m.t[p + "c_proj.weight"] + m.t[p + "c_proj.bias"]
-    return y, {"map1": maps, "scores": scores}
+    return y, {"map1": maps, "scores": scores, "heads_out": out}
 
 
 def forward_gpt2(m, tokens, quant, ref):
@@ -416,7 +416,8 @@ def attn_gemma(m, l, h, quant, ref):
     for i in range(H):
         maps[i], scores[i] = softmax_capped(q[:, i], k[:, i // n_rep], m.scale, m.attn_cap, quant, m.windows[l], ref)
         out[:, i] = maps[i] @ v[:, i // n_rep]
-    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+    y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps, "scores": scores, "heads_out": out}
 
 
 def forward_gemma(m, tokens, quant, ref):
@@ -471,7 +472,8 @@ def attn_olmo2(m, l, h, quant, ref):
     for i in range(H):
         maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant)
         out[:, i] = maps[i] @ v[:, i // n_rep]
-    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+    y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps, "scores": scores, "heads_out": out}
 
 
 def forward_olmo2(m, tokens, quant, ref):
@@ -535,7 +537,8 @@ def attn_phi3(m, l, h, quant, ref):
     for i in range(H):
         maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant, m.windows[l])
         out[:, i] = maps[i] @ v[:, i // n_rep]
-    return out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T, {"map1": maps, "scores": scores}
+    y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
+    return y, {"map1": maps, "scores": scores, "heads_out": out}
 
 
 def forward_phi3(m, tokens, quant, ref):

@@ -15,6 +15,9 @@ another layout (gpt2: Hugging Face modeling_gpt2.py) are in families.py.
     r["lambda"], r["lambda_init"]   # Diff only: [L] (not DIFF V2)
     r["noise"]                      # Motif GDA: [L, Gn, T, T] each group's noise map
     r["sigma"]                      # DIFF V2: [L, T, H] σ(lambda_proj(x)), the factor on map 2
+    r["heads_out"]                  # llama, diff_transformer, gpt2, gemma, olmo2: [L, T, Hd, w]
+                                    # each head's output before o_proj (Diff: after its sub-norm
+                                    # and (1 − λ_init)); tests/ref/lens.py attributes logits to it
 
 Hd = H (llama, diff_transformer, diff_transformer_v2), H/2 (diffllama, Motif V1) or
 H − Gn (Motif GDA: the signal heads). Masked (future) entries are 0. Motif follows vLLM's
@@ -350,7 +353,7 @@ def attn_llama(m, l, h, quant=None):
         maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5, quant, m.windows[l])
         out[:, i] = maps[i] @ v[:, kv]
     y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
-    return y, {"map1": maps, "scores": scores}
+    return y, {"map1": maps, "scores": scores, "heads_out": out}
 
 
 def attn_diff_transformer(m, l, h, quant=None):
@@ -380,7 +383,7 @@ def attn_diff_transformer(m, l, h, quant=None):
         out[:, i] = rmsnorm(A @ v[:, i // n_rep], gain, 1e-5) * (1 - li)
     y = out.reshape(T, H * 2 * d) @ m.t[a + "out_proj.weight"].T
     return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1],
-               "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * H, T, T)}
+               "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * H, T, T), "heads_out": out}
 
 
 def attn_diffllama(m, l, h, quant=None):

@@ -49,6 +49,12 @@ static void usage(FILE *out)
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
                  "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+                 "  --logit-lens K         logit lens: each layer's residual decoded through the final norm\n"
+                 "                         and LM head, top K tokens and the next token's rank (default: off)\n"
+                 "  --dla                  direct logit attribution of each head, MLP and the embedding at\n"
+                 "                         the analysis rows (default: off)\n"
+                 "  --logit-diff A,B       measure logit[A] − logit[B] (token ids) instead of the next\n"
+                 "                         token's logit (default: the next token)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -152,6 +158,24 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
     return DFL_OK;
 }
 
+/* "A,B": two token ids (checked against the vocabulary once the model is loaded) */
+static dfl_status parse_logit_diff(const char *text, int32_t ab[2], dfl_error *err)
+{
+    const char *comma = strchr(text, ',');
+    char first[32];
+    if (!comma || (size_t)(comma - text) >= sizeof first)
+        return dfl__fail(err, DFL_ERR_USAGE, "--logit-diff: '%s' is not A,B (two token ids)", text);
+    memcpy(first, text, (size_t)(comma - text));
+    first[comma - text] = '\0';
+    int64_t a, b;
+    dfl_status s = dfl_cli_int("--logit-diff A", first, 0, INT32_MAX, &a, err);
+    if (!s) s = dfl_cli_int("--logit-diff B", comma + 1, 0, INT32_MAX, &b, err);
+    if (s) return s;
+    ab[0] = (int32_t)a;
+    ab[1] = (int32_t)b;
+    return DFL_OK;
+}
+
 /* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
 static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 {
@@ -181,6 +205,9 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"alpha", required_argument, 0, 'a'},
                                          {"quantize-logits", required_argument, 0, 'Q'},
                                          {"save-logits", no_argument, 0, 'L'},
+                                         {"logit-lens", required_argument, 0, 'N'},
+                                         {"dla", no_argument, 0, 'A'},
+                                         {"logit-diff", required_argument, 0, 'Z'},
                                          {"threads", required_argument, 0, 't'},
                                          {"force", no_argument, 0, 'f'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -221,6 +248,14 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
         case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
         case 'L': p.save_logits = 1; break;
+        case 'N':
+            if (!(s = dfl_cli_int("--logit-lens", optarg, 1, 1 << 20, &k, &err))) p.lens_topk = (int32_t)k;
+            break;
+        case 'A': p.dla = 1; break;
+        case 'Z':
+            s = parse_logit_diff(optarg, p.logit_diff, &err);
+            p.logit_diff_set = !s;
+            break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
