@@ -335,7 +335,8 @@ def convert(checkpoint, outdir, vision_heads=12, text_heads=8, preprocess="slip"
     """Convert; returns the config written. Raises Refused."""
     sd = state_dict_of(load_checkpoint(checkpoint))
     cfg = layout(sd, vision_heads, text_heads)
-    cfg["preprocess"] = PREPROCESS[preprocess]
+    size = cfg["vision_config"]["image_size"]  # 224 for the published models; the crop is the tower's input
+    cfg["preprocess"] = dict(PREPROCESS[preprocess], resize=size, crop=size)
     os.makedirs(outdir, exist_ok=True)
     write_atomic(os.path.join(outdir, "model.safetensors"), safetensors_bytes(sd), force)
     write_atomic(os.path.join(outdir, "config.json"), (json.dumps(cfg, indent=1) + "\n").encode(), force)
