@@ -3,6 +3,9 @@
  *
  *   clip_harness image MODEL PIXELS OUT   PIXELS raw f32 [3, S, S] (preprocessed)
  *   clip_harness text MODEL OUT ID...     the caption's token ids
+ *   clip_harness decode IMAGE OUT         the decoded RGB bytes [H, W, 3]; stdout "W H"
+ *   clip_harness resize IMAGE W H bilinear|bicubic OUT   the resized RGB bytes
+ *   clip_harness preprocess MODEL IMAGE OUT   f32 [3, C, C]; stdout the geometry
  *
  * OUT (raw f32, in this order): feature [D], embed [E], then per layer: map1 [h, T, T],
  * for diffclip map2 and diff [h, T, T] and λ [1], then hidden [T, D]. Errors: the
@@ -13,6 +16,7 @@
 #include <string.h>
 
 #include "model/clip.h"
+#include "model/image.h"
 
 static dfl_status on_layer(void *user, dfl_clip_tower_kind tower, int64_t layer, const dfl_clip_layer_maps *m,
                            dfl_error *err)
@@ -30,8 +34,69 @@ static dfl_status on_layer(void *user, dfl_clip_tower_kind tower, int64_t layer,
     return DFL_OK;
 }
 
+static int write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(p, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    return ok ? 0 : 1;
+}
+
+static int images(int argc, char **argv)
+{
+    dfl_error err = {0};
+    dfl_image im;
+    int decode = !strcmp(argv[1], "decode"), resize = !strcmp(argv[1], "resize");
+    const char *path = decode || resize ? argv[2] : argv[3];
+    if (dfl_image_read(path, &im, &err)) {
+        fprintf(stderr, "clip_harness: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 0;
+    if (decode) {
+        printf("%lld %lld\n", (long long)im.width, (long long)im.height);
+        rc = write_bytes(argv[3], im.rgb, (size_t)(im.width * im.height * 3));
+    } else if (resize && argc == 7) {
+        dfl_image r;
+        dfl_clip_interp in = strcmp(argv[5], "bicubic") ? DFL_CLIP_BILINEAR : DFL_CLIP_BICUBIC;
+        if (dfl_image_resize(&im, strtol(argv[3], NULL, 10), strtol(argv[4], NULL, 10), in, &r, &err)) {
+            fprintf(stderr, "clip_harness: %s\n", err.msg);
+            rc = 1;
+        } else {
+            rc = write_bytes(argv[6], r.rgb, (size_t)(r.width * r.height * 3));
+            dfl_image_free(&r);
+        }
+    } else if (!resize && argc == 5) {
+        dfl_clip_model *m = NULL;
+        if (dfl_clip_load(argv[2], &m, &err)) {
+            fprintf(stderr, "clip_harness: %s\n", err.msg);
+            rc = 1;
+        } else {
+            int64_t C = m->config.pre.crop;
+            float *px = malloc((size_t)(3 * C * C) * sizeof(float));
+            dfl_image_geometry g;
+            if (!px || dfl_image_preprocess(&im, &m->config.pre, px, &g, &err)) {
+                fprintf(stderr, "clip_harness: %s\n", err.msg);
+                rc = 1;
+            } else {
+                printf("%lld %lld %lld %lld %lld %lld\n", (long long)g.resized_w, (long long)g.resized_h,
+                       (long long)g.left, (long long)g.top, (long long)g.width, (long long)g.height);
+                rc = write_bytes(argv[4], px, (size_t)(3 * C * C) * sizeof(float));
+            }
+            free(px);
+            dfl_clip_free(m);
+        }
+    } else {
+        rc = 2;
+    }
+    dfl_image_free(&im);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && (!strcmp(argv[1], "decode") || !strcmp(argv[1], "resize") || !strcmp(argv[1], "preprocess")))
+        return images(argc, argv);
     if (argc < 4 || (strcmp(argv[1], "image") && strcmp(argv[1], "text"))) {
         fprintf(stderr, "usage: clip_harness image MODEL PIXELS OUT | text MODEL OUT ID...\n");
         return 2;

@@ -231,6 +231,8 @@ class Towers(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        if hasattr(cls, "models"):
+            return
         cls.models = {}
         for kind in ("diffclip", "clip"):
             for ls in (False, True) if kind == "diffclip" else (False,):
@@ -242,6 +244,12 @@ class Towers(unittest.TestCase):
                 assert r.returncode == 0, r.stderr
                 with open(os.path.join(out, "config.json")) as f:
                     cls.models[(kind, ls)] = (sd, json.load(f), out)
+
+    @classmethod
+    def models_for_images(cls):
+        if not hasattr(cls, "models"):
+            cls.setUpClass()
+        return cls.models[("diffclip", False)]
 
     def check(self, got, want, diff, what):
         close(self, got["feature"], want["feature"], 1e-4, what + " feature")
@@ -310,6 +318,129 @@ class Towers(unittest.TestCase):
             r = subprocess.run([harness(), "text", bad, out, "1"], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1, msg)
             self.assertIn(msg, r.stderr)
+
+
+# ---------------------------------------------------------------------------
+# images: decoding against PIL, resampling against PIL, preprocessing against PIL + numpy
+# ---------------------------------------------------------------------------
+
+def test_pictures():
+    """PIL-written test images: name -> path (smooth gradients plus noise, odd sizes)."""
+    from PIL import Image
+    rng = np.random.default_rng(8)
+    h, w = 37, 50
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.stack([xx * 5, yy * 6, (xx + yy) * 3], -1) + rng.integers(0, 40, (h, w, 3))
+    rgb = np.clip(base, 0, 255).astype(np.uint8)
+    out = {}
+
+    def save(name, im, **kw):
+        p = os.path.join(TMP, name)
+        im.save(p, **kw)
+        out[name] = p
+    save("rgb.png", Image.fromarray(rgb))
+    save("rgba.png", Image.fromarray(np.dstack([rgb, rng.integers(0, 256, (h, w, 1)).astype(np.uint8)])))
+    save("grey.png", Image.fromarray(rgb[..., 0]))
+    save("palette.png", Image.fromarray(rgb).convert("P", palette=Image.ADAPTIVE, colors=20))
+    save("q85.jpg", Image.fromarray(rgb), quality=85)
+    save("q95-444.jpg", Image.fromarray(rgb), quality=95, subsampling=0)
+    save("progressive.jpg", Image.fromarray(rgb), quality=80, progressive=True)
+    save("grey.jpg", Image.fromarray(rgb[..., 1]), quality=90)
+    save("tall.png", Image.fromarray(np.ascontiguousarray(rgb.transpose(1, 0, 2))))
+    # 82 × 64 → 41 × 32: the crop offset (41 − 32)/2 = 4.5 rounds to even (4), as Python's round
+    big = np.clip(np.kron(base, np.ones((2, 2, 1)))[:64, :82], 0, 255).astype(np.uint8)
+    save("wide-tie.png", Image.fromarray(big))
+    save("tall-tie.jpg", Image.fromarray(np.ascontiguousarray(big.transpose(1, 0, 2))), quality=90)
+    return out
+
+
+def pil_preprocess(path, pre):
+    """torchvision's Resize(int) + CenterCrop + ToTensor + Normalize on a PIL image, in numpy."""
+    from PIL import Image
+    im = Image.open(path).convert("RGB")
+    w, h = im.size
+    short, long_ = (w, h) if w <= h else (h, w)
+    nl = int(pre["resize"] * long_ / short)
+    nw, nh = (pre["resize"], nl) if w <= h else (nl, pre["resize"])
+    f = {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[pre["interpolation"]]
+    im = im.resize((nw, nh), f)
+    c = pre["crop"]
+    top, left = int(round((nh - c) / 2.0)), int(round((nw - c) / 2.0))
+    a = np.asarray(im, dtype=np.uint8)[top:top + c, left:left + c].astype(np.float32) / np.float32(255)
+    a = (a - np.asarray(pre["mean"], np.float32)) / np.asarray(pre["std"], np.float32)
+    return a.transpose(2, 0, 1), (nw, nh, left, top)
+
+
+class Images(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pics = test_pictures()
+
+    def test_decode_matches_pil(self):
+        from PIL import Image
+        for name, path in self.pics.items():
+            out = os.path.join(TMP, "dec.rgb")
+            r = subprocess.run([harness(), "decode", path, out], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            want = np.asarray(Image.open(path).convert("RGB"))
+            self.assertEqual(r.stdout.split(), [str(want.shape[1]), str(want.shape[0])])
+            got = np.fromfile(out, np.uint8).reshape(want.shape)
+            self.assertEqual(int(np.abs(got.astype(int) - want).max()), 0, name)  # the same libjpeg-turbo
+
+    def test_resize_matches_pil_bit_for_bit(self):
+        from PIL import Image
+        path = self.pics["rgb.png"]
+        im = Image.open(path).convert("RGB")
+        for filt, code in (("bilinear", Image.BILINEAR), ("bicubic", Image.BICUBIC)):
+            for w, h in ((32, 43), (24, 7), (50, 20), (97, 81), (13, 37), (1, 1), (200, 3)):
+                out = os.path.join(TMP, "rs.rgb")
+                r = subprocess.run([harness(), "resize", path, str(w), str(h), filt, out], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                want = np.asarray(im.resize((w, h), code))
+                got = np.fromfile(out, np.uint8).reshape(want.shape)
+                self.assertEqual(int(np.abs(got.astype(int) - want).max()), 0, (filt, w, h))
+
+    def test_preprocess_matches_torchvision_steps(self):
+        sd, cfg, path = Towers.models_for_images()
+        for interp in ("bilinear", "bicubic"):
+            mdir = os.path.join(TMP, "pre-" + interp)
+            os.makedirs(mdir, exist_ok=True)
+            c = dict(cfg, preprocess=dict(cfg["preprocess"], interpolation=interp))
+            with open(os.path.join(mdir, "config.json"), "w") as f:
+                json.dump(c, f)
+            if not os.path.exists(os.path.join(mdir, "model.safetensors")):
+                os.symlink(os.path.join(path, "model.safetensors"), os.path.join(mdir, "model.safetensors"))
+            for name in ("rgb.png", "q85.jpg", "tall.png", "grey.jpg", "wide-tie.png", "tall-tie.jpg"):
+                out = os.path.join(TMP, "pre.f32")
+                r = subprocess.run([harness(), "preprocess", mdir, self.pics[name], out], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                want, geo = pil_preprocess(self.pics[name], c["preprocess"])
+                got = np.fromfile(out, "<f4").reshape(want.shape)
+                self.assertLessEqual(float(np.abs(got - want).max()), 1e-6, (interp, name))
+                self.assertEqual([int(v) for v in r.stdout.split()[:4]], list(geo), (interp, name))
+
+    def test_bad_images(self):
+        junk = os.path.join(TMP, "junk.png")
+        with open(junk, "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+        trunc = os.path.join(TMP, "trunc.jpg")
+        with open(self.pics["q85.jpg"], "rb") as f:
+            data = f.read()
+        with open(trunc, "wb") as f:
+            f.write(data[:len(data) // 3])
+        text = os.path.join(TMP, "text.png")
+        with open(text, "w") as f:
+            f.write("hello")
+        for p, msg in ((junk, "corrupt PNG"), (text, "neither a PNG nor a JPEG"),
+                       (os.path.join(TMP, "absent.png"), "cannot open")):
+            r = subprocess.run([harness(), "decode", p, os.path.join(TMP, "x")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, p)
+            self.assertIn(msg, r.stderr)
+        # a truncated JPEG decodes as libjpeg does (the rest grey), like PIL with LOAD_TRUNCATED_IMAGES: no crash
+        r = subprocess.run([harness(), "decode", trunc, os.path.join(TMP, "x")], capture_output=True, text=True)
+        self.assertIn(r.returncode, (0, 1))
 
 
 if __name__ == "__main__":
