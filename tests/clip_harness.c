@@ -75,7 +75,7 @@ static int images(int argc, char **argv)
             int64_t C = m->config.pre.crop;
             float *px = malloc((size_t)(3 * C * C) * sizeof(float));
             dfl_image_geometry g;
-            if (!px || dfl_image_preprocess(&im, &m->config.pre, px, &g, &err)) {
+            if (!px || dfl_image_preprocess(&im, &m->config.pre, px, &g, NULL, &err)) {
                 fprintf(stderr, "clip_harness: %s\n", err.msg);
                 rc = 1;
             } else {

@@ -443,5 +443,173 @@ class Images(unittest.TestCase):
         self.assertIn(r.returncode, (0, 1))
 
 
+# ---------------------------------------------------------------------------
+# probe on image prompts
+# ---------------------------------------------------------------------------
+
+PROBE = os.path.join(os.environ.get("BIN", os.path.join(ROOT, "bin")), "probe")
+
+
+def expected_segments(cfg, geo, box, size):
+    """1 cls, 2 object (patch centre inside the box mapped into the model's input), 0 background."""
+    c = cfg["vision_config"]
+    P, G = c["patch_size"], c["image_size"] // c["patch_size"]
+    rw, rh, left, top = geo
+    sx, sy = rw / size[0], rh / size[1]
+    seg = [1]
+    for p in range(G * G):
+        cx, cy = (p % G + 0.5) * P, (p // G + 0.5) * P
+        inside = (box[0] * sx - left <= cx < box[2] * sx - left) and (box[1] * sy - top <= cy < box[3] * sy - top)
+        seg.append(2 if inside else 0)
+    return np.array(seg)
+
+
+class Probe(unittest.TestCase):
+    """bin/probe on image prompts: every dataset against the float64 reference (maps,
+    shares from the reference maps and independently computed segments, embeddings,
+    scores, outliers), the schema header names everything, --maps stores every row."""
+
+    @classmethod
+    def setUpClass(cls):
+        from PIL import Image
+        Towers.setUpClass()
+        cls.pics = test_pictures()
+        rng = np.random.default_rng(4)
+        a = np.clip(rng.normal(90, 30, (48, 64, 3)), 0, 255).astype(np.uint8)
+        a[10:30, 20:40] = (250, 200, 30)
+        cls.img = os.path.join(TMP, "object.jpg")
+        Image.fromarray(a).save(cls.img, quality=92)
+        cls.prompts = os.path.join(TMP, "images.jsonl")
+        V = clip_ref.SIZES["tiny"]["vocab"]
+        lines = [{"id": "obj", "image": "object.jpg", "box": [20, 10, 40, 30],
+                  "caption_tokens": [[V - 2, 5, V - 1], [V - 2, 7, 8, V - 1], [V - 2, V - 1]], "rows": [0, 6]},
+                 {"id": "wide", "image": os.path.basename(cls.pics["wide-tie.png"]), "box": [0, 0, 41, 64]}]
+        with open(cls.prompts, "w") as f:
+            f.write("\n".join(json.dumps(x) for x in lines) + "\n\n")
+
+    def probe(self, kind, *extra):
+        sd, cfg, path = Towers.models[(kind, False)]
+        out = os.path.join(TMP, "probe-%s%s.h5" % (kind, "-maps" if extra else ""))
+        r = subprocess.run([PROBE, "--model", path, "--prompts", self.prompts, "--out", out, "--force"] + list(extra),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return sd, cfg, out
+
+    def test_dump_against_reference(self):
+        import h5py
+        for kind in ("diffclip", "clip"):
+            sd, cfg, out = self.probe(kind)
+            diff = kind == "diffclip"
+            with h5py.File(out, "r") as f:
+                self.assertEqual(f.attrs["model_type"], kind)
+                smp = f["samples/000000"]
+                size = [int(x) for x in smp["image/size"][:]]
+                self.assertEqual(size, [64, 48])
+                geo = [int(x) for x in smp["image/geometry"][:4]]
+                px, want_geo = pil_preprocess(self.img, cfg["preprocess"])
+                self.assertEqual(geo, list(want_geo))
+                ref = clip_ref.image_tower(sd, cfg, px)
+                close(self, smp["embed/image"][:], ref["embed"], 1e-4, kind + " image embed")
+                rows = [0, 6]
+                self.assertEqual(list(smp["vision/attn/rows"][:]), rows)
+                seg = expected_segments(cfg, geo, [20, 10, 40, 30], size)
+                np.testing.assert_array_equal(smp["vision/segments"][:], seg)
+                self.assertGreater(int((seg == 2).sum()), 0)
+                names = ("map1", "map2", "diff") if diff else ("map1",)
+                slot = {1: 0, 2: 1, 0: 2}
+                for m, name in enumerate(names):
+                    got = smp["vision/attn/" + name][:]
+                    for l, lay in enumerate(ref["layers"]):
+                        want = lay[name][:, rows, :]
+                        self.assertLessEqual(float(np.abs(got[l] - want).max()), 1e-5, (kind, name, l))
+                        for h in range(want.shape[0]):
+                            sh = np.zeros(3)
+                            for r in range(len(rows)):
+                                for s in (0, 1, 2):
+                                    sh[slot[s]] += want[h, r, seg == s].sum() / want[h, r].sum()
+                            np.testing.assert_allclose(smp["vision/noise/shares"][m, l, h], sh / len(rows),
+                                                       atol=2e-5)
+                            sa = np.zeros(3)
+                            for r in range(len(rows)):
+                                for s in (0, 1, 2):
+                                    sa[slot[s]] += np.abs(want[h, r, seg == s]).sum() / np.abs(want[h, r]).sum()
+                            np.testing.assert_allclose(smp["vision/noise/shares_abs"][m, l, h], sa / len(rows),
+                                                       atol=2e-5)
+                # outliers: the top values and their positions against the reference hidden states
+                K = int(f.attrs["topk"])
+                for l, hid in enumerate(ref["hidden"]):
+                    a = np.abs(hid).reshape(-1)
+                    order = np.argsort(-a, kind="stable")[:K]
+                    np.testing.assert_allclose(smp["vision/outliers/hidden/top"][l], a[order], rtol=1e-4, atol=1e-4)
+                    idx = smp["vision/outliers/hidden/top_index"][l]
+                    D = hid.shape[1]
+                    G = cfg["vision_config"]["image_size"] // cfg["vision_config"]["patch_size"]
+                    t0, c0 = divmod(int(order[0]), D)
+                    self.assertEqual(list(idx[0]), [t0, c0, (t0 - 1) // G if t0 else -1, (t0 - 1) % G if t0 else -1])
+                    np.testing.assert_allclose(smp["vision/outliers/token_norm"][l], np.linalg.norm(hid, axis=1),
+                                               rtol=1e-4)
+                # captions: embeddings and zero-shot scores
+                caps = smp["captions/tokens"][:]
+                texts = []
+                for row in caps:
+                    ids = [int(x) for x in row if x >= 0]
+                    texts.append(clip_ref.text_tower(sd, cfg, ids)["embed"])
+                close(self, smp["embed/text"][:], np.array(texts), 1e-4, kind + " text embeds")
+                sim, prob = clip_ref.scores(sd, ref["embed"], texts)
+                close(self, smp["scores/similarity"][:], sim, 1e-4, kind + " similarity")
+                np.testing.assert_allclose(smp["scores/zero_shot"][:], prob, atol=1e-5)
+                if diff:
+                    lam = [lay["lambda"] for lay in ref["layers"]]
+                    np.testing.assert_allclose(f["model/lambda"][:], lam, atol=1e-6)
+                # the second sample: no captions, the default row (the class token)
+                s1 = f["samples/000001"]
+                self.assertEqual(list(s1["vision/attn/rows"][:]), [0])
+                self.assertNotIn("scores", s1)
+                # image/input is the model's input before normalisation
+                want_rgb = np.round((px.transpose(1, 2, 0) * np.array(cfg["preprocess"]["std"]) +
+                                     np.array(cfg["preprocess"]["mean"])) * 255)
+                self.assertLessEqual(float(np.abs(smp["image/input"][:].astype(float) - want_rgb).max()), 0.01)
+
+    def test_every_dataset_is_in_the_schema(self):
+        import h5py
+        sys.path.insert(0, HERE)
+        import test_dump_schema
+        entries, _ = test_dump_schema.header_schema()
+        for kind in ("diffclip", "clip"):
+            _, _, out = self.probe(kind, "--maps", "all")
+            with h5py.File(out, "r") as f:
+                seen = []
+                f.visititems(lambda n, o: seen.append(n) if isinstance(o, h5py.Dataset) else None)
+                for n in seen:
+                    rel = n.split("/", 2)[2] if n.startswith("samples/") else "/" + n
+                    e = entries.get(("dataset", rel, None))
+                    self.assertIsNotNone(e, "%s is not in dump_schema.h" % rel)
+                    self.assertEqual(test_dump_schema.dtype_name(f[n].dtype), e["dtype"], rel)
+                    self.assertEqual(len(f[n].shape), len(e["dims"].split(",")) if e["dims"] else 0, rel)
+                T = 1 + (clip_ref.SIZES["tiny"]["image"] // clip_ref.SIZES["tiny"]["patch"]) ** 2
+                self.assertEqual(f["samples/000000/vision/attn/map1"].shape[2], T)  # --maps: every row
+
+    def test_bad_image_prompts(self):
+        sd, cfg, path = Towers.models[("clip", False)]
+        cases = [({"image": "object.jpg", "box": [1, 2, 3]}, "\"box\" must be"),
+                 ({"image": "object.jpg", "captoins": []}, "unknown key \"captoins\""),
+                 ({"box": [0, 0, 1, 1]}, "\"image\" (a path) is required"),
+                 ({"image": "absent.jpg"}, "cannot open"),
+                 ({"image": "object.jpg", "captions": ["a cat"]}, "need a tokenizer"),
+                 ({"image": "object.jpg", "caption_tokens": [[500]]}, "not an id"),
+                 ({"image": "object.jpg", "rows": [17]}, "rows[0] is not a token")]
+        for i, (line, msg) in enumerate(cases):
+            pr = os.path.join(TMP, "bad%d.jsonl" % i)
+            with open(pr, "w") as f:
+                f.write(json.dumps(line) + "\n")
+            out = os.path.join(TMP, "bad%d.h5" % i)
+            r = subprocess.run([PROBE, "--model", path, "--prompts", pr, "--out", out], capture_output=True, text=True)
+            # a missing --tokenizer is a usage error (2), the rest runtime errors (1)
+            self.assertEqual(r.returncode, 2 if "tokenizer" in msg else 1, (line, r.stderr))
+            self.assertIn(msg, r.stderr)
+            self.assertIn("bad%d.jsonl:1" % i, r.stderr)
+            self.assertFalse(os.path.exists(out))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -294,7 +294,7 @@ dfl_status dfl_image_resize(const dfl_image *in, int64_t w, int64_t h, dfl_clip_
 /* ---------------------------------------------------------------- CLIP's preprocessing */
 
 dfl_status dfl_image_preprocess(const dfl_image *in, const dfl_clip_preprocess *p, float *out, dfl_image_geometry *geo,
-                                dfl_error *err)
+                                uint8_t *rgb, dfl_error *err)
 {
     /* torchvision Resize(int): the shorter side to p->resize, the longer to
      * int(resize · long / short) */
@@ -319,6 +319,9 @@ dfl_status dfl_image_preprocess(const dfl_image *in, const dfl_clip_preprocess *
                 out[(c * C + y) * C + x] = (v - mean) / sd;
             }
     }
+    if (rgb)
+        for (int64_t y = 0; y < C; y++)
+            memcpy(rgb + y * C * 3, r.rgb + ((top + y) * nw + left) * 3, (size_t)C * 3);
     if (r.rgb != in->rgb) dfl_image_free(&r);
     if (geo) *geo = (dfl_image_geometry){W, H, nw, nh, left, top, C};
     return DFL_OK;

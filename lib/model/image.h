@@ -44,8 +44,9 @@ typedef struct dfl_image_geometry {
 } dfl_image_geometry;
 
 /* The preprocessing of p on in: out[3, crop, crop] f32 (caller-owned), *geo (may be
- * NULL) where it came from. DFL_ERR_NOMEM. */
+ * NULL) where it came from, rgb[crop, crop, 3] (may be NULL) the cropped 8-bit pixels
+ * before normalisation (what the model sees, for overlays). DFL_ERR_NOMEM. */
 dfl_status dfl_image_preprocess(const dfl_image *in, const dfl_clip_preprocess *p, float *out, dfl_image_geometry *geo,
-                                dfl_error *err);
+                                uint8_t *rgb, dfl_error *err);
 
 #endif
