@@ -487,7 +487,7 @@ class Probe(unittest.TestCase):
         with open(cls.prompts, "w") as f:
             f.write("\n".join(json.dumps(x) for x in lines) + "\n\n")
 
-    def probe(self, kind, *extra):
+    def probe(self, kind, *extra):  # noqa: also called by Overlay on an instance
         sd, cfg, path = Towers.models[(kind, False)]
         out = os.path.join(TMP, "probe-%s%s.h5" % (kind, "-maps" if extra else ""))
         r = subprocess.run([PROBE, "--model", path, "--prompts", self.prompts, "--out", out, "--force"] + list(extra),
@@ -609,6 +609,87 @@ class Probe(unittest.TestCase):
             self.assertIn(msg, r.stderr)
             self.assertIn("bad%d.jsonl:1" % i, r.stderr)
             self.assertFalse(os.path.exists(out))
+
+
+# ---------------------------------------------------------------------------
+# attnmap overlays
+# ---------------------------------------------------------------------------
+
+ATTNMAP = os.path.join(os.environ.get("BIN", os.path.join(ROOT, "bin")), "attnmap")
+
+
+class Overlay(unittest.TestCase):
+    """attnmap on image dumps: the panels, the box where the object is, the hottest patch
+    where the dump says it is, one scale for CLIP vs DiffCLIP, refusals."""
+
+    @classmethod
+    def setUpClass(cls):
+        Probe.setUpClass()
+        cls.dumps = {}
+        for kind in ("diffclip", "clip"):
+            _, cfg, out = Probe.probe(Probe("test_dump_against_reference"), kind)
+            cls.dumps[kind] = out
+
+    def draw(self, *args, ok=True):
+        out = os.path.join(TMP, "fig.png")
+        r = subprocess.run([ATTNMAP] + list(args) + ["-o", out, "--force"], capture_output=True, text=True)
+        if ok:
+            self.assertEqual(r.returncode, 0, r.stderr)
+        return r, out
+
+    def test_panels_box_and_hot_patch(self):
+        import h5py
+        from PIL import Image
+        from matplotlib import cm
+        size = 160
+        r, out = self.draw(self.dumps["clip"], "--size", str(size), "--layer", "1", "--head", "0")
+        im = np.asarray(Image.open(out).convert("RGB")).astype(int)
+        x0, y0 = 16, 16 + 2 * 10 + 8  # the first panel's corner (pad, pad + title)
+        with h5py.File(self.dumps["clip"], "r") as f:
+            s = f["samples/000000"]
+            grid = s["vision/attn/map1"][1, 0, 0, 1:]
+            geo = s["image/geometry"][:]
+            rgb = s["image/input"][:].astype(float)
+        G, S = int(geo[6]), int(geo[4])
+        # the box's left edge: x = 20 · resized_w / 64 − left, in panel pixels
+        bx = x0 + (20 * geo[0] / 64 - geo[2]) * size / S
+        by = y0 + (10 * geo[1] / 48 - geo[3]) * size / S
+        by2 = y0 + (30 * geo[1] / 48 - geo[3]) * size / S
+        col = im[int((by + by2) / 2), int(round(bx)) - 1:int(round(bx)) + 2]
+        self.assertTrue(any(c[0] > 200 and c[0] - c[1] > 80 for c in col) or any((c > 215).all() for c in col), col)
+        # the hottest and the coldest patch: their centres show their viridis colour on the
+        # scale [0, max] blended over the image (matplotlib's table: an independent colormap)
+        lo, hi = float(grid.min()), float(grid.max())
+        for idx in (int(np.argmax(grid)), int(np.argmin(grid))):
+            t = grid[idx] / hi  # the scale: [0, the largest entry]
+            gy, gx = divmod(idx, G)
+            px, py = int(x0 + (gx + 0.5) * size / G), int(y0 + (gy + 0.5) * size / G)
+            want_map = np.array(cm.viridis(t)[:3]) * 255
+            img = rgb[(py - y0) * S // size, (px - x0) * S // size]  # the input pixel under the panel's
+            want = 0.4 * img + 0.6 * want_map
+            self.assertLessEqual(float(np.abs(im[py, px] - want).max()), 6, (idx, im[py, px], want))
+        self.assertLess(lo, hi)
+
+    def test_all_maps_and_vs_on_one_scale(self):
+        r, _ = self.draw(self.dumps["diffclip"], "--map", "all", "--size", "96")
+        self.assertIn("3 tiles", r.stderr + r.stdout)
+        r, out = self.draw(self.dumps["diffclip"], "--vs", self.dumps["clip"], "--size", "96")
+        self.assertIn("2 tiles", r.stderr + r.stdout)
+        for ext in ("svg", "pdf"):
+            o = os.path.join(TMP, "fig." + ext)
+            r2 = subprocess.run([ATTNMAP, self.dumps["diffclip"], "--vs", self.dumps["clip"], "-o", o, "--force"],
+                                capture_output=True, text=True)
+            self.assertEqual(r2.returncode, 0, r2.stderr)
+            self.assertGreater(os.path.getsize(o), 1000)
+
+    def test_refusals(self):
+        for args, msg in (([self.dumps["clip"], "--map", "map2"], "map1 only"),
+                          ([self.dumps["diffclip"], "--layer", "9"], "layer 9 is not in the dump"),
+                          ([self.dumps["diffclip"], "--head", "all"], "one layer and one head"),
+                          ([self.dumps["diffclip"], "--rows", "5:6"], "not among the dump's stored rows")):
+            r, out = self.draw(*args, ok=False)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(msg, r.stderr)
 
 
 if __name__ == "__main__":
