@@ -2,7 +2,7 @@
 """convert_diffclip.py — a DiffCLIP or CLIP training checkpoint to a difflens model folder.
 
     /usr/bin/python3 scripts/convert_diffclip.py CHECKPOINT.pt OUTDIR [--vision-heads 12]
-        [--text-heads 8] [--preprocess slip|clip] [--force]
+        [--text-heads 8] [--preprocess slip|clip] [--bpe bpe_simple_vocab_16e6.txt.gz] [--force]
 
 Reads the pickled checkpoint the DiffCLIP authors publish (checkpoint_best.pt: a dict whose
 "state_dict" holds the model's tensors, "module."-prefixed), tells DiffCLIP (differential
@@ -297,6 +297,76 @@ def layout(sd, vision_heads, text_heads):
 
 
 # ---------------------------------------------------------------------------
+# the CLIP tokenizer
+# ---------------------------------------------------------------------------
+
+CLIP_SPLIT = (r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|"
+              r"[^\s\p{L}\p{N}]+")
+CLIP_MERGES = 49152 - 256 - 2  # the merges SimpleTokenizer keeps (lines 1 .. 48894 of the file)
+
+
+def byte_chars():
+    """GPT-2's bytes_to_unicode order: the printable Latin-1 bytes as themselves, the
+    other 68 bytes as U+0100 on, in byte order. Returns the 256 characters in CLIP's vocab order."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    chars, n = {b: chr(b) for b in keep}, 0
+    for b in range(256):
+        if b not in chars:
+            chars[b] = chr(256 + n)
+            n += 1
+    return [chars[b] for b in keep] + [chars[b] for b in range(256) if b not in keep]
+
+
+def clip_tokenizer_json(bpe_path):
+    """tokenizer.json equivalent to CLIP's SimpleTokenizer on bpe_simple_vocab_16e6.txt(.gz):
+    ids = the 256 byte characters, the same with </w>, the merges joined, <|startoftext|>,
+    <|endoftext|>; text NFC-normalised, white space runs to one space, lower-cased, split by
+    CLIP's pattern, byte-level characters, BPE with the word-final suffix </w>, and the
+    template <|startoftext|> $A <|endoftext|>. Not reproduced: SimpleTokenizer's ftfy.fix_text
+    and html.unescape (mojibake repair), which change only broken or HTML-escaped text."""
+    import gzip
+    opener = gzip.open if bpe_path.endswith(".gz") else open
+    with opener(bpe_path, "rb") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    merges = [m for m in lines[1:1 + CLIP_MERGES] if m.strip()]
+    if any(len(m.split()) != 2 for m in merges):
+        raise Refused("%s: not a BPE merges file (a line is not two symbols)" % bpe_path)
+    base = byte_chars()
+    vocab = base + [c + "</w>" for c in base] + ["".join(m.split()) for m in merges]
+    vocab += ["<|startoftext|>", "<|endoftext|>"]
+    ids = {}
+    for i, v in enumerate(vocab):
+        ids.setdefault(v, i)
+    sot, eot = len(vocab) - 2, len(vocab) - 1
+
+    def special(i, content):
+        return {"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": True, "special": True}
+    return len(vocab), {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [special(sot, "<|startoftext|>"), special(eot, "<|endoftext|>")],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+            {"type": "Lowercase"}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": CLIP_SPLIT}, "behavior": "Removed", "invert": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<|startoftext|>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}},
+                                      {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<|startoftext|>": {"id": "<|startoftext|>", "ids": [sot],
+                                                                  "tokens": ["<|startoftext|>"]},
+                                              "<|endoftext|>": {"id": "<|endoftext|>", "ids": [eot],
+                                                                "tokens": ["<|endoftext|>"]}}},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "</w>", "fuse_unk": False, "byte_fallback": False, "vocab": ids,
+                  "merges": merges}}
+
+
+# ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
 
@@ -331,15 +401,22 @@ def write_atomic(path, data, force):
         raise
 
 
-def convert(checkpoint, outdir, vision_heads=12, text_heads=8, preprocess="slip", force=False):
+def convert(checkpoint, outdir, vision_heads=12, text_heads=8, preprocess="slip", force=False, bpe=None):
     """Convert; returns the config written. Raises Refused."""
     sd = state_dict_of(load_checkpoint(checkpoint))
     cfg = layout(sd, vision_heads, text_heads)
+    tok = None
+    if bpe:
+        n, tok = clip_tokenizer_json(bpe)
+        if n != cfg["text_config"]["vocab_size"]:
+            raise Refused("%s gives %d ids, the text tower has %d" % (bpe, n, cfg["text_config"]["vocab_size"]))
     size = cfg["vision_config"]["image_size"]  # 224 for the published models; the crop is the tower's input
     cfg["preprocess"] = dict(PREPROCESS[preprocess], resize=size, crop=size)
     os.makedirs(outdir, exist_ok=True)
     write_atomic(os.path.join(outdir, "model.safetensors"), safetensors_bytes(sd), force)
     write_atomic(os.path.join(outdir, "config.json"), (json.dumps(cfg, indent=1) + "\n").encode(), force)
+    if tok:
+        write_atomic(os.path.join(outdir, "tokenizer.json"), json.dumps(tok, ensure_ascii=False).encode(), force)
     return cfg
 
 
@@ -352,10 +429,12 @@ def main(argv):
     ap.add_argument("--text-heads", type=int, default=8, help="softmax heads of the text tower [8]")
     ap.add_argument("--preprocess", choices=sorted(PREPROCESS), default="slip",
                     help="image preprocessing written to config.json [slip]")
+    ap.add_argument("--bpe", help="CLIP's bpe_simple_vocab_16e6.txt.gz (shipped with the DiffCLIP code): also "
+                    "write OUTDIR/tokenizer.json [none]")
     ap.add_argument("--force", action="store_true", help="replace an existing conversion")
     a = ap.parse_args(argv)
     try:
-        cfg = convert(a.checkpoint, a.outdir, a.vision_heads, a.text_heads, a.preprocess, a.force)
+        cfg = convert(a.checkpoint, a.outdir, a.vision_heads, a.text_heads, a.preprocess, a.force, a.bpe)
     except Refused as e:
         print("convert_diffclip: %s" % e, file=sys.stderr)
         return 1

@@ -372,9 +372,17 @@ def pil_preprocess(path, pre):
 
 
 class Images(unittest.TestCase):
+    PICS = None
+
+    @classmethod
+    def pictures(cls):
+        if cls.PICS is None:
+            cls.PICS = test_pictures()
+        return cls.PICS
+
     @classmethod
     def setUpClass(cls):
-        cls.pics = test_pictures()
+        cls.pics = cls.pictures()
 
     def test_decode_matches_pil(self):
         from PIL import Image
@@ -690,6 +698,79 @@ class Overlay(unittest.TestCase):
             r, out = self.draw(*args, ok=False)
             self.assertNotEqual(r.returncode, 0, args)
             self.assertIn(msg, r.stderr)
+
+
+# ---------------------------------------------------------------------------
+# the CLIP tokenizer written by the converter
+# ---------------------------------------------------------------------------
+
+class Tokenizer(unittest.TestCase):
+    """convert_diffclip --bpe: tokenizer.json from a merges file in CLIP's format, read by
+    difflens' tokenizer (bin/tokenize) against tests/ref/clip_bpe.py (CLIP's algorithm,
+    written independently); probe's text captions through it."""
+
+    TEXTS = ["a photo of a cat", "A Photo of   TWO cats!", "the cat's 3 naïve dogs, isn't it?", "cat<|endoftext|>dog",
+             "東京 2024年", "x^2 + y_1 = 42.5 %", "   a dog   ", "we're catting'n'dogging", "photo photograph phot"]
+
+    @classmethod
+    def setUpClass(cls):
+        import gzip
+        import clip_bpe
+        words = ("a photo of a cat the dog cats dogs photograph photos of the cat and the dog isn't it "
+                 "naïve we're catting dogging 2024 tokyo").split() * 3
+        cls.merges = clip_bpe.learn_merges(words, 60)
+        cls.bpe = os.path.join(TMP, "bpe_tiny.txt.gz")
+        with gzip.open(cls.bpe, "wt", encoding="utf-8") as f:
+            f.write("#version: 0.2\n" + "\n".join(" ".join(m) for m in cls.merges) + "\n")
+        clip_ref.SIZES["bpe"] = dict(clip_ref.SIZES["tiny"], vocab=512 + len(cls.merges) + 2, ctx=24)
+        sd = clip_ref.make_state_dict("diffclip", "bpe", seed=6)
+        cls.sd, ck = sd, os.path.join(TMP, "bpe.pt")
+        clip_ref.save_checkpoint(ck, sd)
+        cls.model = os.path.join(TMP, "bpe-model")
+        r = run_convert(ck, cls.model, "--vision-heads", 4, "--text-heads", 4, "--bpe", cls.bpe)
+        assert r.returncode == 0, r.stderr
+
+    def test_tokenize_matches_clip(self):
+        import clip_bpe
+        tok = os.path.join(self.model, "tokenizer.json")
+        r = subprocess.run([os.path.join(os.path.dirname(PROBE), "tokenize"), "--tokenizer", tok, "--json"],
+                           input="\n".join(json.dumps(t) for t in self.TEXTS), capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = [json.loads(x)["ids"] for x in r.stdout.splitlines()]
+        self.assertEqual(len(got), len(self.TEXTS))
+        for t, g in zip(self.TEXTS, got):
+            self.assertEqual(g, clip_bpe.encode(self.merges, t), t)
+        self.assertGreater(max(len(g) for g in got), 8)
+
+    def test_probe_text_captions(self):
+        import h5py
+        import clip_bpe
+        pr = os.path.join(TMP, "captions.jsonl")
+        caps = ["a photo of a cat", "a photo of a dog"]
+        with open(pr, "w") as f:
+            f.write(json.dumps({"id": "t", "image": os.path.basename(Images.pictures()["rgb.png"]), "captions": caps})
+                    + "\n")
+        out = os.path.join(TMP, "captions.h5")
+        r = subprocess.run([PROBE, "--model", self.model, "--prompts", pr, "--out", out, "--force"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.model, "config.json")) as f:
+            cfg = json.load(f)
+        with h5py.File(out, "r") as f:
+            s = f["samples/000000"]
+            self.assertEqual([x.decode() if isinstance(x, bytes) else x for x in s["captions/text"][:]], caps)
+            for i, c in enumerate(caps):
+                ids = [int(x) for x in s["captions/tokens"][i] if x >= 0]
+                self.assertEqual(ids, clip_bpe.encode(self.merges, c))
+                close(self, s["embed/text"][i], clip_ref.text_tower(self.sd, cfg, ids)["embed"], 1e-4, c)
+
+    def test_vocab_must_match_the_text_tower(self):
+        sd = clip_ref.make_state_dict("clip", "tiny", seed=1)
+        ck = os.path.join(TMP, "bpe-bad.pt")
+        clip_ref.save_checkpoint(ck, sd)
+        r = run_convert(ck, os.path.join(TMP, "bpe-bad"), "--vision-heads", 4, "--text-heads", 4, "--bpe", self.bpe)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the text tower has 96", r.stderr)
 
 
 if __name__ == "__main__":
