@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/jsondoc.h"
 #include "dump/dump.h"
 #include "dump/dump_schema.h"
@@ -279,7 +280,7 @@ static dfl_status on_layer(void *user, dfl_clip_tower_kind tower, int64_t l, con
 /* ---------------------------------------------------------------- one sample */
 
 static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m, dfl_dump *d, size_t index,
-                             const image_prompt *p, dfl_error *err)
+                             const image_prompt *p, dfl_probe_report *rep, dfl_error *err)
 {
     const dfl_clip_config *c = &m->config;
     const dfl_clip_tower_config *v = &c->tower[DFL_CLIP_VISION];
@@ -329,10 +330,17 @@ static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m
         cp.rows = pp->maps.enabled ? all : p->rows;
         cp.seg = seg;
         dfl_clip_capture cap = {on_layer, &cp};
+        double t0 = dfl_clock_seconds();
         s = dfl_clip_encode_image(m, px, &cap, NULL, img_embed, err);
+        rep->forward_seconds += dfl_clock_seconds() - t0;
+        rep->tokens += T;
     }
-    for (int64_t i = 0; !s && i < p->n_caps; i++)
+    for (int64_t i = 0; !s && i < p->n_caps; i++) {
+        double t0 = dfl_clock_seconds();
         s = dfl_clip_encode_text(m, p->caps + i * p->cap_len, p->cap_n[i], NULL, NULL, txt + i * E, err);
+        rep->forward_seconds += dfl_clock_seconds() - t0;
+        rep->tokens += p->cap_n[i];
+    }
     if (!s && p->n_caps) dfl_clip_scores(m, img_embed, txt, p->n_caps, sims, probs);
 
     /* the sample's datasets (dump/dump_schema.h) */
@@ -428,6 +436,8 @@ dfl_status dfl__probe_clip_run(const dfl_probe_params *pp, dfl_probe_report *rep
     dfl_dump *d = NULL;
     char *text = NULL;
     size_t len = 0, n_samples = 0;
+    dfl_probe_report rep;
+    memset(&rep, 0, sizeof rep);
     if (report) memset(report, 0, sizeof *report);
     if (pp->topk < 1 || pp->topk > 100000) return dfl__fail(err, DFL_ERR_USAGE, "--topk must be in [1, 100000]");
     dfl_status s = dfl_probe_check_out(pp, err);
@@ -489,7 +499,7 @@ dfl_status dfl__probe_clip_run(const dfl_probe_params *pp, dfl_probe_report *rep
             s = parse_line(at, n, pp->prompts_path, line, dir, c, tok, &p, err);
             if (!s) {
                 s = pp->cancel && *pp->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
-                                              : run_sample(pp, m, d, n_samples, &p, err);
+                                              : run_sample(pp, m, d, n_samples, &p, &rep, err);
                 if (s && s != DFL_ERR_CANCELLED) dfl__context(err, "%s:%zu", pp->prompts_path, line);
                 prompt_free(&p);
                 n_samples++;
@@ -502,7 +512,8 @@ dfl_status dfl__probe_clip_run(const dfl_probe_params *pp, dfl_probe_report *rep
         s = dfl_dump_finish(d, err);
         d = NULL;
     }
-    if (!s && report) report->samples = n_samples;
+    rep.samples = n_samples;
+    if (!s && report) *report = rep;
 done:
     dfl_dump_abort(d);
     dfl_tokenizer_close(tok);
