@@ -381,6 +381,21 @@ static void test_gelu_matches_naive(void **state)
     free(x), free(a), free(r);
 }
 
+/* QuickGELU against its twin and a known value: 1 · σ(1.702) = 0.8457957659328212. */
+static void test_quick_gelu_matches_naive(void **state)
+{
+    (void)state;
+    const size_t n = 3001;
+    float *x = rand_array(n, 8), *a = malloc(n * 4), *r = malloc(n * 4);
+    memcpy(a, x, n * 4), memcpy(r, x, n * 4);
+    dfl_quick_gelu(a, n), dfl_quick_gelu_naive(r, n);
+    assert_true(max_abs_diff(a, r, n) < 1e-5);
+    float one = 1.0f;
+    dfl_quick_gelu(&one, 1);
+    assert_true(fabs(one - 0.8457957659328212) < 1e-6);
+    free(x), free(a), free(r);
+}
+
 /* The [in, out] matmul (GPT-2's Conv1D) in f32, bf16 and f16 with small panels (the
  * accumulation over input panels), against its twin and by hand. */
 static void test_matmul_io_matches_naive(void **state)
@@ -585,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_swiglu_matches_naive),
         cmocka_unit_test(test_layernorm_matches_naive),
         cmocka_unit_test(test_gelu_matches_naive),
+        cmocka_unit_test(test_quick_gelu_matches_naive),
         cmocka_unit_test(test_matmul_io_matches_naive),
         cmocka_unit_test(test_geglu_softcap_longrope),
         cmocka_unit_test(test_polynorm_matches_naive),

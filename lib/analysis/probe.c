@@ -20,6 +20,7 @@
 #include "text/tokenizer.h"
 #include "analysis/probe_capture.h"
 #include "analysis/probe_lens.h"
+#include "analysis/probe_clip.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -594,6 +595,8 @@ dfl_status dfl_probe_check_out(const dfl_probe_params *p, dfl_error *err)
 
 dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, dfl_error *err)
 {
+    /* DiffCLIP / CLIP: image prompts and a dump of their own (probe_clip.c) */
+    if (p->model_dir && dfl__probe_is_clip(p->model_dir)) return dfl__probe_clip_run(p, report, err);
     dfl_model *m = NULL;
     dfl_prompt_set ps = {NULL, 0};
     dfl_dump *d = NULL;

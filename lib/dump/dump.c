@@ -159,7 +159,9 @@ static void dump_free(dfl_dump *d)
     free(d);
 }
 
-dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out, dfl_error *err)
+/* The file under its temporary name, before any attribute (dfl_dump_create and
+ * dfl_dump_create_root). */
+static dfl_status create_file(const char *path, int overwrite, dfl_dump **out, dfl_error *err)
 {
     *out = NULL;
     /* HDF5 prints its error stack by default; the library never prints. And no
@@ -206,7 +208,43 @@ dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info 
         dfl_dump_abort(d);
         return s;
     }
+    *out = d;
+    return DFL_OK;
+}
 
+dfl_status dfl_dump_create_root(const char *path, int overwrite, const dfl_dump_root *root, dfl_dump **out,
+                                dfl_error *err)
+{
+    dfl_dump *d;
+    dfl_status s = create_file(path, overwrite, &d, err);
+    if (s) return s;
+    int32_t version = DFL_DUMP_FORMAT_VERSION;
+    int ok = set_attr_str(d->file, DFL_ATTR_FORMAT, DFL_DUMP_FORMAT) &&
+             set_attr_num(d->file, DFL_ATTR_FORMAT_VERSION, H5T_STD_I32LE, H5T_NATIVE_INT32, &version) &&
+             set_attr_str(d->file, DFL_ATTR_MODEL_TYPE, root->model_type) &&
+             set_attr_str(d->file, DFL_ATTR_CONFIG, root->config_text) &&
+             set_attr_str(d->file, DFL_ATTR_MODEL, root->model_path) &&
+             set_attr_i64(d->file, DFL_ATTR_NUM_LAYERS, root->num_layers) &&
+             set_attr_i64(d->file, DFL_ATTR_NUM_HEADS, root->num_heads) &&
+             set_attr_i64(d->file, DFL_ATTR_HEAD_DIM, root->head_dim) &&
+             set_attr_i64(d->file, DFL_ATTR_LOGIT_QUANT_BITS, 0) &&
+             set_attr_str(d->file, DFL_ATTR_LOGIT_QUANT_GRANULARITY, "none") &&
+             set_attr_str(d->file, DFL_ATTR_ROWS, root->rows);
+    if (!ok) {
+        s = h5fail(d, err, "write", "root attributes");
+        dfl_dump_abort(d);
+        return s;
+    }
+    *out = d;
+    return DFL_OK;
+}
+
+dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out, dfl_error *err)
+{
+    dfl_dump *d;
+    dfl_status s = create_file(path, overwrite, &d, err);
+    if (s) return s;
+    *out = NULL;
     const dfl_model *m = info->model;
     const dfl_config *c = &m->config;
     int32_t version = DFL_DUMP_FORMAT_VERSION;

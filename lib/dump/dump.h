@@ -55,6 +55,18 @@ typedef struct dfl_dump_info {
  * The caller owns *out and must end it with dfl_dump_finish or dfl_dump_abort. */
 dfl_status dfl_dump_create(const char *path, int overwrite, const dfl_dump_info *info, dfl_dump **out, dfl_error *err);
 
+/* The root attributes of a dump of a model that is no dfl_model (DiffCLIP and CLIP,
+ * model/clip.h: docs/format.md "Image samples"). */
+typedef struct dfl_dump_root {
+    const char *model_type, *config_text, *model_path, *rows;
+    int64_t num_layers, num_heads, head_dim;
+} dfl_dump_root;
+
+/* dfl_dump_create for such a model: the same file, root attributes from *root (logit
+ * quantization off), no /model group (the caller writes what it has). */
+dfl_status dfl_dump_create_root(const char *path, int overwrite, const dfl_dump_root *root, dfl_dump **out,
+                                dfl_error *err);
+
 /* Close the file and rename it into place; frees d even on failure (then nothing is
  * left behind). */
 dfl_status dfl_dump_finish(dfl_dump *d, dfl_error *err);

@@ -136,6 +136,32 @@
 #define DFL_ATTR_DIRECTION  "direction"  /* on dla: "target" or "logit_diff:A,B" */
 #define DFL_ATTR_NORM_SCALE "norm_scale" /* on dla: the final norm's scale convention */
 
+/* ---------------------------------------- image samples (DiffCLIP and CLIP dumps) */
+
+#define DFL_DS_MODEL_TEXT_LAMBDA       "/model/text_lambda"      /* diffclip: the text tower's λ per layer */
+#define DFL_DS_MODEL_TEXT_LAMBDA_INIT  "/model/text_lambda_init" /* diffclip */
+#define DFL_DS_IMAGE_INPUT             "image/input"             /* the model's input before normalisation */
+#define DFL_DS_IMAGE_SIZE              "image/size"              /* width, height of the original */
+#define DFL_DS_IMAGE_GEOMETRY          "image/geometry"          /* resize and crop: attr columns */
+#define DFL_DS_IMAGE_BOX               "image/box"               /* the object, pixels of the original */
+#define DFL_DS_VISION_SEGMENTS         "vision/segments"         /* 1 cls, 2 object, 0 background */
+#define DFL_DS_VISION_MAP1             "vision/attn/map1"
+#define DFL_DS_VISION_MAP2             "vision/attn/map2"
+#define DFL_DS_VISION_DIFF             "vision/attn/diff"
+#define DFL_DS_VISION_ROWS             "vision/attn/rows"
+#define DFL_DS_VISION_SHARES           "vision/noise/shares"
+#define DFL_DS_VISION_SHARES_ABS       "vision/noise/shares_abs"
+#define DFL_DS_VISION_NOISE_ROWS       "vision/noise/rows"
+#define DFL_DS_VISION_HIDDEN_TOP       "vision/outliers/hidden/top"
+#define DFL_DS_VISION_HIDDEN_TOP_INDEX "vision/outliers/hidden/top_index"
+#define DFL_DS_VISION_TOKEN_NORM       "vision/outliers/token_norm"
+#define DFL_DS_CAPTION_TOKENS          "captions/tokens"
+#define DFL_DS_CAPTION_TEXT            "captions/text"
+#define DFL_DS_EMBED_IMAGE             "embed/image"
+#define DFL_DS_EMBED_TEXT              "embed/text"
+#define DFL_DS_SCORES_SIMILARITY       "scores/similarity"
+#define DFL_DS_SCORES_ZERO_SHOT        "scores/zero_shot"
+
 /* ------------------------------------------------------------ the table */
 
 typedef enum dfl_dump_entry_kind {
@@ -278,6 +304,35 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_DLA_LOGIT, "f32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
     DFL_AT_(DFL_DS_DLA, DFL_ATTR_DIRECTION, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
     DFL_AT_(DFL_DS_DLA, DFL_ATTR_NORM_SCALE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--dla"),
+    /* image samples: DiffCLIP and CLIP dumps (Lv, Hv, Tv: the image tower's layers, heads
+     * as analysed, tokens 1 + grid²; S the input side; N captions, C their longest) */
+    DFL_DS_(DFL_DS_MODEL_TEXT_LAMBDA, "f32", "Lt", DFL_MODELS_DIFF, DFL_OPTIONAL, "diffclip"),
+    DFL_DS_(DFL_DS_MODEL_TEXT_LAMBDA_INIT, "f32", "Lt", DFL_MODELS_DIFF, DFL_OPTIONAL, "diffclip"),
+    DFL_DS_(DFL_DS_IMAGE_INPUT, "u8", "S,S,3", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_IMAGE_SIZE, "i32", "2", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_IMAGE_GEOMETRY, "i32", "7", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_AT_(DFL_DS_IMAGE_GEOMETRY, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_IMAGE_BOX, "i32", "4", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with a box"),
+    DFL_DS_(DFL_DS_VISION_SEGMENTS, "u8", "Tv", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_MAP1, "f32", "Lv,Hv,R,Tv", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_MAP2, "f32", "Lv,Hv,R,Tv", DFL_MODELS_DIFF, DFL_OPTIONAL, "image prompts, diffclip"),
+    DFL_DS_(DFL_DS_VISION_DIFF, "f32", "Lv,Hv,R,Tv", DFL_MODELS_DIFF, DFL_OPTIONAL, "image prompts, diffclip"),
+    DFL_DS_(DFL_DS_VISION_ROWS, "i32", "R", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_SHARES, "f32", "M,Lv,Hv,3", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_AT_(DFL_DS_VISION_SHARES, DFL_ATTR_SEGMENTS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_AT_(DFL_DS_VISION_SHARES, DFL_ATTR_MAPS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_SHARES_ABS, "f32", "M,Lv,Hv,3", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_NOISE_ROWS, "i32", "R'", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_HIDDEN_TOP, "f32", "Lv,K", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_HIDDEN_TOP_INDEX, "i32", "Lv,K,4", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_AT_(DFL_DS_VISION_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_VISION_TOKEN_NORM, "f32", "Lv,Tv", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_CAPTION_TOKENS, "i32", "N,C", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_(DFL_DS_CAPTION_TEXT, "str", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with text captions"),
+    DFL_DS_(DFL_DS_EMBED_IMAGE, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts"),
+    DFL_DS_(DFL_DS_EMBED_TEXT, "f32", "N,E", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_(DFL_DS_SCORES_SIMILARITY, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_(DFL_DS_SCORES_ZERO_SHOT, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
 };
 
 #undef DFL_DS_

@@ -89,6 +89,19 @@ void dfl_gelu_erf_naive(float *x, size_t n)
         x[i] = (float)(0.5 * x[i] * (1.0 + erf((double)x[i] * INV_SQRT_2)));
 }
 
+void dfl_quick_gelu(float *x, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-1.702f * x[i]));
+}
+
+void dfl_quick_gelu_naive(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)x[i] / (1.0 + exp(-1.702 * (double)x[i])));
+}
+
 void dfl_geglu(float *g, const float *u, int64_t n, int64_t f, int erf)
 {
     size_t total = (size_t)n * (size_t)f;

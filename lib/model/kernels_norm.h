@@ -1,5 +1,5 @@
 /* kernels_norm.h — the kernels of the families beyond Llama's RMSNorm and SwiGLU
- * (GPT-2, GPT-NeoX): LayerNorm with bias, the two GELUs, and the matmul of a weight
+ * (GPT-2, GPT-NeoX, CLIP): LayerNorm with bias, the two GELUs and QuickGELU, and the matmul of a weight
  * stored [in, out] (GPT-2's Conv1D). Each with a plain serial twin (`_naive`) that
  * the tests compare it against; the conventions of kernels.h.
  */
@@ -23,6 +23,10 @@ void dfl_gelu_tanh(float *x, size_t n);
 void dfl_gelu_tanh_naive(float *x, size_t n);
 void dfl_gelu_erf(float *x, size_t n);
 void dfl_gelu_erf_naive(float *x, size_t n);
+
+/* In place over x[n]: QuickGELU, x · σ(1.702·x) (OpenAI CLIP's text tower and DiffCLIP's). */
+void dfl_quick_gelu(float *x, size_t n);
+void dfl_quick_gelu_naive(float *x, size_t n);
 
 /* g[n, f] = act(g) · u in place (Gemma's GeGLU): act the tanh GELU, or the erf one when erf. */
 void dfl_geglu(float *g, const float *u, int64_t n, int64_t f, int erf);

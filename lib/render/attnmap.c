@@ -11,6 +11,7 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 #include "base/clock.h"
+#include "render/attnmap_image.h"
 #include "render/attnmap_internal.h"
 #include "dump/dump_schema.h"
 
@@ -691,6 +692,8 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     double t0 = dfl_clock_seconds();
     dfl_status s = check_params(p, err);
     if (s) return s;
+    /* DiffCLIP / CLIP dumps: the map over the image (attnmap_image.c) */
+    if (dfl__attnmap_is_image(p->dump_path)) return dfl__attnmap_image_run(p, rep, err);
     plan *pl = calloc(1, sizeof *pl);
     if (!pl) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     reader_set rs;
