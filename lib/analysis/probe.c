@@ -94,6 +94,7 @@ static void run_free(sample_run *r)
     for (int i = 0; i < 3; i++)
         dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
+    dfl_dump_stream_close(r->hidden_stream);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
     for (size_t i = 0; i < n; i++)
@@ -395,7 +396,14 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
-        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
+        dfl_h5_type type = p->save_logits == 2 ? DFL_H5_F16 : DFL_H5_F32;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, type, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
+            return s;
+    }
+    if (p->save_hidden) {
+        int64_t dims[3] = {r->L, T, c->hidden_size}, chunk[3] = {1, T < 64 ? T : 64, c->hidden_size};
+        dfl_h5_type type = p->save_hidden == 2 ? DFL_H5_F16 : DFL_H5_F32;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hidden_stream, err)))
             return s;
     }
 
@@ -536,7 +544,8 @@ double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c,
             b += M * Ls * Hm * map_tile_bytes(which, R, n, p->map_f16 ? 2 : 4);
             free(rows);
         }
-        if (p->save_logits) b += T * V * 4;
+        if (p->save_logits) b += T * V * (p->save_logits == 2 ? 2 : 4);
+        if (p->save_hidden) b += L * T * D * (p->save_hidden == 2 ? 2 : 4);
         total += b;
     }
     return total;

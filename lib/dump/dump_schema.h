@@ -84,6 +84,7 @@
 #define DFL_DS_ATTN_NOISE_GROUPS     "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
 #define DFL_DS_LAMBDA                "lambda"            /* DIFF V2: σ(λ) [L, T, H] of the sample */
 #define DFL_DS_LOGITS                "logits"
+#define DFL_DS_HIDDEN                "hidden"            /* probe --save-hidden: each layer's output [L, T, D] */
 #define DFL_DS_NLL                   "nll"
 #define DFL_DS_ARGMAX                "argmax"
 #define DFL_DS_TARGET_CORRECT        "target_correct"
@@ -205,7 +206,8 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_ATTN_NOISE_GROUPS, "i32", "Gs", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps, Motif GDA models"),
     DFL_DS_(DFL_DS_LAMBDA, "f32", "L,T,H", DFL_MODELS_DIFF, DFL_OPTIONAL, "DIFF V2 models"),
     /* next-token predictions */
-    DFL_DS_(DFL_DS_LOGITS, "f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
+    DFL_DS_(DFL_DS_LOGITS, "f16|f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
+    DFL_DS_(DFL_DS_HIDDEN, "f16|f32", "L,T,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-hidden"),
     DFL_DS_(DFL_DS_NLL, "f32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_ARGMAX, "i32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_TARGET_CORRECT, "u8", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has target tokens"),

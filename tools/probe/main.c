@@ -48,7 +48,10 @@ static void usage(FILE *out)
                  "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
-                 "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+                 "  --save-logits[=f32|f16] also store logits [T, vocab] per sample, f32 or IEEE half\n"
+                 "                         (half the bytes; for compare) (default: off; f32 when given)\n"
+                 "  --save-hidden[=f16|f32] also store each layer's output [L, T, hidden] per sample, for\n"
+                 "                         compare's per-layer divergence (default: off; f16 when given)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -153,6 +156,15 @@ static dfl_status parse_quant(const char *text, dfl_forward_opts *o, dfl_error *
 }
 
 /* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
+/* --save-logits / --save-hidden [=f32|f16]: *out 1 (f32) or 2 (f16); dflt when no value. */
+static dfl_status parse_store_type(const char *flag, const char *text, int dflt, int *out, dfl_error *err)
+{
+    if (!text) return *out = dflt, DFL_OK;
+    if (!strcmp(text, "f32")) return *out = 1, DFL_OK;
+    if (!strcmp(text, "f16")) return *out = 2, DFL_OK;
+    return dfl__fail(err, DFL_ERR_USAGE, "%s=%s: f32 or f16", flag, text);
+}
+
 static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 {
     int64_t level = 1; /* the default: docs/probe.md has the table it comes from */
@@ -180,7 +192,8 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"topk", required_argument, 0, 'k'},
                                          {"alpha", required_argument, 0, 'a'},
                                          {"quantize-logits", required_argument, 0, 'Q'},
-                                         {"save-logits", no_argument, 0, 'L'},
+                                         {"save-logits", optional_argument, 0, 'L'},
+                                         {"save-hidden", optional_argument, 0, 0x5348},
                                          {"threads", required_argument, 0, 't'},
                                          {"force", no_argument, 0, 'f'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -220,7 +233,13 @@ static int run(int argc, char **argv, int mpi, int rank)
             break;
         case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
         case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
-        case 'L': p.save_logits = 1; break;
+        case 'L':
+        case 0x5348: /* the type may also follow as its own word: --save-logits f16 */
+            if (!optarg && optind < argc && (!strcmp(argv[optind], "f16") || !strcmp(argv[optind], "f32")))
+                optarg = argv[optind++];
+            if (c == 'L') s = parse_store_type("--save-logits", optarg, 1, &p.save_logits, &err);
+            else s = parse_store_type("--save-hidden", optarg, 2, &p.save_hidden, &err);
+            break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
