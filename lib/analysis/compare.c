@@ -111,8 +111,8 @@ static dfl_status sample_logits(dfl__compare_pair *p, const dfl_dump_reader *b, 
         if ((s = dfl_dump_slab_read_f32(sq, start, count, xq, err))) break;
         for (int64_t i = 0; i < n && !s; i++)
             if (tokens[t0 + i + 1] < 0 || tokens[t0 + i + 1] >= V)
-                s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: token %d outside the vocabulary of %lld",
-                              dfl_dump_path(b), group, (int)tokens[t0 + i + 1], (long long)V);
+                s = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s: token %d outside the vocabulary of %lld", dfl_dump_path(b),
+                              group, (int)tokens[t0 + i + 1], (long long)V);
         if (s) break;
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++)
@@ -166,8 +166,9 @@ static dfl_status sample_hidden(dfl__compare_pair *p, const dfl_dump_reader *b, 
     }
     size_t n = (size_t)T * (size_t)D;
     float *hb = dfl__alloc_array(2 * n, sizeof *hb);
-    if (!hb) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for hidden states [%lld, %lld]", (long long)T,
-                              (long long)D);
+    if (!hb)
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for hidden states [%lld, %lld]", (long long)T,
+                         (long long)D);
     float *hq = hb + n;
     dfl_dump_slab *zb = NULL, *zq = NULL;
     s = dfl_dump_slab_open(b, path, &zb, err);
@@ -408,8 +409,10 @@ static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *
         snprintf(path, sizeof path, "%s/%s", sq->group, DFL_DS_TOKENS);
         if ((s = dfl_dump_read_alloc(q, path, DFL_H5_I32, (void **)&tq, &nq, err))) break;
         if (strcmp(sb->group, sq->group) || nb != nq || memcmp(tb, tq, nb * sizeof *tb)) {
-            s = dfl__fail(err, DFL_ERR_FORMAT, "%s: the tokens differ between %s and %s: compare needs dumps of the "
-                          "same prompts", sb->group, bpath, qpath);
+            s = dfl__fail(err, DFL_ERR_FORMAT,
+                          "%s: the tokens differ between %s and %s: compare needs dumps of the "
+                          "same prompts",
+                          sb->group, bpath, qpath);
             break;
         }
         int64_t T = (int64_t)nb;
@@ -445,7 +448,8 @@ static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *
             p->logit_samples++;
         }
         snprintf(path, sizeof path, "%s/%s", sb->group, DFL_DS_HIDDEN);
-        if (dfl_dump_exists(b, path) && dfl_dump_exists(q, path) && (s = sample_hidden(p, b, q, sb->group, T, from, err)))
+        if (dfl_dump_exists(b, path) && dfl_dump_exists(q, path) &&
+            (s = sample_hidden(p, b, q, sb->group, T, from, err)))
             break;
         if ((s = sample_attn(p, b, q, sb->group, T, from, err))) break;
         p->samples++;

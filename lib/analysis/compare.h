@@ -25,8 +25,8 @@
 #define DFL_COMPARE_MAX_PAIRS 2
 
 typedef struct dfl_compare_params {
-    const char *const *dumps; /* 2 * n_pairs paths: base, other, base, other, ... */
-    size_t n_pairs;           /* 1..DFL_COMPARE_MAX_PAIRS */
+    const char *const *dumps;  /* 2 * n_pairs paths: base, other, base, other, ... */
+    size_t n_pairs;            /* 1..DFL_COMPARE_MAX_PAIRS */
     const char *const *labels; /* n_pairs names, or NULL (the other dump's file name) */
     int64_t from;              /* first scored position (default 0) */
     double threshold;          /* a layer has diverged when 1 - cosine exceeds this (default 0.01) */

@@ -139,15 +139,15 @@ static dfl_status attn_tables(const dfl_compare_result *r, dfl_report *rep, dfl_
             any |= r->pairs[i].maps[m].js != NULL;
     if (!any) return DFL_OK;
     dfl_report_table *t = NULL, *tl = NULL;
-    dfl_status s = dfl_report_add_table(rep, "attention_layers",
-                                        "Attention rows per layer: Jensen-Shannon divergence (nats), mean over heads",
-                                        &tl, err);
+    dfl_status s =
+        dfl_report_add_table(rep, "attention_layers",
+                             "Attention rows per layer: Jensen-Shannon divergence (nats), mean over heads", &tl, err);
     static const char *const cols[] = {"pair", "map", "layer", "head", "js"};
     for (int c = 0; c < 5 && !s; c++)
         if (c != 3) s = dfl_report_add_column(tl, cols[c], DFL_NUM_AUTO, 5, err);
     if (!s)
-        s = dfl_report_add_table(rep, "attention", "Attention rows per layer and head: Jensen-Shannon divergence (nats)",
-                                 &t, err);
+        s = dfl_report_add_table(rep, "attention",
+                                 "Attention rows per layer and head: Jensen-Shannon divergence (nats)", &t, err);
     for (int c = 0; c < 5 && !s; c++)
         s = dfl_report_add_column(t, cols[c], DFL_NUM_AUTO, 5, err);
     for (size_t i = 0; i < r->n_pairs && !s; i++)
@@ -190,7 +190,8 @@ dfl_status dfl_compare_report(const dfl_compare_result *r, dfl_report **out, dfl
                  p->other, p->samples, p->sums.count, (long long)r->from);
         s = dfl_report_add_meta(rep, key, val, err);
         if (!s && !p->has_kld)
-            s = dfl_report_add_note(rep, err, "%s: no logits in the dumps (probe --save-logits): no KLD block", p->label);
+            s = dfl_report_add_note(rep, err, "%s: no logits in the dumps (probe --save-logits): no KLD block",
+                                    p->label);
         if (!s && p->has_kld && p->sums.count < 100)
             s = dfl_report_add_note(rep, err,
                                     "%s: only %zu scored tokens (llama.cpp prints its block from 100 on; errors need "
@@ -204,8 +205,10 @@ dfl_status dfl_compare_report(const dfl_compare_result *r, dfl_report **out, dfl
                 s = dfl_report_add_note(rep, err, "%s: no layer with 1 - cosine > %g", p->label, r->threshold);
         }
     }
-    if (!s) s = dfl_report_add_note(rep, err, "KLD = sum p_base ln(p_base/p_other) per token (nats); JS in nats of "
-                                              "the softmax maps, of |diff| / sum |diff| for the diff map");
+    if (!s)
+        s = dfl_report_add_note(rep, err,
+                                "KLD = sum p_base ln(p_base/p_other) per token (nats); JS in nats of "
+                                "the softmax maps, of |diff| / sum |diff| for the diff map");
     if (!s) s = kld_table(r, rep, err);
     if (!s) s = hidden_table(r, rep, err);
     if (!s) s = attn_tables(r, rep, err);
@@ -224,8 +227,8 @@ dfl_status dfl_compare_llama_text(const dfl_compare_result *r, char **out, dfl_e
     dfl_strbuf b = {0};
     for (size_t i = 0; i < r->n_pairs; i++) {
         const dfl__compare_pair *p = &r->pairs[i];
-        if (r->n_pairs > 1) dfl_strbuf_printf(&b, "%s# %s: base %s, other %s\n", i ? "\n" : "", p->label, p->base,
-                                              p->other);
+        if (r->n_pairs > 1)
+            dfl_strbuf_printf(&b, "%s# %s: base %s, other %s\n", i ? "\n" : "", p->label, p->base, p->other);
         if (!p->has_kld) {
             dfl_strbuf_printf(&b, "no logits in the dumps (probe --save-logits)\n");
             continue;

@@ -94,7 +94,7 @@ static void run_free(sample_run *r)
     for (int i = 0; i < 3; i++)
         dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
-    dfl_dump_stream_close(r->hidden_stream);
+    dfl_dump_stream_close(r->hid_stream);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
     for (size_t i = 0; i < n; i++)
@@ -397,13 +397,12 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
         dfl_h5_type type = p->save_logits == 2 ? DFL_H5_F16 : DFL_H5_F32;
-        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, type, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
-            return s;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, type, 2, dims, chunk, 0, 0, &r->logit_stream, err))) return s;
     }
     if (p->save_hidden) {
         int64_t dims[3] = {r->L, T, c->hidden_size}, chunk[3] = {1, T < 64 ? T : 64, c->hidden_size};
         dfl_h5_type type = p->save_hidden == 2 ? DFL_H5_F16 : DFL_H5_F32;
-        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hidden_stream, err)))
+        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hid_stream, err)))
             return s;
     }
 

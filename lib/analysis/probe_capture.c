@@ -254,9 +254,9 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
         channel_row(x + t * D, D, (float)r->p->alpha, r->ch_absmax + l * D, r->ch_count + l * D);
     }
     finish_layer(r, r->hacc, 1, &r->hidden, l);
-    if (r->hidden_stream) {
+    if (r->hid_stream) {
         int64_t start[3] = {l, 0, 0}, count[3] = {1, T, D};
-        return dfl_dump_stream_write_f32(r->hidden_stream, start, count, x, D, err);
+        return dfl_dump_stream_write_f32(r->hid_stream, start, count, x, D, err);
     }
     return DFL_OK;
 }

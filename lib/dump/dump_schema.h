@@ -84,7 +84,7 @@
 #define DFL_DS_ATTN_NOISE_GROUPS     "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
 #define DFL_DS_LAMBDA                "lambda"            /* DIFF V2: σ(λ) [L, T, H] of the sample */
 #define DFL_DS_LOGITS                "logits"
-#define DFL_DS_HIDDEN                "hidden"            /* probe --save-hidden: each layer's output [L, T, D] */
+#define DFL_DS_HIDDEN                "hidden" /* probe --save-hidden: each layer's output [L, T, D] */
 #define DFL_DS_NLL                   "nll"
 #define DFL_DS_ARGMAX                "argmax"
 #define DFL_DS_TARGET_CORRECT        "target_correct"

@@ -148,7 +148,8 @@ int main(int argc, char **argv)
         if (!s && !quiet)
             for (size_t i = 0; i < p.n_pairs; i++)
                 if (!dfl_compare_kld_of(res, i))
-                    fprintf(stderr, "compare: note: pair %zu has no logits (probe --save-logits): no KLD block\n", i + 1);
+                    fprintf(stderr, "compare: note: pair %zu has no logits (probe --save-logits): no KLD block\n",
+                            i + 1);
         if (!s && llama) {
             s = dfl_compare_llama_text(res, &text, &err);
             if (!s && fputs(text, stdout) < 0) s = DFL_ERR_IO, snprintf(err.msg, sizeof err.msg, "cannot write");

@@ -237,8 +237,10 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 0x5348: /* the type may also follow as its own word: --save-logits f16 */
             if (!optarg && optind < argc && (!strcmp(argv[optind], "f16") || !strcmp(argv[optind], "f32")))
                 optarg = argv[optind++];
-            if (c == 'L') s = parse_store_type("--save-logits", optarg, 1, &p.save_logits, &err);
-            else s = parse_store_type("--save-hidden", optarg, 2, &p.save_hidden, &err);
+            if (c == 'L')
+                s = parse_store_type("--save-logits", optarg, 1, &p.save_logits, &err);
+            else
+                s = parse_store_type("--save-hidden", optarg, 2, &p.save_hidden, &err);
             break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
