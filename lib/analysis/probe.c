@@ -402,8 +402,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (p->save_hidden) {
         int64_t dims[3] = {r->L, T, c->hidden_size}, chunk[3] = {1, T < 64 ? T : 64, c->hidden_size};
         dfl_h5_type type = p->save_hidden == 2 ? DFL_H5_F16 : DFL_H5_F32;
-        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hid_stream, err)))
-            return s;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hid_stream, err))) return s;
     }
 
     dfl_capture cap = dfl__probe_capture(r);
