@@ -22,25 +22,95 @@ dfl_compare_params dfl_compare_params_default(void)
 
 /* ---------------------------------------------------------------- one logit row */
 
-/* The per-token quantities of llama.cpp's block for one position: xb[V], xq[V] are the
- * base's and the other's logits, tok the next token. Log-softmax in double around each
- * row's maximum; KLD(base || other) = Σ p_b (ln p_b − ln p_q) over the whole vocabulary
- * (llama.cpp drops the terms with ln p_b <= −16, a limit of its 16-bit file). */
-void dfl__compare_row(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o)
+/* exp(x) for x <= 0 in float, written so that the compiler vectorizes the row loop
+ * (glibc's expf is a call per element): x = n ln 2 + r with |r| <= ln 2 / 2, e^r by its
+ * Taylor polynomial to r^7 (truncation below 1.2e-8 relative), times 2^n from the
+ * exponent bits; 0 below −87 (e^−87 < 2^−125: such a term cannot move a sum of terms
+ * whose largest is 1). Within 2 ulp of expf (tests/test_compare_kernel.c). */
+static inline float exp_nonpos(float x)
 {
-    float mb = xb[0], mq = xq[0];
+    /* branch-free (bit masks, no ?:) so that gcc -O2 vectorizes the loops that call it */
+    int32_t keep = -(int32_t)(x >= -87.0f), xi, lo;
+    float m87 = -87.0f, xc, scale;
+    memcpy(&xi, &x, sizeof xi);
+    memcpy(&lo, &m87, sizeof lo);
+    xi = (xi & keep) | (lo & ~keep); /* max(x, −87) */
+    memcpy(&xc, &xi, sizeof xc);
+    float t = xc * 1.44269504f;
+    float n = (t + 12582912.0f) - 12582912.0f;              /* round to nearest: 1.5 * 2^23 */
+    float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f; /* ln 2 in two parts */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = (((int32_t)n + 127) << 23) & keep; /* 2^n, or 0 below −87 */
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+float dfl__compare_exp(float x)
+{
+    return exp_nonpos(x);
+}
+
+/* The per-token quantities of llama.cpp's block for one position: xb[V], xq[V] are the
+ * base's and the other's logits, tok the next token. Log-softmax around each row's
+ * maximum, sums in double; KLD(base || other) = Σ p_b (ln p_b − ln p_q) over the whole
+ * vocabulary (llama.cpp drops the terms with ln p_b <= −16, a limit of its 16-bit file).
+ * fast: the vectorized loops and exp_nonpos; 0 (the naive twin, and rows holding NaN or
+ * ±Inf): scalar loops and glibc's expf. */
+static void row_stats(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o, int fast)
+{
+    float mb = xb[0], mq = xq[0], chk = 0.0f;
     int64_t ib = 0, iq = 0;
-    for (int64_t i = 1; i < V; i++) {
-        if (xb[i] > mb) mb = xb[i], ib = i;
-        if (xq[i] > mq) mq = xq[i], iq = i;
+#pragma omp simd reduction(+ : chk)
+    for (int64_t i = 0; i < V; i++)
+        chk += 0.0f * (xb[i] + xq[i]); /* NaN when any logit is NaN or infinite */
+    if (chk != 0.0f) fast = 0;
+    if (fast) { /* all finite: the maxima vectorized, then the first index holding each */
+#pragma omp simd reduction(max : mb, mq)
+        for (int64_t i = 0; i < V; i++) {
+            mb = mb > xb[i] ? mb : xb[i];
+            mq = mq > xq[i] ? mq : xq[i];
+        }
+        while (xb[ib] != mb)
+            ib++;
+        while (xq[iq] != mq)
+            iq++;
+    } else {
+        for (int64_t i = 1; i < V; i++) {
+            if (xb[i] > mb) mb = xb[i], ib = i;
+            if (xq[i] > mq) mq = xq[i], iq = i;
+        }
     }
     double sb = 0.0, sq = 0.0, sd = 0.0;
-    for (int64_t i = 0; i < V; i++) {
-        float db = xb[i] - mb, dq = xq[i] - mq;
-        float eb = expf(db);
-        sb += eb;
-        sq += expf(dq);
-        sd += (double)eb * ((double)db - (double)dq);
+    if (fast) {
+        /* float sums over blocks of 64 (16 terms a vector lane), the blocks summed in double */
+        for (int64_t i0 = 0; i0 < V; i0 += 64) {
+            int64_t i1 = V - i0 < 64 ? V : i0 + 64;
+            float fb = 0.0f, fq = 0.0f, fd = 0.0f;
+#pragma omp simd reduction(+ : fb, fq, fd)
+            for (int64_t i = i0; i < i1; i++) {
+                float db = xb[i] - mb, dq = xq[i] - mq;
+                float eb = exp_nonpos(db);
+                fb += eb;
+                fq += exp_nonpos(dq);
+                fd += eb * (db - dq);
+            }
+            sb += fb, sq += fq, sd += fd;
+        }
+    } else {
+        for (int64_t i = 0; i < V; i++) {
+            float db = xb[i] - mb, dq = xq[i] - mq;
+            float eb = expf(db);
+            sb += eb;
+            sq += expf(dq);
+            sd += (double)eb * ((double)db - (double)dq);
+        }
     }
     double lb = log(sb), lq = log(sq); /* ln Σ exp(x − max) */
     o->kld = sd / sb - lb + lq;
@@ -48,6 +118,16 @@ void dfl__compare_row(const float *xb, const float *xq, int64_t V, int32_t tok, 
     o->nll_q = lq - ((double)xq[tok] - mq);
     o->dp = exp(-o->nll_q) - exp(-o->nll_base);
     o->same_top = ib == iq;
+}
+
+void dfl__compare_row(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o)
+{
+    row_stats(xb, xq, V, tok, o, 1);
+}
+
+void dfl__compare_row_naive(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o)
+{
+    row_stats(xb, xq, V, tok, o, 0);
 }
 
 /* ------------------------------------------------------------ pair accumulation */

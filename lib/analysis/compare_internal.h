@@ -59,8 +59,14 @@ struct dfl_compare_result {
     dfl__compare_pair pairs[DFL_COMPARE_MAX_PAIRS];
 };
 
-/* The per-token quantities of one position (xb, xq: [V] logits; tok in [0, V)). */
+/* The per-token quantities of one position (xb, xq: [V] logits; tok in [0, V)): the
+ * vectorized kernel, and its naive twin (glibc's expf) that tests compare it against. A
+ * row holding NaN or ±Inf takes the naive path. */
 void dfl__compare_row(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o);
+void dfl__compare_row_naive(const float *xb, const float *xq, int64_t V, int32_t tok, dfl__compare_tok *o);
+
+/* The kernel's exp for x <= 0 (0 below −87), for tests. */
+float dfl__compare_exp(float x);
 
 /* Jensen-Shannon divergence (nats) of rows a[n], b[n], each normalised to sum 1 (of |x|
  * with use_abs); NaN when a row sums to 0. */
