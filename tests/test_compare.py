@@ -51,8 +51,9 @@ def log_softmax(x):
     return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
-def per_token(base, other, start=0):
-    """kld, nll_q, nll_base, dp, same_top of every scored position of every sample."""
+def per_token(base, other, start=0, target=False):
+    """kld, nll_q, nll_base, dp, same_top of every scored position of every sample (with
+    target: only the positions whose next token is in a target span, segment 5)."""
     out = {k: [] for k in ("kld", "nll_q", "nll_b", "dp", "same")}
     with h5py.File(base, "r") as fb, h5py.File(other, "r") as fq:
         for name in sorted(fb["samples"]):
@@ -60,7 +61,10 @@ def per_token(base, other, start=0):
             xb = fb["samples"][name]["logits"][()].astype(np.float64)
             xq = fq["samples"][name]["logits"][()].astype(np.float64)
             T = len(tok)
+            seg = fb["samples"][name]["segments"][()]
             for t in range(start, T - 1):
+                if target and seg[t + 1] != 5:
+                    continue
                 lb, lq = log_softmax(xb[t]), log_softmax(xq[t])
                 pb = np.exp(lb)
                 out["kld"].append(float(np.sum(pb * (lb - lq))))
@@ -152,8 +156,10 @@ class CompareTest(unittest.TestCase):
         cls.prompts = os.path.join(cls.tmp, "p.jsonl")
         with open(cls.prompts, "w") as f:
             for i, T in enumerate((33, 48, 57)):
-                f.write(json.dumps({"id": "c%d" % i, "tokens": [0] + [int(x) for x in rng.integers(1, VOCAB, T - 1)]})
-                        + "\n")
+                p = {"id": "c%d" % i, "tokens": [0] + [int(x) for x in rng.integers(1, VOCAB, T - 1)]}
+                if i != 1:
+                    p["target"] = [[10, 14]] if i == 0 else [[30, 40], [50, 57]]
+                f.write(json.dumps(p) + "\n")
         cls.dumps = {}
         for mtype, heads in (("llama", 4), ("diff_transformer", 2)):
             mdir = os.path.join(cls.tmp, mtype)
@@ -181,8 +187,8 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(fq[s + "hidden"].dtype, np.float32)
             self.assertEqual(fb[s + "hidden"].shape, (3, 33, 32))
 
-    def check_block(self, doc, base, other, start=0, col=2):
-        want, n = block(per_token(base, other, start))
+    def check_block(self, doc, base, other, start=0, col=2, target=False):
+        want, n = block(per_token(base, other, start, target))
         t = table(doc, "kld")
         got = {row[0]: (row[col], row[col + 1]) for row in t["data"]}
         self.assertEqual(set(got), set(want), "labels differ from llama.cpp's")
@@ -205,6 +211,11 @@ class CompareTest(unittest.TestCase):
         base, other = self.dumps["llama"]
         doc = json.loads(run(COMPARE, base, other, "--format", "json", "--from", "20").stdout)
         self.assertEqual(self.check_block(doc, base, other, start=20), 12 + 27 + 36)
+
+    def test_kld_block_target(self):
+        base, other = self.dumps["llama"]
+        doc = json.loads(run(COMPARE, base, other, "--format", "json", "--score", "target").stdout)
+        self.assertEqual(self.check_block(doc, base, other, target=True), 4 + 10 + 7)
 
     def test_two_pairs_side_by_side(self):
         a, aq = self.dumps["llama"]

@@ -10,13 +10,14 @@
 
 #include "dump/dump_read.h"
 #include "dump/dump_schema.h"
+#include "text/prompts.h"
 
 /* Rows of logits read and reduced at once: 2 x ROWS x V floats of buffers. */
 #define ROWS 64
 
 dfl_compare_params dfl_compare_params_default(void)
 {
-    dfl_compare_params p = {NULL, 0, NULL, 0, 0.01};
+    dfl_compare_params p = {NULL, 0, NULL, 0, 0.01, 0};
     return p;
 }
 
@@ -167,8 +168,8 @@ static dfl_status push_values(dfl__compare_pair *p, const dfl__compare_tok *t, s
 
 /* The logits of one sample: positions from..T-2 of both dumps, ROWS at a time. */
 static dfl_status sample_logits(dfl__compare_pair *p, const dfl_dump_reader *b, const dfl_dump_reader *q,
-                                const char *group, const int32_t *tokens, int64_t T, int64_t from, float *buf,
-                                dfl__compare_tok *tok, dfl_error *err)
+                                const char *group, const int32_t *tokens, const uint8_t *keep, int64_t T, int64_t from,
+                                float *buf, dfl__compare_tok *tok, dfl_error *err)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", group, DFL_DS_LOGITS);
@@ -197,7 +198,10 @@ static dfl_status sample_logits(dfl__compare_pair *p, const dfl_dump_reader *b, 
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < n; i++)
             dfl__compare_row(xb + i * V, xq + i * V, V, tokens[t0 + i + 1], &tok[i]);
-        if (push_values(p, tok, (size_t)n)) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        int64_t m = 0; /* the scored rows to the front */
+        for (int64_t i = 0; i < n; i++)
+            if (!keep || keep[t0 + i + 1] == DFL_SEG_TARGET) tok[m++] = tok[i];
+        if (push_values(p, tok, (size_t)m)) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     }
     dfl_dump_slab_close(sb);
     dfl_dump_slab_close(sq);
@@ -465,8 +469,10 @@ static const char *base_name(const char *path, char *buf, size_t cap)
     return buf;
 }
 
-static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *qpath, int64_t from, dfl_error *err)
+static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *qpath, int64_t from, int target_only,
+                           dfl_error *err)
 {
+    uint8_t *seg = NULL;
     dfl_dump_reader *b = NULL, *q = NULL;
     float *buf = NULL;
     dfl__compare_tok *tok = NULL;
@@ -524,7 +530,11 @@ static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *
                               (long long)in.dims[1], (long long)p->vocab);
                 break;
             }
-            if ((s = sample_logits(p, b, q, sb->group, tb, T, from, buf, tok, err))) break;
+            free(seg);
+            seg = NULL;
+            snprintf(path, sizeof path, "%s/%s", sb->group, DFL_DS_SEGMENTS);
+            if (target_only && (s = dfl_dump_read_alloc(b, path, DFL_H5_U8, (void **)&seg, NULL, err))) break;
+            if ((s = sample_logits(p, b, q, sb->group, tb, seg, T, from, buf, tok, err))) break;
             p->logit_samples++;
         }
         snprintf(path, sizeof path, "%s/%s", sb->group, DFL_DS_HIDDEN);
@@ -535,7 +545,7 @@ static dfl_status run_pair(dfl__compare_pair *p, const char *bpath, const char *
         p->samples++;
     }
     if (!s && p->sums.count > 0) finish_block(p);
-    free(tb), free(tq), free(buf), free(tok);
+    free(tb), free(tq), free(buf), free(tok), free(seg);
     dfl_dump_close(b);
     dfl_dump_close(q);
     return s;
@@ -552,6 +562,7 @@ dfl_status dfl_compare_run(const dfl_compare_params *p, dfl_compare_result **out
     if (!r) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     r->n_pairs = p->n_pairs;
     r->from = p->from;
+    r->target_only = p->target_only;
     r->threshold = p->threshold;
     dfl_status s = DFL_OK;
     for (size_t i = 0; i < p->n_pairs && !s; i++) {
@@ -561,7 +572,7 @@ dfl_status dfl_compare_run(const dfl_compare_params *p, dfl_compare_result **out
                  p->labels ? p->labels[i] : base_name(p->dumps[2 * i + 1], nb, sizeof nb));
         snprintf(pr->base, sizeof pr->base, "%s", p->dumps[2 * i]);
         snprintf(pr->other, sizeof pr->other, "%s", p->dumps[2 * i + 1]);
-        s = run_pair(pr, p->dumps[2 * i], p->dumps[2 * i + 1], p->from, err);
+        s = run_pair(pr, p->dumps[2 * i], p->dumps[2 * i + 1], p->from, p->target_only, err);
         pr->first_diverged = -1;
         for (int64_t l = 0; l < pr->hidden_layers; l++)
             if (pr->hidden[l].n && 1.0 - pr->hidden[l].cos / (double)pr->hidden[l].n > p->threshold) {

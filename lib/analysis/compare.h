@@ -4,8 +4,8 @@
  * from the base's (docs/compare.md gives every definition).
  *
  * Scored tokens: every position t with from <= t <= T-2 of every sample (the logits at
- * t predict tokens[t+1]); the two dumps must hold the same samples with the same tokens.
- * Logits may be stored f32 or f16 (probe --save-logits f16); hidden states f32 or f16
+ * t predict tokens[t+1]), or with target_only those whose next token is a target; the two dumps must hold the same
+ * samples with the same tokens. Logits may be stored f32 or f16 (probe --save-logits f16); hidden states f32 or f16
  * (probe --save-hidden); attention rows are those both dumps stored (attn/map1, map2,
  * diff with the same layers, heads and rows).
  *
@@ -30,9 +30,11 @@ typedef struct dfl_compare_params {
     const char *const *labels; /* n_pairs names, or NULL (the other dump's file name) */
     int64_t from;              /* first scored position (default 0) */
     double threshold;          /* a layer has diverged when 1 - cosine exceeds this (default 0.01) */
+    int target_only;           /* score only the positions whose next token is a target token
+                                * (segment 5: the needle task's answer digits); default 0 */
 } dfl_compare_params;
 
-/* {NULL, 0, NULL, 0, 0.01}. */
+/* {NULL, 0, NULL, 0, 0.01, 0}. */
 dfl_compare_params dfl_compare_params_default(void);
 
 /* The statistics of llama.cpp's KL-divergence block for one pair (values in the units

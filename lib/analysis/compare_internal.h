@@ -55,6 +55,7 @@ typedef struct dfl__compare_pair {
 struct dfl_compare_result {
     size_t n_pairs;
     int64_t from;
+    int target_only;
     double threshold;
     dfl__compare_pair pairs[DFL_COMPARE_MAX_PAIRS];
 };

@@ -186,8 +186,9 @@ dfl_status dfl_compare_report(const dfl_compare_result *r, dfl_report **out, dfl
         const dfl__compare_pair *p = &r->pairs[i];
         char key[160], val[1200];
         snprintf(key, sizeof key, "pair %s", p->label);
-        snprintf(val, sizeof val, "base %s, other %s, %zu samples, %zu scored tokens (positions %lld..T-2)", p->base,
-                 p->other, p->samples, p->sums.count, (long long)r->from);
+        snprintf(val, sizeof val, "base %s, other %s, %zu samples, %zu scored tokens (positions %lld..T-2%s)", p->base,
+                 p->other, p->samples, p->sums.count, (long long)r->from,
+                 r->target_only ? " predicting a target token" : "");
         s = dfl_report_add_meta(rep, key, val, err);
         if (!s && !p->has_kld)
             s = dfl_report_add_note(rep, err, "%s: no logits in the dumps (probe --save-logits): no KLD block",

@@ -36,6 +36,8 @@ static void usage(FILE *out)
                  "  --from N              first scored position: the logits at t = N..T-2 predict token t+1\n"
                  "                        (default: 0, every position with a next token); attention rows and\n"
                  "                        hidden states from position N on\n"
+                 "  --score all|target    all: every position from --from on; target: only those whose next\n"
+                 "                        token is a target token (the needle task's answer) (default: all)\n"
                  "  --threshold X         a layer has diverged when 1 - cosine of its hidden states exceeds X\n"
                  "                        (default: 0.01)\n"
                  "  --labels A[,B]        names of the pairs (default: the other dumps' file names)\n"
@@ -60,8 +62,9 @@ static int bad(const dfl_error *err)
 
 int main(int argc, char **argv)
 {
-    enum { O_FROM = 256, O_THRESHOLD, O_LABELS, O_FORMAT, O_PLOT, O_WIDTH, O_FONT, O_FORCE, O_QUIET, O_HELP };
+    enum { O_FROM = 256, O_SCORE, O_THRESHOLD, O_LABELS, O_FORMAT, O_PLOT, O_WIDTH, O_FONT, O_FORCE, O_QUIET, O_HELP };
     static const struct option opts[] = {{"from", required_argument, 0, O_FROM},
+                                         {"score", required_argument, 0, O_SCORE},
                                          {"threshold", required_argument, 0, O_THRESHOLD},
                                          {"labels", required_argument, 0, O_LABELS},
                                          {"format", required_argument, 0, O_FORMAT},
@@ -86,6 +89,14 @@ int main(int argc, char **argv)
         switch (c) {
         case O_FROM:
             if (dfl_cli_int("--from", optarg, 0, INT32_MAX, &p.from, &err)) rc = bad(&err);
+            break;
+        case O_SCORE:
+            if (!strcmp(optarg, "all") || !strcmp(optarg, "target")) {
+                p.target_only = !strcmp(optarg, "target");
+            } else {
+                fprintf(stderr, "compare: --score %s: all or target\n", optarg);
+                rc = 2;
+            }
             break;
         case O_THRESHOLD:
             if (dfl_cli_double("--threshold", optarg, 0.0, 2.0, &p.threshold, &err)) rc = bad(&err);
