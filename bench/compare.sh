@@ -64,29 +64,43 @@ done
 B=$OUT/compare_${TAG}_base.h5
 Q=$OUT/compare_${TAG}_q4.h5
 
+# best wall time and best CPU time (user + system) of a command over REPEATS runs
 best_of() {
     $PY - "$REPEATS" "$@" <<'PYEOF'
-import subprocess, sys, time
-best = None
+import resource, subprocess, sys, time
+best = cpu = None
 for _ in range(int(sys.argv[1])):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if r.returncode != 0:
         sys.exit(r.stderr.decode())
     t = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    c = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     best = t if best is None or t < best else best
-print("%.3f" % best)
+    cpu = c if cpu is None or c < cpu else cpu
+print("%.3f %.3f" % (best, cpu))
 PYEOF
 }
 
 "$BIN/compare" "$B" "$Q" --format json > "$OUT/compare_$TAG.json" || die "bin/compare failed"
-ours=$(OMP_NUM_THREADS=$THREADS best_of "$BIN/compare" "$B" "$Q") || die "bin/compare failed"
-np64=$($PY bench/compare_np.py "$B" "$Q" "$REPEATS" float64 "$OUT/compare_$TAG.json") || die "numpy disagrees"
-np32=$($PY bench/compare_np.py "$B" "$Q" "$REPEATS" float32 "$OUT/compare_$TAG.json") || die "numpy disagrees"
+set -- $(OMP_NUM_THREADS=$THREADS best_of "$BIN/compare" "$B" "$Q") || die "bin/compare failed"
+ours=$1 ours_cpu=$2
+set -- $($PY bench/compare_np.py "$B" "$Q" "$REPEATS" float64 "$OUT/compare_$TAG.json") || die "numpy disagrees"
+np64=$1 np64_cpu=$2
+set -- $($PY bench/compare_np.py "$B" "$Q" "$REPEATS" float32 "$OUT/compare_$TAG.json") || die "numpy disagrees"
+np32=$1 np32_cpu=$2
+r() { awk "BEGIN{printf \"%.2fx\", $1 / $2}"; }
 echo
-echo "compare: KLD block of $PROMPTS prompts x $TOKENS tokens, vocab 32000, f16 logits ($(du -m "$B" | cut -f1) MB per dump), best of $REPEATS, wall s"
-printf '%-12s %12s %16s %9s %16s %9s\n' threads compare "numpy float64" ratio "numpy float32" ratio
-printf '%-12s %12s %16s %8.2fx %16s %8.2fx\n' "$THREADS" "$ours" "$np64" "$(awk "BEGIN{print $np64 / $ours}")" \
-    "$np32" "$(awk "BEGIN{print $np32 / $ours}")"
-echo "notes: ratio = numpy time / compare time on the same two dumps (> 1: compare is faster); numbers checked"
-echo "equal first (Mean KLD, Mean PPL(Q), Same top p); numpy's BLAS/threads as installed."
+echo "compare: KLD block of $PROMPTS prompts x $TOKENS tokens, vocab 32000, f16 logits ($(du -m "$B" | cut -f1) MB per dump),"
+echo "best of $REPEATS, seconds (wall / CPU = user + system), $THREADS threads for compare"
+printf '%-22s %10s %10s %12s %12s\n' "" wall CPU "wall ratio" "CPU ratio"
+printf '%-22s %10s %10s %12s %12s\n' "bin/compare" "$ours" "$ours_cpu" "" ""
+printf '%-22s %10s %10s %12s %12s\n' "h5py + numpy float64" "$np64" "$np64_cpu" "$(r "$np64" "$ours")" \
+    "$(r "$np64_cpu" "$ours_cpu")"
+printf '%-22s %10s %10s %12s %12s\n' "h5py + numpy float32" "$np32" "$np32_cpu" "$(r "$np32" "$ours")" \
+    "$(r "$np32_cpu" "$ours_cpu")"
+echo "notes: ratio = numpy / compare on the same two dumps (> 1: compare is faster); numbers checked equal first"
+echo "(Mean KLD, Mean PPL(Q), Same top p); CPU times count every thread (compare's OpenMP threads wait"
+echo "spinning, which counts); on a shared machine the CPU ratio is the steadier one."
