@@ -19,6 +19,7 @@
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 #include "analysis/probe_capture.h"
+#include "analysis/probe_quant.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -95,6 +96,7 @@ static void run_free(sample_run *r)
         dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
     dfl_dump_stream_close(r->hid_stream);
+    dfl__qstats_free(r->qstats);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
     for (size_t i = 0; i < n; i++)
@@ -405,6 +407,8 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hid_stream, err))) return s;
     }
 
+    if (p->quant_stats && !(r->qstats = dfl__qstats_create(r->L)))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for --quant-stats");
     dfl_capture cap = dfl__probe_capture(r);
     double t0 = dfl_clock_seconds();
     s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
@@ -414,7 +418,8 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (s) return s;
     if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
-        (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
+        (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)) ||
+        (r->qstats && (s = dfl__qstats_write(r->qstats, d, err))))
         return s;
     if (c->type == DFL_MODEL_DIFF_V2) {
         int64_t dims[3] = {r->L, T, r->Hs};

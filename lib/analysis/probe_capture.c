@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "model/kernels.h"
+#include "analysis/probe_quant.h"
 
 /* ------------------------------------------------------- accumulators */
 
@@ -283,6 +284,19 @@ static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, cons
     return DFL_OK;
 }
 
+/* --quant-stats: the linear layers' inputs and q/k into the sample's dfl__qstats. */
+static dfl_status on_linear(void *user, int64_t layer, int site, int64_t row0, int64_t n, int64_t width, const float *x,
+                            int64_t ld, dfl_error *err)
+{
+    return dfl__qstats_linear(((sample_run *)user)->qstats, layer, site, row0, n, width, x, ld, err);
+}
+
+static dfl_status on_qk(void *user, int64_t layer, int64_t T, const float *q, int64_t nq, int64_t q_ld, const float *k,
+                        int64_t nk, int64_t k_ld, int64_t hd, dfl_error *err)
+{
+    return dfl__qstats_qk(((sample_run *)user)->qstats, layer, T, q, nq, q_ld, k, nk, k_ld, hd, err);
+}
+
 dfl_capture dfl__probe_capture(sample_run *r)
 {
     dfl_capture cap = {.user = r,
@@ -293,5 +307,6 @@ dfl_capture dfl__probe_capture(sample_run *r)
                        .hidden = on_hidden,
                        .logits_rows = on_logits};
     if (r->m->config.type == DFL_MODEL_DIFF_V2) cap.lambda_rows = on_lambda;
+    if (r->qstats) cap.linear_rows = on_linear, cap.qk_rows = on_qk;
     return cap;
 }

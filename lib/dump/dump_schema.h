@@ -106,6 +106,14 @@
 #define DFL_DS_HIDDEN_MOMENTS        "outliers/hidden/moments"
 #define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
 #define DFL_DS_HIDDEN_CHANNEL_COUNT  "outliers/hidden/channel_count"
+/* probe --quant-stats: the linear layers' inputs, and q/k after RoPE */
+#define DFL_DS_LINEAR_MOMENTS  "outliers/linear/moments"
+#define DFL_DS_LINEAR_ATTN_IN  "outliers/linear/attn_in"
+#define DFL_DS_LINEAR_ATTN_OUT "outliers/linear/attn_out"
+#define DFL_DS_LINEAR_MLP_IN   "outliers/linear/mlp_in"
+#define DFL_DS_LINEAR_DOWN_IN  "outliers/linear/down_in"
+#define DFL_DS_QK_Q_ABS        "outliers/qk/q_abs"
+#define DFL_DS_QK_K_ABS        "outliers/qk/k_abs"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -119,6 +127,7 @@
 #define DFL_ATTR_SUB_BINS     "sub_bins"
 #define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
 #define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
+#define DFL_ATTR_SITES        "sites" /* on linear/moments: the sites of axis 1 */
 
 /* ------------------------------------------------------------ the table */
 
@@ -248,6 +257,16 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_ABSMAX, "f32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_COUNT, "u32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_(DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    /* probe --quant-stats */
+    DFL_DS_(DFL_DS_LINEAR_MOMENTS, "f64", "L,4,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_AT_(DFL_DS_LINEAR_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_AT_(DFL_DS_LINEAR_MOMENTS, DFL_ATTR_SITES, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_ATTN_IN, "f64", "L,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_ATTN_OUT, "f64", "L,A", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_MLP_IN, "f64", "L,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_DOWN_IN, "f64", "L,F", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_QK_Q_ABS, "f32", "L,Hq,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_QK_K_ABS, "f32", "L,Hk,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
 };
 
 #undef DFL_DS_

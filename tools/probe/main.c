@@ -52,6 +52,9 @@ static void usage(FILE *out)
                  "                         (half the bytes; for compare) (default: off; f32 when given)\n"
                  "  --save-hidden[=f16|f32] also store each layer's output [L, T, hidden] per sample, for\n"
                  "                         compare's per-layer divergence (default: off; f16 when given)\n"
+                 "  --quant-stats          also store the moments and channel energies of every linear\n"
+                 "                         layer's input and the mean |q|, |k| per head and dimension, for\n"
+                 "                         outliers --quant-stats (default: off)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -194,6 +197,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"quantize-logits", required_argument, 0, 'Q'},
                                          {"save-logits", optional_argument, 0, 'L'},
                                          {"save-hidden", optional_argument, 0, 0x5348},
+                                         {"quant-stats", no_argument, 0, 0x5153},
                                          {"threads", required_argument, 0, 't'},
                                          {"force", no_argument, 0, 'f'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -233,6 +237,7 @@ static int run(int argc, char **argv, int mpi, int rank)
             break;
         case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
         case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
+        case 0x5153: p.quant_stats = 1; break;
         case 'L':
         case 0x5348: /* the type may also follow as its own word: --save-logits f16 */
             if (!optarg && optind < argc && (!strcmp(argv[optind], "f16") || !strcmp(argv[optind], "f32")))
