@@ -226,3 +226,5 @@ fi
 # a Llama-3.2-1B-shaped Q4_K GGUF against the same shape in bf16: forward time ratio and
 # peak RSS (bench/gguf.sh)
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/gguf.sh | tee -a "$OUT/table.txt"
+# compare's KLD block on 100 prompts x 512 tokens against h5py + numpy (bench/compare.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/compare.sh | tee -a "$OUT/table.txt"

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
 
 BIN = os.path.abspath(os.environ.get("BIN", os.path.join(ROOT, "bin")))
-TOOLS = ["attnmap", "effects", "noise", "outliers", "probe", "tokenize", "train", "view"]
+TOOLS = ["attnmap", "compare", "effects", "noise", "outliers", "probe", "tokenize", "train", "view"]
 
 
 def version_h():
@@ -109,7 +109,7 @@ class Completion(unittest.TestCase):
 
     def test_prefixes_values_and_subcommands(self):
         self.assertEqual(self.complete("probe", ["probe", "--mo"]), ["--model"])
-        self.assertEqual(self.complete("probe", ["probe", "--save"]), ["--save-logits"])
+        self.assertEqual(self.complete("probe", ["probe", "--save"]), ["--save-hidden", "--save-logits"])
         # a value: file names, not options
         self.assertEqual(self.complete("probe", ["probe", "--model", "mo"]), ["model.safetensors"])
         self.assertEqual(self.complete("probe", ["probe", "--prompts", ""]), ["model.safetensors", "prompts.jsonl"])
@@ -190,7 +190,7 @@ class ExitCodes(unittest.TestCase):
 
     def test_each_tool_keeps_it(self):
         missing = os.path.join(tempfile.gettempdir(), "dfl-no-such-file.h5")
-        runtime = {"attnmap": [missing, "-o", missing + ".png"], "effects": ["heads", missing], "noise": [missing],
+        runtime = {"attnmap": [missing, "-o", missing + ".png"], "compare": [missing, missing], "effects": ["heads", missing], "noise": [missing],
                    "outliers": [missing],
                    "probe": ["--model", missing, "--prompts", missing, "--out", missing + ".out"],
                    "tokenize": ["--tokenizer", missing], "train": ["--plot-only", "--plot", missing + ".png",

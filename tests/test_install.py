@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(HERE, "ref"))
 import make_model  # noqa: E402
 import reference  # noqa: E402
 
-TOOLS = ["attnmap", "effects", "noise", "outliers", "probe", "tokenize", "train", "view"]
+TOOLS = ["attnmap", "compare", "effects", "noise", "outliers", "probe", "tokenize", "train", "view"]
 PREFIX = "/opt/difflens-test"
 
 PROGRAM = r"""

@@ -21,6 +21,7 @@
 #include "analysis/probe_capture.h"
 #include "analysis/probe_lens.h"
 #include "analysis/probe_clip.h"
+#include "analysis/probe_quant.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -96,6 +97,8 @@ static void run_free(sample_run *r)
     for (int i = 0; i < 3; i++)
         dfl_dump_stream_close(r->maps[i]);
     dfl_dump_stream_close(r->logit_stream);
+    dfl_dump_stream_close(r->hid_stream);
+    dfl__qstats_free(r->qstats);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
     for (size_t i = 0; i < n; i++)
@@ -397,10 +400,17 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (p->maps.enabled && (s = create_map_streams(r, d, err))) return s;
     if (p->save_logits) {
         int64_t dims[2] = {T, c->vocab_size}, chunk[2] = {T < 16 ? T : 16, c->vocab_size};
-        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, DFL_H5_F32, 2, dims, chunk, 0, 0, &r->logit_stream, err)))
-            return s;
+        dfl_h5_type type = p->save_logits == 2 ? DFL_H5_F16 : DFL_H5_F32;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_LOGITS, type, 2, dims, chunk, 0, 0, &r->logit_stream, err))) return s;
+    }
+    if (p->save_hidden) {
+        int64_t dims[3] = {r->L, T, c->hidden_size}, chunk[3] = {1, T < 64 ? T : 64, c->hidden_size};
+        dfl_h5_type type = p->save_hidden == 2 ? DFL_H5_F16 : DFL_H5_F32;
+        if ((s = dfl_dump_stream_create(d, DFL_DS_HIDDEN, type, 3, dims, chunk, 0, 0, &r->hid_stream, err))) return s;
     }
 
+    if (p->quant_stats && !(r->qstats = dfl__qstats_create(r->L)))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for --quant-stats");
     if ((s = dfl__lens_begin(p, m, pr, r->arows, r->n_arows, &r->lens, err))) return s;
     dfl_capture cap = dfl__probe_capture(r);
     double t0 = dfl_clock_seconds();
@@ -414,7 +424,8 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if (s) return s;
     if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
-        (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
+        (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)) ||
+        (r->qstats && (s = dfl__qstats_write(r->qstats, d, err))))
         return s;
     if (c->type == DFL_MODEL_DIFF_V2) {
         int64_t dims[3] = {r->L, T, r->Hs};
@@ -542,7 +553,8 @@ double dfl_probe_projected_bytes(const dfl_probe_params *p, const dfl_config *c,
             b += M * Ls * Hm * map_tile_bytes(which, R, n, p->map_f16 ? 2 : 4);
             free(rows);
         }
-        if (p->save_logits) b += T * V * 4;
+        if (p->save_logits) b += T * V * (p->save_logits == 2 ? 2 : 4);
+        if (p->save_hidden) b += L * T * D * (p->save_hidden == 2 ? 2 : 4);
         /* readouts: the lens of every layer and position; DLA at most every row */
         if (p->lens_topk) b += (L + 1) * T * (8.0 * p->lens_topk + 8);
         if (p->dla) b += T * (L * Hs + L + 8) * 4;

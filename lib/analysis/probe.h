@@ -80,7 +80,9 @@ typedef struct dfl_probe_params {
     dfl_map_select maps;        /* default: none */
     int map_f16;                /* maps stored as f16 (default 1) or f32 */
     int map_gzip;               /* map chunks: -1 raw, 0-9 shuffle + deflate level (default 1) */
-    int save_logits;            /* write logits [T, V] per sample */
+    int save_logits;            /* write logits [T, V] per sample: 0 no, 1 f32, 2 f16 */
+    int save_hidden;            /* write each layer's output [L, T, D] per sample: 0 no, 1 f32, 2 f16 */
+    int quant_stats;            /* write outliers/linear and outliers/qk (probe_quant.h) */
     dfl_rows_rule rows;         /* analysis rows (default last) */
     int32_t topk;               /* K of the outlier top lists (default 100) */
     double alpha;               /* hidden channel outlier threshold (default 6) */

@@ -10,6 +10,7 @@
 #include "analysis/probe_lens.h"
 #include "base/clock.h"
 #include "model/kernels.h"
+#include "analysis/probe_quant.h"
 
 /* ------------------------------------------------------- accumulators */
 
@@ -255,6 +256,11 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
         channel_row(x + t * D, D, (float)r->p->alpha, r->ch_absmax + l * D, r->ch_count + l * D);
     }
     finish_layer(r, r->hacc, 1, &r->hidden, l);
+    if (r->hid_stream) {
+        int64_t start[3] = {l, 0, 0}, count[3] = {1, T, D};
+        dfl_status s = dfl_dump_stream_write_f32(r->hid_stream, start, count, x, D, err);
+        if (s) return s;
+    }
     return r->lens ? dfl__lens_hidden(r->lens, l, x, T, D, err) : DFL_OK;
 }
 
@@ -297,6 +303,19 @@ static dfl_status on_mlp_out(void *user, int64_t l, const float *y, int64_t T, i
     return dfl__lens_mlp_out(((sample_run *)user)->lens, l, y, T, D, err);
 }
 
+/* --quant-stats: the linear layers' inputs and q/k into the sample's dfl__qstats. */
+static dfl_status on_linear(void *user, int64_t layer, int site, int64_t row0, int64_t n, int64_t width, const float *x,
+                            int64_t ld, dfl_error *err)
+{
+    return dfl__qstats_linear(((sample_run *)user)->qstats, layer, site, row0, n, width, x, ld, err);
+}
+
+static dfl_status on_qk(void *user, int64_t layer, int64_t T, const float *q, int64_t nq, int64_t q_ld, const float *k,
+                        int64_t nk, int64_t k_ld, int64_t hd, dfl_error *err)
+{
+    return dfl__qstats_qk(((sample_run *)user)->qstats, layer, T, q, nq, q_ld, k, nk, k_ld, hd, err);
+}
+
 dfl_capture dfl__probe_capture(sample_run *r)
 {
     dfl_capture cap = {.user = r,
@@ -312,5 +331,6 @@ dfl_capture dfl__probe_capture(sample_run *r)
         cap.attn_out = on_attn_out;
         cap.mlp_out = on_mlp_out;
     }
+    if (r->qstats) cap.linear_rows = on_linear, cap.qk_rows = on_qk;
     return cap;
 }

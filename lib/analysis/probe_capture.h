@@ -65,6 +65,8 @@ typedef struct dfl__probe_sample {
     uint32_t *ch_count; /* [L, D] */
     /* next-token predictions */
     dfl_dump_stream *logit_stream; /* [T, V] or NULL */
+    dfl_dump_stream *hid_stream;   /* [L, T, D] or NULL (--save-hidden) */
+    struct dfl__qstats *qstats;    /* --quant-stats sums, or NULL */
     float *lambda;                 /* [L, T, Hs] DIFF V2's σ(λ) (an unused byte for the other types) */
     float *nll;                    /* [T] */
     int32_t *argmax;               /* [T] */

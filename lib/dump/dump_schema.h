@@ -84,6 +84,7 @@
 #define DFL_DS_ATTN_NOISE_GROUPS     "attn/noise_groups" /* Motif GDA: the groups on map2's head axis */
 #define DFL_DS_LAMBDA                "lambda"            /* DIFF V2: σ(λ) [L, T, H] of the sample */
 #define DFL_DS_LOGITS                "logits"
+#define DFL_DS_HIDDEN                "hidden" /* probe --save-hidden: each layer's output [L, T, D] */
 #define DFL_DS_NLL                   "nll"
 #define DFL_DS_ARGMAX                "argmax"
 #define DFL_DS_TARGET_CORRECT        "target_correct"
@@ -119,6 +120,14 @@
 #define DFL_DS_DLA_EMBED        "dla/embed"
 #define DFL_DS_DLA_BIAS         "dla/bias"
 #define DFL_DS_DLA_LOGIT        "dla/logit"
+/* probe --quant-stats: the linear layers' inputs, and q/k after RoPE */
+#define DFL_DS_LINEAR_MOMENTS  "outliers/linear/moments"
+#define DFL_DS_LINEAR_ATTN_IN  "outliers/linear/attn_in"
+#define DFL_DS_LINEAR_ATTN_OUT "outliers/linear/attn_out"
+#define DFL_DS_LINEAR_MLP_IN   "outliers/linear/mlp_in"
+#define DFL_DS_LINEAR_DOWN_IN  "outliers/linear/down_in"
+#define DFL_DS_QK_Q_ABS        "outliers/qk/q_abs"
+#define DFL_DS_QK_K_ABS        "outliers/qk/k_abs"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -161,6 +170,7 @@
 #define DFL_DS_EMBED_TEXT              "embed/text"
 #define DFL_DS_SCORES_SIMILARITY       "scores/similarity"
 #define DFL_DS_SCORES_ZERO_SHOT        "scores/zero_shot"
+#define DFL_ATTR_SITES                 "sites" /* on linear/moments: the sites of axis 1 */
 
 /* ------------------------------------------------------------ the table */
 
@@ -248,7 +258,8 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_ATTN_NOISE_GROUPS, "i32", "Gs", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps, Motif GDA models"),
     DFL_DS_(DFL_DS_LAMBDA, "f32", "L,T,H", DFL_MODELS_DIFF, DFL_OPTIONAL, "DIFF V2 models"),
     /* next-token predictions */
-    DFL_DS_(DFL_DS_LOGITS, "f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
+    DFL_DS_(DFL_DS_LOGITS, "f16|f32", "T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-logits"),
+    DFL_DS_(DFL_DS_HIDDEN, "f16|f32", "L,T,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--save-hidden"),
     DFL_DS_(DFL_DS_NLL, "f32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_ARGMAX, "i32", "T", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_TARGET_CORRECT, "u8", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has target tokens"),
@@ -333,6 +344,16 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_EMBED_TEXT, "f32", "N,E", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
     DFL_DS_(DFL_DS_SCORES_SIMILARITY, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
     DFL_DS_(DFL_DS_SCORES_ZERO_SHOT, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    /* probe --quant-stats */
+    DFL_DS_(DFL_DS_LINEAR_MOMENTS, "f64", "L,4,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_AT_(DFL_DS_LINEAR_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_AT_(DFL_DS_LINEAR_MOMENTS, DFL_ATTR_SITES, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_ATTN_IN, "f64", "L,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_ATTN_OUT, "f64", "L,A", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_MLP_IN, "f64", "L,D", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_LINEAR_DOWN_IN, "f64", "L,F", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_QK_Q_ABS, "f32", "L,Hq,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    DFL_DS_(DFL_DS_QK_K_ABS, "f32", "L,Hk,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
 };
 
 #undef DFL_DS_

@@ -719,6 +719,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_IN, 0, T, D, w.xn, D, err)))
+            break;
         dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
         dfl_matmul_wmat(w.k, w.xn, &lw->wk, T, w.scratch);
         dfl_matmul_wmat(w.v, w.xn, &lw->wv, T, w.scratch);
@@ -734,13 +736,21 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         }
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
+        if (cap && cap->qk_rows &&
+            (s = cap->qk_rows(cap->user, l, T, w.q, g.n_qheads, g.q_ld, w.k, g.n_kheads, g.k_ld, g.dq, err)))
+            break;
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         if (cap && cap->attn_out && (s = cap->attn_out(cap->user, l, w.att, T, g.att_ld, err))) break;
+        if (cap && cap->linear_rows &&
+            (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_OUT, 0, T, g.att_ld, w.att, g.att_ld, err)))
+            break;
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
+        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_MLP_IN, 0, T, D, w.xn, D, err)))
+            break;
+        for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
             dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
@@ -748,8 +758,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                 dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
             else
                 dfl_swiglu(w.gate, w.up, n, F);
+            if (cap && cap->linear_rows) s = cap->linear_rows(cap->user, l, DFL_SITE_DOWN_IN, r0, n, F, w.gate, F, err);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
+        if (s) break;
         if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w.tmp, T, D, err))) break;
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);

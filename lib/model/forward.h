@@ -67,7 +67,21 @@ typedef struct dfl_capture {
     dfl_status (*mlp_out)(void *user, int64_t layer, const float *y, int64_t T, int64_t D, dfl_error *err);
     /* Logits of rows [row0, row0 + n): [n, V], V = vocab_size. */
     dfl_status (*logits_rows)(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err);
+    /* The inputs of layer l's linear layers (pre-norm llama-layout blocks: llama and the Diff
+     * types): rows [row0, row0 + n) of x, each `width` values at stride ld, at one of the
+     * dfl_capture_site sites. NULL = not wanted. */
+    dfl_status (*linear_rows)(void *user, int64_t layer, int site, int64_t row0, int64_t n, int64_t width,
+                              const float *x, int64_t ld, dfl_error *err);
+    /* Layer l's q [T, nq heads of hd at stride q_ld] and k [T, nk heads at stride k_ld]
+     * after RoPE (same blocks as linear_rows). NULL = not wanted. */
+    dfl_status (*qk_rows)(void *user, int64_t layer, int64_t T, const float *q, int64_t nq, int64_t q_ld,
+                          const float *k, int64_t nk, int64_t k_ld, int64_t hd, dfl_error *err);
 } dfl_capture;
+
+/* Where linear_rows is called: the attention input (q/k/v projections' input, after the
+ * norm), the heads' output before o_proj, the MLP input (gate/up's input, after the norm),
+ * down_proj's input (the gated product). */
+enum { DFL_SITE_ATTN_IN = 0, DFL_SITE_ATTN_OUT, DFL_SITE_MLP_IN, DFL_SITE_DOWN_IN, DFL_SITE_COUNT };
 
 /* Interventions on the computation (docs/probe.md, probe --quantize-logits). */
 typedef enum dfl_quant_granularity { DFL_QUANT_TENSOR = 0, DFL_QUANT_HEAD, DFL_QUANT_ROW } dfl_quant_granularity;

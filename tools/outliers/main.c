@@ -9,6 +9,7 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 #include "analysis/outliers.h"
+#include "analysis/outliers_quant.h"
 #include "base/report.h"
 #include "render/render.h"
 
@@ -45,6 +46,13 @@ static void usage(FILE *out)
         "  --int8-tokens F       ... with abs(x) >= alpha in at least this share of the tokens (default: 0.06);\n"
         "                        alpha is the probe's --alpha, stored in the dump\n"
         "  --channels            the whole per-channel max profile as a long table (layer, channel)\n"
+        "  --quant-stats         instead: the statistics quantization engineers read (docs/outliers.md\n"
+        "                        \"Quantization statistics\"): per layer and linear-layer input mean, std,\n"
+        "                        skewness, kurtosis (excess and Pearson), normalised entropy, energy\n"
+        "                        (probe --quant-stats); the residual stream layer to layer (probe\n"
+        "                        --save-hidden); Sink_k (probe --maps); the Q/K massive-values map;\n"
+        "                        --plot draws them\n"
+        "  --sink-eps X          the threshold of Sink_k, 0 <= X <= 1 (default: 0.3)\n"
         "\n"
         "output\n"
         "  --format FMT          table, csv, json or markdown (default: table)\n"
@@ -78,7 +86,9 @@ enum {
     O_FORCE,
     O_HELP,
     O_WIDTH,
-    O_FONT
+    O_FONT,
+    O_QSTATS,
+    O_SINK_EPS
 };
 static const struct option opts[] = {{"labels", required_argument, 0, O_LABELS},
                                      {"top", required_argument, 0, O_TOP},
@@ -97,6 +107,8 @@ static const struct option opts[] = {{"labels", required_argument, 0, O_LABELS},
                                      {"help", no_argument, 0, O_HELP},
                                      {"width", required_argument, 0, O_WIDTH},
                                      {"font", required_argument, 0, O_FONT},
+                                     {"quant-stats", no_argument, 0, O_QSTATS},
+                                     {"sink-eps", required_argument, 0, O_SINK_EPS},
                                      DFL_CLI_COMMON_OPTIONS,
                                      {0, 0, 0, 0}};
 
@@ -107,6 +119,8 @@ typedef struct cli {
     dfl_report_format fmt;
     char **labels;
     int n_labels;
+    int qstats;      /* --quant-stats: outliers_quant.h instead of the Table-5 report */
+    double sink_eps; /* --sink-eps */
 } cli;
 
 /* One flag (O_*, not --help) and its argument into c. DFL_ERR_USAGE naming the flag. */
@@ -158,6 +172,8 @@ static dfl_status apply_flag(cli *c, int opt, const char *arg, dfl_error *err)
     case O_WIDTH: s = dfl_plot_width_parse(arg, &p->paper.width_in, err); break;
     case O_FONT: p->paper.font = arg; break;
     case O_FORCE: p->overwrite = 1; break;
+    case O_QSTATS: c->qstats = 1; break;
+    case O_SINK_EPS: s = dfl_cli_double("--sink-eps", arg, 0, 1, &c->sink_eps, err); break;
     }
     return s;
 }
@@ -209,7 +225,14 @@ static int run(const cli *c)
     dfl_error err = {DFL_OK, ""};
     dfl_report *rep = NULL;
     dfl_status s = dfl__check_not_input(c->p.plot_path, c->p.dumps, (size_t)c->p.n_dumps, &err);
-    if (!s) s = dfl_outliers_run(&c->p, &rep, &err);
+    if (!s && c->qstats) {
+        dfl_outliers_quant_params q = {c->p.dumps,  (size_t)c->p.n_dumps, c->labels ? c->p.labels : NULL,
+                                       c->sink_eps, c->p.plot_path,       c->p.overwrite,
+                                       &c->p.paper};
+        s = dfl_outliers_quant_run(&q, &rep, &err);
+    } else if (!s) {
+        s = dfl_outliers_run(&c->p, &rep, &err);
+    }
     if (!s) s = dfl_report_write(rep, c->fmt, stdout, &err);
     dfl_report_destroy(rep);
     if (s) {
@@ -222,7 +245,7 @@ static int run(const cli *c)
 int main(int argc, char **argv)
 {
     dfl_cli_catch_signals(on_signal);
-    cli c = {dfl_outliers_params_default(), DFL_REPORT_TABLE, NULL, 0};
+    cli c = {dfl_outliers_params_default(), DFL_REPORT_TABLE, NULL, 0, 0, 0.3};
     int rc = parse_args(argc, argv, &c);
     if (rc < 0) rc = run(&c);
     free(c.labels);

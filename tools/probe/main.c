@@ -48,7 +48,13 @@ static void usage(FILE *out)
                  "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
-                 "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+                 "  --save-logits[=f32|f16] also store logits [T, vocab] per sample, f32 or IEEE half\n"
+                 "                         (half the bytes; for compare) (default: off; f32 when given)\n"
+                 "  --save-hidden[=f16|f32] also store each layer's output [L, T, hidden] per sample, for\n"
+                 "                         compare's per-layer divergence (default: off; f16 when given)\n"
+                 "  --quant-stats          also store the moments and channel energies of every linear\n"
+                 "                         layer's input and the mean |q|, |k| per head and dimension, for\n"
+                 "                         outliers --quant-stats (default: off)\n"
                  "  --logit-lens K         logit lens: each layer's residual decoded through the final norm\n"
                  "                         and LM head, top K tokens and the next token's rank (default: off)\n"
                  "  --dla                  direct logit attribution of each head, MLP and the embedding at\n"
@@ -177,6 +183,15 @@ static dfl_status parse_logit_diff(const char *text, int32_t ab[2], dfl_error *e
 }
 
 /* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
+/* --save-logits / --save-hidden [=f32|f16]: *out 1 (f32) or 2 (f16); dflt when no value. */
+static dfl_status parse_store_type(const char *flag, const char *text, int dflt, int *out, dfl_error *err)
+{
+    if (!text) return *out = dflt, DFL_OK;
+    if (!strcmp(text, "f32")) return *out = 1, DFL_OK;
+    if (!strcmp(text, "f16")) return *out = 2, DFL_OK;
+    return dfl__fail(err, DFL_ERR_USAGE, "%s=%s: f32 or f16", flag, text);
+}
+
 static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 {
     int64_t level = 1; /* the default: docs/probe.md has the table it comes from */
@@ -204,7 +219,9 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"topk", required_argument, 0, 'k'},
                                          {"alpha", required_argument, 0, 'a'},
                                          {"quantize-logits", required_argument, 0, 'Q'},
-                                         {"save-logits", no_argument, 0, 'L'},
+                                         {"save-logits", optional_argument, 0, 'L'},
+                                         {"save-hidden", optional_argument, 0, 0x5348},
+                                         {"quant-stats", no_argument, 0, 0x5153},
                                          {"logit-lens", required_argument, 0, 'N'},
                                          {"dla", no_argument, 0, 'A'},
                                          {"logit-diff", required_argument, 0, 'Z'},
@@ -247,7 +264,6 @@ static int run(int argc, char **argv, int mpi, int rank)
             break;
         case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
         case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
-        case 'L': p.save_logits = 1; break;
         case 'N':
             if (!(s = dfl_cli_int("--logit-lens", optarg, 1, 1 << 20, &k, &err))) p.lens_topk = (int32_t)k;
             break;
@@ -255,6 +271,16 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'Z':
             s = parse_logit_diff(optarg, p.logit_diff, &err);
             p.logit_diff_set = !s;
+            break;
+        case 0x5153: p.quant_stats = 1; break;
+        case 'L':
+        case 0x5348: /* the type may also follow as its own word: --save-logits f16 */
+            if (!optarg && optind < argc && (!strcmp(argv[optind], "f16") || !strcmp(argv[optind], "f32")))
+                optarg = argv[optind++];
+            if (c == 'L')
+                s = parse_store_type("--save-logits", optarg, 1, &p.save_logits, &err);
+            else
+                s = parse_store_type("--save-hidden", optarg, 2, &p.save_hidden, &err);
             break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
