@@ -66,6 +66,8 @@ def corpus():
         "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n",
         "<|begin_of_text <s <bos <|im_start",
         "ſ K ﬁ ﬀ ½ ² ℌ Ⅻ ０１２ ｶﾞ",
+        # U+0000 is a character like any other (issue 31: --json stopped at it)
+        "ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000",
         "zero\u200bwidth\u200cjoin\u200d nbsp\u00a0here\u2028sep\u3000ideo",
         "control \x01\x02\x1f\x7f chars",
         "MiXeD CaSe And UPPER lower",
@@ -129,6 +131,50 @@ def run_ref(tok, items):
             return [json.loads(l) for l in f]
 
 
+def check_nul_modes():
+    """U+0000 in every mode: plain lines, --whole files and --prompts give the reference's
+    ids; an escaped lone surrogate is refused naming line and column. Returns failures."""
+    texts = ["ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000"]
+    bad = 0
+    tk = os.path.join(BIN, "tokenize")
+    for name in ("llama3", "gemma3"):
+        tok = os.path.join(MODULES, TOKENIZERS[name])
+        want = [r["ids"] for r in run_ref(tok, [(t, True) for t in texts])]
+        got = {}
+        r = subprocess.run([tk, "--tokenizer", tok], input="".join(t + "\n" for t in texts).encode(),
+                           capture_output=True)
+        got["plain"] = [json.loads(l)["ids"] for l in r.stdout.decode().splitlines()]
+        with tempfile.TemporaryDirectory() as d:
+            files = []
+            for i, t in enumerate(texts):
+                files.append(os.path.join(d, "t%d.txt" % i))
+                with open(files[-1], "wb") as f:
+                    f.write(t.encode())
+            r = subprocess.run([tk, "--tokenizer", tok, "--whole"] + files, capture_output=True)
+            got["whole"] = [json.loads(l)["ids"] for l in r.stdout.decode().splitlines()]
+            src, dst = os.path.join(d, "p.jsonl"), os.path.join(d, "o.jsonl")
+            with open(src, "w") as f:
+                for t in texts:
+                    f.write(json.dumps({"input": t}) + "\n")
+            r = subprocess.run([tk, "--tokenizer", tok, "--prompts", src, "-o", dst], capture_output=True)
+            got["prompts"] = []
+            if r.returncode == 0:
+                with open(dst) as f:
+                    rows = [json.loads(l) for l in f]
+                got["prompts"] = [row["tokens"] for row in rows]
+                if [row["input"] for row in rows] != texts:
+                    got["prompts"] = "input not kept"
+        for mode, ids in got.items():
+            ok = ids == want
+            print("NUL %-7s %-7s %s" % (name, mode, "ok" if ok else "MISMATCH %r, reference %r" % (ids, want)))
+            bad += not ok
+    r = subprocess.run([tk, "--tokenizer", tok, "--json"], input=b'"fine"\n"ab\\ud800cd"\n', capture_output=True)
+    msg = r.stderr.decode()
+    ok = r.returncode == 1 and "<stdin>:2:4: the escape \\ud800 is a lone surrogate" in msg
+    print("lone surrogate: exit %d, %r" % (r.returncode, msg.strip()))
+    return bad + (not ok)
+
+
 def main():
     if not os.path.isdir(os.path.join(MODULES, "@anush008", "tokenizers")):
         print("FAIL: the reference is missing; run scripts/deps.sh (installs .npm-deps/)")
@@ -169,6 +215,8 @@ def main():
             failed += id_bad + off_bad
     shutil.rmtree(tmp)
     print("corpus: %d texts, %d code points (1 MB line included)" % (len(full), nchars))
+
+    failed += check_nul_modes()
 
     # invalid UTF-8 is a one-line error naming the line and byte
     tok = os.path.join(MODULES, TOKENIZERS["llama3"])

@@ -89,20 +89,34 @@ static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int
     return st;
 }
 
+/* Code points in s[n] (valid UTF-8): a 0-based column. */
+static size_t count_cp(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 /* A --json line: a JSON string, or an object with a string "input". */
 static dfl_status json_text(const char *line, size_t n, const char *label, size_t ln, char **out, size_t *out_len,
                             dfl_error *err)
 {
     const char *why;
     size_t at;
-    cJSON *j = dfl__json_parse(line, n, &why, &at); /* the rules of every JSON reader: the last "input" wins */
+    /* the rules of every JSON reader: the last "input" wins; \u0000 is a character */
+    cJSON *j = dfl__json_parse_opts(line, n, DFL_JSON_STRLEN, &why, &at);
+    if (!j && !strcmp(why, "lone surrogate"))
+        return dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu:%zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)",
+                         label, ln, count_cp(line, at) + 1, line + at);
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
     if (!cJSON_IsString(s)) {
         cJSON_Delete(j);
         return dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu: expected a JSON string or {\"input\": string}", label, ln);
     }
-    *out_len = strlen(s->valuestring);
-    *out = strdup(s->valuestring);
+    *out_len = dfl__json_string_len(s);
+    *out = malloc(*out_len + 1);
+    if (*out) memcpy(*out, s->valuestring, *out_len + 1);
     cJSON_Delete(j);
     return *out ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
 }
