@@ -111,7 +111,8 @@ static void test_strlen_and_surrogates(void **state)
     (void)state;
     const char *why;
     size_t at;
-    const char *doc = "{\"k\\u0000\": \"a\\u0000b\", \"n\": 1, \"arr\": [\"\\u0000\", \"\\ud83d\\ude00\\u00e9\\\\u0000\"]}";
+    const char *doc =
+        "{\"k\\u0000\": \"a\\u0000b\", \"n\": 1, \"arr\": [\"\\u0000\", \"\\ud83d\\ude00\\u00e9\\\\u0000\"]}";
     cJSON *j = dfl__json_parse_opts(doc, strlen(doc), DFL_JSON_STRLEN, &why, &at);
     assert_non_null(j);
     const cJSON *v = j->child;
@@ -125,7 +126,8 @@ static void test_strlen_and_surrogates(void **state)
     j = dfl__json_parse_opts(doc, strlen(doc), 0, &why, &at); /* without the flag: strlen */
     assert_int_equal(dfl__json_string_len(j->child), 1);
     cJSON_Delete(j);
-    static const char *const lone[] = {"[\"x\\ud800\"]", "[\"x\\udc00\"]", "[\"x\\ud800\\u0041\"]", "[\"x\\ud800\\ud800\"]"};
+    static const char *const lone[] = {"[\"x\\ud800\"]", "[\"x\\udc00\"]", "[\"x\\ud800\\u0041\"]",
+                                       "[\"x\\ud800\\ud800\"]"};
     for (size_t i = 0; i < sizeof lone / sizeof *lone; i++) {
         assert_null(dfl__json_parse_opts(lone[i], strlen(lone[i]), DFL_JSON_STRLEN, &why, &at));
         assert_string_equal(why, "lone surrogate");

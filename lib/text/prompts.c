@@ -403,7 +403,8 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     long esc = root ? find_nul_escape(json, len) : -1;
     if (!root) {
         if (!strcmp(why, "lone surrogate"))
-            s = fail_at(err, DFL_ERR_FORMAT, &w, "column %zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)",
+            s = fail_at(err, DFL_ERR_FORMAT, &w,
+                        "column %zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)",
                         count_cp(json, at) + 1, json + at);
         else if (!strcmp(why, "invalid UTF-8"))
             /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */

@@ -99,9 +99,9 @@ const char *dfl_span_kind_name(dfl_span_kind k);
  * negative token ids, an empty token list or a text array of the wrong length.
  * Non-integral numbers where integers belong are DFL_ERR_FORMAT; JSON null for an
  * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte,
- * a \u0000 escape anywhere but in "input", or an escaped lone surrogate is DFL_ERR_FORMAT; an unknown key is DFL_ERR_FORMAT; a number
- * beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is
- * left zeroed. */
+ * a \u0000 escape anywhere but in "input", or an escaped lone surrogate is DFL_ERR_FORMAT; an unknown key is
+ * DFL_ERR_FORMAT; a number beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is left
+ * zeroed. */
 dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, size_t line, dfl_prompt *p,
                             dfl_error *err);
 

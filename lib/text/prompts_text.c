@@ -231,7 +231,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
         p->n_char_spans[k] = n;
         size_t j = 0;
         for (const cJSON *v = arr->child; v; v = v->next, j++) {
-            dfl_status s = char_span(v, p->input, input_len(p), ncp, kind_names[k], j, label, line, &p->char_spans[k][j], err);
+            dfl_status s =
+                char_span(v, p->input, input_len(p), ncp, kind_names[k], j, label, line, &p->char_spans[k][j], err);
             if (s) return s;
         }
     }
@@ -406,7 +407,8 @@ static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label
                 s = message_span(messages, msg->valuedouble, p->input, kind_names[k], idx, label, p->line,
                                  &p->char_spans[k][idx], err);
             else
-                s = char_span(v, p->input, input_len(p), ncp, kind_names[k], idx, label, p->line, &p->char_spans[k][idx], err);
+                s = char_span(v, p->input, input_len(p), ncp, kind_names[k], idx, label, p->line,
+                              &p->char_spans[k][idx], err);
         }
         cJSON_Delete(arr);
     }

@@ -107,8 +107,9 @@ static dfl_status json_text(const char *line, size_t n, const char *label, size_
     /* the rules of every JSON reader: the last "input" wins; \u0000 is a character */
     cJSON *j = dfl__json_parse_opts(line, n, DFL_JSON_STRLEN, &why, &at);
     if (!j && !strcmp(why, "lone surrogate"))
-        return dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu:%zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)",
-                         label, ln, count_cp(line, at) + 1, line + at);
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "%s:%zu:%zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)", label,
+                         ln, count_cp(line, at) + 1, line + at);
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
     if (!cJSON_IsString(s)) {
         cJSON_Delete(j);
