@@ -320,6 +320,7 @@ enum {
 
 int dfl__uc_gc(uint32_t cp);          /* general category (DFL__GC_*) of Unicode 16.0.0 */
 int dfl__uc_white_space(uint32_t cp); /* the White_Space property (16.0.0): Oniguruma's \s */
+int dfl__uc_alphabetic(uint32_t cp);  /* the Alphabetic property (16.0.0) */
 int dfl__uc_ccc(uint32_t cp);         /* canonical combining class (9.0.0) */
 /* Full canonical (compat = 0) or compatibility decomposition of cp (9.0.0, Hangul
  * included) into out; returns its length (1: cp itself). */
@@ -346,6 +347,14 @@ void dfl__uc_buf_free(dfl__uc_buf *b);
  * tmp: two scratch buffers the caller keeps across calls. DFL_ERR_NOMEM. */
 dfl_status dfl__uc_normalize(const uint32_t *in, size_t n, int compat, int compose, dfl__uc_buf tmp[2],
                              dfl__uc_buf *out);
+
+/* ---- regexes (tokenizer_regex.c) ---- */
+
+/* pat[n] with every class escape of Unicode meaning (\s \S \d \D \w \W, \p{..} \P{..} of
+ * a general category) replaced by the explicit ranges of Oniguruma's definition over
+ * the Unicode 16.0.0 tables, for PCRE2 to match as Hugging Face's engine does. *out:
+ * malloc'ed, NUL-terminated [*out_len]. DFL_ERR_NOMEM. */
+dfl_status dfl__regex_rewrite(const char *pat, size_t n, char **out, size_t *out_len);
 
 /* Find matches of re in s[n] from byte `from`; *ms, *me = match, returns 1, or 0 when
  * none, -1 on a matcher error. */

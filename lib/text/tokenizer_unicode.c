@@ -30,6 +30,12 @@ int dfl__uc_white_space(uint32_t cp)
     return (dfl__uc_gc_stage2[dfl__uc_gc_stage1[cp >> 8]][cp & 0xFF] & 0x20) != 0;
 }
 
+int dfl__uc_alphabetic(uint32_t cp)
+{
+    if (cp >= 0x110000) return 0;
+    return (dfl__uc_gc_stage2[dfl__uc_gc_stage1[cp >> 8]][cp & 0xFF] & 0x40) != 0;
+}
+
 int dfl__uc_ccc(uint32_t cp)
 {
     if (cp >= 0x110000) return 0;

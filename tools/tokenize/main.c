@@ -49,42 +49,116 @@ static int fail(const dfl_error *err)
     return dfl_status_exit_code(err->status);
 }
 
+/* ------------------------------------------------------------ output ---- */
+
+/* The JSON Lines writer: one buffer, numbers and strings formatted into it in place
+ * (no allocation per value; the text of cJSON_PrintUnformatted byte for byte). */
+typedef struct out_buf {
+    char b[1 << 16];
+    size_t n;
+    int failed;
+} out_buf;
+
+static void out_flush(out_buf *o)
+{
+    if (o->n && fwrite(o->b, 1, o->n, stdout) != o->n) o->failed = 1;
+    o->n = 0;
+}
+
+static void out_bytes(out_buf *o, const char *s, size_t n)
+{
+    while (n) {
+        if (o->n == sizeof o->b) out_flush(o);
+        size_t k = sizeof o->b - o->n < n ? sizeof o->b - o->n : n;
+        memcpy(o->b + o->n, s, k);
+        o->n += k;
+        s += k;
+        n -= k;
+    }
+}
+
+static void out_uint(out_buf *o, uint64_t v)
+{
+    char d[24];
+    size_t k = sizeof d;
+    do {
+        d[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out_bytes(o, d + k, sizeof d - k);
+}
+
+/* s as a JSON string, escaped as cJSON escapes (\" \\ \b \f \n \r \t, other controls \u00xx). */
+static void out_string(out_buf *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    out_bytes(o, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        out_bytes(o, run, (size_t)(s - run));
+        char e[6] = {'\\', 0};
+        size_t m = 2;
+        switch (c) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        default: e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 15]; m = 6;
+        }
+        out_bytes(o, e, m);
+        run = s + 1;
+    }
+    out_bytes(o, run, (size_t)(s - run));
+    out_bytes(o, "\"", 1);
+}
+
 /* Print one encoded text as a JSON line. */
-static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, dfl_error *err)
+static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, out_buf *o, dfl_error *err)
 {
     char **labels = NULL;
     dfl_status st = dfl_tokenizer_labels(t, e->ids, e->n, &labels, err);
     if (st) return st;
-    cJSON *o = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(o, "ids"),
-          *toks = cJSON_AddArrayToObject(o, "tokens"), *text = cJSON_AddArrayToObject(o, "text"),
-          *offs = cJSON_AddArrayToObject(o, "offsets");
-    int ok = o && ids && toks && text && offs;
-    for (size_t i = 0; ok && i < e->n; i++) {
-        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
-        cJSON *pair = cJSON_CreateArray();
-        ok = pair && cJSON_AddItemToArray(ids, cJSON_CreateNumber(e->ids[i])) &&
-             cJSON_AddItemToArray(toks, cJSON_CreateString(piece ? piece : "")) &&
-             cJSON_AddItemToArray(text, cJSON_CreateString(labels[i])) &&
-             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->start[i])) &&
-             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->end[i])) && cJSON_AddItemToArray(offs, pair);
+    out_bytes(o, "{\"ids\":[", 8);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        out_uint(o, e->ids[i]);
     }
-    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
+    out_bytes(o, "],\"tokens\":[", 12);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
+        out_string(o, piece ? piece : "");
+    }
+    out_bytes(o, "],\"text\":[", 10);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        out_string(o, labels[i]);
+    }
+    out_bytes(o, "],\"offsets\":[", 13);
+    for (size_t i = 0; i < e->n; i++) {
+        out_bytes(o, i ? ",[" : "[", i ? 2 : 1);
+        out_uint(o, e->start[i]);
+        out_bytes(o, ",", 1);
+        out_uint(o, e->end[i]);
+        out_bytes(o, "]", 1);
+    }
+    out_bytes(o, "]}\n", 3);
     dfl_tokenizer_labels_free(labels, e->n);
-    if (!s) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    fputs(s, stdout);
-    fputc('\n', stdout);
-    free(s);
-    return DFL_OK;
+    return o->failed ? dfl__fail(err, DFL_ERR_IO, "cannot write the output") : DFL_OK;
 }
 
 static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
-                               size_t line, dfl_error *err)
+                               size_t line, out_buf *o, dfl_error *err)
 {
     dfl_encoding e;
     dfl_status st = dfl_tokenizer_encode(t, text, n, special, &e, err);
     if (st) return dfl__context(err, "%s:%zu", label, line);
-    st = print_encoding(t, &e, err);
+    st = print_encoding(t, &e, o, err);
     dfl_encoding_free(&e);
     return st;
 }
@@ -158,7 +232,7 @@ static ssize_t read_line(FILE *f, char **buf, size_t *cap, const char *label, si
     return (ssize_t)n;
 }
 
-static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole,
+static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole, out_buf *o,
                            dfl_error *err)
 {
     char *buf = NULL;
@@ -167,7 +241,7 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
     if (whole) {
         size_t n = 0;
         st = dfl__read_stream(f, label, TEXT_MAX, "one text", &buf, &n, err);
-        if (!st) st = encode_print(t, buf, n, special, label, 1, err);
+        if (!st) st = encode_print(t, buf, n, special, label, 1, o, err);
         free(buf);
         return st;
     }
@@ -183,10 +257,10 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
             char *text = NULL;
             size_t tn = 0;
             st = json_text(buf, m, label, line, &text, &tn, err);
-            if (!st) st = encode_print(t, text, tn, special, label, line, err);
+            if (!st) st = encode_print(t, text, tn, special, label, line, o, err);
             free(text);
         } else {
-            st = encode_print(t, buf, m, special, label, line, err);
+            st = encode_print(t, buf, m, special, label, line, o, err);
         }
         if (st) break;
     }
@@ -254,10 +328,13 @@ int main(int argc, char **argv)
     dfl_tokenizer *t = NULL;
     if (dfl_model_tokenizer_open(tok_path, &t, &err)) return fail(&err);
     dfl_status st = DFL_OK;
+    out_buf *o = NULL; /* plain mode's writer (64 KiB: not on the stack) */
     if (prompts) {
         st = dfl_prompt_file_tokenize(prompts, out, t, special, force, &err);
+    } else if (!(o = calloc(1, sizeof *o))) {
+        st = dfl__fail(&err, DFL_ERR_NOMEM, "out of memory");
     } else if (optind == argc) {
-        st = run_file(t, stdin, "<stdin>", special, json, whole, &err);
+        st = run_file(t, stdin, "<stdin>", special, json, whole, o, &err);
     } else {
         for (int i = optind; i < argc && !st; i++) {
             FILE *f = fopen(argv[i], "rb");
@@ -265,11 +342,13 @@ int main(int argc, char **argv)
                 st = dfl__fail(&err, DFL_ERR_IO, "%s: cannot open", argv[i]);
                 break;
             }
-            st = run_file(t, f, argv[i], special, json, whole, &err);
+            st = run_file(t, f, argv[i], special, json, whole, o, &err);
             fclose(f);
         }
     }
-    if (!st && fflush(stdout)) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
+    if (o) out_flush(o);
+    if (!st && ((o && o->failed) || fflush(stdout))) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
+    free(o);
     dfl_tokenizer_close(t);
     return st ? fail(&err) : 0;
 }
