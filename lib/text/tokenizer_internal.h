@@ -320,8 +320,12 @@ enum {
 
 int dfl__uc_gc(uint32_t cp);          /* general category (DFL__GC_*) of Unicode 16.0.0 */
 int dfl__uc_white_space(uint32_t cp); /* the White_Space property (16.0.0): Oniguruma's \s */
-int dfl__uc_alphabetic(uint32_t cp);  /* the Alphabetic property (16.0.0) */
-int dfl__uc_ccc(uint32_t cp);         /* canonical combining class (9.0.0) */
+/* The property byte of cp: general category | 0x20 White_Space | 0x40 Alphabetic. */
+unsigned dfl__uc_props(uint32_t cp);
+/* 1 when the 256 code points of block (cp >> 8) all have one property byte, *props. */
+int dfl__uc_block_same(uint32_t block, unsigned *props);
+int dfl__uc_alphabetic(uint32_t cp); /* the Alphabetic property (16.0.0) */
+int dfl__uc_ccc(uint32_t cp);        /* canonical combining class (9.0.0) */
 /* Full canonical (compat = 0) or compatibility decomposition of cp (9.0.0, Hangul
  * included) into out; returns its length (1: cp itself). */
 size_t dfl__uc_decompose(uint32_t cp, int compat, uint32_t out[DFL__UC_DECOMP_MAX]);

@@ -86,34 +86,54 @@ static const struct {
     {"Alphabetic", CLS_ALPHABETIC},
 };
 
+/* Membership by the property byte (tokenizer_unicode.c's), then the few single code points. */
+static int props_in(unsigned props, uint64_t mask)
+{
+    if (mask & (1ull << (props & 0x1F))) return 1;
+    if ((mask & CLS_WHITE_SPACE) && (props & 0x20)) return 1;
+    return (mask & CLS_ALPHABETIC) && (props & 0x40);
+}
+
 static int in_class(uint32_t cp, uint64_t mask)
 {
-    if (mask & (1ull << dfl__uc_gc(cp))) return 1;
-    if ((mask & CLS_WHITE_SPACE) && dfl__uc_white_space(cp)) return 1;
     if ((mask & CLS_LATIN1_NUMBERS) && (cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || (cp >= 0xBC && cp <= 0xBE))) return 1;
-    return (mask & CLS_ALPHABETIC) && dfl__uc_alphabetic(cp);
+    return props_in(dfl__uc_props(cp), mask);
 }
 
 /* Append the ranges of the class (or of its complement) as class items "\x{..}-\x{..}";
- * surrogates are never items (PCRE2 refuses them in UTF mode). */
+ * surrogates are never items (PCRE2 refuses them in UTF mode). Blocks of 256 code
+ * points with one property byte (most of the code space) are decided at once. */
 static void put_ranges(dfl_strbuf *b, uint64_t mask, int negate)
 {
-    uint32_t cp = 0;
-    while (cp < 0x110000) {
-        if (cp == 0xD800) cp = 0xE000;
-        if (in_class(cp, mask) == negate) {
-            cp++;
-            continue;
+    int open = 0; /* a range is open, from lo */
+    uint32_t lo = 0;
+    for (uint32_t blk = 0; blk < 0x1100; blk++) {
+        unsigned props;
+        int same = blk > 0 && dfl__uc_block_same(blk, &props) && !(blk >= 0xD8 && blk < 0xE0);
+        for (uint32_t cp = blk << 8, end = cp + 256; cp < end; cp++) {
+            int in = cp >= 0xD800 && cp < 0xE000 ? 0 : (same ? props_in(props, mask) : in_class(cp, mask)) != negate;
+            if (same) { /* the whole block alike */
+                if (in && !open) open = 1, lo = cp;
+                if (!in && open) {
+                    open = 0;
+                    if (lo == cp - 1)
+                        dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
+                    else
+                        dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)cp - 1);
+                }
+                break;
+            }
+            if (in && !open) open = 1, lo = cp;
+            if (!in && open) {
+                open = 0;
+                if (lo == cp - 1)
+                    dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
+                else
+                    dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)cp - 1);
+            }
         }
-        uint32_t lo = cp;
-        while (cp + 1 < 0x110000 && cp + 1 != 0xD800 && in_class(cp + 1, mask) != negate)
-            cp++;
-        if (lo == cp)
-            dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
-        else
-            dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)cp);
-        cp++;
     }
+    if (open) dfl_strbuf_printf(b, "\\x{%X}-\\x{10FFFF}", (unsigned)lo);
 }
 
 /* The mask of a property name (Oniguruma's loose matching: case, spaces, '_' and '-'

@@ -30,6 +30,21 @@ int dfl__uc_white_space(uint32_t cp)
     return (dfl__uc_gc_stage2[dfl__uc_gc_stage1[cp >> 8]][cp & 0xFF] & 0x20) != 0;
 }
 
+unsigned dfl__uc_props(uint32_t cp)
+{
+    if (cp >= 0x110000) return DFL__GC_CN;
+    return dfl__uc_gc_stage2[dfl__uc_gc_stage1[cp >> 8]][cp & 0xFF];
+}
+
+int dfl__uc_block_same(uint32_t block, unsigned *props)
+{
+    const uint8_t *v = dfl__uc_gc_stage2[dfl__uc_gc_stage1[block]];
+    for (int i = 1; i < 256; i++)
+        if (v[i] != v[0]) return 0;
+    *props = v[0];
+    return 1;
+}
+
 int dfl__uc_alphabetic(uint32_t cp)
 {
     if (cp >= 0x110000) return 0;
