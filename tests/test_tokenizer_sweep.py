@@ -24,9 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
 MODULES = os.path.join(ROOT, ".npm-deps", "node_modules")
-# the CJK Unified Ideographs blocks (all letters, no normal form touches them), and with
-# them what no normal form can produce: unassigned and private-use code points
-CJK = "\\x{3400}-\\x{4DBF}\\x{4E00}-\\x{9FFF}\\x{20000}-\\x{3134F}"
+# the CJK Unified Ideographs blocks of Unicode 14 and before (all letters, no normal form
+# touches them; Extension I, new in 15.1, stays in), and with them what no normal form
+# can produce: unassigned and private-use code points
+CJK = "\\x{3400}-\\x{4DBF}\\x{4E00}-\\x{9FFF}\\x{20000}-\\x{2EBEF}\\x{2EE60}-\\x{3134F}"
 BORING = "[\\p{Cn}\\p{Co}" + CJK + "]"
 CLASSES = ["[^\\s]", "\\S", "[^\\p{L}]|[" + CJK + "]", "\\P{N}", "[^\\p{P}]", "[^\\p{S}]", "[^\\p{M}]",
            "[^\\p{Lu}]", "[\\W\\p{L}]", "\\W|\\p{L}", "\\D"]

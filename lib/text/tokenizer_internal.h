@@ -324,6 +324,8 @@ int dfl__uc_white_space(uint32_t cp); /* the White_Space property (16.0.0): Onig
 unsigned dfl__uc_props(uint32_t cp);
 /* 1 when the 256 code points of block (cp >> 8) all have one property byte, *props. */
 int dfl__uc_block_same(uint32_t block, unsigned *props);
+/* The Unicode version that assigned cp, major * 10 + minor (14.0 → 140); 0 unassigned. */
+int dfl__uc_age(uint32_t cp);
 int dfl__uc_alphabetic(uint32_t cp); /* the Alphabetic property (16.0.0) */
 int dfl__uc_ccc(uint32_t cp);        /* canonical combining class (9.0.0) */
 /* Full canonical (compat = 0) or compatibility decomposition of cp (9.0.0, Hangul

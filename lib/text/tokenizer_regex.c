@@ -5,12 +5,15 @@
  * and its \s is not Oniguruma's (PCRE2 adds U+180E; Oniguruma's \s is White_Space).
  * PCRE2 cannot be given other tables, so every class escape whose meaning depends on
  * them — \s \S \d \D \w \W and \p{..} \P{..} of a general category — is replaced,
- * before compiling, by the explicit code point ranges of Oniguruma's definition over
- * this library's Unicode 16.0.0 tables (tokenizer_unicode.c): \s = White_Space,
- * \d = Nd, \w = Alphabetic | M | Nd | Pc (Oniguruma's make_unicode_property_data.py).
- * PCRE2 matches code points below 256 by a bitmap and the rest by the range list.
- * Escapes of scripts (\p{Han}) and the like stay PCRE2's.
+ * before compiling, by Oniguruma's definition over this library's Unicode 16.0.0
+ * tables (tokenizer_unicode.c): \s = White_Space, \d = Nd, \w = Alphabetic | M | Nd |
+ * Pc (Oniguruma's make_unicode_property_data.py). A general-category class is written
+ * as PCRE2's own \p{Xx} items (a table lookup: explicit range lists of a few hundred
+ * items made CJK and Arabic text 1.7x slower to match) plus the ranges of what Unicode
+ * assigned after PCRE2's tables; the rest as explicit ranges. Escapes of scripts
+ * (\p{Han}) and the like stay PCRE2's.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,40 +103,124 @@ static int in_class(uint32_t cp, uint64_t mask)
     return props_in(dfl__uc_props(cp), mask);
 }
 
-/* Append the ranges of the class (or of its complement) as class items "\x{..}-\x{..}";
- * surrogates are never items (PCRE2 refuses them in UTF mode). Blocks of 256 code
- * points with one property byte (most of the code space) are decided at once. */
-static void put_ranges(dfl_strbuf *b, uint64_t mask, int negate)
+typedef struct range {
+    uint32_t lo, hi;
+} range;
+
+/* Wider ranges first: PCRE2 tries a class's items above U+00FF one by one, in order,
+ * and the wide ranges are where the text of a script is (CJK, Hangul, Cyrillic, Latin
+ * Extended); equal widths keep code point order. */
+static int wider_first(const void *pa, const void *pb)
 {
-    int open = 0; /* a range is open, from lo */
+    const range *a = pa, *b = pb;
+    uint32_t wa = a->hi - a->lo, wb = b->hi - b->lo;
+    if (wa != wb) return wa > wb ? -1 : 1;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* The ranges of the class (or of its complement) into *v (malloc'ed [*n]); surrogates
+ * are never in (PCRE2 refuses them in UTF mode). Blocks of 256 code points with one
+ * property byte (most of the code space) are decided at once. 0 when out of memory. */
+static int class_ranges(uint64_t mask, int negate, range **v, size_t *n)
+{
+    size_t cnt = 0, cap = 256;
+    range *r = malloc(cap * sizeof *r);
+    if (!r) return 0;
+    int open = 0;
     uint32_t lo = 0;
-    for (uint32_t blk = 0; blk < 0x1100; blk++) {
-        unsigned props;
-        int same = blk > 0 && dfl__uc_block_same(blk, &props) && !(blk >= 0xD8 && blk < 0xE0);
-        for (uint32_t cp = blk << 8, end = cp + 256; cp < end; cp++) {
-            int in = cp >= 0xD800 && cp < 0xE000 ? 0 : (same ? props_in(props, mask) : in_class(cp, mask)) != negate;
-            if (same) { /* the whole block alike */
-                if (in && !open) open = 1, lo = cp;
-                if (!in && open) {
-                    open = 0;
-                    if (lo == cp - 1)
-                        dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
-                    else
-                        dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)cp - 1);
-                }
-                break;
-            }
+    for (uint32_t blk = 0; blk <= 0x1100; blk++) {
+        unsigned props = 0;
+        int same = blk > 0 && blk < 0x1100 && dfl__uc_block_same(blk, &props) && !(blk >= 0xD8 && blk < 0xE0);
+        for (uint32_t cp = blk << 8, end = blk < 0x1100 ? cp + 256 : cp + 1; cp < end; cp++) {
+            int in = cp >= 0x110000 || (cp >= 0xD800 && cp < 0xE000)
+                         ? 0
+                         : (same ? props_in(props, mask) : in_class(cp, mask)) != negate;
             if (in && !open) open = 1, lo = cp;
             if (!in && open) {
                 open = 0;
-                if (lo == cp - 1)
-                    dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
-                else
-                    dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)cp - 1);
+                if (cnt == cap) {
+                    range *nr = realloc(r, 2 * cap * sizeof *r);
+                    if (!nr) {
+                        free(r);
+                        return 0;
+                    }
+                    r = nr;
+                    cap *= 2;
+                }
+                r[cnt].lo = lo;
+                r[cnt++].hi = cp - 1;
             }
+            if (same) break; /* the whole block alike */
         }
     }
-    if (open) dfl_strbuf_printf(b, "\\x{%X}-\\x{10FFFF}", (unsigned)lo);
+    qsort(r, cnt, sizeof *r, wider_first);
+    *v = r;
+    *n = cnt;
+    return 1;
+}
+
+/* PCRE2's Unicode version as major * 10 + minor ("14.0.0" → 140), 0 if unknown. */
+static int pcre2_unicode(void)
+{
+    char v[32] = {0};
+    if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, v) < 0) return 0;
+    int major = 0, minor = 0;
+    if (sscanf(v, "%d.%d", &major, &minor) != 2 || major < 1 || minor < 0 || minor > 9) return 0;
+    return major * 10 + minor;
+}
+
+/* The fast exact form of a general-category class: PCRE2's own \p{Xx} of each category
+ * (a table lookup) plus the ranges of the characters Unicode assigned after PCRE2's
+ * tables (unassigned, Cn, in PCRE2: in none of these classes). Exact while no
+ * character PCRE2's version had changed category by 16.0, which
+ * tests/test_tokenizer_sweep.py checks against the reference on every code point.
+ * 0 when the form does not apply (Cn or a property in the class, PCRE2 newer than 16.0
+ * or of unknown version): then the class is written out as ranges. */
+static int put_hybrid(dfl_strbuf *b, uint64_t mask, int v)
+{
+    static const char *const names[DFL__GC_COUNT] = {"Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd",
+                                                     "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm",
+                                                     "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co"};
+    if (!v || v > 160 || (mask & (GC(CN) | CLS_WHITE_SPACE | CLS_ALPHABETIC | CLS_LATIN1_NUMBERS))) return 0;
+    for (int g = 1; g < DFL__GC_COUNT; g++)
+        if (mask & (1ull << g)) dfl_strbuf_printf(b, "\\p{%s}", names[g]);
+    range *r = NULL;
+    size_t n = 0;
+    if (!class_ranges(mask, 0, &r, &n)) {
+        b->oom = 1;
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t lo = r[i].lo; lo <= r[i].hi; lo++) { /* the part assigned after PCRE2's tables */
+            if (dfl__uc_age(lo) <= v) continue;
+            uint32_t hi = lo;
+            while (hi < r[i].hi && dfl__uc_age(hi + 1) > v)
+                hi++;
+            if (lo == hi)
+                dfl_strbuf_printf(b, "\\x{%X}", (unsigned)lo);
+            else
+                dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)lo, (unsigned)hi);
+            lo = hi;
+        }
+    free(r);
+    return 1;
+}
+
+/* Append the class as class items "\x{..}-\x{..}". */
+static void put_ranges(dfl_strbuf *b, uint64_t mask, int negate)
+{
+    range *r = NULL;
+    size_t n = 0;
+    if (!class_ranges(mask, negate, &r, &n)) {
+        b->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (r[i].lo == r[i].hi)
+            dfl_strbuf_printf(b, "\\x{%X}", (unsigned)r[i].lo);
+        else
+            dfl_strbuf_printf(b, "\\x{%X}-\\x{%X}", (unsigned)r[i].lo, (unsigned)r[i].hi);
+    free(r);
 }
 
 /* The mask of a property name (Oniguruma's loose matching: case, spaces, '_' and '-'
@@ -161,6 +248,7 @@ dfl_status dfl__regex_rewrite(const char *pat, size_t n, char **out, size_t *out
 {
     dfl_strbuf b = {0};
     int in_cls = 0; /* inside [...] */
+    int pcre2_v = pcre2_unicode();
     for (size_t i = 0; i < n;) {
         char c = pat[i];
         if (c == '[' && !in_cls) {
@@ -224,12 +312,12 @@ dfl_status dfl__regex_rewrite(const char *pat, size_t n, char **out, size_t *out
             continue;
         }
         if ((e == 'w' || e == 'W') && !in_cls) mask |= CLS_LATIN1_NUMBERS;
-        if (in_cls) {
-            put_ranges(&b, mask, negate);
+        if (in_cls && negate) { /* a complement among other items: only as ranges */
+            put_ranges(&b, mask, 1);
         } else {
-            dfl_strbuf_puts(&b, "[");
-            put_ranges(&b, mask, negate);
-            dfl_strbuf_puts(&b, "]");
+            if (!in_cls) dfl_strbuf_puts(&b, negate ? "[^" : "[");
+            if (!put_hybrid(&b, mask, pcre2_v)) put_ranges(&b, mask, 0);
+            if (!in_cls) dfl_strbuf_puts(&b, "]");
         }
         i += len;
     }

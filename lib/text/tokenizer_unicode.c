@@ -45,6 +45,12 @@ int dfl__uc_block_same(uint32_t block, unsigned *props)
     return 1;
 }
 
+int dfl__uc_age(uint32_t cp)
+{
+    if (cp >= 0x110000) return 0;
+    return dfl__uc_age_stage2[dfl__uc_age_stage1[cp >> 8]][cp & 0xFF];
+}
+
 int dfl__uc_alphabetic(uint32_t cp)
 {
     if (cp >= 0x110000) return 0;
