@@ -57,7 +57,35 @@ typedef struct out_buf {
     char b[1 << 16];
     size_t n;
     int failed;
+    char **labels;   /* [n_labels] each id's decoded piece, made on first use (a piece
+                      * depends on its id alone); NULL: not made yet */
+    size_t n_labels; /* the vocabulary size */
 } out_buf;
+
+static void out_free(out_buf *o)
+{
+    if (!o) return;
+    dfl_tokenizer_labels_free(o->labels, o->n_labels);
+    free(o);
+}
+
+/* The decoded piece of id (cached in o; valid until out_free), or NULL with err filled. */
+static const char *out_label(const dfl_tokenizer *t, out_buf *o, uint32_t id, dfl_error *err)
+{
+    if (!o->labels) {
+        o->n_labels = dfl_tokenizer_vocab_size(t);
+        o->labels = calloc(o->n_labels ? o->n_labels : 1, sizeof *o->labels);
+        if (!o->labels) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory"), NULL;
+    }
+    if (id >= o->n_labels) return NULL;
+    if (!o->labels[id]) {
+        char **one = NULL;
+        if (dfl_tokenizer_labels(t, &id, 1, &one, err)) return NULL;
+        o->labels[id] = one[0];
+        free(one);
+    }
+    return o->labels[id];
+}
 
 static void out_flush(out_buf *o)
 {
@@ -120,9 +148,6 @@ static void out_string(out_buf *o, const char *s)
 /* Print one encoded text as a JSON line. */
 static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, out_buf *o, dfl_error *err)
 {
-    char **labels = NULL;
-    dfl_status st = dfl_tokenizer_labels(t, e->ids, e->n, &labels, err);
-    if (st) return st;
     out_bytes(o, "{\"ids\":[", 8);
     for (size_t i = 0; i < e->n; i++) {
         if (i) out_bytes(o, ",", 1);
@@ -137,7 +162,16 @@ static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, 
     out_bytes(o, "],\"text\":[", 10);
     for (size_t i = 0; i < e->n; i++) {
         if (i) out_bytes(o, ",", 1);
-        out_string(o, labels[i]);
+        const char *label = out_label(t, o, e->ids[i], err);
+        if (!label) {
+            if (err->status) return err->status;
+            char **one = NULL; /* an id past the vocabulary: its piece alone */
+            if (dfl_tokenizer_labels(t, &e->ids[i], 1, &one, err)) return err->status;
+            out_string(o, one[0]);
+            dfl_tokenizer_labels_free(one, 1);
+            continue;
+        }
+        out_string(o, label);
     }
     out_bytes(o, "],\"offsets\":[", 13);
     for (size_t i = 0; i < e->n; i++) {
@@ -148,7 +182,6 @@ static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, 
         out_bytes(o, "]", 1);
     }
     out_bytes(o, "]}\n", 3);
-    dfl_tokenizer_labels_free(labels, e->n);
     return o->failed ? dfl__fail(err, DFL_ERR_IO, "cannot write the output") : DFL_OK;
 }
 
@@ -348,7 +381,7 @@ int main(int argc, char **argv)
     }
     if (o) out_flush(o);
     if (!st && ((o && o->failed) || fflush(stdout))) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
-    free(o);
+    out_free(o);
     dfl_tokenizer_close(t);
     return st ? fail(&err) : 0;
 }
