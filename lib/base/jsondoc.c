@@ -125,6 +125,103 @@ static size_t apply_numbers(cJSON *node, const numlit *v, size_t n, size_t *k, i
     return SIZE_MAX;
 }
 
+/* The value of 4 hex digits at p (p[0..3] exist), or -1. */
+static long hex4(const char *p)
+{
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* The decoded byte length of every string literal of buf[len] (keys included), in
+ * document order: *out malloc'ed [*n]. A lone surrogate escape sets *bad (its backslash)
+ * and stops. Escapes cJSON refuses (bad hex) are counted loosely: cJSON fails on them.
+ * 0 when out of memory. */
+static int scan_strings(const char *buf, size_t len, size_t **out, size_t *n, size_t *bad)
+{
+    size_t *v = NULL, cnt = 0, cap = 0;
+    *bad = SIZE_MAX;
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] != '"') continue;
+        size_t m = 0, j = i + 1;
+        for (; j < len && buf[j] != '"'; j++) {
+            if (buf[j] != '\\') {
+                m++;
+                continue;
+            }
+            if (j + 1 >= len) break;
+            if (buf[j + 1] != 'u' || len - j < 6) {
+                m++;
+                j++;
+                continue;
+            }
+            long c = hex4(buf + j + 2);
+            if (c >= 0xDC00 && c <= 0xDFFF) {
+                *bad = j;
+                break;
+            }
+            if (c >= 0xD800 && c <= 0xDBFF) {
+                long lo = len - j >= 12 && buf[j + 6] == '\\' && buf[j + 7] == 'u' ? hex4(buf + j + 8) : -1;
+                if (lo < 0xDC00 || lo > 0xDFFF) {
+                    *bad = j;
+                    break;
+                }
+                m += 4;
+                j += 11;
+                continue;
+            }
+            m += c < 0 ? 1 : c < 0x80 ? 1 : c < 0x800 ? 2 : 3;
+            j += 5;
+        }
+        if (*bad != SIZE_MAX) break;
+        if (cnt == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            size_t *nv = dfl__alloc_array(nc, sizeof *nv);
+            if (!nv) {
+                free(v);
+                return 0;
+            }
+            if (cnt) memcpy(nv, v, cnt * sizeof *v);
+            free(v);
+            v = nv;
+            cap = nc;
+        }
+        v[cnt++] = m;
+        i = j;
+    }
+    *out = v;
+    *n = cnt;
+    return 1;
+}
+
+/* Walk the tree in document order (keys before their values, as the literals come):
+ * each string value keeps its decoded length + 1 in valueint (0: unknown). */
+static void apply_strlens(cJSON *node, int in_object, const size_t *v, size_t n, size_t *k)
+{
+    for (; node; node = node->next) {
+        if (in_object) (*k)++;
+        if (cJSON_IsString(node) && *k < n) {
+            size_t m = v[(*k)++];
+            node->valueint = m < (size_t)INT_MAX ? (int)m + 1 : 0;
+        }
+        apply_strlens(node->child, cJSON_IsObject(node), v, n, k);
+    }
+}
+
+size_t dfl__json_string_len(const cJSON *s)
+{
+    if (!cJSON_IsString(s) || !s->valuestring) return 0;
+    return s->valueint > 0 ? (size_t)s->valueint - 1 : strlen(s->valuestring);
+}
+
 cJSON *dfl__json_parse(const char *text, size_t len, const char **why, size_t *at)
 {
     return dfl__json_parse_opts(text, len, 0, why, at);
@@ -156,6 +253,19 @@ cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const 
         for (size_t i = 0; i < n_nums; i++)
             if (nums[i].kind)
                 memcpy(buf + nums[i].at, text + nums[i].at, nums[i].kind == 1 ? 3 : nums[i].kind == 2 ? 8 : 9);
+    size_t *lens = NULL, n_lens = 0, lone = SIZE_MAX;
+    if ((flags & DFL_JSON_STRLEN) && !scan_strings(buf, len, &lens, &n_lens, &lone)) {
+        free(nums);
+        free(buf);
+        return *why = "out of memory", NULL;
+    }
+    if (lone != SIZE_MAX) {
+        free(lens);
+        free(nums);
+        free(buf);
+        *at = lone;
+        return *why = "lone surrogate", NULL;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
     if (!root) {
@@ -178,10 +288,13 @@ cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const 
                 cJSON_Delete(root);
                 root = NULL;
             } else {
+                size_t k = 0;
+                if (lens) apply_strlens(root, 0, lens, n_lens, &k);
                 dfl__json_last_key_wins(root);
             }
         }
     }
+    free(lens);
     free(nums);
     free(buf);
     return root;

@@ -27,8 +27,17 @@ enum {
     DFL_JSON_NONFINITE = 1,
     /* a number literal beyond the double range (1e309: json.loads reads inf) is an
      * error, why = "number out of range", *at = its first byte */
-    DFL_JSON_RANGE = 2
+    DFL_JSON_RANGE = 2,
+    /* strings may hold U+0000 (the escape \u0000, as Python's json reads it): each string
+     * value keeps its decoded length for dfl__json_string_len; and an escaped lone
+     * surrogate (\uD800 with no low half, or a low half alone), which UTF-8 cannot hold,
+     * is an error, why = "lone surrogate", *at = its backslash */
+    DFL_JSON_STRLEN = 4
 };
+
+/* Bytes of a string item's value: its decoded length when the tree was parsed with
+ * DFL_JSON_STRLEN (U+0000 included), strlen of valuestring otherwise. */
+size_t dfl__json_string_len(const cJSON *s);
 
 /* dfl__json_parse with options (DFL_JSON_* bits or'ed): the same rules, plus those. */
 cJSON *dfl__json_parse_opts(const char *text, size_t len, unsigned flags, const char **why, size_t *at);

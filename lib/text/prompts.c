@@ -125,6 +125,27 @@ static long find_nul_escape(const char *s, size_t n)
     return -1;
 }
 
+/* 1 when every string under node that holds U+0000 is the top-level "input". */
+static int nul_only_in_input(const cJSON *node, int top)
+{
+    for (const cJSON *c = node->child; c; c = c->next) {
+        if (cJSON_IsString(c) && dfl__json_string_len(c) != strlen(c->valuestring) &&
+            !(top && c->string && !strcmp(c->string, "input")))
+            return 0;
+        if (c->child && !nul_only_in_input(c, 0)) return 0;
+    }
+    return 1;
+}
+
+/* Code points in s[n] (valid UTF-8). */
+static size_t count_cp(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Validation shared by the reader and the writer                           */
 /* ------------------------------------------------------------------------ */
@@ -372,17 +393,20 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
     const char *nul = len ? memchr(json, '\0', len) : NULL;
     if (nul)
         return fail_at(err, DFL_ERR_FORMAT, &w, "NUL byte at byte %zu (not a text line)", (size_t)(nul - json) + 1);
-    long esc = find_nul_escape(json, len);
-    if (esc >= 0) return fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 in a string at byte %ld is not supported", esc + 1);
 
     /* Python's json rules (base/jsondoc.h), plus what json.dumps writes for non-finite
      * floats (NaN, Infinity, -Infinity); a literal beyond the double range is named. */
     const char *why = NULL;
     size_t at = 0;
-    cJSON *root = dfl__json_parse_opts(json, len, DFL_JSON_NONFINITE | DFL_JSON_RANGE, &why, &at);
+    cJSON *root = dfl__json_parse_opts(json, len, DFL_JSON_NONFINITE | DFL_JSON_RANGE | DFL_JSON_STRLEN, &why, &at);
     dfl_status s = DFL_OK;
+    long esc = root ? find_nul_escape(json, len) : -1;
     if (!root) {
-        if (!strcmp(why, "invalid UTF-8"))
+        if (!strcmp(why, "lone surrogate"))
+            s = fail_at(err, DFL_ERR_FORMAT, &w,
+                        "column %zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)",
+                        count_cp(json, at) + 1, json + at);
+        else if (!strcmp(why, "invalid UTF-8"))
             /* JSON text is UTF-8; a stray byte would be stored as-is and fail every reader */
             s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid UTF-8 at byte %zu", at + 1);
         else if (!strcmp(why, "text after the JSON document"))
@@ -401,6 +425,10 @@ dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, siz
             s = fail_at(err, DFL_ERR_FORMAT, &w, "invalid JSON near byte %zu", at + 1);
         else
             s = fail_at(err, DFL_ERR_NOMEM, &w, "%s (a %zu-byte line)", why, len);
+    } else if (esc >= 0 && !nul_only_in_input(root, 1)) {
+        /* U+0000 is a character of a text ("input", as Hugging Face encodes it); in a
+         * name, an id or a span's text it would be cut at by every C string */
+        s = fail_at(err, DFL_ERR_FORMAT, &w, "\\u0000 at byte %ld is only allowed in \"input\"", esc + 1);
     } else {
         s = parse_object(root, &w, p, err);
     }

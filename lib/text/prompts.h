@@ -85,6 +85,8 @@ typedef struct dfl_prompt {
     char *chat;                       /* a chat prompt's template variables (JSON: messages,
                                        * add_generation_prompt, chat_template_kwargs), or NULL; owned */
     char *chat_spans[DFL_SPAN_KINDS]; /* its spans as JSON, resolved once rendered; owned */
+    size_t input_len;                 /* bytes of input when it holds U+0000 (the JSON escape \u0000);
+                                       * 0: strlen(input) */
 } dfl_prompt;
 
 /* JSON key of a span kind: "answer", "query", "distractor", "target". */
@@ -96,10 +98,10 @@ const char *dfl_span_kind_name(dfl_span_kind k);
  * invalid JSON or wrong types, DFL_ERR_RANGE for spans out of range or reversed,
  * negative token ids, an empty token list or a text array of the wrong length.
  * Non-integral numbers where integers belong are DFL_ERR_FORMAT; JSON null for an
- * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte
- * or a \u0000 escape is DFL_ERR_FORMAT; an unknown key is DFL_ERR_FORMAT; a number
- * beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is
- * left zeroed. */
+ * optional key means absent; a numeric "id" is kept as its decimal text; a NUL byte,
+ * a \u0000 escape anywhere but in "input", or an escaped lone surrogate is DFL_ERR_FORMAT; an unknown key is
+ * DFL_ERR_FORMAT; a number beyond the double range (1e309) is DFL_ERR_RANGE naming its byte. On failure *p is left
+ * zeroed. */
 dfl_status dfl_prompt_parse(const char *json, size_t len, const char *label, size_t line, dfl_prompt *p,
                             dfl_error *err);
 

@@ -38,13 +38,55 @@ static size_t count_cp(const char *s, size_t n)
     return c;
 }
 
+/* Bytes of p->input (which may hold U+0000). */
+static size_t input_len(const dfl_prompt *p)
+{
+    return p->input_len ? p->input_len : strlen(p->input);
+}
+
+/* p->input = a copy of the string item in, U+0000 included; 1 when out of memory. */
+static int copy_input(const cJSON *in, dfl_prompt *p)
+{
+    size_t n = dfl__json_string_len(in);
+    if (!(p->input = malloc(n + 1))) return 1;
+    memcpy(p->input, in->valuestring, n + 1);
+    p->input_len = n != strlen(in->valuestring) ? n : 0;
+    return 0;
+}
+
+/* o["input"] = p->input; U+0000 written as the escape \u0000 (cJSON's strings end at
+ * it: each piece between them is printed by cJSON and the pieces joined raw). 0 when
+ * out of memory. */
+static int add_input(cJSON *o, const dfl_prompt *p)
+{
+    if (!p->input_len) return cJSON_AddStringToObject(o, "input", p->input) != NULL;
+    dfl_strbuf b = {0};
+    dfl_strbuf_add(&b, "\"", 1);
+    int ok = 1;
+    for (size_t i = 0; ok && i <= p->input_len;) {
+        size_t m = strlen(p->input + i);
+        cJSON *piece = cJSON_CreateString(p->input + i);
+        char *q = piece ? cJSON_PrintUnformatted(piece) : NULL;
+        ok = q != NULL;
+        if (ok) dfl_strbuf_add(&b, q + 1, strlen(q) - 2);
+        i += m + 1;
+        if (ok && i <= p->input_len) dfl_strbuf_add(&b, "\\u0000", 6);
+        free(q);
+        cJSON_Delete(piece);
+    }
+    dfl_strbuf_add(&b, "\"", 1);
+    ok = ok && !b.oom && cJSON_AddRawToObject(o, "input", b.p) != NULL;
+    dfl_strbuf_free(&b);
+    return ok;
+}
+
 static int is_int(const cJSON *v)
 {
     return cJSON_IsNumber(v) && isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble;
 }
 
 /* One span of a text prompt → a code point range. */
-static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const char *name, size_t j,
+static dfl_status char_span(const cJSON *v, const char *input, size_t in_len, size_t ncp, const char *name, size_t j,
                             const char *label, size_t line, dfl_span *out, dfl_error *err)
 {
     if (cJSON_IsArray(v)) {
@@ -87,7 +129,6 @@ static dfl_status char_span(const cJSON *v, const char *input, size_t ncp, const
     if (!tl) return fail_at(err, DFL_ERR_RANGE, label, line, "span %s[%zu] is an empty string", name, j);
     /* the k-th occurrence, counting non-overlapping matches from the left */
     const char *at = input, *hit = NULL;
-    size_t in_len = strlen(input);
     for (double k = 0; k < occ; k++) {
         hit = memmem(at, in_len - (size_t)(at - input), text, tl);
         if (!hit) break;
@@ -174,9 +215,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
         if (!p->id) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     }
     if (chat) return parse_chat(root, label, line, p, err);
-    p->input = strdup(in->valuestring);
-    if (!p->input) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
-    size_t ncp = count_cp(p->input, strlen(p->input));
+    if (copy_input(in, p)) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+    size_t ncp = count_cp(p->input, input_len(p));
     for (int k = 0; k < DFL_SPAN_KINDS; k++) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, kind_names[k]);
         if (!arr || cJSON_IsNull(arr)) continue;
@@ -191,7 +231,8 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
         p->n_char_spans[k] = n;
         size_t j = 0;
         for (const cJSON *v = arr->child; v; v = v->next, j++) {
-            dfl_status s = char_span(v, p->input, ncp, kind_names[k], j, label, line, &p->char_spans[k][j], err);
+            dfl_status s =
+                char_span(v, p->input, input_len(p), ncp, kind_names[k], j, label, line, &p->char_spans[k][j], err);
             if (s) return s;
         }
     }
@@ -204,7 +245,7 @@ dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t 
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(root, "input");
     if (in && !cJSON_IsNull(in)) {
         if (!cJSON_IsString(in)) return fail_at(err, DFL_ERR_FORMAT, label, line, "\"input\" is not a string");
-        if (!(p->input = strdup(in->valuestring))) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
+        if (copy_input(in, p)) return fail_at(err, DFL_ERR_NOMEM, label, line, "out of memory");
     }
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(root, "offsets");
     if (!off || cJSON_IsNull(off)) return DFL_OK;
@@ -231,7 +272,7 @@ dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t 
 
 int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p)
 {
-    if (p->input && !cJSON_AddStringToObject(o, "input", p->input)) return 0;
+    if (p->input && !add_input(o, p)) return 0;
     if (p->offsets) {
         cJSON *arr = cJSON_AddArrayToObject(o, "offsets");
         if (!arr) return 0;
@@ -366,7 +407,8 @@ static dfl_status render_chat(dfl_prompt *p, dfl_tokenizer *t, const char *label
                 s = message_span(messages, msg->valuedouble, p->input, kind_names[k], idx, label, p->line,
                                  &p->char_spans[k][idx], err);
             else
-                s = char_span(v, p->input, ncp, kind_names[k], idx, label, p->line, &p->char_spans[k][idx], err);
+                s = char_span(v, p->input, input_len(p), ncp, kind_names[k], idx, label, p->line,
+                              &p->char_spans[k][idx], err);
         }
         cJSON_Delete(arr);
     }
@@ -395,7 +437,7 @@ dfl_status dfl_prompt_tokenize(dfl_prompt *p, dfl_tokenizer *t, int special, con
     }
     if (!p->input) return fail_at(err, DFL_ERR_USAGE, label, p->line, "prompt has neither tokens nor input");
     dfl_encoding e;
-    dfl_status s = dfl_tokenizer_encode(t, p->input, strlen(p->input), special, &e, err);
+    dfl_status s = dfl_tokenizer_encode(t, p->input, input_len(p), special, &e, err);
     if (s) return p->line ? dfl__context(err, "%s:%zu", label, p->line) : dfl__context(err, "%s", label);
     if (!e.n) {
         dfl_encoding_free(&e);

@@ -279,6 +279,89 @@ int dfl__is_alnum(uint32_t cp);
 int dfl__is_numeric(uint32_t cp);
 int dfl__is_punct(uint32_t cp);
 
+/* ---- Unicode data (tokenizer_unicode.c, tables from scripts/gen_unicode_tables.py) ---- */
+
+/* General categories, in the generator's order (Unicode 16.0.0, as Oniguruma 6.9.10). */
+enum {
+    DFL__GC_CN,
+    DFL__GC_LU,
+    DFL__GC_LL,
+    DFL__GC_LT,
+    DFL__GC_LM,
+    DFL__GC_LO,
+    DFL__GC_MN,
+    DFL__GC_MC,
+    DFL__GC_ME,
+    DFL__GC_ND,
+    DFL__GC_NL,
+    DFL__GC_NO,
+    DFL__GC_PC,
+    DFL__GC_PD,
+    DFL__GC_PS,
+    DFL__GC_PE,
+    DFL__GC_PI,
+    DFL__GC_PF,
+    DFL__GC_PO,
+    DFL__GC_SM,
+    DFL__GC_SC,
+    DFL__GC_SK,
+    DFL__GC_SO,
+    DFL__GC_ZS,
+    DFL__GC_ZL,
+    DFL__GC_ZP,
+    DFL__GC_CC,
+    DFL__GC_CF,
+    DFL__GC_CS,
+    DFL__GC_CO,
+    DFL__GC_COUNT
+};
+/* The longest full decomposition (U+FDFA under NFKD). */
+#define DFL__UC_DECOMP_MAX 18
+
+int dfl__uc_gc(uint32_t cp);          /* general category (DFL__GC_*) of Unicode 16.0.0 */
+int dfl__uc_white_space(uint32_t cp); /* the White_Space property (16.0.0): Oniguruma's \s */
+/* The property byte of cp: general category | 0x20 White_Space | 0x40 Alphabetic. */
+unsigned dfl__uc_props(uint32_t cp);
+/* 1 when the 256 code points of block (cp >> 8) all have one property byte, *props. */
+int dfl__uc_block_same(uint32_t block, unsigned *props);
+/* The Unicode version that assigned cp, major * 10 + minor (14.0 → 140); 0 unassigned. */
+int dfl__uc_age(uint32_t cp);
+int dfl__uc_alphabetic(uint32_t cp); /* the Alphabetic property (16.0.0) */
+int dfl__uc_ccc(uint32_t cp);        /* canonical combining class (9.0.0) */
+/* Full canonical (compat = 0) or compatibility decomposition of cp (9.0.0, Hangul
+ * included) into out; returns its length (1: cp itself). */
+size_t dfl__uc_decompose(uint32_t cp, int compat, uint32_t out[DFL__UC_DECOMP_MAX]);
+/* The primary composite of a + b (9.0.0, Hangul included), or 0. */
+uint32_t dfl__uc_compose(uint32_t a, uint32_t b);
+/* 1 when cp is the second character of a primary composite. */
+int dfl__uc_is_second(uint32_t cp);
+/* 1 when normalization may start afresh before cp: its decomposition begins with a
+ * starter that composes with nothing before it (every ASCII character). */
+int dfl__uc_starts_segment(uint32_t cp, int compat);
+
+/* Code points with the crate's change per character (0 replaces one, +1 inserts,
+ * -k also removes k more), growable; zero-initialise, free with dfl__uc_buf_free. */
+typedef struct dfl__uc_buf {
+    uint32_t *cp;   /* [cap] */
+    int8_t *change; /* [cap] */
+    size_t n, cap;
+} dfl__uc_buf;
+void dfl__uc_buf_free(dfl__uc_buf *b);
+
+/* Normalize in[n] as unicode-normalization-alignments does: compat selects NFK*,
+ * compose NF*C; out (cleared first) gets each output code point with its change.
+ * tmp: two scratch buffers the caller keeps across calls. DFL_ERR_NOMEM. */
+dfl_status dfl__uc_normalize(const uint32_t *in, size_t n, int compat, int compose, dfl__uc_buf tmp[2],
+                             dfl__uc_buf *out);
+
+/* ---- regexes (tokenizer_regex.c) ---- */
+
+/* pat[n] with every class escape of Unicode meaning (\s \S \d \D \w \W, \p{..} \P{..} of
+ * a general category) replaced by the explicit ranges of Oniguruma's definition over
+ * the Unicode 16.0.0 tables, for PCRE2 to match as Hugging Face's engine does. *out:
+ * malloc'ed, NUL-terminated [*out_len]. DFL_ERR_NOMEM. */
+dfl_status dfl__regex_rewrite(const char *pat, size_t n, char **out, size_t *out_len);
+
 /* Find matches of re in s[n] from byte `from`; *ms, *me = match, returns 1, or 0 when
  * none, -1 on a matcher error. */
 int dfl__re_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,

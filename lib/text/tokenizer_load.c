@@ -51,7 +51,12 @@ static dfl_status compile_re(const char *pat, size_t n, int literal, pcre2_code 
     int ec;
     PCRE2_SIZE eo;
     uint32_t opts = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n, opts, &ec, &eo, NULL);
+    /* the classes as Hugging Face's Oniguruma has them, not PCRE2's tables (tokenizer_regex.c) */
+    char *rw = NULL;
+    size_t rn = 0;
+    if (!literal && dfl__regex_rewrite(pat, n, &rw, &rn)) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(rw ? rw : pat), rw ? rn : n, opts, &ec, &eo, NULL);
+    free(rw);
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);

@@ -195,163 +195,110 @@ dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_
     return DFL_OK;
 }
 
-/* Unicode normalization of one chunk (a starter and what may combine with it).
- *
- * Alignments follow the unicode-normalization-alignments crate Hugging Face uses: each
- * decomposed unit carries a change (0 for a character's first unit, +1 for the others),
- * composing units adds their changes minus one per merge, and the output is laid over
- * the original characters in order: a character with change c <= 0 takes the next
- * original character's alignment and uses up 1 - c of them; c > 0 is an insertion. */
-static dfl_status norm_chunk(dfl__tk_store *s, size_t from, size_t n, int options)
+/* Scratch of one normalizer run: reused from segment to segment. */
+typedef struct norm_scratch {
+    uint32_t *in;   /* [cap] the segment's code points */
+    size_t *ostart; /* [cap + 1] their byte offsets in the segment */
+    size_t cap;
+    dfl__uc_buf tmp[2], out;
+} norm_scratch;
+
+static void scratch_free(norm_scratch *w)
 {
-    utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t m =
-        utf8proc_map((const utf8proc_uint8_t *)s->b + from, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)options);
-    if (m < 0) return DFL_ERR_NOMEM;
-    if ((size_t)m == n && !memcmp(dst, s->b + from, n)) {
-        free(dst);
-        return store_copy(s, from, n);
+    free(w->in);
+    free(w->ostart);
+    dfl__uc_buf_free(&w->tmp[0]);
+    dfl__uc_buf_free(&w->tmp[1]);
+    dfl__uc_buf_free(&w->out);
+}
+
+/* Unicode normalization of one segment s->b[from, from + n) (tokenizer_unicode.c does
+ * the normal form; here its output is laid over the input for the alignments).
+ *
+ * Alignments follow Hugging Face's NormalizedString::transform over the crate's
+ * (character, change) pairs: the output is laid over the original characters in
+ * order: a character with change c <= 0 takes the next original character's alignment
+ * and uses up 1 - c of them; c > 0 is an insertion (the alignment of the byte before). */
+static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int compat, int compose, norm_scratch *w)
+{
+    if (n + 1 > w->cap) {
+        size_t nc = w->cap ? w->cap : 64;
+        while (nc < n + 1)
+            nc *= 2;
+        uint32_t *in = dfl__alloc_array(nc, sizeof *in);
+        size_t *os = dfl__alloc_array(nc + 1, sizeof *os);
+        if (!in || !os) {
+            free(in);
+            free(os);
+            return DFL_ERR_NOMEM;
+        }
+        free(w->in);
+        free(w->ostart);
+        w->in = in;
+        w->ostart = os;
+        w->cap = nc;
     }
-    int compat = (options & UTF8PROC_COMPAT) != 0;
-    /* units: [nu] code point, change, used flag; ostart: [n_in + 1] byte offsets */
-    size_t cap = n * 18 + 18;
-    int32_t *ucp = dfl__alloc_array(cap, sizeof *ucp);
-    int8_t *uch = dfl__alloc_array(cap, 1);
-    uint8_t *used = dfl__calloc_array(cap, 1);
-    size_t *ostart = dfl__alloc_array(n + 1, sizeof *ostart);
-    dfl_status st = DFL_OK;
-    if (!ucp || !uch || !used || !ostart) {
-        st = DFL_ERR_NOMEM;
-        goto out;
-    }
-    size_t nu = 0, n_in = 0;
+    size_t n_in = 0;
     for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t k = dfl__utf8_next(s->b + from, n, i, &cp);
-        ostart[n_in++] = i;
-        int bc = 0;
-        utf8proc_ssize_t d =
-            utf8proc_decompose_char((utf8proc_int32_t)cp, ucp + nu, (utf8proc_ssize_t)(cap - nu),
-                                    (utf8proc_option_t)(UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0)), &bc);
-        if (d < 1 || (size_t)d > cap - nu) {
-            ucp[nu] = (int32_t)cp;
-            d = 1;
-        }
-        for (utf8proc_ssize_t j = 0; j < d; j++)
-            uch[nu + (size_t)j] = j ? 1 : 0;
-        nu += (size_t)d;
-        i += k;
+        w->ostart[n_in] = i;
+        i += dfl__utf8_next(s->b + from, n, i, &w->in[n_in]);
+        n_in++;
     }
-    ostart[n_in] = n;
-    /* canonical ordering: a stable sort of each run of non-starters by combining class */
-    for (size_t i = 1; i < nu; i++) {
-        int ci = utf8proc_get_property(ucp[i])->combining_class;
-        if (!ci) continue;
-        size_t j = i;
-        while (j > 0) {
-            int cj = utf8proc_get_property(ucp[j - 1])->combining_class;
-            if (!cj || cj <= ci) break;
-            int32_t tc = ucp[j];
-            ucp[j] = ucp[j - 1];
-            ucp[j - 1] = tc;
-            int8_t th = uch[j];
-            uch[j] = uch[j - 1];
-            uch[j - 1] = th;
-            j--;
-        }
-    }
-    size_t p = 0, first = 0;
-    for (size_t op = 0; op < (size_t)m;) {
-        uint32_t cp;
-        size_t k = dfl__utf8_next((const char *)dst, (size_t)m, op, &cp);
-        /* which units this output character was made of: its canonical decomposition,
-         * matched in order against the units not used yet */
-        int32_t dec[32];
-        int bc = 0;
-        utf8proc_ssize_t d = utf8proc_decompose_char((utf8proc_int32_t)cp, dec, 32, UTF8PROC_DECOMPOSE, &bc);
-        if (d < 1 || d > 32) {
-            dec[0] = (int32_t)cp;
-            d = 1;
-        }
-        while (first < nu && used[first])
-            first++;
-        int change = 0, matched = 0;
-        size_t u = first;
-        for (utf8proc_ssize_t j = 0; j < d; j++) {
-            while (u < nu && (used[u] || ucp[u] != dec[j]))
-                u++;
-            if (u >= nu) break;
-            used[u] = 1;
-            change += uch[u];
-            matched++;
-        }
-        if (!matched)
-            change = 0;
-        else
-            change -= matched - 1;
+    w->ostart[n_in] = n;
+    if (dfl__uc_normalize(w->in, n_in, compat, compose, w->tmp, &w->out)) return DFL_ERR_NOMEM;
+    const dfl__uc_buf *o = &w->out;
+    if (o->n == n_in && !memcmp(o->cp, w->in, n_in * sizeof *w->in)) return store_copy(s, from, n);
+    if (dfl__store_reserve(s, o->n * 4)) return DFL_ERR_NOMEM;
+    size_t p = 0;
+    for (size_t k = 0; k < o->n; k++) {
+        int change = o->change[k];
         dfl__tk_align al;
         if (change > 0 && p > 0) {
-            al = s->a[from + ostart[p] - 1];
+            al = s->a[from + w->ostart[p] - 1];
         } else if (p < n_in) {
-            al = s->a[from + ostart[p]];
+            al = s->a[from + w->ostart[p]];
             p += (size_t)(1 - (change < 0 ? change : 0));
             if (p > n_in) p = n_in;
         } else {
             al = s->a[from + n - 1];
         }
-        if (dfl__store_put(s, (const char *)dst + op, k, al)) {
-            st = DFL_ERR_NOMEM;
-            goto out;
-        }
-        op += k;
+        char buf[4];
+        size_t m = dfl__utf8_put(o->cp[k], buf);
+        if (dfl__store_put(s, buf, m, al)) return DFL_ERR_NOMEM;
     }
-out:
-    free(dst);
-    free(ucp);
-    free(uch);
-    free(used);
-    free(ostart);
-    return st;
+    return DFL_OK;
 }
 
 static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
-    int options = UTF8PROC_STABLE;
-    switch (kind) {
-    case DFL__N_NFC: options |= UTF8PROC_COMPOSE; break;
-    case DFL__N_NFD: options |= UTF8PROC_DECOMPOSE; break;
-    case DFL__N_NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    default: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
-    }
+    int compat = kind == DFL__N_NFKC || kind == DFL__N_NFKD, compose = kind == DFL__N_NFC || kind == DFL__N_NFKC;
     if (dfl__store_reserve(s, sp->len + 16)) return nomem(err);
     size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
-    while (i < end) {
-        /* ASCII never changes under any normal form and never combines with a
-         * following mark only when the next byte is ASCII too */
+    norm_scratch w = {0};
+    dfl_status st = DFL_OK;
+    while (i < end && !st) {
+        /* ASCII never changes and a following ASCII character starts a new segment */
         size_t j = i;
         while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80))
             j++;
         if (j > i) {
-            if (store_copy(s, i, j - i)) return nomem(err);
+            st = store_copy(s, i, j - i);
             i = j;
             continue;
         }
-        /* a chunk: one character plus the following non-starters (and Hangul jamo,
-         * which compose with a starter) */
+        /* a segment: up to the next character normalization may start afresh before */
         uint32_t cp;
         j = i + dfl__utf8_next(s->b, end, i, &cp);
         while (j < end) {
-            uint32_t nx;
-            size_t k = dfl__utf8_next(s->b, end, j, &nx);
-            const utf8proc_property_t *pr = utf8proc_get_property((utf8proc_int32_t)nx);
-            int jamo = (nx >= 0x1161 && nx <= 0x1175) || (nx >= 0x11A8 && nx <= 0x11C2);
-            int second = pr->comb_index != UINT16_MAX && pr->comb_index >= 0x8000;
-            if (pr->combining_class == 0 && !jamo && !second) break;
+            size_t k = dfl__utf8_next(s->b, end, j, &cp);
+            if (dfl__uc_starts_segment(cp, compat)) break;
             j += k;
         }
-        if (norm_chunk(s, i, j - i, options)) return nomem(err);
+        st = norm_segment(s, i, j - i, compat, compose, &w);
         i = j;
     }
+    scratch_free(&w);
+    if (st) return nomem(err);
     sp->off = out0;
     sp->len = s->len - out0;
     return DFL_OK;

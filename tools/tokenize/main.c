@@ -49,44 +49,160 @@ static int fail(const dfl_error *err)
     return dfl_status_exit_code(err->status);
 }
 
-/* Print one encoded text as a JSON line. */
-static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, dfl_error *err)
+/* ------------------------------------------------------------ output ---- */
+
+/* The JSON Lines writer: one buffer, numbers and strings formatted into it in place
+ * (no allocation per value; the text of cJSON_PrintUnformatted byte for byte). */
+typedef struct out_buf {
+    char b[1 << 16];
+    size_t n;
+    int failed;
+    char **labels;   /* [n_labels] each id's decoded piece, made on first use (a piece
+                      * depends on its id alone); NULL: not made yet */
+    size_t n_labels; /* the vocabulary size */
+} out_buf;
+
+static void out_free(out_buf *o)
 {
-    char **labels = NULL;
-    dfl_status st = dfl_tokenizer_labels(t, e->ids, e->n, &labels, err);
-    if (st) return st;
-    cJSON *o = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(o, "ids"),
-          *toks = cJSON_AddArrayToObject(o, "tokens"), *text = cJSON_AddArrayToObject(o, "text"),
-          *offs = cJSON_AddArrayToObject(o, "offsets");
-    int ok = o && ids && toks && text && offs;
-    for (size_t i = 0; ok && i < e->n; i++) {
-        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
-        cJSON *pair = cJSON_CreateArray();
-        ok = pair && cJSON_AddItemToArray(ids, cJSON_CreateNumber(e->ids[i])) &&
-             cJSON_AddItemToArray(toks, cJSON_CreateString(piece ? piece : "")) &&
-             cJSON_AddItemToArray(text, cJSON_CreateString(labels[i])) &&
-             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->start[i])) &&
-             cJSON_AddItemToArray(pair, cJSON_CreateNumber(e->end[i])) && cJSON_AddItemToArray(offs, pair);
+    if (!o) return;
+    dfl_tokenizer_labels_free(o->labels, o->n_labels);
+    free(o);
+}
+
+/* The decoded piece of id (cached in o; valid until out_free), or NULL with err filled. */
+static const char *out_label(const dfl_tokenizer *t, out_buf *o, uint32_t id, dfl_error *err)
+{
+    if (!o->labels) {
+        o->n_labels = dfl_tokenizer_vocab_size(t);
+        o->labels = calloc(o->n_labels ? o->n_labels : 1, sizeof *o->labels);
+        if (!o->labels) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory"), NULL;
     }
-    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    dfl_tokenizer_labels_free(labels, e->n);
-    if (!s) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    fputs(s, stdout);
-    fputc('\n', stdout);
-    free(s);
-    return DFL_OK;
+    if (id >= o->n_labels) return NULL;
+    if (!o->labels[id]) {
+        char **one = NULL;
+        if (dfl_tokenizer_labels(t, &id, 1, &one, err)) return NULL;
+        o->labels[id] = one[0];
+        free(one);
+    }
+    return o->labels[id];
+}
+
+static void out_flush(out_buf *o)
+{
+    if (o->n && fwrite(o->b, 1, o->n, stdout) != o->n) o->failed = 1;
+    o->n = 0;
+}
+
+static void out_bytes(out_buf *o, const char *s, size_t n)
+{
+    while (n) {
+        if (o->n == sizeof o->b) out_flush(o);
+        size_t k = sizeof o->b - o->n < n ? sizeof o->b - o->n : n;
+        memcpy(o->b + o->n, s, k);
+        o->n += k;
+        s += k;
+        n -= k;
+    }
+}
+
+static void out_uint(out_buf *o, uint64_t v)
+{
+    char d[24];
+    size_t k = sizeof d;
+    do {
+        d[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out_bytes(o, d + k, sizeof d - k);
+}
+
+/* s as a JSON string, escaped as cJSON escapes (\" \\ \b \f \n \r \t, other controls \u00xx). */
+static void out_string(out_buf *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    out_bytes(o, "\"", 1);
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        out_bytes(o, run, (size_t)(s - run));
+        char e[6] = {'\\', 0};
+        size_t m = 2;
+        switch (c) {
+        case '"': e[1] = '"'; break;
+        case '\\': e[1] = '\\'; break;
+        case '\b': e[1] = 'b'; break;
+        case '\f': e[1] = 'f'; break;
+        case '\n': e[1] = 'n'; break;
+        case '\r': e[1] = 'r'; break;
+        case '\t': e[1] = 't'; break;
+        default: e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 15]; m = 6;
+        }
+        out_bytes(o, e, m);
+        run = s + 1;
+    }
+    out_bytes(o, run, (size_t)(s - run));
+    out_bytes(o, "\"", 1);
+}
+
+/* Print one encoded text as a JSON line. */
+static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, out_buf *o, dfl_error *err)
+{
+    out_bytes(o, "{\"ids\":[", 8);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        out_uint(o, e->ids[i]);
+    }
+    out_bytes(o, "],\"tokens\":[", 12);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
+        out_string(o, piece ? piece : "");
+    }
+    out_bytes(o, "],\"text\":[", 10);
+    for (size_t i = 0; i < e->n; i++) {
+        if (i) out_bytes(o, ",", 1);
+        const char *label = out_label(t, o, e->ids[i], err);
+        if (!label) {
+            if (err->status) return err->status;
+            char **one = NULL; /* an id past the vocabulary: its piece alone */
+            if (dfl_tokenizer_labels(t, &e->ids[i], 1, &one, err)) return err->status;
+            out_string(o, one[0]);
+            dfl_tokenizer_labels_free(one, 1);
+            continue;
+        }
+        out_string(o, label);
+    }
+    out_bytes(o, "],\"offsets\":[", 13);
+    for (size_t i = 0; i < e->n; i++) {
+        out_bytes(o, i ? ",[" : "[", i ? 2 : 1);
+        out_uint(o, e->start[i]);
+        out_bytes(o, ",", 1);
+        out_uint(o, e->end[i]);
+        out_bytes(o, "]", 1);
+    }
+    out_bytes(o, "]}\n", 3);
+    return o->failed ? dfl__fail(err, DFL_ERR_IO, "cannot write the output") : DFL_OK;
 }
 
 static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
-                               size_t line, dfl_error *err)
+                               size_t line, out_buf *o, dfl_error *err)
 {
     dfl_encoding e;
     dfl_status st = dfl_tokenizer_encode(t, text, n, special, &e, err);
     if (st) return dfl__context(err, "%s:%zu", label, line);
-    st = print_encoding(t, &e, err);
+    st = print_encoding(t, &e, o, err);
     dfl_encoding_free(&e);
     return st;
+}
+
+/* Code points in s[n] (valid UTF-8): a 0-based column. */
+static size_t count_cp(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
 }
 
 /* A --json line: a JSON string, or an object with a string "input". */
@@ -95,14 +211,20 @@ static dfl_status json_text(const char *line, size_t n, const char *label, size_
 {
     const char *why;
     size_t at;
-    cJSON *j = dfl__json_parse(line, n, &why, &at); /* the rules of every JSON reader: the last "input" wins */
+    /* the rules of every JSON reader: the last "input" wins; \u0000 is a character */
+    cJSON *j = dfl__json_parse_opts(line, n, DFL_JSON_STRLEN, &why, &at);
+    if (!j && !strcmp(why, "lone surrogate"))
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "%s:%zu:%zu: the escape %.6s is a lone surrogate (no character; UTF-8 cannot hold it)", label,
+                         ln, count_cp(line, at) + 1, line + at);
     const cJSON *s = cJSON_IsString(j) ? j : cJSON_GetObjectItemCaseSensitive(j, "input");
     if (!cJSON_IsString(s)) {
         cJSON_Delete(j);
         return dfl__fail(err, DFL_ERR_FORMAT, "%s:%zu: expected a JSON string or {\"input\": string}", label, ln);
     }
-    *out_len = strlen(s->valuestring);
-    *out = strdup(s->valuestring);
+    *out_len = dfl__json_string_len(s);
+    *out = malloc(*out_len + 1);
+    if (*out) memcpy(*out, s->valuestring, *out_len + 1);
     cJSON_Delete(j);
     return *out ? DFL_OK : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
 }
@@ -143,7 +265,7 @@ static ssize_t read_line(FILE *f, char **buf, size_t *cap, const char *label, si
     return (ssize_t)n;
 }
 
-static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole,
+static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int special, int json, int whole, out_buf *o,
                            dfl_error *err)
 {
     char *buf = NULL;
@@ -152,7 +274,7 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
     if (whole) {
         size_t n = 0;
         st = dfl__read_stream(f, label, TEXT_MAX, "one text", &buf, &n, err);
-        if (!st) st = encode_print(t, buf, n, special, label, 1, err);
+        if (!st) st = encode_print(t, buf, n, special, label, 1, o, err);
         free(buf);
         return st;
     }
@@ -168,10 +290,10 @@ static dfl_status run_file(dfl_tokenizer *t, FILE *f, const char *label, int spe
             char *text = NULL;
             size_t tn = 0;
             st = json_text(buf, m, label, line, &text, &tn, err);
-            if (!st) st = encode_print(t, text, tn, special, label, line, err);
+            if (!st) st = encode_print(t, text, tn, special, label, line, o, err);
             free(text);
         } else {
-            st = encode_print(t, buf, m, special, label, line, err);
+            st = encode_print(t, buf, m, special, label, line, o, err);
         }
         if (st) break;
     }
@@ -239,10 +361,13 @@ int main(int argc, char **argv)
     dfl_tokenizer *t = NULL;
     if (dfl_model_tokenizer_open(tok_path, &t, &err)) return fail(&err);
     dfl_status st = DFL_OK;
+    out_buf *o = NULL; /* plain mode's writer (64 KiB: not on the stack) */
     if (prompts) {
         st = dfl_prompt_file_tokenize(prompts, out, t, special, force, &err);
+    } else if (!(o = calloc(1, sizeof *o))) {
+        st = dfl__fail(&err, DFL_ERR_NOMEM, "out of memory");
     } else if (optind == argc) {
-        st = run_file(t, stdin, "<stdin>", special, json, whole, &err);
+        st = run_file(t, stdin, "<stdin>", special, json, whole, o, &err);
     } else {
         for (int i = optind; i < argc && !st; i++) {
             FILE *f = fopen(argv[i], "rb");
@@ -250,11 +375,13 @@ int main(int argc, char **argv)
                 st = dfl__fail(&err, DFL_ERR_IO, "%s: cannot open", argv[i]);
                 break;
             }
-            st = run_file(t, f, argv[i], special, json, whole, &err);
+            st = run_file(t, f, argv[i], special, json, whole, o, &err);
             fclose(f);
         }
     }
-    if (!st && fflush(stdout)) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
+    if (o) out_flush(o);
+    if (!st && ((o && o->failed) || fflush(stdout))) st = dfl__fail(&err, DFL_ERR_IO, "cannot write the output");
+    out_free(o);
     dfl_tokenizer_close(t);
     return st ? fail(&err) : 0;
 }

