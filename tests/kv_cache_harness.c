@@ -174,7 +174,8 @@ int main(int argc, char **argv)
     dfl_kv_cache *none = NULL;
     errors_ok = errors_ok && dfl_kv_cache_create(m, 0, &none, &err) == DFL_ERR_RANGE && !none;
     dfl_kv_cache_destroy(NULL);
-    printf("], \"errors_ok\": %s, \"length\": %lld, \"cached\": %lld, \"rows\": %lld, \"logits_rel\": %.3g, \"maps\": %.3g, "
+    printf("], \"errors_ok\": %s, \"length\": %lld, \"cached\": %lld, \"rows\": %lld, \"logits_rel\": %.3g, \"maps\": "
+           "%.3g, "
            "\"bytes_per_token\": %zu}\n",
            errors_ok ? "true" : "false", (long long)len, (long long)len, (long long)compared, e_logits, e_maps,
            dfl_kv_cache_bytes_per_token(&m->config));

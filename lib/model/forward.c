@@ -114,12 +114,14 @@ typedef struct fwd_ws {
     float *fused;             /* [T, q_ld + k_ld + v_ld] a fused q|k|v projection (gpt2 c_attn) */
     size_t scratch_n;         /* floats of scratch */
     float *lam;               /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
-    /* KV-cached passes (dfl__forward_rows): the T rows held above are positions
-     * [t0, t0 + T); keys and values of all t0 + T positions live in kc[l], vc[l]. */
-    int64_t t0;
-    float *const *kc, *const *vc; /* [L] of [capacity, k_ld], [capacity, v_ld]; NULL = none */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
+
+    /* KV-cached passes (dfl__forward_rows): the T rows held above are positions
+     * [t0, t0 + T); keys and values of all t0 + T positions live in kc[l], vc[l]
+     * ([L] of [capacity, k_ld], [capacity, v_ld]; NULL = none). */
+    int64_t t0;
+    float *const *kc, *const *vc;
 } fwd_ws;
 
 /* The buffers of w for one pass, in one table (w->bufs): allocated and freed by one
@@ -213,12 +215,16 @@ typedef struct attn_ctx {
     int quant_bits;
     dfl_quant_granularity quant_gran;
     const float *qmax; /* [heads, 2] absmax for tensor/head quantization */
-    int64_t layer, T, rows; /* T: keys (t0 + the rows held), the maps' row stride */
+    int64_t layer, T, rows;
     int64_t window;   /* sliding window W of this layer, 0 = none */
     int64_t r0, bend; /* current block: rows [r0, bend) */
     float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
-    int64_t q0;             /* position of the first row held in q, att and lam (w->t0) */
-    const float *kb, *vb;   /* keys [T, k_ld] and values [T, v_ld]: w->k, w->v or the cache's */
+
+    /* T counts keys (t0 + the rows held): the maps' row stride. q0: position of the
+     * first row held in q, att and lam (w->t0); kb, vb: keys [T, k_ld] and values
+     * [T, v_ld], w->k and w->v or the cache's. */
+    int64_t q0;
+    const float *kb, *vb;
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -379,7 +385,10 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     }
     attn_ctx x = {
         w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
-        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap, t0, kb, vb};
+        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
+    x.q0 = t0;
+    x.kb = kb;
+    x.vb = vb;
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -667,8 +676,9 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         return dfl__fail(err, DFL_ERR_USAGE, "logit quantization needs 2 to 16 bits (got %d)", opts->quant_bits);
     if (T < 1) return dfl__fail(err, DFL_ERR_RANGE, "empty token sequence");
     if (t0 > 0 && opts->quant_bits && opts->quant_granularity != DFL_QUANT_ROW)
-        return dfl__fail(err, DFL_ERR_USAGE, "logit quantization by tensor or head needs the whole sequence at once; "
-                                             "with a KV cache use row granularity");
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "logit quantization by tensor or head needs the whole sequence at once; "
+                         "with a KV cache use row granularity");
     for (int64_t t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return dfl__fail(err, DFL_ERR_RANGE, "token %lld at position %lld is outside the vocabulary [0, %lld)",
@@ -710,7 +720,7 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
                                    keys > c->rope_original_max_pos ? c->rope_long : c->rope_short);
     else
         dfl_rope_inv_freq(w.inv_freq, rd, &rp);
-    dfl_rope_tables_at(w.cos_t, w.sin_t, w.inv_freq, rd, t0, T); /* the held rows' positions */
+    dfl_rope_tables_at(w.cos_t, w.sin_t, w.inv_freq, rd, t0, T);
     if (c->rope_kind == DFL_ROPE_LONGROPE) /* cos, sin × the attention factor */
         for (size_t i = 0; i < (size_t)T * (size_t)(rd / 2); i++) {
             w.cos_t[i] = (float)(w.cos_t[i] * c->rope_attn_factor);
