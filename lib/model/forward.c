@@ -122,6 +122,9 @@ typedef struct fwd_ws {
      * ([L] of [capacity, k_ld], [capacity, v_ld]; NULL = none). */
     int64_t t0;
     float *const *kc, *const *vc;
+    /* This layer's keys [t0 + T, k_ld] and values [t0 + T, v_ld]: k and v, or the cache's.
+     * The attention's T then counts keys (t0 + the rows held), the maps' row stride. */
+    const float *kb, *vb;
 } fwd_ws;
 
 /* The buffers of w for one pass, in one table (w->bufs): allocated and freed by one
@@ -219,12 +222,6 @@ typedef struct attn_ctx {
     int64_t window;   /* sliding window W of this layer, 0 = none */
     int64_t r0, bend; /* current block: rows [r0, bend) */
     float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
-
-    /* T counts keys (t0 + the rows held): the maps' row stride. q0: position of the
-     * first row held in q, att and lam (w->t0); kb, vb: keys [T, k_ld] and values
-     * [T, v_ld], w->k and w->v or the cache's. */
-    int64_t q0;
-    const float *kb, *vb;
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -236,7 +233,7 @@ static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_
     float *m =
         w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
-                w->q + (a - x->q0) * g->q_ld + p->q_col[t], (int)g->q_ld, x->kb + p->k_col[t], (int)g->k_ld, 0.0f, m,
+                w->q + (a - w->t0) * g->q_ld + p->q_col[t], (int)g->q_ld, w->kb + p->k_col[t], (int)g->k_ld, 0.0f, m,
                 (int)x->T);
     return m;
 }
@@ -285,7 +282,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     if (g->nmaps == 2) {
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
         /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
-        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + (a - x->q0) * g->heads + h : NULL;
+        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + (a - w->t0) * g->heads + h : NULL;
         for (int64_t i = 0; i < n; i++) {
             float lam = sig ? sig[i * g->heads] : x->lw->lambda;
             for (int64_t j = 0; j < x->bend; j++)
@@ -293,11 +290,11 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
         }
         A = m[2];
     }
-    float *out = w->att + (a - x->q0) * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
+    float *out = w->att + (a - w->t0) * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f, A,
-                    (int)T, x->vb + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
+                    (int)T, w->vb + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
         off += p->v_width[part];
     }
     if (dfl__attn_of(x->c)->subnorm_eps < 0) return; /* softmax heads: no sub-layer norm */
@@ -336,7 +333,7 @@ static void scores_absmax(attn_ctx *x, float *qmax)
     int nth = dfl_forward_max_threads();
     float *tmax = x->w->tmax; /* [threads, heads, 2] */
     memset(tmax, 0, (size_t)nth * (size_t)g->heads * 2 * sizeof *tmax);
-    for (int64_t r0 = x->q0; r0 < x->T; r0 += x->rows) {
+    for (int64_t r0 = x->w->t0; r0 < x->T; r0 += x->rows) {
         int64_t nb = begin_block(x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -376,19 +373,17 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     /* A cached pass holds rows [t0, t0 + T): its keys and values join the cache's. */
     const int64_t n_new = T, t0 = w->t0;
     T = t0 + n_new;
-    const float *kb = w->k, *vb = w->v;
+    w->kb = w->k;
+    w->vb = w->v;
     if (w->kc) {
         memcpy(w->kc[l] + t0 * g->k_ld, w->k, (size_t)n_new * (size_t)g->k_ld * sizeof(float));
         memcpy(w->vc[l] + t0 * g->v_ld, w->v, (size_t)n_new * (size_t)g->v_ld * sizeof(float));
-        kb = w->kc[l];
-        vb = w->vc[l];
+        w->kb = w->kc[l];
+        w->vb = w->vc[l];
     }
     attn_ctx x = {
         w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
         l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
-    x.q0 = t0;
-    x.kb = kb;
-    x.vb = vb;
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
