@@ -278,6 +278,51 @@ class Generate(unittest.TestCase):
                 want[keep] = pr
             np.testing.assert_allclose(got, want, atol=1.5 / draws, err_msg="T %g top-k %d top-p %g" % (temp, k, p))
 
+    def test_noise_lookback(self):
+        """noise --lookback's tables against numpy over the dumps' generated/lookback, right
+        vs wrong answers by generated/correct; both figures written."""
+        d = self.models["llama"]
+        pf = os.path.join(self.tmp, "lb.jsonl")
+        ps = prompts(pf, (10, 9, 12), seed=14, extra={0: {"expect": [1]}, 1: {"expect": [2]}})
+        out = os.path.join(self.tmp, "lb.h5")
+        run_probe("--model", d, "--prompts", pf, "--out", out, "--generate", 5, "--force", "--quiet")
+        with h5py.File(out, "r") as f:   # expect the first generated token of sample 1: right
+            first = int(f["samples/000001/generated/tokens"][0])
+        ps[1]["expect"] = [first]
+        with open(pf, "w") as f:
+            for p in ps:
+                f.write(json.dumps(p) + "\n")
+        run_probe("--model", d, "--prompts", pf, "--out", out, "--generate", 5, "--force", "--quiet")
+        png, heads = os.path.join(self.tmp, "lb.png"), os.path.join(self.tmp, "lbh.svg")
+        r = subprocess.run([os.path.join(BIN, "noise"), "--lookback", out, "--format", "json", "--plot-lookback", png,
+                            "--plot-lookback-heads", heads], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tables = {t["name"]: t for t in json.loads(r.stdout)["tables"]}
+        with h5py.File(out, "r") as f:
+            lb = [f["samples/%06d/generated/lookback" % i][0][..., 1:] for i in range(3)]   # map1: [L, H, n-1]
+            correct = [int(f["samples/%06d/generated/correct" % i][()]) for i in range(2)]
+        allv = np.concatenate([x.reshape(-1) for x in lb])
+        row = tables["lookback"]["data"][0]
+        self.assertEqual(row[1], 3)
+        self.assertAlmostEqual(row[2], allv.mean(), places=6)
+        self.assertEqual(correct, [int(first == 1), 1] if first != 1 else [1, 1])
+        right = [lb[i].mean() for i in range(2) if correct[i]]
+        self.assertAlmostEqual(row[3], np.mean(right), places=6)
+        self.assertEqual(row[4], len(right))
+        lh = np.concatenate([x for x in lb], axis=-1).mean(-1)                          # [L, H]
+        got = np.array([x[2] for x in tables["lookback_by_head"]["data"]]).reshape(lh.shape)
+        np.testing.assert_allclose(got, lh, atol=1e-6)
+        np.testing.assert_allclose([x[1] for x in tables["lookback_by_layer"]["data"]], lh.mean(1), atol=1e-6)
+        steps = [np.concatenate([x[..., k].reshape(-1) for x in lb]).mean() for k in range(4)]
+        np.testing.assert_allclose([x[1] for x in tables["lookback_by_step"]["data"]], steps, atol=1e-6)
+        self.assertGreater(os.path.getsize(png), 1000)
+        self.assertIn("<svg", open(heads).read(200))
+        plain = os.path.join(self.tmp, "plain.h5")
+        run_probe("--model", d, "--prompts", pf, "--out", plain, "--force", "--quiet")
+        r = subprocess.run([os.path.join(BIN, "noise"), "--lookback", plain], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("probe --generate", r.stderr)
+
     def test_schema_without_maps(self):
         import test_dump_schema
         pf = os.path.join(self.tmp, "schema.jsonl")
