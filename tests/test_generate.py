@@ -323,6 +323,51 @@ class Generate(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("probe --generate", r.stderr)
 
+    def test_attnmap_and_view(self):
+        """attnmap draws a generating sample's map (prompt and generated rows) with the
+        generation rule, which a plain dump's figure lacks; view serves the generated
+        tokens, their labels and the cells of generated rows."""
+        from PIL import Image
+        import test_view
+        d = self.models["llama"]
+        pf = os.path.join(self.tmp, "am.jsonl")
+        ps = prompts(pf, (12,), seed=16, extra={0: {"text": ["w%d" % i for i in range(12)]}})
+        T, N = 12, 4
+        out, plain = os.path.join(self.tmp, "am.h5"), os.path.join(self.tmp, "am-plain.h5")
+        run_probe("--model", d, "--prompts", pf, "--out", out, "--maps", "all", "--generate", N, "--force", "--quiet")
+        run_probe("--model", d, "--prompts", pf, "--out", plain, "--maps", "all", "--force", "--quiet")
+        rule = (213, 94, 0)
+        counts = []
+        for dump in (out, plain):
+            png = dump + ".png"
+            r = subprocess.run([os.path.join(BIN, "attnmap"), dump, "--layer", "1", "--head", "0", "-o", png,
+                                "--force"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            img = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3)
+            counts.append(int((img == rule).all(1).sum()))
+        self.assertGreater(counts[0], 100, "no generation rule or band")
+        self.assertEqual(counts[1], 0)
+        p, url = test_view.start_server(out)
+        try:
+            j = test_view.get_json(url, "/api/sample?d=0&s=0")
+            with h5py.File(out, "r") as f:
+                gen = f["samples/000000/generated/tokens"][()].tolist()
+            self.assertEqual(j["T"], T + N - 1)
+            self.assertEqual(j["generated"]["start"], T)
+            self.assertEqual(j["generated"]["tokens"], gen)
+            self.assertEqual(j["segments"][T:], [6] * (N - 1))
+            self.assertEqual(j["tokens"][T:], gen[:N - 1])
+            c = test_view.get_json(url, "/api/cell?d=0&s=0&l=1&h=0&q=%d&k=%d" % (T + 1, T))
+            self.assertEqual(c["query"]["token"], gen[1])
+            self.assertEqual(c["key"]["segment"], 6)
+            with h5py.File(out, "r") as f:
+                self.assertEqual(np.float32(c["map1"]), f["samples/000000/attn/map1"][1, 0, T + 1, T])
+            labels = dict(zip(ps[0]["tokens"], ps[0]["text"]))   # no tokenizer: the prompt's label of the id
+            self.assertEqual(c["query"]["text"], labels.get(gen[1], "#%d" % gen[1]))
+        finally:
+            p.kill()
+            p.wait()
+
     def test_schema_without_maps(self):
         import test_dump_schema
         pf = os.path.join(self.tmp, "schema.jsonl")
