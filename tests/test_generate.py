@@ -368,6 +368,26 @@ class Generate(unittest.TestCase):
             p.kill()
             p.wait()
 
+    def test_noise_prompts_free_form(self):
+        """noise prompts --free-form: each line is the plain prompt cut before its last
+        target span, whose tokens are its expect, their count its generate."""
+        plain, free = os.path.join(self.tmp, "np.jsonl"), os.path.join(self.tmp, "npf.jsonl")
+        flags = ["--length", "64", "--needles", "3", "--queries", "2", "--digits", "3", "--samples", "3",
+                 "--depths", "0,1", "--seed", "5", "--force", "--quiet"]
+        noise = os.path.join(BIN, "noise")
+        subprocess.run([noise, "prompts", "-o", plain] + flags, check=True)
+        subprocess.run([noise, "prompts", "-o", free, "--free-form"] + flags, check=True)
+        with open(plain) as a, open(free) as b:
+            for la, lb in zip(a, b):
+                p, q = json.loads(la), json.loads(lb)
+                t0, t1 = max(p["target"])
+                self.assertEqual(t1, len(p["tokens"]))
+                self.assertEqual(q["tokens"], p["tokens"][:t0])
+                self.assertEqual(q["expect"], p["tokens"][t0:t1])
+                self.assertEqual(q["generate"], t1 - t0)
+                self.assertEqual(q["target"], [s for s in p["target"] if s[1] <= t0])
+                self.assertEqual(q["text"], p["text"][:t0])
+
     def test_schema_without_maps(self):
         import test_dump_schema
         pf = os.path.join(self.tmp, "schema.jsonl")

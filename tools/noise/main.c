@@ -109,6 +109,10 @@ static void usage_prompts(FILE *out)
                  "                        \"needle\": \"...\", \"answer\": \"part of the needle\", \"distractors\":\n"
                  "                        [\"...\"], \"query\": \"...\", \"target\": \"...\", \"bos\": true|false},\n"
                  "                        and prompts get the decoded pieces as text (default: ids)\n"
+                 "free-form retrieval\n"
+                 "  --free-form           end each prompt before the last query's answer: the answer is\n"
+                 "                        \"expect\" and its length \"generate\", for probe --generate, which\n"
+                 "                        scores the generated answer by exact match (default: off)\n"
                  "  --force               overwrite an existing output\n"
                  "  --quiet               no summary line\n"
                  "  --help                this text\n"
@@ -136,7 +140,8 @@ static int run_prompts(int argc, char **argv)
         O_FORCE,
         O_QUIET,
         O_HELP,
-        O_TOKENIZER
+        O_TOKENIZER,
+        O_FREE
     };
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"length", required_argument, 0, O_LENGTH},
@@ -152,6 +157,7 @@ static int run_prompts(int argc, char **argv)
                                          {"quiet", no_argument, 0, O_QUIET},
                                          {"help", no_argument, 0, O_HELP},
                                          {"tokenizer", required_argument, 0, O_TOKENIZER},
+                                         {"free-form", no_argument, 0, O_FREE},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
@@ -160,7 +166,7 @@ static int run_prompts(int argc, char **argv)
     int64_t *lengths = NULL, v;
     double *depths = NULL;
     size_t n_lengths = 0, n_depths = 0;
-    int force = 0, quiet = 0, synthetic_flag = 0, vocab_given = 0, c, rc = 0;
+    int force = 0, quiet = 0, synthetic_flag = 0, vocab_given = 0, free_form = 0, c, rc = 0;
     optind = 1;
     while (!rc && (c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         switch (c) {
@@ -200,6 +206,7 @@ static int run_prompts(int argc, char **argv)
             break;
         case O_TEMPLATE: tmpl_path = optarg; break;
         case O_TOKENIZER: tok_path = optarg; break;
+        case O_FREE: free_form = 1; break;
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP:
@@ -259,6 +266,7 @@ static int run_prompts(int argc, char **argv)
     }
     if (!s) s = dfl_noise_prompts_make(&p, &set, &err);
     if (!s && tok) s = dfl_noise_prompts_label(&set, tok, &err);
+    if (!s && free_form) s = dfl_noise_prompts_free_form(&set, &err);
     if (!s) s = dfl_prompt_set_write(out, set.items, set.count, force, &err);
     if (s) {
         fprintf(stderr, "noise prompts: %s\n", err.msg);
