@@ -12,6 +12,7 @@
 
 #include "model/family.h"
 #include "model/kernels.h"
+#include "model/kernels_gemv.h"
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
 #include "model/kv_cache.h"
@@ -578,6 +579,17 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     return DFL_OK;
 }
 
+/* A projection of the pre-norm blocks and the LM head: in KV-cached decoding steps (a
+ * few rows) the weights are read in their dtype (kernels_gemv.h); otherwise, and always
+ * in full passes, dfl_matmul_wmat. */
+static void matmul_rows(const fwd_ws *w, float *y, const float *x, const dfl_wmat *m, int64_t n)
+{
+    if (w->kc && n <= DFL_GEMV_MAX_ROWS && dfl_gemv_wmat_supported(m))
+        dfl_gemv_wmat(y, x, m, n);
+    else
+        dfl_matmul_wmat(y, x, m, n, w->scratch);
+}
+
 /* DIFF V2's per-token λ: lam[T, H] = sigmoid(xn[T, D] · lambda_projᵀ), the factor on
  * map 2 of each row and head. */
 static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_t T, float *scratch)
@@ -751,9 +763,9 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
-        dfl_matmul_wmat(w.k, w.xn, &lw->wk, T, w.scratch);
-        dfl_matmul_wmat(w.v, w.xn, &lw->wv, T, w.scratch);
+        matmul_rows(&w, w.q, w.xn, &lw->wq, T);
+        matmul_rows(&w, w.k, w.xn, &lw->wk, T);
+        matmul_rows(&w, w.v, w.xn, &lw->wv, T);
         if (lw->bq) dfl_add_bias(w.q, lw->bq, T, g.q_ld);
         if (lw->bk) dfl_add_bias(w.k, lw->bk, T, g.k_ld);
         if (lw->bv) dfl_add_bias(w.v, lw->bv, T, g.v_ld);
@@ -767,19 +779,19 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
-        dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
+        matmul_rows(&w, w.tmp, w.att, &lw->wo, T);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
-            dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
-            dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
+            matmul_rows(&w, w.gate, w.xn + r0 * D, &lw->w_gate, n);
+            matmul_rows(&w, w.up, w.xn + r0 * D, &lw->w_up, n);
             if (lw->poly_w)
                 dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
             else
                 dfl_swiglu(w.gate, w.up, n, F);
-            dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
+            matmul_rows(&w, w.tmp + r0 * D, w.gate, &lw->w_down, n);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
@@ -794,7 +806,7 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
-        dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
+        matmul_rows(&w, w.logits, w.xn + r0 * D, &m->lm_head, n);
         if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
         s = cap->logits_rows(cap->user, t0 + r0, n, V, w.logits, err);
     }
