@@ -222,3 +222,5 @@ BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"
 if [ -f bench/tokenizer.sh ]; then
     BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
 fi
+# KV-cached decoding against a KV-cached PyTorch loop, and the capture cost (bench/generate.sh)
+BIN=$BIN BUILD=$BUILD OUT=$OUT THREADS=$THREADS sh bench/generate.sh | tee -a "$OUT/table.txt"
