@@ -408,6 +408,12 @@ class Generate(unittest.TestCase):
             r = run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, *flags, ok=False)
             self.assertEqual(r.returncode, 2, flags)
             self.assertIn(flags[0], r.stderr)
+        r = run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, "--generate", 2,
+                      "--quantize-logits", "8", ok=False)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("granularity row", r.stderr)
+        run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, "--generate", 2,
+                  "--quantize-logits", "8:row", "--force", "--quiet")
         with open(pf, "w") as f:
             f.write(json.dumps({"tokens": [0, 5, 6], "generate": 2.5}) + "\n")
         r = run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, ok=False)

@@ -104,6 +104,10 @@ dfl_status dfl__gen_ctx_open(const dfl_probe_params *p, const dfl_model *m, cons
     if (gp->sample && !(gp->top_p > 0 && gp->top_p <= 1))
         return dfl__fail(err, DFL_ERR_USAGE, "--top-p must be in (0, 1]");
     if (gp->top_k < 0) return dfl__fail(err, DFL_ERR_USAGE, "--top-k must be >= 0");
+    if (p->forward.quant_bits && p->forward.quant_granularity != DFL_QUANT_ROW)
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "--generate with --quantize-logits needs granularity row (tensor and head take the "
+                         "absmax over every row of a pass; a decoding step has one)");
     if (gp->alternatives < 0 || gp->alternatives > GEN_MAX_ALTERNATIVES)
         return dfl__fail(err, DFL_ERR_USAGE, "--alternatives must be in [0, %d]", GEN_MAX_ALTERNATIVES);
     dfl__gen_ctx *g = calloc(1, sizeof *g);
