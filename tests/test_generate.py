@@ -416,7 +416,7 @@ class Generate(unittest.TestCase):
                   "--quantize-logits", "8:row", "--force", "--quiet")
         with open(pf, "w") as f:
             f.write(json.dumps({"tokens": [0, 5, 6], "generate": 2.5}) + "\n")
-        r = run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, ok=False)
+        r = run_probe("--model", self.models["llama"], "--prompts", pf, "--out", out, "--force", ok=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn('"generate" is not an integer', r.stderr)
 
