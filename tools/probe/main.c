@@ -314,7 +314,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
         if (rep.generated_samples)
-            fprintf(stderr, ", generated %lld tokens (%.0f tok/s decoding)", (long long)rep.generated_tokens,
+            fprintf(stderr, ", generated %lld tokens (%.3g tok/s decoding)", (long long)rep.generated_tokens,
                     rep.generate_seconds > 0 ? (double)rep.generated_tokens / rep.generate_seconds : 0.0);
         if (rep.expects) fprintf(stderr, ", expected answers generated %zu/%zu", rep.expects_correct, rep.expects);
         if (rep.nonfinite_samples) fprintf(stderr, " (%zu with NaN/Inf: see above)", rep.nonfinite_samples);
