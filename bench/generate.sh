@@ -53,7 +53,7 @@ i=0
 while [ "$i" -lt "$REPEATS" ]; do
     /usr/bin/time -v "$BIN/probe" --model "$MODEL" --prompts "$P" --out "$OUT/gen.h5" --generate "$N" --force \
         --threads "$THREADS" 2>"$OUT/gen_probe.log" || { cat "$OUT/gen_probe.log" >&2; die "probe --generate failed"; }
-    r=$(sed -n 's/.*generated [0-9]* tokens (\([0-9.]*\) tok\/s decoding).*/\1/p' "$OUT/gen_probe.log")
+    r=$(sed -n 's/.*generated [0-9]* tokens (\([0-9.e+]*\) tok\/s decoding).*/\1/p' "$OUT/gen_probe.log")
     best_probe=$(echo "$r $best_probe" | awk '{ print ($1 > $2) ? $1 : $2 }')
     i=$((i + 1))
 done
