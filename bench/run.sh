@@ -228,3 +228,5 @@ fi
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/gguf.sh | tee -a "$OUT/table.txt"
 # compare's KLD block on 100 prompts x 512 tokens against h5py + numpy (bench/compare.sh)
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/compare.sh | tee -a "$OUT/table.txt"
+# KV-cached decoding against a KV-cached PyTorch loop, and the capture cost (bench/generate.sh)
+BIN=$BIN BUILD=$BUILD OUT=$OUT THREADS=$THREADS sh bench/generate.sh | tee -a "$OUT/table.txt"

@@ -94,6 +94,25 @@ if [ -f "$V2" ]; then
     echo "with DIFF V2 (demo/models/diff_v2):"
     "$BIN/noise" "$T" "$D" "$V2" $L3 $N --quiet
 fi
+# Free-form multi-needle retrieval (probe --generate): the prompts end before the last
+# query's answer, which each model must generate; exact match, and the lookback ratio
+# of right and wrong answers. N needles, R queries: the trained setting (4, 4) and a
+# harder one (6, 2).
+for NR in 4x4 6x2; do
+    n=${NR%x*} r=${NR#*x}
+    "$BIN/noise" prompts -o "$OUT/free_$NR.jsonl" --length 64 --needles "$n" --queries "$r" --digits 2 \
+        --samples 40 --seed 2024 --free-form --force --quiet
+    for m in transformer diff; do
+        "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/free_$NR.jsonl" --out "$OUT/free_${NR}_$m.h5" \
+            --force --quiet
+    done
+    "$BIN/noise" --lookback "$OUT/free_${NR}_transformer.h5" "$OUT/free_${NR}_diff.h5" $L --format markdown \
+        --plot-lookback "$OUT/lookback_steps_$NR.png" --plot-lookback-heads "$OUT/lookback_heads_$NR.png" \
+        > "$OUT/lookback_$NR.md"
+    echo
+    echo "free-form retrieval, $n needles, $r queries (generated answers, exact match; lookback ratios):"
+    sed -n '/^| model/,/^$/p' "$OUT/lookback_$NR.md"
+done
 # Over seeds (demo/seeds/, written by `make demo-models`): the curves of every seed, the
 # steps to 25/50/90% retrieval and the mechanisms at matched skill and at the end
 SEEDS=${SEEDS:-demo/seeds}

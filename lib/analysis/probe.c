@@ -22,6 +22,7 @@
 #include "analysis/probe_lens.h"
 #include "analysis/probe_clip.h"
 #include "analysis/probe_quant.h"
+#include "analysis/probe_generate.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -34,6 +35,9 @@ dfl_probe_params dfl_probe_params_default(void)
     p.topk = 100;
     p.alpha = 6.0;
     p.forward = dfl_forward_opts_default();
+    p.generate.temperature = 1.0;
+    p.generate.top_p = 1.0;
+    p.generate.alternatives = 5;
     return p;
 }
 
@@ -99,6 +103,7 @@ static void run_free(sample_run *r)
     dfl_dump_stream_close(r->logit_stream);
     dfl_dump_stream_close(r->hid_stream);
     dfl__qstats_free(r->qstats);
+    dfl__gen_free(r);
     run_buffer b[RUN_BUFFERS];
     size_t n = run_buffers(r, b);
     for (size_t i = 0; i < n; i++)
@@ -211,16 +216,17 @@ static dfl_status create_map_streams(sample_run *r, dfl_dump *d, dfl_error *err)
     if ((s = put_i64_as_i32(d, DFL_DS_ATTN_LAYERS, sel->layers, Ls, err)) ||
         (s = put_i64_as_i32(d, DFL_DS_ATTN_HEADS, sel->heads, Hsel, err)) ||
         (s = put_i64_as_i32(d, DFL_DS_ATTN_ROWS, r->rows, r->R, err)) ||
-        (s = put_i64_as_i32(d, DFL_DS_ATTN_KEYS, NULL, r->T, err)))
+        (s = put_i64_as_i32(d, DFL_DS_ATTN_KEYS, NULL, r->keys, err)))
         return s;
     static const char *names[3] = {DFL_DS_ATTN_MAP1, DFL_DS_ATTN_MAP2, DFL_DS_ATTN_DIFF};
     static const char *scales[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_HEADS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
     static const char *labels[4] = {"layer", "head", "query", "key"};
     /* Tiles of MAP_TILE_ROWS x MAP_TILE_KEYS: tiles wholly in the masked future are never
      * written, so they take no space and cost readers nothing to decompress. */
-    int64_t dims[4] = {Ls, Hsel, r->R, r->T}, groups = Hsel;
+    int64_t dims[4] = {Ls, Hsel, r->R, r->keys}, groups = Hsel;
     if ((s = noise_positions(r, d, &groups, err))) return s;
-    int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS, r->T < MAP_TILE_KEYS ? r->T : MAP_TILE_KEYS};
+    int64_t chunk[4] = {1, 1, r->R < MAP_TILE_ROWS ? r->R : MAP_TILE_ROWS,
+                        r->keys < MAP_TILE_KEYS ? r->keys : MAP_TILE_KEYS};
     /* Tiles are assembled in memory and compressed by background threads while the
      * forward goes on. A block of rows reaches every head and may end inside a tile row:
      * two tile rows of every head are being filled, and as many again may wait for
@@ -390,6 +396,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     dfl_share_segments(r->seg, T, r->share_seg);
     r->n_arows = dfl_analysis_rows(pr, p->rows, r->arows);
     if ((s = resolve_selection(r, err))) return s;
+    if ((s = dfl__gen_begin(r, err))) return s; /* generated rows join the maps */
 
     if ((s = dfl_dump_sample_begin(d, r->index, pr->id, pr->has_depth ? pr->depth : NAN, err))) return s;
     if ((s = dfl_dump_put(d, DFL_DS_TOKENS, DFL_H5_I32, 1, &T, pr->tokens, err))) return s;
@@ -414,7 +421,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if ((s = dfl__lens_begin(p, m, pr, r->arows, r->n_arows, &r->lens, err))) return s;
     dfl_capture cap = dfl__probe_capture(r);
     double t0 = dfl_clock_seconds();
-    s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
+    s = dfl__gen_forward(r, &cap, rep, err); /* dfl_forward, or the prompt and the generation */
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;
@@ -425,7 +432,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     if ((s = dfl_dump_put(d, DFL_DS_NLL, DFL_H5_F32, 1, &T, r->nll, err)) ||
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)) ||
-        (r->qstats && (s = dfl__qstats_write(r->qstats, d, err))))
+        (r->qstats && (s = dfl__qstats_write(r->qstats, d, err))) || (s = dfl__gen_write(r, d, rep, err)))
         return s;
     if (c->type == DFL_MODEL_DIFF_V2) {
         int64_t dims[3] = {r->L, T, r->Hs};
@@ -612,6 +619,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_model *m = NULL;
     dfl_prompt_set ps = {NULL, 0};
     dfl_dump *d = NULL;
+    dfl__gen_ctx *gen = NULL;
     dfl_probe_report rep;
     memset(&rep, 0, sizeof rep);
     dfl_status s = DFL_OK;
@@ -675,6 +683,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
     if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
+    if ((s = dfl__gen_ctx_open(p, m, &ps, &gen, err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
@@ -687,6 +696,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         r.tokens_done = done_tokens;
         r.tokens_total = rep.tokens;
         r.start = start;
+        r.gen_ctx = gen;
         s = p->cancel && *p->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
                                     : run_sample(p, m, d, &ps.items[i], &r, &rep, err);
         run_free(&r);
@@ -716,6 +726,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     d = NULL;
 done:
     dfl_dump_abort(d);
+    dfl__gen_ctx_close(gen);
     dfl_model_free(m);
     dfl_prompt_set_free(&ps);
     if (report) *report = rep;

@@ -70,6 +70,18 @@ typedef struct dfl_probe_progress {
     double elapsed; /* seconds since the first sample started */
 } dfl_probe_progress;
 
+/* `--generate N` and its sampling flags (docs/probe.md "Generation"). */
+typedef struct dfl_generate_params {
+    int64_t tokens;       /* N new tokens per prompt, stopping early at an EOS id; 0 = off
+                           * (default); a prompt's "generate" overrides it */
+    int sample;           /* 0 greedy (default), 1 sampling with the values below */
+    double temperature;   /* > 0 (default 1) */
+    int64_t top_k;        /* keep the K most probable tokens; 0 = all (default) */
+    double top_p;         /* nucleus: the smallest set holding top_p of the mass; 1 = all (default) */
+    uint64_t seed;        /* sampling seed (default 0): draws depend on it and the sample's index */
+    int32_t alternatives; /* top alternatives stored per step (default 5) */
+} dfl_generate_params;
+
 typedef struct dfl_probe_params {
     const char *model_dir;
     const char *prompts_path;
@@ -115,6 +127,8 @@ typedef struct dfl_probe_params {
     void (*warn)(void *user, const char *msg);
     /* Called at each layer of each sample and once at the end (sample == samples). */
     void (*progress)(void *user, const dfl_probe_progress *p);
+    /* --generate and its sampling flags (default: off) */
+    dfl_generate_params generate;
 } dfl_probe_params;
 
 typedef struct dfl_probe_report {
@@ -125,6 +139,10 @@ typedef struct dfl_probe_report {
     size_t targets, targets_correct; /* samples with a target span, and how many right */
     double join_seconds;             /* MPI runs: rank 0's time joining the ranks' parts (else 0) */
     size_t nonfinite_samples;        /* samples with a NaN or Inf in their forward pass */
+    size_t generated_samples;        /* samples that generated (probe --generate) */
+    int64_t generated_tokens;        /* tokens generated over all samples */
+    double generate_seconds;         /* wall time of the decoding steps (incl. capture) */
+    size_t expects, expects_correct; /* samples with "expect", and how many generations began with it */
 } dfl_probe_report;
 
 /* Defaults as documented on each field. */

@@ -80,6 +80,11 @@ typedef struct dfl__probe_sample {
     size_t ordinal, count; /* position in this run, samples in this run */
     int64_t tokens_done, tokens_total;
     double start;
+    /* generation (probe_generate.c): the run's context and this sample's state, NULL
+     * when not generating; the maps' key axis (T, or T plus the generated rows) */
+    const struct dfl__gen_ctx *gen_ctx;
+    struct dfl__gen_sample *gen;
+    int64_t keys;
 } sample_run;
 
 /* The callbacks that fill r while dfl_forward runs (r->p, m, pr, sizes and buffers set). */

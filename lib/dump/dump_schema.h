@@ -128,6 +128,25 @@
 #define DFL_DS_LINEAR_DOWN_IN  "outliers/linear/down_in"
 #define DFL_DS_QK_Q_ABS        "outliers/qk/q_abs"
 #define DFL_DS_QK_K_ABS        "outliers/qk/k_abs"
+/* probe --generate (docs/probe.md "Generation"): the tokens generated after the prompt */
+#define DFL_DS_GENERATED_TOKENS           "generated/tokens"
+#define DFL_DS_GENERATED_TEXT             "generated/text"
+#define DFL_DS_GENERATED_TOKEN_TEXT       "generated/token_text"
+#define DFL_DS_GENERATED_LOGPROB          "generated/logprob"
+#define DFL_DS_GENERATED_TOP_IDS          "generated/top_ids"
+#define DFL_DS_GENERATED_TOP_LOGPROBS     "generated/top_logprobs"
+#define DFL_DS_GENERATED_LOOKBACK         "generated/lookback"
+#define DFL_DS_GENERATED_SHARES           "generated/noise/shares"
+#define DFL_DS_GENERATED_SHARES_ABS       "generated/noise/shares_abs"
+#define DFL_DS_GENERATED_LAMBDA           "generated/lambda"
+#define DFL_DS_GENERATED_EXPECT           "generated/expect"
+#define DFL_DS_GENERATED_CORRECT          "generated/correct"
+#define DFL_DS_GENERATED_LOGITS_TOP       "generated/outliers/logits/top"
+#define DFL_DS_GENERATED_LOGITS_TOP_INDEX "generated/outliers/logits/top_index"
+#define DFL_DS_GENERATED_LOGITS_MOMENTS   "generated/outliers/logits/moments"
+#define DFL_DS_GENERATED_HIDDEN_TOP       "generated/outliers/hidden/top"
+#define DFL_DS_GENERATED_HIDDEN_TOP_INDEX "generated/outliers/hidden/top_index"
+#define DFL_DS_GENERATED_HIDDEN_MOMENTS   "generated/outliers/hidden/moments"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -170,7 +189,11 @@
 #define DFL_DS_EMBED_TEXT              "embed/text"
 #define DFL_DS_SCORES_SIMILARITY       "scores/similarity"
 #define DFL_DS_SCORES_ZERO_SHOT        "scores/zero_shot"
-#define DFL_ATTR_SITES                 "sites" /* on linear/moments: the sites of axis 1 */
+#define DFL_ATTR_SITES                 "sites"    /* on linear/moments: the sites of axis 1 */
+#define DFL_ATTR_BINS                  "bins"     /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA                 "alpha"    /* on channel_count: the threshold */
+#define DFL_ATTR_STOP                  "stop"     /* on generated/tokens: "eos" or "length" */
+#define DFL_ATTR_DECODING              "decoding" /* on generated/tokens: "greedy" or the sampling values */
 
 /* ------------------------------------------------------------ the table */
 
@@ -354,6 +377,33 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_LINEAR_DOWN_IN, "f64", "L,F", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
     DFL_DS_(DFL_DS_QK_Q_ABS, "f32", "L,Hq,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
     DFL_DS_(DFL_DS_QK_K_ABS, "f32", "L,Hk,d", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
+    /* generation: n generated tokens, Hs = H */
+    DFL_DS_(DFL_DS_GENERATED_TOKENS, "i32", "n", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_TOKENS, DFL_ATTR_STOP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_TOKENS, DFL_ATTR_DECODING, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_TEXT, "str", "1", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate with a tokenizer"),
+    DFL_DS_(DFL_DS_GENERATED_TOKEN_TEXT, "str", "n", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate with a tokenizer"),
+    DFL_DS_(DFL_DS_GENERATED_LOGPROB, "f32", "n", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_TOP_IDS, "i32", "n,A", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_TOP_LOGPROBS, "f32", "n,A", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_LOOKBACK, "f32", "M,L,H,n", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_LOOKBACK, DFL_ATTR_MAPS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_SHARES, "f32", "M,L,H,n,8", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_SHARES, DFL_ATTR_SEGMENTS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_SHARES_ABS, "f32", "M,L,H,n,8", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_LAMBDA, "f32", "L,n-1,H", DFL_MODELS_DIFF, DFL_OPTIONAL, "--generate, DIFF V2 models"),
+    DFL_DS_(DFL_DS_GENERATED_EXPECT, "i32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate, the prompt has expect"),
+    DFL_DS_(DFL_DS_GENERATED_CORRECT, "u8", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate, the prompt has expect"),
+    DFL_DS_(DFL_DS_GENERATED_LOGITS_TOP, "f32", "L,K", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_LOGITS_TOP_INDEX, "i32", "L,K,4", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_LOGITS_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_LOGITS_MOMENTS, "f64", "L,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_LOGITS_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_HIDDEN_TOP, "f32", "L,K", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_HIDDEN_TOP_INDEX, "i32", "L,K,2", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_DS_(DFL_DS_GENERATED_HIDDEN_MOMENTS, "f64", "L,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    DFL_AT_(DFL_DS_GENERATED_HIDDEN_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
 };
 
 #undef DFL_DS_

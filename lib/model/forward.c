@@ -12,8 +12,10 @@
 
 #include "model/family.h"
 #include "model/kernels.h"
+#include "model/kernels_gemv.h"
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
+#include "model/kv_cache.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -115,13 +117,22 @@ typedef struct fwd_ws {
     float *lam;               /* [T, heads] DIFF V2: σ(lambda_proj(xn)) of each token and head */
     ws_buf bufs[WS_MAX_BUFS]; /* the buffers above: where each pointer lives, its size */
     size_t nbufs;
+
+    /* KV-cached passes (dfl__forward_rows): the T rows held above are positions
+     * [t0, t0 + T); keys and values of all t0 + T positions live in kc[l], vc[l]
+     * ([L] of [capacity, k_ld], [capacity, v_ld]; NULL = none). */
+    int64_t t0;
+    float *const *kc, *const *vc;
+    /* This layer's keys [t0 + T, k_ld] and values [t0 + T, v_ld]: k and v, or the cache's.
+     * The attention's T then counts keys (t0 + the rows held), the maps' row stride. */
+    const float *kb, *vb;
 } fwd_ws;
 
 /* The buffers of w for one pass, in one table (w->bufs): allocated and freed by one
  * loop each. A count of 0 marks a buffer this pass does not need (logits without a
  * logits callback). Returns 0 when a count overflows. */
-static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows, int64_t mlp_rows,
-                    int need_logits)
+static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t keys, int64_t rows,
+                    int64_t mlp_rows, int need_logits)
 {
     size_t t = (size_t)T, D = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, hq = (size_t)g->dq / 2;
     size_t mr = t < (size_t)mlp_rows ? t : (size_t)mlp_rows, H = (size_t)g->heads;
@@ -151,7 +162,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     BUF(att, t, (size_t)g->att_ld, float);
     BUF(gate, mr, F, float);
     BUF(up, mr, F, float);
-    BUF(maps, H * (size_t)g->nstore * (size_t)rows, t, float);
+    BUF(maps, H * (size_t)g->nstore * (size_t)rows, (size_t)keys, float);
     BUF(cos_t, t, hq, float);
     BUF(sin_t, t, hq, float);
     BUF(inv_freq, hq, 1, double);
@@ -179,11 +190,11 @@ static void ws_free(fwd_ws *w)
 }
 
 /* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
-static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t rows,
+static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t keys, int64_t rows,
                            int64_t mlp_rows, int need_logits, dfl_error *err)
 {
     memset(w, 0, sizeof *w);
-    int ok = ws_table(w, c, g, T, rows, mlp_rows, need_logits);
+    int ok = ws_table(w, c, g, T, keys, rows, mlp_rows, need_logits);
     for (size_t i = 0; ok && i < w->nbufs; i++) {
         ws_buf *e = &w->bufs[i];
         if (e->n && !(*e->ptr = dfl__alloc_array(e->n, e->size))) ok = 0;
@@ -223,7 +234,8 @@ static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_
     float *m =
         w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
-                w->q + a * g->q_ld + p->q_col[t], (int)g->q_ld, w->k + p->k_col[t], (int)g->k_ld, 0.0f, m, (int)x->T);
+                w->q + (a - w->t0) * g->q_ld + p->q_col[t], (int)g->q_ld, w->kb + p->k_col[t], (int)g->k_ld, 0.0f, m,
+                (int)x->T);
     return m;
 }
 
@@ -271,7 +283,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     if (g->nmaps == 2) {
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
         /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
-        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + a * g->heads + h : NULL;
+        const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + (a - w->t0) * g->heads + h : NULL;
         for (int64_t i = 0; i < n; i++) {
             float lam = sig ? sig[i * g->heads] : x->lw->lambda;
             for (int64_t j = 0; j < x->bend; j++)
@@ -279,11 +291,11 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
         }
         A = m[2];
     }
-    float *out = w->att + a * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
+    float *out = w->att + (a - w->t0) * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f, A,
-                    (int)T, w->v + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
+                    (int)T, w->vb + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
         off += p->v_width[part];
     }
     if (dfl__attn_of(x->c)->subnorm_eps < 0) return; /* softmax heads: no sub-layer norm */
@@ -322,7 +334,7 @@ static void scores_absmax(attn_ctx *x, float *qmax)
     int nth = dfl_forward_max_threads();
     float *tmax = x->w->tmax; /* [threads, heads, 2] */
     memset(tmax, 0, (size_t)nth * (size_t)g->heads * 2 * sizeof *tmax);
-    for (int64_t r0 = 0; r0 < x->T; r0 += x->rows) {
+    for (int64_t r0 = x->w->t0; r0 < x->T; r0 += x->rows) {
         int64_t nb = begin_block(x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -359,13 +371,24 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++)
         w->plan[h] = dfl__head_plan_make(c, h);
+    /* A cached pass holds rows [t0, t0 + T): its keys and values join the cache's. */
+    const int64_t n_new = T, t0 = w->t0;
+    T = t0 + n_new;
+    w->kb = w->k;
+    w->vb = w->v;
+    if (w->kc) {
+        memcpy(w->kc[l] + t0 * g->k_ld, w->k, (size_t)n_new * (size_t)g->k_ld * sizeof(float));
+        memcpy(w->vc[l] + t0 * g->v_ld, w->v, (size_t)n_new * (size_t)g->v_ld * sizeof(float));
+        w->kb = w->kc[l];
+        w->vb = w->vc[l];
+    }
     attn_ctx x = {
         w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
         l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
-    for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += rows) {
+    for (int64_t r0 = t0; r0 < T && s == DFL_OK; r0 += rows) {
         int64_t nb = begin_block(&x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -561,6 +584,17 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     return DFL_OK;
 }
 
+/* A projection of the pre-norm blocks and the LM head: in KV-cached decoding steps (a
+ * few rows) the weights are read in their dtype (kernels_gemv.h); otherwise, and always
+ * in full passes, dfl_matmul_wmat. */
+static void matmul_rows(const fwd_ws *w, float *y, const float *x, const dfl_wmat *m, int64_t n)
+{
+    if (w->kc && n <= DFL_GEMV_MAX_ROWS && dfl_gemv_wmat_supported(m))
+        dfl_gemv_wmat(y, x, m, n);
+    else
+        dfl_matmul_wmat(y, x, m, n, w->scratch);
+}
+
 /* DIFF V2's per-token λ: lam[T, H] = sigmoid(xn[T, D] · lambda_projᵀ), the factor on
  * map 2 of each row and head. */
 static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_t T, float *scratch)
@@ -639,27 +673,40 @@ static void release_layer(const dfl_model *m, int64_t l)
 dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, const dfl_forward_opts *opts,
                        const dfl_capture *cap, dfl_error *err)
 {
+    return dfl__forward_rows(m, tokens, T, 0, NULL, NULL, opts, cap, err);
+}
+
+/* The pass over tokens[T] at positions [t0, t0 + T); t0 > 0 only with a cache kc, vc
+ * holding the keys and values of positions [0, t0) (kv_cache.h). */
+dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t T, int64_t t0, float *const *kc,
+                             float *const *vc, const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
+{
     const dfl_config *c = &m->config;
     dfl_forward_opts defaults = dfl_forward_opts_default();
     if (!opts) opts = &defaults;
     if (opts->quant_bits != 0 && (opts->quant_bits < 2 || opts->quant_bits > 16))
         return dfl__fail(err, DFL_ERR_USAGE, "logit quantization needs 2 to 16 bits (got %d)", opts->quant_bits);
     if (T < 1) return dfl__fail(err, DFL_ERR_RANGE, "empty token sequence");
+    if (t0 > 0 && opts->quant_bits && opts->quant_granularity != DFL_QUANT_ROW)
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "logit quantization by tensor or head needs the whole sequence at once; "
+                         "with a KV cache use row granularity");
     for (int64_t t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
             return dfl__fail(err, DFL_ERR_RANGE, "token %lld at position %lld is outside the vocabulary [0, %lld)",
                              (long long)tokens[t], (long long)t, (long long)c->vocab_size);
-    if (c->rope_kind == DFL_ROPE_DYNAMIC && T > c->rope_original_max_pos)
+    const int64_t keys = t0 + T; /* positions [0, keys) once this pass is done */
+    if (c->rope_kind == DFL_ROPE_DYNAMIC && keys > c->rope_original_max_pos)
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "rope_scaling dynamic: a sequence of %lld tokens is longer than the "
                          "original context (%lld); dynamic NTK scaling past it is not implemented",
-                         (long long)T, (long long)c->rope_original_max_pos);
+                         (long long)keys, (long long)c->rope_original_max_pos);
     const dfl__family *fam = dfl__family_of(c);
-    if (m->pos_embed.data && T > m->pos_embed.rows)
+    if (m->pos_embed.data && keys > m->pos_embed.rows)
         return dfl__fail(err, DFL_ERR_CONFIG,
                          "a sequence of %lld tokens is longer than the model's %lld learned "
                          "positions (n_positions)",
-                         (long long)T, (long long)m->pos_embed.rows);
+                         (long long)keys, (long long)m->pos_embed.rows);
     attn_geom g = make_geom(c);
     int64_t rows = ATTN_ROWS_TOTAL / g.heads;
     if (rows < ATTN_MIN_ROWS) rows = ATTN_MIN_ROWS;
@@ -669,8 +716,11 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     int64_t mlp_rows =
         wg->dtype == DFL_DTYPE_F32 && (uintptr_t)wg->data % sizeof(float) == 0 ? MLP_ROWS : MLP_ROWS_CONVERTED;
     fwd_ws w;
-    dfl_status s = ws_alloc(&w, c, &g, T, rows, mlp_rows, cap && cap->logits_rows, err);
+    dfl_status s = ws_alloc(&w, c, &g, T, keys, rows, mlp_rows, cap && cap->logits_rows, err);
     if (s) return s;
+    w.t0 = t0;
+    w.kc = kc;
+    w.vc = vc;
 
     const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     dfl_rope_params rp = {
@@ -679,10 +729,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     int64_t rd = c->rotary_dim ? c->rotary_dim : g.dq; /* GPT-NeoX: the rotated part of a head */
     if (c->rope_kind == DFL_ROPE_LONGROPE)             /* Phi-3: the long factors past the original context */
         dfl_rope_inv_freq_longrope(w.inv_freq, rd, c->rope_theta,
-                                   T > c->rope_original_max_pos ? c->rope_long : c->rope_short);
+                                   keys > c->rope_original_max_pos ? c->rope_long : c->rope_short);
     else
         dfl_rope_inv_freq(w.inv_freq, rd, &rp);
-    dfl_rope_tables(w.cos_t, w.sin_t, w.inv_freq, rd, T);
+    dfl_rope_tables_at(w.cos_t, w.sin_t, w.inv_freq, rd, t0, T);
     if (c->rope_kind == DFL_ROPE_LONGROPE) /* cos, sin × the attention factor */
         for (size_t i = 0; i < (size_t)T * (size_t)(rd / 2); i++) {
             w.cos_t[i] = (float)(w.cos_t[i] * c->rope_attn_factor);
@@ -691,7 +741,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     if (c->rope_local_theta > 0) { /* Gemma 3's sliding layers: their own base, unscaled */
         dfl_rope_params lp = {c->rope_local_theta, DFL_ROPE_NONE, 1.0, 0.0, 0.0, 0};
         dfl_rope_inv_freq(w.inv_freq, rd, &lp);
-        dfl_rope_tables(w.cos_l, w.sin_l, w.inv_freq, rd, T);
+        dfl_rope_tables_at(w.cos_l, w.sin_l, w.inv_freq, rd, t0, T);
     }
 
     for (int64_t t = 0; t < T; t++)
@@ -700,7 +750,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         for (size_t i = 0; i < (size_t)T * (size_t)D; i++)
             w.x[i] *= c->embed_scale;
     if (m->pos_embed.data) { /* learned positions (gpt2 wpe): x[t] += wpe[t] */
-        dfl_wmat_rows(&m->pos_embed, 0, T, w.tmp);
+        dfl_wmat_rows(&m->pos_embed, t0, T, w.tmp);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
     }
 
@@ -721,9 +771,9 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_IN, 0, T, D, w.xn, D, err)))
             break;
-        dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
-        dfl_matmul_wmat(w.k, w.xn, &lw->wk, T, w.scratch);
-        dfl_matmul_wmat(w.v, w.xn, &lw->wv, T, w.scratch);
+        matmul_rows(&w, w.q, w.xn, &lw->wq, T);
+        matmul_rows(&w, w.k, w.xn, &lw->wk, T);
+        matmul_rows(&w, w.v, w.xn, &lw->wv, T);
         if (lw->bq) dfl_add_bias(w.q, lw->bq, T, g.q_ld);
         if (lw->bk) dfl_add_bias(w.k, lw->bk, T, g.k_ld);
         if (lw->bv) dfl_add_bias(w.v, lw->bv, T, g.v_ld);
@@ -744,7 +794,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         if (cap && cap->linear_rows &&
             (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_OUT, 0, T, g.att_ld, w.att, g.att_ld, err)))
             break;
-        dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
+        matmul_rows(&w, w.tmp, w.att, &lw->wo, T);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
@@ -752,14 +802,14 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
             break;
         for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
-            dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
-            dfl_matmul_wmat(w.up, w.xn + r0 * D, &lw->w_up, n, w.scratch);
+            matmul_rows(&w, w.gate, w.xn + r0 * D, &lw->w_gate, n);
+            matmul_rows(&w, w.up, w.xn + r0 * D, &lw->w_up, n);
             if (lw->poly_w)
                 dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
             else
                 dfl_swiglu(w.gate, w.up, n, F);
             if (cap && cap->linear_rows) s = cap->linear_rows(cap->user, l, DFL_SITE_DOWN_IN, r0, n, F, w.gate, F, err);
-            dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
+            matmul_rows(&w, w.tmp + r0 * D, w.gate, &lw->w_down, n);
         }
         if (s) break;
         if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w.tmp, T, D, err))) break;
@@ -776,9 +826,9 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
     for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
-        dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
+        matmul_rows(&w, w.logits, w.xn + r0 * D, &m->lm_head, n);
         if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
-        s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
+        s = cap->logits_rows(cap->user, t0 + r0, n, V, w.logits, err);
     }
     ws_free(&w);
     return s;

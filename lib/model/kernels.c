@@ -287,11 +287,16 @@ void dfl_rope_inv_freq(double *inv_freq, int64_t d, const dfl_rope_params *p)
 
 void dfl_rope_tables(float *cos_t, float *sin_t, const double *inv_freq, int64_t d, int64_t T)
 {
+    dfl_rope_tables_at(cos_t, sin_t, inv_freq, d, 0, T);
+}
+
+void dfl_rope_tables_at(float *cos_t, float *sin_t, const double *inv_freq, int64_t d, int64_t t0, int64_t T)
+{
     int64_t half = d / 2;
 #pragma omp parallel for schedule(static) if (T > 64)
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < half; j++) {
-            double a = (double)t * inv_freq[j];
+            double a = (double)(t0 + t) * inv_freq[j];
             cos_t[t * half + j] = (float)cos(a);
             sin_t[t * half + j] = (float)sin(a);
         }

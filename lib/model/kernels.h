@@ -74,6 +74,8 @@ typedef struct dfl_rope_params {
 } dfl_rope_params;
 void dfl_rope_inv_freq(double *inv_freq, int64_t d, const dfl_rope_params *p);
 void dfl_rope_tables(float *cos_t, float *sin_t, const double *inv_freq, int64_t d, int64_t T);
+/* The same for positions [t0, t0 + T): row t of the tables is position t0 + t. */
+void dfl_rope_tables_at(float *cos_t, float *sin_t, const double *inv_freq, int64_t d, int64_t t0, int64_t T);
 
 /* Rotate in place every head of x[T, ld] (heads of width d at columns h*d, h < nh):
  * interleaved pairs (2j, 2j+1) or rotate-half pairs (j, j + d/2). Row t uses

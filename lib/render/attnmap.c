@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "render/attnmap_image.h"
 #include "render/attnmap_internal.h"
+#include "dump/dump_generated.h"
 #include "dump/dump_schema.h"
 
 /* ------------------------------------------------------------- parameters */
@@ -117,6 +118,8 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
     d->label = label ? label : d->model_type;
     if ((s = dfl_dump_tokens_read(d->r, d->s, &d->tk, err))) return s;
     if (d->tk.T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/tokens is empty", path, d->s->group);
+    /* probe --generate: the generated rows and keys join the prompt's */
+    if ((s = dfl_dump_tokens_join_generated(d->r, d->s, &d->tk, &d->gen_start, err))) return s;
     if (d->is_diff && dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA) &&
         (s = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
         return s;
@@ -652,7 +655,9 @@ static dfl_status open_sides(plan *pl, const dfl_attnmap_params *p, dfl_error *e
         return dfl__fail(err, DFL_ERR_TENSOR,
                          "--vs: the samples' tokens differ: %s sample '%s' has %lld tokens, %s sample '%s' has %lld",
                          p->dump_path, a->s->id, (long long)a->tk.T, p->vs_path, b->s->id, (long long)b->tk.T);
-    for (int64_t i = 0; i < a->tk.T; i++)
+    /* generated tokens may differ between the models: the prompts must not */
+    int64_t same = a->gen_start > 0 && a->gen_start == b->gen_start ? a->gen_start : a->tk.T;
+    for (int64_t i = 0; i < same; i++)
         if (a->tk.tokens[i] != b->tk.tokens[i])
             return dfl__fail(
                 err, DFL_ERR_TENSOR,

@@ -11,18 +11,21 @@ static const dfl_rgb WHITE = {255, 255, 255}, INK = {0x22, 0x22, 0x22}, GREY = {
 static const dfl_rgb NODATA = {200, 200, 200}, HATCH = {160, 160, 160};
 
 /* Segment colours (Okabe-Ito, colour-blind safe), by code: context, bos, answer,
- * query, distractor, target. */
-static const dfl_rgb SEG_COLOR[6] = {{232, 232, 232}, {0, 0, 0},     {0, 158, 115},
-                                     {0, 114, 178},   {230, 159, 0}, {204, 121, 167}};
-static const char *const SEG_NAME[6] = {"context", "bos", "answer", "query", "distractor", "target"};
+ * query, distractor, target, and (probe --generate, dump_generated.h) generated. */
+#define NSEG 7
+static const dfl_rgb SEG_COLOR[NSEG] = {{232, 232, 232}, {0, 0, 0},       {0, 158, 115}, {0, 114, 178},
+                                        {230, 159, 0},   {204, 121, 167}, {213, 94, 0}};
+static const char *const SEG_NAME[NSEG] = {"context", "bos", "answer", "query", "distractor", "target", "generated"};
 /* Which segment wins when a pooled band cell covers several. */
-static const int SEG_RANK[6] = {0, 1, 5, 2, 3, 4};
+static const int SEG_RANK[NSEG] = {0, 1, 5, 2, 3, 4, 6};
+/* The rule where generation starts. */
+static const dfl_rgb GEN_RULE = {213, 94, 0};
 
 static int band_segment(const uint8_t *seg, int64_t from, int64_t to)
 {
     int best = 0;
     for (int64_t i = from; i < to; i++) {
-        int s = seg[i] < 6 ? seg[i] : 0;
+        int s = seg[i] < NSEG ? seg[i] : 0;
         if (SEG_RANK[s] > SEG_RANK[best]) best = s;
     }
     return best;
@@ -89,7 +92,7 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
             if (r1 <= r0) r1 = r0 + 1;
             best = 0;
             for (int64_t r = r0; r < r1 && r < pl->nr; r++) {
-                int s = a->tk.segments[pl->rpos[r]] < 6 ? a->tk.segments[pl->rpos[r]] : 0;
+                int s = a->tk.segments[pl->rpos[r]] < NSEG ? a->tk.segments[pl->rpos[r]] : 0;
                 if (SEG_RANK[s] > SEG_RANK[best]) best = s;
             }
         }
@@ -101,6 +104,17 @@ static void draw_tile(dfl_canvas *c, const plan *pl, const layout *L, const tile
     }
     dfl_canvas_heatmap_box(c, mx, my, L->mw, L->mh, t->v, (int)pl->ph, (int)pl->pw, &pl->norm, pl->cmap, NODATA, HATCH);
     dfl_canvas_frame(c, mx - 1, my - 1, L->mw + 2, L->mh + 2, GREY);
+    /* probe --generate: a rule before the first generated key and the first generated row */
+    int64_t g = a->gen_start - pl->c0;
+    if (a->gen_start > 0 && g > 0 && g < pl->nc) {
+        int px = mx + (int)floor((double)g * L->mw / (double)pl->nc);
+        dfl_canvas_line(c, px, my - BGAP - BAND, px, my + L->mh, GEN_RULE);
+    }
+    for (int64_t r = 1; a->gen_start > 0 && r < pl->nr; r++)
+        if (pl->rpos[r] >= a->gen_start && pl->rpos[r - 1] < a->gen_start) {
+            int py = my + (int)floor((double)r * L->mh / (double)pl->nr);
+            dfl_canvas_line(c, mx - BGAP - BAND, py, mx + L->mw, py, GEN_RULE);
+        }
 
     char buf[64];
     /* x axis: token text or position ticks */
@@ -301,11 +315,11 @@ static int legend_items(const plan *pl, dfl_legend_item *items)
 {
     const side *a = &pl->sd[0];
     int nitems = 0;
-    int present[6] = {0};
+    int present[NSEG] = {0};
     for (int64_t i = 0; i < a->tk.T; i++)
-        present[a->tk.segments[i] < 6 ? a->tk.segments[i] : 0] = 1;
-    for (int sg = 1; sg <= 6; sg++) {
-        int code = sg % 6; /* bos, answer, query, distractor, target, then context */
+        present[a->tk.segments[i] < NSEG ? a->tk.segments[i] : 0] = 1;
+    for (int sg = 1; sg <= NSEG; sg++) {
+        int code = sg % NSEG; /* bos, answer, query, distractor, target, generated, then context */
         if (!present[code]) continue;
         dfl_legend_item it = {SEG_NAME[code], SEG_COLOR[code], 0, SEG_COLOR[code]};
         items[nitems++] = it;

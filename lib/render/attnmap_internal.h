@@ -20,6 +20,7 @@ typedef struct side {
     int is_diff;        /* has map2 and diff */
     const char *label;  /* model type or --labels */
     dfl_dump_tokens tk; /* tokens, segments, token text [T] */
+    int64_t gen_start;  /* probe --generate: position of the first generated token in tk, -1 = none */
     dfl_dump_attn at;   /* the maps [Ls, Hs, R, T] and their scales */
     float *lambda;      /* [L] or NULL */
     size_t nlambda;

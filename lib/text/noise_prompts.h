@@ -120,6 +120,13 @@ dfl_noise_prompts_params dfl_noise_prompts_default(void);
  * for template ids >= vocab_size, DFL_ERR_NOMEM. On failure *out is left empty. */
 dfl_status dfl_noise_prompts_make(const dfl_noise_prompts_params *p, dfl_prompt_set *out, dfl_error *err);
 
+/* Free-form retrieval (noise prompts --free-form, noise_prompts_free.c): cut every
+ * prompt before its last target span (the answer after the last query), whose tokens
+ * become its "expect" and their count its "generate": probe --generate then produces the
+ * answer and scores it by exact match. DFL_ERR_USAGE for a prompt whose last target
+ * span does not end it, DFL_ERR_NOMEM. */
+dfl_status dfl_noise_prompts_free_form(dfl_prompt_set *set, dfl_error *err);
+
 /* The shortest prompt length a template can fill (needle and distractors fitting). */
 int64_t dfl_noise_template_min_length(const dfl_noise_template *t);
 

@@ -297,8 +297,8 @@ static dfl_status parse_spans(const cJSON *root, dfl_span_kind k, const where *w
 /* Every key of a prompt line is read, ignored as harmless, or an error naming it: a
  * misspelt "anwser" would otherwise leave the answer share silently 0. The lists are
  * docs/format.md's tables. */
-static const char *const token_keys[] = {"tokens", "id",  "text",  "answer", "query",   "distractor",
-                                         "target", "bos", "depth", "input",  "offsets", NULL};
+static const char *const token_keys[] = {"tokens", "id",    "text",  "answer",  "query",    "distractor", "target",
+                                         "bos",    "depth", "input", "offsets", "generate", "expect",     NULL};
 static const char *const text_keys[] = {"input",
                                         "id",
                                         "answer",
@@ -309,6 +309,8 @@ static const char *const text_keys[] = {"input",
                                         "messages",
                                         "add_generation_prompt",
                                         "chat_template_kwargs",
+                                        "generate",
+                                        "expect",
                                         NULL};
 /* Notes people keep beside a sample; nothing reads them. So is any key starting "_". */
 static const char *const harmless_keys[] = {"comment", "note", "notes", "meta", "metadata", "source", NULL};
@@ -349,7 +351,10 @@ static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p,
     /* a text prompt: "input" and no "tokens" (prompts_text.c) */
     int text_prompt = !get_opt(root, "tokens") && (get_opt(root, "input") || get_opt(root, "messages"));
     if ((s = check_keys(root, text_prompt, w, err)) != DFL_OK) return s;
-    if (text_prompt) return dfl__prompt_parse_text(root, w->label, w->line, p, err);
+    if (text_prompt) {
+        s = dfl__prompt_parse_text(root, w->label, w->line, p, err);
+        return s ? s : dfl__prompt_parse_generate(root, w->label, w->line, p, err);
+    }
     /* tokens first: text and spans are checked against its length. */
     if ((s = parse_tokens(root, w, p, err)) != DFL_OK) return s;
     if ((s = parse_id(root, w, p, err)) != DFL_OK) return s;
@@ -362,6 +367,7 @@ static dfl_status parse_object(const cJSON *root, const where *w, dfl_prompt *p,
     if (v && !cJSON_IsBool(v)) return fail_at(err, DFL_ERR_FORMAT, w, "\"bos\" is not true or false");
     p->bos = v ? cJSON_IsTrue(v) : 1;
 
+    if ((s = dfl__prompt_parse_generate(root, w->label, w->line, p, err)) != DFL_OK) return s;
     return dfl__prompt_parse_depth(root, w->label, w->line, p, err);
 }
 
@@ -445,6 +451,7 @@ void dfl_prompt_free(dfl_prompt *p)
     if (!p) return;
     free(p->id);
     free(p->tokens);
+    free(p->expect);
     if (p->text)
         for (size_t i = 0; i < p->n_tokens; i++)
             free(p->text[i]);
@@ -626,6 +633,7 @@ static char *prompt_to_json(const dfl_prompt *p)
     }
     if (!p->bos && !cJSON_AddFalseToObject(o, "bos")) goto done;
     if (!dfl__prompt_json_extra(o, p)) goto done;
+    if (!dfl__prompt_json_generate(o, p)) goto done;
     /* Our own digits, inserted raw: depth must survive the round trip bit for bit
      * (see fmt_exact); validate() has already refused NaN and inf. */
     if (p->has_depth) {

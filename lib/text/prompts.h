@@ -87,6 +87,13 @@ typedef struct dfl_prompt {
     char *chat_spans[DFL_SPAN_KINDS]; /* its spans as JSON, resolved once rendered; owned */
     size_t input_len;                 /* bytes of input when it holds U+0000 (the JSON escape \u0000);
                                        * 0: strlen(input) */
+    /* Generation (probe --generate, prompts_generate.c): "generate" N tokens for this
+     * prompt (has_generate; 0 = none), "expect": the tokens a generation should begin
+     * with (free-form retrieval, scored by exact match). */
+    int has_generate;
+    int64_t generate;
+    int32_t *expect; /* [n_expect] or NULL; owned */
+    size_t n_expect;
 } dfl_prompt;
 
 /* JSON key of a span kind: "answer", "query", "distractor", "target". */
@@ -173,6 +180,12 @@ dfl_status dfl__prompt_parse_text(const cJSON *root, const char *label, size_t l
 dfl_status dfl__prompt_parse_extra(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
 /* Parse the optional "depth" (NaN = absent; Infinity refused). */
 dfl_status dfl__prompt_parse_depth(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
+/* Parse the optional "generate" (an integer in [0, 1<<20]) and "expect" (token ids) of
+ * either kind of prompt. */
+dfl_status dfl__prompt_parse_generate(const cJSON *root, const char *label, size_t line, dfl_prompt *p, dfl_error *err);
+/* Add "generate" and "expect" to a prompt's JSON object when present; 0 on allocation
+ * failure. */
+int dfl__prompt_json_generate(cJSON *o, const dfl_prompt *p);
 /* Add "input" and "offsets" to a prompt's JSON object; 0 on allocation failure. */
 int dfl__prompt_json_extra(cJSON *o, const dfl_prompt *p);
 /* dfl_prompt_set_read with text prompts allowed (left untokenized) or refused. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "view/view_internal.h"
+#include "dump/dump_generated.h"
 #include "dump/dump_schema.h"
 
 dfl_view_params dfl_view_params_default(void)
@@ -44,6 +45,7 @@ static dfl_status open_sample(dfl__view_dump *d, dfl__view_sample *s, const dfl_
     if ((st = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&tok, &nt, err))) return st;
     uint64_t h = fnv(1469598103934665603ull, tok, nt * sizeof *tok);
     free(tok);
+    in->T = dfl_dump_sample_keys(d->r, ds, in->T); /* probe --generate: generated keys too */
     if ((st = dfl_dump_attn_open(d->r, ds, in->T, &s->at, err))) return st;
     in->maps = s->at.maps;
     in->Ls = s->at.Ls;
@@ -183,6 +185,9 @@ dfl_status dfl__view_tokens_get(dfl_view *v, int64_t di, int64_t si, dfl__view_e
     if (!t) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&v->dump_lock);
     dfl_status st = dfl_dump_tokens_read(d->r, dfl_dump_sample_at(d->r, (size_t)si), t, err);
+    int64_t prompt_T; /* probe --generate: the maps' generated keys get their tokens */
+    if (!st) st = dfl_dump_tokens_join_generated(d->r, dfl_dump_sample_at(d->r, (size_t)si), t, &prompt_T, err);
+    if (st) dfl_dump_tokens_free(t);
     pthread_mutex_unlock(&v->dump_lock);
     if (st) {
         free(t);

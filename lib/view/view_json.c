@@ -86,6 +86,32 @@ static cJSON *dataset_json(const dfl__view_dump *d, const char *path, dfl_error 
     return o;
 }
 
+/* probe --generate: "generated" {start (the prompt's length), tokens, text or null}. */
+static void generated_json(const dfl__view_dump *d, const dfl__view_sample *s, cJSON *o)
+{
+    char p[128], tp[128], xp[128];
+    snprintf(p, sizeof p, "%s/" DFL_DS_GENERATED_TOKENS, s->group);
+    snprintf(tp, sizeof tp, "%s/" DFL_DS_TOKENS, s->group);
+    snprintf(xp, sizeof xp, "%s/" DFL_DS_GENERATED_TEXT, s->group);
+    dfl_error e;
+    dfl_dump_dset_info info;
+    int32_t *gen = NULL;
+    size_t n = 0, nt = 0;
+    char **text = NULL;
+    if (!dfl_dump_exists(d->r, p) || dfl_dump_dataset_info(d->r, tp, &info, &e) ||
+        dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&gen, &n, &e))
+        return;
+    cJSON *g = cJSON_AddObjectToObject(o, "generated");
+    cJSON_AddNumberToObject(g, "start", (double)info.dims[0]);
+    cJSON_AddItemToObject(g, "tokens", int_array(gen, (int64_t)n));
+    if (dfl_dump_exists(d->r, xp) && !dfl_dump_read_strings(d->r, xp, &text, &nt, &e) && nt == 1)
+        cJSON_AddStringToObject(g, "text", text[0]);
+    else
+        cJSON_AddNullToObject(g, "text");
+    if (text) dfl_dump_strings_free(text, nt);
+    free(gen);
+}
+
 dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err)
 {
     dfl__view_entry *te = NULL;
@@ -120,6 +146,7 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
         cJSON *x = dataset_json(d, p, &e2);
         if (x) cJSON_AddItemToObject(sj, stats[i], x);
     }
+    generated_json(d, s, o);
     char p[96], *names = NULL;
     snprintf(p, sizeof p, "%s/" DFL_DS_NOISE, s->group);
     dfl_error e2;

@@ -10,6 +10,7 @@
 #include "base/atomic.h"
 #include "base/cli.h"
 #include "analysis/noise.h"
+#include "analysis/noise_lookback.h"
 #include "text/noise_prompts.h"
 #include "text/tokenizer.h"
 #include "base/report.h"
@@ -61,6 +62,13 @@ static void usage(FILE *out)
                  "                        --plot, 10 in for more than 5 segments; 10.7 in for --plot-depth;\n"
                  "                        PNG 1 pixel per unit)\n"
                  "  --font FAMILY         font family of the figures (default: DejaVu Sans)\n"
+                 "  --lookback            the lookback ratio of generated tokens instead of the shares (dumps\n"
+                 "                        of probe --generate): by model (right vs wrong answers), layer, head\n"
+                 "                        and step, of --map's map (default: off)\n"
+                 "  --plot-lookback FILE  with --lookback: the ratio per step, a line per layer and dump\n"
+                 "                        (default: none)\n"
+                 "  --plot-lookback-heads FILE  with --lookback: layers x heads heatmaps, a panel per dump\n"
+                 "                        (default: none)\n"
                  "  --warn-total X        warn on (sample, layer, head) whose row total (the sum of\n"
                  "                        noise/raw) is below X in magnitude (default: 0.05)\n"
                  "  --force               overwrite existing plots\n"
@@ -101,6 +109,10 @@ static void usage_prompts(FILE *out)
                  "                        \"needle\": \"...\", \"answer\": \"part of the needle\", \"distractors\":\n"
                  "                        [\"...\"], \"query\": \"...\", \"target\": \"...\", \"bos\": true|false},\n"
                  "                        and prompts get the decoded pieces as text (default: ids)\n"
+                 "free-form retrieval\n"
+                 "  --free-form           end each prompt before the last query's answer: the answer is\n"
+                 "                        \"expect\" and its length \"generate\", for probe --generate, which\n"
+                 "                        scores the generated answer by exact match (default: off)\n"
                  "  --force               overwrite an existing output\n"
                  "  --quiet               no summary line\n"
                  "  --help                this text\n"
@@ -128,7 +140,8 @@ static int run_prompts(int argc, char **argv)
         O_FORCE,
         O_QUIET,
         O_HELP,
-        O_TOKENIZER
+        O_TOKENIZER,
+        O_FREE
     };
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"length", required_argument, 0, O_LENGTH},
@@ -144,6 +157,7 @@ static int run_prompts(int argc, char **argv)
                                          {"quiet", no_argument, 0, O_QUIET},
                                          {"help", no_argument, 0, O_HELP},
                                          {"tokenizer", required_argument, 0, O_TOKENIZER},
+                                         {"free-form", no_argument, 0, O_FREE},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_noise_prompts_params p = dfl_noise_prompts_default();
@@ -152,7 +166,7 @@ static int run_prompts(int argc, char **argv)
     int64_t *lengths = NULL, v;
     double *depths = NULL;
     size_t n_lengths = 0, n_depths = 0;
-    int force = 0, quiet = 0, synthetic_flag = 0, vocab_given = 0, c, rc = 0;
+    int force = 0, quiet = 0, synthetic_flag = 0, vocab_given = 0, free_form = 0, c, rc = 0;
     optind = 1;
     while (!rc && (c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
         switch (c) {
@@ -192,6 +206,7 @@ static int run_prompts(int argc, char **argv)
             break;
         case O_TEMPLATE: tmpl_path = optarg; break;
         case O_TOKENIZER: tok_path = optarg; break;
+        case O_FREE: free_form = 1; break;
         case O_FORCE: force = 1; break;
         case O_QUIET: quiet = 1; break;
         case O_HELP:
@@ -251,6 +266,7 @@ static int run_prompts(int argc, char **argv)
     }
     if (!s) s = dfl_noise_prompts_make(&p, &set, &err);
     if (!s && tok) s = dfl_noise_prompts_label(&set, tok, &err);
+    if (!s && free_form) s = dfl_noise_prompts_free_form(&set, &err);
     if (!s) s = dfl_prompt_set_write(out, set.items, set.count, force, &err);
     if (s) {
         fprintf(stderr, "noise prompts: %s\n", err.msg);
@@ -286,7 +302,10 @@ static int run_analysis(int argc, char **argv)
         O_HELP,
         O_WIDTH,
         O_FONT,
-        O_STAT
+        O_STAT,
+        O_LOOKBACK,
+        O_PLOT_LB,
+        O_PLOT_LBH
     };
     static const struct option opts[] = {{"map", required_argument, 0, O_MAP},
                                          {"norm", required_argument, 0, O_NORM},
@@ -304,13 +323,17 @@ static int run_analysis(int argc, char **argv)
                                          {"width", required_argument, 0, O_WIDTH},
                                          {"font", required_argument, 0, O_FONT},
                                          {"stat", required_argument, 0, O_STAT},
+                                         {"lookback", no_argument, 0, O_LOOKBACK},
+                                         {"plot-lookback", required_argument, 0, O_PLOT_LB},
+                                         {"plot-lookback-heads", required_argument, 0, O_PLOT_LBH},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_plot_paper paper = {NULL, 0.0};
     dfl_noise_params p = dfl_noise_params_default();
     dfl_error err = {DFL_OK, ""};
     dfl_report_format fmt = DFL_REPORT_TABLE;
-    const char *plot = NULL, *plot_depth = NULL;
+    const char *plot = NULL, *plot_depth = NULL, *plot_lb = NULL, *plot_lbh = NULL;
+    int lookback = 0;
     char **labels = NULL; /* one block (dfl_cli_split) */
     int64_t *layers = NULL, *heads = NULL;
     size_t n_labels = 0;
@@ -350,6 +373,9 @@ static int run_analysis(int argc, char **argv)
             break;
         case O_PLOT: plot = optarg; break;
         case O_PLOTD: plot_depth = optarg; break;
+        case O_LOOKBACK: lookback = 1; break;
+        case O_PLOT_LB: plot_lb = optarg; break;
+        case O_PLOT_LBH: plot_lbh = optarg; break;
         case O_WIDTH:
             if (dfl_plot_width_parse(optarg, &paper.width_in, &err)) rc = bad(&err);
             break;
@@ -380,6 +406,16 @@ static int run_analysis(int argc, char **argv)
                 dfl_noise_stat_name(p.stat));
         rc = 2;
     }
+    if (!rc && (plot_lb || plot_lbh) && !lookback) {
+        fprintf(stderr, "noise: --plot-lookback and --plot-lookback-heads need --lookback\n");
+        rc = 2;
+    }
+    if (!rc && lookback && (plot || plot_depth || p.by != DFL_NOISE_BY_NONE || p.stat != DFL_NOISE_STAT_SHARES)) {
+        fprintf(stderr, "noise: --lookback has its own tables and plots (--plot-lookback, --plot-lookback-heads)\n");
+        rc = 2;
+    }
+    if (!rc && plot_lb && dfl_format_of_path(plot_lb, &plot_fmt, &err)) rc = bad(&err);
+    if (!rc && plot_lbh && dfl_format_of_path(plot_lbh, &plot_fmt, &err)) rc = bad(&err);
     size_t n_dumps = optind < argc ? (size_t)(argc - optind) : 0;
     if (!rc && n_dumps == 0) {
         fprintf(stderr, "noise: at least one dump is required (see --help)\n");
@@ -398,6 +434,23 @@ static int run_analysis(int argc, char **argv)
     dfl_noise_result *res = NULL;
     dfl_report *rep = NULL;
     dfl_status s = DFL_OK;
+    if (!rc && lookback) { /* noise --lookback: its own analysis, tables and figures */
+        dfl_lookback_result *lr = NULL;
+        const char *const *dumps = (const char *const *)(argv + optind);
+        s = dfl__check_not_input(plot_lb, dumps, n_dumps, &err);
+        if (!s) s = dfl__check_not_input(plot_lbh, dumps, n_dumps, &err);
+        if (!s) s = dfl_lookback_analyze(dumps, (const char *const *)labels, n_dumps, p.map, &lr, &err);
+        if (!s) s = dfl_lookback_report(lr, &rep, &err);
+        if (!s && plot_lb) s = dfl_lookback_plot_steps(lr, plot_lb, force, &paper, &err);
+        if (!s && plot_lbh) s = dfl_lookback_plot_heads(lr, plot_lbh, force, &paper, &err);
+        if (!s) s = dfl_report_write(rep, fmt, stdout, &err);
+        if (s) {
+            fprintf(stderr, "noise: %s\n", err.msg);
+            rc = dfl_status_exit_code(s);
+        }
+        dfl_lookback_result_free(lr);
+        rc = rc ? rc : -1;
+    }
     if (!rc) {
         p.dumps = (const char *const *)(argv + optind);
         p.n_dumps = n_dumps;

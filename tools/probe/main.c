@@ -61,6 +61,14 @@ static void usage(FILE *out)
                  "                         the analysis rows (default: off)\n"
                  "  --logit-diff A,B       measure logit[A] − logit[B] (token ids) instead of the next\n"
                  "                         token's logit (default: the next token)\n"
+                 "  --generate N           then generate up to N tokens per prompt, KV-cached, stopping at\n"
+                 "                         the model's EOS ids; a prompt's \"generate\" overrides N\n"
+                 "                         (default: 0 = off; docs/probe.md \"Generation\")\n"
+                 "  --temperature T        sample at temperature T > 0 (default: greedy; 0 = greedy)\n"
+                 "  --top-k K              sample from the K most probable tokens (default: 0 = all)\n"
+                 "  --top-p P              sample from the smallest set holding P of the mass (default: 1)\n"
+                 "  --seed S               seed of the sampling draws (default: 0)\n"
+                 "  --alternatives K       most probable tokens stored per generated step (default: 5)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -233,6 +241,12 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"tokenizer", required_argument, 0, 'T'},
                                          {"strict", no_argument, 0, 'S'},
                                          {"allow-unused", no_argument, 0, 'U'},
+                                         {"generate", required_argument, 0, 'G'},
+                                         {"temperature", required_argument, 0, 'J'},
+                                         {"top-k", required_argument, 0, 'K'},
+                                         {"top-p", required_argument, 0, 'P'},
+                                         {"seed", required_argument, 0, 0x5345},
+                                         {"alternatives", required_argument, 0, 0x414C},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
@@ -286,6 +300,26 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
         case 'U': p.allow_unused = 1; break;
+        case 'G': s = dfl_cli_int("--generate", optarg, 0, 1 << 20, &p.generate.tokens, &err); break;
+        case 'J':
+            s = dfl_cli_double("--temperature", optarg, 0.0, 1e6, &p.generate.temperature, &err);
+            p.generate.sample = p.generate.temperature > 0;
+            if (!p.generate.sample) p.generate.temperature = 1.0; /* 0: greedy */
+            break;
+        case 'K':
+            s = dfl_cli_int("--top-k", optarg, 0, INT32_MAX, &p.generate.top_k, &err);
+            p.generate.sample = 1;
+            break;
+        case 'P':
+            s = dfl_cli_double("--top-p", optarg, 1e-9, 1.0, &p.generate.top_p, &err);
+            p.generate.sample = 1;
+            break;
+        case 0x5345: /* --seed */
+            if (!(s = dfl_cli_int("--seed", optarg, 0, INT64_MAX, &k, &err))) p.generate.seed = (uint64_t)k;
+            break;
+        case 0x414C: /* --alternatives */
+            if (!(s = dfl_cli_int("--alternatives", optarg, 0, 64, &k, &err))) p.generate.alternatives = (int32_t)k;
+            break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h':
@@ -340,6 +374,10 @@ static int run(int argc, char **argv, int mpi, int rank)
                 rep.forward_seconds > 0 ? (double)rep.tokens / rep.forward_seconds : 0.0,
                 rep.forward_seconds > 0 ? rep.flops / rep.forward_seconds * 1e-9 : 0.0);
         if (rep.targets) fprintf(stderr, ", target accuracy %zu/%zu", rep.targets_correct, rep.targets);
+        if (rep.generated_samples)
+            fprintf(stderr, ", generated %lld tokens (%.3g tok/s decoding)", (long long)rep.generated_tokens,
+                    rep.generate_seconds > 0 ? (double)rep.generated_tokens / rep.generate_seconds : 0.0);
+        if (rep.expects) fprintf(stderr, ", expected answers generated %zu/%zu", rep.expects_correct, rep.expects);
         if (rep.nonfinite_samples) fprintf(stderr, " (%zu with NaN/Inf: see above)", rep.nonfinite_samples);
         if (mpi) fprintf(stderr, ", parts joined in %.3f s", rep.join_seconds);
         fprintf(stderr, "\n");

@@ -3,8 +3,8 @@
 // length opens as fast as a small one. No libraries, no network beyond this server.
 "use strict";
 
-const SEG_COLOR = ["#e8e8e8", "#000000", "#009e73", "#0072b2", "#e69f00", "#cc79a7"];
-const SEG_NAME = ["context", "bos", "answer", "query", "distractor", "target"];
+const SEG_COLOR = ["#e8e8e8", "#000000", "#009e73", "#0072b2", "#e69f00", "#cc79a7", "#d55e00"];
+const SEG_NAME = ["context", "bos", "answer", "query", "distractor", "target", "generated"];
 const BAND = 8;          // segment band thickness (px)
 const GAP = 2;           // band to map
 let AREA = 560;          // map area per panel (px): smaller for two
@@ -149,6 +149,7 @@ async function rebuild(keepView) {
   }
   if (!keepView || !st.view) fit();
   drawLegend();
+  drawGenerated();
   draw();
   st.panels.forEach(drawBar);
   drawNoise();
@@ -489,6 +490,22 @@ function at(ds, idx) {
   let o = 0;
   for (let i = 0; i < ds.shape.length; i++) o = o * ds.shape[i] + idx[i];
   return ds.data[o];
+}
+
+// probe --generate: each panel's generated text (or ids), from position `start` on
+function drawGenerated() {
+  const el = $("generated"), seen = new Set();
+  el.innerHTML = "";
+  for (const p of st.panels) {
+    const g = p.sample.generated;
+    if (!g || seen.has(p.dump)) continue;
+    seen.add(p.dump);
+    const line = document.createElement("div");
+    const text = g.text !== null ? g.text : g.tokens.map((t) => "#" + t).join(" ");
+    line.textContent = `${dumpOf(p.dump).name}: ${text} (${g.tokens.length} tokens from position ${g.start})`;
+    el.appendChild(line);
+  }
+  el.parentElement.style.display = seen.size ? "" : "none";
 }
 
 async function drawNoise() {
