@@ -14,6 +14,7 @@
 #include "model/kernels.h"
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -357,6 +358,9 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 {
     const dfl_config *c = &m->config;
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
+    /* probe --quantize k/v (model/quantize.h): after RoPE, before any score; V per KV head */
+    int64_t vd = g->v_ld % c->num_kv_heads ? g->dq : g->v_ld / c->num_kv_heads;
+    dfl_quant_kv(opts->quant, w->q, g->q_ld, g->n_qheads, w->k, g->k_ld, g->n_kheads, g->dq, w->v, g->v_ld, vd, T);
     for (int64_t h = 0; h < g->heads; h++)
         w->plan[h] = dfl__head_plan_make(c, h);
     attn_ctx x = {
@@ -457,6 +461,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
     const float eps = (float)c->rms_norm_eps;
     dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
+    dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, w->xn, w->xn, T, D); /* probe --quantize acts */
     project(w, io, w->fused, w->xn, &lw->wqkv, T);
     add_bias(w->fused, lw->bqkv, T, qkv);
     split_qkv(w, g, neox, T);
@@ -470,11 +475,13 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     if (c->attn_scale_by_layer) gl.scale = (float)((double)gl.scale / (double)(l + 1));
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
     if (s) return s;
+    dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     project(w, io, w->tmp, w->att, &lw->wo, T);
     add_bias(w->tmp, lw->bo, T, D);
     if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, w->xn, w->xn, T, D);
     for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
         project(w, io, w->gate, w->xn + r0 * D, &lw->w_up, n);
@@ -483,6 +490,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
             dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
         else
             dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
+        dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w->gate, w->gate, n, F);
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
@@ -512,6 +520,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_rmsnorm(w->xn, w->x, lw->attn_norm, T, D, eps, 1.0f);
         in = w->xn;
     }
+    in = dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, in, w->xn, T, D); /* probe --quantize acts */
     dfl_matmul_wmat(w->q, in, &lw->wq, T, w->scratch);
     dfl_matmul_wmat(w->k, in, &lw->wk, T, w->scratch);
     dfl_matmul_wmat(w->v, in, &lw->wv, T, w->scratch);
@@ -532,6 +541,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     if (c->attn_scale > 0) gl.scale = (float)c->attn_scale;
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
     if (s) return s;
+    dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
     if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
@@ -540,6 +550,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_rmsnorm(w->xn, w->x, lw->mlp_norm, T, D, eps, 1.0f);
         in = w->xn;
     }
+    in = dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, in, w->xn, T, D);
     int geglu = dfl__family_of(c)->mlp == DFL__MLP_GEGLU;
     for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
@@ -549,6 +560,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
         else
             dfl_swiglu(w->gate, w->up, n, F);
+        dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w->gate, w->gate, n, F);
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
@@ -569,7 +581,7 @@ static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_
 
 dfl_forward_opts dfl_forward_opts_default(void)
 {
-    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0};
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0, NULL};
     return o;
 }
 
@@ -713,6 +725,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+        dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, w.xn, w.xn, T, D); /* probe --quantize acts */
         dfl_matmul_wmat(w.q, w.xn, &lw->wq, T, w.scratch);
         dfl_matmul_wmat(w.k, w.xn, &lw->wk, T, w.scratch);
         dfl_matmul_wmat(w.v, w.xn, &lw->wv, T, w.scratch);
@@ -729,10 +742,12 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_rope_apply(w.q, T, g.q_ld, g.n_qheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
+        dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w.att, w.att, T, g.att_ld);
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
+        dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, w.xn, w.xn, T, D);
         for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             dfl_matmul_wmat(w.gate, w.xn + r0 * D, &lw->w_gate, n, w.scratch);
@@ -741,6 +756,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                 dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
             else
                 dfl_swiglu(w.gate, w.up, n, F);
+            dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w.gate, w.gate, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);

@@ -10,6 +10,7 @@
 #include "base/cli.h"
 #include "model/hub.h"
 #include "model/kernels.h"
+#include "model/quantize.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
 #include "cluster/probe_mpi.h"
@@ -48,6 +49,10 @@ static void usage(FILE *out)
                  "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
+"  --quantize SPEC        fake-quantize weights, linear inputs and/or the KV cache, and rotate\n"
+                 "                         (QuaRot); repeatable or comma-separated, e.g.\n"
+                 "                         'weights=4:group=128:asym,kv=8:hadamard,acts=8,rotate'\n"
+                 "                         (docs/probe.md \"Quantization\"; default: none)\n"
                  "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
@@ -180,6 +185,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"topk", required_argument, 0, 'k'},
                                          {"alpha", required_argument, 0, 'a'},
                                          {"quantize-logits", required_argument, 0, 'Q'},
+                                         {"quantize", required_argument, 0, 'W'},
                                          {"save-logits", no_argument, 0, 'L'},
                                          {"threads", required_argument, 0, 't'},
                                          {"force", no_argument, 0, 'f'},
@@ -192,6 +198,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
+    dfl_qspec quant = dfl_qspec_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
     double log_every = 10.0;
@@ -220,6 +227,7 @@ static int run(int argc, char **argv, int mpi, int rank)
             break;
         case 'a': s = dfl_cli_double("--alpha", optarg, 0.0, 1e30, &p.alpha, &err); break;
         case 'Q': s = parse_quant(optarg, &p.forward, &err); break;
+        case 'W': s = dfl_qspec_parse(optarg, &quant, &err); break;
         case 'L': p.save_logits = 1; break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
@@ -256,6 +264,10 @@ static int run(int argc, char **argv, int mpi, int rank)
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
+    if (dfl_qspec_any(&quant)) {
+        p.forward.quant = &quant;
+        if (quant.w.bits || quant.rotate) p.forward.release_layers = -1; /* f32 copies, not file pages */
+    }
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
