@@ -236,15 +236,25 @@ static void grid_range(const dfl_quantizer *z, double *qlo, double *qhi)
     }
 }
 
-/* x[i·stride], i < d → its grid point (nearbyint rounds half to even in the default
- * rounding mode, which the library never changes). */
+/* The integer j (grid point s·j) nearest to x, exactly: of floor(x/s) and the next one,
+ * the nearer by the sign of 2x − s·(2j + 1), which one fma computes with a single
+ * rounding (so its sign, and a zero for a true tie, are exact); a tie goes to the even
+ * one. floor(x/s) off by one ulp near an integer still leaves the nearest among the two. */
+static double nearest_int(double x, double s)
+{
+    double j = floor(x / s), e = fma(-s, 2.0 * j + 1.0, 2.0 * x);
+    if (e > 0.0 || (e == 0.0 && fmod(fabs(j), 2.0) == 1.0)) j += 1.0;
+    return j;
+}
+
+/* x[i·stride], i < d → its grid point. */
 static void apply_group(float *x, int64_t d, int64_t stride, double s, double zero, const dfl_quantizer *z)
 {
     if (!(s > 0.0)) return;
     double qlo, qhi;
     grid_range(z, &qlo, &qhi);
     for (int64_t i = 0; i < d; i++) {
-        double q = nearbyint((double)x[i * stride] / s) + zero;
+        double q = nearest_int((double)x[i * stride], s) + zero;
         q = q < qlo ? qlo : q > qhi ? qhi : q;
         x[i * stride] = (float)(s * (q - zero));
     }
@@ -286,13 +296,14 @@ void dfl_quant_group_naive(float *x, int64_t d, int64_t stride, const dfl_quanti
     if (!(s > 0.0)) return;
     grid_range(qz, &qlo, &qhi);
     for (int64_t i = 0; i < d; i++) {
-        double v = x[i * stride], best = 0.0, bd = INFINITY;
-        for (double k = qlo; k <= qhi; k++) {
-            double g = s * (k - zero), dist = fabs(v - g);
-            /* a tie goes to the even integer k − zero */
-            if (dist < bd || (dist == bd && fmod(fabs(k - zero), 2.0) == 0.0)) bd = dist, best = g;
+        /* grid integers j = k − zero ascending; j is nearer than the best b < j when
+         * 2v − s·(j + b) > 0 (one fma: the sign is exact), a tie (0) going to the even one */
+        double v = x[i * stride], b = qlo - zero;
+        for (double j = b + 1.0; j <= qhi - zero; j++) {
+            double e = fma(-s, j + b, 2.0 * v);
+            if (e > 0.0 || (e == 0.0 && fmod(fabs(j), 2.0) == 0.0)) b = j;
         }
-        x[i * stride] = (float)best;
+        x[i * stride] = (float)(s * b);
     }
 }
 

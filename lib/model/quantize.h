@@ -11,8 +11,10 @@
  *                        s = (hi − lo) / (2^b − 1),  z = round(−lo/s),
  *                        x → s·(clamp(round(x/s) + z, 0, 2^b − 1) − z)
  *
- * round is round half to even (torch.round, numpy.round); s, z and the products are in
- * double, the result rounded once to f32. A group whose s is 0 (all zeros) is unchanged.
+ * round(x/s) is the integer nearest to x/s in exact arithmetic (not x/s rounded first),
+ * a tie going to the even integer (torch.round, numpy.round); z = round(−lo/s) likewise in
+ * double. s is a double from the formulas above, the result s·(q − z) rounded once to f32.
+ * A group whose s is 0 (all zeros) is unchanged. Values are assumed finite.
  *
  * Weights are quantized once, at load (dfl_quant_model): each matrix is replaced by an
  * f32 copy the model owns (4 bytes per weight, whatever the checkpoint stored). The
