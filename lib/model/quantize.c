@@ -369,39 +369,92 @@ static void paley_chi(signed char *chi, int64_t p)
         chi[(i * i) % p] = 1;
 }
 
-/* One row x[n] → x·(H_m ⊗ H_{n/m})/√n; tmp[m]. */
-static void hadamard_row(float *x, int64_t n, int64_t m, const signed char *chi, float *tmp)
+/* One row x[n] → x·(H_m ⊗ H_{n/m})/√n, b = n/m: FWHT on each of the m runs of b values,
+ * then out[c·b + j] = Σ_a H_m[a][c]·x[a·b + j]. With pm (H_m as floats, [m, m]) and
+ * acc[n]: accumulated a run at a time (vectorises over j); without them (no memory):
+ * entry by entry from chi, tmp[m]. */
+static void hadamard_row(float *x, int64_t n, int64_t m, const signed char *chi, float *tmp, const float *pm,
+                         float *acc)
 {
     const int64_t b = n / m;
     for (int64_t a = 0; a < m; a++)
         fwht(x + a * b, b);
-    if (m > 1)
+    if (m > 1 && pm && acc) {
+        memset(acc, 0, (size_t)n * sizeof *acc);
+        for (int64_t a = 0; a < m; a++)
+            for (int64_t c = 0; c < m; c++) {
+                const float h = pm[a * m + c], *src = x + a * b;
+                float *dst = acc + c * b;
+#pragma omp simd
+                for (int64_t j = 0; j < b; j++)
+                    dst[j] += h * src[j];
+            }
+        memcpy(x, acc, (size_t)n * sizeof *x);
+    } else if (m > 1) {
         for (int64_t d = 0; d < b; d++) {
             for (int64_t c = 0; c < m; c++) {
-                double acc = 0.0;
+                double s = 0.0;
                 for (int64_t a = 0; a < m; a++)
-                    acc += (double)x[a * b + d] * paley(chi, m - 1, a, c);
-                tmp[c] = (float)acc;
+                    s += (double)x[a * b + d] * paley(chi, m - 1, a, c);
+                tmp[c] = (float)s;
             }
             for (int64_t c = 0; c < m; c++)
                 x[c * b + d] = tmp[c];
         }
+    }
     const float r = (float)(1.0 / sqrt((double)n));
     for (int64_t i = 0; i < n; i++)
         x[i] *= r;
 }
 
+/* What the rows of one Hadamard call share: H_m's factor m, its character table, and (when
+ * they could be allocated, outside any parallel region) H_m as floats and one accumulator
+ * of n floats per thread. */
+typedef struct hadamard_plan {
+    int64_t n, m;
+    signed char chi[PALEY_MAX];
+    float *pm, *acc;
+} hadamard_plan;
+
+static void plan_make(hadamard_plan *h, int64_t n)
+{
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    if (!dfl_hadamard_ok(n, &h->m)) h->m = 0;
+    if (h->m <= 1) return;
+    paley_chi(h->chi, h->m - 1);
+    size_t nth = (size_t)omp_get_max_threads();
+    if (omp_in_parallel()) return; /* no allocation inside a parallel region: the slow path */
+    h->pm = dfl__alloc_array((size_t)(h->m * h->m), sizeof *h->pm);
+    h->acc = dfl__alloc_array(nth * (size_t)n, sizeof *h->acc);
+    for (int64_t a = 0; h->pm && a < h->m; a++)
+        for (int64_t c = 0; c < h->m; c++)
+            h->pm[a * h->m + c] = paley(h->chi, h->m - 1, a, c);
+}
+
+static void plan_free(hadamard_plan *h)
+{
+    free(h->pm);
+    free(h->acc);
+}
+
+/* Row x[n] by plan h, from thread `thread`. */
+static void plan_row(const hadamard_plan *h, float *x, int thread)
+{
+    float tmp[PALEY_MAX];
+    hadamard_row(x, h->n, h->m, h->chi, tmp, h->pm, h->acc ? h->acc + (size_t)thread * (size_t)h->n : NULL);
+}
+
 void dfl_hadamard_rows(float *x, int64_t rows, int64_t n)
 {
-    int64_t m = 1;
-    if (!dfl_hadamard_ok(n, &m)) return;
+    hadamard_plan h;
+    plan_make(&h, n);
+    if (h.m) {
 #pragma omp parallel for schedule(static) if (rows > 8 && !omp_in_parallel())
-    for (int64_t r = 0; r < rows; r++) {
-        signed char chi[PALEY_MAX];
-        float tmp[PALEY_MAX];
-        if (m > 1) paley_chi(chi, m - 1);
-        hadamard_row(x + r * n, n, m, chi, tmp);
+        for (int64_t r = 0; r < rows; r++)
+            plan_row(&h, x + r * n, omp_get_thread_num());
     }
+    plan_free(&h);
 }
 
 /* ------------------------------------------------------------ forward hooks */
@@ -444,21 +497,16 @@ void dfl_quant_kv(const dfl_qspec *q, float *qm, int64_t q_ld, int64_t nqh, floa
                   int64_t hd, float *v, int64_t v_ld, int64_t vd, int64_t T)
 {
     if (!q || (!q->k.bits && !q->v.bits && !q->k_hadamard)) return;
+    hadamard_plan h;
+    plan_make(&h, q->k_hadamard ? hd : 1);
 #pragma omp parallel for schedule(static) if (T > 8)
     for (int64_t t = 0; t < T; t++) {
-        if (q->k_hadamard) {
-            int64_t m = 1;
-            signed char chi[PALEY_MAX];
-            float tmp[PALEY_MAX];
-            if (dfl_hadamard_ok(hd, &m) && m > 1) paley_chi(chi, m - 1);
-            for (int64_t h = 0; h < nqh; h++)
-                hadamard_row(qm + t * q_ld + h * hd, hd, m, chi, tmp);
-            for (int64_t h = 0; h < nkh; h++)
-                hadamard_row(k + t * k_ld + h * hd, hd, m, chi, tmp);
-        }
+        for (int64_t i = 0; h.m && q->k_hadamard && i < nqh + nkh; i++)
+            plan_row(&h, i < nqh ? qm + t * q_ld + i * hd : k + t * k_ld + (i - nqh) * hd, omp_get_thread_num());
         dfl_quant_groups(k + t * k_ld, nkh, hd, hd, 1, &q->k);
         dfl_quant_groups(v + t * v_ld, v_ld / vd, vd, vd, 1, &q->v);
     }
+    plan_free(&h);
 }
 
 /* ------------------------------------------------------- the weight pass */
