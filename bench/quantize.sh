@@ -10,10 +10,10 @@
 #
 # Environment: BIN (default bin), OUT (work folder, default build/bench, where run.sh keeps
 # the model), THREADS (default 2), REPEATS (default 3), T (default 1024).
-# Each configuration runs REPEATS times as separate processes; the best forward time
-# (probe's own "forward" figure) and the best load time (wall time of the process minus its
-# forward: reading the model, the weight pass, the dump) count. Ratios are against the
-# unquantized run of the same invocation.
+# Each configuration runs REPEATS times as separate processes, the configurations in turn
+# in each round; the best forward time (probe's own "forward" figure) and the best load
+# time (wall time of the process minus its forward: reading the model, the weight pass, the
+# dump) count. Ratios are against the unquantized runs of the same invocation.
 set -eu
 
 BIN=${BIN:-bin}
@@ -42,47 +42,50 @@ T = int(sys.argv[2])
 toks = [int(t) for t in np.random.default_rng(1000 + T).integers(0, 32000, T)]
 open(sys.argv[1], 'w').write(json.dumps({'id': 'bench-q', 'tokens': toks}) + '\n')" "$P" "$T"
 
-# one configuration: prints "forward load" (best of REPEATS, seconds)
-run() {
-    best_f="" best_l=""
-    i=0
-    while [ $i -lt "$REPEATS" ]; do
-        t0=$($PY -c 'import time; print(time.time())')
-        # shellcheck disable=SC2086  # $1 is empty or "--quantize SPEC"
-        line=$("$BIN/probe" --model "$MODEL" --prompts "$P" --out "$OUT/quantize.h5" --force --threads "$THREADS" \
-            $1 2>&1 | grep 'forward') || die "probe $1 failed"
-        t1=$($PY -c 'import time; print(time.time())')
-        f=$(echo "$line" | sed -n 's/.*forward \([0-9.]*\) s.*/\1/p')
-        l=$($PY -c "print('%.3f' % ($t1 - $t0 - $f))")
-        best_f=$($PY -c "print(min([x for x in ('$best_f', '$f') if x], key=float))")
-        best_l=$($PY -c "print(min([x for x in ('$best_l', '$l') if x], key=float))")
-        i=$((i + 1))
-    done
-    echo "$best_f $best_l"
+# one run of one configuration: prints "forward load" (seconds)
+run_once() {
+    t0=$($PY -c 'import time; print(time.time())')
+    # shellcheck disable=SC2086  # $1 is empty or "--quantize SPEC"
+    line=$("$BIN/probe" --model "$MODEL" --prompts "$P" --out "$OUT/quantize.h5" --force --threads "$THREADS" \
+        $1 2>&1 | grep 'forward') || die "probe $1 failed"
+    t1=$($PY -c 'import time; print(time.time())')
+    f=$(echo "$line" | sed -n 's/.*forward \([0-9.]*\) s.*/\1/p')
+    echo "$f $($PY -c "print('%.3f' % ($t1 - $t0 - $f))")"
 }
+
+SPECS="none weights=8 weights=4:group=128:asym weights=4:head:embed rotate acts=8 acts=8:tensor kv=8 kv=4:hadamard
+rotate,weights=4,acts=8,kv=8:hadamard"
+target() {
+    case $1 in
+    none) echo "—" ;; weights*) echo "forward ≤ 1.10×" ;; acts*|kv*) echo "≤ 1.3×" ;; *) echo "(no target)" ;;
+    esac
+}
+# the configurations in turn, REPEATS rounds (the machine's load drifts: each round sees
+# every configuration); the best of each counts
+TIMES=$OUT/quantize_times.txt
+: > "$TIMES"
+i=0
+while [ $i -lt "$REPEATS" ]; do
+    for spec in $SPECS; do
+        if [ "$spec" = none ]; then r=$(run_once ""); else r=$(run_once "--quantize $spec"); fi
+        echo "$spec $r" >> "$TIMES"
+    done
+    i=$((i + 1))
+done
 
 echo "## probe --quantize on the bench model (T = $T, $THREADS threads, best of $REPEATS; $(lscpu | sed -n 's/^Model name: *//p'), machine shared)"
 echo
-echo "| --quantize | forward s | forward ratio | load s | target |"
-echo "|---|---|---|---|---|"
-set -- "" "none" \
-    "weights=8" "weights ≤ 1.10×" \
-    "weights=4:group=128:asym" "weights ≤ 1.10×" \
-    "weights=4:head:embed" "weights ≤ 1.10×" \
-    "rotate" "(rotation)" \
-    "acts=8" "acts ≤ 1.3×" \
-    "acts=8:tensor" "acts ≤ 1.3×" \
-    "kv=8" "KV ≤ 1.3×" \
-    "kv=4:hadamard" "KV ≤ 1.3×" \
-    "rotate,weights=4,acts=8,kv=8:hadamard" "(all)"
-base=""
-while [ $# -gt 1 ]; do
-    spec=$1 target=$2
-    shift 2
-    if [ -n "$spec" ]; then r=$(run "--quantize $spec"); else r=$(run ""); fi
-    f=${r% *} l=${r#* }
-    [ -n "$base" ] || base=$f
-    ratio=$($PY -c "print('%.3f' % ($f / $base))")
-    echo "| ${spec:-(none)} | $f | ${ratio}× | $l | $target |"
+echo "| --quantize | forward s | forward ratio | load s (wall − forward) | load ratio | target |"
+echo "|---|---|---|---|---|---|"
+for spec in $SPECS; do
+    $PY - "$TIMES" "$spec" "$(target "$spec")" <<'EOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+def best(name, col):
+    return min(float(r[col]) for r in rows if r[0] == name)
+spec, tgt = sys.argv[2], sys.argv[3]
+f, l = best(spec, 1), best(spec, 2)
+print("| %s | %.3f | %.3f× | %.3f | %.2f× | %s |" % (spec, f, f / best("none", 1), l, l / best("none", 2), tgt))
+EOF
 done
 rm -f "$OUT/quantize.h5"

@@ -358,7 +358,8 @@ class Quantize(unittest.TestCase):
             d = self.model(name, mtype, "bf16" if mtype == "llama" else "f32", **kw)
             base = os.path.join(self.tmp, name + "-base.h5")
             probe(d, pf, base)
-            for spec in ("rotate", "k=none:hadamard", "rotate,k=none:hadamard"):
+            # both rotations at once (each alone is broken-tested by the K/V case below too)
+            for spec in ("rotate,k=none:hadamard",) if name != "rot-llama" else ("rotate", "k=none:hadamard"):
                 out = os.path.join(self.tmp, name + "-rot.h5")
                 probe(d, pf, out, "--quantize", spec)
                 for a, b in zip(logits_of(out), logits_of(base)):
