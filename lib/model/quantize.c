@@ -180,8 +180,7 @@ static dfl_status parse_item(const char *text, size_t len, dfl_qspec *q, int *se
             return dfl__fail(err, DFL_ERR_USAGE, "--quantize: %s: '%s' is not an option of %s (docs/probe.md)", item,
                              opt, kind);
     }
-    if ((is_w && seen[ITEM_W]++) || (is_a && seen[ITEM_A]++) || (is_k && seen[ITEM_K]++) ||
-        (is_v && seen[ITEM_V]++))
+    if ((is_w && seen[ITEM_W]++) || (is_a && seen[ITEM_A]++) || (is_k && seen[ITEM_K]++) || (is_v && seen[ITEM_V]++))
         return dfl__fail(err, DFL_ERR_USAGE, "--quantize: %s: %s given twice", item, is_kv ? "k or v" : kind);
     if (is_w) q->w = z, q->w_group = group, q->w_head = head_on, q->w_embed = embed;
     if (is_a) q->a = z, q->a_tensor = tensor;
@@ -476,8 +475,7 @@ static void quant_tensor(float *x, int64_t n, int64_t d, const dfl_quantizer *z)
         apply_group(x + r * d, d, 1, s, zero, z);
 }
 
-const float *dfl_quant_input(const dfl_qspec *q, dfl_quant_site site, const float *x, float *buf, int64_t n,
-                             int64_t d)
+const float *dfl_quant_input(const dfl_qspec *q, dfl_quant_site site, const float *x, float *buf, int64_t n, int64_t d)
 {
     if (!q) return x;
     int rot = q->rotate && site == DFL_QSITE_DOWN_IN;
@@ -692,8 +690,8 @@ dfl_status dfl_quant_model(dfl_model *m, const dfl_qspec *q, dfl_error *err)
     for (int64_t l = 0; l < c->num_layers && !s; l++) {
         dfl_layer_weights *lw = &m->layers[l];
         /* GPT-2's Conv1D matrices (c_attn, c_proj, c_fc, mlp.c_proj) are stored [in, out] */
-        dfl_wmat *mats[] = {&lw->wq,     &lw->wk,   &lw->wv,     &lw->w_gate, &lw->w_lambda,
-                            &lw->wqkv,   &lw->wo,   &lw->w_up,   &lw->w_down};
+        dfl_wmat *mats[] = {&lw->wq,   &lw->wk, &lw->wv,   &lw->w_gate, &lw->w_lambda,
+                            &lw->wqkv, &lw->wo, &lw->w_up, &lw->w_down};
         const int conv1d[] = {0, 0, 0, 0, 0, io, io, io, io};
         for (size_t i = 0; i < sizeof mats / sizeof *mats && !s; i++)
             s = quant_matrix(&p, q, mats[i], conv1d[i], rotated);

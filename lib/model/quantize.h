@@ -43,12 +43,12 @@ typedef struct dfl_quantizer {
 
 /* What --quantize asks for (dfl_qspec_parse); every part off by default. */
 typedef struct dfl_qspec {
-    dfl_quantizer w; /* weights of every linear layer of the blocks */
-    int64_t w_group; /* 0 = per output channel, else groups of this many input columns */
-    int w_head;      /* also the LM head */
-    int w_embed;     /* also the token (and position) embeddings */
-    dfl_quantizer a; /* inputs of every linear layer of the blocks */
-    int a_tensor;    /* 1 = one scale per tensor, 0 = per token */
+    dfl_quantizer w;    /* weights of every linear layer of the blocks */
+    int64_t w_group;    /* 0 = per output channel, else groups of this many input columns */
+    int w_head;         /* also the LM head */
+    int w_embed;        /* also the token (and position) embeddings */
+    dfl_quantizer a;    /* inputs of every linear layer of the blocks */
+    int a_tensor;       /* 1 = one scale per tensor, 0 = per token */
     dfl_quantizer k, v; /* the KV cache: K per token and key head, V per token and KV head */
     int k_hadamard;     /* rotate each head of q and k by H_head_dim after RoPE first */
     int rotate;         /* the residual stream and down_proj's input (QuaRot) */
@@ -101,8 +101,7 @@ typedef enum dfl_quant_site {
 /* The forward pass's hook on the input x[n, d] of the linear layers at `site`: returns x
  * itself when there is nothing to do, else buf (which may be x) holding the rotated and/or
  * fake-quantized copy. q NULL = nothing. */
-const float *dfl_quant_input(const dfl_qspec *q, dfl_quant_site site, const float *x, float *buf, int64_t n,
-                             int64_t d);
+const float *dfl_quant_input(const dfl_qspec *q, dfl_quant_site site, const float *x, float *buf, int64_t n, int64_t d);
 
 /* The forward pass's hook after RoPE: rotate each of the nqh heads of q[T, q_ld] and nkh
  * heads of k[T, k_ld] (width hd) by H_hd when k_hadamard, then fake-quantize k per token

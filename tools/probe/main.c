@@ -49,7 +49,7 @@ static void usage(FILE *out)
                  "  --alpha A              hidden channel outlier threshold, |x| >= A (default: 6)\n"
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
-"  --quantize SPEC        fake-quantize weights, linear inputs and/or the KV cache, and rotate\n"
+                 "  --quantize SPEC        fake-quantize weights, linear inputs and/or the KV cache, and rotate\n"
                  "                         (QuaRot); repeatable or comma-separated, e.g.\n"
                  "                         'weights=4:group=128:asym,kv=8:hadamard,acts=8,rotate'\n"
                  "                         (docs/probe.md \"Quantization\"; default: none)\n"
