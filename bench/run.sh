@@ -222,3 +222,5 @@ BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"
 if [ -f bench/tokenizer.sh ]; then
     BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
 fi
+# probe --quantize (weights, activations, KV, rotation) against the unquantized forward (bench/quantize.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/quantize.sh | tee -a "$OUT/table.txt"
