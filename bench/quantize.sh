@@ -1,30 +1,31 @@
 #!/bin/sh
 # quantize.sh — `make bench` part for probe --quantize: the forward pass with fake-quantized
-# weights, linear inputs, K/V and the QuaRot rotation against the same forward without
-# them, on the bench model (bench/run.sh: llama, 8 layers, hidden 512, FFN 1408 = 44·32,
+# weights, linear inputs, K/V and the QuaRot rotation against the same model's plain
+# forward, on the bench model (bench/run.sh: llama, 8 layers, hidden 512, FFN 1408 = 44·32,
 # vocab 32000, f32), one prompt of T tokens. Targets (issue 28): weight fake-quant adds at
-# most 10% to the forward (it is done once, at load: its cost is in the load column),
-# activation and KV quantization at most 1.3×.
+# most 10% to the forward (it is done once, at load: its cost is the "weight pass" column,
+# which also reads the mapped file in), activation and KV quantization at most 1.3×.
 #
 #   BIN=bin sh bench/quantize.sh
 #
-# Environment: BIN (default bin), OUT (work folder, default build/bench, where run.sh keeps
-# the model), THREADS (default 2), REPEATS (default 3), T (default 1024).
-# Each configuration runs REPEATS times as separate processes, the configurations in turn
-# in each round; the best forward time (probe's own "forward" figure) and the best load
-# time (wall time of the process minus its forward: reading the model, the weight pass, the
-# dump) count. Ratios are against the unquantized runs of the same invocation.
+# Environment: OUT (work folder, default build/bench, where run.sh keeps the model),
+# BUILD (default build), THREADS (default 2), REPEATS (default 5), T (default 1024).
+# How: bench/quantize_forward.c (built by make) loads the model once plain and once per
+# SPEC with dfl_quant_model applied, then alternates a plain and a quantized pass REPEATS
+# times in one process (the load of a shared machine drifts: each pair sees about the
+# same); the best of each counts, and the ratios are quantized / plain of the same run, of
+# wall time and of CPU time (all threads: steadier when the machine is shared).
 set -eu
 
-BIN=${BIN:-bin}
 OUT=${OUT:-build/bench}
+BUILD=${BUILD:-build}
 THREADS=${THREADS:-2}
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 T=${T:-1024}
 PY=/usr/bin/python3
 
 die() { echo "bench quantize: $*" >&2; exit 1; }
-[ -x "$BIN/probe" ] || die "$BIN/probe not found (run make all first)"
+make -s "$BUILD/bench/quantize_forward" || die "cannot build $BUILD/bench/quantize_forward"
 mkdir -p "$OUT"
 MODEL=$OUT/model
 MODEL_ARGS="--type llama --layers 8 --hidden 512 --heads 8 --ffn 1408 --vocab 32000 --dtype f32 --seed 1 --max-pos 4096"
@@ -42,50 +43,16 @@ T = int(sys.argv[2])
 toks = [int(t) for t in np.random.default_rng(1000 + T).integers(0, 32000, T)]
 open(sys.argv[1], 'w').write(json.dumps({'id': 'bench-q', 'tokens': toks}) + '\n')" "$P" "$T"
 
-# one run of one configuration: prints "forward load" (seconds)
-run_once() {
-    t0=$($PY -c 'import time; print(time.time())')
-    # shellcheck disable=SC2086  # $1 is empty or "--quantize SPEC"
-    line=$("$BIN/probe" --model "$MODEL" --prompts "$P" --out "$OUT/quantize.h5" --force --threads "$THREADS" \
-        $1 2>&1 | grep 'forward') || die "probe $1 failed"
-    t1=$($PY -c 'import time; print(time.time())')
-    f=$(echo "$line" | sed -n 's/.*forward \([0-9.]*\) s.*/\1/p')
-    echo "$f $($PY -c "print('%.3f' % ($t1 - $t0 - $f))")"
-}
-
-SPECS="none weights=8 weights=4:group=128:asym weights=4:head:embed rotate acts=8 acts=8:tensor kv=8 kv=4:hadamard
-rotate,weights=4,acts=8,kv=8:hadamard"
-target() {
-    case $1 in
-    none) echo "—" ;; weights*) echo "forward ≤ 1.10×" ;; acts*|kv*) echo "≤ 1.3×" ;; *) echo "(no target)" ;;
-    esac
-}
-# the configurations in turn, REPEATS rounds (the machine's load drifts: each round sees
-# every configuration); the best of each counts
-TIMES=$OUT/quantize_times.txt
-: > "$TIMES"
-i=0
-while [ $i -lt "$REPEATS" ]; do
-    for spec in $SPECS; do
-        if [ "$spec" = none ]; then r=$(run_once ""); else r=$(run_once "--quantize $spec"); fi
-        echo "$spec $r" >> "$TIMES"
-    done
-    i=$((i + 1))
-done
-
-echo "## probe --quantize on the bench model (T = $T, $THREADS threads, best of $REPEATS; $(lscpu | sed -n 's/^Model name: *//p'), machine shared)"
+echo "## probe --quantize on the bench model (T = $T, $THREADS threads, best of $REPEATS alternating passes; $(lscpu | sed -n 's/^Model name: *//p'), machine shared)"
 echo
-echo "| --quantize | forward s | forward ratio | load s (wall − forward) | load ratio | target |"
-echo "|---|---|---|---|---|---|"
-for spec in $SPECS; do
-    $PY - "$TIMES" "$spec" "$(target "$spec")" <<'EOF'
-import sys
-rows = [l.split() for l in open(sys.argv[1])]
-def best(name, col):
-    return min(float(r[col]) for r in rows if r[0] == name)
-spec, tgt = sys.argv[2], sys.argv[3]
-f, l = best(spec, 1), best(spec, 2)
-print("| %s | %.3f | %.3f× | %.3f | %.2f× | %s |" % (spec, f, f / best("none", 1), l, l / best("none", 2), tgt))
-EOF
-done
-rm -f "$OUT/quantize.h5"
+echo "| --quantize | plain forward s | quantized forward s | ratio (wall) | CPU s plain → quantized | ratio (CPU) | target | weight pass s (CPU s) |"
+echo "|---|---|---|---|---|---|---|---|"
+OMP_NUM_THREADS=$THREADS "$BUILD/bench/quantize_forward" "$MODEL" "$P" "$REPEATS" \
+    weights=8 weights=4:group=128:asym weights=4:head:embed acts=8 acts=8:tensor kv=8 kv=4:hadamard rotate \
+    rotate,weights=4,acts=8,kv=8:hadamard |
+    while read -r spec plain quant ratio cpu _load wpass wcpu cplain cquant; do
+        case $spec in
+        rotate*) target="(none)" ;; weights*) target="≤ 1.10×" ;; *) target="≤ 1.3×" ;;
+        esac
+        echo "| $spec | $plain | $quant | ${ratio}× | $cplain → $cquant | ${cpu}× | $target | $wpass ($wcpu) |"
+    done

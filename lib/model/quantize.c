@@ -235,25 +235,34 @@ static void grid_range(const dfl_quantizer *z, double *qlo, double *qhi)
     }
 }
 
-/* The integer j (grid point s·j) nearest to x, exactly: of floor(x/s) and the next one,
- * the nearer by the sign of 2x − s·(2j + 1), which one fma computes with a single
- * rounding (so its sign, and a zero for a true tie, are exact); a tie goes to the even
- * one. floor(x/s) off by one ulp near an integer still leaves the nearest among the two. */
-static double nearest_int(double x, double s)
+/* The integer j (grid point s·j) nearest to x, exactly. r = x·(1/s) is within a few ulp of
+ * x/s, so unless its fraction is within 1e-6 of ½ the nearer of floor(r) and the next
+ * integer is plain; near ½ the two are told apart by the sign of 2x − s·(2j + 1), which
+ * one fma computes with a single rounding (so its sign, and a zero for a true tie, are
+ * exact), a tie going to the even one. floor(r) off by one near an integer still leaves
+ * the nearest among the two. NaN and huge values pass through (the clamp takes the huge). */
+static double nearest_int(double x, double s, double inv)
 {
-    double j = floor(x / s), e = fma(-s, 2.0 * j + 1.0, 2.0 * x);
-    if (e > 0.0 || (e == 0.0 && fmod(fabs(j), 2.0) == 1.0)) j += 1.0;
-    return j;
+    double r = x * inv;
+    if (!(fabs(r) < 4e15)) return r;
+    double j = (double)(int64_t)r;
+    j -= (double)(j > r); /* floor, without a branch (the signs are random) */
+    double f = r - j, q = j + (double)(f > 0.5);
+    if (fabs(f - 0.5) <= 1e-6) { /* rare: decide exactly */
+        double e = fma(-s, 2.0 * j + 1.0, 2.0 * x);
+        q = e > 0.0 || (e == 0.0 && fmod(fabs(j), 2.0) == 1.0) ? j + 1.0 : j;
+    }
+    return q;
 }
 
 /* x[i·stride], i < d → its grid point. */
 static void apply_group(float *x, int64_t d, int64_t stride, double s, double zero, const dfl_quantizer *z)
 {
     if (!(s > 0.0)) return;
-    double qlo, qhi;
+    double qlo, qhi, inv = 1.0 / s;
     grid_range(z, &qlo, &qhi);
     for (int64_t i = 0; i < d; i++) {
-        double q = nearest_int((double)x[i * stride], s) + zero;
+        double q = nearest_int((double)x[i * stride], s, inv) + zero;
         q = q < qlo ? qlo : q > qhi ? qhi : q;
         x[i * stride] = (float)(s * (q - zero));
     }
