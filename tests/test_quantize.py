@@ -9,7 +9,8 @@ against independent references:
     Sylvester sizes, the defining property (entries ±1/√n, H·Hᵀ = I);
   - the rotation (QuaRot: RMSNorm gains folded, residual stream and down_proj input
     rotated) and the q/k Hadamard: an unquantized model's logits unchanged within 1e-5
-    relative on several model types; the types it cannot hold refused by name;
+    relative on eight model types (llama in bf16, qwen2 tied, diff_transformer, diffllama,
+    DIFF V2, phi3, Motif V1 and GDA); the types it cannot hold refused by name;
   - weight quantization: probe's logits against tests/ref/reference.py run on weights
     quantized here in numpy (llama, bf16 llama, diff_transformer, GPT-2's Conv1D [in, out]
     storage, the LM head and embeddings), within test_reference.py's 1e-4;
@@ -36,6 +37,7 @@ import scipy.linalg
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "ref"))
+import gguf  # noqa: E402
 import make_model  # noqa: E402
 import reference  # noqa: E402
 
@@ -353,9 +355,17 @@ class Quantize(unittest.TestCase):
                  ("rot-difft", "diff_transformer", dict(heads=2)),
                  ("rot-diffllama", "diffllama", dict(heads=4)),
                  ("rot-diffv2", "diff_transformer_v2", dict(heads=4)),
-                 ("rot-phi3", "phi3", dict(heads=4))]
+                 ("rot-phi3", "phi3", dict(heads=4)),
+                 # Motif as published (tests/test_motif.py's shapes): V1 pairs, and GDA's noise heads
+                 ("rot-motif-v1", "published", dict(name="Motif-2.6B", heads=4, head_dim=8)),
+                 ("rot-motif-gda", "published", dict(name="Motif-2-12.7B-Base", heads=10, head_dim=8))]
         for name, mtype, kw in cases:
-            d = self.model(name, mtype, "bf16" if mtype == "llama" else "f32", **kw)
+            if mtype == "published":
+                d = os.path.join(self.tmp, name)
+                cfg, shards = make_model.published_config(kw.pop("name"), layers=LAYERS, vocab=VOCAB, **kw)
+                make_model.write_model(d, cfg, make_model.make_weights(cfg, seed=5), "f32", shards, hub=True)
+            else:
+                d = self.model(name, mtype, "bf16" if mtype == "llama" else "f32", **kw)
             base = os.path.join(self.tmp, name + "-base.h5")
             probe(d, pf, base)
             # both rotations at once (each alone is broken-tested by the K/V case below too)
@@ -421,6 +431,22 @@ class Quantize(unittest.TestCase):
         d = self.model("w-gpt2", "gpt2", heads=4)                       # Conv1D [in, out], tied head
         self.check_weights(d, "weights=4:group=16", 4, False, 1.0, 16)
         self.check_weights(d, "weights=6:head:embed", 6, False, 1.0, 0, head=True, embed=True)
+
+    def test_gguf_like_safetensors(self):
+        # the same weights as GGUF F32 (Q/K rows permuted as convert_hf_to_gguf.py does):
+        # quantized per group of input columns and rotated alike, so the same logits
+        cfg = make_model.make_config("llama", LAYERS, HIDDEN, 4, kv_heads=2, ffn=FFN, vocab=VOCAB)
+        tensors = make_model.make_weights(cfg, seed=3)
+        sdir = os.path.join(self.tmp, "gguf-st")
+        make_model.write_model(sdir, cfg, tensors, "f32")
+        paths, _ = gguf.convert(cfg, tensors, gguf.F32, os.path.join(self.tmp, "twin.gguf"))
+        pf, _ = self.prompts()
+        for spec in ("weights=4:group=16:asym", "rotate,weights=3"):
+            a, b = os.path.join(self.tmp, "g-st.h5"), os.path.join(self.tmp, "g-gguf.h5")
+            probe(sdir, pf, a, "--quantize", spec)
+            probe(paths[0], pf, b, "--quantize", spec)
+            for x, y in zip(logits_of(b), logits_of(a)):
+                self.assertLess(rel(x, y), 1e-5, spec)
 
     def test_dump_records_the_spec(self):
         d = self.model("w-llama", "llama", heads=4, kv_heads=2)
