@@ -14,7 +14,8 @@
 # SPEC with dfl_quant_model applied, then alternates a plain and a quantized pass REPEATS
 # times in one process (the load of a shared machine drifts: each pair sees about the
 # same); the best of each counts, and the ratios are quantized / plain of the same run, of
-# wall time and of CPU time (all threads: steadier when the machine is shared).
+# wall time and of CPU time (all threads, OMP_WAIT_POLICY=passive so that idle threads
+# sleep instead of spinning: steadier than wall time when the machine is shared).
 set -eu
 
 OUT=${OUT:-build/bench}
@@ -47,7 +48,7 @@ echo "## probe --quantize on the bench model (T = $T, $THREADS threads, best of 
 echo
 echo "| --quantize | plain forward s | quantized forward s | ratio (wall) | CPU s plain → quantized | ratio (CPU) | target | weight pass s (CPU s) |"
 echo "|---|---|---|---|---|---|---|---|"
-OMP_NUM_THREADS=$THREADS "$BUILD/bench/quantize_forward" "$MODEL" "$P" "$REPEATS" \
+OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive "$BUILD/bench/quantize_forward" "$MODEL" "$P" "$REPEATS" \
     weights=8 weights=4:group=128:asym weights=4:head:embed acts=8 acts=8:tensor kv=8 kv=4:hadamard rotate \
     rotate,weights=4,acts=8,kv=8:hadamard |
     while read -r spec plain quant ratio cpu _load wpass wcpu cplain cquant; do
