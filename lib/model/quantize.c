@@ -255,17 +255,43 @@ static double nearest_int(double x, double s, double inv)
     return q;
 }
 
-/* x[i·stride], i < d → its grid point. */
+/* x[i·stride], i < d → its grid point, one value at a time (exact everywhere). */
+static void apply_exact(float *x, int64_t d, int64_t stride, double s, double inv, double lo, double hi)
+{
+    for (int64_t i = 0; i < d; i++) {
+        double j = nearest_int((double)x[i * stride], s, inv);
+        j = j < lo ? lo : j > hi ? hi : j;
+        x[i * stride] = (float)(s * j);
+    }
+}
+
+#define RNE_MAGIC 6755399441055744.0 /* 1.5·2^52: (r + M) − M is r rounded half to even, |r| < 2^51 */
+
+/* x[i·stride], i < d → its grid point s·clamp(j, lo, hi), j the integer nearest x/s
+ * (lo, hi: the grid's integers less the zero point). Contiguous groups take a vectorised
+ * pass (r = x·(1/s) rounded by the magic-number addition); a value whose r sits within
+ * 1e-6 of a half-integer (or is huge, or NaN) is left as it is there, and the group then
+ * goes through apply_exact, which leaves the values already on the grid where they are. */
 static void apply_group(float *x, int64_t d, int64_t stride, double s, double zero, const dfl_quantizer *z)
 {
     if (!(s > 0.0)) return;
     double qlo, qhi, inv = 1.0 / s;
     grid_range(z, &qlo, &qhi);
-    for (int64_t i = 0; i < d; i++) {
-        double q = nearest_int((double)x[i * stride], s, inv) + zero;
-        q = q < qlo ? qlo : q > qhi ? qhi : q;
-        x[i * stride] = (float)(s * (q - zero));
+    const double lo = qlo - zero, hi = qhi - zero;
+    if (stride != 1) {
+        apply_exact(x, d, stride, s, inv, lo, hi);
+        return;
     }
+    int doubt = 0;
+#pragma omp simd reduction(| : doubt)
+    for (int64_t i = 0; i < d; i++) {
+        double r = (double)x[i] * inv, j = (r + RNE_MAGIC) - RNE_MAGIC;
+        int near = !(fabs(r) < 1e15) || fabs(fabs(r - j) - 0.5) <= 1e-6;
+        j = j < lo ? lo : j > hi ? hi : j;
+        x[i] = near ? x[i] : (float)(s * j);
+        doubt |= near;
+    }
+    if (doubt) apply_exact(x, d, 1, s, inv, lo, hi);
 }
 
 static void minmax(const float *x, int64_t d, int64_t stride, double *lo, double *hi)
