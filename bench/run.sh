@@ -230,3 +230,5 @@ BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/gguf.sh | tee -a "$OUT/table.txt"
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/compare.sh | tee -a "$OUT/table.txt"
 # KV-cached decoding against a KV-cached PyTorch loop, and the capture cost (bench/generate.sh)
 BIN=$BIN BUILD=$BUILD OUT=$OUT THREADS=$THREADS sh bench/generate.sh | tee -a "$OUT/table.txt"
+# probe --quantize (weights, activations, KV, rotation) against the unquantized forward (bench/quantize.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/quantize.sh | tee -a "$OUT/table.txt"

@@ -23,6 +23,7 @@
 #include "analysis/probe_clip.h"
 #include "analysis/probe_quant.h"
 #include "analysis/probe_generate.h"
+#include "analysis/probe_quantize.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -630,6 +631,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if (!s) s = dfl_probe_read_prompts(p, &ps, err);
     dfl_load_opts lo = {p->allow_unused};
     if (!s) s = dfl_model_load_opts(p->model_dir, &lo, &m, err);
+    if (!s) s = dfl_quant_model(m, p->forward.quant, err); /* --quantize: weights once, at load */
     if (s) goto done;
 
     const dfl_config *c = &m->config;
@@ -684,6 +686,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
     if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
     if ((s = dfl__gen_ctx_open(p, m, &ps, &gen, err))) goto done;
+    if ((s = dfl__probe_quant_attrs(d, p->forward.quant, err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {

@@ -52,6 +52,25 @@
 #define DFL_ATTR_ATTN_LOGIT_SOFTCAPPING  "attn_logit_softcapping"  /* Gemma 2 */
 #define DFL_ATTR_FINAL_LOGIT_SOFTCAPPING "final_logit_softcapping" /* Gemma 2 */
 #define DFL_ATTR_LOGIT_STATS_SOFTCAP     "logit_stats_softcap"     /* "before" */
+/* probe --quantize (model/quantize.h): only in dumps written with it */
+#define DFL_ATTR_QUANTIZE              "quantize"
+#define DFL_ATTR_QUANT_WEIGHT_BITS     "quant_weight_bits"
+#define DFL_ATTR_QUANT_WEIGHT_SCHEME   "quant_weight_scheme"
+#define DFL_ATTR_QUANT_WEIGHT_CLIP     "quant_weight_clip"
+#define DFL_ATTR_QUANT_WEIGHT_GROUP    "quant_weight_group"
+#define DFL_ATTR_QUANT_WEIGHT_TENSORS  "quant_weight_tensors"
+#define DFL_ATTR_QUANT_ACT_BITS        "quant_act_bits"
+#define DFL_ATTR_QUANT_ACT_SCHEME      "quant_act_scheme"
+#define DFL_ATTR_QUANT_ACT_CLIP        "quant_act_clip"
+#define DFL_ATTR_QUANT_ACT_GRANULARITY "quant_act_granularity"
+#define DFL_ATTR_QUANT_K_BITS          "quant_k_bits"
+#define DFL_ATTR_QUANT_K_SCHEME        "quant_k_scheme"
+#define DFL_ATTR_QUANT_K_CLIP          "quant_k_clip"
+#define DFL_ATTR_QUANT_V_BITS          "quant_v_bits"
+#define DFL_ATTR_QUANT_V_SCHEME        "quant_v_scheme"
+#define DFL_ATTR_QUANT_V_CLIP          "quant_v_clip"
+#define DFL_ATTR_QUANT_K_HADAMARD      "quant_k_hadamard"
+#define DFL_ATTR_QUANT_ROTATE          "quant_rotate"
 
 /* ---------------------------------------------------------- root datasets */
 
@@ -254,6 +273,24 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL,
             "the model soft-caps logits"),
     DFL_AT_("/", DFL_ATTR_LOGIT_STATS_SOFTCAP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
+    DFL_AT_("/", DFL_ATTR_QUANTIZE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_WEIGHT_BITS, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_WEIGHT_SCHEME, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_WEIGHT_CLIP, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_WEIGHT_GROUP, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_WEIGHT_TENSORS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_ACT_BITS, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_ACT_SCHEME, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_ACT_CLIP, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_ACT_GRANULARITY, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_K_BITS, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_K_SCHEME, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_K_CLIP, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_V_BITS, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_V_SCHEME, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_V_CLIP, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_K_HADAMARD, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_QUANT_ROTATE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
     /* /model */
     /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */
     DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),

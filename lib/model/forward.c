@@ -16,6 +16,7 @@
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
 #include "model/kv_cache.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 
 /* Rows of the attention block: all heads' maps of a block take about
@@ -369,6 +370,9 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
 {
     const dfl_config *c = &m->config;
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
+    /* probe --quantize k/v (model/quantize.h): after RoPE, before any score; V per KV head */
+    int64_t vd = g->v_ld % c->num_kv_heads ? g->dq : g->v_ld / c->num_kv_heads;
+    dfl_quant_kv(opts->quant, w->q, g->q_ld, g->n_qheads, w->k, g->k_ld, g->n_kheads, g->dq, w->v, g->v_ld, vd, T);
     for (int64_t h = 0; h < g->heads; h++)
         w->plan[h] = dfl__head_plan_make(c, h);
     /* A cached pass holds rows [t0, t0 + T): its keys and values join the cache's. */
@@ -481,6 +485,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     const int64_t D = c->hidden_size, F = c->intermediate_size, qkv = g->q_ld + g->k_ld + g->v_ld;
     const float eps = (float)c->rms_norm_eps;
     dfl_layernorm(w->xn, w->x, lw->attn_norm, lw->attn_norm_b, T, D, eps);
+    dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, w->xn, w->xn, T, D); /* probe --quantize acts */
     project(w, io, w->fused, w->xn, &lw->wqkv, T);
     add_bias(w->fused, lw->bqkv, T, qkv);
     split_qkv(w, g, neox && !m->ggml_layout, T);
@@ -495,11 +500,13 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
     if (!s && cap && cap->attn_out) s = cap->attn_out(cap->user, l, w->att, T, g->att_ld, err);
     if (s) return s;
+    dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     project(w, io, w->tmp, w->att, &lw->wo, T);
     add_bias(w->tmp, lw->bo, T, D);
     if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
+    dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, w->xn, w->xn, T, D);
     for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
         project(w, io, w->gate, w->xn + r0 * D, &lw->w_up, n);
@@ -508,6 +515,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
             dfl_gelu_erf(w->gate, (size_t)n * (size_t)F);
         else
             dfl_gelu_tanh(w->gate, (size_t)n * (size_t)F);
+        dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w->gate, w->gate, n, F);
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
@@ -538,6 +546,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_rmsnorm(w->xn, w->x, lw->attn_norm, T, D, eps, 1.0f);
         in = w->xn;
     }
+    in = dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, in, w->xn, T, D); /* probe --quantize acts */
     dfl_matmul_wmat(w->q, in, &lw->wq, T, w->scratch);
     dfl_matmul_wmat(w->k, in, &lw->wk, T, w->scratch);
     dfl_matmul_wmat(w->v, in, &lw->wv, T, w->scratch);
@@ -559,6 +568,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     dfl_status s = attention(w, m, &gl, l, T, rows, opts, cap, err);
     if (!s && cap && cap->attn_out) s = cap->attn_out(cap->user, l, w->att, T, g->att_ld, err);
     if (s) return s;
+    dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
     if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
@@ -567,6 +577,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_rmsnorm(w->xn, w->x, lw->mlp_norm, T, D, eps, 1.0f);
         in = w->xn;
     }
+    in = dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, in, w->xn, T, D);
     int geglu = dfl__family_of(c)->mlp == DFL__MLP_GEGLU;
     for (int64_t r0 = 0; r0 < T; r0 += mlp_rows) {
         int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
@@ -576,6 +587,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             dfl_geglu(w->gate, w->up, n, F, c->act == DFL_ACT_GELU);
         else
             dfl_swiglu(w->gate, w->up, n, F);
+        dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w->gate, w->gate, n, F);
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
@@ -608,7 +620,7 @@ static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_
 
 dfl_forward_opts dfl_forward_opts_default(void)
 {
-    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0};
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0, NULL};
     return o;
 }
 
@@ -771,6 +783,7 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_IN, 0, T, D, w.xn, D, err)))
             break;
+        dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, w.xn, w.xn, T, D); /* probe --quantize acts */
         matmul_rows(&w, w.q, w.xn, &lw->wq, T);
         matmul_rows(&w, w.k, w.xn, &lw->wk, T);
         matmul_rows(&w, w.v, w.xn, &lw->wv, T);
@@ -794,12 +807,14 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         if (cap && cap->linear_rows &&
             (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_OUT, 0, T, g.att_ld, w.att, g.att_ld, err)))
             break;
+        dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w.att, w.att, T, g.att_ld);
         matmul_rows(&w, w.tmp, w.att, &lw->wo, T);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
         if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_MLP_IN, 0, T, D, w.xn, D, err)))
             break;
+        dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, w.xn, w.xn, T, D);
         for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += mlp_rows) {
             int64_t n = T - r0 < mlp_rows ? T - r0 : mlp_rows;
             matmul_rows(&w, w.gate, w.xn + r0 * D, &lw->w_gate, n);
@@ -809,6 +824,7 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
             else
                 dfl_swiglu(w.gate, w.up, n, F);
             if (cap && cap->linear_rows) s = cap->linear_rows(cap->user, l, DFL_SITE_DOWN_IN, r0, n, F, w.gate, F, err);
+            dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w.gate, w.gate, n, F);
             matmul_rows(&w, w.tmp + r0 * D, w.gate, &lw->w_down, n);
         }
         if (s) break;

@@ -98,6 +98,9 @@ typedef struct dfl_forward_opts {
      * weights exceed half the machine's memory, 1 = always, -1 = never. A checkpoint
      * larger than memory then streams through it. */
     int release_layers;
+    /* probe --quantize: activations, KV cache and the online rotation (model/quantize.h),
+     * the same spec dfl_quant_model applied to the model; NULL = none. */
+    const struct dfl_qspec *quant;
 } dfl_forward_opts;
 
 /* Defaults: no intervention. */

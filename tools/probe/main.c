@@ -10,6 +10,7 @@
 #include "base/cli.h"
 #include "model/hub.h"
 #include "model/kernels.h"
+#include "model/quantize.h"
 #include "analysis/probe.h"
 #include "analysis/stats.h"
 #include "cluster/probe_mpi.h"
@@ -69,6 +70,10 @@ static void usage(FILE *out)
                  "  --top-p P              sample from the smallest set holding P of the mass (default: 1)\n"
                  "  --seed S               seed of the sampling draws (default: 0)\n"
                  "  --alternatives K       most probable tokens stored per generated step (default: 5)\n"
+                 "  --quantize SPEC        fake-quantize weights, linear inputs and/or the KV cache, and rotate\n"
+                 "                         (QuaRot); repeatable or comma-separated, e.g.\n"
+                 "                         'weights=4:group=128:asym,kv=8:hadamard,acts=8,rotate'\n"
+                 "                         (docs/probe.md \"Quantization\"; default: none)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -233,6 +238,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"logit-lens", required_argument, 0, 'N'},
                                          {"dla", no_argument, 0, 'A'},
                                          {"logit-diff", required_argument, 0, 'Z'},
+                                         {"quantize", required_argument, 0, 'W'},
                                          {"threads", required_argument, 0, 't'},
                                          {"force", no_argument, 0, 'f'},
                                          {"quiet", no_argument, 0, 'q'},
@@ -250,6 +256,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
+    dfl_qspec quant = dfl_qspec_default();
     dfl_error err = {DFL_OK, ""};
     int64_t threads = 0, k;
     double log_every = 10.0;
@@ -296,6 +303,7 @@ static int run(int argc, char **argv, int mpi, int rank)
             else
                 s = parse_store_type("--save-hidden", optarg, 2, &p.save_hidden, &err);
             break;
+        case 'W': s = dfl_qspec_parse(optarg, &quant, &err); break;
         case 't': s = dfl_cli_int("--threads", optarg, 1, 1024, &threads, &err); break;
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
@@ -351,6 +359,10 @@ static int run(int argc, char **argv, int mpi, int rank)
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
+    if (dfl_qspec_any(&quant)) {
+        p.forward.quant = &quant;
+        if (quant.w.bits || quant.rotate) p.forward.release_layers = -1; /* f32 copies, not file pages */
+    }
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
