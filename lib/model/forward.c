@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "model/family.h"
+#include "model/intervene.h"
 #include "model/kernels.h"
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
@@ -212,6 +213,7 @@ typedef struct attn_ctx {
     int64_t window;   /* sliding window W of this layer, 0 = none */
     int64_t r0, bend; /* current block: rows [r0, bend) */
     float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
+    const dfl_iv_list *iv; /* interventions (intervene.h), NULL = none */
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -263,6 +265,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
             if (x->softcap > 0 && x->quant_gran != DFL_QUANT_ROW) dfl_softcap(&mx, 1, x->softcap);
             dfl_fake_quant(r + lo[i], lim[i] + 1 - lo[i], mx, x->quant_bits);
         }
+        dfl__iv_knockout(x->iv, x->layer, m[t], a, n, T, lo, lim);
         /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
          * leaves no stale values from an earlier block in what the task cannot see. */
         dfl_softmax_window(m[t], n, x->bend, T, lo, lim);
@@ -272,10 +275,11 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
         /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
         const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + a * g->heads + h : NULL;
+        const int use = dfl__iv_map(x->iv, x->layer, h); /* 0 the difference, 1 map1, 2 map2 alone */
         for (int64_t i = 0; i < n; i++) {
-            float lam = sig ? sig[i * g->heads] : x->lw->lambda;
+            float lam = use == 1 ? 0.0f : dfl__iv_lambda(x->iv, x->layer, h, sig ? sig[i * g->heads] : x->lw->lambda);
             for (int64_t j = 0; j < x->bend; j++)
-                m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+                m[2][i * T + j] = use == 2 ? m[1][i * T + j] : m[0][i * T + j] - lam * m[1][i * T + j];
         }
         A = m[2];
     }
@@ -361,7 +365,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         w->plan[h] = dfl__head_plan_make(c, h);
     attn_ctx x = {
         w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
-        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
+        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap, opts->iv};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
@@ -389,6 +393,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             s = cap->attn_rows(cap->user, &b, err);
         }
     }
+    if (s == DFL_OK) dfl__iv_heads(opts->iv, l, c->num_layers, w->att, T, g->att_ld, w->plan, g->heads);
     return s;
 }
 
@@ -472,6 +477,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     if (s) return s;
     project(w, io, w->tmp, w->att, &lw->wo, T);
     add_bias(w->tmp, lw->bo, T, D);
+    dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w->tmp, T, D);
     if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
@@ -486,6 +492,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
+    dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w->tmp, T, D);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
 }
@@ -534,6 +541,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     if (s) return s;
     dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
     if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
+    dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w->tmp, T, D);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     in = w->x;
     if (lw->mlp_norm) {
@@ -552,6 +560,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
+    dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w->tmp, T, D);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
 }
@@ -569,7 +578,7 @@ static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_
 
 dfl_forward_opts dfl_forward_opts_default(void)
 {
-    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0};
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0, NULL};
     return o;
 }
 
@@ -700,9 +709,10 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     }
 
     const int stream = opts->release_layers ? opts->release_layers > 0 : release_layers(m);
-    for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
+    for (int64_t l = dfl__iv_begin(opts->iv, w.x, T, D); l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        dfl__iv_site(opts->iv, DFL_SITE_RESID_PRE, l, c->num_layers, w.x, T, D);
         if (l > 0 && stream) release_layer(m, l - 1);
         if (fam->layout != DFL__LAYOUT_LLAMA || fam->block != DFL__BLOCK_PRE) {
             s = fam->layout != DFL__LAYOUT_LLAMA ? block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err)
@@ -730,6 +740,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_rope_apply(w.k, T, g.k_ld, g.n_kheads, g.dq, w.cos_t, w.sin_t, c->rope_interleaved);
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         dfl_matmul_wmat(w.tmp, w.att, &lw->wo, T, w.scratch);
+        dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w.tmp, T, D);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
@@ -743,6 +754,7 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
                 dfl_swiglu(w.gate, w.up, n, F);
             dfl_matmul_wmat(w.tmp + r0 * D, w.gate, &lw->w_down, n, w.scratch);
         }
+        dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w.tmp, T, D);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
     }
@@ -754,7 +766,8 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_layernorm(w.xn, w.x, m->final_norm, m->final_norm_b, T, D, (float)c->rms_norm_eps);
     else if (s == DFL_OK)
         dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-    for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
+    for (int64_t r0 = dfl__iv_logits_row0(opts->iv); s == DFL_OK && cap && cap->logits_rows && r0 < T;
+         r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
         if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);

@@ -74,6 +74,9 @@ typedef struct dfl_forward_opts {
      * weights exceed half the machine's memory, 1 = always, -1 = never. A checkpoint
      * larger than memory then streams through it. */
     int release_layers;
+    /* Ablation, λ override, map choice, knockout, patching and recording
+     * (model/intervene.h); NULL = none. Not owned. */
+    const struct dfl_iv_list *iv;
 } dfl_forward_opts;
 
 /* Defaults: no intervention. */
