@@ -19,6 +19,7 @@
 #include "text/prompts.h"
 #include "text/tokenizer.h"
 #include "analysis/probe_capture.h"
+#include "analysis/probe_effects.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -365,7 +366,7 @@ static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *
 }
 
 static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_dump *d, const dfl_prompt *pr,
-                             sample_run *r, dfl_probe_report *rep, dfl_error *err)
+                             sample_run *r, dfl_probe_report *rep, dfl__effects *fx, dfl_error *err)
 {
     const dfl_config *c = &m->config;
     int64_t T = (int64_t)pr->n_tokens;
@@ -410,6 +411,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = dfl_dump_put(d, DFL_DS_ARGMAX, DFL_H5_I32, 1, &T, r->argmax, err)) ||
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)))
         return s;
+    if (fx && (s = dfl__effects_sample(fx, d, r->index, err))) return s;
     if (c->type == DFL_MODEL_DIFF_V2) {
         int64_t dims[3] = {r->L, T, r->Hs};
         if ((s = dfl_dump_put(d, DFL_DS_LAMBDA, DFL_H5_F32, 3, dims, r->lambda, err))) return s;
@@ -589,6 +591,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_model *m = NULL;
     dfl_prompt_set ps = {NULL, 0};
     dfl_dump *d = NULL;
+    dfl__effects *fx = NULL;
     dfl_probe_report rep;
     memset(&rep, 0, sizeof rep);
     dfl_status s = DFL_OK;
@@ -652,6 +655,10 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
     if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
+    if ((s = dfl__effects_open(p->effects, m, &ps, p->model_dir, p->tokenizer_path, &p->forward, p->save_logits, &fx,
+                               err)))
+        goto done;
+    if (fx && (s = dfl_dump_attr_str(d, ".", DFL_ATTR_INTERVENTIONS, dfl__effects_json(fx), err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
@@ -665,7 +672,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         r.tokens_total = rep.tokens;
         r.start = start;
         s = p->cancel && *p->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
-                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, err);
+                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, fx, err);
         run_free(&r);
         if (s == DFL_ERR_CANCELLED) goto done;
         if (s) {
@@ -693,6 +700,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     d = NULL;
 done:
     dfl_dump_abort(d);
+    dfl__effects_free(fx);
     dfl_model_free(m);
     dfl_prompt_set_free(&ps);
     if (report) *report = rep;

@@ -52,6 +52,7 @@
 #define DFL_ATTR_ATTN_LOGIT_SOFTCAPPING  "attn_logit_softcapping"  /* Gemma 2 */
 #define DFL_ATTR_FINAL_LOGIT_SOFTCAPPING "final_logit_softcapping" /* Gemma 2 */
 #define DFL_ATTR_LOGIT_STATS_SOFTCAP     "logit_stats_softcap"     /* "before" */
+#define DFL_ATTR_INTERVENTIONS           "interventions"           /* JSON: what probe applied */
 
 /* ---------------------------------------------------------- root datasets */
 
@@ -105,6 +106,23 @@
 #define DFL_DS_HIDDEN_MOMENTS        "outliers/hidden/moments"
 #define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
 #define DFL_DS_HIDDEN_CHANNEL_COUNT  "outliers/hidden/channel_count"
+/* interventions (probe --intervene, docs/probe.md "Interventions"): E = 1 + interventions */
+#define DFL_DS_EFFECTS                "effects" /* the group */
+#define DFL_DS_EFFECTS_NAMES          "effects/names"
+#define DFL_DS_EFFECTS_TARGET_NLL     "effects/target_nll"
+#define DFL_DS_EFFECTS_TARGET_PROB    "effects/target_prob"
+#define DFL_DS_EFFECTS_TARGET_LOGIT   "effects/target_logit"
+#define DFL_DS_EFFECTS_TARGET_CORRECT "effects/target_correct"
+#define DFL_DS_EFFECTS_LOGIT_DIFF     "effects/logit_diff"
+#define DFL_DS_EFFECTS_LOGITS         "effects/logits"
+#define DFL_DS_PATCH                  "patch" /* the group of a patch sweep */
+#define DFL_DS_PATCH_LAYERS           "patch/layers"
+#define DFL_DS_PATCH_POSITIONS        "patch/positions"
+#define DFL_DS_PATCH_HEADS            "patch/heads"
+#define DFL_DS_PATCH_PATCHED          "patch/patched"
+#define DFL_DS_PATCH_CLEAN            "patch/clean"
+#define DFL_DS_PATCH_CORRUPTED        "patch/corrupted"
+#define DFL_DS_PATCH_EFFECT           "patch/effect"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -118,6 +136,9 @@
 #define DFL_ATTR_SUB_BINS     "sub_bins"
 #define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
 #define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
+#define DFL_ATTR_PATCH_SITE   "site"   /* on patch: resid_pre, attn_out, mlp_out or head */
+#define DFL_ATTR_PATCH_METRIC "metric" /* on patch: the metric swept */
+#define DFL_ATTR_PATCH_SOURCE "source" /* on patch: the clean prompt's id */
 
 /* ------------------------------------------------------------ the table */
 
@@ -178,6 +199,8 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_FINAL_LOGIT_SOFTCAPPING, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL,
             "the model soft-caps logits"),
     DFL_AT_("/", DFL_ATTR_LOGIT_STATS_SOFTCAP, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the model soft-caps scores"),
+    DFL_AT_("/", DFL_ATTR_INTERVENTIONS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL,
+            "--intervene, --interventions, --patch-sweep or --logit-diff"),
     /* /model */
     /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */
     DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
@@ -246,6 +269,24 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_ABSMAX, "f32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_DS_(DFL_DS_HIDDEN_CHANNEL_COUNT, "u32", "L,D", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
     DFL_AT_(DFL_DS_HIDDEN_CHANNEL_COUNT, DFL_ATTR_ALPHA, "f64", "", DFL_MODELS_ALL, DFL_ALWAYS, NULL),
+    /* interventions */
+    DFL_DS_(DFL_DS_EFFECTS_NAMES, "str", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_NLL, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_PROB, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_LOGIT, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_CORRECT, "u8", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_LOGIT_DIFF, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene and --logit-diff"),
+    DFL_DS_(DFL_DS_EFFECTS_LOGITS, "f32", "E,T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene and --save-logits"),
+    DFL_DS_(DFL_DS_PATCH_LAYERS, "i32", "Lp", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_POSITIONS, "i32", "P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (not site head)"),
+    DFL_DS_(DFL_DS_PATCH_HEADS, "i32", "H", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep site=head"),
+    DFL_DS_(DFL_DS_PATCH_PATCHED, "f32", "Lp,P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (P = H at site head)"),
+    DFL_DS_(DFL_DS_PATCH_CLEAN, "f32", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_CORRUPTED, "f32", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_EFFECT, "f32", "Lp,P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (P = H at site head)"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_SITE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_METRIC, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_SOURCE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
 };
 
 #undef DFL_DS_

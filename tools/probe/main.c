@@ -11,6 +11,7 @@
 #include "model/hub.h"
 #include "model/kernels.h"
 #include "analysis/probe.h"
+#include "analysis/probe_effects.h"
 #include "analysis/stats.h"
 #include "cluster/probe_mpi.h"
 
@@ -49,6 +50,16 @@ static void usage(FILE *out)
                  "  --quantize-logits B[:G] fake-quantize attention logits to B bits (2-16), absmax per\n"
                  "                         G = tensor|head|row (default: off; G defaults to tensor)\n"
                  "  --save-logits          also store logits [T, vocab] per sample (default: off)\n"
+                 "  --intervene SPEC       an intervention run beside the unmodified pass, its metrics in\n"
+                 "                         effects/ (repeatable; docs/probe.md \"Interventions\"): e.g.\n"
+                 "                         ablate:layer=3,head=1,mode=zero  lambda:layer=all,value=0\n"
+                 "                         map:layer=2,use=map2  knockout:layer=0-3,from=last,to=answer\n"
+                 "                         patch:site=resid_pre,layer=2,pos=query,source=clean\n"
+                 "  --interventions FILE   a JSON array of such SPEC strings\n"
+                 "  --patch-sweep SPEC     every (layer, position) or (layer, head) cell patched from\n"
+                 "                         source=PROMPT into the other prompts, into patch/: e.g.\n"
+                 "                         site=resid_pre,source=clean,metric=target_prob\n"
+                 "  --logit-diff A,B       also the logit difference of tokens A and B (ids or strings)\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -189,10 +200,25 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"tokenizer", required_argument, 0, 'T'},
                                          {"strict", no_argument, 0, 'S'},
                                          {"allow-unused", no_argument, 0, 'U'},
+                                         {"intervene", required_argument, 0, 'I'},
+                                         {"interventions", required_argument, 0, 'J'},
+                                         {"patch-sweep", required_argument, 0, 'W'},
+                                         {"logit-diff", required_argument, 0, 'G'},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_error err = {DFL_OK, ""};
+    /* --intervene / --patch-sweep specs in order; the sweeps' "sweep:" copies are owned */
+    enum { MAX_IV = 256 };
+    const char *specs[MAX_IV];
+    char *owned[MAX_IV];
+    size_t n_owned = 0;
+    dfl_effects_params fx = {specs, 0, NULL, NULL};
+#define FREE_OWNED()                                                                                                   \
+    do {                                                                                                               \
+        for (size_t i_ = 0; i_ < n_owned; i_++)                                                                        \
+            free(owned[i_]);                                                                                           \
+    } while (0)
     int64_t threads = 0, k;
     double log_every = 10.0;
     int speak = rank == 0, quiet = !speak, c, rc = 0;
@@ -206,6 +232,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'o': p.out_path = optarg; break;
         case 'M':
             dfl_map_select_free(&p.maps);
+    FREE_OWNED();
             s = dfl_map_select_parse(optarg, &p.maps, &err);
             break;
         case 'D':
@@ -225,19 +252,39 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'f': p.overwrite = 1; break;
         case 'S': p.strict = 1; break;
         case 'U': p.allow_unused = 1; break;
+        case 'I':
+        case 'W':
+            if (fx.n_specs == MAX_IV) {
+                s = dfl__fail(&err, DFL_ERR_USAGE, "more than %d --intervene/--patch-sweep", MAX_IV);
+                break;
+            }
+            if (c == 'I') {
+                specs[fx.n_specs++] = optarg;
+            } else if ((owned[n_owned] = malloc(strlen(optarg) + 7))) {
+                snprintf(owned[n_owned], strlen(optarg) + 7, "sweep:%s", optarg);
+                specs[fx.n_specs++] = owned[n_owned++];
+            } else {
+                s = dfl__fail(&err, DFL_ERR_NOMEM, "out of memory");
+            }
+            break;
+        case 'J': fx.file = optarg; break;
+        case 'G': fx.logit_diff = optarg; break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h':
             if (speak) usage(stdout);
             dfl_map_select_free(&p.maps);
+    FREE_OWNED();
             return 0;
         case DFL_CLI_OPT_VERSION:
         case DFL_CLI_OPT_LIST:
             dfl_map_select_free(&p.maps);
+    FREE_OWNED();
             return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
         default:
             if (speak) usage(stderr);
             dfl_map_select_free(&p.maps);
+    FREE_OWNED();
             return 2;
         }
     }
@@ -247,15 +294,18 @@ static int run(int argc, char **argv, int mpi, int rank)
     if (s) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
+    FREE_OWNED();
         return 2;
     }
     char *model_dir = NULL; /* --model itself, or ORG/NAME's snapshot folder in the hub cache */
     if ((s = dfl_hub_model_dir(p.model_dir, &model_dir, &err))) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
+    FREE_OWNED();
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
+    if (fx.n_specs || fx.file || fx.logit_diff) p.effects = &fx;
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
@@ -284,6 +334,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    FREE_OWNED();
     free(model_dir);
     return rc;
 }
