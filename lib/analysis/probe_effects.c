@@ -862,12 +862,13 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     if (!s && (!(pf = dfl__alloc_array((size_t)(Lp * (P ? P : 1)), sizeof *pf)) ||
                !(ef = dfl__alloc_array((size_t)(Lp * (P ? P : 1)), sizeof *ef))))
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    /* the effect from the stored values, so that the dump is consistent with itself */
+    float fc = (float)vc, fx = (float)vx;
     for (int64_t i = 0; !s && i < Lp * P; i++) {
         pf[i] = (float)patched[i];
-        ef[i] = vc != vx ? (float)((patched[i] - vx) / (vc - vx)) : NAN;
+        ef[i] = fc != fx ? (float)(((double)pf[i] - fx) / ((double)fc - fx)) : NAN;
     }
     int64_t dims[2] = {Lp, P};
-    float fc = (float)vc, fx = (float)vx;
     const char *sid = src->id && src->id[0] ? src->id : sp->source;
     if (!s) s = dfl_dump_put(d, DFL_DS_PATCH_LAYERS, DFL_H5_I32, 1, &Lp, lay32, err);
     if (!s) s = dfl_dump_put(d, heads ? DFL_DS_PATCH_HEADS : DFL_DS_PATCH_POSITIONS, DFL_H5_I32, 1, &P, ax, err);
