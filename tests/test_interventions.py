@@ -53,6 +53,7 @@ SPECS = [
     ("ablate:layer=0,mode=mean,pos=query", False),
     ("ablate:layer=1,head=0,mode=resample,source=corrupt", False),
     ("knockout:layer=0-1,from=target+last,to=answer", False),
+    ("knockout:layer=1,from=query,to=answer+query", False),  # the query rows keep their own key
     ("patch:site=resid_pre,layer=1,pos=answer,source=clean", False),
     ("patch:site=attn_out,layer=0,pos=3-6,source=clean", False),
     ("patch:site=mlp_out,layer=1,source=clean", False),
@@ -92,7 +93,7 @@ def ref_iv(spec, recs, mean):
         range(int(lay.split("-")[0]), int(lay.split("-")[1]) + 1) if "-" in lay else [int(lay)])
     head = None if kv.get("head", "all") == "all" else int(kv["head"])
     spans = {"answer": mask(ANSWER), "query": mask(QUERY), "3-6": mask((3, 7)), "all": None,
-             "target+last": mask(TARGET, last=True)}
+             "target+last": mask(TARGET, last=True), "answer+query": mask(ANSWER, QUERY)}
     pos = spans[kv.get("pos", "all")]
     iv = reference.Interventions()
     for l in layers:
