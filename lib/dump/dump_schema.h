@@ -107,7 +107,6 @@
 #define DFL_DS_HIDDEN_CHANNEL_ABSMAX "outliers/hidden/channel_absmax"
 #define DFL_DS_HIDDEN_CHANNEL_COUNT  "outliers/hidden/channel_count"
 /* interventions (probe --intervene, docs/probe.md "Interventions"): E = 1 + interventions */
-#define DFL_DS_EFFECTS                "effects" /* the group */
 #define DFL_DS_EFFECTS_NAMES          "effects/names"
 #define DFL_DS_EFFECTS_TARGET_NLL     "effects/target_nll"
 #define DFL_DS_EFFECTS_TARGET_PROB    "effects/target_prob"
