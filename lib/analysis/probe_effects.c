@@ -770,11 +770,19 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     uint8_t *seg = dfl__alloc_array((size_t)T, 1), *pos = dfl__alloc_array((size_t)T, 1),
             *one = dfl__alloc_array((size_t)T, 1);
     int64_t *cells = dfl__alloc_array((size_t)(heads ? e->H : T), sizeof *cells);
-    size_t nx, nv;
-    int ok = dfl__mul_ok((size_t)L * (size_t)T, (size_t)e->D, &nx) && dfl__mul_ok((size_t)L * (size_t)T, (size_t)W, &nv);
+    size_t nx, nv, nk, nvv;
+    dfl__attn_shape sh = dfl__attn_shape_of(&e->m->config);
+    int ok = dfl__mul_ok((size_t)L * (size_t)T, (size_t)e->D, &nx) && dfl__mul_ok((size_t)L * (size_t)T, (size_t)W, &nv) &&
+             dfl__mul_ok((size_t)L * (size_t)T, (size_t)sh.k_ld, &nk) &&
+             dfl__mul_ok((size_t)L * (size_t)T, (size_t)sh.v_ld, &nvv);
     float *resid = ok ? dfl__alloc_array(nx, sizeof(float)) : NULL, *corr = ok ? dfl__alloc_array(nv, sizeof(float)) : NULL;
+    /* the corrupted run's keys and values: a cell at position p computes rows [p, T) only */
+    int from_row = !(e->base.quant_bits && e->base.quant_granularity != DFL_QUANT_ROW);
+    float *kc = ok && from_row ? dfl__alloc_array(nk, sizeof(float)) : NULL,
+          *vcache = ok && from_row ? dfl__alloc_array(nvv, sizeof(float)) : NULL;
+    if (from_row && (!kc || !vcache)) ok = 0;
     double *patched = NULL;
-    dfl_status s = tok && seg && pos && one && cells && resid && corr ? DFL_OK
+    dfl_status s = ok && tok && seg && pos && one && cells && resid && corr ? DFL_OK
                                                                     : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     int64_t diff_row = 0, first = 0, P = 0;
     metrics mc, mx, mp;
@@ -793,6 +801,8 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     if (!s) s = run_metrics(e, src->tokens, T, tok, diff_row, &iv, &mc, NULL, err);
     iv.record[DFL_SITE_RESID_PRE] = resid;
     iv.record[sp->site] = sp->site == DFL_SITE_RESID_PRE ? resid : corr;
+    iv.record_k = kc;
+    iv.record_v = vcache;
     if (!s) s = run_metrics(e, tgt->tokens, T, tok, diff_row, &iv, &mx, NULL, err);
     double vc = value_of(&mc, sp->metric), vx = value_of(&mx, sp->metric);
     int64_t last = e->has_diff ? diff_row : 0; /* the last row the metric reads */
@@ -841,6 +851,14 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
             cell.start_layer = l;
             cell.start_x = resid + (size_t)l * (size_t)T * (size_t)e->D;
             cell.logits_row0 = first;
+            if (from_row) {
+                int64_t r = 0;
+                while (r < T - 1 && !one[r])
+                    r++;
+                cell.row0 = r < first ? r : first; /* the metric's rows are computed */
+                cell.kcache = kc;
+                cell.vcache = vcache;
+            }
             s = run_metrics(e, tgt->tokens, T, tok, diff_row, &cell, &mp, NULL, err);
             patched[li * P + ci] = value_of(&mp, sp->metric);
         }
@@ -892,6 +910,8 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     free(cells);
     free(resid);
     free(corr);
+    free(kc);
+    free(vcache);
     return s;
 }
 

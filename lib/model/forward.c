@@ -196,6 +196,26 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
     return DFL_OK;
 }
 
+/* The row buffers of w moved by `by` rows (a pass from a later row, intervene.h row0):
+ * the residual stream, its normed copy, q, k, v, the heads' outputs, the fused
+ * projection, DIFF V2's λ and the RoPE tables. */
+static void shift_rows(fwd_ws *w, const attn_geom *g, const dfl_config *c, int64_t by)
+{
+    const int64_t D = c->hidden_size, hq = (c->rotary_dim ? c->rotary_dim : g->dq) / 2;
+    w->x += by * D;
+    w->xn += by * D;
+    w->tmp += by * D;
+    w->q += by * g->q_ld;
+    w->k += by * g->k_ld;
+    w->v += by * g->v_ld;
+    w->att += by * g->att_ld;
+    if (w->fused) w->fused += by * (g->q_ld + g->k_ld + g->v_ld);
+    if (w->lam) w->lam += by * g->heads;
+    w->cos_t += by * hq;
+    w->sin_t += by * hq;
+    if (w->cos_l) w->cos_l += by * hq, w->sin_l += by * hq;
+}
+
 /* ------------------------------------------------------------- attention */
 
 /* What one layer's attention tasks share. */
@@ -360,6 +380,14 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
                             const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
 {
     const dfl_config *c = &m->config;
+    /* A pass from row k0 (intervene.h row0) hands its row buffers in from row k0: the
+     * attention indexes them from row 0, the keys and values below k0 from the cache. */
+    const int64_t k0 = dfl__iv_row0(opts->iv);
+    fwd_ws whole = *w;
+    shift_rows(&whole, g, c, -k0);
+    w = &whole;
+    T += k0;
+    dfl__iv_kv(opts->iv, l, w->k, w->v, T, g->k_ld, g->v_ld);
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++)
         w->plan[h] = dfl__head_plan_make(c, h);
@@ -369,7 +397,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
-    for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += rows) {
+    for (int64_t r0 = k0; r0 < T && s == DFL_OK; r0 += rows) {
         int64_t nb = begin_block(&x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -709,7 +737,13 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
     }
 
     const int stream = opts->release_layers ? opts->release_layers > 0 : release_layers(m);
-    for (int64_t l = dfl__iv_begin(opts->iv, w.x, T, D); l < c->num_layers && s == DFL_OK; l++) {
+    const int64_t l0 = dfl__iv_begin(opts->iv, w.x, T, D), k0 = dfl__iv_row0(opts->iv);
+    if (k0 >= T || (k0 && opts->quant_bits && opts->quant_granularity != DFL_QUANT_ROW))
+        s = dfl__fail(err, DFL_ERR_USAGE, "a pass from row %lld of %lld (not with quantization by tensor or head)",
+                      (long long)k0, (long long)T);
+    shift_rows(&w, &g, c, k0); /* from here on, rows [k0, T) as rows [0, T - k0) */
+    T -= k0;
+    for (int64_t l = l0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
         dfl__iv_site(opts->iv, DFL_SITE_RESID_PRE, l, c->num_layers, w.x, T, D);
@@ -766,13 +800,14 @@ dfl_status dfl_forward(const dfl_model *m, const int32_t *tokens, int64_t T, con
         dfl_layernorm(w.xn, w.x, m->final_norm, m->final_norm_b, T, D, (float)c->rms_norm_eps);
     else if (s == DFL_OK)
         dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-    for (int64_t r0 = dfl__iv_logits_row0(opts->iv); s == DFL_OK && cap && cap->logits_rows && r0 < T;
-         r0 += LM_HEAD_ROWS) {
+    int64_t lr0 = dfl__iv_logits_row0(opts->iv) - k0;
+    for (int64_t r0 = lr0 > 0 ? lr0 : 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         dfl_matmul_wmat(w.logits, w.xn + r0 * D, &m->lm_head, n, w.scratch);
         if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
-        s = cap->logits_rows(cap->user, r0, n, V, w.logits, err);
+        s = cap->logits_rows(cap->user, k0 + r0, n, V, w.logits, err);
     }
+    shift_rows(&w, &g, c, -k0);
     ws_free(&w);
     return s;
 }

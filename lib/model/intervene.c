@@ -35,12 +35,12 @@ int64_t dfl__iv_begin(const dfl_iv_list *iv, float *x, int64_t T, int64_t D)
 }
 
 /* Columns [c0, c0 + w) of rows at positions pos (NULL = all) of v[T, ld] from the
- * source src[src_T, ld] (same positions). */
-static void copy_cols(float *v, int64_t T, int64_t ld, int64_t c0, int64_t w, const uint8_t *pos, const float *src,
-                      int64_t src_T)
+ * source src[src_T, ld] (same positions); v's row i is position off + i. */
+static void copy_cols(float *v, int64_t off, int64_t T, int64_t ld, int64_t c0, int64_t w, const uint8_t *pos,
+                      const float *src, int64_t src_T)
 {
-    for (int64_t t = 0; t < T && t < src_T; t++)
-        if (!pos || pos[t]) memcpy(v + t * ld + c0, src + t * ld + c0, (size_t)w * sizeof *v);
+    for (int64_t i = 0; i < T && off + i < src_T; i++)
+        if (!pos || pos[off + i]) memcpy(v + i * ld + c0, src + (off + i) * ld + c0, (size_t)w * sizeof *v);
 }
 
 void dfl__iv_site(const dfl_iv_list *iv, dfl_iv_site site, int64_t l, int64_t L, float *v, int64_t T, int64_t width)
@@ -51,10 +51,13 @@ void dfl__iv_site(const dfl_iv_list *iv, dfl_iv_site site, int64_t l, int64_t L,
         const dfl_intervention *it = &iv->items[i];
         if (it->kind != DFL_IV_PATCH || it->site != site || !in_layer(it, l)) continue;
         const float *src = it->src + (size_t)l * (size_t)it->src_T * (size_t)width; /* [src_T, width] */
-        copy_cols(v, T, width, 0, width, it->pos, src, it->src_T);
+        copy_cols(v, iv->row0, T, width, 0, width, it->pos, src, it->src_T);
     }
-    if (iv->record[site]) memcpy(iv->record[site] + (size_t)l * (size_t)T * (size_t)width, v,
-                                 (size_t)T * (size_t)width * sizeof *v);
+    /* rows [row0, row0 + T) of a pass over row0 + T tokens */
+    int64_t all = iv->row0 + T;
+    if (iv->record[site])
+        memcpy(iv->record[site] + ((size_t)l * (size_t)all + (size_t)iv->row0) * (size_t)width, v,
+               (size_t)T * (size_t)width * sizeof *v);
 }
 
 void dfl__iv_heads(const dfl_iv_list *iv, int64_t l, int64_t L, float *att, int64_t T, int64_t ld,
@@ -70,7 +73,8 @@ void dfl__iv_heads(const dfl_iv_list *iv, int64_t l, int64_t L, float *att, int6
             if (!in_head(it, h)) continue;
             int64_t c0 = plan[h].out_col, w = plan[h].out_width;
             if (patch || it->ablation == DFL_ABLATE_RESAMPLE) {
-                copy_cols(att, T, ld, c0, w, it->pos, it->src + (size_t)l * (size_t)it->src_T * (size_t)ld, it->src_T);
+                copy_cols(att, 0, T, ld, c0, w, it->pos, it->src + (size_t)l * (size_t)it->src_T * (size_t)ld,
+                          it->src_T);
                 continue;
             }
             const float *mean = it->ablation == DFL_ABLATE_MEAN ? it->src + (size_t)l * (size_t)ld + c0 : NULL;
@@ -128,4 +132,21 @@ void dfl__iv_knockout(const dfl_iv_list *iv, int64_t l, float *s, int64_t row0, 
 int64_t dfl__iv_logits_row0(const dfl_iv_list *iv)
 {
     return iv && iv->logits_row0 > 0 ? iv->logits_row0 : 0;
+}
+
+int64_t dfl__iv_row0(const dfl_iv_list *iv)
+{
+    return iv && iv->row0 > 0 ? iv->row0 : 0;
+}
+
+void dfl__iv_kv(const dfl_iv_list *iv, int64_t l, float *k, float *v, int64_t T, int64_t k_ld, int64_t v_ld)
+{
+    if (!iv) return;
+    size_t lk = (size_t)l * (size_t)T * (size_t)k_ld, lv = (size_t)l * (size_t)T * (size_t)v_ld;
+    if (iv->row0 > 0 && iv->kcache && iv->vcache) {
+        memcpy(k, iv->kcache + lk, (size_t)iv->row0 * (size_t)k_ld * sizeof *k);
+        memcpy(v, iv->vcache + lv, (size_t)iv->row0 * (size_t)v_ld * sizeof *v);
+    }
+    if (iv->record_k) memcpy(iv->record_k + lk, k, (size_t)T * (size_t)k_ld * sizeof *k);
+    if (iv->record_v) memcpy(iv->record_v + lv, v, (size_t)T * (size_t)v_ld * sizeof *v);
 }

@@ -76,6 +76,16 @@ typedef struct dfl_iv_list {
     const float *start_x;
     /* The LM head (and logits_rows) runs only for rows ≥ logits_row0. */
     int64_t logits_row0;
+    /* > 0: compute only rows [row0, T): the keys and values of rows < row0 in every layer
+     * run come from kcache[L, T, k_ld] and vcache[L, T, v_ld] (an earlier pass's
+     * record_k / record_v over the same tokens), start_x is then needed (rows ≥ row0) and
+     * the interventions must act only on rows ≥ row0. The capture callbacks see rows
+     * [row0, T) only. Not with logit quantization by tensor or head. */
+    int64_t row0;
+    const float *kcache, *vcache;
+    /* Non-NULL: this pass's keys and values as attention reads them (after RoPE and
+     * q/k norms) into record_k[L, T, k_ld], record_v[L, T, v_ld]. */
+    float *record_k, *record_v;
 } dfl_iv_list;
 
 /* A list with nothing in it. */
@@ -85,7 +95,8 @@ dfl_iv_list dfl_iv_list_default(void);
 
 /* The layer the pass starts at (0 without a list), x[T, D] set from start_x. */
 int64_t dfl__iv_begin(const dfl_iv_list *iv, float *x, int64_t T, int64_t D);
-/* Patch and record site values v[T, width] of layer l (site resid_pre, attn_out, mlp_out). */
+/* Patch and record site values v[T, width] of layer l (site resid_pre, attn_out, mlp_out);
+ * in a pass from row0, v's row 0 is row row0 and T counts the rows from there. */
 void dfl__iv_site(const dfl_iv_list *iv, dfl_iv_site site, int64_t l, int64_t L, float *v, int64_t T, int64_t width);
 /* Ablate, patch and record the heads' outputs att[T, ld] of layer l (plan[heads]). */
 void dfl__iv_heads(const dfl_iv_list *iv, int64_t l, int64_t L, float *att, int64_t T, int64_t ld,
@@ -100,5 +111,10 @@ void dfl__iv_knockout(const dfl_iv_list *iv, int64_t l, float *s, int64_t row0, 
                       const int64_t *lo, const int64_t *lim);
 /* First row the LM head runs for. */
 int64_t dfl__iv_logits_row0(const dfl_iv_list *iv);
+/* The first row computed (0 without a list). */
+int64_t dfl__iv_row0(const dfl_iv_list *iv);
+/* At the start of layer l's attention over k[T, k_ld], v[T, v_ld] (all rows): rows below
+ * row0 from the caches, then the record. */
+void dfl__iv_kv(const dfl_iv_list *iv, int64_t l, float *k, float *v, int64_t T, int64_t k_ld, int64_t v_ld);
 
 #endif
