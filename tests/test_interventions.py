@@ -263,6 +263,33 @@ class Interventions(unittest.TestCase):
                     np.testing.assert_array_equal(lg[k], lg[0], name)
                 self.assertLess(rel(lg[LAYERS + 1], lg[0].astype(np.float64)), 1e-6)
 
+    def test_apply_changes_the_main_pass(self):
+        """--apply: the main pass (logits, nll, maps) is the modified model's, against the
+        reference; effects/ entry none is that pass."""
+        mdir = self.model("difft", "diff_transformer", CASES[1][2])
+        m = reference.load_model(mdir)
+        with self.probe(mdir, os.path.join(self.tmp, "apply.h5"), "--save-logits", "--maps", "all",
+                        "--apply", "lambda:layer=all,value=0", "--apply", "ablate:layer=1,head=0,mode=zero",
+                        "--intervene", "lambda:layer=1,scale=2") as f:
+            self.assertEqual(json.loads(f.attrs["interventions"])["applied"],
+                             ["lambda:layer=all,head=all,value=0", "ablate:layer=1,head=0,mode=zero,pos=all"])
+            for si, p in enumerate(self.prompts):
+                g = f["samples/%06d" % si]
+                iv = reference.Interventions(lam=[(l, None, "value", 0.0) for l in range(LAYERS)],
+                                             ablate=[(1, 0, "zero", None, None)])
+                r = reference.forward(m, p["tokens"], iv=iv)
+                self.assertLess(rel(g["logits"][()], r["logits"]), TOL_LOGITS_REL)
+                np.testing.assert_allclose(g["attn/diff"][()], r["map1"], atol=1e-3)  # λ = 0: diff is map1
+                np.testing.assert_array_equal(g["effects/logits"][0], g["logits"][()])
+                iv.lam.append((1, None, "scale", 2.0))   # on top of the applied ones: 0 · 2
+                r2 = reference.forward(m, p["tokens"], iv=iv)
+                self.assertLess(rel(g["effects/logits"][1], r2["logits"]), TOL_LOGITS_REL)
+        r = subprocess.run([PROBE, "--model", mdir, "--prompts", self.pfile, "--out", os.path.join(self.tmp, "x.h5"),
+                            "--force", "--apply", "knockout:layer=0,from=last,to=answer"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--apply takes", r.stderr)
+
     def test_bad_specs_are_refused(self):
         mdir = self.model("llama-gqa", "llama", CASES[0][2])
         for spec, words in [("ablate:layer=5,mode=zero", "layer out of range"),

@@ -401,8 +401,10 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
     }
 
     dfl_capture cap = dfl__probe_capture(r);
+    dfl_forward_opts fo = p->forward;
+    fo.iv = dfl__effects_applied(fx); /* --apply: the main pass of the modified model */
     double t0 = dfl_clock_seconds();
-    s = dfl_forward(m, pr->tokens, T, &p->forward, &cap, err);
+    s = dfl_forward(m, pr->tokens, T, &fo, &cap, err);
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;

@@ -73,7 +73,33 @@ struct dfl__effects {
     int save_logits;
     int64_t L, H, D, V, att_ld;
     char *json;
+    /* --apply: interventions on every pass (the main one included) */
+    effect_spec *applied_specs;
+    dfl_intervention *applied;
+    size_t n_applied;
+    dfl_iv_list applied_list;
 };
+
+/* dfl_forward with e's applied interventions before those of iv (NULL = none). */
+static dfl_status run_pass(const dfl__effects *e, const int32_t *tokens, int64_t T, const dfl_iv_list *iv,
+                           const dfl_capture *cap, dfl_error *err)
+{
+    dfl_forward_opts o = e->base;
+    dfl_iv_list merged = iv ? *iv : dfl_iv_list_default();
+    dfl_intervention *items = NULL;
+    if (e->n_applied) {
+        size_t n = e->n_applied + merged.n;
+        if (!(items = dfl__alloc_array(n, sizeof *items))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        memcpy(items, e->applied, e->n_applied * sizeof *items);
+        if (merged.n) memcpy(items + e->n_applied, merged.items, merged.n * sizeof *items);
+        merged.items = items;
+        merged.n = n;
+    }
+    o.iv = &merged;
+    dfl_status s = dfl_forward(e->m, tokens, T, &o, cap, err);
+    free(items);
+    return s;
+}
 
 static dfl_status bad(dfl_error *err, const char *spec, const char *what, const char *detail)
 {
@@ -396,9 +422,7 @@ static dfl_status run_metrics(const dfl__effects *e, const int32_t *tokens, int6
     memset(&cap, 0, sizeof cap);
     cap.user = &r;
     cap.logits_rows = metric_rows;
-    dfl_forward_opts o = e->base;
-    o.iv = iv;
-    dfl_status s = dfl_forward(e->m, tokens, T, &o, &cap, err);
+    dfl_status s = run_pass(e, tokens, T, iv, &cap, err);
     if (s) return s;
     double n = (double)r.n;
     out->nll = r.n ? r.nll / n : NAN;
@@ -433,9 +457,7 @@ static dfl_status record_source(dfl__effects *e, size_t i, dfl_iv_site site, dfl
     if (!v) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     dfl_iv_list iv = dfl_iv_list_default();
     iv.record[site] = v;
-    dfl_forward_opts o = e->base;
-    o.iv = &iv;
-    dfl_status s = dfl_forward(e->m, pr->tokens, T, &o, NULL, err);
+    dfl_status s = run_pass(e, pr->tokens, T, &iv, NULL, err);
     if (s) {
         free(v);
         return s;
@@ -490,6 +512,9 @@ static dfl_status mean_heads(dfl__effects *e, dfl_error *err)
 }
 
 /* ------------------------------------------------------------- open */
+
+static void build_iv(const dfl__effects *e, const effect_spec *sp, const uint8_t *seg, int64_t T, uint8_t *masks,
+                     dfl_intervention *it);
 
 static dfl_status token_of(const char *text, dfl_tokenizer **tk, const char *model_dir, const char *tok_path,
                            int64_t V, int32_t *out, dfl_error *err)
@@ -580,6 +605,11 @@ static dfl_status build_json(dfl__effects *e, dfl_error *err)
           *sweeps = cJSON_AddArrayToObject(root, "sweeps");
     for (size_t i = 0; i < e->n; i++)
         cJSON_AddItemToArray(e->specs[i].sweep ? sweeps : list, cJSON_CreateString(e->specs[i].canon));
+    if (e->n_applied) {
+        cJSON *ap = cJSON_AddArrayToObject(root, "applied");
+        for (size_t i = 0; i < e->n_applied; i++)
+            cJSON_AddItemToArray(ap, cJSON_CreateString(e->applied_specs[i].canon));
+    }
     if (e->has_diff) {
         int ids[2] = {e->diff_tok[0], e->diff_tok[1]};
         cJSON_AddItemToObject(root, "logit_diff", cJSON_CreateIntArray(ids, 2));
@@ -594,7 +624,7 @@ dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, c
                              int save_logits, dfl__effects **out, dfl_error *err)
 {
     *out = NULL;
-    if (!ep || (!ep->n_specs && !ep->file && !ep->logit_diff)) return DFL_OK;
+    if (!ep || (!ep->n_specs && !ep->file && !ep->logit_diff && !ep->n_apply)) return DFL_OK;
     dfl__effects *e = calloc(1, sizeof *e);
     if (!e) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     const dfl_config *c = &m->config;
@@ -644,11 +674,35 @@ dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, c
         s = check_spec(e, &e->specs[i], err);
     }
     if (!s && sweeps > 1) s = dfl__fail(err, DFL_ERR_USAGE, "one patch sweep per run (%zu given)", sweeps);
-    /* first passes: what the specs read from other runs */
+    /* --apply: model-wide interventions only (no spans, no other prompt) */
+    if (!s && ep->n_apply && (!(e->applied_specs = calloc(ep->n_apply, sizeof *e->applied_specs)) ||
+                              !(e->applied = calloc(ep->n_apply, sizeof *e->applied))))
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ep->n_apply && !s; i++) {
+        effect_spec *sp = &e->applied_specs[i];
+        if ((s = parse_spec(ep->apply[i], sp, err)) || (s = check_spec(e, sp, err))) break;
+        int ok = sp->kind == DFL_IV_LAMBDA || sp->kind == DFL_IV_MAP ||
+                 (sp->kind == DFL_IV_ABLATE && sp->ablation != DFL_ABLATE_RESAMPLE && sp->pos.all);
+        if (!ok || sp->sweep) {
+            s = bad(err, sp->canon, "--apply takes lambda, map and ablate (zero or mean, every position)", NULL);
+            break;
+        }
+        e->n_applied++;
+    }
+    /* first passes: the mean (of the unmodified model), then what the specs read from
+     * other runs (with the applied interventions) */
+    for (size_t i = 0; i < e->n + e->n_applied && !s; i++) {
+        const effect_spec *sp = i < e->n ? &e->specs[i] : &e->applied_specs[i - e->n];
+        if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_MEAN && !e->mean) s = mean_heads(e, err);
+    }
+    for (size_t i = 0; i < e->n_applied && !s; i++)
+        build_iv(e, &e->applied_specs[i], NULL, 0, NULL, &e->applied[i]);
+    e->applied_list = dfl_iv_list_default();
+    e->applied_list.items = e->applied;
+    e->applied_list.n = e->n_applied;
     for (size_t i = 0; i < e->n && !s; i++) {
         const effect_spec *sp = &e->specs[i];
-        if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_MEAN && !e->mean) s = mean_heads(e, err);
-        if (!s && sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_RESAMPLE)
+        if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_RESAMPLE)
             s = record_source(e, sp->src_index, DFL_SITE_HEAD, err);
         if (!s && sp->kind == DFL_IV_PATCH) s = record_source(e, sp->src_index, sp->site, err);
     }
@@ -659,6 +713,11 @@ dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, c
     }
     *out = e;
     return DFL_OK;
+}
+
+const struct dfl_iv_list *dfl__effects_applied(const dfl__effects *e)
+{
+    return e && e->n_applied ? &e->applied_list : NULL;
 }
 
 const char *dfl__effects_json(const dfl__effects *e)
@@ -674,6 +733,8 @@ void dfl__effects_free(dfl__effects *e)
     free(e->src);
     free(e->mean);
     free(e->specs);
+    free(e->applied_specs);
+    free(e->applied);
     cJSON_free(e->json);
     free(e);
 }

@@ -25,6 +25,10 @@ typedef struct dfl_effects_params {
     size_t n_specs;
     const char *file;       /* --interventions FILE.json: a JSON array of spec strings; NULL = none */
     const char *logit_diff; /* --logit-diff A,B: token ids or single-token strings; NULL = none */
+    /* --apply SPEC: lambda, map or ablate (zero or mean, every position) on every pass,
+     * the main one included (its maps, shares and NLL then are of the modified model) */
+    const char *const *apply;
+    size_t n_apply;
 } dfl_effects_params;
 
 typedef struct dfl__effects dfl__effects;
@@ -38,6 +42,9 @@ typedef struct dfl__effects dfl__effects;
 dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, const dfl_prompt_set *ps,
                              const char *model_dir, const char *tokenizer_path, const dfl_forward_opts *base,
                              int save_logits, dfl__effects **out, dfl_error *err);
+
+/* The interventions every pass applies (--apply), for the main pass; NULL = none. */
+const struct dfl_iv_list *dfl__effects_applied(const dfl__effects *e);
 
 /* The JSON text of what is applied (the dump's root attribute interventions); owned by e. */
 const char *dfl__effects_json(const dfl__effects *e);

@@ -60,6 +60,8 @@ static void usage(FILE *out)
                  "                         source=PROMPT into the other prompts, into patch/: e.g.\n"
                  "                         site=resid_pre,source=clean,metric=target_prob\n"
                  "  --logit-diff A,B       also the logit difference of tokens A and B (ids or strings)\n"
+                 "  --apply SPEC           lambda, map or ablate (zero/mean) on every pass, the main one\n"
+                 "                         included: maps, shares and NLL of the modified model\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -204,6 +206,7 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"interventions", required_argument, 0, 'J'},
                                          {"patch-sweep", required_argument, 0, 'W'},
                                          {"logit-diff", required_argument, 0, 'G'},
+                                         {"apply", required_argument, 0, 'A'},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
@@ -213,7 +216,8 @@ static int run(int argc, char **argv, int mpi, int rank)
     const char *specs[MAX_IV];
     char *owned[MAX_IV];
     size_t n_owned = 0;
-    dfl_effects_params fx = {specs, 0, NULL, NULL};
+    const char *applies[MAX_IV];
+    dfl_effects_params fx = {specs, 0, NULL, NULL, applies, 0};
 #define FREE_OWNED()                                                                                                   \
     do {                                                                                                               \
         for (size_t i_ = 0; i_ < n_owned; i_++)                                                                        \
@@ -268,6 +272,12 @@ static int run(int argc, char **argv, int mpi, int rank)
             }
             break;
         case 'J': fx.file = optarg; break;
+        case 'A':
+            if (fx.n_apply == MAX_IV)
+                s = dfl__fail(&err, DFL_ERR_USAGE, "more than %d --apply", MAX_IV);
+            else
+                applies[fx.n_apply++] = optarg;
+            break;
         case 'G': fx.logit_diff = optarg; break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
@@ -305,7 +315,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
-    if (fx.n_specs || fx.file || fx.logit_diff) p.effects = &fx;
+    if (fx.n_specs || fx.file || fx.logit_diff || fx.n_apply) p.effects = &fx;
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
