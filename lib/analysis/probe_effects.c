@@ -167,8 +167,8 @@ static void print_span(char *out, size_t cap, const span_sel *s)
         if (s->a[i] == s->b[i])
             k += (size_t)snprintf(out + k, cap - k, "%s%lld", k ? "+" : "", (long long)s->a[i]);
         else
-            k += (size_t)snprintf(out + k, cap - k, "%s%lld-%lld", k ? "+" : "", (long long)s->a[i],
-                                  (long long)s->b[i]);
+            k +=
+                (size_t)snprintf(out + k, cap - k, "%s%lld-%lld", k ? "+" : "", (long long)s->a[i], (long long)s->b[i]);
     }
 }
 
@@ -201,8 +201,8 @@ static void canon_spec(effect_spec *e)
     char *c = e->canon;
     size_t cap = sizeof e->canon;
     if (e->sweep) {
-        snprintf(c, cap, "sweep:site=%s,layer=%s,pos=%s,source=%s,metric=%s%s%s", dfl_iv_site_name(e->site), layer,
-                 pos, e->source, metric_names[e->metric], e->target[0] ? ",target=" : "", e->target);
+        snprintf(c, cap, "sweep:site=%s,layer=%s,pos=%s,source=%s,metric=%s%s%s", dfl_iv_site_name(e->site), layer, pos,
+                 e->source, metric_names[e->metric], e->target[0] ? ",target=" : "", e->target);
         return;
     }
     switch (e->kind) {
@@ -211,8 +211,7 @@ static void canon_spec(effect_spec *e)
                  e->source[0] ? ",source=" : "", e->source);
         break;
     case DFL_IV_LAMBDA:
-        snprintf(c, cap, "lambda:layer=%s,head=%s,%s=%.9g", layer, head, e->lambda_scale ? "scale" : "value",
-                 e->value);
+        snprintf(c, cap, "lambda:layer=%s,head=%s,%s=%.9g", layer, head, e->lambda_scale ? "scale" : "value", e->value);
         break;
     case DFL_IV_MAP: snprintf(c, cap, "map:layer=%s,head=%s,use=map%d", layer, head, e->map); break;
     case DFL_IV_KNOCKOUT:
@@ -313,9 +312,11 @@ static dfl_status parse_spec(const char *spec, effect_spec *e, dfl_error *err)
     }
     if (e->kind == DFL_IV_LAMBDA && !have_value) return bad(err, spec, "needs value=X or scale=X", NULL);
     if (e->kind == DFL_IV_MAP && !have_map) return bad(err, spec, "needs use=map1 or use=map2", NULL);
-    if (e->kind == DFL_IV_KNOCKOUT && !(have_from && have_to)) return bad(err, spec, "needs from=SPAN and to=SPAN", NULL);
+    if (e->kind == DFL_IV_KNOCKOUT && !(have_from && have_to))
+        return bad(err, spec, "needs from=SPAN and to=SPAN", NULL);
     if (e->kind == DFL_IV_ABLATE && !have_mode) return bad(err, spec, "needs mode=zero|mean|resample", NULL);
-    if (e->kind == DFL_IV_PATCH && !have_site) return bad(err, spec, "needs site=resid_pre|attn_out|mlp_out|head", NULL);
+    if (e->kind == DFL_IV_PATCH && !have_site)
+        return bad(err, spec, "needs site=resid_pre|attn_out|mlp_out|head", NULL);
     int need_source = e->kind == DFL_IV_PATCH || (e->kind == DFL_IV_ABLATE && e->ablation == DFL_ABLATE_RESAMPLE);
     if (need_source && !e->source[0]) return bad(err, spec, "needs source=PROMPT", NULL);
     if (!need_source && e->source[0]) return bad(err, spec, "takes no source (only patch and resample do)", NULL);
@@ -516,16 +517,15 @@ static dfl_status mean_heads(dfl__effects *e, dfl_error *err)
 static void build_iv(const dfl__effects *e, const effect_spec *sp, const uint8_t *seg, int64_t T, uint8_t *masks,
                      dfl_intervention *it);
 
-static dfl_status token_of(const char *text, dfl_tokenizer **tk, const char *model_dir, const char *tok_path,
-                           int64_t V, int32_t *out, dfl_error *err)
+static dfl_status token_of(const char *text, dfl_tokenizer **tk, const char *model_dir, const char *tok_path, int64_t V,
+                           int32_t *out, dfl_error *err)
 {
     char *end;
     errno = 0;
     long long id = strtoll(text, &end, 10);
     if (end != text && !*end && !errno) {
         if (id < 0 || id >= V)
-            return dfl__fail(err, DFL_ERR_USAGE, "--logit-diff: token id %lld is outside [0, %lld)", id,
-                             (long long)V);
+            return dfl__fail(err, DFL_ERR_USAGE, "--logit-diff: token id %lld is outside [0, %lld)", id, (long long)V);
         *out = (int32_t)id;
         return DFL_OK;
     }
@@ -675,8 +675,9 @@ dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, c
     }
     if (!s && sweeps > 1) s = dfl__fail(err, DFL_ERR_USAGE, "one patch sweep per run (%zu given)", sweeps);
     /* --apply: model-wide interventions only (no spans, no other prompt) */
-    if (!s && ep->n_apply && (!(e->applied_specs = calloc(ep->n_apply, sizeof *e->applied_specs)) ||
-                              !(e->applied = calloc(ep->n_apply, sizeof *e->applied))))
+    if (!s && ep->n_apply &&
+        (!(e->applied_specs = calloc(ep->n_apply, sizeof *e->applied_specs)) ||
+         !(e->applied = calloc(ep->n_apply, sizeof *e->applied))))
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < ep->n_apply && !s; i++) {
         effect_spec *sp = &e->applied_specs[i];
@@ -768,7 +769,8 @@ static void build_iv(const dfl__effects *e, const effect_spec *sp, const uint8_t
     }
     if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_MEAN) it->src = e->mean;
     const source_run *src = NULL;
-    if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_RESAMPLE) src = source_of(e, sp->src_index, DFL_SITE_HEAD);
+    if (sp->kind == DFL_IV_ABLATE && sp->ablation == DFL_ABLATE_RESAMPLE)
+        src = source_of(e, sp->src_index, DFL_SITE_HEAD);
     if (sp->kind == DFL_IV_PATCH) src = source_of(e, sp->src_index, sp->site);
     if (src) {
         it->src = src->v;
@@ -787,8 +789,8 @@ static dfl_status put_f32s(dfl_dump *d, const char *name, const double *v, int64
     return s;
 }
 
-static dfl_status write_effects(const dfl__effects *e, dfl_dump *d, const metrics *ms, const char **names,
-                                int64_t E, const float *logits, int64_t T, dfl_error *err)
+static dfl_status write_effects(const dfl__effects *e, dfl_dump *d, const metrics *ms, const char **names, int64_t E,
+                                const float *logits, int64_t T, dfl_error *err)
 {
     double *v = dfl__alloc_array((size_t)E, sizeof *v);
     uint8_t *u = dfl__alloc_array((size_t)E, 1);
@@ -833,18 +835,21 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     int64_t *cells = dfl__alloc_array((size_t)(heads ? e->H : T), sizeof *cells);
     size_t nx, nv, nk, nvv;
     dfl__attn_shape sh = dfl__attn_shape_of(&e->m->config);
-    int ok = dfl__mul_ok((size_t)L * (size_t)T, (size_t)e->D, &nx) && dfl__mul_ok((size_t)L * (size_t)T, (size_t)W, &nv) &&
+    int ok = dfl__mul_ok((size_t)L * (size_t)T, (size_t)e->D, &nx) &&
+             dfl__mul_ok((size_t)L * (size_t)T, (size_t)W, &nv) &&
              dfl__mul_ok((size_t)L * (size_t)T, (size_t)sh.k_ld, &nk) &&
              dfl__mul_ok((size_t)L * (size_t)T, (size_t)sh.v_ld, &nvv);
-    float *resid = ok ? dfl__alloc_array(nx, sizeof(float)) : NULL, *corr = ok ? dfl__alloc_array(nv, sizeof(float)) : NULL;
+    float *resid = ok ? dfl__alloc_array(nx, sizeof(float)) : NULL,
+          *corr = ok ? dfl__alloc_array(nv, sizeof(float)) : NULL;
     /* the corrupted run's keys and values: a cell at position p computes rows [p, T) only */
     int from_row = !(e->base.quant_bits && e->base.quant_granularity != DFL_QUANT_ROW);
     float *kc = ok && from_row ? dfl__alloc_array(nk, sizeof(float)) : NULL,
           *vcache = ok && from_row ? dfl__alloc_array(nvv, sizeof(float)) : NULL;
     if (from_row && (!kc || !vcache)) ok = 0;
     double *patched = NULL;
-    dfl_status s = ok && tok && seg && pos && one && cells && resid && corr ? DFL_OK
-                                                                    : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    dfl_status s = ok && tok && seg && pos && one && cells && resid && corr
+                       ? DFL_OK
+                       : dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     int64_t diff_row = 0, first = 0, P = 0;
     metrics mc, mx, mp;
     if (!s) {
@@ -930,11 +935,13 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     for (int64_t i = 0; !s && i < Lp; i++)
         lay[i] = l0 + i;
     int32_t *ax = NULL;
-    if (!s && !(ax = dfl__alloc_array((size_t)(P ? P : 1), sizeof *ax))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!s && !(ax = dfl__alloc_array((size_t)(P ? P : 1), sizeof *ax)))
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; !s && i < P; i++)
         ax[i] = (int32_t)cells[i];
     int32_t *lay32 = NULL;
-    if (!s && !(lay32 = dfl__alloc_array((size_t)Lp, sizeof *lay32))) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    if (!s && !(lay32 = dfl__alloc_array((size_t)Lp, sizeof *lay32)))
+        s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; !s && i < Lp; i++)
         lay32[i] = (int32_t)lay[i];
     float *pf = NULL, *ef = NULL;

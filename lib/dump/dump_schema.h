@@ -133,8 +133,8 @@
 #define DFL_ATTR_MIN_EXPONENT "min_exponent"
 #define DFL_ATTR_MAX_EXPONENT "max_exponent"
 #define DFL_ATTR_SUB_BINS     "sub_bins"
-#define DFL_ATTR_BINS         "bins"  /* on hist: the binning rule in words */
-#define DFL_ATTR_ALPHA        "alpha" /* on channel_count: the threshold */
+#define DFL_ATTR_BINS         "bins"   /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA        "alpha"  /* on channel_count: the threshold */
 #define DFL_ATTR_PATCH_SITE   "site"   /* on patch: resid_pre, attn_out, mlp_out or head */
 #define DFL_ATTR_PATCH_METRIC "metric" /* on patch: the metric swept */
 #define DFL_ATTR_PATCH_SOURCE "source" /* on patch: the clean prompt's id */

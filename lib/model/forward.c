@@ -230,9 +230,9 @@ typedef struct attn_ctx {
     dfl_quant_granularity quant_gran;
     const float *qmax; /* [heads, 2] absmax for tensor/head quantization */
     int64_t layer, T, rows;
-    int64_t window;   /* sliding window W of this layer, 0 = none */
-    int64_t r0, bend; /* current block: rows [r0, bend) */
-    float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
+    int64_t window;        /* sliding window W of this layer, 0 = none */
+    int64_t r0, bend;      /* current block: rows [r0, bend) */
+    float softcap;         /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
     const dfl_iv_list *iv; /* interventions (intervene.h), NULL = none */
 } attn_ctx;
 
@@ -391,9 +391,23 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     for (int64_t h = 0; h < g->heads; h++)
         w->plan[h] = dfl__head_plan_make(c, h);
-    attn_ctx x = {
-        w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
-        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap, opts->iv};
+    attn_ctx x = {w,
+                  g,
+                  w->plan,
+                  &m->layers[l],
+                  c,
+                  cap,
+                  opts->quant_bits,
+                  opts->quant_granularity,
+                  w->qmax,
+                  l,
+                  T,
+                  rows,
+                  dfl_config_window(c, l),
+                  0,
+                  0,
+                  (float)c->attn_softcap,
+                  opts->iv};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;

@@ -236,7 +236,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'o': p.out_path = optarg; break;
         case 'M':
             dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+            FREE_OWNED();
             s = dfl_map_select_parse(optarg, &p.maps, &err);
             break;
         case 'D':
@@ -284,17 +284,17 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'h':
             if (speak) usage(stdout);
             dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+            FREE_OWNED();
             return 0;
         case DFL_CLI_OPT_VERSION:
         case DFL_CLI_OPT_LIST:
             dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+            FREE_OWNED();
             return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
         default:
             if (speak) usage(stderr);
             dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+            FREE_OWNED();
             return 2;
         }
     }
@@ -304,14 +304,14 @@ static int run(int argc, char **argv, int mpi, int rank)
     if (s) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+        FREE_OWNED();
         return 2;
     }
     char *model_dir = NULL; /* --model itself, or ORG/NAME's snapshot folder in the hub cache */
     if ((s = dfl_hub_model_dir(p.model_dir, &model_dir, &err))) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
-    FREE_OWNED();
+        FREE_OWNED();
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
