@@ -10,7 +10,7 @@
 # Prompts: a clean prompt of random ids and a corrupted copy whose "subject" tokens
 # 100-104 are resampled (causal tracing's corruption of the subject, ROME), target the
 # last token; metric target_prob. probe's time is the whole process (model load, the two
-# samples' ordinary passes and the sweep), best of REPEATS (default 2); torch's is its
+# samples' ordinary passes and the sweep), best of REPEATS (default 1); torch's is its
 # per-cell time (measured on 64 cells spread over the grid; every cell is one forward of
 # the same shape) × 2048 cells plus the clean and corrupted runs, model load excluded.
 # Environment: BIN, OUT (default build/bench), THREADS (default 2), REPEATS, T (256).
@@ -19,7 +19,7 @@ set -eu
 BIN=${BIN:-bin}
 OUT=${OUT:-build/bench}
 THREADS=${THREADS:-2}
-REPEATS=${REPEATS:-2}
+REPEATS=${REPEATS:-1}
 T=${T:-256}
 PY=/usr/bin/python3
 L=8 D=512 H=8 F=1408 V=32000
@@ -41,7 +41,7 @@ import json, sys
 import numpy as np
 path, T, V = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(2600 + T)
-clean = [int(t) for t in rng.integers(0, V, T)]
+clean = [0] + [int(t) for t in rng.integers(1, V, T - 1)]  # BOS (id 0) first
 corrupt = list(clean)
 for p in range(100, 105):
     corrupt[p] = int((clean[p] + 1 + rng.integers(0, V - 1)) % V)

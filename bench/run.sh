@@ -222,3 +222,5 @@ BIN=$BIN OUT=$OUT $PY bench/view.py | tee -a "$OUT/table.txt"
 if [ -f bench/tokenizer.sh ]; then
     BUILD=$BUILD OUT=$OUT sh bench/tokenizer.sh | tee -a "$OUT/table.txt"
 fi
+# the layer × position patch sweep against PyTorch hooks, TransformerLens style (bench/patch_sweep.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/patch_sweep.sh | tee -a "$OUT/table.txt"

@@ -657,8 +657,8 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
                           dfl_rows_rule_name(p->rows)};
     if ((s = dfl_dump_create(p->out_path, p->overwrite, &info, &d, err))) goto done;
     if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
-    if ((s = dfl__effects_open(p->effects, m, &ps, p->model_dir, p->tokenizer_path, &p->forward, p->save_logits, &fx,
-                               err)))
+    if ((s = dfl__effects_open(p->effects, m, &ps, p->model_dir, p->tokenizer_path, &p->forward, p->save_logits,
+                               p->cancel, &fx, err)))
         goto done;
     if (fx && (s = dfl_dump_attr_str(d, ".", DFL_ATTR_INTERVENTIONS, dfl__effects_json(fx), err))) goto done;
     double start = dfl_clock_seconds();

@@ -73,6 +73,7 @@ struct dfl__effects {
     int save_logits;
     int64_t L, H, D, V, att_ld;
     char *json;
+    const volatile sig_atomic_t *cancel; /* polled before every pass; NULL = never */
     /* --apply: interventions on every pass (the main one included) */
     effect_spec *applied_specs;
     dfl_intervention *applied;
@@ -84,6 +85,7 @@ struct dfl__effects {
 static dfl_status run_pass(const dfl__effects *e, const int32_t *tokens, int64_t T, const dfl_iv_list *iv,
                            const dfl_capture *cap, dfl_error *err)
 {
+    if (e->cancel && *e->cancel) return dfl__fail(err, DFL_ERR_CANCELLED, "cancelled");
     dfl_forward_opts o = e->base;
     dfl_iv_list merged = iv ? *iv : dfl_iv_list_default();
     dfl_intervention *items = NULL;
@@ -621,7 +623,7 @@ static dfl_status build_json(dfl__effects *e, dfl_error *err)
 
 dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, const dfl_prompt_set *ps,
                              const char *model_dir, const char *tokenizer_path, const dfl_forward_opts *base,
-                             int save_logits, dfl__effects **out, dfl_error *err)
+                             int save_logits, const volatile sig_atomic_t *cancel, dfl__effects **out, dfl_error *err)
 {
     *out = NULL;
     if (!ep || (!ep->n_specs && !ep->file && !ep->logit_diff && !ep->n_apply)) return DFL_OK;
@@ -633,6 +635,7 @@ dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, c
     e->base = *base;
     e->base.iv = NULL;
     e->save_logits = save_logits;
+    e->cancel = cancel;
     e->L = c->num_layers;
     e->H = dfl_config_analysis_heads(c);
     e->D = c->hidden_size;

@@ -12,6 +12,7 @@
 #ifndef DFL_PROBE_EFFECTS_H
 #define DFL_PROBE_EFFECTS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "base/status.h"
@@ -41,7 +42,7 @@ typedef struct dfl__effects dfl__effects;
  * DFL_ERR_USAGE naming the spec, DFL_ERR_NOMEM, the statuses of the forward pass. */
 dfl_status dfl__effects_open(const dfl_effects_params *ep, const dfl_model *m, const dfl_prompt_set *ps,
                              const char *model_dir, const char *tokenizer_path, const dfl_forward_opts *base,
-                             int save_logits, dfl__effects **out, dfl_error *err);
+                             int save_logits, const volatile sig_atomic_t *cancel, dfl__effects **out, dfl_error *err);
 
 /* The interventions every pass applies (--apply), for the main pass; NULL = none. */
 const struct dfl_iv_list *dfl__effects_applied(const dfl__effects *e);
@@ -49,7 +50,8 @@ const struct dfl_iv_list *dfl__effects_applied(const dfl__effects *e);
 /* The JSON text of what is applied (the dump's root attribute interventions); owned by e. */
 const char *dfl__effects_json(const dfl__effects *e);
 
-/* Run and write sample `index` of the prompt set into d's open sample group. */
+/* Run and write sample `index` of the prompt set into d's open sample group;
+ * DFL_ERR_CANCELLED as soon as *cancel (polled per pass) is non-zero. */
 dfl_status dfl__effects_sample(dfl__effects *e, dfl_dump *d, size_t index, dfl_error *err);
 
 void dfl__effects_free(dfl__effects *e);
