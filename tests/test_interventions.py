@@ -230,7 +230,8 @@ class Interventions(unittest.TestCase):
                                          "model.layers.1.self_attn.out_proj.weight")]:
             mdir = self.model(name, mtype, kw)
             cut = os.path.join(self.tmp, name + "-no-attn1")
-            cfg = json.load(open(os.path.join(mdir, "config.json")))
+            with open(os.path.join(mdir, "config.json")) as fh:
+                cfg = json.load(fh)
             tensors = [(n, np.zeros_like(a) if n == o_proj else a)
                        for n, a in make_model.make_weights(cfg, seed=11)]
             self.assertIn(o_proj, [n for n, _ in tensors])
