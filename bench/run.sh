@@ -232,3 +232,5 @@ BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/compare.sh | tee -a "$OUT/table.txt"
 BIN=$BIN BUILD=$BUILD OUT=$OUT THREADS=$THREADS sh bench/generate.sh | tee -a "$OUT/table.txt"
 # probe --quantize (weights, activations, KV, rotation) against the unquantized forward (bench/quantize.sh)
 BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/quantize.sh | tee -a "$OUT/table.txt"
+# the layer × position patch sweep against PyTorch hooks, TransformerLens style (bench/patch_sweep.sh)
+BIN=$BIN OUT=$OUT THREADS=$THREADS sh bench/patch_sweep.sh | tee -a "$OUT/table.txt"

@@ -128,3 +128,34 @@ fi
 echo
 echo "files in $OUT/:"
 ls "$OUT" | sed 's/^/  /'
+
+# Interventions (docs/probe.md "Interventions"): what λ = 0 does at inference to the Diff
+# model (retrieval, and the answer share of its maps with map 2 removed: --apply), and
+# each head of either model zero-ablated, one at a time.
+"$BIN/probe" --model "$MODELS/diff" --prompts "$OUT/prompts.jsonl" --out "$OUT/diff_lambda0.h5" \
+    --apply lambda:layer=all,value=0 --force --quiet
+for m in transformer diff; do
+    heads=$(sed -n 's/.*"num_attention_heads": *\([0-9]*\).*/\1/p' "$MODELS/$m/config.json")
+    layers=$(sed -n 's/.*"num_hidden_layers": *\([0-9]*\).*/\1/p' "$MODELS/$m/config.json")
+    set --
+    [ "$m" = diff ] && set -- --intervene lambda:layer=all,value=0 --intervene map:layer=all,use=map2
+    l=0
+    while [ "$l" -lt "$layers" ]; do
+        h=0
+        while [ "$h" -lt "$heads" ]; do
+            set -- "$@" --intervene "ablate:layer=$l,head=$h,mode=zero"
+            h=$((h + 1))
+        done
+        set -- "$@" --intervene "ablate:layer=$l,mode=zero"
+        l=$((l + 1))
+    done
+    "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/prompts.jsonl" --out "$OUT/${m}_iv.h5" "$@" --force --quiet
+done
+/usr/bin/python3 scripts/demo_effects.py Transformer="$OUT/transformer_iv.h5" Diff="$OUT/diff_iv.h5" \
+    > "$OUT/interventions.md"
+echo
+echo "interventions (out/demo/interventions.md; answer share with λ = 0 below):"
+cat "$OUT/interventions.md"
+"$BIN/noise" "$D" "$OUT/diff_lambda0.h5" --labels "Diff,Diff λ=0 at inference" $N --format markdown --quiet \
+    > "$OUT/lambda0_shares.md"
+cat "$OUT/lambda0_shares.md"

@@ -170,13 +170,17 @@ class LensTest(unittest.TestCase):
         out = os.path.join(self.tmp, "bad.h5")
         base = ["--model", d, "--prompts", self.prompt_path, "--out", out]
         for extra, what in ((["--logit-lens", "0"], "--logit-lens"), (["--logit-lens", "x"], "--logit-lens"),
-                            (["--logit-diff", "5"], "--logit-diff"), (["--logit-diff", "5,x"], "--logit-diff"),
+                            (["--logit-diff", "5"], "--logit-diff"), (["--dla", "--logit-diff", "5,x"], "--logit-diff"),
                             (["--logit-diff", "-1,2"], "--logit-diff")):
             r = run_probe(*(base + extra), check=False)
             self.assertEqual(r.returncode, 2, (extra, r.stderr))
             self.assertIn(what, r.stderr)
+        # without --dla a token string is the interventions' (it needs the model's tokenizer)
+        r = run_probe(*(base + ["--logit-diff", "5,x"]), check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("needs a tokenizer", r.stderr)
         for extra, what in ((["--logit-lens", str(VOCAB + 1)], "vocabulary"),
-                            (["--dla", "--logit-diff", "5,%d" % VOCAB], "vocabulary")):
+                            (["--dla", "--logit-diff", "5,%d" % VOCAB], "--logit-diff")):
             r = run_probe(*(base + extra), check=False)
             self.assertEqual(r.returncode, 2, (extra, r.stderr))
             self.assertIn(what, r.stderr)

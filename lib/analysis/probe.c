@@ -24,6 +24,7 @@
 #include "analysis/probe_quant.h"
 #include "analysis/probe_generate.h"
 #include "analysis/probe_quantize.h"
+#include "analysis/probe_effects.h"
 #include "analysis/stats.h"
 
 dfl_probe_params dfl_probe_params_default(void)
@@ -377,7 +378,7 @@ static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *
 }
 
 static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_dump *d, const dfl_prompt *pr,
-                             sample_run *r, dfl_probe_report *rep, dfl_error *err)
+                             sample_run *r, dfl_probe_report *rep, dfl__effects *fx, dfl_error *err)
 {
     const dfl_config *c = &m->config;
     int64_t T = (int64_t)pr->n_tokens;
@@ -421,8 +422,10 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         return dfl__fail(err, DFL_ERR_NOMEM, "out of memory for --quant-stats");
     if ((s = dfl__lens_begin(p, m, pr, r->arows, r->n_arows, &r->lens, err))) return s;
     dfl_capture cap = dfl__probe_capture(r);
+    dfl_forward_opts fo = p->forward;
+    fo.iv = dfl__effects_applied(fx); /* --apply: the main pass of the modified model */
     double t0 = dfl_clock_seconds();
-    s = dfl__gen_forward(r, &cap, rep, err); /* dfl_forward, or the prompt and the generation */
+    s = dfl__gen_forward(r, &fo, &cap, rep, err); /* dfl_forward, or the prompt and the generation */
     for (int i = 0; i < 3 && !s; i++)
         if (r->maps[i]) s = dfl_dump_stream_flush(r->maps[i], err);
     rep->forward_seconds += dfl_clock_seconds() - t0;
@@ -435,6 +438,7 @@ static dfl_status run_sample(const dfl_probe_params *p, const dfl_model *m, dfl_
         (s = write_targets(r, d, rep, err)) || (s = write_noise(r, d, err)) || (s = write_outliers(r, d, err)) ||
         (r->qstats && (s = dfl__qstats_write(r->qstats, d, err))) || (s = dfl__gen_write(r, d, rep, err)))
         return s;
+    if (fx && (s = dfl__effects_sample(fx, d, r->index, err))) return s;
     if (c->type == DFL_MODEL_DIFF_V2) {
         int64_t dims[3] = {r->L, T, r->Hs};
         if ((s = dfl_dump_put(d, DFL_DS_LAMBDA, DFL_H5_F32, 3, dims, r->lambda, err))) return s;
@@ -621,6 +625,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     dfl_prompt_set ps = {NULL, 0};
     dfl_dump *d = NULL;
     dfl__gen_ctx *gen = NULL;
+    dfl__effects *fx = NULL;
     dfl_probe_report rep;
     memset(&rep, 0, sizeof rep);
     dfl_status s = DFL_OK;
@@ -687,6 +692,10 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
     if ((s = dfl_dump_attr_i64(d, ".", DFL_ATTR_TOPK, p->topk, err))) goto done;
     if ((s = dfl__gen_ctx_open(p, m, &ps, &gen, err))) goto done;
     if ((s = dfl__probe_quant_attrs(d, p->forward.quant, err))) goto done;
+    if ((s = dfl__effects_open(p->effects, m, &ps, p->model_dir, p->tokenizer_path, &p->forward, p->save_logits,
+                               p->cancel, &fx, err)))
+        goto done;
+    if (fx && (s = dfl_dump_attr_str(d, ".", DFL_ATTR_INTERVENTIONS, dfl__effects_json(fx), err))) goto done;
     double start = dfl_clock_seconds();
     int64_t done_tokens = 0;
     for (size_t k = 0; k < n_run; k++) {
@@ -701,7 +710,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
         r.start = start;
         r.gen_ctx = gen;
         s = p->cancel && *p->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
-                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, err);
+                                    : run_sample(p, m, d, &ps.items[i], &r, &rep, fx, err);
         run_free(&r);
         if (s == DFL_ERR_CANCELLED) goto done;
         if (s) {
@@ -730,6 +739,7 @@ dfl_status dfl_probe_run(const dfl_probe_params *p, dfl_probe_report *report, df
 done:
     dfl_dump_abort(d);
     dfl__gen_ctx_close(gen);
+    dfl__effects_free(fx);
     dfl_model_free(m);
     dfl_prompt_set_free(&ps);
     if (report) *report = rep;

@@ -99,7 +99,11 @@ typedef struct dfl_probe_params {
     int32_t topk;               /* K of the outlier top lists (default 100) */
     double alpha;               /* hidden channel outlier threshold (default 6) */
     dfl_forward_opts forward;   /* interventions (default none) */
-    int overwrite;              /* replace an existing output */
+    /* --intervene, --interventions, --patch-sweep, --logit-diff: interventions run beside
+     * the unmodified pass, their metrics in effects/ and patch/ (analysis/probe_effects.h);
+     * NULL = none */
+    const struct dfl_effects_params *effects;
+    int overwrite; /* replace an existing output */
     /* Run only these prompts (0-based indices in file order, strictly ascending; NULL =
      * all). Samples keep their file-order index in the dump, so the dumps of disjoint
      * subsets join into the dump of the whole set (an MPI rank's share). */

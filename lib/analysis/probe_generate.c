@@ -444,11 +444,12 @@ static int is_eos(const dfl__gen_ctx *c, int32_t id)
     return 0;
 }
 
-dfl_status dfl__gen_forward(sample_run *r, const dfl_capture *cap, dfl_probe_report *rep, dfl_error *err)
+dfl_status dfl__gen_forward(sample_run *r, const dfl_forward_opts *fo, const dfl_capture *cap, dfl_probe_report *rep,
+                            dfl_error *err)
 {
     gen_sample *g = r->gen;
     const dfl_probe_params *p = r->p;
-    if (!g) return dfl_forward(r->m, r->pr->tokens, r->T, &p->forward, cap, err);
+    if (!g) return dfl_forward(r->m, r->pr->tokens, r->T, fo, cap, err);
     g->pc = *cap;
     dfl_kv_cache *kv = NULL;
     dfl_status s = dfl_kv_cache_create(r->m, g->T + g->N - 1, &kv, err);
@@ -456,7 +457,7 @@ dfl_status dfl__gen_forward(sample_run *r, const dfl_capture *cap, dfl_probe_rep
     dfl_capture pc = *cap;
     pc.attn_rows = prompt_attn;
     pc.logits_rows = prompt_logits;
-    s = dfl_kv_cache_append(kv, r->pr->tokens, g->T, &p->forward, &pc, err);
+    s = dfl_kv_cache_append(kv, r->pr->tokens, g->T, fo, &pc, err);
     double t0 = dfl_clock_seconds();
     dfl_capture sc = {.user = g,
                       .want_maps = want_all,
@@ -477,7 +478,7 @@ dfl_status dfl__gen_forward(sample_run *r, const dfl_capture *cap, dfl_probe_rep
             break;
         }
         g->pos = g->T + i; /* feed token i back */
-        s = dfl_kv_cache_append(kv, &g->ids[i], 1, &p->forward, &sc, err);
+        s = dfl_kv_cache_append(kv, &g->ids[i], 1, fo, &sc, err);
     }
     dfl_kv_cache_destroy(kv);
     rep->generate_seconds += dfl_clock_seconds() - t0;

@@ -47,7 +47,8 @@ dfl_status dfl__gen_begin(sample_run *r, dfl_error *err);
 /* The sample's forward pass with probe's capture cap: dfl_forward, or with r->gen the
  * prompt into a KV cache and the decoding steps. Statuses of dfl_forward and of the
  * callbacks; DFL_ERR_CANCELLED. */
-dfl_status dfl__gen_forward(sample_run *r, const dfl_capture *cap, dfl_probe_report *rep, dfl_error *err);
+dfl_status dfl__gen_forward(sample_run *r, const dfl_forward_opts *fo, const dfl_capture *cap, dfl_probe_report *rep,
+                            dfl_error *err);
 
 /* The sample's generated/ datasets (nothing without r->gen). DFL_ERR_HDF5, DFL_ERR_NOMEM. */
 dfl_status dfl__gen_write(sample_run *r, dfl_dump *d, dfl_probe_report *rep, dfl_error *err);

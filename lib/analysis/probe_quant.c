@@ -9,16 +9,16 @@
 #include "dump/dump_schema.h"
 #include "model/forward.h"
 
-static const char *const SITE_DS[DFL_SITE_COUNT] = {DFL_DS_LINEAR_ATTN_IN, DFL_DS_LINEAR_ATTN_OUT, DFL_DS_LINEAR_MLP_IN,
-                                                    DFL_DS_LINEAR_DOWN_IN};
+static const char *const SITE_DS[DFL_LINEAR_COUNT] = {DFL_DS_LINEAR_ATTN_IN, DFL_DS_LINEAR_ATTN_OUT,
+                                                      DFL_DS_LINEAR_MLP_IN, DFL_DS_LINEAR_DOWN_IN};
 
 struct dfl__qstats {
     int64_t L;
-    double *moments;               /* [L, SITES, 6]: count, Σx, Σx², Σx³, Σx⁴, max |x| */
-    int64_t width[DFL_SITE_COUNT]; /* 0 until the site is first seen */
-    double *chan[DFL_SITE_COUNT];  /* [L, width]: Σx² per channel */
-    int64_t nq, nk, hd, T;         /* 0 until qk is first called */
-    double *qabs, *kabs;           /* [L, nq, hd], [L, nk, hd]: Σ_t |q|, Σ_t |k| */
+    double *moments;                 /* [L, SITES, 6]: count, Σx, Σx², Σx³, Σx⁴, max |x| */
+    int64_t width[DFL_LINEAR_COUNT]; /* 0 until the site is first seen */
+    double *chan[DFL_LINEAR_COUNT];  /* [L, width]: Σx² per channel */
+    int64_t nq, nk, hd, T;           /* 0 until qk is first called */
+    double *qabs, *kabs;             /* [L, nq, hd], [L, nk, hd]: Σ_t |q|, Σ_t |k| */
 };
 
 dfl__qstats *dfl__qstats_create(int64_t L)
@@ -26,19 +26,19 @@ dfl__qstats *dfl__qstats_create(int64_t L)
     dfl__qstats *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     q->L = L;
-    q->moments = dfl__alloc_array((size_t)L * DFL_SITE_COUNT * 6, sizeof *q->moments);
+    q->moments = dfl__alloc_array((size_t)L * DFL_LINEAR_COUNT * 6, sizeof *q->moments);
     if (!q->moments) {
         free(q);
         return NULL;
     }
-    memset(q->moments, 0, (size_t)L * DFL_SITE_COUNT * 6 * sizeof *q->moments);
+    memset(q->moments, 0, (size_t)L * DFL_LINEAR_COUNT * 6 * sizeof *q->moments);
     return q;
 }
 
 void dfl__qstats_free(dfl__qstats *q)
 {
     if (!q) return;
-    for (int s = 0; s < DFL_SITE_COUNT; s++)
+    for (int s = 0; s < DFL_LINEAR_COUNT; s++)
         free(q->chan[s]);
     free(q->moments), free(q->qabs), free(q->kabs), free(q);
 }
@@ -48,7 +48,7 @@ dfl_status dfl__qstats_linear(void *user, int64_t layer, int site, int64_t row0,
 {
     (void)row0;
     dfl__qstats *q = user;
-    if (site < 0 || site >= DFL_SITE_COUNT || layer < 0 || layer >= q->L)
+    if (site < 0 || site >= DFL_LINEAR_COUNT || layer < 0 || layer >= q->L)
         return dfl__fail(err, DFL_ERR_RANGE, "quant stats: site %d of layer %lld", site, (long long)layer);
     if (!q->width[site]) {
         q->chan[site] = calloc((size_t)q->L * (size_t)width, sizeof *q->chan[site]);
@@ -58,7 +58,7 @@ dfl_status dfl__qstats_linear(void *user, int64_t layer, int site, int64_t row0,
         return dfl__fail(err, DFL_ERR_RANGE, "quant stats: site %d of width %lld, earlier %lld", site, (long long)width,
                          (long long)q->width[site]);
     }
-    double *m = q->moments + ((size_t)layer * DFL_SITE_COUNT + (size_t)site) * 6;
+    double *m = q->moments + ((size_t)layer * DFL_LINEAR_COUNT + (size_t)site) * 6;
     double *ch = q->chan[site] + (size_t)layer * (size_t)width;
     double s1 = 0, s2 = 0, s3 = 0, s4 = 0, mx = m[5];
     for (int64_t t = 0; t < n; t++) { /* x[n, width] at stride ld */
@@ -96,11 +96,11 @@ dfl_status dfl__qstats_qk(void *user, int64_t layer, int64_t T, const float *qv,
 
 dfl_status dfl__qstats_write(const dfl__qstats *q, dfl_dump *d, dfl_error *err)
 {
-    int64_t dims[3] = {q->L, DFL_SITE_COUNT, 6};
+    int64_t dims[3] = {q->L, DFL_LINEAR_COUNT, 6};
     dfl_status s = dfl_dump_put(d, DFL_DS_LINEAR_MOMENTS, DFL_H5_F64, 3, dims, q->moments, err);
     if (!s) s = dfl_dump_attr_str(d, DFL_DS_LINEAR_MOMENTS, DFL_ATTR_COLUMNS, "count,sum,sum2,sum3,sum4,max_abs", err);
     if (!s) s = dfl_dump_attr_str(d, DFL_DS_LINEAR_MOMENTS, DFL_ATTR_SITES, "attn_in,attn_out,mlp_in,down_in", err);
-    for (int site = 0; site < DFL_SITE_COUNT && !s; site++) {
+    for (int site = 0; site < DFL_LINEAR_COUNT && !s; site++) {
         if (!q->width[site]) continue;
         int64_t cd[2] = {q->L, q->width[site]};
         s = dfl_dump_put(d, SITE_DS[site], DFL_H5_F64, 2, cd, q->chan[site], err);

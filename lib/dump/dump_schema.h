@@ -71,6 +71,7 @@
 #define DFL_ATTR_QUANT_V_CLIP          "quant_v_clip"
 #define DFL_ATTR_QUANT_K_HADAMARD      "quant_k_hadamard"
 #define DFL_ATTR_QUANT_ROTATE          "quant_rotate"
+#define DFL_ATTR_INTERVENTIONS         "interventions" /* JSON: what probe applied */
 
 /* ---------------------------------------------------------- root datasets */
 
@@ -166,6 +167,22 @@
 #define DFL_DS_GENERATED_HIDDEN_TOP       "generated/outliers/hidden/top"
 #define DFL_DS_GENERATED_HIDDEN_TOP_INDEX "generated/outliers/hidden/top_index"
 #define DFL_DS_GENERATED_HIDDEN_MOMENTS   "generated/outliers/hidden/moments"
+/* interventions (probe --intervene, docs/probe.md "Interventions"): E = 1 + interventions */
+#define DFL_DS_EFFECTS_NAMES          "effects/names"
+#define DFL_DS_EFFECTS_TARGET_NLL     "effects/target_nll"
+#define DFL_DS_EFFECTS_TARGET_PROB    "effects/target_prob"
+#define DFL_DS_EFFECTS_TARGET_LOGIT   "effects/target_logit"
+#define DFL_DS_EFFECTS_TARGET_CORRECT "effects/target_correct"
+#define DFL_DS_EFFECTS_LOGIT_DIFF     "effects/logit_diff"
+#define DFL_DS_EFFECTS_LOGITS         "effects/logits"
+#define DFL_DS_PATCH                  "patch" /* the group of a patch sweep */
+#define DFL_DS_PATCH_LAYERS           "patch/layers"
+#define DFL_DS_PATCH_POSITIONS        "patch/positions"
+#define DFL_DS_PATCH_HEADS            "patch/heads"
+#define DFL_DS_PATCH_PATCHED          "patch/patched"
+#define DFL_DS_PATCH_CLEAN            "patch/clean"
+#define DFL_DS_PATCH_CORRUPTED        "patch/corrupted"
+#define DFL_DS_PATCH_EFFECT           "patch/effect"
 
 /* ------------------------------- attributes of datasets and sub-groups */
 
@@ -213,6 +230,11 @@
 #define DFL_ATTR_ALPHA                 "alpha"    /* on channel_count: the threshold */
 #define DFL_ATTR_STOP                  "stop"     /* on generated/tokens: "eos" or "length" */
 #define DFL_ATTR_DECODING              "decoding" /* on generated/tokens: "greedy" or the sampling values */
+#define DFL_ATTR_BINS                  "bins"     /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA                 "alpha"    /* on channel_count: the threshold */
+#define DFL_ATTR_PATCH_SITE            "site"     /* on patch: resid_pre, attn_out, mlp_out or head */
+#define DFL_ATTR_PATCH_METRIC          "metric"   /* on patch: the metric swept */
+#define DFL_ATTR_PATCH_SOURCE          "source"   /* on patch: the clean prompt's id */
 
 /* ------------------------------------------------------------ the table */
 
@@ -291,6 +313,8 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_("/", DFL_ATTR_QUANT_V_CLIP, "f64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
     DFL_AT_("/", DFL_ATTR_QUANT_K_HADAMARD, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
     DFL_AT_("/", DFL_ATTR_QUANT_ROTATE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quantize"),
+    DFL_AT_("/", DFL_ATTR_INTERVENTIONS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL,
+            "--intervene, --interventions, --patch-sweep or --logit-diff"),
     /* /model */
     /* one λ per layer: every Diff type but DIFF V2 (its λ is per token: the sample's lambda) */
     DFL_DS_(DFL_DS_MODEL_LAMBDA, "f32", "L", DFL_MODELS_DIFF, DFL_OPTIONAL, "Diff models but DIFF V2"),
@@ -441,6 +465,24 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_AT_(DFL_DS_GENERATED_HIDDEN_TOP_INDEX, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
     DFL_DS_(DFL_DS_GENERATED_HIDDEN_MOMENTS, "f64", "L,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
     DFL_AT_(DFL_DS_GENERATED_HIDDEN_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--generate"),
+    /* interventions */
+    DFL_DS_(DFL_DS_EFFECTS_NAMES, "str", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_NLL, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_PROB, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_LOGIT, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_TARGET_CORRECT, "u8", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene"),
+    DFL_DS_(DFL_DS_EFFECTS_LOGIT_DIFF, "f32", "E", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene and --logit-diff"),
+    DFL_DS_(DFL_DS_EFFECTS_LOGITS, "f32", "E,T,V", DFL_MODELS_ALL, DFL_OPTIONAL, "--intervene and --save-logits"),
+    DFL_DS_(DFL_DS_PATCH_LAYERS, "i32", "Lp", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_POSITIONS, "i32", "P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (not site head)"),
+    DFL_DS_(DFL_DS_PATCH_HEADS, "i32", "H", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep site=head"),
+    DFL_DS_(DFL_DS_PATCH_PATCHED, "f32", "Lp,P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (P = H at site head)"),
+    DFL_DS_(DFL_DS_PATCH_CLEAN, "f32", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_CORRUPTED, "f32", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_DS_(DFL_DS_PATCH_EFFECT, "f32", "Lp,P", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep (P = H at site head)"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_SITE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_METRIC, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
+    DFL_AT_(DFL_DS_PATCH, DFL_ATTR_PATCH_SOURCE, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--patch-sweep"),
 };
 
 #undef DFL_DS_

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "model/family.h"
+#include "model/intervene.h"
 #include "model/kernels.h"
 #include "model/kernels_gemv.h"
 #include "model/kernels_norm.h"
@@ -207,6 +208,26 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
     return DFL_OK;
 }
 
+/* The row buffers of w moved by `by` rows (a pass from a later row, intervene.h row0):
+ * the residual stream, its normed copy, q, k, v, the heads' outputs, the fused
+ * projection, DIFF V2's λ and the RoPE tables. */
+static void shift_rows(fwd_ws *w, const attn_geom *g, const dfl_config *c, int64_t by)
+{
+    const int64_t D = c->hidden_size, hq = (c->rotary_dim ? c->rotary_dim : g->dq) / 2;
+    w->x += by * D;
+    w->xn += by * D;
+    w->tmp += by * D;
+    w->q += by * g->q_ld;
+    w->k += by * g->k_ld;
+    w->v += by * g->v_ld;
+    w->att += by * g->att_ld;
+    if (w->fused) w->fused += by * (g->q_ld + g->k_ld + g->v_ld);
+    if (w->lam) w->lam += by * g->heads;
+    w->cos_t += by * hq;
+    w->sin_t += by * hq;
+    if (w->cos_l) w->cos_l += by * hq, w->sin_l += by * hq;
+}
+
 /* ------------------------------------------------------------- attention */
 
 /* What one layer's attention tasks share. */
@@ -221,9 +242,10 @@ typedef struct attn_ctx {
     dfl_quant_granularity quant_gran;
     const float *qmax; /* [heads, 2] absmax for tensor/head quantization */
     int64_t layer, T, rows;
-    int64_t window;   /* sliding window W of this layer, 0 = none */
-    int64_t r0, bend; /* current block: rows [r0, bend) */
-    float softcap;    /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
+    int64_t window;        /* sliding window W of this layer, 0 = none */
+    int64_t r0, bend;      /* current block: rows [r0, bend) */
+    float softcap;         /* > 0: scores → softcap·tanh(scores/softcap) after their capture (Gemma 2) */
+    const dfl_iv_list *iv; /* interventions (intervene.h), NULL = none */
 } attn_ctx;
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -276,6 +298,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
             if (x->softcap > 0 && x->quant_gran != DFL_QUANT_ROW) dfl_softcap(&mx, 1, x->softcap);
             dfl_fake_quant(r + lo[i], lim[i] + 1 - lo[i], mx, x->quant_bits);
         }
+        dfl__iv_knockout(x->iv, x->layer, m[t], a, n, T, lo, lim);
         /* Rows are handed out over the block's keys [0, bend): zeroing up to bend
          * leaves no stale values from an earlier block in what the task cannot see. */
         dfl_softmax_window(m[t], n, x->bend, T, lo, lim);
@@ -285,10 +308,11 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
         m[2] = w->maps + (((size_t)h * (size_t)g->nstore + 2) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)T;
         /* DIFF V2: λ of each row (token) and head; the others: one λ per layer */
         const float *sig = x->c->type == DFL_MODEL_DIFF_V2 ? w->lam + (a - w->t0) * g->heads + h : NULL;
+        const int use = dfl__iv_map(x->iv, x->layer, h); /* 0 the difference, 1 map1, 2 map2 alone */
         for (int64_t i = 0; i < n; i++) {
-            float lam = sig ? sig[i * g->heads] : x->lw->lambda;
+            float lam = use == 1 ? 0.0f : dfl__iv_lambda(x->iv, x->layer, h, sig ? sig[i * g->heads] : x->lw->lambda);
             for (int64_t j = 0; j < x->bend; j++)
-                m[2][i * T + j] = m[0][i * T + j] - lam * m[1][i * T + j];
+                m[2][i * T + j] = use == 2 ? m[1][i * T + j] : m[0][i * T + j] - lam * m[1][i * T + j];
         }
         A = m[2];
     }
@@ -369,6 +393,14 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
                             const dfl_forward_opts *opts, const dfl_capture *cap, dfl_error *err)
 {
     const dfl_config *c = &m->config;
+    /* A pass from row k0 (intervene.h row0) hands its row buffers in from row k0: the
+     * attention indexes them from row 0, the keys and values below k0 from the cache. */
+    const int64_t k0 = dfl__iv_row0(opts->iv);
+    fwd_ws whole = *w;
+    shift_rows(&whole, g, c, -k0);
+    w = &whole;
+    T += k0;
+    dfl__iv_kv(opts->iv, l, w->k, w->v, T, g->k_ld, g->v_ld);
     int want = cap && cap->attn_rows && cap->want_maps && cap->want_maps(cap->user, l);
     /* probe --quantize k/v (model/quantize.h): after RoPE, before any score; V per KV head */
     int64_t vd = g->v_ld % c->num_kv_heads ? g->dq : g->v_ld / c->num_kv_heads;
@@ -386,13 +418,28 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         w->kb = w->kc[l];
         w->vb = w->vc[l];
     }
-    attn_ctx x = {
-        w, g, w->plan, &m->layers[l],           c, cap, opts->quant_bits,      opts->quant_granularity, w->qmax,
-        l, T, rows,    dfl_config_window(c, l), 0, 0,   (float)c->attn_softcap};
+    attn_ctx x = {w,
+                  g,
+                  w->plan,
+                  &m->layers[l],
+                  c,
+                  cap,
+                  opts->quant_bits,
+                  opts->quant_granularity,
+                  w->qmax,
+                  l,
+                  T,
+                  rows,
+                  dfl_config_window(c, l),
+                  0,
+                  0,
+                  (float)c->attn_softcap,
+                  opts->iv};
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;
-    for (int64_t r0 = t0; r0 < T && s == DFL_OK; r0 += rows) {
+    /* one of t0 (a cached pass) and k0 (a pass from row k0) is 0 */
+    for (int64_t r0 = t0 + k0; r0 < T && s == DFL_OK; r0 += rows) {
         int64_t nb = begin_block(&x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -416,6 +463,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
             s = cap->attn_rows(cap->user, &b, err);
         }
     }
+    if (s == DFL_OK) dfl__iv_heads(opts->iv, l, c->num_layers, w->att, T, g->att_ld, w->plan, g->heads);
     return s;
 }
 
@@ -503,6 +551,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
     dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     project(w, io, w->tmp, w->att, &lw->wo, T);
     add_bias(w->tmp, lw->bo, T, D);
+    dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w->tmp, T, D);
     if (c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     if (!c->parallel_residual) dfl_layernorm(w->xn, w->x, lw->mlp_norm, lw->mlp_norm_b, T, D, eps);
@@ -519,6 +568,7 @@ static dfl_status block_ln(fwd_ws *w, const dfl_model *m, const attn_geom *g, in
         project(w, io, w->tmp + r0 * D, w->gate, &lw->w_down, n);
     }
     add_bias(w->tmp, lw->b_down, T, D);
+    dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w->tmp, T, D);
     if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w->tmp, T, D, err))) return s;
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
@@ -571,6 +621,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w->att, w->att, T, g->att_ld);
     dfl_matmul_wmat(w->tmp, w->att, &lw->wo, T, w->scratch);
     if (lw->post_attn_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_attn_norm, T, D, eps, 1.0f);
+    dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w->tmp, T, D);
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     in = w->x;
     if (lw->mlp_norm) {
@@ -591,6 +642,7 @@ static dfl_status block_rms(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
         dfl_matmul_wmat(w->tmp + r0 * D, w->gate, &lw->w_down, n, w->scratch);
     }
     if (lw->post_mlp_norm) dfl_rmsnorm(w->tmp, w->tmp, lw->post_mlp_norm, T, D, eps, 1.0f);
+    dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w->tmp, T, D);
     if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w->tmp, T, D, err))) return s;
     dfl_add_inplace(w->x, w->tmp, (size_t)T * (size_t)D);
     return DFL_OK;
@@ -620,7 +672,7 @@ static void lambda_tokens(float *lam, const float *xn, const dfl_wmat *w, int64_
 
 dfl_forward_opts dfl_forward_opts_default(void)
 {
-    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0, NULL};
+    dfl_forward_opts o = {0, DFL_QUANT_TENSOR, 0, NULL, NULL};
     return o;
 }
 
@@ -768,9 +820,16 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
 
     if (cap && cap->embed) s = cap->embed(cap->user, w.x, T, D, err);
     const int stream = opts->release_layers ? opts->release_layers > 0 : release_layers(m);
-    for (int64_t l = 0; l < c->num_layers && s == DFL_OK; l++) {
+    const int64_t l0 = dfl__iv_begin(opts->iv, w.x, T, D), k0 = dfl__iv_row0(opts->iv);
+    if (k0 >= T || (k0 && opts->quant_bits && opts->quant_granularity != DFL_QUANT_ROW))
+        s = dfl__fail(err, DFL_ERR_USAGE, "a pass from row %lld of %lld (not with quantization by tensor or head)",
+                      (long long)k0, (long long)T);
+    shift_rows(&w, &g, c, k0); /* from here on, rows [k0, T) as rows [0, T - k0) */
+    T -= k0;
+    for (int64_t l = l0; l < c->num_layers && s == DFL_OK; l++) {
         const dfl_layer_weights *lw = &m->layers[l];
         if (cap && cap->layer_begin) cap->layer_begin(cap->user, l);
+        dfl__iv_site(opts->iv, DFL_SITE_RESID_PRE, l, c->num_layers, w.x, T, D);
         if (l > 0 && stream) release_layer(m, l - 1);
         if (fam->layout != DFL__LAYOUT_LLAMA || fam->block != DFL__BLOCK_PRE) {
             s = fam->layout != DFL__LAYOUT_LLAMA ? block_ln(&w, m, &g, l, T, rows, mlp_rows, opts, cap, err)
@@ -781,7 +840,7 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         }
         /* x += attn(rmsnorm(x)) */
         dfl_rmsnorm(w.xn, w.x, lw->attn_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_IN, 0, T, D, w.xn, D, err)))
+        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_LINEAR_ATTN_IN, 0, T, D, w.xn, D, err)))
             break;
         dfl_quant_input(opts->quant, DFL_QSITE_ATTN_IN, w.xn, w.xn, T, D); /* probe --quantize acts */
         matmul_rows(&w, w.q, w.xn, &lw->wq, T);
@@ -805,14 +864,15 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         if ((s = attention(&w, m, &g, l, T, rows, opts, cap, err))) break;
         if (cap && cap->attn_out && (s = cap->attn_out(cap->user, l, w.att, T, g.att_ld, err))) break;
         if (cap && cap->linear_rows &&
-            (s = cap->linear_rows(cap->user, l, DFL_SITE_ATTN_OUT, 0, T, g.att_ld, w.att, g.att_ld, err)))
+            (s = cap->linear_rows(cap->user, l, DFL_LINEAR_ATTN_OUT, 0, T, g.att_ld, w.att, g.att_ld, err)))
             break;
         dfl_quant_input(opts->quant, DFL_QSITE_O_IN, w.att, w.att, T, g.att_ld);
         matmul_rows(&w, w.tmp, w.att, &lw->wo, T);
+        dfl__iv_site(opts->iv, DFL_SITE_ATTN_OUT, l, c->num_layers, w.tmp, T, D);
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         /* x += down(silu(gate(xn)) · up(xn)), Motif: down(PolyNorm(gate(xn)) · up(xn)) */
         dfl_rmsnorm(w.xn, w.x, lw->mlp_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_SITE_MLP_IN, 0, T, D, w.xn, D, err)))
+        if (cap && cap->linear_rows && (s = cap->linear_rows(cap->user, l, DFL_LINEAR_MLP_IN, 0, T, D, w.xn, D, err)))
             break;
         dfl_quant_input(opts->quant, DFL_QSITE_MLP_IN, w.xn, w.xn, T, D);
         for (int64_t r0 = 0; r0 < T && s == DFL_OK; r0 += mlp_rows) {
@@ -823,11 +883,13 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
                 dfl_polynorm_glu(w.gate, w.up, n, F, lw->poly_w, lw->poly_b, DFL_POLYNORM_EPS);
             else
                 dfl_swiglu(w.gate, w.up, n, F);
-            if (cap && cap->linear_rows) s = cap->linear_rows(cap->user, l, DFL_SITE_DOWN_IN, r0, n, F, w.gate, F, err);
+            if (cap && cap->linear_rows)
+                s = cap->linear_rows(cap->user, l, DFL_LINEAR_DOWN_IN, r0, n, F, w.gate, F, err);
             dfl_quant_input(opts->quant, DFL_QSITE_DOWN_IN, w.gate, w.gate, n, F);
             matmul_rows(&w, w.tmp + r0 * D, w.gate, &lw->w_down, n);
         }
         if (s) break;
+        dfl__iv_site(opts->iv, DFL_SITE_MLP_OUT, l, c->num_layers, w.tmp, T, D);
         if (cap && cap->mlp_out && (s = cap->mlp_out(cap->user, l, w.tmp, T, D, err))) break;
         dfl_add_inplace(w.x, w.tmp, (size_t)T * (size_t)D);
         if (cap && cap->hidden) s = cap->hidden(cap->user, l, w.x, T, D, err);
@@ -840,12 +902,14 @@ dfl_status dfl__forward_rows(const dfl_model *m, const int32_t *tokens, int64_t 
         dfl_layernorm(w.xn, w.x, m->final_norm, m->final_norm_b, T, D, (float)c->rms_norm_eps);
     else if (s == DFL_OK)
         dfl_rmsnorm(w.xn, w.x, m->final_norm, T, D, (float)c->rms_norm_eps, 1.0f);
-    for (int64_t r0 = 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
+    int64_t lr0 = dfl__iv_logits_row0(opts->iv) - k0;
+    for (int64_t r0 = lr0 > 0 ? lr0 : 0; s == DFL_OK && cap && cap->logits_rows && r0 < T; r0 += LM_HEAD_ROWS) {
         int64_t n = T - r0 < LM_HEAD_ROWS ? T - r0 : LM_HEAD_ROWS;
         matmul_rows(&w, w.logits, w.xn + r0 * D, &m->lm_head, n);
         if (c->final_softcap > 0) dfl_softcap(w.logits, (size_t)n * (size_t)V, (float)c->final_softcap);
-        s = cap->logits_rows(cap->user, t0 + r0, n, V, w.logits, err);
+        s = cap->logits_rows(cap->user, t0 + k0 + r0, n, V, w.logits, err);
     }
+    shift_rows(&w, &g, c, -k0);
     ws_free(&w);
     return s;
 }

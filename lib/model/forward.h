@@ -81,7 +81,7 @@ typedef struct dfl_capture {
 /* Where linear_rows is called: the attention input (q/k/v projections' input, after the
  * norm), the heads' output before o_proj, the MLP input (gate/up's input, after the norm),
  * down_proj's input (the gated product). */
-enum { DFL_SITE_ATTN_IN = 0, DFL_SITE_ATTN_OUT, DFL_SITE_MLP_IN, DFL_SITE_DOWN_IN, DFL_SITE_COUNT };
+enum { DFL_LINEAR_ATTN_IN = 0, DFL_LINEAR_ATTN_OUT, DFL_LINEAR_MLP_IN, DFL_LINEAR_DOWN_IN, DFL_LINEAR_COUNT };
 
 /* Interventions on the computation (docs/probe.md, probe --quantize-logits). */
 typedef enum dfl_quant_granularity { DFL_QUANT_TENSOR = 0, DFL_QUANT_HEAD, DFL_QUANT_ROW } dfl_quant_granularity;
@@ -101,6 +101,9 @@ typedef struct dfl_forward_opts {
     /* probe --quantize: activations, KV cache and the online rotation (model/quantize.h),
      * the same spec dfl_quant_model applied to the model; NULL = none. */
     const struct dfl_qspec *quant;
+    /* Ablation, λ override, map choice, knockout, patching and recording
+     * (model/intervene.h); NULL = none. Not owned. */
+    const struct dfl_iv_list *iv;
 } dfl_forward_opts;
 
 /* Defaults: no intervention. */

@@ -263,6 +263,7 @@ def attn_gpt2(m, l, h, quant, ref):
     for i in range(H):
         maps[i], scores[i] = ref.causal_softmax(q[:, i], k[:, i], scale, quant)
         out[:, i] = maps[i] @ v[:, i]
+    out = ref.IV.heads(out)
     y = out.reshape(T, D) @ m.t[p + "c_proj.weight"] + m.t[p + "c_proj.bias"]
     return y, {"map1": maps, "scores": scores, "heads_out": out}
 
@@ -279,13 +280,15 @@ def forward_gpt2(m, tokens, quant, ref):
     per, hidden = {}, []
     for l in range(m.L):
         p = pre + "h.%d." % l
+        ref.IV.layer = l
+        x = ref.IV.site("resid_pre", x)
         hn = layernorm(x, t[p + "ln_1.weight"], t[p + "ln_1.bias"], m.eps)
         q = _quant_for_layer(quant, lambda: attn_gpt2(m, l, hn, None, ref)[1]["scores"])
         y, maps = attn_gpt2(m, l, hn, q, ref)
-        x = x + y
+        x = x + ref.IV.site("attn_out", y)
         hh = layernorm(x, t[p + "ln_2.weight"], t[p + "ln_2.bias"], m.eps)
         u = m.act(hh @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
-        x = x + u @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
+        x = x + ref.IV.site("mlp_out", u @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"])
         hidden.append(x.copy())
         for key, val in maps.items():
             per.setdefault(key, []).append(val)

@@ -309,11 +309,101 @@ def causal_softmax(q, k, scale, quant=None, window=0):
             sq = np.stack([fake_quant(s[i], np.abs(causal[i]).max(), bits) for i in range(T)])
         else:
             sq = fake_quant(s, np.abs(causal).max() if gran == "head" else float(gran), bits)
-    s_m = np.where(mask, -np.inf, sq)
+    cut = mask | IV.knocked(T)            # knockout: more keys masked, renormalised over the rest
+    s_m = np.where(cut, -np.inf, sq)
     e = np.exp(s_m - s_m.max(axis=1, keepdims=True))
     a = e / e.sum(axis=1, keepdims=True)
-    a[mask] = 0.0
+    a[cut] = 0.0
     return a, np.where(mask, 0.0, s)
+
+
+# ---------------------------------------------------------------------------
+# interventions (docs/probe.md "Interventions"), from their definitions:
+#   head output z_h: the head's attention-weighted values (after a Diff head's sub-layer
+#   norm and (1 − λ_init)), the input of the output projection (TransformerLens hook_z);
+#   ablation replaces z_h (zero, a mean, another run's z_h); λ override replaces λ (σ(λ)
+#   per token for DIFF V2); map choice replaces A1 − λ·A2 by A1 or by A2; knockout cuts
+#   the (query in `rows`, key in `keys`) entries before the softmax (never the diagonal);
+#   patching replaces resid_pre (the layer's input), attn_out / mlp_out (what the
+#   sub-layer adds to the residual stream) or z_h at chosen positions by a source run's.
+# ---------------------------------------------------------------------------
+
+class Interventions:
+    """What forward(iv=...) applies. Lists of tuples:
+    ablate (layer, head | None, mode, src, pos): mode "zero" | "mean" (src [L, Hh, w]) |
+        "resample" (src = a recorded run, src["head"][l] [T, Hh, w]); pos bool [T] | None;
+    lam (layer, head | None, "value" | "scale", x); maps (layer, head | None, 1 | 2);
+    knockout (layer, rows bool [T], keys bool [T]);
+    patch (site, layer, head | None, pos, src): site "resid_pre" | "attn_out" | "mlp_out" |
+        "head", src a recorded run (src[site][l]).
+    After the run, record[site] holds this run's values per layer."""
+
+    def __init__(self, ablate=(), lam=(), maps=(), knockout=(), patch=()):
+        self.ablate, self.lam, self.maps = list(ablate), list(lam), list(maps)
+        self.knockout, self.patch = list(knockout), list(patch)
+        self.record = {"resid_pre": [], "attn_out": [], "mlp_out": [], "head": []}
+        self.layer = None
+
+    def knocked(self, T):
+        cut = np.zeros((T, T), bool)
+        for l, rows, keys in self.knockout:
+            if l == self.layer:
+                cut |= np.asarray(rows, bool)[:, None] & np.asarray(keys, bool)[None, :]
+        cut[np.arange(T), np.arange(T)] = False
+        return cut
+
+    def lam_of(self, h, lam):
+        for l, head, kind, x in self.lam:
+            if l == self.layer and head in (None, h):
+                lam = lam * x if kind == "scale" else x
+        return lam
+
+    def map_of(self, h):
+        use = 0
+        for l, head, which in self.maps:
+            if l == self.layer and head in (None, h):
+                use = which
+        return use
+
+    def combine(self, h, a1, a2, lam):
+        """A head's differential combination of a1 and a2 (maps, or their value sums)."""
+        use = self.map_of(h)
+        return a1 if use == 1 else a2 if use == 2 else a1 - self.lam_of(h, lam) * a2
+
+    def site(self, name, v):
+        v = np.array(v, dtype=np.float64)
+        for site, l, head, pos, src in self.patch:
+            if site == name and l == self.layer:
+                sel = slice(None) if pos is None else np.asarray(pos, bool)
+                v[sel] = src.record[name][l][sel]
+        self.record[name].append(v.copy())
+        return v
+
+    def heads(self, z):
+        """z [T, Hh, w] → the intervened head outputs."""
+        z = np.array(z, dtype=np.float64)
+        for l, head, mode, src, pos in self.ablate:
+            if l != self.layer:
+                continue
+            hs = range(z.shape[1]) if head is None else [head]
+            sel = np.ones(z.shape[0], bool) if pos is None else np.asarray(pos, bool)
+            for h in hs:
+                if mode == "zero":
+                    z[sel, h] = 0.0
+                elif mode == "mean":
+                    z[sel, h] = src[l][h]
+                else:
+                    z[sel, h] = src.record["head"][l][sel, h]
+        for site, l, head, pos, src in self.patch:
+            if site == "head" and l == self.layer:
+                sel = np.ones(z.shape[0], bool) if pos is None else np.asarray(pos, bool)
+                for h in (range(z.shape[1]) if head is None else [head]):
+                    z[sel, h] = src.record["head"][l][sel, h]
+        self.record["head"].append(z.copy())
+        return z
+
+
+IV = Interventions()   # the one forward() is running with (none by default)
 
 
 # ---------------------------------------------------------------------------
@@ -352,6 +442,7 @@ def attn_llama(m, l, h, quant=None):
         kv = i // n_rep
         maps[i], scores[i] = causal_softmax(q[:, i], k[:, kv], hd ** -0.5, quant, m.windows[l])
         out[:, i] = maps[i] @ v[:, kv]
+    out = IV.heads(out)
     y = out.reshape(T, H * hd) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps, "scores": scores, "heads_out": out}
 
@@ -379,8 +470,9 @@ def attn_diff_transformer(m, l, h, quant=None):
             else:
                 ks = (2 * i + t) // n_rep
             maps[t, i], scores[t, i] = causal_softmax(q[:, 2 * i + t], k[:, ks], d ** -0.5, quant)
-        A = maps[0, i] - lam * maps[1, i]
+        A = IV.combine(i, maps[0, i], maps[1, i], lam)
         out[:, i] = rmsnorm(A @ v[:, i // n_rep], gain, 1e-5) * (1 - li)
+    out = IV.heads(out)
     y = out.reshape(T, H * 2 * d) @ m.t[a + "out_proj.weight"].T
     return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1],
                "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * H, T, T), "heads_out": out}
@@ -403,9 +495,10 @@ def attn_diffllama(m, l, h, quant=None):
         maps[i], scores[i] = causal_softmax(q[:, i], k[:, i // n_rep], hd ** -0.5, quant)
     out = np.zeros((T, Hd, 2 * hd))
     for j in range(Hd):
-        A = maps[j] - lam * maps[j + Hd]
+        A = IV.combine(j, maps[j], maps[j + Hd], lam)
         val = np.concatenate([v[:, j // n_rep], v[:, (j + Hd) // n_rep]], axis=1)  # [T, 2hd]
         out[:, j] = rmsnorm(A @ val, None, m.eps) * (1 - li)
+    out = IV.heads(out)
     y = out.reshape(T, Hd * 2 * hd) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps[:Hd], "map2": maps[Hd:], "diff": maps[:Hd] - lam * maps[Hd:],
                "lambda": lam, "lambda_init": li, "scores": scores}
@@ -444,7 +537,8 @@ def attn_motif_v1(m, l, h, quant=None):
         A1, A2 = maps[0, i], maps[1, i]
         attn1 = np.concatenate([A1 @ v1[:, g], A1 @ v2[:, g]], axis=1)
         attn2 = np.concatenate([A2 @ v1[:, g], A2 @ v2[:, g]], axis=1)
-        out[:, i] = rmsnorm(attn1 - lam * attn2, gain, m.sub_eps) * (1 - li)
+        out[:, i] = rmsnorm(IV.combine(i, attn1, attn2, lam), gain, m.sub_eps) * (1 - li)
+    out = IV.heads(out)
     y = out.reshape(T, Hd * 2 * d) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1],
                "lambda": lam, "lambda_init": li, "scores": scores.reshape(2 * Hd, T, T)}
@@ -480,7 +574,8 @@ def attn_motif_gda(m, l, h, quant=None):
         maps[0, s_], scores[s_] = causal_softmax(q1[:, s_], k1[:, kv], d ** -0.5, quant)
         maps[1, s_] = noise[s_ // gr]
         sig = np.concatenate([maps[0, s_] @ v1[:, kv], maps[0, s_] @ v2[:, kv]], axis=1)
-        out[:, s_] = rmsnorm(sig - lam * nout[:, s_ // gr], gain, m.sub_eps) * (1 - li)
+        out[:, s_] = rmsnorm(IV.combine(s_, sig, nout[:, s_ // gr], lam), gain, m.sub_eps) * (1 - li)
+    out = IV.heads(out)
     y = out.reshape(T, ns * 2 * d) @ m.t[a + "o_proj.weight"].T
     return y, {"map1": maps[0], "map2": maps[1], "diff": maps[0] - lam * maps[1], "noise": noise,
                "lambda": lam, "lambda_init": li, "scores": np.concatenate([scores, nscores])}
@@ -509,7 +604,8 @@ def attn_diff_v2(m, l, h, quant=None):
         kv = j // (2 * H // Hkv)
         A[j], scores[j] = causal_softmax(q[:, j], k[:, kv], d ** -0.5, quant)
         o[:, j] = A[j] @ v[:, kv]
-    out = o[:, 0::2] - sig[:, :, None] * o[:, 1::2]
+    out = np.stack([IV.combine(i, o[:, 2 * i], o[:, 2 * i + 1], sig[:, i:i + 1]) for i in range(H)], axis=1)
+    out = IV.heads(out)
     y = out.reshape(T, H * d) @ m.t[a + "o_proj.weight"].T
     diff = A[0::2] - sig.T[:, :, None] * A[1::2]
     return y, {"map1": A[0::2], "map2": A[1::2], "diff": diff, "sigma": sig,
@@ -539,14 +635,23 @@ _ATTN = {"llama": attn_llama, "diff_transformer": attn_diff_transformer,
 # the forward pass
 # ---------------------------------------------------------------------------
 
-def forward(m, tokens, quant=None):
+def forward(m, tokens, quant=None, iv=None):
     """Run model m over token ids; returns a dict with logits [T, V], map1 [L, Hd, T, T]
     (+ map2, diff, lambda [L], lambda_init [L] for Diff models), hidden [L, T, D]
     (each layer's output after both residual additions) and scores [L, M, T, T]: the
     scaled attention logits q·k/√d of every softmax map (M = H, or 2H for
     diff_transformer), 0 where masked. quant = (bits,
     "tensor" | "head" | "row") fake-quantizes the attention logits (probe
-    --quantize-logits)."""
+    --quantize-logits). iv: an Interventions (probe --intervene), None = none."""
+    global IV
+    saved, IV = IV, iv if iv is not None else Interventions()
+    try:
+        return _forward(m, tokens, quant)
+    finally:
+        IV = saved
+
+
+def _forward(m, tokens, quant):
     if m.arch in families.TYPES:
         return families.forward(m, tokens, quant)
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -558,6 +663,8 @@ def forward(m, tokens, quant=None):
     hidden = []
     for l in range(m.L):
         p = "model.layers.%d." % l
+        IV.layer = l
+        x = IV.site("resid_pre", x)
         hn = rmsnorm(x, t[p + "input_layernorm.weight"], m.eps)
         q = quant
         if quant is not None and quant[1] == "tensor":
@@ -565,11 +672,11 @@ def forward(m, tokens, quant=None):
             _, raw = _ATTN[m.type](m, l, hn)
             q = (quant[0], float(np.abs(raw["scores"]).max()))
         y, maps = _ATTN[m.type](m, l, hn, q)
-        x = x + y
+        x = x + IV.site("attn_out", y)
         hh = rmsnorm(x, t[p + "post_attention_layernorm.weight"], m.eps)
         g = hh @ t[p + "mlp.gate_proj.weight"].T
         u = hh @ t[p + "mlp.up_proj.weight"].T
-        x = x + (mlp_act(m, p, g) * u) @ t[p + "mlp.down_proj.weight"].T
+        x = x + IV.site("mlp_out", (mlp_act(m, p, g) * u) @ t[p + "mlp.down_proj.weight"].T)
         hidden.append(x.copy())
         for key, val in maps.items():
             per.setdefault(key, []).append(val)

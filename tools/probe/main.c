@@ -12,6 +12,7 @@
 #include "model/kernels.h"
 #include "model/quantize.h"
 #include "analysis/probe.h"
+#include "analysis/probe_effects.h"
 #include "analysis/stats.h"
 #include "cluster/probe_mpi.h"
 
@@ -60,8 +61,9 @@ static void usage(FILE *out)
                  "                         and LM head, top K tokens and the next token's rank (default: off)\n"
                  "  --dla                  direct logit attribution of each head, MLP and the embedding at\n"
                  "                         the analysis rows (default: off)\n"
-                 "  --logit-diff A,B       measure logit[A] − logit[B] (token ids) instead of the next\n"
-                 "                         token's logit (default: the next token)\n"
+                 "  --logit-diff A,B       measure logit[A] − logit[B] instead of the next token's logit:\n"
+                 "                         what --dla attributes (token ids) and the interventions report\n"
+                 "                         (ids or single-token strings) (default: the next token)\n"
                  "  --generate N           then generate up to N tokens per prompt, KV-cached, stopping at\n"
                  "                         the model's EOS ids; a prompt's \"generate\" overrides N\n"
                  "                         (default: 0 = off; docs/probe.md \"Generation\")\n"
@@ -74,6 +76,17 @@ static void usage(FILE *out)
                  "                         (QuaRot); repeatable or comma-separated, e.g.\n"
                  "                         'weights=4:group=128:asym,kv=8:hadamard,acts=8,rotate'\n"
                  "                         (docs/probe.md \"Quantization\"; default: none)\n"
+                 "  --intervene SPEC       an intervention run beside the unmodified pass, its metrics in\n"
+                 "                         effects/ (repeatable; docs/probe.md \"Interventions\"): e.g.\n"
+                 "                         ablate:layer=3,head=1,mode=zero  lambda:layer=all,value=0\n"
+                 "                         map:layer=2,use=map2  knockout:layer=0-3,from=last,to=answer\n"
+                 "                         patch:site=resid_pre,layer=2,pos=query,source=clean\n"
+                 "  --interventions FILE   a JSON array of such SPEC strings\n"
+                 "  --patch-sweep SPEC     every (layer, position) or (layer, head) cell patched from\n"
+                 "                         source=PROMPT into the other prompts, into patch/: e.g.\n"
+                 "                         site=resid_pre,source=clean,metric=target_prob\n"
+                 "  --apply SPEC           lambda, map or ablate (zero/mean) on every pass, the main one\n"
+                 "                         included: maps, shares and NLL of the modified model\n"
                  "  --allow-unused         run even if the checkpoint holds tensors the model does not\n"
                  "                         use, with a warning listing them (default: refused)\n"
                  "  --threads N            threads for kernels and BLAS (default: OMP_NUM_THREADS or all cores;\n"
@@ -195,7 +208,6 @@ static dfl_status parse_logit_diff(const char *text, int32_t ab[2], dfl_error *e
     return DFL_OK;
 }
 
-/* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
 /* --save-logits / --save-hidden [=f32|f16]: *out 1 (f32) or 2 (f16); dflt when no value. */
 static dfl_status parse_store_type(const char *flag, const char *text, int dflt, int *out, dfl_error *err)
 {
@@ -205,6 +217,7 @@ static dfl_status parse_store_type(const char *flag, const char *text, int dflt,
     return dfl__fail(err, DFL_ERR_USAGE, "%s=%s: f32 or f16", flag, text);
 }
 
+/* "none", "gzip" or "gzip:LEVEL" (0-9) -> -1 or the level */
 static dfl_status parse_compression(const char *text, int *gzip, dfl_error *err)
 {
     int64_t level = 1; /* the default: docs/probe.md has the table it comes from */
@@ -253,11 +266,27 @@ static int run(int argc, char **argv, int mpi, int rank)
                                          {"top-p", required_argument, 0, 'P'},
                                          {"seed", required_argument, 0, 0x5345},
                                          {"alternatives", required_argument, 0, 0x414C},
+                                         {"intervene", required_argument, 0, 0x4956},
+                                         {"interventions", required_argument, 0, 0x4946},
+                                         {"patch-sweep", required_argument, 0, 0x5053},
+                                         {"apply", required_argument, 0, 0x4150},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_probe_params p = dfl_probe_params_default();
     dfl_qspec quant = dfl_qspec_default();
     dfl_error err = {DFL_OK, ""};
+    /* --intervene / --patch-sweep specs in order; the sweeps' "sweep:" copies are owned */
+    enum { MAX_IV = 256 };
+    const char *specs[MAX_IV];
+    char *owned[MAX_IV];
+    size_t n_owned = 0;
+    const char *applies[MAX_IV];
+    dfl_effects_params fx = {specs, 0, NULL, NULL, applies, 0};
+#define FREE_OWNED()                                                                                                   \
+    do {                                                                                                               \
+        for (size_t i_ = 0; i_ < n_owned; i_++)                                                                        \
+            free(owned[i_]);                                                                                           \
+    } while (0)
     int64_t threads = 0, k;
     double log_every = 10.0;
     int speak = rank == 0, quiet = !speak, c, rc = 0;
@@ -271,6 +300,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 'o': p.out_path = optarg; break;
         case 'M':
             dfl_map_select_free(&p.maps);
+            FREE_OWNED();
             s = dfl_map_select_parse(optarg, &p.maps, &err);
             break;
         case 'D':
@@ -289,10 +319,12 @@ static int run(int argc, char **argv, int mpi, int rank)
             if (!(s = dfl_cli_int("--logit-lens", optarg, 1, 1 << 20, &k, &err))) p.lens_topk = (int32_t)k;
             break;
         case 'A': p.dla = 1; break;
-        case 'Z':
-            s = parse_logit_diff(optarg, p.logit_diff, &err);
-            p.logit_diff_set = !s;
+        case 'Z': { /* one flag for both: --dla reads ids, the interventions ids or strings */
+            dfl_error ids_err;
+            fx.logit_diff = optarg;
+            p.logit_diff_set = parse_logit_diff(optarg, p.logit_diff, &ids_err) == DFL_OK;
             break;
+        }
         case 0x5153: p.quant_stats = 1; break;
         case 'L':
         case 0x5348: /* the type may also follow as its own word: --save-logits f16 */
@@ -328,34 +360,63 @@ static int run(int argc, char **argv, int mpi, int rank)
         case 0x414C: /* --alternatives */
             if (!(s = dfl_cli_int("--alternatives", optarg, 0, 64, &k, &err))) p.generate.alternatives = (int32_t)k;
             break;
+        case 0x4956: /* --intervene */
+        case 0x5053: /* --patch-sweep */
+            if (fx.n_specs == MAX_IV) {
+                s = dfl__fail(&err, DFL_ERR_USAGE, "more than %d --intervene/--patch-sweep", MAX_IV);
+                break;
+            }
+            if (c == 0x4956) {
+                specs[fx.n_specs++] = optarg;
+            } else if ((owned[n_owned] = malloc(strlen(optarg) + 7))) {
+                snprintf(owned[n_owned], strlen(optarg) + 7, "sweep:%s", optarg);
+                specs[fx.n_specs++] = owned[n_owned++];
+            } else {
+                s = dfl__fail(&err, DFL_ERR_NOMEM, "out of memory");
+            }
+            break;
+        case 0x4946: fx.file = optarg; break; /* --interventions */
+        case 0x4150:                          /* --apply */
+            if (fx.n_apply == MAX_IV)
+                s = dfl__fail(&err, DFL_ERR_USAGE, "more than %d --apply", MAX_IV);
+            else
+                applies[fx.n_apply++] = optarg;
+            break;
         case 'q': quiet = 1; break;
         case 'E': s = dfl_cli_double("--log-every", optarg, 0.0, 86400.0, &log_every, &err); break;
         case 'h':
             if (speak) usage(stdout);
             dfl_map_select_free(&p.maps);
+            FREE_OWNED();
             return 0;
         case DFL_CLI_OPT_VERSION:
         case DFL_CLI_OPT_LIST:
             dfl_map_select_free(&p.maps);
+            FREE_OWNED();
             return speak ? dfl_cli_common(stdout, "probe", c, opts) : 0;
         default:
             if (speak) usage(stderr);
             dfl_map_select_free(&p.maps);
+            FREE_OWNED();
             return 2;
         }
     }
     if (!s && optind < argc) s = dfl__fail(&err, DFL_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!s && p.dla && fx.logit_diff && !p.logit_diff_set)
+        s = dfl__fail(&err, DFL_ERR_USAGE, "--logit-diff %s: with --dla, A and B are token ids", fx.logit_diff);
     if (!s && (!p.model_dir || !p.prompts_path || !p.out_path))
         s = dfl__fail(&err, DFL_ERR_USAGE, "--model, --prompts and --out are required (see --help)");
     if (s) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
+        FREE_OWNED();
         return 2;
     }
     char *model_dir = NULL; /* --model itself, or ORG/NAME's snapshot folder in the hub cache */
     if ((s = dfl_hub_model_dir(p.model_dir, &model_dir, &err))) {
         if (speak) fprintf(stderr, "probe: %s\n", err.msg);
         dfl_map_select_free(&p.maps);
+        FREE_OWNED();
         return dfl_status_exit_code(s);
     }
     p.model_dir = model_dir;
@@ -363,6 +424,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         p.forward.quant = &quant;
         if (quant.w.bits || quant.rotate) p.forward.release_layers = -1; /* f32 copies, not file pages */
     }
+    if (fx.n_specs || fx.file || fx.logit_diff || fx.n_apply) p.effects = &fx;
     dfl_set_threads((int)threads);
 
     tool_state st = {dfl_progress_start(stderr, "probe", quiet || mpi), mpi && !quiet, log_every, 0};
@@ -395,6 +457,7 @@ static int run(int argc, char **argv, int mpi, int rank)
         fprintf(stderr, "\n");
     }
     dfl_map_select_free(&p.maps);
+    FREE_OWNED();
     free(model_dir);
     return rc;
 }
