@@ -125,9 +125,6 @@ if [ -f "$SEEDS/seeds_steps_to.md" ]; then
     echo
     awk '/^## answer share/ { exit } /^## / { p = 1 } p' "$SEEDS/mechanisms.md"
 fi
-echo
-echo "files in $OUT/:"
-ls "$OUT" | sed 's/^/  /'
 
 # Interventions (docs/probe.md "Interventions"): what λ = 0 does at inference to the Diff
 # model (retrieval, and the answer share of its maps with map 2 removed: --apply), and
@@ -159,3 +156,30 @@ cat "$OUT/interventions.md"
 "$BIN/noise" "$D" "$OUT/diff_lambda0.h5" --labels "Diff,Diff λ=0 at inference" $N --format markdown --quiet \
     > "$OUT/lambda0_shares.md"
 cat "$OUT/lambda0_shares.md"
+
+# The head-ablation grid of both models on one scale (effects heads --source ablation:
+# each head's target NLL with it zeroed, minus the unmodified run's)
+"$BIN/effects" heads "$OUT/transformer_iv.h5" "$OUT/diff_iv.h5" $L --source ablation \
+    --out "$OUT/ablation_heads.png" --force
+# Causal tracing on the needle task: one prompt (d50-s0) and its corrupted copy, whose last
+# query asks for a distractor's key (scripts/demo_corrupt.py); every (layer, position) of
+# the residual stream and every (layer, head) output patched alone from the clean run,
+# read as the clean answer's probability (ROME Figure 1)
+/usr/bin/python3 scripts/demo_corrupt.py "$OUT/prompts.jsonl" d50-s0 "$OUT/patch_prompts.jsonl"
+for m in transformer diff; do
+    "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/patch_prompts.jsonl" --out "$OUT/${m}_trace.h5" \
+        --patch-sweep site=resid_pre,source=clean --force --quiet
+    "$BIN/probe" --model "$MODELS/$m" --prompts "$OUT/patch_prompts.jsonl" --out "$OUT/${m}_trace_heads.h5" \
+        --patch-sweep site=head,source=clean --force --quiet
+    "$BIN/effects" trace "$OUT/${m}_trace.h5" --sample corrupt --out "$OUT/trace_$m.png" --force
+done
+"$BIN/effects" heads "$OUT/transformer_trace_heads.h5" "$OUT/diff_trace_heads.h5" $L --source patch \
+    --out "$OUT/trace_heads.png" --force
+echo
+echo "causal tracing (clean and corrupted value of the clean answer's probability):"
+for m in transformer diff; do
+    "$BIN/effects" trace "$OUT/${m}_trace.h5" --sample corrupt --format table | sed -n 2p
+done
+echo
+echo "files in $OUT/:"
+ls "$OUT" | sed 's/^/  /'
