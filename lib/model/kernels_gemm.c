@@ -70,21 +70,13 @@ static void pack_x(float *ap, const float *x, int64_t ldx, int64_t mr, int64_t k
             ap[k * MR + i] = i < mr ? x[i * ldx + k] : 0.0f;
 }
 
-/* Strips of NR columns of y: bp[s][k][NR] = wᵀ[k, s·NR + j] for j < nc - s·NR, else 0,
- * from w[out, k] (wt 1, stride ldw per output) or w[k, out] (wt 0, stride ldw per k). */
-static void pack_w(float *bp, const float *w, int64_t ldw, int wt, int64_t nc, int64_t kc)
+/* Strips of NR columns of y from w[out, k] (stride ldw): bp[s][k][NR] = w[s·NR + j, k]
+ * for j < nc - s·NR, else 0. */
+static void pack_w(float *bp, const float *w, int64_t ldw, int64_t nc, int64_t kc)
 {
     for (int64_t s = 0; s * NR < nc; s++) {
         float *dst = bp + s * kc * NR;
         int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
-        if (!wt) {
-            for (int64_t k = 0; k < kc; k++) {
-                memcpy(dst + k * NR, w + k * ldw + s * NR, (size_t)nr * sizeof(float));
-                for (int64_t j = nr; j < NR; j++)
-                    dst[k * NR + j] = 0.0f;
-            }
-            continue;
-        }
         for (int64_t j = 0; j < NR; j++) {
             const float *src = w + (s * NR + j) * ldw;
             for (int64_t k = 0; k < kc; k++)
@@ -93,16 +85,20 @@ static void pack_w(float *bp, const float *w, int64_t ldw, int wt, int64_t nc, i
     }
 }
 
-/* y[mr, nr] (stride ldy) = alpha · ap · bp, or += when acc: MR × NR sums in registers. */
-__attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap, const float *bp, float *y,
-                                                     int64_t ldy, int64_t mr, int64_t nr, float alpha, int acc)
+/* y[mr, nr] (stride ldy) = alpha · ap · b, or += when acc: MR × NR sums in registers.
+ * Row k of b (nr values) at b + k·ldb: a packed strip (ldb NR) or w itself (wt 0). */
+__attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap, const float *b, int64_t ldb,
+                                                     float *y, int64_t ldy, int64_t mr, int64_t nr, float alpha,
+                                                     int acc)
 {
     __m512 c0[MR], c1[MR];
+    __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
+    __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
 #pragma GCC unroll 14
     for (int i = 0; i < MR; i++)
         c0[i] = c1[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(bp + k * NR), b1 = _mm512_load_ps(bp + k * NR + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(m0, b + k * ldb), b1 = _mm512_maskz_loadu_ps(m1, b + k * ldb + 16);
         const float *a = ap + k * MR;
 #pragma GCC unroll 14
         for (int i = 0; i < MR; i++) {
@@ -111,10 +107,10 @@ __attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap
             c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
         }
     }
-    __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
-    __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
     __m512 al = _mm512_set1_ps(alpha);
-    for (int64_t i = 0; i < mr; i++) {
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; i++) { /* constant bounds: c0, c1 stay in registers */
+        if (i >= mr) break;
         float *r = y + i * ldy;
         __m512 v0 = _mm512_mul_ps(al, c0[i]), v1 = _mm512_mul_ps(al, c1[i]);
         if (acc) {
@@ -134,13 +130,15 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
         int64_t kc = k - k0 < KC ? k - k0 : KC;
         for (int64_t b0 = o0; b0 < o1; b0 += NC) {
             int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
-            pack_w(bp, wt ? w + b0 * ldw + k0 : w + k0 * ldw + b0, ldw, wt, nc, kc);
+            /* w[k, out] rows are read in place; w[out, k] is transposed into strips */
+            if (wt) pack_w(bp, w + b0 * ldw + k0, ldw, nc, kc);
             for (int64_t r0 = i0; r0 < i1; r0 += MR) {
                 int64_t mr = i1 - r0 < MR ? i1 - r0 : MR;
                 pack_x(ap, x + r0 * ldx + k0, ldx, mr, kc);
                 for (int64_t s = 0; s * NR < nc; s++) {
                     int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
-                    micro(kc, ap, bp + s * kc * NR, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha, k0 > 0);
+                    const float *b = wt ? bp + s * kc * NR : w + k0 * ldw + b0 + s * NR;
+                    micro(kc, ap, b, wt ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha, k0 > 0);
                 }
             }
         }
