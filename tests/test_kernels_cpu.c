@@ -1,6 +1,7 @@
 /* test_kernels_cpu.c — the kernels' instruction-set paths: the AVX-512 sgemm against a
  * double-precision product by brute force (tails in every dimension, depths past one
- * packed block, strides, both weight layouts, threaded and inside a parallel region),
+ * packed block, strides, both weight layouts and bf16 weights, threaded and inside a
+ * parallel region),
  * and each path the CPU has, forced by DFL_CPU in a child process of this test (the
  * path is fixed once per process), running the matmul of F32 and BF16 weights against
  * its naive twin and the bf16 conversion bit for bit. */
@@ -45,7 +46,8 @@ static float *rand_array(size_t n)
 static dfl_cpu_path cpu_best(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return DFL_CPU_AVX512;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return DFL_CPU_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return DFL_CPU_AVX2;
     return DFL_CPU_SCALAR;
 }
@@ -54,20 +56,31 @@ static dfl_cpu_path cpu_best(void)
  * (f32 rounding over at most a few thousand terms) — and y outside [n, out] untouched. */
 static int check_gemm(int64_t n, int64_t out, int64_t k, int wt, float alpha, int in_parallel)
 {
-    int64_t ldx = k + 3, ldw = (wt ? k : out) + 5, ldy = out + 2;
+    int64_t ldx = k + 3, ldw = (wt ? k : out) + 5, ldy = out + 2; /* wt 0: w[k, out]; 1, 2: w[out, k] */
     float *x = rand_array((size_t)(n * ldx)), *w = rand_array((size_t)((wt ? out : k) * ldw));
     float *y = malloc((size_t)(n * ldy) * sizeof *y);
     for (int64_t i = 0; i < n * ldy; i++)
         y[i] = 12345.0f;
-    if (in_parallel) {
-#pragma omp parallel num_threads(2)
-        {
-#pragma omp single
-            dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha);
+    uint16_t *wb = NULL; /* wt 2: w[out, k] in bf16, alpha 1 */
+    if (wt == 2) {
+        wb = malloc((size_t)(out * ldw) * sizeof *wb);
+        for (int64_t i = 0; i < out * ldw; i++) {
+            wb[i] = dfl_f32_to_bf16(w[i]);
+            w[i] = dfl_bf16_to_f32(wb[i]);
         }
-    } else {
-        dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha);
+        alpha = 1.0f;
     }
+#pragma omp parallel num_threads(2) if (in_parallel)
+    {
+#pragma omp single
+        {
+            if (wb)
+                assert_true(dfl_gemm_avx512_bf16(y, ldy, x, ldx, wb, ldw, n, out, k));
+            else
+                dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha);
+        }
+    }
+    free(wb);
     int bad = 0;
     for (int64_t i = 0; i < n && !bad; i++)
         for (int64_t o = 0; o < ldy && !bad; o++) {
@@ -105,9 +118,9 @@ static void test_gemm_avx512_matches_brute_force(void **state)
     static const int64_t shapes[][3] = {{1, 1, 1},    {13, 31, 7},   {15, 33, 513}, {29, 65, 1030},
                                         {3, 300, 64}, {200, 70, 96}, {130, 600, 80}, {700, 40, 50}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (int wt = 0; wt < 2; wt++)
+        for (int wt = 0; wt < 3; wt++)
             for (int par = 0; par < 2; par++)
-                assert_true(check_gemm(shapes[s][0], shapes[s][1], shapes[s][2], wt, wt ? 1.0f : 0.125f, par));
+                assert_true(check_gemm(shapes[s][0], shapes[s][1], shapes[s][2], wt, wt == 1 ? 1.0f : 0.125f, par));
     /* k = 0: an empty sum writes zeros */
     float y[6] = {1, 2, 3, 4, 5, 6}, x[1] = {1}, w[1] = {1};
     dfl_gemm_avx512(y, 3, x, 1, w, 1, 1, 2, 3, 0, 1.0f);

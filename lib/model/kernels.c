@@ -191,6 +191,10 @@ void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, flo
         dfl_matmul_xwt(y, x, w->data, n, in, out);
         return;
     }
+    /* bf16 on the AVX-512 path: widened inside the product's own packing, no panels */
+    if (w->dtype == DFL_DTYPE_BF16 && w->pair_hd <= 0 && (uintptr_t)w->data % 2 == 0 && dfl_cpu() == DFL_CPU_AVX512 &&
+        dfl_gemm_avx512_bf16(y, out, x, in, w->data, in, n, out, in))
+        return;
     /* Panels of rows of W: converted once per call, multiplied by all n rows of x. */
     int64_t prow = panel_rows(in);
     for (int64_t o0 = 0; o0 < out; o0 += prow) {

@@ -25,7 +25,9 @@ int dfl_gemm_openblas_is_avx512(void)
 static void decide_path(void)
 {
     __builtin_cpu_init();
-    dfl_cpu_path best = __builtin_cpu_supports("avx512f") ? DFL_CPU_AVX512
+    dfl_cpu_path best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl")
+                            ? DFL_CPU_AVX512
                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? DFL_CPU_AVX2
                                                                                             : DFL_CPU_SCALAR;
     const char *env = getenv("DFL_CPU");
@@ -62,46 +64,108 @@ const char *dfl_cpu_name(dfl_cpu_path p)
 #define KC 512
 #define NC 256
 
-/* ap[k][MR] = rows 0..mr-1 of x (stride ldx) at columns 0..kc-1; rows past mr zero. */
-static void pack_x(float *ap, const float *x, int64_t ldx, int64_t mr, int64_t kc)
+/* ap[k][h] = rows 0..mr-1 of x (stride ldx) at columns 0..kc-1; rows mr..h-1 zero. */
+static void pack_x(float *ap, const float *x, int64_t ldx, int64_t h, int64_t mr, int64_t kc)
 {
-    for (int64_t i = 0; i < MR; i++)
+    for (int64_t i = 0; i < h; i++)
         for (int64_t k = 0; k < kc; k++)
-            ap[k * MR + i] = i < mr ? x[i * ldx + k] : 0.0f;
+            ap[k * h + i] = i < mr ? x[i * ldx + k] : 0.0f;
 }
 
-/* Strips of NR columns of y from w[out, k] (stride ldw): bp[s][k][NR] = w[s·NR + j, k]
- * for j < nc - s·NR, else 0. */
-static void pack_w(float *bp, const float *w, int64_t ldw, int64_t nc, int64_t kc)
+/* The height of the next strip of rows: MR while it fits, then 8, then 4 (the last rows
+ * padded with zeros): 32 rows are 14 + 14 + 4, 128 rows 9 × 14 + 4. */
+static int64_t strip_height(int64_t rows)
+{
+    return rows >= MR ? MR : rows > 4 ? 8 : 4;
+}
+
+/* The weights' layouts: w[k, out] f32 (read in place), w[out, k] f32 or bf16 (packed). */
+enum { W_F32_KN, W_F32_NK, W_BF16_NK };
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* 16 values of row `row` of w[out, k] (f32 or bf16) from column k0 as f32; lanes
+ * outside km zero. */
+AVX512 static inline __m512 load_row16(const void *w, int kind, int64_t ldw, int64_t row, int64_t k0, __mmask16 km)
+{
+    if (kind == W_BF16_NK) {
+        const uint16_t *src = (const uint16_t *)w + row * ldw + k0;
+        __m256i h = _mm256_maskz_loadu_epi16(km, src);
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    return _mm512_maskz_loadu_ps(km, (const float *)w + row * ldw + k0);
+}
+
+/* r[16] rows → r[c] = column c of the 16 × 16 block (unpack, shuffle, two lane steps). */
+AVX512 static inline void transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { /* r[4g + c], lane L: column 4L + c of rows 4g..4g+3 */
+        r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; c++) {
+        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
+    }
+}
+
+/* Strips of NR columns of y from rows [o0, o0 + nc) and columns [k0, k0 + kc) of
+ * w[out, k] (f32 or bf16, stride ldw): bp[s][k][NR] = w[o0 + s·NR + j, k0 + k] for
+ * j < nc - s·NR, else 0; 16 × 16 blocks transposed in registers, bf16 widened on load. */
+AVX512 static void pack_w(float *bp, const void *w, int kind, int64_t ldw, int64_t o0, int64_t nc, int64_t k0,
+                          int64_t kc)
 {
     for (int64_t s = 0; s * NR < nc; s++) {
         float *dst = bp + s * kc * NR;
-        int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
-        for (int64_t j = 0; j < NR; j++) {
-            const float *src = w + (s * NR + j) * ldw;
-            for (int64_t k = 0; k < kc; k++)
-                dst[k * NR + j] = j < nr ? src[k] : 0.0f;
+        for (int64_t h = 0; h < NR; h += 16) {
+            int64_t j0 = s * NR + h; /* the block's first row of w, from o0 */
+            for (int64_t kb = 0; kb < kc; kb += 16) {
+                int64_t kn = kc - kb < 16 ? kc - kb : 16;
+                __mmask16 km = (__mmask16)(kn == 16 ? 0xFFFF : (1u << kn) - 1);
+                __m512 r[16];
+                for (int j = 0; j < 16; j++)
+                    r[j] = j0 + j < nc ? load_row16(w, kind, ldw, o0 + j0 + j, k0 + kb, km) : _mm512_setzero_ps();
+                transpose16(r);
+                for (int c = 0; c < kn; c++)
+                    _mm512_store_ps(dst + (kb + c) * NR + h, r[c]);
+            }
         }
     }
 }
 
-/* y[mr, nr] (stride ldy) = alpha · ap · b, or += when acc: MR × NR sums in registers.
- * Row k of b (nr values) at b + k·ldb: a packed strip (ldb NR) or w itself (wt 0). */
-__attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap, const float *b, int64_t ldb,
-                                                     float *y, int64_t ldy, int64_t mr, int64_t nr, float alpha,
-                                                     int acc)
+/* y[mr, nr] (stride ldy) = alpha · ap · b, or += when acc: H × NR sums in registers
+ * (H a constant once inlined: the loops unroll and the sums never leave registers). Row
+ * k of b (nr values) at b + k·ldb: a packed strip (ldb NR) or w itself (W_F32_KN). */
+AVX512 static inline __attribute__((always_inline)) void micro_h(const int H, int64_t kc, const float *ap,
+                                                                 const float *b, int64_t ldb, float *y, int64_t ldy,
+                                                                 int64_t mr, int64_t nr, float alpha, int acc)
 {
     __m512 c0[MR], c1[MR];
     __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1);
     __mmask16 m1 = nr >= 32 ? (__mmask16)0xFFFF : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : (__mmask16)0;
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; i++)
+    for (int i = 0; i < H; i++)
         c0[i] = c1[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_maskz_loadu_ps(m0, b + k * ldb), b1 = _mm512_maskz_loadu_ps(m1, b + k * ldb + 16);
-        const float *a = ap + k * MR;
+        const float *a = ap + k * H;
 #pragma GCC unroll 14
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < H; i++) {
             __m512 ai = _mm512_set1_ps(a[i]);
             c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
@@ -109,7 +173,7 @@ __attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap
     }
     __m512 al = _mm512_set1_ps(alpha);
 #pragma GCC unroll 14
-    for (int i = 0; i < MR; i++) { /* constant bounds: c0, c1 stay in registers */
+    for (int i = 0; i < H; i++) { /* constant bounds: c0, c1 stay in registers */
         if (i >= mr) break;
         float *r = y + i * ldy;
         __m512 v0 = _mm512_mul_ps(al, c0[i]), v1 = _mm512_mul_ps(al, c1[i]);
@@ -122,37 +186,51 @@ __attribute__((target("avx512f"))) static void micro(int64_t kc, const float *ap
     }
 }
 
+AVX512 static void micro(int64_t h, int64_t kc, const float *ap, const float *b, int64_t ldb, float *y, int64_t ldy,
+                         int64_t mr, int64_t nr, float alpha, int acc)
+{
+    if (h == MR)
+        micro_h(MR, kc, ap, b, ldb, y, ldy, mr, nr, alpha, acc);
+    else if (h == 8)
+        micro_h(8, kc, ap, b, ldb, y, ldy, mr, nr, alpha, acc);
+    else
+        micro_h(4, kc, ap, b, ldb, y, ldy, mr, nr, alpha, acc);
+}
+
 /* Rows [i0, i1) × columns [o0, o1) of y, packing into ap and bp. */
-static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt,
+static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw,
                        int64_t i0, int64_t i1, int64_t o0, int64_t o1, int64_t k, float alpha, float *ap, float *bp)
 {
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         int64_t kc = k - k0 < KC ? k - k0 : KC;
         for (int64_t b0 = o0; b0 < o1; b0 += NC) {
             int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
-            /* w[k, out] rows are read in place; w[out, k] is transposed into strips */
-            if (wt) pack_w(bp, w + b0 * ldw + k0, ldw, nc, kc);
-            for (int64_t r0 = i0; r0 < i1; r0 += MR) {
-                int64_t mr = i1 - r0 < MR ? i1 - r0 : MR;
-                pack_x(ap, x + r0 * ldx + k0, ldx, mr, kc);
+            if (kind != W_F32_KN) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
+            for (int64_t r0 = i0, h; r0 < i1; r0 += h) {
+                h = strip_height(i1 - r0);
+                int64_t mr = i1 - r0 < h ? i1 - r0 : h;
+                pack_x(ap, x + r0 * ldx + k0, ldx, h, mr, kc);
                 for (int64_t s = 0; s * NR < nc; s++) {
                     int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
-                    const float *b = wt ? bp + s * kc * NR : w + k0 * ldw + b0 + s * NR;
-                    micro(kc, ap, b, wt ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha, k0 > 0);
+                    const float *b = kind != W_F32_KN ? bp + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
+                    micro(h, kc, ap, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
+                          k0 > 0);
                 }
             }
         }
     }
 }
 
-void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
-                     int64_t out, int64_t k, float alpha)
+/* The product over threads (outside a parallel region, when large enough); 0 when the
+ * packed blocks could not be allocated (y is then incomplete). */
+static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw,
+                    int64_t n, int64_t out, int64_t k, float alpha)
 {
-    if (n <= 0 || out <= 0) return;
+    if (n <= 0 || out <= 0) return 1;
     if (k <= 0) {
         for (int64_t i = 0; i < n; i++)
             memset(y + i * ldy, 0, (size_t)out * sizeof(float));
-        return;
+        return 1;
     }
     double flops = 2.0 * (double)n * (double)out * (double)k;
     int fail = 0;
@@ -175,16 +253,29 @@ void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const f
             float *ap = aligned_alloc(64, (size_t)KC * MR * sizeof(float));
             float *bp = aligned_alloc(64, (size_t)KC * NC * sizeof(float));
             if (ap && bp)
-                gemm_range(y, ldy, x, ldx, w, ldw, wt, i0, i1, o0, o1, k, alpha, ap, bp);
+                gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp);
             else
                 fail = 1;
             free(ap);
             free(bp);
         }
     }
-    if (fail) /* no memory for the packed blocks: OpenBLAS needs none of ours */
+    return !fail;
+}
+
+void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
+                     int64_t out, int64_t k, float alpha)
+{
+    if (!gemm_run(y, ldy, x, ldx, w, wt ? W_F32_NK : W_F32_KN, ldw, n, out, k, alpha))
+        /* no memory for the packed blocks: OpenBLAS needs none of ours */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, wt ? CblasTrans : CblasNoTrans, (int)n, (int)out, (int)k, alpha, x,
                     (int)ldx, w, (int)ldw, 0.0f, y, (int)ldy);
+}
+
+int dfl_gemm_avx512_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, const uint16_t *w, int64_t ldw, int64_t n,
+                         int64_t out, int64_t k)
+{
+    return gemm_run(y, ldy, x, ldx, w, W_BF16_NK, ldw, n, out, k, 1.0f);
 }
 
 void dfl_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
