@@ -57,20 +57,12 @@ const char *dfl_cpu_name(dfl_cpu_path p)
 /* ------------------------------------------------------------ AVX-512 sgemm */
 
 /* Register block MR × NR of y (28 of the 32 zmm registers), a depth of KC per pass
- * (the packed x strip, KC·MR floats, stays in L1) and NC columns of w per packed block
- * (KC·NC floats in L2). */
+ * (x packed once per pass; each strip of it, KC·MR floats, stays in L1 while it meets
+ * every strip of a block of w) and NC columns of w per packed block (KC·NC floats in L2). */
 #define MR 14
 #define NR 32
 #define KC 512
 #define NC 256
-
-/* ap[k][h] = rows 0..mr-1 of x (stride ldx) at columns 0..kc-1; rows mr..h-1 zero. */
-static void pack_x(float *ap, const float *x, int64_t ldx, int64_t h, int64_t mr, int64_t kc)
-{
-    for (int64_t i = 0; i < h; i++)
-        for (int64_t k = 0; k < kc; k++)
-            ap[k * h + i] = i < mr ? x[i * ldx + k] : 0.0f;
-}
 
 /* The height of the next strip of rows: MR while it fits, then 8, then 4 (the last rows
  * padded with zeros): 32 rows are 14 + 14 + 4, 128 rows 9 × 14 + 4. */
@@ -121,6 +113,23 @@ AVX512 static inline void transpose16(__m512 r[16])
         r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
         r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
         r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
+    }
+}
+
+/* ap[k][h] = rows 0..mr-1 of x (stride ldx) at columns 0..kc-1, rows mr..h-1 zero
+ * (h <= 16): 16 × 16 blocks transposed in registers, h lanes of each stored. */
+AVX512 static void pack_x(float *ap, const float *x, int64_t ldx, int64_t h, int64_t mr, int64_t kc)
+{
+    __mmask16 hm = (__mmask16)((1u << h) - 1);
+    for (int64_t kb = 0; kb < kc; kb += 16) {
+        int64_t kn = kc - kb < 16 ? kc - kb : 16;
+        __mmask16 km = (__mmask16)(kn == 16 ? 0xFFFF : (1u << kn) - 1);
+        __m512 r[16];
+        for (int j = 0; j < 16; j++)
+            r[j] = j < mr ? _mm512_maskz_loadu_ps(km, x + j * ldx + kb) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int c = 0; c < kn; c++)
+            _mm512_mask_storeu_ps(ap + (kb + c) * h, hm, r[c]);
     }
 }
 
@@ -203,17 +212,23 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
 {
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         int64_t kc = k - k0 < KC ? k - k0 : KC;
+        /* the rows' strips of x, packed once per depth block for every block of w */
+        float *a = ap;
+        for (int64_t r0 = i0, h; r0 < i1; r0 += h, a += h * kc) {
+            h = strip_height(i1 - r0);
+            pack_x(a, x + r0 * ldx + k0, ldx, h, i1 - r0 < h ? i1 - r0 : h, kc);
+        }
         for (int64_t b0 = o0; b0 < o1; b0 += NC) {
             int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
             if (kind != W_F32_KN) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
-            for (int64_t r0 = i0, h; r0 < i1; r0 += h) {
+            a = ap;
+            for (int64_t r0 = i0, h; r0 < i1; r0 += h, a += h * kc) {
                 h = strip_height(i1 - r0);
                 int64_t mr = i1 - r0 < h ? i1 - r0 : h;
-                pack_x(ap, x + r0 * ldx + k0, ldx, h, mr, kc);
                 for (int64_t s = 0; s * NR < nc; s++) {
                     int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
                     const float *b = kind != W_F32_KN ? bp + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
-                    micro(h, kc, ap, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
+                    micro(h, kc, a, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
                           k0 > 0);
                 }
             }
@@ -250,7 +265,8 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
             i1 = i0 + step < n ? i0 + step : n;
         }
         if (i0 < i1 && o0 < o1) {
-            float *ap = aligned_alloc(64, (size_t)KC * MR * sizeof(float));
+            /* x's strips: at most 3 rows of padding (strip_height) */
+            float *ap = aligned_alloc(64, (size_t)(i1 - i0 + 3 + 16) / 16 * 16 * KC * sizeof(float));
             float *bp = aligned_alloc(64, (size_t)KC * NC * sizeof(float));
             if (ap && bp)
                 gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp);
