@@ -115,7 +115,7 @@ static void test_gemm_avx512_matches_brute_force(void **state)
     /* n, out, k: a single element; tails of the 14-row and 32-column blocks; depth past
      * one 512-deep pass; more columns than one 256-column packed block; a shape large
      * enough to run on both threads, split by columns and (few columns) by rows */
-    static const int64_t shapes[][3] = {{1, 1, 1},    {13, 31, 7},   {15, 33, 513}, {29, 65, 1030},
+    static const int64_t shapes[][3] = {{1, 1, 1},    {13, 31, 7},   {15, 33, 513},  {29, 65, 1030},
                                         {3, 300, 64}, {200, 70, 96}, {130, 600, 80}, {700, 40, 50}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int wt = 0; wt < 3; wt++)
@@ -145,7 +145,8 @@ static int child_run(const char *name)
     }
     const int64_t n = 45, in = 300, out = 77;
     float *x = rand_array((size_t)(n * in)), *w = rand_array((size_t)(out * in));
-    float *y = malloc((size_t)(n * out) * 4), *yr = malloc((size_t)(n * out) * 4), *rows = malloc((size_t)(out * in) * 4);
+    float *y = malloc((size_t)(n * out) * 4), *yr = malloc((size_t)(n * out) * 4),
+          *rows = malloc((size_t)(out * in) * 4);
     float *scratch = malloc(dfl_matmul_scratch(in) * sizeof(float));
     uint16_t *wb = malloc((size_t)(out * in) * 2);
     for (int64_t i = 0; i < out * in; i++)

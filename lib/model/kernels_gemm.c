@@ -25,11 +25,11 @@ int dfl_gemm_openblas_is_avx512(void)
 static void decide_path(void)
 {
     __builtin_cpu_init();
-    dfl_cpu_path best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl")
-                            ? DFL_CPU_AVX512
-                        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? DFL_CPU_AVX2
-                                                                                            : DFL_CPU_SCALAR;
+    dfl_cpu_path best =
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+            ? DFL_CPU_AVX512
+        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? DFL_CPU_AVX2
+                                                                          : DFL_CPU_SCALAR;
     const char *env = getenv("DFL_CPU");
     dfl_cpu_path want = best;
     if (env && strcmp(env, "scalar") == 0)
@@ -238,8 +238,8 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
 
 /* The product over threads (outside a parallel region, when large enough); 0 when the
  * packed blocks could not be allocated (y is then incomplete). */
-static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw,
-                    int64_t n, int64_t out, int64_t k, float alpha)
+static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw, int64_t n,
+                    int64_t out, int64_t k, float alpha)
 {
     if (n <= 0 || out <= 0) return 1;
     if (k <= 0) {
