@@ -54,8 +54,13 @@ static dfl_cpu_path cpu_best(void)
 
 /* y (stride ldy) against Σ_k x·op(w) in double; each error within 1e-6 of Σ|x·w|
  * (f32 rounding over at most a few thousand terms) — and y outside [n, out] untouched. */
-static int check_gemm(int64_t n, int64_t out, int64_t k, int wt, float alpha, int in_parallel)
+static int check_gemm(int64_t n, int64_t out, int64_t k, int wt, float alpha, int in_parallel, int ws_mode)
 {
+    /* ws_mode 0: no scratch; 1: a scratch for every thread, 4 bytes off 64-byte alignment;
+     * 2: one too small for two threads (blocks allocated for the call instead) */
+    size_t ws_n = ws_mode == 1 ? (size_t)3 << 20 : ws_mode == 2 ? (size_t)1 << 10 : 0;
+    float *ws_base = ws_n ? malloc((ws_n + 32) * sizeof(float)) : NULL;
+    float *ws = ws_base ? (float *)(((uintptr_t)ws_base + 63) / 64 * 64) + 1 : NULL;
     int64_t ldx = k + 3, ldw = (wt ? k : out) + 5, ldy = out + 2; /* wt 0: w[k, out]; 1, 2: w[out, k] */
     float *x = rand_array((size_t)(n * ldx)), *w = rand_array((size_t)((wt ? out : k) * ldw));
     float *y = malloc((size_t)(n * ldy) * sizeof *y);
@@ -75,9 +80,9 @@ static int check_gemm(int64_t n, int64_t out, int64_t k, int wt, float alpha, in
 #pragma omp single
         {
             if (wb)
-                assert_true(dfl_gemm_avx512_bf16(y, ldy, x, ldx, wb, ldw, n, out, k));
+                assert_true(dfl_gemm_avx512_bf16(y, ldy, x, ldx, wb, ldw, n, out, k, ws, ws_n));
             else
-                dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha);
+                dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha, ws, ws_n);
         }
     }
     free(wb);
@@ -101,7 +106,7 @@ static int check_gemm(int64_t n, int64_t out, int64_t k, int wt, float alpha, in
                 bad = 1;
             }
         }
-    free(x), free(w), free(y);
+    free(x), free(w), free(y), free(ws_base);
     return !bad;
 }
 
@@ -120,10 +125,12 @@ static void test_gemm_avx512_matches_brute_force(void **state)
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int wt = 0; wt < 3; wt++)
             for (int par = 0; par < 2; par++)
-                assert_true(check_gemm(shapes[s][0], shapes[s][1], shapes[s][2], wt, wt == 1 ? 1.0f : 0.125f, par));
+                for (int ws = 0; ws < 3; ws++)
+                    assert_true(
+                        check_gemm(shapes[s][0], shapes[s][1], shapes[s][2], wt, wt == 1 ? 1.0f : 0.125f, par, ws));
     /* k = 0: an empty sum writes zeros */
     float y[6] = {1, 2, 3, 4, 5, 6}, x[1] = {1}, w[1] = {1};
-    dfl_gemm_avx512(y, 3, x, 1, w, 1, 1, 2, 3, 0, 1.0f);
+    dfl_gemm_avx512(y, 3, x, 1, w, 1, 1, 2, 3, 0, 1.0f, NULL, 0);
     for (int i = 0; i < 6; i++)
         assert_true(y[i] == 0.0f);
 }

@@ -188,12 +188,12 @@ void dfl_matmul_wmat(float *y, const float *x, const dfl_wmat *w, int64_t n, flo
     int64_t in = w->cols, out = w->rows;
     if (n <= 0 || out <= 0) return;
     if (w->dtype == DFL_DTYPE_F32 && (uintptr_t)w->data % sizeof(float) == 0 && w->pair_hd <= 0) {
-        dfl_matmul_xwt(y, x, w->data, n, in, out);
+        dfl_gemm_scratch(y, out, x, in, w->data, in, 1, n, out, in, 1.0f, scratch, dfl_matmul_scratch(in));
         return;
     }
     /* bf16 on the AVX-512 path: widened inside the product's own packing, no panels */
     if (w->dtype == DFL_DTYPE_BF16 && w->pair_hd <= 0 && (uintptr_t)w->data % 2 == 0 && dfl_cpu() == DFL_CPU_AVX512 &&
-        dfl_gemm_avx512_bf16(y, out, x, in, w->data, in, n, out, in))
+        dfl_gemm_avx512_bf16(y, out, x, in, w->data, in, n, out, in, scratch, dfl_matmul_scratch(in)))
         return;
     /* Panels of rows of W: converted once per call, multiplied by all n rows of x. */
     int64_t prow = panel_rows(in);

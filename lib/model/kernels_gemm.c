@@ -63,6 +63,7 @@ const char *dfl_cpu_name(dfl_cpu_path p)
 #define NR 32
 #define KC 512
 #define NC 256
+#define MC 384 /* rows of x packed at a time: 0.8 MB per thread */
 
 /* The height of the next strip of rows: MR while it fits, then 8, then 4 (the last rows
  * padded with zeros): 32 rows are 14 + 14 + 4, 128 rows 9 × 14 + 4. */
@@ -212,34 +213,44 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
 {
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         int64_t kc = k - k0 < KC ? k - k0 : KC;
-        /* the rows' strips of x, packed once per depth block for every block of w */
-        float *a = ap;
-        for (int64_t r0 = i0, h; r0 < i1; r0 += h, a += h * kc) {
-            h = strip_height(i1 - r0);
-            pack_x(a, x + r0 * ldx + k0, ldx, h, i1 - r0 < h ? i1 - r0 : h, kc);
-        }
-        for (int64_t b0 = o0; b0 < o1; b0 += NC) {
-            int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
-            if (kind != W_F32_KN) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
-            a = ap;
-            for (int64_t r0 = i0, h; r0 < i1; r0 += h, a += h * kc) {
-                h = strip_height(i1 - r0);
-                int64_t mr = i1 - r0 < h ? i1 - r0 : h;
-                for (int64_t s = 0; s * NR < nc; s++) {
-                    int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
-                    const float *b = kind != W_F32_KN ? bp + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
-                    micro(h, kc, a, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
-                          k0 > 0);
+        for (int64_t m0 = i0; m0 < i1; m0 += MC) {
+            int64_t m1 = i1 - m0 < MC ? i1 : m0 + MC;
+            /* the block's strips of x, packed once for every block of w */
+            float *a = ap;
+            for (int64_t r0 = m0, h; r0 < m1; r0 += h, a += h * kc) {
+                h = strip_height(m1 - r0);
+                pack_x(a, x + r0 * ldx + k0, ldx, h, m1 - r0 < h ? m1 - r0 : h, kc);
+            }
+            for (int64_t b0 = o0; b0 < o1; b0 += NC) {
+                int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
+                if (kind != W_F32_KN) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
+                a = ap;
+                for (int64_t r0 = m0, h; r0 < m1; r0 += h, a += h * kc) {
+                    h = strip_height(m1 - r0);
+                    int64_t mr = m1 - r0 < h ? m1 - r0 : h;
+                    for (int64_t s = 0; s * NR < nc; s++) {
+                        int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
+                        const float *b =
+                            kind != W_F32_KN ? bp + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
+                        micro(h, kc, a, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
+                              k0 > 0);
+                    }
                 }
             }
         }
     }
 }
 
-/* The product over threads (outside a parallel region, when large enough); 0 when the
- * packed blocks could not be allocated (y is then incomplete). */
+/* Floats of packed blocks one thread needs: x's strips of MC rows (at most 3 rows of
+ * padding, strip_height) and one block of w, each a multiple of 16 floats. */
+#define PACK_X      ((size_t)(MC + 3 + 15) / 16 * 16 * KC)
+#define PACK_FLOATS (PACK_X + (size_t)KC * NC)
+
+/* The product over threads (outside a parallel region, when large enough), packing into
+ * ws (ws_n floats) when it holds every thread's blocks, else into blocks allocated for
+ * the call; 0 when those could not be allocated (y is then incomplete). */
 static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw, int64_t n,
-                    int64_t out, int64_t k, float alpha)
+                    int64_t out, int64_t k, float alpha, float *ws, size_t ws_n)
 {
     if (n <= 0 || out <= 0) return 1;
     if (k <= 0) {
@@ -249,6 +260,10 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
     }
     double flops = 2.0 * (double)n * (double)out * (double)k;
     int fail = 0;
+    /* ws aligned to 64 bytes (pack_w's aligned stores) */
+    float *ws64 = ws ? (float *)(((uintptr_t)ws + 63) / 64 * 64) : NULL;
+    size_t ws64_n = ws ? ws_n - (size_t)(ws64 - ws) : 0;
+    if (ws && ws_n < (size_t)(ws64 - ws)) ws64 = NULL;
 #pragma omp parallel if (flops > 4e6 && !omp_in_parallel()) reduction(| : fail)
     {
         int nth = omp_get_num_threads(), me = omp_get_thread_num();
@@ -265,43 +280,53 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
             i1 = i0 + step < n ? i0 + step : n;
         }
         if (i0 < i1 && o0 < o1) {
-            /* x's strips: at most 3 rows of padding (strip_height) */
-            float *ap = aligned_alloc(64, (size_t)(i1 - i0 + 3 + 16) / 16 * 16 * KC * sizeof(float));
-            float *bp = aligned_alloc(64, (size_t)KC * NC * sizeof(float));
+            /* the caller's scratch when it serves all threads: no large allocation (whose
+             * free would raise malloc's mmap threshold and keep the memory in the heap) */
+            int own = !(ws64 && ws64_n >= (size_t)nth * PACK_FLOATS);
+            float *ap = own ? aligned_alloc(64, PACK_X * sizeof(float)) : ws64 + (size_t)me * PACK_FLOATS;
+            float *bp = own ? aligned_alloc(64, (size_t)KC * NC * sizeof(float)) : ap + PACK_X;
             if (ap && bp)
                 gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp);
             else
                 fail = 1;
-            free(ap);
-            free(bp);
+            if (own) {
+                free(ap);
+                free(bp);
+            }
         }
     }
     return !fail;
 }
 
 void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
-                     int64_t out, int64_t k, float alpha)
+                     int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n)
 {
-    if (!gemm_run(y, ldy, x, ldx, w, wt ? W_F32_NK : W_F32_KN, ldw, n, out, k, alpha))
+    if (!gemm_run(y, ldy, x, ldx, w, wt ? W_F32_NK : W_F32_KN, ldw, n, out, k, alpha, scratch, scratch_n))
         /* no memory for the packed blocks: OpenBLAS needs none of ours */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, wt ? CblasTrans : CblasNoTrans, (int)n, (int)out, (int)k, alpha, x,
                     (int)ldx, w, (int)ldw, 0.0f, y, (int)ldy);
 }
 
 int dfl_gemm_avx512_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, const uint16_t *w, int64_t ldw, int64_t n,
-                         int64_t out, int64_t k)
+                         int64_t out, int64_t k, float *scratch, size_t scratch_n)
 {
-    return gemm_run(y, ldy, x, ldx, w, W_BF16_NK, ldw, n, out, k, 1.0f);
+    return gemm_run(y, ldy, x, ldx, w, W_BF16_NK, ldw, n, out, k, 1.0f, scratch, scratch_n);
 }
 
-void dfl_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
-              int64_t out, int64_t k, float alpha)
+void dfl_gemm_scratch(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt,
+                      int64_t n, int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n)
 {
     if (dfl_cpu() == DFL_CPU_AVX512) {
-        dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha);
+        dfl_gemm_avx512(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha, scratch, scratch_n);
         return;
     }
     if (n <= 0 || out <= 0) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, wt ? CblasTrans : CblasNoTrans, (int)n, (int)out, (int)k, alpha, x,
                 (int)ldx, w, (int)ldw, 0.0f, y, (int)ldy);
+}
+
+void dfl_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
+              int64_t out, int64_t k, float alpha)
+{
+    dfl_gemm_scratch(y, ldy, x, ldx, w, ldw, wt, n, out, k, alpha, NULL, 0);
 }

@@ -9,6 +9,7 @@
 #ifndef DFL_KERNELS_GEMM_H
 #define DFL_KERNELS_GEMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The instruction-set paths of the kernels, best last. */
@@ -29,18 +30,22 @@ int dfl_gemm_openblas_is_avx512(void);
  * with AVX-512: panels of x and w packed into cache-sized blocks, 14 × 32 blocks of y in
  * registers, y written (not accumulated into). Runs over threads when called outside a
  * parallel region and the product is large enough; serial inside one. The CPU must have
- * AVX-512F, BW and VL (dfl_cpu() == DFL_CPU_AVX512 says it has). */
+ * AVX-512F, BW and VL (dfl_cpu() == DFL_CPU_AVX512 says it has). The packed blocks
+ * (about 1.3 MB per thread) go into scratch (scratch_n floats) when it holds them all,
+ * else into memory allocated for the call (scratch may be NULL). */
 void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
-                     int64_t out, int64_t k, float alpha);
+                     int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n);
 
 /* y[n, out] = x[n, k] · wᵀ with bf16 w[out, k] (stride ldw, 2-byte aligned), widened to
  * f32 as it is packed: no f32 copy of w. Returns 0 when out of memory for the packed
  * blocks (y then incomplete). AVX-512 path only. */
 int dfl_gemm_avx512_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, const uint16_t *w, int64_t ldw, int64_t n,
-                         int64_t out, int64_t k);
+                         int64_t out, int64_t k, float *scratch, size_t scratch_n);
 
 /* The same product by the path dfl_cpu() chose: dfl_gemm_avx512 on the AVX-512 path,
- * OpenBLAS sgemm (beta 0) on the others. */
+ * OpenBLAS sgemm (beta 0) on the others; dfl_gemm_scratch with the caller's scratch. */
+void dfl_gemm_scratch(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt,
+                      int64_t n, int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n);
 void dfl_gemm(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
               int64_t out, int64_t k, float alpha);
 
