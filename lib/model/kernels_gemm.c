@@ -61,7 +61,7 @@ const char *dfl_cpu_name(dfl_cpu_path p)
  * every strip of a block of w) and NC columns of w per packed block (KC·NC floats in L2). */
 #define MR 14
 #define NR 32
-#define KC 512
+#define KC 256
 #define NC 256
 #define MC 384 /* rows of x packed at a time: 0.8 MB per thread */
 
