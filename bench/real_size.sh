@@ -79,6 +79,14 @@ printf '%-14s %10.2f %10.1f %14s\n' difflens "$best_s" "$best_g" "$best_rss"
 awk -v s="$best_s" -v g="$best_g" -v t="$torch_s" -v r="$torch_rss" \
     'BEGIN { printf "%-14s %10.2f %10.1f %14s\n", "torch eager", t, g * s / t, r;
              printf "speed-up of difflens over torch: %.2fx\n", t / s }'
+# issue 34's target, and the share of OpenBLAS's sgemm rate on this shape's projections
+# (bench/sgemm_rate.c, which bench/run.sh builds; 2 repeats: its LM head is 1 TFLOP)
+sg=""
+[ -x "$OUT/sgemm_rate" ] && sg=$("$OUT/sgemm_rate" "$T" 2048 8192 128256 16 "$THREADS" 2 2>"$OUT/big_sgemm.log")
+awk -v s="$best_s" -v t="$torch_s" -v g="$best_g" -v sg="$sg" 'BEGIN {
+    printf "target: difflens >= 2x torch eager on this shape: %.2fx, %s\n", t / s, t / s >= 2 ? "met" : "NOT met";
+    if (sg != "") printf "difflens at %.0f%% of the OpenBLAS sgemm rate on its projection shapes (%.1f GFLOP/s)\n",
+                         100 * g / sg, sg }'
 echo "$agreement"
 echo "notes: GFLOP/s use difflens' FLOP count for both sides; difflens keeps the bf16 weights"
 echo "mapped and converts panels as the matmuls need them, torch holds f32 copies."

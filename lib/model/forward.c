@@ -13,6 +13,7 @@
 #include "model/family.h"
 #include "model/intervene.h"
 #include "model/kernels.h"
+#include "model/kernels_gemm.h"
 #include "model/kernels_gemv.h"
 #include "model/kernels_norm.h"
 #include "model/kernels_polynorm.h"
@@ -256,9 +257,8 @@ static float *task_scores(const attn_ctx *x, int64_t h, int t, int64_t a, int64_
     const head_plan *p = &x->plan[h];
     float *m =
         w->maps + (((size_t)h * (size_t)g->nstore + (size_t)t) * (size_t)x->rows + (size_t)(a - x->r0)) * (size_t)x->T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(a + n), (int)g->dq, g->scale,
-                w->q + (a - w->t0) * g->q_ld + p->q_col[t], (int)g->q_ld, w->kb + p->k_col[t], (int)g->k_ld, 0.0f, m,
-                (int)x->T);
+    dfl_gemm(m, x->T, w->q + (a - w->t0) * g->q_ld + p->q_col[t], g->q_ld, w->kb + p->k_col[t], g->k_ld, 1, n, a + n,
+             g->dq, g->scale);
     return m;
 }
 
@@ -319,8 +319,7 @@ static void attn_task(const attn_ctx *x, int64_t h, int64_t a, int64_t n)
     float *out = w->att + (a - w->t0) * g->att_ld + p->out_col; /* [n, out_width], stride att_ld */
     int64_t off = 0;
     for (int part = 0; part < p->n_vparts; part++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)p->v_width[part], (int)ncols, 1.0f, A,
-                    (int)T, w->vb + p->v_col[part], (int)g->v_ld, 0.0f, out + off, (int)g->att_ld);
+        dfl_gemm(out + off, g->att_ld, A, T, w->vb + p->v_col[part], g->v_ld, 0, n, p->v_width[part], ncols, 1.0f);
         off += p->v_width[part];
     }
     if (dfl__attn_of(x->c)->subnorm_eps < 0) return; /* softmax heads: no sub-layer norm */
