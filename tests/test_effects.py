@@ -62,7 +62,9 @@ def add_interventions(path, site, scale=1.0, seed=1):
             p["patched"], p["clean"], p["corrupted"] = patched, np.float32(0.9), np.float32(0.1)
             p["effect"] = (scale * (patched - 0.1) / 0.8).astype(np.float32)
             e = g.create_group("effects")
-            names = ["none"] + ["ablate:L%dH%d:zero" % (l, h) for l in range(L) for h in range(H)] + ["ablate:L0H0:mean"]
+            # probe's canonical specs, a whole layer's ablation (no cell of the grid) and the short form
+            names = (["none"] + ["ablate:layer=%d,head=%d,mode=zero,pos=all" % (l, h) for l in range(L) for h in range(H)]
+                     + ["ablate:L0H0:mean", "ablate:layer=0,head=all,mode=zero,pos=all"])
             e["names"] = np.array(names, dtype=h5py.string_dtype())
             e["target_nll"] = np.concatenate([[1.0], 1.0 + rng.normal(0, 0.3, len(names) - 1)]).astype(np.float32)
 
@@ -148,7 +150,7 @@ class EffectsTest(unittest.TestCase):
             d = np.mean([g["effects/target_nll"][1:9] - g["effects/target_nll"][0] for g in f["samples"].values()],
                         axis=0)
         got = {(r["layer"], r["head"]): float(r["value"]) for r in rows}
-        for i in range(8):        # names 1..8: ablate:L<i//4>H<i%4>:zero; the mean ablation is left out
+        for i in range(8):        # names 1..8: ablate:layer=<i//4>,head=<i%4>,mode=zero,...; the mean ablation is left out
             self.assertAlmostEqual(got[("L%d" % (i // 4), "H%d" % (i % 4))], float(d[i]), places=5)
         prow = table("heads", self.head, "--source", "patch")
         with h5py.File(self.head) as f:

@@ -291,6 +291,37 @@ class Interventions(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--apply takes", r.stderr)
 
+    def test_effect_is_nan_where_the_corruption_changes_nothing(self):
+        """The shipped Transformer answers the needle task by elimination: a corrupted copy
+        asking for another key leaves its target probability unchanged to ~1e-5, and the
+        normalised effect (rounding over rounding) is NaN, not noise; the Diff model's is
+        defined (it follows the key)."""
+        root = os.path.dirname(HERE)
+        pf, cc = os.path.join(self.tmp, "needle.jsonl"), os.path.join(self.tmp, "cc.jsonl")
+        subprocess.run([os.path.join(BIN, "noise"), "prompts", "-o", pf, "--length", "64", "--needles", "4",
+                        "--queries", "4", "--digits", "2", "--samples", "1", "--seed", "2024", "--force",
+                        "--quiet"], check=True)
+        first = json.loads(open(pf).readline())["id"]
+        subprocess.run(["/usr/bin/python3", os.path.join(root, "scripts", "demo_corrupt.py"), pf, first, cc],
+                       check=True)
+        for m, defined in (("transformer", False), ("diff", True)):
+            out = os.path.join(self.tmp, m + "_sweep.h5")
+            r = subprocess.run([PROBE, "--model", os.path.join(root, "demo", "models", m), "--prompts", cc, "--out",
+                                out, "--force", "--quiet", "--patch-sweep", "site=head,source=clean"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with h5py.File(out, "r") as f:
+                g = f["samples/000001/patch"]
+                clean, bad = float(g["clean"][()]), float(g["corrupted"][()])
+                eff = g["effect"][()]
+                if defined:
+                    self.assertGreater(abs(clean - bad), 1e-2, m)
+                    self.assertFalse(np.isnan(eff).any(), m)
+                else:
+                    self.assertLess(abs(clean - bad), 1e-4 * max(abs(clean), abs(bad)), m)
+                    self.assertTrue(np.isnan(eff).all(), m)
+                    self.assertFalse(np.isnan(g["patched"][()]).any(), m)
+
     def test_bad_specs_are_refused(self):
         mdir = self.model("llama-gqa", "llama", CASES[0][2])
         for spec, words in [("ablate:layer=5,mode=zero", "layer out of range"),

@@ -238,10 +238,19 @@ dfl_status dfl_effects_trace(const char *path, const char *sample, const char *l
 
 /* ------------------------------------------------------------ heads */
 
-/* "ablate:L<l>H<h>[:mode]" → l, h and the mode after it ("" when none); 0 otherwise. */
+/* One head's ablation → l, h and the rest of the spec (its mode) in *mode; 0 otherwise.
+ * probe's canonical spec "ablate:layer=L,head=H,mode=M,pos=P" (docs/probe.md
+ * "Interventions"; entries over several layers or heads are not one cell), or the short
+ * "ablate:L<l>H<h>[:mode]". */
 static int parse_ablation(const char *name, int *l, int *h, const char **mode)
 {
     int n = 0;
+    if (sscanf(name, "ablate:layer=%d,head=%d%n", l, h, &n) == 2 && *l >= 0 && *h >= 0) {
+        if (name[n] && name[n] != ',') return 0;
+        *mode = name[n] ? name + n + 1 : "";
+        return 1;
+    }
+    n = 0;
     if (sscanf(name, "ablate:L%dH%d%n", l, h, &n) != 2 || *l < 0 || *h < 0) return 0;
     if (name[n] && name[n] != ':') return 0;
     *mode = name[n] ? name + n + 1 : "";

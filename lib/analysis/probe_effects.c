@@ -951,11 +951,15 @@ static dfl_status run_sweep(const dfl__effects *e, const effect_spec *sp, size_t
     if (!s && (!(pf = dfl__alloc_array((size_t)(Lp * (P ? P : 1)), sizeof *pf)) ||
                !(ef = dfl__alloc_array((size_t)(Lp * (P ? P : 1)), sizeof *ef))))
         s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    /* the effect from the stored values, so that the dump is consistent with itself */
+    /* the effect from the stored values, so that the dump is consistent with itself; NaN
+     * when clean and corrupted differ by less than 1e-4 of their size (the corruption
+     * did not change the metric: the quotient would be rounding over rounding) */
     float fc = (float)vc, fx = (float)vx;
+    double span = fabs((double)fc - fx), size = fmax(fabs((double)fc), fabs((double)fx));
+    int defined = span > 0 && span >= 1e-4 * size;
     for (int64_t i = 0; !s && i < Lp * P; i++) {
         pf[i] = (float)patched[i];
-        ef[i] = fc != fx ? (float)(((double)pf[i] - fx) / ((double)fc - fx)) : NAN;
+        ef[i] = defined ? (float)(((double)pf[i] - fx) / ((double)fc - fx)) : NAN;
     }
     int64_t dims[2] = {Lp, P};
     const char *sid = src->id && src->id[0] ? src->id : sp->source;
