@@ -290,6 +290,13 @@ class Interventions(unittest.TestCase):
                            text=True)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--apply takes", r.stderr)
+        # generation's one-row cached steps are not what the hooks index: refused
+        r = subprocess.run([PROBE, "--model", mdir, "--prompts", self.pfile, "--out", os.path.join(self.tmp, "g.h5"),
+                            "--force", "--quiet", "--generate", "2", "--apply", "lambda:layer=all,value=0"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("does not combine with generation", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "g.h5")))
 
     def test_effect_is_nan_where_the_corruption_changes_nothing(self):
         """The shipped Transformer answers the needle task by elimination: a corrupted copy

@@ -450,6 +450,10 @@ dfl_status dfl__gen_forward(sample_run *r, const dfl_forward_opts *fo, const dfl
     gen_sample *g = r->gen;
     const dfl_probe_params *p = r->p;
     if (!g) return dfl_forward(r->m, r->pr->tokens, r->T, fo, cap, err);
+    /* the intervention hooks index whole passes, not the cache's one-row steps */
+    if (fo->iv)
+        return dfl__fail(err, DFL_ERR_USAGE,
+                         "--apply does not combine with generation (--generate, or a prompt's \"generate\")");
     g->pc = *cap;
     dfl_kv_cache *kv = NULL;
     dfl_status s = dfl_kv_cache_create(r->m, g->T + g->N - 1, &kv, err);

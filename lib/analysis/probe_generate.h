@@ -44,9 +44,10 @@ int64_t dfl__gen_count(const dfl_probe_params *p, const dfl_prompt *pr);
  * prompt's selected rows, then every generated row). DFL_ERR_NOMEM. */
 dfl_status dfl__gen_begin(sample_run *r, dfl_error *err);
 
-/* The sample's forward pass with probe's capture cap: dfl_forward, or with r->gen the
- * prompt into a KV cache and the decoding steps. Statuses of dfl_forward and of the
- * callbacks; DFL_ERR_CANCELLED. */
+/* The sample's forward pass with the options fo (probe's, with --apply's interventions)
+ * and probe's capture cap: dfl_forward, or with r->gen the prompt into a KV cache and the
+ * decoding steps (DFL_ERR_USAGE when fo carries interventions). Statuses of dfl_forward
+ * and of the callbacks; DFL_ERR_CANCELLED. */
 dfl_status dfl__gen_forward(sample_run *r, const dfl_forward_opts *fo, const dfl_capture *cap, dfl_probe_report *rep,
                             dfl_error *err);
 
