@@ -229,7 +229,9 @@ class Families(unittest.TestCase):
 
     # GPT-2: Conv1D weights transposed by the converter; NeoX: q/k/v rows regrouped
     def test_gpt2_twin(self):
-        self.twin("gpt2", 2)
+        # the safetensors twin multiplies Conv1D [in, out] weights, the file [out, in] ones:
+        # two products, equal only to rounding (on the AVX-512 path), so the usual tolerances
+        self.twin("gpt2", 2, tol=(tr.TOL_LOGITS_REL, tr.TOL_MAP))
 
     def test_gpt2_q8_0_against_reference(self):
         self.against_reference("gpt2", 2)

@@ -336,7 +336,10 @@ static dfl_status spm_json(const dfl_gguf *g, const char *label, char **json, df
     for (size_t i = 0; i < n; i++) {
         double v = 0.0;
         ty[i] = 1;
-        next_str(tokens, &at, &by_id[i].s, &by_id[i].len);
+        if (!next_str(tokens, &at, &by_id[i].s, &by_id[i].len)) {
+            free(by_id), free(ty), free(sc);
+            return dfl__fail(err, DFL_ERR_FORMAT, "%s: tokenizer.ggml.tokens ends before token %zu", label, i);
+        }
         by_id[i].id = (int32_t)i;
         if (types) dfl_gguf_arr_int(types, i, &ty[i]);
         dfl_gguf_arr_num(scores, i, &v);
