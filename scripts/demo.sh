@@ -180,6 +180,16 @@ echo "causal tracing (clean and corrupted value of the clean answer's probabilit
 for m in transformer diff; do
     "$BIN/effects" trace "$OUT/${m}_trace.h5" --sample corrupt --format table | sed -n 2p
 done
+
+# Figure 8 (scripts/fig8_sweep.sh): weights, KV cache and attention logits quantized one at
+# a time (SWEEP=axes; the full grid is the script's default), each setting's mean KLD to
+# the unquantized model over the answer predictions (bin/compare) and its retrieval
+SWEEP=axes SAMPLES=20 OUT="$OUT/fig8" MODELS="$MODELS" BIN="$BIN" sh scripts/fig8_sweep.sh 2> /dev/null
+cp "$OUT/fig8/fig8.png" "$OUT/fig8.png"
+echo
+echo "Figure 8 sweep (out/demo/fig8/sweep.csv: model, weight/KV/logit bits, last-query retrieval, mean KLD):"
+awk -F, 'NR > 1 { printf "  %-11s w%-2s kv%-2s l%-2s  retrieval %s  KLD %s\n", $1, $2, $3, $4, $6, $8 }' \
+    "$OUT/fig8/sweep.csv"
 echo
 echo "files in $OUT/:"
 ls "$OUT" | sed 's/^/  /'
