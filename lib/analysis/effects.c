@@ -13,17 +13,6 @@
 #include "model/gguf_tok.h"
 #include "text/tokenizer.h"
 
-/* The interventions' datasets (probe's patching sweep and ablations; docs/format.md). */
-#define PATCH_GROUP     "patch"
-#define PATCH_LAYERS    "patch/layers"
-#define PATCH_POSITIONS "patch/positions"
-#define PATCH_HEADS     "patch/heads"
-#define PATCH_EFFECT    "patch/effect"
-#define PATCH_CLEAN     "patch/clean"
-#define PATCH_CORRUPTED "patch/corrupted"
-#define EFFECTS_NAMES   "effects/names"
-#define EFFECTS_NLL     "effects/target_nll"
-
 #define NORMALISED "normalised effect (patched - corrupted) / (clean - corrupted)"
 
 static const char *const SOURCE_NAMES[] = {"auto", "dla", "patch", "ablation"};
@@ -196,17 +185,17 @@ dfl_status dfl_effects_trace(const char *path, const char *sample, const char *l
     float *effect = NULL, clean = NAN, corrupted = NAN;
     size_t Lp = 0, P = 0, T = 0;
     dfl_status s = open_sample(path, sample, &c, err);
-    if (!s && !dfl_dump_exists(c.r, at(&c, PATCH_GROUP)))
+    if (!s && !dfl_dump_exists(c.r, at(&c, DFL_DS_PATCH)))
         s = dfl__fail(err, DFL_ERR_TENSOR, "%s: sample %zu has no patch/ group (probe's patching sweep)", path,
                       c.s->index);
-    if (!s) s = dfl_dump_get_attr_str(c.r, at(&c, PATCH_GROUP), "site", &site, err);
-    if (!s && dfl_dump_get_attr_str(c.r, at(&c, PATCH_GROUP), "metric", &metric, NULL)) metric = NULL;
+    if (!s) s = dfl_dump_get_attr_str(c.r, at(&c, DFL_DS_PATCH), "site", &site, err);
+    if (!s && dfl_dump_get_attr_str(c.r, at(&c, DFL_DS_PATCH), "metric", &metric, NULL)) metric = NULL;
     int head = site && !strcmp(site, "head");
-    if (!s) s = read_n(&c, PATCH_LAYERS, DFL_H5_I32, 0, (void **)&layers, &Lp, err);
-    if (!s) s = read_n(&c, head ? PATCH_HEADS : PATCH_POSITIONS, DFL_H5_I32, 0, (void **)&pos, &P, err);
-    if (!s) s = read_n(&c, PATCH_EFFECT, DFL_H5_F32, Lp * P, (void **)&effect, NULL, err);
-    if (!s) s = dfl_dump_read(c.r, at(&c, PATCH_CLEAN), DFL_H5_F32, &clean, 1, err);
-    if (!s) s = dfl_dump_read(c.r, at(&c, PATCH_CORRUPTED), DFL_H5_F32, &corrupted, 1, err);
+    if (!s) s = read_n(&c, DFL_DS_PATCH_LAYERS, DFL_H5_I32, 0, (void **)&layers, &Lp, err);
+    if (!s) s = read_n(&c, head ? DFL_DS_PATCH_HEADS : DFL_DS_PATCH_POSITIONS, DFL_H5_I32, 0, (void **)&pos, &P, err);
+    if (!s) s = read_n(&c, DFL_DS_PATCH_EFFECT, DFL_H5_F32, Lp * P, (void **)&effect, NULL, err);
+    if (!s) s = dfl_dump_read(c.r, at(&c, DFL_DS_PATCH_CLEAN), DFL_H5_F32, &clean, 1, err);
+    if (!s) s = dfl_dump_read(c.r, at(&c, DFL_DS_PATCH_CORRUPTED), DFL_H5_F32, &corrupted, 1, err);
     if (!s && !head) s = token_labels(&c, &tok_labels, &tokens, &T, err);
     for (size_t i = 0; !s && !head && i < P; i++)
         if (pos[i] < 0 || (size_t)pos[i] >= T)
@@ -281,12 +270,12 @@ static dfl_status heads_of_sample(sample_ctx *c, dfl_effects_source src, int64_t
         float *e = NULL;
         size_t Lp = 0, Hp = 0;
         char *site = NULL;
-        s = dfl_dump_get_attr_str(c->r, at(c, PATCH_GROUP), "site", &site, err);
+        s = dfl_dump_get_attr_str(c->r, at(c, DFL_DS_PATCH), "site", &site, err);
         if (!s && strcmp(site, "head"))
             s = dfl__fail(err, DFL_ERR_TENSOR, "%s: the patching sweep's site is %s, not head", c->path, site);
-        if (!s) s = read_n(c, PATCH_LAYERS, DFL_H5_I32, 0, (void **)&layers, &Lp, err);
-        if (!s) s = read_n(c, PATCH_HEADS, DFL_H5_I32, 0, (void **)&heads, &Hp, err);
-        if (!s) s = read_n(c, PATCH_EFFECT, DFL_H5_F32, Lp * Hp, (void **)&e, NULL, err);
+        if (!s) s = read_n(c, DFL_DS_PATCH_LAYERS, DFL_H5_I32, 0, (void **)&layers, &Lp, err);
+        if (!s) s = read_n(c, DFL_DS_PATCH_HEADS, DFL_H5_I32, 0, (void **)&heads, &Hp, err);
+        if (!s) s = read_n(c, DFL_DS_PATCH_EFFECT, DFL_H5_F32, Lp * Hp, (void **)&e, NULL, err);
         for (size_t l = 0; !s && l < Lp; l++)
             for (size_t h = 0; h < Hp; h++) {
                 if (layers[l] < 0 || layers[l] >= L || heads[h] < 0 || heads[h] >= H || isnan(e[l * Hp + h])) continue;
@@ -299,8 +288,8 @@ static dfl_status heads_of_sample(sample_ctx *c, dfl_effects_source src, int64_t
     char **names = NULL;
     float *nll = NULL;
     size_t E = 0;
-    if ((s = dfl_dump_read_strings(c->r, at(c, EFFECTS_NAMES), &names, &E, err))) return s;
-    s = read_n(c, EFFECTS_NLL, DFL_H5_F32, E, (void **)&nll, NULL, err);
+    if ((s = dfl_dump_read_strings(c->r, at(c, DFL_DS_EFFECTS_NAMES), &names, &E, err))) return s;
+    s = read_n(c, DFL_DS_EFFECTS_TARGET_NLL, DFL_H5_F32, E, (void **)&nll, NULL, err);
     if (!s && (E == 0 || strcmp(names[0], "none")))
         s = dfl__fail(err, DFL_ERR_TENSOR, "%s: effects/names[0] is not \"none\" (the unmodified run)", c->path);
     for (size_t e = 1; !s && e < E; e++) {
@@ -322,8 +311,8 @@ static dfl_status heads_of_sample(sample_ctx *c, dfl_effects_source src, int64_t
 static int has_source(sample_ctx *c, dfl_effects_source src, int asked)
 {
     const char *name = src == DFL_EFFECTS_DLA     ? DFL_DS_DLA_HEADS
-                       : src == DFL_EFFECTS_PATCH ? (asked ? PATCH_GROUP : PATCH_HEADS)
-                                                  : EFFECTS_NLL;
+                       : src == DFL_EFFECTS_PATCH ? (asked ? DFL_DS_PATCH : DFL_DS_PATCH_HEADS)
+                                                  : DFL_DS_EFFECTS_TARGET_NLL;
     return dfl_dump_exists(c->r, at(c, name));
 }
 
