@@ -123,6 +123,18 @@ static dfl_status gemma_config(const dfl_gguf *g, const char *path, const char *
     return DFL_OK;
 }
 
+/* The n values of an F32 tensor (checked by the caller) as a JSON array. */
+static cJSON *f32_array(const dfl_gguf_tensor *t, int64_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int64_t j = 0; a && j < n; j++) {
+        float v;
+        memcpy(&v, (const char *)t->data + 4 * j, 4);
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v));
+    }
+    return a;
+}
+
 /* Phi-3 as convert_hf_to_gguf.py's Phi3MiniModel writes it: rope.dimension_count (a
  * partial rotary factor below 1, Phi-4-mini), attention.sliding_window (0: none), and for
  * the long-context models the longrope factors as tensors rope_factors_short/long with
@@ -154,14 +166,8 @@ static dfl_status phi3_config(const dfl_gguf *g, const char *path, const char *a
     cJSON_AddNumberToObject(c, "original_max_position_embeddings", (double)orig);
     cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
     cJSON_AddStringToObject(rs, "rope_type", "longrope");
-    for (int i = 0; i < 2; i++) {
-        cJSON *list = cJSON_AddArrayToObject(rs, i ? "long_factor" : "short_factor");
-        for (int64_t j = 0; j < rope_dim / 2; j++) {
-            float v;
-            memcpy(&v, (const char *)f[i]->data + 4 * j, 4);
-            cJSON_AddItemToArray(list, cJSON_CreateNumber((double)v));
-        }
-    }
+    cJSON_AddItemToObject(rs, "short_factor", f32_array(f[0], rope_dim / 2));
+    cJSON_AddItemToObject(rs, "long_factor", f32_array(f[1], rope_dim / 2));
     if (attn_factor > 0) cJSON_AddNumberToObject(rs, "attention_factor", attn_factor);
     return DFL_OK;
 }
@@ -324,16 +330,10 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
         }
     }
     if (ff) { /* the same angles as longrope with both lists = the factors, no attention factor */
-        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling"), *sf = cJSON_CreateArray(), *lf = cJSON_CreateArray();
-        for (int64_t j = 0; j < rope_dim / 2; j++) {
-            float v;
-            memcpy(&v, (const char *)ff->data + 4 * j, 4);
-            cJSON_AddItemToArray(sf, cJSON_CreateNumber((double)v));
-            cJSON_AddItemToArray(lf, cJSON_CreateNumber((double)v));
-        }
+        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", "longrope");
-        cJSON_AddItemToObject(rs, "short_factor", sf);
-        cJSON_AddItemToObject(rs, "long_factor", lf);
+        cJSON_AddItemToObject(rs, "short_factor", f32_array(ff, rope_dim / 2));
+        cJSON_AddItemToObject(rs, "long_factor", f32_array(ff, rope_dim / 2));
         cJSON_AddNumberToObject(rs, "factor", 1.0);
         cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
     }
@@ -352,6 +352,13 @@ static dfl_status build_config(const dfl_gguf *g, const char *path, char **json,
 }
 
 /* ---------------------------------------------------------------- tensors */
+
+/* Mark tensor t (NULL: nothing) as read, for gcheck_unused. */
+static void mark_used(gbinder *b, const dfl_gguf_tensor *t)
+{
+    for (size_t i = 0; t && i < dfl_gguf_tensor_count(b->g); i++)
+        if (dfl_gguf_tensor_at(b->g, i) == t) b->used[i] = 1;
+}
 
 /* Find name with shape [d0] or [d0, d1] (PyTorch order; the file's ne is reversed) and
  * a type difflens reads; mark it used. optional: absent gives *out = NULL. */
@@ -380,8 +387,7 @@ static dfl_status gfind(gbinder *b, const char *name, int64_t d0, int64_t d1, in
         return dfl__fail(err, DFL_ERR_TENSOR, "%s: tensor '%s' has shape %s, the metadata needs [%lld]", file, name,
                          got, (long long)d0);
     }
-    for (size_t i = 0; i < dfl_gguf_tensor_count(b->g); i++)
-        if (dfl_gguf_tensor_at(b->g, i) == t) b->used[i] = 1;
+    mark_used(b, t);
     *out = t;
     return DFL_OK;
 }
@@ -593,11 +599,8 @@ dfl_status dfl__model_load_gguf(const char *path, const dfl_load_opts *opts, dfl
         if ((s = ln ? gbind_ln_layer(&b, l, err) : gbind_layer(&b, l, err))) goto fail;
     static const char *const read_by_config[] = {"rope_freqs.weight", "rope_factors_short.weight",
                                                  "rope_factors_long.weight"};
-    for (size_t r = 0; r < sizeof read_by_config / sizeof *read_by_config; r++) {
-        const dfl_gguf_tensor *t = dfl_gguf_find_tensor(g, read_by_config[r]);
-        for (size_t i = 0; t && i < nt; i++)
-            if (dfl_gguf_tensor_at(g, i) == t) b.used[i] = 1;
-    }
+    for (size_t r = 0; r < sizeof read_by_config / sizeof *read_by_config; r++)
+        mark_used(&b, dfl_gguf_find_tensor(g, read_by_config[r]));
     if ((s = gcheck_unused(&b, opts && opts->allow_unused, err))) goto fail;
     free(b.used);
     *out = m;

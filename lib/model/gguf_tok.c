@@ -91,6 +91,22 @@ static cJSON *byte_level(int prefix, int trim, int regex)
     return o;
 }
 
+/* obj[key] = item for a key (s, len) that need not be NUL-terminated; 0 when out of
+ * memory (item is then freed). */
+static int add_item_n(cJSON *obj, const char *s, size_t len, cJSON *item)
+{
+    char *key = malloc(len + 1);
+    if (!key) {
+        cJSON_Delete(item);
+        return 0;
+    }
+    memcpy(key, s, len);
+    key[len] = 0;
+    cJSON_AddItemToObject(obj, key, item);
+    free(key);
+    return 1;
+}
+
 /* {"SpecialToken": {"id": name, "type_id": 0}} and its special_tokens entry. */
 static void template_token(cJSON *single, cJSON *specials, const char *name, size_t nlen, int64_t id)
 {
@@ -104,15 +120,7 @@ static void template_token(cJSON *single, cJSON *specials, const char *name, siz
     cJSON_AddItemToObject(def, "id", str_n(name, nlen));
     cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)id));
     cJSON_AddItemToArray(toks, str_n(name, nlen));
-    char *key = malloc(nlen + 1);
-    if (key) {
-        memcpy(key, name, nlen);
-        key[nlen] = 0;
-        cJSON_AddItemToObject(specials, key, def);
-        free(key);
-    } else {
-        cJSON_Delete(def);
-    }
+    add_item_n(specials, name, nlen, def);
 }
 
 /* The bos/eos ids, their texts (filled in by the caller's walk over the tokens) and
@@ -361,12 +369,7 @@ static dfl_status spm_json(const dfl_gguf *g, const char *label, char **json, df
         for (size_t i = 0; i < n; i++) {
             if (ty[i] == TOKEN_CONTROL || ty[i] == TOKEN_USER_DEFINED)
                 added_token(added, i, by_id[i].s, by_id[i].len, ty[i] == TOKEN_CONTROL, 0);
-            char *key = malloc(by_id[i].len + 1);
-            if (!key) break;
-            memcpy(key, by_id[i].s, by_id[i].len);
-            key[by_id[i].len] = 0;
-            cJSON_AddItemToObject(vocab, key, cJSON_CreateNumber((double)i));
-            free(key);
+            if (!add_item_n(vocab, by_id[i].s, by_id[i].len, cJSON_CreateNumber((double)i))) break;
         }
         for (size_t i = 0; i < n_mg; i++) {
             cJSON *pair = cJSON_CreateArray();
@@ -453,12 +456,7 @@ dfl_status dfl_gguf_tokenizer_json(const dfl_gguf *g, const char *label, char **
             added_token(added, i, t, len, ty == TOKEN_CONTROL, ty == TOKEN_USER_DEFINED);
             continue;
         }
-        char *key = malloc(len + 1);
-        if (!key) break;
-        memcpy(key, t, len);
-        key[len] = 0;
-        cJSON_AddItemToObject(vocab, key, cJSON_CreateNumber((double)i));
-        free(key);
+        if (!add_item_n(vocab, t, len, cJSON_CreateNumber((double)i))) break;
     }
     at = 0;
     for (uint64_t i = 0; i < merges->n; i++) {
