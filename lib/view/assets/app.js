@@ -727,7 +727,7 @@ async function drawOverlays() {
     div.append(t, sub, c, bar);
     box.appendChild(div);
     const g = c.getContext("2d");
-    g.imageSmoothingEnabled = true;
+    g.imageSmoothingEnabled = false; // the input's own pixels, as attnmap draws them
     g.drawImage(imgs[i], 0, 0, OV, OV);
     const im = g.getImageData(0, 0, OV, OV), px = im.data, v = patches[i];
     const val = (r, k) => v[Math.max(0, Math.min(G - 1, r)) * G + Math.max(0, Math.min(G - 1, k))];
