@@ -724,6 +724,37 @@ class Overlay(unittest.TestCase):
             self.assertEqual(r2.returncode, 0, r2.stderr)
             self.assertGreater(os.path.getsize(o), 1000)
 
+    def test_caption_text_map(self):
+        """--caption N draws the caption's text-tower map as a text map: causal (the future
+        hatched), its cells coloured by the reference's values (every cell above t saturates
+        under --vmax t: as many as the float64 reference has), λ of the text tower."""
+        from PIL import Image
+        sd, cfg, _ = Towers.models[("diffclip", False)]
+        V = clip_ref.SIZES["tiny"]["vocab"]
+        ids = [V - 2, 7, 8, V - 1]  # caption 1 of the "obj" prompt
+        ref = clip_ref.text_tower(sd, cfg, ids)["layers"][1]["map1"][0]
+        C = len(ids)
+        causal = np.tril(np.ones((C, C), bool))
+        t = float(np.median(ref[causal]))
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "1", "--layer", "1", "--head", "0", "--map", "map1",
+                           "--size", "400", "--vmin", "0", "--vmax", repr(t))
+        px = np.asarray(Image.open(out).convert("RGB")).astype(int)
+        cell = (400 // C) ** 2
+        top = int(np.all(px == (253, 231, 37), axis=2).sum())
+        self.assertEqual(round(top / cell), int((ref[causal] > t).sum()), top / cell)
+        grey = ((px[..., 0] == px[..., 1]) & (px[..., 1] == px[..., 2]) & (px[..., 0] >= 160) & (px[..., 0] <= 200))
+        self.assertGreater(int(grey.sum()), 0.9 * cell * C * (C - 1) / 2)  # the masked future
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "0", "--map", "all")
+        self.assertIn("3 tiles", r.stderr + r.stdout)
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "0", "--vs", self.dumps["clip"])
+        self.assertIn("2 tiles", r.stderr + r.stdout)
+        for args, msg in ((["--caption", "3"], "has no caption 3 with text-tower maps (captions 0..2)"),
+                          (["--sample", "wide", "--caption", "0"], "has no caption 0 with text-tower maps (none)"),
+                          (["--caption", "-1"], "--caption")):
+            r, _ = self.draw(self.dumps["diffclip"], *args, ok=False)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(msg, r.stderr)
+
     def test_refusals(self):
         for args, msg in (([self.dumps["clip"], "--map", "map2"], "map1 only"),
                           ([self.dumps["diffclip"], "--layer", "9"], "layer 9 is not in the dump"),
