@@ -286,8 +286,12 @@ typedef struct text_capture {
 static dfl_status on_text_layer(void *user, dfl_clip_tower_kind tower, int64_t l, const dfl_clip_layer_maps *m,
                                 dfl_error *err)
 {
-    (void)tower, (void)err;
+    (void)tower;
     text_capture *c = user;
+    if (m->heads != c->H || m->T != c->T || l < 0 || l >= c->L)
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "the text tower's layer %lld has %lld heads over %lld tokens, not %lld x %lld", (long long)l,
+                         (long long)m->heads, (long long)m->T, (long long)c->H, (long long)c->T);
     const float *src[3] = {m->map1, m->map2, m->diff};
     size_t n = (size_t)(c->H * c->T * c->T);
     for (int k = 0; k < c->M; k++)
