@@ -8,6 +8,9 @@
 #include "view/view_internal.h"
 #include "dump/dump_schema.h"
 
+/* dfl__view_kind as the API names it */
+static const char *const KINDS[] = {"text", "image", "caption"};
+
 static cJSON *int_array(const int32_t *a, int64_t n)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -52,8 +55,7 @@ cJSON *dfl__view_dumps_json(const dfl_view *v)
             snprintf(sig, sizeof sig, "%016llx", (unsigned long long)s->info.sig);
             cJSON_AddNumberToObject(so, "index", (double)k);
             cJSON_AddStringToObject(so, "id", s->id ? s->id : "");
-            static const char *const kinds[] = {"text", "image", "caption"};
-            cJSON_AddStringToObject(so, "kind", kinds[s->kind]);
+            cJSON_AddStringToObject(so, "kind", KINDS[s->kind]);
             cJSON_AddBoolToObject(so, "causal", s->causal);
             cJSON_AddNumberToObject(so, "T", (double)s->info.T);
             cJSON_AddNumberToObject(so, "R", (double)s->info.R);
@@ -131,7 +133,6 @@ static float *read_floats(const dfl__view_dump *d, const char *path, size_t *n)
 static void image_json(const dfl_view *v, int64_t di, const dfl__view_sample *s, cJSON *o)
 {
     const dfl__view_dump *d = &v->d[di];
-    const dfl__view_sample *im = &d->samples[s->parent];
     char p[96];
     size_t n = 0;
     cJSON_AddNumberToObject(o, "image_sample", (double)s->parent);
@@ -188,7 +189,6 @@ static void image_json(const dfl_view *v, int64_t di, const dfl__view_sample *s,
         cJSON_AddItemToObject(c, "similarity", num(sim[i]));
         cJSON_AddItemToObject(c, "zero_shot", zs && i < nzs ? num(zs[i]) : cJSON_CreateNull());
     }
-    (void)im;
     if (text) dfl_dump_strings_free(text, nt);
     free(sim), free(zs);
 }
@@ -228,8 +228,7 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
         if (x) cJSON_AddItemToObject(sj, stats[i], x);
     }
     generated_json(d, s, o);
-    static const char *const kinds[] = {"text", "image", "caption"};
-    cJSON_AddStringToObject(o, "kind", kinds[s->kind]);
+    cJSON_AddStringToObject(o, "kind", KINDS[s->kind]);
     cJSON_AddBoolToObject(o, "causal", s->causal);
     if (s->kind != DFL__VIEW_TEXT) image_json(v, q->dump, s, o);
     char p[96], *names = NULL;
