@@ -690,7 +690,7 @@ async function drawOverlays() {
   if (gen !== st.gen) return;
   const patches = rows.map((r) => r.strip.slice(1).map((v) => v || 0));
   const signed = panels.some((p) => p.limits.diverging) || patches.some((v) => v.some((x) => x < 0));
-  const hi = Math.max(1e-30, ...patches.flat().map(Math.abs));
+  const top = Math.max(0, ...patches.flat().map(Math.abs)), hi = top > 0 ? top : 1; // all 0 (a self-delta): [0, 1]
   const lim = { vmin: signed ? -hi : 0, vmax: hi, diverging: signed, complete: true };
   const cmap = await colormap(signed ? "rdbu" : $("cmap").value);
   if (gen !== st.gen) return;
