@@ -12,8 +12,16 @@ byte-level symbols with no merges, so every byte of the normalized text is a tok
   - the regex classes as Split(pattern, "Removed"): removing every character outside
     the class leaves exactly the class's members as tokens (\\s, \\S, \\p{L}, \\P{N},
     \\p{P}, \\p{S}, \\p{M}, \\p{Lu}, \\W in and outside a class, \\D: Oniguruma's
-    definitions over Unicode 16.0.0, as the reference's regex engine has them).
-The code points go in texts of 8192 (keeping both processes' time small)."""
+    definitions over Unicode 16.0.0, as the reference's regex engine has them);
+  - the components that test characters in Rust code instead (PROPS: Digits,
+    Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer, each piece made visible
+    by ByteLevel's prefix space; Lowercase, StripAccents, BertNormalizer), and an added
+    token's single_word, over every code point Unicode 17.0.0 assigned but the inside of
+    long runs of ideographs, Hangul syllables and private use (props_sample): Rust 1.94's
+    Unicode 17.0.0, unicode_categories' 8.0.0, unicode-normalization-alignments' 9.0.0,
+    the regex crate's 16.0.0 (scripts/gen_unicode_tables.py says where each is read).
+The code points go in texts of 8192 (keeping both processes' time small); for each
+component the test prints how many code points differ."""
 import json
 import os
 import subprocess
@@ -151,11 +159,18 @@ def main():
     texts = ["".join(map(chr, cps[i:i + CHUNK])) for i in range(0, len(cps), CHUNK)]
     sample = props_sample()
     ptexts = ["".join(map(chr, sample[i:i + CHUNK])) for i in range(0, len(sample), CHUNK)]
+    # an added token's single_word (the regex crate's \w before it): "xy" after each code
+    # point (not a vocabulary token: one that is would take the vocabulary's id either way)
+    wtexts = ["".join(chr(c) + "xy " for c in sample[i:i + CHUNK]) for i in range(0, len(sample), CHUNK)]
+    single = tokenizer(None, None)
+    single["added_tokens"] = [{"id": 256, "content": "xy", "single_word": True, "lstrip": False, "rstrip": False,
+                               "normalized": False, "special": False}]
     failed = 0
     with tempfile.TemporaryDirectory() as d:
         configs = [(n, tokenizer(n, BORING), texts) for n in NORMALIZERS]
         configs += [("Split %s Removed" % c, tokenizer(None, c), texts) for c in CLASSES]
         configs += [(name, tokenizer(norm, None, pre), ptexts) for name, norm, pre in PROPS]
+        configs.append(("added token single_word", single, wtexts))
         paths, items, first = [], [], []
         for k, (name, tok, tt) in enumerate(configs):
             paths.append(os.path.join(d, "tok%d.json" % k))
@@ -175,7 +190,7 @@ def main():
         with open(dst, encoding="utf-8") as f:
             refs = f.read().split("\n")  # not splitlines: U+0085 and U+2028 are text
         inputs = {}
-        for group, tt in (("all", texts), ("sample", ptexts)):
+        for group, tt in (("all", texts), ("sample", ptexts), ("words", wtexts)):
             inputs[id(tt)] = os.path.join(d, group + ".jsonl")
             with open(inputs[id(tt)], "w", encoding="utf-8") as f:
                 for t in tt:
@@ -204,7 +219,10 @@ def main():
                 a, b = json.loads(la), json.loads(lb)
                 # the code points whose tokens (grouped by where their offsets start) differ
                 ga, gb = by_start(a), by_start(b)
-                badcp += [ord(t[s]) for s in sorted(set(ga) | set(gb)) if ga.get(s) != gb.get(s) and s < len(t)]
+                # (in the single_word texts, an "xy" that differs stands for the code point before it)
+                at = [s - (tt is wtexts and t[s] == "x" and s > 0) for s in sorted(set(ga) | set(gb))
+                      if ga.get(s) != gb.get(s) and s < len(t)]
+                badcp += [ord(t[s]) for s in at]
             if len(ours) != len(ref):
                 bad += 1
             print("%-26s %d texts, %d tokens: %d texts differ, %d code points" % (name, len(tt), ntok, bad,
