@@ -100,13 +100,13 @@ static void DFL_ROW(softmax_row)(float *r, int64_t ncols, int64_t lo, int64_t li
         r[j] = 0.0f;
 }
 
-/* silu(g)·u over one span: exp(−g) by fast_expf, +Inf past its range as expf gives it
- * (so that silu(−Inf) stays −Inf / Inf = NaN, PyTorch's value). */
+/* silu(g)·u over one span, exp(−g) by fast_expf (+Inf from −g ≈ 88.4 on, as expf's
+ * overflow, so that silu(−Inf) is −Inf / Inf = NaN, PyTorch's value). */
 static void DFL_ROW(swiglu_span)(float *g, const float *u, size_t n)
 {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        float e = -g[i] > 88.72283935546875f ? INFINITY : DFL_ROW(fast_expf)(-g[i]);
+        float e = DFL_ROW(fast_expf)(-g[i]);
         g[i] = g[i] / (1.0f + e) * u[i];
     }
 }
