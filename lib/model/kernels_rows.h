@@ -3,7 +3,15 @@
  * three times, each under its own `#pragma GCC target` and with DFL_ROW(name) naming that
  * path's copy (name_avx512, name_avx2, name_scalar). No include guard on purpose.
  * The loops are written for the vectorizer (`omp simd`); the same arithmetic on every
- * path, only the order of the reductions' additions differs. */
+ * path, only the order of the reductions' additions differs. Included without DFL_ROW
+ * (as an installed header compiled alone) it defines nothing. */
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef DFL_ROW
 
 /* One row; returns the factor applied, scale / sqrt(mean(x²) + eps). */
 static float DFL_ROW(rmsnorm_row)(float *y, const float *x, const float *gain, int64_t d, float eps, float scale)
@@ -133,3 +141,5 @@ static void DFL_ROW(lse_row)(const float *r, int64_t V, double *lse, int32_t *ar
     *lse = (double)mx + log(sum);
     *argmax = (int32_t)best;
 }
+
+#endif /* DFL_ROW */
