@@ -58,10 +58,11 @@ int dfl__is_punct(uint32_t cp)
 
 dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
 {
-    if (s->cap - s->len >= extra) return DFL_OK;
-    if (extra > SIZE_MAX / 4 - s->len) return DFL_ERR_NOMEM;
+    size_t used = s->len - s->orig_len;
+    if (s->cap - used >= extra) return DFL_OK;
+    if (extra > SIZE_MAX / 4 - used) return DFL_ERR_NOMEM;
     size_t nc = s->cap ? s->cap : 4096;
-    while (nc < s->len + extra)
+    while (nc < used + extra)
         nc *= 2;
     size_t abytes;
     if (!dfl__mul_ok(nc, sizeof(dfl__tk_align), &abytes)) return DFL_ERR_NOMEM;
@@ -78,9 +79,10 @@ dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
 dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al)
 {
     if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    memcpy(s->b + s->len, b, n);
+    size_t at = s->len - s->orig_len;
+    memcpy(s->b + at, b, n);
     for (size_t i = 0; i < n; i++)
-        s->a[s->len + i] = al;
+        s->a[at + i] = al;
     s->len += n;
     return DFL_OK;
 }
@@ -89,8 +91,15 @@ dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_ali
 static dfl_status store_copy(dfl__tk_store *s, size_t from, size_t n)
 {
     if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    memmove(s->b + s->len, s->b + from, n);
-    memmove(s->a + s->len, s->a + from, n * sizeof *s->a);
+    size_t at = s->len - s->orig_len;
+    if (from >= s->orig_len) {
+        memmove(s->b + at, s->b + (from - s->orig_len), n);
+        memmove(s->a + at, s->a + (from - s->orig_len), n * sizeof *s->a);
+    } else {
+        memcpy(s->b + at, s->orig + from, n);
+        for (size_t i = 0; i < n; i++)
+            s->a[at + i] = dfl__store_al(s, from + i);
+    }
     s->len += n;
     return DFL_OK;
 }
@@ -114,7 +123,7 @@ static dfl_status nomem(dfl_error *err)
 /* The alignment a character inserted before store byte `at` of split sp takes. */
 static dfl__tk_align inserted_align(const dfl__tk_store *s, const dfl__tk_split *sp, size_t at)
 {
-    if (at > sp->off) return s->a[at - 1];
+    if (at > sp->off) return dfl__store_al(s, at - 1);
     return (dfl__tk_align){sp->orig_s, sp->orig_s};
 }
 
@@ -142,7 +151,7 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
     dfl_status st = DFL_OK;
     while (pos <= n) {
         size_t ms, me;
-        int rc = dfl__re_find(re, md, s->b + sp->off, n, pos, &ms, &me);
+        int rc = dfl__re_find(re, md, dfl__store_at(s, sp->off), n, pos, &ms, &me);
         if (rc < 0) {
             st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Replace)");
             break;
@@ -165,7 +174,7 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
                 break;
             }
             uint32_t cp;
-            size_t k = dfl__utf8_next(s->b + sp->off, n, ms, &cp);
+            size_t k = dfl__utf8_next(dfl__store_at(s, sp->off), n, ms, &cp);
             if (store_copy(s, sp->off + ms, k)) {
                 st = nomem(err);
                 break;
@@ -188,7 +197,7 @@ dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_
     if (!sp->len) return DFL_OK;
     size_t out0 = s->len;
     if (dfl__store_reserve(s, n + sp->len)) return DFL_ERR_NOMEM;
-    if (dfl__store_put(s, p, n, s->a[sp->off])) return DFL_ERR_NOMEM;
+    if (dfl__store_put(s, p, n, dfl__store_al(s, sp->off))) return DFL_ERR_NOMEM;
     if (store_copy(s, sp->off, sp->len)) return DFL_ERR_NOMEM;
     sp->off = out0;
     sp->len = s->len - out0;
@@ -212,14 +221,17 @@ static void scratch_free(norm_scratch *w)
     dfl__uc_buf_free(&w->out);
 }
 
-/* Unicode normalization of one segment s->b[from, from + n) (tokenizer_unicode.c does
+/* Unicode normalization of one segment, store bytes [from, from + n) (tokenizer_unicode.c does
  * the normal form; here its output is laid over the input for the alignments).
  *
  * Alignments follow Hugging Face's NormalizedString::transform over the crate's
  * (character, change) pairs: the output is laid over the original characters in
  * order: a character with change c <= 0 takes the next original character's alignment
- * and uses up 1 - c of them; c > 0 is an insertion (the alignment of the byte before). */
-static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int compat, int compose, norm_scratch *w)
+ * and uses up 1 - c of them; c > 0 is an insertion (the alignment of the byte before).
+ * Unchanged segments are appended only once *copying is set; the first changed one
+ * appends the unchanged bytes from lazy_from first and sets it. */
+static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int compat, int compose, norm_scratch *w,
+                               size_t lazy_from, int *copying)
 {
     if (n + 1 > w->cap) {
         size_t nc = w->cap ? w->cap : 64;
@@ -241,26 +253,29 @@ static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int comp
     size_t n_in = 0;
     for (size_t i = 0; i < n;) {
         w->ostart[n_in] = i;
-        i += dfl__utf8_next(s->b + from, n, i, &w->in[n_in]);
+        i += dfl__utf8_next(dfl__store_at(s, from), n, i, &w->in[n_in]);
         n_in++;
     }
     w->ostart[n_in] = n;
     if (dfl__uc_normalize(w->in, n_in, compat, compose, w->tmp, &w->out)) return DFL_ERR_NOMEM;
     const dfl__uc_buf *o = &w->out;
-    if (o->n == n_in && !memcmp(o->cp, w->in, n_in * sizeof *w->in)) return store_copy(s, from, n);
+    if (o->n == n_in && !memcmp(o->cp, w->in, n_in * sizeof *w->in)) return *copying ? store_copy(s, from, n) : DFL_OK;
+    /* the first change: what came before it unchanged is copied now */
+    if (!*copying && store_copy(s, lazy_from, from - lazy_from)) return DFL_ERR_NOMEM;
+    *copying = 1;
     if (dfl__store_reserve(s, o->n * 4)) return DFL_ERR_NOMEM;
     size_t p = 0;
     for (size_t k = 0; k < o->n; k++) {
         int change = o->change[k];
         dfl__tk_align al;
         if (change > 0 && p > 0) {
-            al = s->a[from + w->ostart[p] - 1];
+            al = dfl__store_al(s, from + w->ostart[p] - 1);
         } else if (p < n_in) {
-            al = s->a[from + w->ostart[p]];
+            al = dfl__store_al(s, from + w->ostart[p]);
             p += (size_t)(1 - (change < 0 ? change : 0));
             if (p > n_in) p = n_in;
         } else {
-            al = s->a[from + n - 1];
+            al = dfl__store_al(s, from + n - 1);
         }
         char buf[4];
         size_t m = dfl__utf8_put(o->cp[k], buf);
@@ -272,33 +287,37 @@ static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int comp
 static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     int compat = kind == DFL__N_NFKC || kind == DFL__N_NFKD, compose = kind == DFL__N_NFC || kind == DFL__N_NFKC;
-    if (dfl__store_reserve(s, sp->len + 16)) return nomem(err);
-    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
+    /* nothing is appended until a segment changes (text already in normal form, the
+     * common case, stays where it is); from then on every byte is */
+    size_t out0 = s->len, i = 0, n = sp->len;
+    int copying = 0;
     norm_scratch w = {0};
     dfl_status st = DFL_OK;
-    while (i < end && !st) {
+    while (i < n && !st) {
+        const char *p = dfl__store_at(s, sp->off); /* again each round: appends move b */
         /* ASCII never changes and a following ASCII character starts a new segment */
         size_t j = i;
-        while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80))
+        while (j < n && (unsigned char)p[j] < 0x80 && (j + 1 >= n || (unsigned char)p[j + 1] < 0x80))
             j++;
         if (j > i) {
-            st = store_copy(s, i, j - i);
+            if (copying) st = store_copy(s, sp->off + i, j - i);
             i = j;
             continue;
         }
         /* a segment: up to the next character normalization may start afresh before */
         uint32_t cp;
-        j = i + dfl__utf8_next(s->b, end, i, &cp);
-        while (j < end) {
-            size_t k = dfl__utf8_next(s->b, end, j, &cp);
+        j = i + dfl__utf8_next(p, n, i, &cp);
+        while (j < n) {
+            size_t k = dfl__utf8_next(p, n, j, &cp);
             if (dfl__uc_starts_segment(cp, compat)) break;
             j += k;
         }
-        st = norm_segment(s, i, j - i, compat, compose, &w);
+        st = norm_segment(s, sp->off + i, j - i, compat, compose, &w, sp->off, &copying);
         i = j;
     }
     scratch_free(&w);
     if (st) return nomem(err);
+    if (!copying) return DFL_OK;
     sp->off = out0;
     sp->len = s->len - out0;
     return DFL_OK;
@@ -307,14 +326,14 @@ static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, df
 static dfl_status norm_lowercase(dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     if (dfl__store_reserve(s, sp->len * 2 + 8)) return nomem(err);
-    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
-    while (i < end) {
+    size_t out0 = s->len, i = 0, n = sp->len;
+    while (i < n) {
         uint32_t cp;
-        size_t k = dfl__utf8_next(s->b, end, i, &cp);
+        size_t k = dfl__utf8_next(dfl__store_at(s, sp->off), n, i, &cp);
         uint32_t lo = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
         char buf[4];
         size_t m = dfl__utf8_put(lo, buf);
-        if (dfl__store_put(s, buf, m, s->a[i])) return nomem(err);
+        if (dfl__store_put(s, buf, m, dfl__store_al(s, sp->off + i))) return nomem(err);
         i += k;
     }
     sp->off = out0;
@@ -325,7 +344,7 @@ static dfl_status norm_lowercase(dfl__tk_store *s, dfl__tk_split *sp, dfl_error 
 static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_split *sp)
 {
     size_t a = 0, b = sp->len;
-    const char *p = s->b + sp->off;
+    const char *p = dfl__store_at(s, sp->off);
     if (left)
         while (a < b) {
             uint32_t cp;
@@ -343,7 +362,7 @@ static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_spli
             if (!dfl__is_whitespace(cp)) break;
             b = q;
         }
-    if (a > 0 && a < sp->len) sp->orig_s = s->a[sp->off + a].s;
+    if (a > 0 && a < sp->len) sp->orig_s = dfl__store_al(s, sp->off + a).s;
     sp->off += a;
     sp->len = b - a;
 }
