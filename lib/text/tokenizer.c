@@ -249,15 +249,14 @@ static dfl_status model_piece(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl
     dfl_status st = dfl__bpe_word(r->t, dfl__store_at(s, sp.off), sp.len, sp.byte_level, 0, &r->toks, err);
     for (size_t k = 0; k < r->toks.n && !st; k++) {
         const dfl__tk_tok *tk = &r->toks.v[k];
-        st = model_out(r,
-                       (outtok){tk->id, dfl__store_al(s, sp.off + tk->s).s, dfl__store_al(s, sp.off + tk->e - 1).e, 0},
-                       err);
+        st = model_out(
+            r, (outtok){tk->id, dfl__store_al(s, sp.off + tk->s).s, dfl__store_al(s, sp.off + tk->e - 1).e, 0}, err);
     }
     return st;
 }
 
-dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t len, int add_special,
-                                     dfl_token_fn fn, void *ctx, dfl_error *err)
+dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_token_fn fn,
+                                     void *ctx, dfl_error *err)
 {
     size_t bad_at = dfl__utf8_check(text, len);
     if (bad_at != len) return dfl__fail(err, DFL_ERR_FORMAT, "invalid UTF-8 at byte %zu", bad_at);
@@ -307,8 +306,7 @@ dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t 
 oom:
     st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
 done:
-    free(s.b);
-    free(s.a);
+    dfl__store_free(&s);
     free(a.v);
     free(b.v);
     free(r.toks.v);

@@ -119,8 +119,7 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
         if (!st) st = dfl__normalize(t->normalizer, &s, &sp, err);
         if (!st && trie_add(t->trie_norm, dfl__store_at(&s, sp.off), sp.len, (int32_t)i))
             st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-        free(s.b);
-        free(s.a);
+        dfl__store_free(&s);
         if (st) return st;
     }
     return DFL_OK;

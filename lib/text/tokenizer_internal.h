@@ -58,16 +58,27 @@ typedef struct dfl__tk_align {
     uint32_t s, e; /* original byte range of the character this byte came from */
 } dfl__tk_align;
 
+/* A run of appended store bytes with one rule for their alignments: from appended
+ * byte `at` to the next run's, either a copy of the original text from byte x on
+ * (e == UINT32_MAX: each byte aligns as the original byte it copies), or all aligned
+ * to [x, e). A normalizer that changes a few characters of a long text adds a few
+ * runs, not 8 bytes of alignment a byte. */
+typedef struct dfl__tk_run {
+    uint32_t at, x, e;
+} dfl__tk_run;
+
 /* All working text of one encode call: pieces are appended, never moved out. Offsets
  * [0, orig_len) are the caller's text itself (not copied; each byte aligns to its own
  * character, computed when asked); offsets from orig_len on are appended bytes in b[]
- * with their alignments in a[]. A piece lies wholly in one of the two. */
+ * with their alignments as runs. A piece lies wholly in one of the two. */
 typedef struct dfl__tk_store {
     const char *orig; /* [orig_len] the original text, owned by the caller */
     size_t orig_len;
-    char *b;          /* [cap] appended bytes: offset orig_len + i is b[i] */
-    dfl__tk_align *a; /* [cap] alignment per appended byte */
-    size_t len, cap;  /* len: offsets in use (orig_len + appended); cap: of b and a */
+    char *b;           /* [cap] appended bytes: offset orig_len + i is b[i] */
+    size_t len, cap;   /* len: offsets in use (orig_len + appended) */
+    dfl__tk_run *runs; /* [runs_cap] ascending at, runs[0].at == 0 when any */
+    size_t n_runs, runs_cap;
+    size_t hint; /* the run the last lookup found: lookups come nearly in order */
 } dfl__tk_store;
 
 /* The bytes at store offset off (valid until the next append). */
@@ -77,16 +88,11 @@ static inline const char *dfl__store_at(const dfl__tk_store *s, size_t off)
 }
 
 /* The alignment of the byte at store offset off. */
-static inline dfl__tk_align dfl__store_al(const dfl__tk_store *s, size_t off)
-{
-    if (off >= s->orig_len) return s->a[off - s->orig_len];
-    const unsigned char *p = (const unsigned char *)s->orig;
-    size_t i = off;
-    while (i > 0 && (p[i] & 0xC0) == 0x80)
-        i--;
-    size_t k = p[i] < 0x80 ? 1 : p[i] < 0xE0 ? 2 : p[i] < 0xF0 ? 3 : 4;
-    return (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
-}
+dfl__tk_align dfl__store_al(const dfl__tk_store *s, size_t off);
+
+/* Drop the store's bytes from offset len on (not below orig_len). */
+void dfl__store_truncate(dfl__tk_store *s, size_t len);
+void dfl__store_free(dfl__tk_store *s);
 
 /* A piece of the input on its way through the pipeline. */
 typedef struct dfl__tk_split {

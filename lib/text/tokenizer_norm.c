@@ -56,33 +56,104 @@ int dfl__is_punct(uint32_t cp)
 
 /* ------------------------------------------------------------ store ---- */
 
+/* The character of the original text holding byte off. */
+static dfl__tk_align orig_al(const dfl__tk_store *s, size_t off)
+{
+    const unsigned char *p = (const unsigned char *)s->orig;
+    size_t i = off;
+    while (i > 0 && (p[i] & 0xC0) == 0x80)
+        i--;
+    size_t k = p[i] < 0x80 ? 1 : p[i] < 0xE0 ? 2 : p[i] < 0xF0 ? 3 : 4;
+    return (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
+}
+
+/* The run holding appended byte i (there is one: runs[0].at == 0). The last run
+ * found and the one after it are tried first; the hint is a cache, not content, so a
+ * const store may update it. */
+static size_t run_of(const dfl__tk_store *s, size_t i)
+{
+    size_t *hint = (size_t *)&s->hint, h = *hint;
+    for (size_t r = h; r < h + 2 && r < s->n_runs; r++)
+        if (s->runs[r].at <= i && (r + 1 == s->n_runs || s->runs[r + 1].at > i)) return *hint = r;
+    size_t lo = 0, hi = s->n_runs;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->runs[mid].at <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return *hint = lo;
+}
+
+dfl__tk_align dfl__store_al(const dfl__tk_store *s, size_t off)
+{
+    if (off < s->orig_len) return orig_al(s, off);
+    size_t i = off - s->orig_len;
+    const dfl__tk_run *r = &s->runs[run_of(s, i)];
+    if (r->e == UINT32_MAX) return orig_al(s, r->x + (i - r->at));
+    return (dfl__tk_align){r->x, r->e};
+}
+
+void dfl__store_truncate(dfl__tk_store *s, size_t len)
+{
+    if (len < s->orig_len) len = s->orig_len;
+    if (len >= s->len) return;
+    s->len = len;
+    size_t used = len - s->orig_len;
+    while (s->n_runs && s->runs[s->n_runs - 1].at >= used)
+        s->n_runs--;
+}
+
+void dfl__store_free(dfl__tk_store *s)
+{
+    free(s->b);
+    free(s->runs);
+    memset(s, 0, sizeof *s);
+}
+
 dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
 {
     size_t used = s->len - s->orig_len;
     if (s->cap - used >= extra) return DFL_OK;
-    if (extra > SIZE_MAX / 4 - used) return DFL_ERR_NOMEM;
+    if (extra > UINT32_MAX - used) return DFL_ERR_NOMEM; /* runs count bytes in 32 bits */
     size_t nc = s->cap ? s->cap : 4096;
     while (nc < used + extra)
         nc *= 2;
-    size_t abytes;
-    if (!dfl__mul_ok(nc, sizeof(dfl__tk_align), &abytes)) return DFL_ERR_NOMEM;
     char *nb = realloc(s->b, nc);
     if (!nb) return DFL_ERR_NOMEM;
     s->b = nb;
-    dfl__tk_align *na = realloc(s->a, abytes);
-    if (!na) return DFL_ERR_NOMEM;
-    s->a = na;
     s->cap = nc;
+    return DFL_OK;
+}
+
+/* A run starting at the current end of the appended bytes (joined to the last one
+ * when it goes on with the same rule). */
+static dfl_status run_add(dfl__tk_store *s, uint32_t x, uint32_t e)
+{
+    uint32_t at = (uint32_t)(s->len - s->orig_len);
+    if (s->n_runs) {
+        dfl__tk_run *l = &s->runs[s->n_runs - 1];
+        if (l->at == at) { /* the last run is empty: replace it */
+            l->x = x, l->e = e;
+            return DFL_OK;
+        }
+        if (e == UINT32_MAX ? l->e == UINT32_MAX && l->x + (at - l->at) == x : l->e == e && l->x == x) return DFL_OK;
+    }
+    if (s->n_runs == s->runs_cap) {
+        dfl__tk_run *nr = dfl__grow_array(s->runs, &s->runs_cap, sizeof *s->runs, 16);
+        if (!nr) return DFL_ERR_NOMEM;
+        s->runs = nr;
+    }
+    s->runs[s->n_runs++] = (dfl__tk_run){at, x, e};
     return DFL_OK;
 }
 
 dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al)
 {
-    if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    size_t at = s->len - s->orig_len;
-    memcpy(s->b + at, b, n);
-    for (size_t i = 0; i < n; i++)
-        s->a[at + i] = al;
+    if (!n) return DFL_OK;
+    if (dfl__store_reserve(s, n) || run_add(s, al.s, al.e)) return DFL_ERR_NOMEM;
+    memcpy(s->b + (s->len - s->orig_len), b, n);
     s->len += n;
     return DFL_OK;
 }
@@ -90,17 +161,27 @@ dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_ali
 /* Append a copy of store bytes [from, from+n) with their alignments. */
 static dfl_status store_copy(dfl__tk_store *s, size_t from, size_t n)
 {
+    if (!n) return DFL_OK;
     if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    size_t at = s->len - s->orig_len;
-    if (from >= s->orig_len) {
-        memmove(s->b + at, s->b + (from - s->orig_len), n);
-        memmove(s->a + at, s->a + (from - s->orig_len), n * sizeof *s->a);
-    } else {
-        memcpy(s->b + at, s->orig + from, n);
-        for (size_t i = 0; i < n; i++)
-            s->a[at + i] = dfl__store_al(s, from + i);
+    if (from < s->orig_len) {
+        if (run_add(s, (uint32_t)from, UINT32_MAX)) return DFL_ERR_NOMEM;
+        memcpy(s->b + (s->len - s->orig_len), s->orig + from, n);
+        s->len += n;
+        return DFL_OK;
     }
-    s->len += n;
+    /* from appended bytes: their runs, cut to the range, one after the other */
+    size_t i = from - s->orig_len, end = i + n;
+    while (i < end) {
+        size_t r = run_of(s, i);
+        dfl__tk_run run = s->runs[r];
+        size_t run_end = r + 1 < s->n_runs ? s->runs[r + 1].at : s->len - s->orig_len;
+        size_t k = (run_end < end ? run_end : end) - i;
+        if (run.e == UINT32_MAX ? run_add(s, run.x + (uint32_t)(i - run.at), UINT32_MAX) : run_add(s, run.x, run.e))
+            return DFL_ERR_NOMEM;
+        memmove(s->b + (s->len - s->orig_len), s->b + i, k);
+        s->len += k;
+        i += k;
+    }
     return DFL_OK;
 }
 

@@ -17,9 +17,9 @@
  * list of events or pieces is ever built. */
 typedef struct bsink {
     int behavior, invert;
-    int has;        /* a piece [ps, pe) is held back (it may still grow) */
-    size_t ps, pe;  /* bytes in the piece being split */
-    int prev;       /* the previous event was a match */
+    int has;       /* a piece [ps, pe) is held back (it may still grow) */
+    size_t ps, pe; /* bytes in the piece being split */
+    int prev;      /* the previous event was a match */
     dfl__tk_store *s;
     dfl__tk_split base; /* the piece being split */
     dfl__tk_piece_fn fn;
@@ -187,16 +187,16 @@ static dfl_status split_by(const pcre2_code *re, int (*pred)(uint32_t, uint32_t)
     return r ? r : feed_end(&k);
 }
 
-static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_piece_fn fn,
-                             void *ctx, dfl_error *err)
+static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_piece_fn fn, void *ctx,
+                             dfl_error *err)
 {
     dfl_status r;
     switch (st->kind) {
     case DFL__P_SPLIT:
     case DFL__P_WHITESPACE: return split_by(st->re, NULL, 0, st->behavior, st->invert, s, sp, fn, ctx, err);
     case DFL__P_DIGITS:
-        return split_by(NULL, pred_numeric, 0, st->individual ? DFL__B_ISOLATED : DFL__B_CONTIGUOUS, 0, s, sp, fn,
-                        ctx, err);
+        return split_by(NULL, pred_numeric, 0, st->individual ? DFL__B_ISOLATED : DFL__B_CONTIGUOUS, 0, s, sp, fn, ctx,
+                        err);
     case DFL__P_PUNCTUATION: return split_by(NULL, pred_punct, 0, st->behavior, 0, s, sp, fn, ctx, err);
     case DFL__P_WHITESPACE_SPLIT: return split_by(NULL, pred_space, 0, DFL__B_REMOVED, 0, s, sp, fn, ctx, err);
     case DFL__P_BYTELEVEL:
@@ -233,8 +233,8 @@ typedef struct seq_rest {
     void *ctx;
 } seq_rest;
 
-static dfl_status seq_run(const dfl__tk_step *kids, size_t n, dfl__tk_store *s, dfl__tk_split sp,
-                          dfl__tk_piece_fn fn, void *ctx, dfl_error *err);
+static dfl_status seq_run(const dfl__tk_step *kids, size_t n, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_piece_fn fn,
+                          void *ctx, dfl_error *err);
 
 static dfl_status seq_next(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl_error *err)
 {
@@ -242,8 +242,8 @@ static dfl_status seq_next(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl_er
     return seq_run(q->kids, q->n, s, sp, q->fn, q->ctx, err);
 }
 
-static dfl_status seq_run(const dfl__tk_step *kids, size_t n, dfl__tk_store *s, dfl__tk_split sp,
-                          dfl__tk_piece_fn fn, void *ctx, dfl_error *err)
+static dfl_status seq_run(const dfl__tk_step *kids, size_t n, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_piece_fn fn,
+                          void *ctx, dfl_error *err)
 {
     if (!n) return fn(ctx, s, sp, err);
     seq_rest q = {kids + 1, n - 1, fn, ctx};
@@ -261,6 +261,6 @@ dfl_status dfl__pretokenize_each(const dfl__tk_step *st, dfl__tk_store *s, dfl__
      * the pieces cut from sp, all handed on by now: the store shrinks back */
     size_t mark = s->len;
     dfl_status r = pretok_one(st, s, sp, fn, ctx, err);
-    s->len = mark;
+    dfl__store_truncate(s, mark);
     return r;
 }
