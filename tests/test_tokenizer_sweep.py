@@ -21,6 +21,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_tokenizer_ref as tref  # noqa: E402
 ROOT = os.path.dirname(HERE)
 BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
 MODULES = os.path.join(ROOT, ".npm-deps", "node_modules")
@@ -75,31 +77,27 @@ def main():
             paths.append(os.path.join(d, "tok%d.json" % k))
             with open(paths[-1], "w", encoding="utf-8") as f:
                 json.dump(tokenizer(norm, split), f, ensure_ascii=False)
-            items += [{"text": t, "special": False, "tok": paths[-1]} for t in texts]
-        src, dst = os.path.join(d, "in.jsonl"), os.path.join(d, "ref.jsonl")
-        with open(src, "w", encoding="utf-8") as f:
-            for it in items:
-                f.write(json.dumps(it) + "\n")
-        r = subprocess.run(["node", os.path.join(HERE, "tokenizer_ref.js"), MODULES, paths[0], src, dst],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            print("FAIL: reference: " + r.stderr)
-            return 1
-        with open(dst, encoding="utf-8") as f:
-            refs = [json.loads(l) for l in f]
+            items += [(t, False, paths[-1]) for t in texts]
+        # the reference in two node processes, running while bin/tokenize does its side
+        runs, where = tref.run_ref_split(items)
         txt = os.path.join(d, "texts.jsonl")
         with open(txt, "w", encoding="utf-8") as f:
             for t in texts:
                 f.write(json.dumps(t) + "\n")
-        for k, (norm, split) in enumerate(configs):
+        outs = []
+        for k in range(len(configs)):
             r = subprocess.run([os.path.join(BIN, "tokenize"), "--tokenizer", paths[k], "--json", "--no-special", txt],
                                capture_output=True, text=True)
+            # not splitlines: U+0085 is text
+            outs.append((r.returncode, r.stderr, [json.loads(l) for l in r.stdout.split("\n") if l]))
+        refs = tref.collect_split(runs, where)
+        for k, (norm, split) in enumerate(configs):
+            rc, stderr, ours = outs[k]
             name = norm or "Split %s Removed" % split
-            if r.returncode != 0:
-                print("FAIL %s: bin/tokenize: %s" % (name, r.stderr.strip()))
+            if rc != 0:
+                print("FAIL %s: bin/tokenize: %s" % (name, stderr.strip()))
                 failed += 1
                 continue
-            ours = [json.loads(l) for l in r.stdout.split("\n") if l]  # not splitlines: U+0085 is text
             ref = refs[k * len(texts):(k + 1) * len(texts)]
             bad, ntok, shown = 0, 0, 0
             for t, a, b in zip(texts, ours, ref):
