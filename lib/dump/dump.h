@@ -92,6 +92,12 @@ dfl_status dfl_dump_put_deflated(dfl_dump *d, const char *name, dfl_h5_type type
 /* A dataset of n variable-length UTF-8 strings. */
 dfl_status dfl_dump_put_strings(dfl_dump *d, const char *name, const char *const *s, size_t n, dfl_error *err);
 
+/* One text s[len] (UTF-8) as a string dataset [1]: variable-length, as
+ * dfl_dump_put_strings writes it, when s holds no U+0000; else fixed-length of exactly
+ * len bytes (null-padded, so every byte is kept; a C-string type would end at the first
+ * NUL) with the i64 attribute "length" (DFL_ATTR_LENGTH) = len. */
+dfl_status dfl_dump_put_text(dfl_dump *d, const char *name, const char *s, size_t len, dfl_error *err);
+
 /* Mark datasets scale_names[i] as dimension scales (named like the dataset's last
  * path component) and attach each to dimension i of `name`, labelled labels[i];
  * a NULL scale name leaves that dimension without a scale. */

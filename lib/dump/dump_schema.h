@@ -190,6 +190,7 @@
 #define DFL_ATTR_MAPS         "maps"      /* on noise: "map1" or "map1,map2,diff" */
 #define DFL_ATTR_ROWS_RULE    "rows_rule" /* on noise: the analysis-row rule */
 #define DFL_ATTR_COLUMNS      "columns"   /* on top_index and moments: what each column holds */
+#define DFL_ATTR_LENGTH       "length"    /* on input: the text's bytes, when it holds U+0000 */
 #define DFL_ATTR_EDGES        "edges"     /* on hist: f64 [B+1] lower bin edges */
 #define DFL_ATTR_MIN_EXPONENT "min_exponent"
 #define DFL_ATTR_MAX_EXPONENT "max_exponent"
@@ -334,6 +335,7 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_TOKEN_TEXT, "str", "T", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has text (or a tokenizer)"),
     DFL_DS_(DFL_DS_TOKEN_OFFSETS, "i32", "T,2", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has offsets (text prompts)"),
     DFL_DS_(DFL_DS_INPUT, "str", "1", DFL_MODELS_ALL, DFL_OPTIONAL, "the prompt has input (text prompts)"),
+    DFL_AT_(DFL_DS_INPUT, DFL_ATTR_LENGTH, "i64", "", DFL_MODELS_ALL, DFL_OPTIONAL, "the input holds U+0000"),
     /* maps */
     DFL_DS_(DFL_DS_ATTN_MAP1, "f16|f32", "Ls,Hs,R,T", DFL_MODELS_ALL, DFL_OPTIONAL, "--maps"),
     DFL_DS_(DFL_DS_ATTN_MAP2, "f16|f32", "Ls,Gs,R,T", DFL_MODELS_DIFF, DFL_OPTIONAL, "--maps"),

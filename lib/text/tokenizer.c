@@ -56,39 +56,43 @@ static int out_push(outv *o, outtok t)
     return 0;
 }
 
-/* ByteLevel post-processor with trim_offsets: leading/trailing spaces (Ġ or white
- * space) of each token leave its offsets, except a first token's single prefix space. */
-static void post_bytelevel(const dfl_tokenizer *t, const dfl__tk_step *st, outv *o)
+/* ByteLevel post-processor with trim_offsets on one token: leading/trailing spaces (Ġ
+ * or white space) leave its offsets, except a first token's single prefix space. first:
+ * the token is the sequence's first. */
+static void post_bytelevel_one(const dfl_tokenizer *t, const dfl__tk_step *st, int first, outtok *o)
 {
     if (!st->trim_offsets) return;
-    for (size_t i = 0; i < o->n; i++) {
-        size_t n;
-        const char *p = dfl__vocab_str(&t->vocab, o->v[i].id, &n);
-        if (!p) continue;
-        size_t lead = 0, trail = 0, j = 0, chars = 0;
-        int in_lead = 1;
-        while (j < n) {
-            uint32_t cp;
-            j += dfl__utf8_next(p, n, j, &cp);
-            chars++;
-            int sp = cp == 0x120 || dfl__is_whitespace(cp);
-            if (in_lead && sp)
-                lead++;
-            else
-                in_lead = 0;
-            trail = sp ? trail + 1 : 0;
-        }
-        if (lead == chars) trail = chars; /* all spaces: both counts are the whole token */
-        uint32_t s = o->v[i].s, e = o->v[i].e;
-        if (lead > 0) {
-            int first = i == 0 || s == 0;
-            if (first && st->prefix_space && lead == 1) lead = 0;
-            s = s + lead < e ? s + (uint32_t)lead : e;
-        }
-        if (trail > 0 && e >= trail) e = e - trail > s ? e - (uint32_t)trail : s;
-        o->v[i].s = s;
-        o->v[i].e = e;
+    size_t n;
+    const char *p = dfl__vocab_str(&t->vocab, o->id, &n);
+    if (!p) return;
+    size_t lead = 0, trail = 0, j = 0, chars = 0;
+    int in_lead = 1;
+    while (j < n) {
+        uint32_t cp;
+        j += dfl__utf8_next(p, n, j, &cp);
+        chars++;
+        int sp = cp == 0x120 || dfl__is_whitespace(cp);
+        if (in_lead && sp)
+            lead++;
+        else
+            in_lead = 0;
+        trail = sp ? trail + 1 : 0;
     }
+    if (lead == chars) trail = chars; /* all spaces: both counts are the whole token */
+    uint32_t s = o->s, e = o->e;
+    if (lead > 0) {
+        if ((first || s == 0) && st->prefix_space && lead == 1) lead = 0;
+        s = s + lead < e ? s + (uint32_t)lead : e;
+    }
+    if (trail > 0 && e >= trail) e = e - trail > s ? e - (uint32_t)trail : s;
+    o->s = s;
+    o->e = e;
+}
+
+static void post_bytelevel(const dfl_tokenizer *t, const dfl__tk_step *st, outv *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        post_bytelevel_one(t, st, i == 0, &o->v[i]);
 }
 
 static dfl_status post_process(const dfl_tokenizer *t, const dfl__tk_step *st, int add_special, outv *o, dfl_error *err)
@@ -126,42 +130,146 @@ static dfl_status post_process(const dfl_tokenizer *t, const dfl__tk_step *st, i
 
 /* ------------------------------------------------------------- encode ---- */
 
-void dfl_encoding_free(dfl_encoding *enc)
+/* One encode call from the model on: tokens pass one at a time through the
+ * post-processor (when it can take them so: ByteLevel and TemplateProcessing with one
+ * $A, in Sequences) and the byte → code point conversion to the caller; no array of
+ * the text's tokens is built. Other post-processors get the tokens gathered first. */
+#define CHAIN_MAX 32
+
+typedef struct run {
+    const dfl_tokenizer *t;
+    const char *text;
+    size_t len;
+    uint32_t nchars;
+    int add_special;
+    const dfl__tk_step *chain[CHAIN_MAX]; /* [n_chain] the post-processor's steps, flattened */
+    size_t seen[CHAIN_MAX];               /* tokens each step has passed so far */
+    size_t n_chain;
+    int gather; /* 1: the post-processor needs the whole sequence (o below) */
+    outv o;
+    size_t cur_b, cur_lead; /* the conversion's cursor: lead bytes in text[0, cur_b) */
+    dfl__tk_toks toks;      /* one word's tokens */
+    dfl_token_fn fn;
+    void *ctx;
+} run;
+
+/* Flatten the post-processor into r->chain; 0 when it cannot run token by token. */
+static int chain_build(run *r, const dfl__tk_step *st)
 {
-    if (!enc) return;
-    free(enc->ids);
-    free(enc->start);
-    free(enc->end);
-    free(enc->special);
-    memset(enc, 0, sizeof *enc);
+    if (st->kind == DFL__PP_SEQUENCE) {
+        for (size_t i = 0; i < st->n_kids; i++)
+            if (!chain_build(r, &st->kids[i])) return 0;
+        return 1;
+    }
+    if (st->kind == DFL__PP_TEMPLATE && r->add_special) {
+        size_t seqs = 0;
+        for (size_t i = 0; i < st->n_tmpl; i++)
+            seqs += st->tmpl[i].is_seq != 0;
+        if (seqs != 1) return 0;
+    } else if (st->kind != DFL__PP_BYTELEVEL && st->kind != DFL__PP_TEMPLATE) {
+        return 0;
+    }
+    if (r->n_chain == CHAIN_MAX) return 0;
+    r->chain[r->n_chain++] = st;
+    return 1;
 }
 
-dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_encoding *enc,
-                                dfl_error *err)
+/* Hugging Face's BytesToCharOffsetConverter for one byte offset: the index of the
+ * character holding byte b (the character count at or past the end). Offsets come
+ * nearly in order, so a cursor walks from the last one. */
+static uint32_t char_at(run *r, size_t b)
 {
-    memset(enc, 0, sizeof *enc);
+    if (b >= r->len) return r->nchars;
+    if (b == 0) return 0;
+    const unsigned char *p = (const unsigned char *)r->text;
+    size_t lead = r->cur_lead;
+    for (size_t i = r->cur_b; i < b; i++)
+        lead += (p[i] & 0xC0) != 0x80;
+    for (size_t i = b; i < r->cur_b; i++)
+        lead -= (p[i] & 0xC0) != 0x80;
+    r->cur_b = b;
+    r->cur_lead = lead;
+    return (uint32_t)((p[b] & 0xC0) == 0x80 ? lead - 1 : lead);
+}
+
+static dfl_status deliver(run *r, outtok o, dfl_error *err)
+{
+    uint32_t s, e;
+    if (o.s == o.e) { /* empty: kept as is, as the reference does for (0, 0) */
+        s = e = char_at(r, o.s);
+    } else {
+        s = char_at(r, o.s);
+        e = char_at(r, o.e);
+    }
+    return r->fn(r->ctx, o.id, s, e, o.special, err);
+}
+
+/* A token entering the post-processor's chain at step k. */
+static dfl_status post_from(run *r, size_t k, outtok o, dfl_error *err)
+{
+    for (; k < r->n_chain; k++)
+        if (r->chain[k]->kind == DFL__PP_BYTELEVEL) post_bytelevel_one(r->t, r->chain[k], r->seen[k]++ == 0, &o);
+    return deliver(r, o, err);
+}
+
+/* The special tokens template step k puts before (before = 1) or after $A. */
+static dfl_status template_ends(run *r, size_t k, int before, dfl_error *err)
+{
+    const dfl__tk_step *st = r->chain[k];
+    size_t i = 0, n = st->n_tmpl;
+    while (i < n && !st->tmpl[i].is_seq)
+        i++;
+    size_t from = before ? 0 : i + 1, to = before ? i : n;
+    for (size_t j = from; j < to; j++)
+        for (size_t q = 0; q < st->tmpl[j].n_ids; q++) {
+            dfl_status x = post_from(r, k + 1, (outtok){st->tmpl[j].ids[q], 0, 0, 1}, err);
+            if (x) return x;
+        }
+    return DFL_OK;
+}
+
+/* A token from the model (or an added token). */
+static dfl_status model_out(run *r, outtok o, dfl_error *err)
+{
+    if (r->gather) return out_push(&r->o, o) ? dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory") : DFL_OK;
+    return post_from(r, 0, o, err);
+}
+
+/* A pre-tokenized piece: an added token, or a word for the model. */
+static dfl_status model_piece(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl_error *err)
+{
+    run *r = ctx;
+    if (!sp.len && sp.token < 0) return DFL_OK;
+    if (sp.token >= 0) {
+        uint32_t os = sp.len ? dfl__store_al(s, sp.off).s : sp.orig_s,
+                 oe = sp.len ? dfl__store_al(s, sp.off + sp.len - 1).e : sp.orig_s;
+        return model_out(r, (outtok){(uint32_t)sp.token, os, oe, r->t->is_special[sp.token]}, err);
+    }
+    r->toks.n = 0;
+    dfl_status st = dfl__bpe_word(r->t, dfl__store_at(s, sp.off), sp.len, sp.byte_level, 0, &r->toks, err);
+    for (size_t k = 0; k < r->toks.n && !st; k++) {
+        const dfl__tk_tok *tk = &r->toks.v[k];
+        st = model_out(
+            r, (outtok){tk->id, dfl__store_al(s, sp.off + tk->s).s, dfl__store_al(s, sp.off + tk->e - 1).e, 0}, err);
+    }
+    return st;
+}
+
+dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_token_fn fn,
+                                     void *ctx, dfl_error *err)
+{
     size_t bad_at = dfl__utf8_check(text, len);
     if (bad_at != len) return dfl__fail(err, DFL_ERR_FORMAT, "invalid UTF-8 at byte %zu", bad_at);
     if (len >= UINT32_MAX) return dfl__fail(err, DFL_ERR_RANGE, "text of %zu bytes is too long (4 GB at most)", len);
 
-    dfl__tk_store s = {0};
+    /* the original text is the store's first part, not copied */
+    dfl__tk_store s = {.orig = text, .orig_len = len, .len = len};
     dfl__tk_splits a = {0}, b = {0};
-    dfl__tk_toks toks = {0};
-    outv o = {0};
-    uint32_t *cp_at = NULL;
+    run r = {.t = t, .text = text, .len = len, .add_special = add_special, .fn = fn, .ctx = ctx};
+    for (size_t i = 0; i < len; i++)
+        r.nchars += ((unsigned char)text[i] & 0xC0) != 0x80;
+    r.gather = t->post && !chain_build(&r, t->post);
     dfl_status st = DFL_OK;
-
-    /* the original text, each byte aligned to its character's byte range */
-    if (dfl__store_reserve(&s, len + 1)) goto oom;
-    memcpy(s.b, text, len);
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t k = dfl__utf8_next(text, len, i, &cp);
-        for (size_t j = 0; j < k; j++)
-            s.a[i + j] = (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
-        i += k;
-    }
-    s.len = len;
     if (dfl__splits_push(&a, (dfl__tk_split){0, len, -1, 0, 0})) goto oom;
 
     /* 1. added tokens that match the original text */
@@ -176,79 +284,93 @@ dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, 
             }
     st = dfl__added_split(t, 1, &s, &b, &a, err);
     if (st) goto done;
-    /* 3. pre-tokenize */
-    dfl__tk_splits *fin = &a;
-    if (t->pretok) {
-        st = dfl__pretokenize(t->pretok, &s, &a, &b, err);
-        if (st) goto done;
-        fin = &b;
+    /* the template's tokens before $A, in the order the steps put them in front */
+    if (!r.gather)
+        for (size_t k = r.n_chain; k-- > 0 && !st;)
+            if (r.chain[k]->kind == DFL__PP_TEMPLATE && add_special) st = template_ends(&r, k, 1, err);
+    /* 3. pre-tokenize and 4. the model, piece by piece */
+    for (size_t i = 0; i < a.n && !st; i++)
+        st = t->pretok ? dfl__pretokenize_each(t->pretok, &s, a.v[i], model_piece, &r, err)
+                       : model_piece(&r, &s, a.v[i], err);
+    if (st) goto done;
+    /* 5. post-process what had to be gathered; the template's tokens after $A */
+    if (r.gather) {
+        st = post_process(t, t->post, add_special, &r.o, err);
+        for (size_t i = 0; i < r.o.n && !st; i++)
+            st = deliver(&r, r.o.v[i], err);
+    } else {
+        for (size_t k = 0; k < r.n_chain && !st; k++)
+            if (r.chain[k]->kind == DFL__PP_TEMPLATE && add_special) st = template_ends(&r, k, 0, err);
     }
-    /* 4. the model, word by word */
-    for (size_t i = 0; i < fin->n; i++) {
-        const dfl__tk_split *sp = &fin->v[i];
-        if (!sp->len && sp->token < 0) continue;
-        if (sp->token >= 0) {
-            uint32_t os = sp->len ? s.a[sp->off].s : sp->orig_s,
-                     oe = sp->len ? s.a[sp->off + sp->len - 1].e : sp->orig_s;
-            if (out_push(&o, (outtok){(uint32_t)sp->token, os, oe, t->is_special[sp->token]})) goto oom;
-            continue;
-        }
-        toks.n = 0;
-        st = dfl__bpe_word(t, s.b + sp->off, sp->len, sp->byte_level, 0, &toks, err);
-        if (st) goto done;
-        const dfl__tk_align *al = s.a + sp->off;
-        for (size_t k = 0; k < toks.n; k++) {
-            const dfl__tk_tok *tk = &toks.v[k];
-            if (out_push(&o, (outtok){tk->id, al[tk->s].s, al[tk->e - 1].e, 0})) goto oom;
-        }
-    }
-    /* 5. post-process (template, trimmed offsets) */
-    if (t->post) {
-        st = post_process(t, t->post, add_special, &o, err);
-        if (st) goto done;
-    }
-    /* 6. byte offsets → code point offsets (Hugging Face's BytesToCharOffsetConverter) */
-    cp_at = dfl__alloc_array(len + 1, sizeof *cp_at);
-    if (!cp_at) goto oom;
-    uint32_t nchars = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t k = dfl__utf8_next(text, len, i, &cp);
-        for (size_t j = 0; j < k; j++)
-            cp_at[i + j] = nchars;
-        nchars++;
-        i += k;
-    }
-    cp_at[len] = nchars;
-    size_t n = o.n ? o.n : 1;
-    enc->ids = dfl__alloc_array(n, sizeof *enc->ids);
-    enc->start = dfl__alloc_array(n, sizeof *enc->start);
-    enc->end = dfl__alloc_array(n, sizeof *enc->end);
-    enc->special = dfl__alloc_array(n, 1);
-    if (!enc->ids || !enc->start || !enc->end || !enc->special) goto oom;
-    for (size_t i = 0; i < o.n; i++) {
-        enc->ids[i] = o.v[i].id;
-        enc->special[i] = o.v[i].special;
-        uint32_t bs = o.v[i].s, be = o.v[i].e;
-        if (bs == be) { /* empty: kept as is, as the reference does for (0, 0) */
-            enc->start[i] = enc->end[i] = bs <= len ? cp_at[bs] : nchars;
-            continue;
-        }
-        enc->start[i] = cp_at[bs];
-        enc->end[i] = be < len ? cp_at[be] : nchars;
-    }
-    enc->n = o.n;
     goto done;
 oom:
     st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
 done:
-    free(s.b);
-    free(s.a);
+    dfl__store_free(&s);
     free(a.v);
     free(b.v);
-    free(toks.v);
-    free(o.v);
-    free(cp_at);
+    free(r.toks.v);
+    free(r.o.v);
+    return st;
+}
+
+void dfl_encoding_free(dfl_encoding *enc)
+{
+    if (!enc) return;
+    free(enc->ids);
+    free(enc->start);
+    free(enc->end);
+    free(enc->special);
+    memset(enc, 0, sizeof *enc);
+}
+
+/* dfl_tokenizer_encode's collector: the arrays grow geometrically. */
+typedef struct collect {
+    dfl_encoding *e;
+    size_t cap;
+} collect;
+
+static dfl_status collect_one(void *ctx, uint32_t id, uint32_t start, uint32_t end, int special, dfl_error *err)
+{
+    collect *c = ctx;
+    dfl_encoding *e = c->e;
+    if (e->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 256, b4, b1 = nc;
+        if (!dfl__mul_ok(nc, sizeof(uint32_t), &b4)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        uint32_t *ni = realloc(e->ids, b4);
+        if (ni) e->ids = ni;
+        uint32_t *ns = ni ? realloc(e->start, b4) : NULL;
+        if (ns) e->start = ns;
+        uint32_t *ne = ns ? realloc(e->end, b4) : NULL;
+        if (ne) e->end = ne;
+        uint8_t *nsp = ne ? realloc(e->special, b1) : NULL;
+        if (!nsp) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+        e->special = nsp;
+        c->cap = nc;
+    }
+    e->ids[e->n] = id;
+    e->start[e->n] = start;
+    e->end[e->n] = end;
+    e->special[e->n] = (uint8_t)special;
+    e->n++;
+    return DFL_OK;
+}
+
+dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_encoding *enc,
+                                dfl_error *err)
+{
+    memset(enc, 0, sizeof *enc);
+    collect c = {enc, 0};
+    dfl_status st = dfl_tokenizer_encode_each(t, text, len, add_special, collect_one, &c, err);
+    /* no tokens: still arrays (of one), as callers index them */
+    if (!st && !c.cap) {
+        enc->ids = malloc(sizeof *enc->ids);
+        enc->start = malloc(sizeof *enc->start);
+        enc->end = malloc(sizeof *enc->end);
+        enc->special = malloc(1);
+        if (!enc->ids || !enc->start || !enc->end || !enc->special)
+            st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    }
     if (st) dfl_encoding_free(enc);
     return st;
 }

@@ -56,6 +56,17 @@ dfl_status dfl_tokenizer_encode(dfl_tokenizer *t, const char *text, size_t len, 
                                 dfl_error *err);
 void dfl_encoding_free(dfl_encoding *enc);
 
+/* One token of dfl_tokenizer_encode_each: its id, code point offsets [start, end) and
+ * 1 for an added special token. A status other than DFL_OK stops the encoding and is
+ * returned by it (with err as the function filled it). */
+typedef dfl_status (*dfl_token_fn)(void *ctx, uint32_t id, uint32_t start, uint32_t end, int special, dfl_error *err);
+
+/* dfl_tokenizer_encode without the arrays: each token goes to fn as soon as it is
+ * known, in order, so memory does not grow with the text beyond the text itself (what
+ * a normalizer changes is kept once more with its alignments). Same statuses. */
+dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_token_fn fn,
+                                     void *ctx, dfl_error *err);
+
 /* Number of ids (largest id + 1, added tokens included). */
 size_t dfl_tokenizer_vocab_size(const dfl_tokenizer *t);
 

@@ -116,10 +116,9 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
         dfl_status st = dfl__store_put(&s, a->content, a->len, (dfl__tk_align){0, 0});
         if (st) st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         if (!st) st = dfl__normalize(t->normalizer, &s, &sp, err);
-        if (!st && trie_add(t->trie_norm, s.b + sp.off, sp.len, (int32_t)i))
+        if (!st && trie_add(t->trie_norm, dfl__store_at(&s, sp.off), sp.len, (int32_t)i))
             st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-        free(s.b);
-        free(s.a);
+        dfl__store_free(&s);
         if (st) return st;
     }
     return DFL_OK;
@@ -156,7 +155,7 @@ static dfl_status push_piece(const dfl__tk_store *s, const dfl__tk_split *sp, si
     dfl__tk_split x = *sp;
     x.off = sp->off + from;
     x.len = to - from;
-    x.orig_s = s->a[x.off].s;
+    x.orig_s = dfl__store_al(s, x.off).s;
     x.token = token;
     if (dfl__splits_push(out, x)) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
     return DFL_OK;
@@ -165,7 +164,7 @@ static dfl_status push_piece(const dfl__tk_store *s, const dfl__tk_split *sp, si
 static dfl_status split_one(const dfl_tokenizer *t, const dfl__tk_trie *tr, const dfl__tk_store *s,
                             const dfl__tk_split *sp, dfl__tk_splits *out, dfl_error *err)
 {
-    const char *p = s->b + sp->off;
+    const char *p = dfl__store_at(s, sp->off);
     size_t n = sp->len, start_off = 0, i = 0;
     while (i < n) {
         if (tr->root[(uint8_t)p[i]] < 0) {

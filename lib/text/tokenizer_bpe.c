@@ -207,7 +207,9 @@ typedef struct centry {
 } centry;
 
 struct dfl__tk_cache {
-    work wk;       /* scratch for merge_word */
+    work wk;                  /* scratch for merge_word */
+    uint8_t pairs[65536 / 8]; /* bit a << 8 | b: some vocabulary string holds bytes a, b in a row */
+    int pairs_ready;
     centry *slots; /* [CACHE_SLOTS] */
     size_t count;
     char *keys; /* key bytes */
@@ -429,8 +431,80 @@ static size_t unit_string(const dfl__tk_bpe *m, const char *u, size_t ulen, int 
     return k;
 }
 
+/* ----------------------------------------------------- long words ---- */
+
+/* A word longer than this is cut where no merge can join its two sides (as when the
+ * whole text is one word: Llama 2, Gemma 3 without a splitting pre-tokenizer), so the
+ * merge work arrays stay this size, not the text's. */
+#define LONG_WORD (64u << 10)
+
+static void pairs_build(const dfl_tokenizer *t, dfl__tk_cache *c)
+{
+    memset(c->pairs, 0, sizeof c->pairs);
+    for (size_t id = 0; id < t->vocab.n; id++) {
+        size_t n;
+        const unsigned char *p = (const unsigned char *)dfl__vocab_str(&t->vocab, (uint32_t)id, &n);
+        for (size_t i = 0; p && i + 1 < n; i++) {
+            unsigned k = (unsigned)p[i] << 8 | p[i + 1];
+            c->pairs[k >> 3] |= (uint8_t)(1u << (k & 7));
+        }
+    }
+    c->pairs_ready = 1;
+}
+
+/* 1 when the word may be cut before byte i (a character boundary): BPE gives the two
+ * sides the tokens it gives the whole. A merge across i would make a vocabulary string
+ * holding bytes w[i-1], w[i] in a row: when none does, no merge crosses. The characters
+ * on both sides must be tokens themselves (an unknown one becomes byte-fallback tokens
+ * or a fused unk, whose strings are not the text's). */
+static int cut_ok(const dfl_tokenizer *t, const dfl__tk_cache *c, const char *w, size_t n, size_t i)
+{
+    unsigned k = (unsigned)(unsigned char)w[i - 1] << 8 | (unsigned char)w[i];
+    if (c->pairs[k >> 3] & (1u << (k & 7))) return 0;
+    size_t a = i - 1;
+    while (a > 0 && ((unsigned char)w[a] & 0xC0) == 0x80)
+        a--;
+    uint32_t cp;
+    size_t len = dfl__utf8_next(w, n, i, &cp);
+    return dfl__vocab_find(&t->vocab, w + a, i - a) >= 0 && dfl__vocab_find(&t->vocab, w + i, len) >= 0;
+}
+
+static dfl_status bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
+                           dfl__tk_toks *out, int whole, dfl_error *err);
+
 dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
                          dfl__tk_toks *out, dfl_error *err)
+{
+    const dfl__tk_bpe *m = &t->bpe;
+    /* prefix and suffix tie a unit's string to its place in the word, ByteLevel words
+     * come from pre-tokenizers that keep them short: those are never cut */
+    if (n <= LONG_WORD || byte_level || m->prefix || m->suffix) return bpe_word(t, w, n, byte_level, base, out, 0, err);
+    dfl__tk_cache *c = cache_get(t);
+    if (!c) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+    if (m->ignore_merges) { /* a word that is a whole token is that token, uncut */
+        int64_t id = dfl__vocab_find(&t->vocab, w, n);
+        if (id >= 0 && (size_t)id < t->vocab.n && !t->is_special[id])
+            return bpe_word(t, w, n, byte_level, base, out, 0, err);
+    }
+    if (!c->pairs_ready) pairs_build(t, c);
+    size_t a = 0;
+    while (a < n) {
+        size_t b = a + LONG_WORD;
+        /* the first safe character boundary from b on */
+        while (b < n && (((unsigned char)w[b] & 0xC0) == 0x80 || !cut_ok(t, c, w, n, b)))
+            b++;
+        if (b > n) b = n;
+        dfl_status st = bpe_word(t, w + a, b - a, byte_level, base + (uint32_t)a, out, 1, err);
+        if (st) return st;
+        a = b;
+    }
+    return DFL_OK;
+}
+
+/* BPE on w[n]; whole: w is a piece of a longer word cut by dfl__bpe_word (no
+ * ignore_merges lookup: the word as a whole was looked up). */
+static dfl_status bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
+                           dfl__tk_toks *out, int whole, dfl_error *err)
 {
     const dfl__tk_bpe *m = &t->bpe;
     if (!n) return DFL_OK;
@@ -462,7 +536,7 @@ dfl_status dfl__bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int by
         wk->bcap = nb;
     }
     /* ignore_merges: a word that is a whole token is that token */
-    if (m->ignore_merges) {
+    if (m->ignore_merges && !whole) {
         size_t k = 0;
         if (byte_level) {
             for (size_t i = 0; i < n; i++)

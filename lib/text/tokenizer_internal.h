@@ -58,12 +58,41 @@ typedef struct dfl__tk_align {
     uint32_t s, e; /* original byte range of the character this byte came from */
 } dfl__tk_align;
 
-/* All working text of one encode call: pieces are appended, never moved out. */
+/* A run of appended store bytes with one rule for their alignments: from appended
+ * byte `at` to the next run's, either a copy of the original text from byte x on
+ * (e == UINT32_MAX: each byte aligns as the original byte it copies), or all aligned
+ * to [x, e). A normalizer that changes a few characters of a long text adds a few
+ * runs, not 8 bytes of alignment a byte. */
+typedef struct dfl__tk_run {
+    uint32_t at, x, e;
+} dfl__tk_run;
+
+/* All working text of one encode call: pieces are appended, never moved out. Offsets
+ * [0, orig_len) are the caller's text itself (not copied; each byte aligns to its own
+ * character, computed when asked); offsets from orig_len on are appended bytes in b[]
+ * with their alignments as runs. A piece lies wholly in one of the two. */
 typedef struct dfl__tk_store {
-    char *b;          /* [cap] bytes */
-    dfl__tk_align *a; /* [cap] alignment per byte */
-    size_t len, cap;
+    const char *orig; /* [orig_len] the original text, owned by the caller */
+    size_t orig_len;
+    char *b;           /* [cap] appended bytes: offset orig_len + i is b[i] */
+    size_t len, cap;   /* len: offsets in use (orig_len + appended) */
+    dfl__tk_run *runs; /* [runs_cap] ascending at, runs[0].at == 0 when any */
+    size_t n_runs, runs_cap;
+    size_t hint; /* the run the last lookup found: lookups come nearly in order */
 } dfl__tk_store;
+
+/* The bytes at store offset off (valid until the next append). */
+static inline const char *dfl__store_at(const dfl__tk_store *s, size_t off)
+{
+    return off < s->orig_len ? s->orig + off : s->b + (off - s->orig_len);
+}
+
+/* The alignment of the byte at store offset off. */
+dfl__tk_align dfl__store_al(const dfl__tk_store *s, size_t off);
+
+/* Drop the store's bytes from offset len on (not below orig_len). */
+void dfl__store_truncate(dfl__tk_store *s, size_t len);
+void dfl__store_free(dfl__tk_store *s);
 
 /* A piece of the input on its way through the pipeline. */
 typedef struct dfl__tk_split {
@@ -78,6 +107,7 @@ typedef struct dfl__tk_splits {
     size_t n, cap;
 } dfl__tk_splits;
 
+/* Room for extra more appended bytes. */
 dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra);
 /* Append n bytes that all align to `al`. */
 dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al);
@@ -264,9 +294,14 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
 /* Prepend text to a non-empty split, aligned to its first character. */
 dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_split *sp);
 
-/* Pre-tokenize every split of `in` without a token into `out`. */
-dfl_status dfl__pretokenize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_splits *in, dfl__tk_splits *out,
-                            dfl_error *err);
+/* Where pre-tokenized pieces go, one call each in order; a status other than DFL_OK
+ * stops the pre-tokenizer and is returned. The store may be appended to in the call. */
+typedef dfl_status (*dfl__tk_piece_fn)(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl_error *err);
+
+/* Pre-tokenize the split sp (one with a token passes as it is), each piece to fn as it
+ * is cut. What the steps append to the store is dropped again before the return. */
+dfl_status dfl__pretokenize_each(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_piece_fn fn,
+                                 void *ctx, dfl_error *err);
 
 /* Added tokens: build the two tries, and split pieces by them. */
 dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err);

@@ -43,31 +43,104 @@ int dfl__is_word(uint32_t cp)
 
 /* ------------------------------------------------------------ store ---- */
 
+/* The character of the original text holding byte off. */
+static dfl__tk_align orig_al(const dfl__tk_store *s, size_t off)
+{
+    const unsigned char *p = (const unsigned char *)s->orig;
+    size_t i = off;
+    while (i > 0 && (p[i] & 0xC0) == 0x80)
+        i--;
+    size_t k = p[i] < 0x80 ? 1 : p[i] < 0xE0 ? 2 : p[i] < 0xF0 ? 3 : 4;
+    return (dfl__tk_align){(uint32_t)i, (uint32_t)(i + k)};
+}
+
+/* The run holding appended byte i (there is one: runs[0].at == 0). The last run
+ * found and the one after it are tried first; the hint is a cache, not content, so a
+ * const store may update it. */
+static size_t run_of(const dfl__tk_store *s, size_t i)
+{
+    size_t *hint = (size_t *)&s->hint, h = *hint;
+    for (size_t r = h; r < h + 2 && r < s->n_runs; r++)
+        if (s->runs[r].at <= i && (r + 1 == s->n_runs || s->runs[r + 1].at > i)) return *hint = r;
+    size_t lo = 0, hi = s->n_runs;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->runs[mid].at <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return *hint = lo;
+}
+
+dfl__tk_align dfl__store_al(const dfl__tk_store *s, size_t off)
+{
+    if (off < s->orig_len) return orig_al(s, off);
+    size_t i = off - s->orig_len;
+    const dfl__tk_run *r = &s->runs[run_of(s, i)];
+    if (r->e == UINT32_MAX) return orig_al(s, r->x + (i - r->at));
+    return (dfl__tk_align){r->x, r->e};
+}
+
+void dfl__store_truncate(dfl__tk_store *s, size_t len)
+{
+    if (len < s->orig_len) len = s->orig_len;
+    if (len >= s->len) return;
+    s->len = len;
+    size_t used = len - s->orig_len;
+    while (s->n_runs && s->runs[s->n_runs - 1].at >= used)
+        s->n_runs--;
+}
+
+void dfl__store_free(dfl__tk_store *s)
+{
+    free(s->b);
+    free(s->runs);
+    memset(s, 0, sizeof *s);
+}
+
 dfl_status dfl__store_reserve(dfl__tk_store *s, size_t extra)
 {
-    if (s->cap - s->len >= extra) return DFL_OK;
-    if (extra > SIZE_MAX / 4 - s->len) return DFL_ERR_NOMEM;
+    size_t used = s->len - s->orig_len;
+    if (s->cap - used >= extra) return DFL_OK;
+    if (extra > UINT32_MAX - used) return DFL_ERR_NOMEM; /* runs count bytes in 32 bits */
     size_t nc = s->cap ? s->cap : 4096;
-    while (nc < s->len + extra)
+    while (nc < used + extra)
         nc *= 2;
-    size_t abytes;
-    if (!dfl__mul_ok(nc, sizeof(dfl__tk_align), &abytes)) return DFL_ERR_NOMEM;
     char *nb = realloc(s->b, nc);
     if (!nb) return DFL_ERR_NOMEM;
     s->b = nb;
-    dfl__tk_align *na = realloc(s->a, abytes);
-    if (!na) return DFL_ERR_NOMEM;
-    s->a = na;
     s->cap = nc;
+    return DFL_OK;
+}
+
+/* A run starting at the current end of the appended bytes (joined to the last one
+ * when it goes on with the same rule). */
+static dfl_status run_add(dfl__tk_store *s, uint32_t x, uint32_t e)
+{
+    uint32_t at = (uint32_t)(s->len - s->orig_len);
+    if (s->n_runs) {
+        dfl__tk_run *l = &s->runs[s->n_runs - 1];
+        if (l->at == at) { /* the last run is empty: replace it */
+            l->x = x, l->e = e;
+            return DFL_OK;
+        }
+        if (e == UINT32_MAX ? l->e == UINT32_MAX && l->x + (at - l->at) == x : l->e == e && l->x == x) return DFL_OK;
+    }
+    if (s->n_runs == s->runs_cap) {
+        dfl__tk_run *nr = dfl__grow_array(s->runs, &s->runs_cap, sizeof *s->runs, 16);
+        if (!nr) return DFL_ERR_NOMEM;
+        s->runs = nr;
+    }
+    s->runs[s->n_runs++] = (dfl__tk_run){at, x, e};
     return DFL_OK;
 }
 
 dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_align al)
 {
-    if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    memcpy(s->b + s->len, b, n);
-    for (size_t i = 0; i < n; i++)
-        s->a[s->len + i] = al;
+    if (!n) return DFL_OK;
+    if (dfl__store_reserve(s, n) || run_add(s, al.s, al.e)) return DFL_ERR_NOMEM;
+    memcpy(s->b + (s->len - s->orig_len), b, n);
     s->len += n;
     return DFL_OK;
 }
@@ -75,10 +148,27 @@ dfl_status dfl__store_put(dfl__tk_store *s, const char *b, size_t n, dfl__tk_ali
 /* Append a copy of store bytes [from, from+n) with their alignments. */
 static dfl_status store_copy(dfl__tk_store *s, size_t from, size_t n)
 {
+    if (!n) return DFL_OK;
     if (dfl__store_reserve(s, n)) return DFL_ERR_NOMEM;
-    memmove(s->b + s->len, s->b + from, n);
-    memmove(s->a + s->len, s->a + from, n * sizeof *s->a);
-    s->len += n;
+    if (from < s->orig_len) {
+        if (run_add(s, (uint32_t)from, UINT32_MAX)) return DFL_ERR_NOMEM;
+        memcpy(s->b + (s->len - s->orig_len), s->orig + from, n);
+        s->len += n;
+        return DFL_OK;
+    }
+    /* from appended bytes: their runs, cut to the range, one after the other */
+    size_t i = from - s->orig_len, end = i + n;
+    while (i < end) {
+        size_t r = run_of(s, i);
+        dfl__tk_run run = s->runs[r];
+        size_t run_end = r + 1 < s->n_runs ? s->runs[r + 1].at : s->len - s->orig_len;
+        size_t k = (run_end < end ? run_end : end) - i;
+        if (run.e == UINT32_MAX ? run_add(s, run.x + (uint32_t)(i - run.at), UINT32_MAX) : run_add(s, run.x, run.e))
+            return DFL_ERR_NOMEM;
+        memmove(s->b + (s->len - s->orig_len), s->b + i, k);
+        s->len += k;
+        i += k;
+    }
     return DFL_OK;
 }
 
@@ -101,7 +191,7 @@ static dfl_status nomem(dfl_error *err)
 /* The alignment a character inserted before store byte `at` of split sp takes. */
 static dfl__tk_align inserted_align(const dfl__tk_store *s, const dfl__tk_split *sp, size_t at)
 {
-    if (at > sp->off) return s->a[at - 1];
+    if (at > sp->off) return dfl__store_al(s, at - 1);
     return (dfl__tk_align){sp->orig_s, sp->orig_s};
 }
 
@@ -129,7 +219,7 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
     dfl_status st = DFL_OK;
     while (pos <= n) {
         size_t ms, me;
-        int rc = dfl__re_find(re, md, s->b + sp->off, n, pos, &ms, &me);
+        int rc = dfl__re_find(re, md, dfl__store_at(s, sp->off), n, pos, &ms, &me);
         if (rc < 0) {
             st = dfl__fail(err, DFL_ERR_RANGE, "tokenizer: regex match failed (Replace)");
             break;
@@ -152,7 +242,7 @@ dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t c
                 break;
             }
             uint32_t cp;
-            size_t k = dfl__utf8_next(s->b + sp->off, n, ms, &cp);
+            size_t k = dfl__utf8_next(dfl__store_at(s, sp->off), n, ms, &cp);
             if (store_copy(s, sp->off + ms, k)) {
                 st = nomem(err);
                 break;
@@ -175,7 +265,7 @@ dfl_status dfl__norm_prepend(const char *p, size_t n, dfl__tk_store *s, dfl__tk_
     if (!sp->len) return DFL_OK;
     size_t out0 = s->len;
     if (dfl__store_reserve(s, n + sp->len)) return DFL_ERR_NOMEM;
-    if (dfl__store_put(s, p, n, s->a[sp->off])) return DFL_ERR_NOMEM;
+    if (dfl__store_put(s, p, n, dfl__store_al(s, sp->off))) return DFL_ERR_NOMEM;
     if (store_copy(s, sp->off, sp->len)) return DFL_ERR_NOMEM;
     sp->off = out0;
     sp->len = s->len - out0;
@@ -199,14 +289,17 @@ static void scratch_free(norm_scratch *w)
     dfl__uc_buf_free(&w->out);
 }
 
-/* Unicode normalization of one segment s->b[from, from + n) (tokenizer_unicode.c does
+/* Unicode normalization of one segment, store bytes [from, from + n) (tokenizer_unicode.c does
  * the normal form; here its output is laid over the input for the alignments).
  *
  * Alignments follow Hugging Face's NormalizedString::transform over the crate's
  * (character, change) pairs: the output is laid over the original characters in
  * order: a character with change c <= 0 takes the next original character's alignment
- * and uses up 1 - c of them; c > 0 is an insertion (the alignment of the byte before). */
-static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int compat, int compose, norm_scratch *w)
+ * and uses up 1 - c of them; c > 0 is an insertion (the alignment of the byte before).
+ * Unchanged segments are appended only once *copying is set; the first changed one
+ * appends the unchanged bytes from lazy_from first and sets it. */
+static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int compat, int compose, norm_scratch *w,
+                               size_t lazy_from, int *copying)
 {
     if (n + 1 > w->cap) {
         size_t nc = w->cap ? w->cap : 64;
@@ -228,26 +321,29 @@ static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int comp
     size_t n_in = 0;
     for (size_t i = 0; i < n;) {
         w->ostart[n_in] = i;
-        i += dfl__utf8_next(s->b + from, n, i, &w->in[n_in]);
+        i += dfl__utf8_next(dfl__store_at(s, from), n, i, &w->in[n_in]);
         n_in++;
     }
     w->ostart[n_in] = n;
     if (dfl__uc_normalize(w->in, n_in, compat, compose, w->tmp, &w->out)) return DFL_ERR_NOMEM;
     const dfl__uc_buf *o = &w->out;
-    if (o->n == n_in && !memcmp(o->cp, w->in, n_in * sizeof *w->in)) return store_copy(s, from, n);
+    if (o->n == n_in && !memcmp(o->cp, w->in, n_in * sizeof *w->in)) return *copying ? store_copy(s, from, n) : DFL_OK;
+    /* the first change: what came before it unchanged is copied now */
+    if (!*copying && store_copy(s, lazy_from, from - lazy_from)) return DFL_ERR_NOMEM;
+    *copying = 1;
     if (dfl__store_reserve(s, o->n * 4)) return DFL_ERR_NOMEM;
     size_t p = 0;
     for (size_t k = 0; k < o->n; k++) {
         int change = o->change[k];
         dfl__tk_align al;
         if (change > 0 && p > 0) {
-            al = s->a[from + w->ostart[p] - 1];
+            al = dfl__store_al(s, from + w->ostart[p] - 1);
         } else if (p < n_in) {
-            al = s->a[from + w->ostart[p]];
+            al = dfl__store_al(s, from + w->ostart[p]);
             p += (size_t)(1 - (change < 0 ? change : 0));
             if (p > n_in) p = n_in;
         } else {
-            al = s->a[from + n - 1];
+            al = dfl__store_al(s, from + n - 1);
         }
         char buf[4];
         size_t m = dfl__utf8_put(o->cp[k], buf);
@@ -259,33 +355,37 @@ static dfl_status norm_segment(dfl__tk_store *s, size_t from, size_t n, int comp
 static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     int compat = kind == DFL__N_NFKC || kind == DFL__N_NFKD, compose = kind == DFL__N_NFC || kind == DFL__N_NFKC;
-    if (dfl__store_reserve(s, sp->len + 16)) return nomem(err);
-    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
+    /* nothing is appended until a segment changes (text already in normal form, the
+     * common case, stays where it is); from then on every byte is */
+    size_t out0 = s->len, i = 0, n = sp->len;
+    int copying = 0;
     norm_scratch w = {0};
     dfl_status st = DFL_OK;
-    while (i < end && !st) {
+    while (i < n && !st) {
+        const char *p = dfl__store_at(s, sp->off); /* again each round: appends move b */
         /* ASCII never changes and a following ASCII character starts a new segment */
         size_t j = i;
-        while (j < end && (unsigned char)s->b[j] < 0x80 && (j + 1 >= end || (unsigned char)s->b[j + 1] < 0x80))
+        while (j < n && (unsigned char)p[j] < 0x80 && (j + 1 >= n || (unsigned char)p[j + 1] < 0x80))
             j++;
         if (j > i) {
-            st = store_copy(s, i, j - i);
+            if (copying) st = store_copy(s, sp->off + i, j - i);
             i = j;
             continue;
         }
         /* a segment: up to the next character normalization may start afresh before */
         uint32_t cp;
-        j = i + dfl__utf8_next(s->b, end, i, &cp);
-        while (j < end) {
-            size_t k = dfl__utf8_next(s->b, end, j, &cp);
+        j = i + dfl__utf8_next(p, n, i, &cp);
+        while (j < n) {
+            size_t k = dfl__utf8_next(p, n, j, &cp);
             if (dfl__uc_starts_segment(cp, compat)) break;
             j += k;
         }
-        st = norm_segment(s, i, j - i, compat, compose, &w);
+        st = norm_segment(s, sp->off + i, j - i, compat, compose, &w, sp->off, &copying);
         i = j;
     }
     scratch_free(&w);
     if (st) return nomem(err);
+    if (!copying) return DFL_OK;
     sp->off = out0;
     sp->len = s->len - out0;
     return DFL_OK;
@@ -302,12 +402,12 @@ typedef size_t (*char_map)(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHA
 static dfl_status norm_chars(char_map f, const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     if (dfl__store_reserve(s, sp->len * 2 + 8)) return nomem(err);
-    size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
-    while (i < end) {
+    size_t out0 = s->len, i = 0, n = sp->len;
+    while (i < n) {
         uint32_t cp, o[CHAR_MAP_MAX];
-        size_t k = dfl__utf8_next(s->b, end, i, &cp);
+        size_t k = dfl__utf8_next(dfl__store_at(s, sp->off), n, i, &cp);
         size_t m = f(cp, st, o);
-        dfl__tk_align al = s->a[i];
+        dfl__tk_align al = dfl__store_al(s, sp->off + i);
         for (size_t j = 0; j < m; j++) {
             char buf[4];
             size_t nb = dfl__utf8_put(o[j], buf);
@@ -390,7 +490,7 @@ static dfl_status norm_bert(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_sp
 static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_split *sp)
 {
     size_t a = 0, b = sp->len;
-    const char *p = s->b + sp->off;
+    const char *p = dfl__store_at(s, sp->off);
     if (left)
         while (a < b) {
             uint32_t cp;
@@ -408,7 +508,7 @@ static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_spli
             if (!dfl__is_whitespace(cp)) break;
             b = q;
         }
-    if (a > 0 && a < sp->len) sp->orig_s = s->a[sp->off + a].s;
+    if (a > 0 && a < sp->len) sp->orig_s = dfl__store_al(s, sp->off + a).s;
     sp->off += a;
     sp->len = b - a;
 }

@@ -51,6 +51,18 @@ static int fail(const dfl_error *err)
 
 /* ------------------------------------------------------------ output ---- */
 
+/* One text's tokens, kept until its line is written (the line lists every id before
+ * any offset): ids as they are, offsets as two LEB128 numbers a token (the start's
+ * distance from the last end, zigzag-coded, then the length), about 2 bytes instead of
+ * 8. The arrays grow geometrically and are reused from text to text. */
+typedef struct tok_list {
+    uint32_t *ids; /* [cap] */
+    size_t n, cap;
+    uint8_t *off; /* [off_cap] */
+    size_t off_n, off_cap;
+    uint32_t last_end;
+} tok_list;
+
 /* The JSON Lines writer: one buffer, numbers and strings formatted into it in place
  * (no allocation per value; the text of cJSON_PrintUnformatted byte for byte). */
 typedef struct out_buf {
@@ -60,13 +72,65 @@ typedef struct out_buf {
     char **labels;   /* [n_labels] each id's decoded piece, made on first use (a piece
                       * depends on its id alone); NULL: not made yet */
     size_t n_labels; /* the vocabulary size */
+    tok_list tl;
 } out_buf;
 
 static void out_free(out_buf *o)
 {
     if (!o) return;
     dfl_tokenizer_labels_free(o->labels, o->n_labels);
+    free(o->tl.ids);
+    free(o->tl.off);
     free(o);
+}
+
+static int put_leb(tok_list *l, uint64_t v)
+{
+    if (l->off_cap - l->off_n < 10) {
+        uint8_t *nv = dfl__grow_array(l->off, &l->off_cap, 1, 4096);
+        if (!nv) return -1;
+        l->off = nv;
+    }
+    do {
+        uint8_t b = v & 0x7F;
+        v >>= 7;
+        l->off[l->off_n++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return 0;
+}
+
+static uint64_t get_leb(const uint8_t *p, size_t *at)
+{
+    uint64_t v = 0;
+    for (int sh = 0;; sh += 7) {
+        uint8_t b = p[(*at)++];
+        v |= (uint64_t)(b & 0x7F) << sh;
+        if (!(b & 0x80)) return v;
+    }
+}
+
+/* dfl_tokenizer_encode_each's function: one token into the list. */
+static dfl_status keep_token(void *ctx, uint32_t id, uint32_t start, uint32_t end, int special, dfl_error *err)
+{
+    (void)special;
+    tok_list *l = ctx;
+    if (l->n == l->cap) {
+        uint32_t *nv = dfl__grow_array(l->ids, &l->cap, sizeof *l->ids, 1024);
+        if (!nv) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        l->ids = nv;
+    }
+    l->ids[l->n++] = id;
+    int64_t gap = (int64_t)start - (int64_t)l->last_end, len = (int64_t)end - (int64_t)start;
+    if (put_leb(l, gap >= 0 ? (uint64_t)gap << 1 : ((uint64_t)-gap << 1) - 1) ||
+        put_leb(l, len >= 0 ? (uint64_t)len << 1 : ((uint64_t)-len << 1) - 1))
+        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    l->last_end = end;
+    return DFL_OK;
+}
+
+static int64_t unzig(uint64_t v)
+{
+    return v & 1 ? -(int64_t)((v + 1) >> 1) : (int64_t)(v >> 1);
 }
 
 /* The decoded piece of id (cached in o; valid until out_free), or NULL with err filled. */
@@ -145,9 +209,10 @@ static void out_string(out_buf *o, const char *s)
     out_bytes(o, "\"", 1);
 }
 
-/* Print one encoded text as a JSON line. */
-static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, out_buf *o, dfl_error *err)
+/* Print one encoded text (o->tl) as a JSON line. */
+static dfl_status print_encoding(const dfl_tokenizer *t, out_buf *o, dfl_error *err)
 {
+    const tok_list *e = &o->tl;
     out_bytes(o, "{\"ids\":[", 8);
     for (size_t i = 0; i < e->n; i++) {
         if (i) out_bytes(o, ",", 1);
@@ -174,11 +239,15 @@ static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, 
         out_string(o, label);
     }
     out_bytes(o, "],\"offsets\":[", 13);
+    int64_t end = 0;
+    size_t at = 0;
     for (size_t i = 0; i < e->n; i++) {
+        int64_t start = end + unzig(get_leb(e->off, &at));
+        end = start + unzig(get_leb(e->off, &at));
         out_bytes(o, i ? ",[" : "[", i ? 2 : 1);
-        out_uint(o, e->start[i]);
+        out_uint(o, (uint64_t)start);
         out_bytes(o, ",", 1);
-        out_uint(o, e->end[i]);
+        out_uint(o, (uint64_t)end);
         out_bytes(o, "]", 1);
     }
     out_bytes(o, "]}\n", 3);
@@ -188,12 +257,11 @@ static dfl_status print_encoding(const dfl_tokenizer *t, const dfl_encoding *e, 
 static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
                                size_t line, out_buf *o, dfl_error *err)
 {
-    dfl_encoding e;
-    dfl_status st = dfl_tokenizer_encode(t, text, n, special, &e, err);
+    o->tl.n = o->tl.off_n = 0;
+    o->tl.last_end = 0;
+    dfl_status st = dfl_tokenizer_encode_each(t, text, n, special, keep_token, &o->tl, err);
     if (st) return dfl__context(err, "%s:%zu", label, line);
-    st = print_encoding(t, &e, o, err);
-    dfl_encoding_free(&e);
-    return st;
+    return print_encoding(t, o, err);
 }
 
 /* Code points in s[n] (valid UTF-8): a 0-based column. */
