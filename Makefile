@@ -7,7 +7,7 @@ CC       ?= gcc
 OPT      ?= -O2
 SAN      ?=
 BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-PKGS     := hdf5 libcjson libpng libjpeg libdeflate ompi-c libmicrohttpd libpcre2-8 libutf8proc cairo pangocairo fontconfig
+PKGS     := hdf5 libcjson libpng libjpeg libdeflate ompi-c libmicrohttpd libpcre2-8 cairo pangocairo fontconfig
 
 # OpenBLAS's OpenMP build: BLAS calls made inside our parallel regions run serially
 # instead of starting a second thread pool that fights OpenMP's for the cores.

@@ -22,7 +22,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-BUILD="gcc make pkg-config clang-format libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev libpcre2-dev libutf8proc-dev libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core libjpeg62-turbo-dev"
+BUILD="gcc make pkg-config clang-format libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev libpcre2-dev libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core libjpeg62-turbo-dev"
 TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools python3-matplotlib poppler-utils librsvg2-bin fonts-noto-cjk python3-torch man-db strace python3-jinja2 python3-pil python3-regex python3-scipy"
 FUZZ="clang libclang-rt-14-dev"
 BENCH="python3-matplotlib time"
