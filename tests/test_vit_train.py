@@ -13,8 +13,10 @@ independent references:
 - the shapes images: the object inside its box, brighter than the background there;
 - `train --task shapes` end to end (a few steps, probe reads the model) and its usage errors.
 """
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,8 @@ import clip_ref  # noqa: E402
 import test_diffclip as tdc  # noqa: E402  (harness building, safetensors reading, clip_harness output)
 
 TMP = tempfile.mkdtemp(prefix="dfl-vit-train-")
+atexit.register(shutil.rmtree, TMP, True)
+atexit.register(shutil.rmtree, tdc.TMP, True)  # the one importing test_diffclip made
 BIN = os.environ.get("BIN", os.path.join(ROOT, "bin"))
 TRAIN, PROBE = os.path.join(BIN, "train"), os.path.join(BIN, "probe")
 EXE = None

@@ -33,8 +33,8 @@ int main(int argc, char **argv)
         if (S < 16 || S > 1024) return usage();
         uint8_t *rgb = malloc((size_t)(S * S * 3));
         int label, box[4];
-        dfl_shapes_sample(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10), S,
-                          rgb, &label, box);
+        dfl_shapes_sample(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10), S, rgb,
+                          &label, box);
         FILE *f = fopen(argv[6], "wb");
         int ok = f && fwrite(rgb, 1, (size_t)(S * S * 3), f) == (size_t)(S * S * 3);
         if (f) ok = fclose(f) == 0 && ok;
