@@ -193,8 +193,9 @@ awk -F, 'NR > 1 { printf "  %-11s w%-2s kv%-2s l%-2s  retrieval %s  KLD %s\n", $
 # Images (docs/train.md "Images: ViT vs Diff-ViT"): a tiny ViT and Diff-ViT trained per
 # seed on the synthetic shapes task (two runs at once, one thread each: about 25 s of CPU
 # per model), probed on 16 held-out images with the object's box; the class token's map
-# over the image (last layer, mean over heads) and the object-vs-background shares over
-# seeds (out/demo/vit_shares.md)
+# over the image (last layer: the mean over heads, ViT vs Diff-ViT on one scale, and each
+# differential head's map1 | map2 | diff) and the object-vs-background shares over seeds
+# (out/demo/vit_shares.md)
 VO=$OUT/vit
 VIT_SEEDS=${VIT_SEEDS:-1,2,3}
 VF="--steps 500 --lr 3e-3 --eval-every 100 --eval-samples 256 --threads 1 --quiet --force"
@@ -218,8 +219,10 @@ s1=${VIT_SEEDS%%,*}
 for i in 0 1 2 3; do
     "$BIN/attnmap" "$VO/seed-$s1/diff_vit.h5" --vs "$VO/seed-$s1/vit.h5" --labels Diff-ViT,ViT --sample "$i" \
         --head mean --size 256 -o "$OUT/vit_overlay_vs_$i.png" --force --quiet
-    "$BIN/attnmap" "$VO/seed-$s1/diff_vit.h5" --map all --sample "$i" --head mean --size 256 \
-        -o "$OUT/vit_overlay_maps_$i.png" --force --quiet
+    for h in 0 1; do # each differential head: map1 | map2 | diff (the mean over heads can cancel)
+        "$BIN/attnmap" "$VO/seed-$s1/diff_vit.h5" --map all --sample "$i" --head "$h" --size 256 \
+            -o "$OUT/vit_overlay_maps_${i}_h$h.png" --force --quiet
+    done
 done
 echo
 echo "images: ViT vs Diff-ViT on the shapes task, over seeds $VIT_SEEDS (out/demo/vit_shares.md):"

@@ -63,7 +63,7 @@ def main(argv):
         for key, label in MODELS:
             acc, step = last_acc("%s/seed-%d/%s/train.csv" % (runs, s, key))
             st, fair, zs, lam, n = dump_stats("%s/seed-%d/%s.h5" % (runs, s, key))
-            per.setdefault(key, []).append((acc, st, fair, zs))
+            per.setdefault(key, []).append((acc, st, fair, zs, lam))
             for m, (sh, sa) in st.items():
                 L = sh.shape[0]
                 rows.append((s, label, m, acc, zs, n, fair, sh[L - 1, :, 1].mean(), sh[L - 1, :, 2].mean(),
@@ -90,6 +90,27 @@ def main(argv):
             print("| %s | %s | %.3f ± %.3f | %.3f ± %.3f | %.3f ± %.3f | %.3f |" % (
                 label, m, np.mean(acc), np.std(acc), np.mean(obj), np.std(obj), np.mean(obj0), np.std(obj0),
                 np.mean(fair)))
+    print()
+    print("Per head, last layer, per seed (mean over the images; heads are not matched across seeds). Share of "
+          "absolute attention on the object of map1 / map2 / diff, and for Diff-ViT the diff map's signed mass "
+          "on the object (its normalised share × (1 − λ)):")
+    print()
+    print("| model | seed | " + " | ".join("head %d" % h for h in range(4)) + " |")
+    print("|---|---|" + "---|" * 4)
+    for key, label in MODELS:
+        for s_i, p in zip(seeds, per[key]):
+            st = p[1]
+            H = st["map1"][1].shape[1]
+            cells = []
+            for h in range(H):
+                if "diff" in st:
+                    cells.append("%.2f / %.2f / %.2f, signed %+.3f" % (
+                        st["map1"][1][-1, h, 1], st["map2"][1][-1, h, 1], st["diff"][1][-1, h, 1],
+                        st["diff"][0][-1, h, 1] * (1 - p[4][-1])))
+                else:
+                    cells.append("%.2f" % st["map1"][1][-1, h, 1])
+            cells += [""] * (4 - H)
+            print("| %s | %d | %s |" % (label, s_i, " | ".join(cells)))
     return 0
 
 
