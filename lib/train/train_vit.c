@@ -135,12 +135,12 @@ struct dfl_vit_model {
     int *labels;       /* [B] */
     int64_t B;         /* of the last forward */
     void **owned;
-    size_t n_owned;
+    size_t n_owned, cap_owned;
 };
 
 static void *take(dfl_vit_model *m, size_t a, size_t b)
 {
-    if (!m->owned) return NULL;
+    if (!m->owned || m->n_owned == m->cap_owned) return NULL;
     void *p = dfl__alloc_array(a ? a : 1, (b ? b : 1));
     if (p) memset(p, 0, (a ? a : 1) * (b ? b : 1)), m->owned[m->n_owned++] = p;
     return p;
@@ -166,8 +166,7 @@ static void layout(dfl_vit_model *m)
 {
     int64_t D = m->D, F = m->F, d = m->d;
     char nm[96];
-    /* two passes over the same calls would be clearer but slower to read; the slots are
-     * patched for the ViT's fused qkv below */
+    /* the published tensor order; ViT's wk/wv/bk/bv slots are set from its fused qkv in dfl_vit_create */
     add_t(m, "visual.patch_embed.proj.weight", 4, D, 3, m->P, m->P, 1, &m->w.patch_w, &m->g.patch_w);
     add_t(m, "visual.patch_embed.proj.bias", 1, D, 0, 0, 0, 0, &m->w.patch_b, &m->g.patch_b);
     add_t(m, "visual.cls_token", 3, 1, 1, D, 0, 0, &m->w.cls, &m->g.cls);
@@ -236,7 +235,8 @@ dfl_status dfl_vit_create(const dfl_vit_params *p, dfl_vit_model **out, dfl_erro
     if (s) return s;
     dfl_vit_model *m = calloc(1, sizeof *m);
     if (!m) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    m->owned = calloc(64 + 16 * (size_t)p->layers, sizeof *m->owned);
+    m->cap_owned = 64 + 16 * (size_t)p->layers;
+    m->owned = calloc(m->cap_owned, sizeof *m->owned);
     m->p = *p;
     m->S = p->image_size, m->P = p->patch_size, m->G = m->S / m->P, m->N = m->G * m->G, m->T = 1 + m->N;
     m->D = p->width, m->F = p->mlp_width, m->E = p->embed_dim, m->K = 3 * m->P * m->P, m->Hs = p->heads;
