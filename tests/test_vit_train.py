@@ -10,7 +10,8 @@ independent references:
 - the saved checkpoint through model/clip.c (tests/clip_harness.c) against the float64
   reference tests/ref/clip_ref.py, and the zero-shot scores of its text side against the
   trainer's own class probabilities;
-- the shapes images: the object inside its box, brighter than the background there;
+- the shapes images: the object inside its box, brighter than the background there, and a
+  sample PNG through model/image.c's preprocessing equal to the trainer's own input;
 - `train --task shapes` end to end (a few steps, probe reads the model) and its usage errors.
 """
 import atexit
@@ -202,6 +203,40 @@ class Shapes(unittest.TestCase):
             want = {0: 1.0, 1: np.pi / 4, 2: 0.5, 3: 5 / 9}[label]
             self.assertLess(abs(fill - want), 0.2, "class %d fills %.2f of its box" % (label, fill))
         self.assertEqual(seen, {0, 1, 2, 3})
+
+    def test_png_preprocessed_as_trained(self):
+        """A sample PNG through model/image.c's preprocessing (the model's config: resize =
+        crop = S, bicubic, CLIP's mean and std) gives exactly the floats the trainer
+        computes from the generator's bytes: (x / 255 − mean) / std in float32 (torchvision's)."""
+        out, st = run_step(0, 5)
+        mdir = os.path.join(out, "model")
+        with open(os.path.join(mdir, "config.json")) as f:
+            pre = json.load(f)["preprocess"]
+        mean, std = np.array(pre["mean"], np.float32), np.array(pre["std"], np.float32)
+        self.assertEqual((pre["resize"], pre["crop"]), (16, 16))
+        for b in range(SIZES[7]):  # the trainer's own input: images 0.. of stream 0 of the seed
+            raw = os.path.join(TMP, "raw.u8")
+            subprocess.run([vit_harness(), "sample", "5", "0", str(b), "16", raw], check=True, capture_output=True)
+            rgb = np.fromfile(raw, np.uint8).reshape(16, 16, 3)
+            want = ((rgb.astype(np.float32) / np.float32(255) - mean) / std).transpose(2, 0, 1)
+            self.assertLessEqual(float(np.abs(st["px"][b] - want).max()), 1e-6, b)
+        samples = os.path.join(TMP, "pre-samples")
+        r = subprocess.run([TRAIN, "--task", "shapes", "--samples", samples, "--count", "3", "--image-size", "16",
+                            "--seed", "4", "--first", "7", "--quiet", "--force"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for i in range(3):
+            raw = os.path.join(TMP, "raw.u8")
+            r = subprocess.run([vit_harness(), "sample", "4", "1", str(7 + i), "16", raw], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rgb = np.fromfile(raw, np.uint8).reshape(16, 16, 3)
+            want = ((rgb.astype(np.float32) / np.float32(255) - mean) / std).transpose(2, 0, 1)
+            got_f = os.path.join(TMP, "pre.f32")
+            r = subprocess.run([tdc.harness(), "preprocess", mdir, os.path.join(samples, "sample-%d.png" % i), got_f],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = np.fromfile(got_f, "<f4").reshape(3, 16, 16)
+            self.assertLessEqual(float(np.abs(got - want).max()), 1e-6, i)
 
 
 class Tool(unittest.TestCase):
