@@ -190,6 +190,44 @@ echo
 echo "Figure 8 sweep (out/demo/fig8/sweep.csv: model, weight/KV/logit bits, last-query retrieval, mean KLD):"
 awk -F, 'NR > 1 { printf "  %-11s w%-2s kv%-2s l%-2s  retrieval %s  KLD %s\n", $1, $2, $3, $4, $6, $8 }' \
     "$OUT/fig8/sweep.csv"
+# Images (docs/train.md "Images: ViT vs Diff-ViT"): a tiny ViT and Diff-ViT trained per
+# seed on the synthetic shapes task (two runs at once, one thread each: about 25 s of CPU
+# per model), probed on 16 held-out images with the object's box; the class token's map
+# over the image (last layer: the mean over heads, ViT vs Diff-ViT on one scale, and each
+# differential head's map1 | map2 | diff) and the object-vs-background shares over seeds
+# (out/demo/vit_shares.md)
+VO=$OUT/vit
+VIT_SEEDS=${VIT_SEEDS:-1,2,3}
+VF="--steps 500 --lr 3e-3 --eval-every 100 --eval-samples 256 --threads 1 --quiet --force"
+"$BIN/train" --task shapes --samples "$VO/images" --count 16 --quiet --force
+for s in $(echo "$VIT_SEEDS" | tr , ' '); do
+    # shellcheck disable=SC2086
+    "$BIN/train" --task shapes --out "$VO/seed-$s/vit" --seed "$s" $VF &
+    p1=$!
+    # shellcheck disable=SC2086
+    "$BIN/train" --task shapes --out "$VO/seed-$s/diff_vit" --diff --seed "$s" $VF &
+    p2=$!
+    wait "$p1"
+    wait "$p2"
+    for m in vit diff_vit; do
+        "$BIN/probe" --model "$VO/seed-$s/$m" --prompts "$VO/images/prompts.jsonl" --out "$VO/seed-$s/$m.h5" \
+            --force --quiet
+    done
+done
+/usr/bin/python3 scripts/demo_vit.py "$VO" "$VIT_SEEDS" > "$OUT/vit_shares.md"
+s1=${VIT_SEEDS%%,*}
+for i in 0 1 2 3; do
+    "$BIN/attnmap" "$VO/seed-$s1/diff_vit.h5" --vs "$VO/seed-$s1/vit.h5" --labels Diff-ViT,ViT --sample "$i" \
+        --head mean --size 256 -o "$OUT/vit_overlay_vs_$i.png" --force --quiet
+    for h in 0 1; do # each differential head: map1 | map2 | diff (the mean over heads can cancel)
+        "$BIN/attnmap" "$VO/seed-$s1/diff_vit.h5" --map all --sample "$i" --head "$h" --size 256 \
+            -o "$OUT/vit_overlay_maps_${i}_h$h.png" --force --quiet
+    done
+done
+echo
+echo "images: ViT vs Diff-ViT on the shapes task, over seeds $VIT_SEEDS (out/demo/vit_shares.md):"
+sed -n '/^Mean/,$p' "$OUT/vit_shares.md"
+
 echo
 echo "files in $OUT/:"
 ls "$OUT" | sed 's/^/  /'

@@ -62,4 +62,16 @@ dfl_status dfl__train_ws_bytes(const dfl_config *c, int64_t max_batch, int64_t T
 struct dfl_train_ws;
 void dfl__train_ws_set_block(struct dfl_train_ws *w, int64_t block);
 
+/* For y = x·Wᵀ: dx[n, in] (= when beta 0, += when 1) dy[n, out]·W (dx NULL: skipped)
+ * and dW[out, in] += dyᵀ·x, through sgemm (train_pass.c; train_vit.c uses it too). */
+void dfl__train_mm_bwd(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int64_t n,
+                       int64_t in, int64_t out);
+
+/* mkdir -p dir; DFL_ERR_IO naming the part that failed or is not a directory (train_run.c). */
+dfl_status dfl__train_make_dirs(const char *dir, dfl_error *err);
+
+/* config.json's "preprocess" object for the shapes task's images of side S (train_shapes.c):
+ * resize = crop = S and the mean and std of dfl_shapes_normalize. Returns snprintf's count. */
+int dfl__shapes_preprocess_json(char *buf, size_t cap, int64_t S);
+
 #endif

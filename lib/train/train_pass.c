@@ -269,9 +269,9 @@ static void rmsnorm_bwd(float *dx, float *dgain, float *part, const float *dy, c
 
 /* Forward products: dfl_matmul_xwt of model/kernels.h. */
 
-/* For y = x·Wᵀ: dx[n, in] (= or +=, by beta) dy[n, out]·W and dW[out, in] += dyᵀ·x. */
-static void mm_bwd(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int64_t n,
-                   int64_t in, int64_t out)
+/* For y = x·Wᵀ (train_internal.h): dx[n, in] (= or +=, by beta) dy[n, out]·W and dW[out, in] += dyᵀ·x. */
+void dfl__train_mm_bwd(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int64_t n,
+                       int64_t in, int64_t out)
 {
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, 1.0f, dy, (int)out, W,
@@ -671,7 +671,7 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         dz[w->targets[i]] -= inv_n;
     }
     /* logits = xnf·lm_headᵀ; final norm */
-    mm_bwd(w->dxn, 0.0f, m->g.lm_head, w->dlogits, w->xnf, m->w.lm_head, BT, D, V);
+    dfl__train_mm_bwd(w->dxn, 0.0f, m->g.lm_head, w->dlogits, w->xnf, m->w.lm_head, BT, D, V);
     memset(w->dx, 0, (size_t)BT * (size_t)D * sizeof(float));
     rmsnorm_bwd(w->dx, m->g.final_norm, w->gpart, w->dxn, w->x_out, m->w.final_norm, w->rstdf, BT, D);
 
@@ -680,7 +680,7 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         dfl_train_layer *gy = &m->g.layers[l];
         const layer_acts *a = &w->acts[l];
         /* MLP: dx is d(x_next) = d(x_mid) through the residual */
-        mm_bwd(w->dh, 0.0f, gy->w_down, w->dx, a->hsw, y->w_down, BT, F, D);
+        dfl__train_mm_bwd(w->dh, 0.0f, gy->w_down, w->dx, a->hsw, y->w_down, BT, F, D);
         size_t nf = (size_t)BT * (size_t)F;
 #pragma omp parallel for schedule(static) if (nf > PAR_MIN)
         for (size_t i = 0; i < nf; i++) {
@@ -688,12 +688,12 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
             w->dup[i] = w->dh[i] * silu;
             w->dgate[i] = w->dh[i] * a->up[i] * sg * (1.0f + gt * (1.0f - sg));
         }
-        mm_bwd(w->dxn, 0.0f, gy->w_gate, w->dgate, a->xn2, y->w_gate, BT, D, F);
-        mm_bwd(w->dxn, 1.0f, gy->w_up, w->dup, a->xn2, y->w_up, BT, D, F);
+        dfl__train_mm_bwd(w->dxn, 0.0f, gy->w_gate, w->dgate, a->xn2, y->w_gate, BT, D, F);
+        dfl__train_mm_bwd(w->dxn, 1.0f, gy->w_up, w->dup, a->xn2, y->w_up, BT, D, F);
         rmsnorm_bwd(w->dx, gy->mlp_norm, w->gpart, w->dxn, a->x_mid, y->mlp_norm, a->rstd2, BT, D);
 
         /* attention: dx is now d(x_mid) = d(x_in) through the residual */
-        mm_bwd(w->datt, 0.0f, gy->wo, w->dx, a->att, y->wo, BT, g->att_ld, D);
+        dfl__train_mm_bwd(w->datt, 0.0f, gy->wo, w->dx, a->att, y->wo, BT, g->att_ld, D);
         attn_args ax = make_attn_args(m, w, l);
         int64_t tasks = B * g->heads;
 #pragma omp parallel for schedule(dynamic, 1) if (tasks * T * T > PAR_MIN) num_threads(w->nth)
@@ -720,13 +720,13 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
         /* RoPE is a rotation: its backward rotates by the negative angle */
         rope_rows(w->dq, BT, T, g->q_ld, g->n_qheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
         rope_rows(w->dk, BT, T, g->k_ld, g->n_kheads, g->dq, w->cos_t, w->nsin_t, c->rope_interleaved);
-        mm_bwd(w->dxn, 0.0f, gy->wq, w->dq, a->xn1, y->wq, BT, D, g->q_ld);
-        mm_bwd(w->dxn, 1.0f, gy->wk, w->dk, a->xn1, y->wk, BT, D, g->k_ld);
-        mm_bwd(w->dxn, 1.0f, gy->wv, w->dv, a->xn1, y->wv, BT, D, g->v_ld);
+        dfl__train_mm_bwd(w->dxn, 0.0f, gy->wq, w->dq, a->xn1, y->wq, BT, D, g->q_ld);
+        dfl__train_mm_bwd(w->dxn, 1.0f, gy->wk, w->dk, a->xn1, y->wk, BT, D, g->k_ld);
+        dfl__train_mm_bwd(w->dxn, 1.0f, gy->wv, w->dv, a->xn1, y->wv, BT, D, g->v_ld);
         if (g->token_lambda) { /* σ' = σ(1 − σ), then through lambda_proj */
             for (int64_t i = 0; i < BT * g->heads; i++)
                 w->dlamt[i] *= a->lam[i] * (1.0f - a->lam[i]);
-            mm_bwd(w->dxn, 1.0f, gy->wlam, w->dlamt, a->xn1, y->wlam, BT, D, g->heads);
+            dfl__train_mm_bwd(w->dxn, 1.0f, gy->wlam, w->dlamt, a->xn1, y->wlam, BT, D, g->heads);
         }
         rmsnorm_bwd(w->dx, gy->attn_norm, w->gpart, w->dxn, a->x_in, y->attn_norm, a->rstd1, BT, D);
     }

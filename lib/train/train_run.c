@@ -147,8 +147,8 @@ static int exists(const char *path)
     return stat(path, &st) == 0;
 }
 
-/* mkdir -p */
-static dfl_status make_dirs(const char *dir, dfl_error *err)
+/* mkdir -p (train_internal.h) */
+dfl_status dfl__train_make_dirs(const char *dir, dfl_error *err)
 {
     char buf[4096];
     size_t n = strlen(dir);
@@ -178,7 +178,7 @@ static dfl_status keep_model(const dfl_train_model *m, const char *out, int64_t 
 {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/steps/step-%06lld", out, (long long)step);
-    dfl_status s = make_dirs(dir, err);
+    dfl_status s = dfl__train_make_dirs(dir, err);
     return s ? s : dfl_train_save_model(m, dir, 1, err);
 }
 
@@ -625,7 +625,7 @@ static dfl_status train_run(const dfl_train_params *p, const dfl_train_hooks *ho
     /* a resume makes nothing: a wrong DIR fails without leaving a new folder */
     join(path, sizeof path, p->out, "checkpoint.safetensors");
     if (p->resume && !exists(path)) return dfl__fail(err, DFL_ERR_IO, "%s: no checkpoint to resume from", path);
-    if (!p->resume && (s = make_dirs(p->out, err))) return s;
+    if (!p->resume && (s = dfl__train_make_dirs(p->out, err))) return s;
     /* One writer per folder: the lock is a temporary file of atomic.h beside train.lock
      * (never renamed into place), held with flock for the whole run; a second run into
      * the folder finds it held and stops before it touches anything. */

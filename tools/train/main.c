@@ -14,6 +14,7 @@
 #include "base/report.h"
 #include "model/kernels.h"
 #include "train/train.h"
+#include "shapes.h"
 
 static volatile sig_atomic_t g_stop = 0;
 
@@ -58,6 +59,8 @@ static void usage(FILE *out)
             "  --tie               tie the LM head to the embedding (default: untied)\n"
             "  --init-std S        std of the normal init of matrices (default: %g)\n"
             "task\n"
+            "  --task needle|shapes  the needle task (default), or the images of a ViT / Diff-ViT\n"
+            "                      pair with their own options (train --task shapes --help)\n"
             "  --seq T             tokens per sample (default: %lld)\n"
             "  --needles N         needles per sample, distinct keys, 1-64 (default: %d)\n"
             "  --queries R         queries per sample; the last one is scored (default: %d)\n"
@@ -220,8 +223,19 @@ static int run_one(const dfl_train_params *p, const char *name, tool_state *st)
     return res.interrupted && g_stop ? 128 + g_stop : 0;
 }
 
+/* 1 when argv holds --task shapes (or --task=shapes): that mode has its own options. */
+static int task_shapes(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--task=shapes")) return 1;
+        if (!strcmp(argv[i], "--task") && i + 1 < argc && !strcmp(argv[i + 1], "shapes")) return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (task_shapes(argc, argv)) return dfl__train_shapes_main(argc, argv);
     enum {
         O_TYPE = 256,
         O_PAIR,
@@ -266,7 +280,8 @@ int main(int argc, char **argv)
         O_SUMMARIZE,
         O_FSCHED,
         O_WIDTH,
-        O_FONT
+        O_FONT,
+        O_TASK
     };
     static const struct option opts[] = {{"type", required_argument, 0, O_TYPE},
                                          {"pair", required_argument, 0, O_PAIR},
@@ -312,6 +327,7 @@ int main(int argc, char **argv)
                                          {"summarize", no_argument, 0, O_SUMMARIZE},
                                          {"width", required_argument, 0, O_WIDTH},
                                          {"font", required_argument, 0, O_FONT},
+                                         {"task", required_argument, 0, O_TASK},
                                          DFL_CLI_COMMON_OPTIONS,
                                          {0, 0, 0, 0}};
     dfl_train_params p = dfl_train_params_default();
@@ -402,6 +418,10 @@ int main(int argc, char **argv)
         case O_PLOT: plot = optarg; break;
         case O_WIDTH: s = dfl_plot_width_parse(optarg, &g_paper.width_in, &err); break;
         case O_FONT: g_paper.font = optarg; break;
+        case O_TASK:
+            if (strcmp(optarg, "needle"))
+                s = dfl__fail(&err, DFL_ERR_USAGE, "--task: '%s' is not needle or shapes", optarg);
+            break;
         case O_PLOTONLY: plot_only = 1; break;
         case O_HELP: usage(stdout); return 0;
         case DFL_CLI_OPT_VERSION:
