@@ -121,6 +121,36 @@ static void on_scores(void *user, int thread, const dfl_score_block *b)
     }
 }
 
+/* The selected map rows of this block into the map streams. */
+static dfl_status write_map_rows(sample_run *r, const dfl_attn_block *b, const float *const *src, dfl_error *err)
+{
+    int64_t l = b->layer, h = b->head;
+    if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
+    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
+     * in one row of tiles and reach only the keys their last row sees: no write touches
+     * a tile wholly in its rows' future */
+    int64_t k = 0;
+    while (k < r->R && r->rows[k] < b->row0)
+        k++;
+    while (k < r->R && r->rows[k] < b->row0 + b->n) {
+        int64_t run = 1;
+        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
+               (k + run) % MAP_TILE_ROWS != 0)
+            run++;
+        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
+        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
+        for (int mi = 0; mi < 3; mi++) {
+            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue; /* GDA: the group's map, once */
+            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
+            dfl_status s =
+                dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld, b->ld, err);
+            if (s) return s;
+        }
+        k += run;
+    }
+    return DFL_OK;
+}
+
 /* Noise statistics of the analysis rows in this block, and the selected map rows. */
 static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
 {
@@ -154,30 +184,12 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             }
         }
     }
-    if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
-    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
-     * in one row of tiles and reach only the keys their last row sees: no write touches
-     * a tile wholly in its rows' future */
-    int64_t k = 0;
-    while (k < r->R && r->rows[k] < b->row0)
-        k++;
-    while (k < r->R && r->rows[k] < b->row0 + b->n) {
-        int64_t run = 1;
-        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
-               (k + run) % MAP_TILE_ROWS != 0)
-            run++;
-        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
-        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
-        for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue; /* GDA: the group's map, once */
-            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
-            dfl_status s =
-                dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld, b->ld, err);
-            if (s) return s;
-        }
-        k += run;
-    }
-    return DFL_OK;
+    dfl_status s = write_map_rows(r, b, src, err);
+    /* the block's last head: its rows' complete tiles are deflated now, on the forward's
+     * threads between two of its parallel regions (dump.h dfl_dump_stream_pump) */
+    for (int mi = 0; mi < 3 && !s && h == Hs - 1; mi++)
+        if (r->maps[mi]) s = dfl_dump_stream_pump(r->maps[mi], err);
+    return s;
 }
 
 /* Merge accumulators acc[n] into layer l of o: sorted top-K (NaN / -1 padded),

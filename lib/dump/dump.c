@@ -573,10 +573,15 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
     return ok ? DFL_OK : h5fail(s->d, err, "write a hyperslab of", "map");
 }
 
+dfl_status dfl_dump_stream_pump(dfl_dump_stream *s, dfl_error *err)
+{
+    return s->direct ? dfl__direct_pump(s, err) : DFL_OK;
+}
+
 void dfl_dump_stream_close(dfl_dump_stream *s)
 {
     if (!s) return;
-    dfl__direct_free(s->direct); /* stops the compressors before the dataset goes */
+    dfl__direct_free(s->direct);
     if (s->dset >= 0) H5Dclose(s->dset);
     free(s->packed);
     free(s);
