@@ -184,12 +184,35 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             }
         }
     }
-    dfl_status s = write_map_rows(r, b, src, err);
-    /* the block's last head: its rows' complete tiles are deflated now, on the forward's
-     * threads between two of its parallel regions (dump.h dfl_dump_stream_pump) */
-    for (int mi = 0; mi < 3 && !s && h == Hs - 1; mi++)
+    /* a block's first head: the tiles the previous blocks completed, deflated meanwhile
+     * inside this block's attention region (on_jobs), go to the file, freeing their slots */
+    dfl_status s = DFL_OK;
+    for (int mi = 0; mi < 3 && !s && h == 0; mi++)
         if (r->maps[mi]) s = dfl_dump_stream_pump(r->maps[mi], err);
-    return s;
+    return s ? s : write_map_rows(r, b, src, err);
+}
+
+/* The map tiles queued so far, deflated by the attention's threads (forward.h attn_jobs):
+ * jobs of map1, then map2, then diff. */
+static int64_t on_jobs(void *user)
+{
+    sample_run *r = user;
+    int64_t n = 0;
+    for (int mi = 0; mi < 3; mi++) {
+        r->job_base[mi] = n;
+        n += r->maps[mi] ? dfl_dump_stream_jobs(r->maps[mi]) : 0;
+    }
+    r->job_base[3] = n;
+    return n;
+}
+
+static void on_job(void *user, int thread, int64_t k)
+{
+    sample_run *r = user;
+    int mi = 0;
+    while (mi < 2 && k >= r->job_base[mi + 1])
+        mi++;
+    dfl_dump_stream_work(r->maps[mi], k - r->job_base[mi], thread);
 }
 
 /* Merge accumulators acc[n] into layer l of o: sorted top-K (NaN / -1 padded),
@@ -333,6 +356,8 @@ dfl_capture dfl__probe_capture(sample_run *r)
     dfl_capture cap = {.user = r,
                        .want_maps = want_maps,
                        .attn_rows = on_attn,
+                       .attn_jobs = on_jobs,
+                       .attn_job = on_job,
                        .scores_rows = on_scores,
                        .layer_begin = on_layer,
                        .hidden = on_hidden,

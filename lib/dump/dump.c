@@ -578,6 +578,16 @@ dfl_status dfl_dump_stream_pump(dfl_dump_stream *s, dfl_error *err)
     return s->direct ? dfl__direct_pump(s, err) : DFL_OK;
 }
 
+int64_t dfl_dump_stream_jobs(dfl_dump_stream *s)
+{
+    return s->direct ? dfl__direct_jobs(s) : 0;
+}
+
+void dfl_dump_stream_work(dfl_dump_stream *s, int64_t k, int thread)
+{
+    if (s->direct) dfl__direct_work(s, k, thread);
+}
+
 void dfl_dump_stream_close(dfl_dump_stream *s)
 {
     if (!s) return;

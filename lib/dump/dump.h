@@ -156,6 +156,16 @@ dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_t
  * as dfl_dump_stream_flush. */
 dfl_status dfl_dump_stream_pump(dfl_dump_stream *s, dfl_error *err);
 
+/* The deflate work queued so far as jobs [0, n), for threads the caller runs anyway
+ * (probe: the attention's own parallel region, so no extra region and no barrier):
+ * dfl_dump_stream_work(s, k, thread) deflates job k with thread's compressor (thread
+ * below max(opt.threads, omp_get_max_threads()), else it does nothing), concurrently
+ * for distinct k, without allocating or I/O; the next pump stores them, deflating the
+ * jobs no thread took. Both only between writes and pumps; 0 for other streams and raw
+ * chunks. */
+int64_t dfl_dump_stream_jobs(dfl_dump_stream *s);
+void dfl_dump_stream_work(dfl_dump_stream *s, int64_t k, int thread);
+
 /* Store every chunk row still held or queued (a no-op for other streams). A direct
  * stream closed without it loses those. DFL_ERR_HDF5 when HDF5 cannot write a chunk (a
  * full disk, a file-size limit; the dump can then only be aborted). */

@@ -43,10 +43,11 @@ typedef struct staged_row {
     uint64_t opened;     /* when it was opened, for eviction */
 } staged_row;
 
-/* One chunk of a queued row, compressed by the pump into out + k·bound. */
+/* One chunk of a queued row, compressed into out + k·bound. */
 typedef struct chunk_job {
     int64_t slot, index;
     size_t size; /* compressed bytes (0: failed) */
+    int done;    /* compressed (by dfl_dump_stream_work or the pump) */
 } chunk_job;
 
 struct dfl__direct {
@@ -58,14 +59,16 @@ struct dfl__direct {
     staged_row *rows;                   /* [nrows] */
     int64_t nrows;
     uint64_t clock;
-    int failed; /* a chunk could not be stored: every later call fails */
-    int nthreads;
-    int64_t *queue; /* [nrows] queued slots, oldest first */
+    int failed;         /* a chunk could not be stored: every later call fails */
+    int team, nthreads; /* the pump's team; compressors */
+    int64_t *queue;     /* [nrows] queued slots, oldest first */
     int64_t nqueued;
-    chunk_job *jobs;    /* [nrows · per_row] the pump's chunks */
+    chunk_job *jobs; /* [nrows · per_row] the queued rows' chunks, queue order */
+    int64_t njobs;   /* jobs listed so far, for queue entries [0, jq) */
+    int64_t jq;
     unsigned char *out; /* [nrows · per_row, bound] their compressed bytes */
     size_t bound;
-    struct libdeflate_compressor **zc; /* [nthreads], one per team thread */
+    struct libdeflate_compressor **zc; /* [nthreads], one per thread */
 };
 
 dfl_dump_direct dfl_dump_direct_default(void)
@@ -136,7 +139,10 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
     x->gzip = opt->gzip;
     x->elem = elem;
     x->nrows = opt->open_rows;
-    x->nthreads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    /* compressors for the pump's team and for any thread of the caller's OpenMP team
+     * (dfl_dump_stream_work) */
+    x->team = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    x->nthreads = x->team > omp_get_max_threads() ? x->team : omp_get_max_threads();
     size_t n_keys = 1, cap = 0;
     int ok = 1;
     x->chunk_elems = 1;
@@ -269,21 +275,31 @@ static dfl_status submit_row(dfl_dump_stream *s, int64_t i, dfl_error *err)
 static void compress_job(direct_state *x, int64_t k, int w)
 {
     chunk_job *j = &x->jobs[k];
+    if (j->done) return;
     const unsigned char *planes = x->rows[j->slot].data + (size_t)j->index * x->chunk_bytes;
     unsigned char *out = x->out + (size_t)k * x->bound;
     j->size = x->gzip == 1 ? zlib_split(x->zc[w], planes, x->chunk_bytes, x->elem, out, x->bound)
                            : libdeflate_zlib_compress(x->zc[w], planes, x->chunk_bytes, out, x->bound);
+    j->done = 1;
+}
+
+/* List the chunks of the rows queued since the last listing as jobs; returns the count. */
+static int64_t list_jobs(direct_state *x)
+{
+    for (; x->jq < x->nqueued; x->jq++)
+        for (int64_t c = 0; c < x->per_row; c++)
+            if (x->rows[x->queue[x->jq]].touched[c]) x->jobs[x->njobs++] = (chunk_job){x->queue[x->jq], c, 0, 0};
+    return x->njobs;
 }
 
 /* Deflate every queued chunk on the team, store them in queue order, free their slots. */
 static dfl_status pump(dfl_dump_stream *s, dfl_error *err)
 {
     direct_state *x = s->direct;
-    int64_t n = 0;
-    for (int64_t q = 0; q < x->nqueued; q++)
-        for (int64_t c = 0; c < x->per_row; c++)
-            if (x->rows[x->queue[q]].touched[c]) x->jobs[n++] = (chunk_job){x->queue[q], c, 0};
-    const int team = (int64_t)x->nthreads < n ? x->nthreads : (int)n;
+    int64_t n = list_jobs(x), left = 0;
+    for (int64_t k = 0; k < n; k++)
+        left += !x->jobs[k].done;
+    const int team = (int64_t)x->team < left ? x->team : (int)left;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team > 1 ? team : 1) if (team > 1 && !omp_in_parallel())
     for (int64_t k = 0; k < n; k++)
         compress_job(x, k, omp_get_thread_num());
@@ -293,7 +309,7 @@ static dfl_status pump(dfl_dump_stream *s, dfl_error *err)
                          err);
     for (int64_t q = 0; q < x->nqueued; q++)
         release(x, x->queue[q]);
-    x->nqueued = 0;
+    x->nqueued = x->jq = x->njobs = 0;
     return st;
 }
 
@@ -414,6 +430,18 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
         if (i < 0) break;
     }
     return DFL_OK;
+}
+
+int64_t dfl__direct_jobs(dfl_dump_stream *s)
+{
+    direct_state *x = s->direct;
+    return x->gzip < 0 || x->failed ? 0 : list_jobs(x);
+}
+
+void dfl__direct_work(dfl_dump_stream *s, int64_t k, int thread)
+{
+    direct_state *x = s->direct;
+    if (thread >= 0 && thread < x->nthreads && k >= 0 && k < x->njobs) compress_job(x, k, thread);
 }
 
 dfl_status dfl__direct_pump(dfl_dump_stream *s, dfl_error *err)

@@ -43,6 +43,8 @@ dfl_status dfl__dump_stream_open(dfl_dump *d, const char *name, dfl_h5_type type
 dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
                              int64_t ld, dfl_error *err);
 dfl_status dfl__direct_pump(dfl_dump_stream *s, dfl_error *err);
+int64_t dfl__direct_jobs(dfl_dump_stream *s);
+void dfl__direct_work(dfl_dump_stream *s, int64_t k, int thread);
 void dfl__direct_free(direct_state *x);
 
 #endif
