@@ -22,14 +22,15 @@
 /* How a direct stream runs: write calls, on the caller's thread, fill chunk rows in
  * staging slots (with shuffle + deflate, as HDF5's shuffled byte planes — byte b of
  * element e at b·chunk_elems + e — so the f16 conversion writes them in one pass and
- * no shuffle pass is left); a complete row waits in a queue. A pump
- * (dfl_dump_stream_pump; also when a write needs a slot, and at the flush) deflates
- * every queued chunk on an OpenMP team of `threads` — in probe the forward pass's own
- * threads, between its parallel regions, so no thread of the stream competes with them
- * for the cores — and then hands the chunks to HDF5 (which is not thread-safe) on the
- * caller's thread in queue order, chunk order within a row: the file is the same
- * whatever the thread count. Raw chunks (no filter) are stored as soon as their row is
- * complete. */
+ * no shuffle pass is left); a complete row waits in a queue. Its chunks are deflated
+ * either as jobs by threads the caller runs anyway (dfl_dump_stream_jobs and _work: in
+ * probe the attention's parallel region, after each block's tasks, so no thread of the
+ * stream's competes with the forward's for the cores and no region is added) or by the
+ * pump (dfl_dump_stream_pump; also when a write needs a slot, and at the flush), which
+ * deflates what is left on an OpenMP team of `threads` and hands the chunks to HDF5
+ * (which is not thread-safe) on the caller's thread in queue order, chunk order within
+ * a row: the file is the same whatever the thread count. Raw chunks (no filter) are
+ * stored as soon as their row is complete. */
 
 typedef enum row_state { ROW_FREE = 0, ROW_FILLING, ROW_QUEUED } row_state;
 
