@@ -8,9 +8,9 @@
 #include "view/view_request.h"
 
 static const int32_t L02[] = {0, 2}, H1[] = {1, 3}, ROWS[] = {3, 5, 9, 700};
-static const dfl_view_sample_info S0[] = {{1000, 4, 2, 2, L02, H1, ROWS, 1u, 42},
-                                          {10, 0, 0, 0, NULL, NULL, NULL, 0, 42}};
-static const dfl_view_sample_info S1[] = {{1000, 4, 2, 2, L02, H1, ROWS, 7u, 42}};
+static const dfl_view_sample_info S0[] = {{1000, 4, 2, 2, L02, H1, ROWS, 1u, 42, 0},
+                                          {10, 0, 0, 0, NULL, NULL, NULL, 0, 42, 0}};
+static const dfl_view_sample_info S1[] = {{1000, 4, 2, 2, L02, H1, ROWS, 7u, 42, 1}}; /* an image sample */
 static const dfl_view_dump_info DUMPS[] = {{2, S0}, {1, S1}};
 static const dfl_view_catalog CAT = {2, DUMPS};
 

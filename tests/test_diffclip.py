@@ -7,6 +7,7 @@ forward pass (model/clip.h, driven by tests/clip_harness.c) against the float64 
 import io
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -578,6 +579,38 @@ class Probe(unittest.TestCase):
                                      np.array(cfg["preprocess"]["mean"])) * 255)
                 self.assertLessEqual(float(np.abs(smp["image/input"][:].astype(float) - want_rgb).max()), 0.01)
 
+    def test_text_tower_maps(self):
+        """text/NNN/: each caption's tokens and the text tower's causal maps (every layer,
+        head and row) against the float64 reference within 1e-5, the scales 0 … n − 1."""
+        import h5py
+        for kind in ("diffclip", "clip"):
+            sd, cfg, out = self.probe(kind)
+            diff = kind == "diffclip"
+            names = ("map1", "map2", "diff") if diff else ("map1",)
+            with h5py.File(out, "r") as f:
+                smp = f["samples/000000"]
+                caps = smp["captions/tokens"][:]
+                self.assertEqual(sorted(smp["text"].keys()), ["%03d" % i for i in range(len(caps))])
+                for i, row in enumerate(caps):
+                    ids = [int(x) for x in row if x >= 0]
+                    g = smp["text/%03d" % i]
+                    self.assertEqual(list(g["tokens"][:]), ids)
+                    ref = clip_ref.text_tower(sd, cfg, ids)
+                    C = len(ids)
+                    for m in names:
+                        got = g["attn/" + m][:]
+                        self.assertEqual(got.shape, (len(ref["layers"]), ref["layers"][0][m].shape[0], C, C))
+                        for l, lay in enumerate(ref["layers"]):
+                            self.assertLessEqual(float(np.abs(got[l] - lay[m]).max()), 1e-5, (kind, i, m, l))
+                        # causal: the future is 0
+                        self.assertEqual(float(np.abs(np.triu(got, 1)).max()), 0.0)
+                    for sc, n in (("layers", got.shape[0]), ("heads", got.shape[1]), ("rows", C), ("keys", C)):
+                        self.assertEqual(list(g["attn/" + sc][:]), list(range(n)), sc)
+                    if diff:
+                        lam = [lay["lambda"] for lay in ref["layers"]]
+                        np.testing.assert_allclose(f["model/text_lambda"][:], lam, atol=1e-6)
+                self.assertNotIn("text", f["samples/000001"])  # no captions, no text maps
+
     def test_every_dataset_is_in_the_schema(self):
         import h5py
         sys.path.insert(0, HERE)
@@ -590,6 +623,7 @@ class Probe(unittest.TestCase):
                 f.visititems(lambda n, o: seen.append(n) if isinstance(o, h5py.Dataset) else None)
                 for n in seen:
                     rel = n.split("/", 2)[2] if n.startswith("samples/") else "/" + n
+                    rel = re.sub(r"^text/\d{3,}/", "text/NNN/", rel)  # a caption's group
                     e = entries.get(("dataset", rel, None))
                     self.assertIsNotNone(e, "%s is not in dump_schema.h" % rel)
                     self.assertEqual(test_dump_schema.dtype_name(f[n].dtype), e["dtype"], rel)
@@ -689,6 +723,37 @@ class Overlay(unittest.TestCase):
                                 capture_output=True, text=True)
             self.assertEqual(r2.returncode, 0, r2.stderr)
             self.assertGreater(os.path.getsize(o), 1000)
+
+    def test_caption_text_map(self):
+        """--caption N draws the caption's text-tower map as a text map: causal (the future
+        hatched), its cells coloured by the reference's values (every cell above t saturates
+        under --vmax t: as many as the float64 reference has), λ of the text tower."""
+        from PIL import Image
+        sd, cfg, _ = Towers.models[("diffclip", False)]
+        V = clip_ref.SIZES["tiny"]["vocab"]
+        ids = [V - 2, 7, 8, V - 1]  # caption 1 of the "obj" prompt
+        ref = clip_ref.text_tower(sd, cfg, ids)["layers"][1]["map1"][0]
+        C = len(ids)
+        causal = np.tril(np.ones((C, C), bool))
+        t = float(np.median(ref[causal]))
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "1", "--layer", "1", "--head", "0", "--map", "map1",
+                           "--size", "400", "--vmin", "0", "--vmax", repr(t))
+        px = np.asarray(Image.open(out).convert("RGB")).astype(int)
+        cell = (400 // C) ** 2
+        top = int(np.all(px == (253, 231, 37), axis=2).sum())
+        self.assertEqual(round(top / cell), int((ref[causal] > t).sum()), top / cell)
+        grey = ((px[..., 0] == px[..., 1]) & (px[..., 1] == px[..., 2]) & (px[..., 0] >= 160) & (px[..., 0] <= 200))
+        self.assertGreater(int(grey.sum()), 0.9 * cell * C * (C - 1) / 2)  # the masked future
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "0", "--map", "all")
+        self.assertIn("3 tiles", r.stderr + r.stdout)
+        r, out = self.draw(self.dumps["diffclip"], "--caption", "0", "--vs", self.dumps["clip"])
+        self.assertIn("2 tiles", r.stderr + r.stdout)
+        for args, msg in ((["--caption", "3"], "has no caption 3 with text-tower maps (captions 0..2)"),
+                          (["--sample", "wide", "--caption", "0"], "has no caption 0 with text-tower maps (none)"),
+                          (["--caption", "-1"], "--caption")):
+            r, _ = self.draw(self.dumps["diffclip"], *args, ok=False)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(msg, r.stderr)
 
     def test_refusals(self):
         for args, msg in (([self.dumps["clip"], "--map", "map2"], "map1 only"),

@@ -4,7 +4,8 @@
  * parallel region),
  * and each path the CPU has, forced by DFL_CPU in a child process of this test (the
  * path is fixed once per process), running the matmul of F32 and BF16 weights against
- * its naive twin and the bf16 conversion bit for bit. */
+ * its naive twin, the bf16 conversion bit for bit, and the row kernels (RMSNorm, RoPE,
+ * softmax, SwiGLU, log-sum-exp) of that path against their definitions in double. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,6 +138,108 @@ static void test_gemm_avx512_matches_brute_force(void **state)
 
 /* ------------------------------------------------------ one forced path */
 
+/* |got − want| within tol·(|want| + floor); prints the first miss. */
+static int close_to(const char *what, int64_t i, double got, double want, double tol, double floor)
+{
+    if (fabs(got - want) <= tol * (fabs(want) + floor)) return 1;
+    fprintf(stderr, "%s[%lld] = %.9g, want %.9g\n", what, (long long)i, got, want);
+    return 0;
+}
+
+/* The row kernels on this process's path against their definitions in double: RMSNorm
+ * (with and without a gain), RoPE (both pairings), the windowed softmax, SwiGLU (with
+ * its extremes) and log-sum-exp with the first argmax. Widths leave vector tails. */
+static int rows_match(void)
+{
+    int ok = 1;
+    const int64_t n = 5, d = 67;
+    float *x = rand_array((size_t)(n * d)), *gain = rand_array((size_t)d), *y = malloc((size_t)(n * d) * 4);
+    for (int g = 0; g < 2 && ok; g++) {
+        dfl_rmsnorm(y, x, g ? gain : NULL, n, d, 1e-5f, 0.7f);
+        for (int64_t i = 0; i < n && ok; i++) {
+            double ss = 0;
+            for (int64_t j = 0; j < d; j++)
+                ss += (double)x[i * d + j] * x[i * d + j];
+            for (int64_t j = 0; j < d && ok; j++)
+                ok = close_to("rmsnorm", i * d + j, y[i * d + j],
+                              x[i * d + j] / sqrt(ss / d + 1e-5) * 0.7 * (g ? gain[j] : 1.0), 1e-6, 1e-3);
+        }
+    }
+    /* RoPE: 3 heads of 70 (35 pairs), angles in [-pi, pi] */
+    const int64_t nh = 3, hd = 70, half = hd / 2;
+    float *r = rand_array((size_t)(nh * hd)), *r0 = malloc((size_t)(nh * hd) * 4), *c = malloc((size_t)half * 4),
+          *sn = malloc((size_t)half * 4);
+    memcpy(r0, r, (size_t)(nh * hd) * 4);
+    for (int64_t j = 0; j < half; j++) {
+        double a = 3.14159265358979 * frand();
+        c[j] = (float)cos(a), sn[j] = (float)sin(a);
+    }
+    for (int il = 0; il < 2 && ok; il++) {
+        memcpy(r, r0, (size_t)(nh * hd) * 4);
+        dfl_rope_apply(r, 1, nh * hd, nh, hd, c, sn, il);
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t j = 0; j < half && ok; j++) {
+                int64_t ia = h * hd + (il ? 2 * j : j), ib = h * hd + (il ? 2 * j + 1 : j + half);
+                double a = r0[ia], b = r0[ib];
+                ok = close_to("rope a", ia, r[ia], a * c[j] - b * sn[j], 1e-6, 1.0) &&
+                     close_to("rope b", ib, r[ib], a * sn[j] + b * c[j], 1e-6, 1.0);
+            }
+    }
+    /* softmax: 4 rows of 203 columns, windows [lo, lim], scores up to ±20 */
+    const int64_t sr = 4, sc = 203;
+    int64_t lo[4] = {0, 5, 17, 0}, lim[4] = {0, 100, 202, 150};
+    float *s = rand_array((size_t)(sr * sc)), *s0 = malloc((size_t)(sr * sc) * 4);
+    for (int64_t i = 0; i < sr * sc; i++)
+        s[i] *= 20.0f;
+    memcpy(s0, s, (size_t)(sr * sc) * 4);
+    dfl_softmax_window(s, sr, sc, sc, lo, lim);
+    for (int64_t i = 0; i < sr && ok; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = lo[i]; j <= lim[i]; j++)
+            mx = fmax(mx, s0[i * sc + j]);
+        for (int64_t j = lo[i]; j <= lim[i]; j++)
+            sum += exp(s0[i * sc + j] - mx);
+        for (int64_t j = 0; j < sc && ok; j++)
+            ok = close_to("softmax", i * sc + j, s[i * sc + j],
+                          j >= lo[i] && j <= lim[i] ? exp(s0[i * sc + j] - mx) / sum : 0.0, 1e-5, 1e-30);
+    }
+    /* SwiGLU: g·σ(g)·u over 1000 values in ±30 and the extremes */
+    const int64_t ng = 1000;
+    float *g = rand_array((size_t)ng), *g0 = malloc((size_t)ng * 4), *u = rand_array((size_t)ng);
+    for (int64_t i = 0; i < ng; i++)
+        g[i] *= 30.0f;
+    g[3] = -100.0f, g[4] = 100.0f, g[5] = -INFINITY, g[6] = INFINITY, g[7] = 0.0f, g[8] = -88.8f, g[9] = -87.5f;
+    memcpy(g0, g, (size_t)ng * 4);
+    dfl_swiglu(g, u, 1, ng);
+    ok = ok && isnan(g[5]) && g[6] == INFINITY * (u[6] > 0 ? 1.0f : -1.0f);
+    for (int64_t i = 0; i < ng && ok; i++)
+        if (i != 5 && i != 6) ok = close_to("swiglu", i, g[i], g0[i] / (1.0 + exp(-(double)g0[i])) * u[i], 1e-5, 1e-30);
+    /* log-sum-exp and the first argmax of 3 rows of 1001 (a tie in row 1) */
+    const int64_t lr = 3, V = 1001;
+    float *z = rand_array((size_t)(lr * V));
+    for (int64_t i = 0; i < lr * V; i++)
+        z[i] *= 15.0f;
+    z[V + 10] = z[V + 900] = 40.0f;
+    double lse[3];
+    int32_t am[3];
+    dfl_logsumexp_argmax(z, lr, V, lse, am);
+    for (int64_t i = 0; i < lr && ok; i++) {
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (z[i * V + v] > z[i * V + best]) best = v;
+        double sum = 0;
+        for (int64_t v = 0; v < V; v++)
+            sum += exp((double)z[i * V + v] - z[i * V + best]);
+        ok = close_to("lse", i, lse[i], z[i * V + best] + log(sum), 1e-6, 1.0) && am[i] == (int32_t)best;
+        if (am[i] != (int32_t)best)
+            fprintf(stderr, "argmax[%lld] = %d, want %lld\n", (long long)i, am[i], (long long)best);
+    }
+    ok = ok && am[1] == 10;
+    free(x), free(gain), free(y), free(r), free(r0), free(c), free(sn), free(s), free(s0), free(g), free(g0), free(u);
+    free(z);
+    return ok;
+}
+
 /* In the child: DFL_CPU=name was set by the parent. The path must be the one asked for
  * (or the CPU's best when it lacks it), and the matmul of F32 and BF16 weights through
  * it must match the naive twin, the bf16 rows the exact conversion. Exit status 0 = ok. */
@@ -145,9 +248,13 @@ static int child_run(const char *name)
     dfl_cpu_path want = strcmp(name, "scalar") == 0 ? DFL_CPU_SCALAR
                         : strcmp(name, "avx2") == 0 ? DFL_CPU_AVX2
                                                     : DFL_CPU_AVX512;
-    dfl_cpu_path best = cpu_best(), got = dfl_cpu();
-    if (got != (want < best ? want : best)) {
-        fprintf(stderr, "DFL_CPU=%s: path %s\n", name, dfl_cpu_name(got));
+    dfl_cpu_path best = cpu_best(), got = dfl_cpu(), vec = dfl_cpu_vector();
+    if (got != (want < best ? want : best) || vec != got) {
+        fprintf(stderr, "DFL_CPU=%s: path %s, row kernels %s\n", name, dfl_cpu_name(got), dfl_cpu_name(vec));
+        return 1;
+    }
+    if (!rows_match()) {
+        fprintf(stderr, "DFL_CPU=%s: a row kernel differs from its definition\n", name);
         return 1;
     }
     const int64_t n = 45, in = 300, out = 77;
@@ -211,16 +318,18 @@ static void test_forced_paths(void **state)
     assert_int_equal(spawn_path("auto"), 0);
 }
 
-/* Unset DFL_CPU: AVX-512 exactly when the CPU has it and OpenBLAS's kernels do not. */
+/* Unset DFL_CPU: AVX-512 products exactly when the CPU has it and OpenBLAS's kernels do
+ * not; the row kernels on the CPU's best path. */
 static int child_auto(void)
 {
     dfl_cpu_path best = cpu_best(), want = best;
     if (best == DFL_CPU_AVX512 && dfl_gemm_openblas_is_avx512()) want = DFL_CPU_AVX2;
-    if (dfl_cpu() != want) {
-        fprintf(stderr, "auto: path %s, want %s\n", dfl_cpu_name(dfl_cpu()), dfl_cpu_name(want));
+    if (dfl_cpu() != want || dfl_cpu_vector() != best) {
+        fprintf(stderr, "auto: path %s, row kernels %s, want %s, %s\n", dfl_cpu_name(dfl_cpu()),
+                dfl_cpu_name(dfl_cpu_vector()), dfl_cpu_name(want), dfl_cpu_name(best));
         return 1;
     }
-    return 0;
+    return !rows_match();
 }
 
 int main(int argc, char **argv)

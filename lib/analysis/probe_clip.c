@@ -277,10 +277,78 @@ static dfl_status on_layer(void *user, dfl_clip_tower_kind tower, int64_t l, con
     return DFL_OK;
 }
 
+/* The text tower's maps of one caption: every layer, head and row (causal, C × C). */
+typedef struct text_capture {
+    int64_t L, H, T, M; /* layers, heads as analysed, the caption's tokens, maps (1 or 3) */
+    float *maps[3];     /* [L, H, T, T] map1, map2, diff */
+} text_capture;
+
+static dfl_status on_text_layer(void *user, dfl_clip_tower_kind tower, int64_t l, const dfl_clip_layer_maps *m,
+                                dfl_error *err)
+{
+    (void)tower;
+    text_capture *c = user;
+    if (m->heads != c->H || m->T != c->T || l < 0 || l >= c->L)
+        return dfl__fail(err, DFL_ERR_FORMAT,
+                         "the text tower's layer %lld has %lld heads over %lld tokens, not %lld x %lld", (long long)l,
+                         (long long)m->heads, (long long)m->T, (long long)c->H, (long long)c->T);
+    const float *src[3] = {m->map1, m->map2, m->diff};
+    size_t n = (size_t)(c->H * c->T * c->T);
+    for (int k = 0; k < c->M; k++)
+        memcpy(c->maps[k] + (size_t)l * n, src[k], n * sizeof(float));
+    return DFL_OK;
+}
+
+/* text/NNN/ of caption i: its tokens, token text (with a tokenizer) and the text
+ * tower's maps [Lt, Ht, C, C] with the dimension scales of a text dump's attn/. */
+static dfl_status put_caption_maps(dfl_dump *d, const dfl_tokenizer *tok, int64_t i, const int32_t *ids,
+                                   const text_capture *tc, dfl_error *err)
+{
+    char g[64], name[96];
+    snprintf(g, sizeof g, DFL_DS_TEXT_GROUP, (size_t)i);
+    int64_t T = tc->T, big = tc->L > T ? tc->L : (tc->H > T ? tc->H : T);
+    int32_t *seq = dfl__alloc_array((size_t)big, sizeof *seq);
+    if (!seq) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < big; j++)
+        seq[j] = (int32_t)j;
+    snprintf(name, sizeof name, "%s/%s", g, DFL_DS_TOKENS);
+    dfl_status s = dfl_dump_put(d, name, DFL_H5_I32, 1, &T, ids, err);
+    if (!s && tok) {
+        uint32_t *u = dfl__alloc_array((size_t)T, sizeof *u);
+        char **labels = NULL;
+        if (!u) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; !s && j < T; j++)
+            u[j] = (uint32_t)ids[j];
+        if (!s) s = dfl_tokenizer_labels(tok, u, (size_t)T, &labels, err);
+        snprintf(name, sizeof name, "%s/%s", g, DFL_DS_TOKEN_TEXT);
+        if (!s) s = dfl_dump_put_strings(d, name, (const char *const *)labels, (size_t)T, err);
+        if (labels) dfl_tokenizer_labels_free(labels, (size_t)T);
+        free(u);
+    }
+    static const char *scale[4] = {DFL_DS_ATTN_LAYERS, DFL_DS_ATTN_HEADS, DFL_DS_ATTN_ROWS, DFL_DS_ATTN_KEYS};
+    static const char *labels[4] = {"layer", "head", "query", "key"};
+    int64_t n4[4] = {tc->L, tc->H, T, T};
+    char sc[4][96];
+    const char *scp[4];
+    for (int k = 0; !s && k < 4; k++) {
+        snprintf(sc[k], sizeof sc[k], "%s/%s", g, scale[k]);
+        scp[k] = sc[k];
+        s = dfl_dump_put(d, sc[k], DFL_H5_I32, 1, &n4[k], seq, err);
+    }
+    static const char *maps[3] = {DFL_DS_ATTN_MAP1, DFL_DS_ATTN_MAP2, DFL_DS_ATTN_DIFF};
+    for (int k = 0; !s && k < tc->M; k++) {
+        snprintf(name, sizeof name, "%s/%s", g, maps[k]);
+        s = dfl_dump_put_deflated(d, name, DFL_H5_F32, 4, n4, tc->maps[k], err);
+        if (!s) s = dfl_dump_attach_scales(d, name, 4, scp, labels, err);
+    }
+    free(seq);
+    return s;
+}
+
 /* ---------------------------------------------------------------- one sample */
 
-static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m, dfl_dump *d, size_t index,
-                             const image_prompt *p, dfl_probe_report *rep, dfl_error *err)
+static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m, const dfl_tokenizer *tok, dfl_dump *d,
+                             size_t index, const image_prompt *p, dfl_probe_report *rep, dfl_error *err)
 {
     const dfl_clip_config *c = &m->config;
     const dfl_clip_tower_config *v = &c->tower[DFL_CLIP_VISION];
@@ -335,9 +403,19 @@ static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m
         rep->forward_seconds += dfl_clock_seconds() - t0;
         rep->tokens += T;
     }
+    /* the text tower's maps of each caption, kept until the sample is written */
+    const dfl_clip_tower_config *tv = &c->tower[DFL_CLIP_TEXT];
+    text_capture *tcs = calloc((size_t)(p->n_caps ? p->n_caps : 1), sizeof *tcs);
+    if (!s && !tcs) s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory for sample %zu", index);
     for (int64_t i = 0; !s && i < p->n_caps; i++) {
+        text_capture *tc = &tcs[i];
+        tc->L = tv->layers, tc->H = c->diff ? tv->heads / 2 : tv->heads, tc->T = p->cap_n[i], tc->M = M;
+        for (int k = 0; k < M && !s; k++)
+            if (!(tc->maps[k] = dfl__alloc_array((size_t)(tc->L * tc->H * tc->T), (size_t)tc->T * sizeof(float))))
+                s = dfl__fail(err, DFL_ERR_NOMEM, "out of memory for sample %zu's caption maps", index);
+        dfl_clip_capture tcap = {on_text_layer, tc};
         double t0 = dfl_clock_seconds();
-        s = dfl_clip_encode_text(m, p->caps + i * p->cap_len, p->cap_n[i], NULL, NULL, txt + i * E, err);
+        if (!s) s = dfl_clip_encode_text(m, p->caps + i * p->cap_len, p->cap_n[i], &tcap, NULL, txt + i * E, err);
         rep->forward_seconds += dfl_clock_seconds() - t0;
         rep->tokens += p->cap_n[i];
     }
@@ -403,6 +481,8 @@ static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m
         if (!s) s = dfl_dump_put(d, DFL_DS_EMBED_TEXT, DFL_H5_F32, 2, ed, txt, err);
         if (!s) s = dfl_dump_put(d, DFL_DS_SCORES_SIMILARITY, DFL_H5_F32, 1, &n, sims, err);
         if (!s) s = dfl_dump_put(d, DFL_DS_SCORES_ZERO_SHOT, DFL_H5_F32, 1, &n, probs, err);
+        for (int64_t i = 0; !s && i < n; i++)
+            s = put_caption_maps(d, tok, i, p->caps + i * p->cap_len, &tcs[i], err);
     }
     if (!s) s = dfl_dump_sample_end(d, err);
     if (s) dfl__context(err, "%s", p->image);
@@ -411,6 +491,10 @@ static dfl_status run_sample(const dfl_probe_params *pp, const dfl_clip_model *m
     for (int k = 0; k < M; k++)
         free(cp.maps[k]);
     free(cp.shares), free(cp.abs), free(cp.top), free(cp.top_index), free(cp.token_norm), free(cp.lambda);
+    for (int64_t i = 0; tcs && i < p->n_caps; i++)
+        for (int k = 0; k < 3; k++)
+            free(tcs[i].maps[k]);
+    free(tcs);
     return s;
 }
 
@@ -499,7 +583,7 @@ dfl_status dfl__probe_clip_run(const dfl_probe_params *pp, dfl_probe_report *rep
             s = parse_line(at, n, pp->prompts_path, line, dir, c, tok, &p, err);
             if (!s) {
                 s = pp->cancel && *pp->cancel ? dfl__fail(err, DFL_ERR_CANCELLED, "cancelled")
-                                              : run_sample(pp, m, d, n_samples, &p, &rep, err);
+                                              : run_sample(pp, m, tok, d, n_samples, &p, &rep, err);
                 if (s && s != DFL_ERR_CANCELLED) dfl__context(err, "%s:%zu", pp->prompts_path, line);
                 prompt_free(&p);
                 n_samples++;

@@ -225,16 +225,19 @@
 #define DFL_DS_EMBED_TEXT              "embed/text"
 #define DFL_DS_SCORES_SIMILARITY       "scores/similarity"
 #define DFL_DS_SCORES_ZERO_SHOT        "scores/zero_shot"
-#define DFL_ATTR_SITES                 "sites"    /* on linear/moments: the sites of axis 1 */
-#define DFL_ATTR_BINS                  "bins"     /* on hist: the binning rule in words */
-#define DFL_ATTR_ALPHA                 "alpha"    /* on channel_count: the threshold */
-#define DFL_ATTR_STOP                  "stop"     /* on generated/tokens: "eos" or "length" */
-#define DFL_ATTR_DECODING              "decoding" /* on generated/tokens: "greedy" or the sampling values */
-#define DFL_ATTR_BINS                  "bins"     /* on hist: the binning rule in words */
-#define DFL_ATTR_ALPHA                 "alpha"    /* on channel_count: the threshold */
-#define DFL_ATTR_PATCH_SITE            "site"     /* on patch: resid_pre, attn_out, mlp_out or head */
-#define DFL_ATTR_PATCH_METRIC          "metric"   /* on patch: the metric swept */
-#define DFL_ATTR_PATCH_SOURCE          "source"   /* on patch: the clean prompt's id */
+/* the text tower's maps of caption i: text/NNN/ holds what a text dump's sample holds
+ * (tokens, token_text, attn/map1 … with its scales), NNN = i as %03zu */
+#define DFL_DS_TEXT_GROUP     "text/%03zu"
+#define DFL_ATTR_SITES        "sites"    /* on linear/moments: the sites of axis 1 */
+#define DFL_ATTR_BINS         "bins"     /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA        "alpha"    /* on channel_count: the threshold */
+#define DFL_ATTR_STOP         "stop"     /* on generated/tokens: "eos" or "length" */
+#define DFL_ATTR_DECODING     "decoding" /* on generated/tokens: "greedy" or the sampling values */
+#define DFL_ATTR_BINS         "bins"     /* on hist: the binning rule in words */
+#define DFL_ATTR_ALPHA        "alpha"    /* on channel_count: the threshold */
+#define DFL_ATTR_PATCH_SITE   "site"     /* on patch: resid_pre, attn_out, mlp_out or head */
+#define DFL_ATTR_PATCH_METRIC "metric"   /* on patch: the metric swept */
+#define DFL_ATTR_PATCH_SOURCE "source"   /* on patch: the clean prompt's id */
 
 /* ------------------------------------------------------------ the table */
 
@@ -428,6 +431,15 @@ static const dfl_dump_entry dfl_dump_schema[] = {
     DFL_DS_(DFL_DS_EMBED_TEXT, "f32", "N,E", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
     DFL_DS_(DFL_DS_SCORES_SIMILARITY, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
     DFL_DS_(DFL_DS_SCORES_ZERO_SHOT, "f32", "N", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/tokens", "i32", "C", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/token_text", "str", "C", DFL_MODELS_ALL, DFL_OPTIONAL, "captions with a tokenizer"),
+    DFL_DS_("text/NNN/attn/map1", "f32", "Lt,Ht,C,C", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/attn/map2", "f32", "Lt,Ht,C,C", DFL_MODELS_DIFF, DFL_OPTIONAL, "captions, diffclip"),
+    DFL_DS_("text/NNN/attn/diff", "f32", "Lt,Ht,C,C", DFL_MODELS_DIFF, DFL_OPTIONAL, "captions, diffclip"),
+    DFL_DS_("text/NNN/attn/layers", "i32", "Lt", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/attn/heads", "i32", "Ht", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/attn/rows", "i32", "C", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
+    DFL_DS_("text/NNN/attn/keys", "i32", "C", DFL_MODELS_ALL, DFL_OPTIONAL, "image prompts with captions"),
     /* probe --quant-stats */
     DFL_DS_(DFL_DS_LINEAR_MOMENTS, "f64", "L,4,6", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),
     DFL_AT_(DFL_DS_LINEAR_MOMENTS, DFL_ATTR_COLUMNS, "str", "", DFL_MODELS_ALL, DFL_OPTIONAL, "--quant-stats"),

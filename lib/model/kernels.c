@@ -41,6 +41,33 @@ void dfl_matmul_xwt_naive(float *y, const float *x, const float *w, int64_t n, i
 /* The row loops are cloned for AVX-512, AVX2 and the baseline, picked at run time. */
 #define DFL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+/* The row kernels (kernels_rows.h) on each instruction-set path, and the path this
+ * process uses, chosen once (dfl_cpu_vector: DFL_CPU forces each one). Without trapping
+ * math (FP exception flags, which nothing reads) their clamps and selects vectorize on
+ * AVX2 and SSE2 too, not only under AVX-512's masks; the values are the same. */
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma")
+#define DFL_ROW(name) name##_avx512
+#include "model/kernels_rows.h"
+#undef DFL_ROW
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#pragma GCC target("avx2,fma")
+#define DFL_ROW(name) name##_avx2
+#include "model/kernels_rows.h"
+#undef DFL_ROW
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#define DFL_ROW(name) name##_scalar
+#include "model/kernels_rows.h"
+#undef DFL_ROW
+#pragma GCC pop_options
+#define ROW_PATHS(f)                                                                                                   \
+    (dfl_cpu_vector() == DFL_CPU_AVX512 ? f##_avx512 : dfl_cpu_vector() == DFL_CPU_AVX2 ? f##_avx2 : f##_scalar)
+
 /* bf16 is the top half of an f32: a widening shift, which the clones vectorize. src
  * is 2-byte aligned (the caller checks). */
 DFL_CLONES static void bf16_span(float *dst, const uint16_t *src, size_t n)
@@ -245,30 +272,22 @@ void dfl_add_bias(float *y, const float *b, int64_t n, int64_t d)
 
 /* ----------------------------------------------------------------- rmsnorm */
 
-/* One row; returns the factor applied, scale / sqrt(mean(x²) + eps). */
-static float rmsnorm_row(float *y, const float *x, const float *gain, int64_t d, float eps, float scale)
-{
-    float ss = 0.0f;
-    for (int64_t j = 0; j < d; j++)
-        ss += x[j] * x[j];
-    float inv = scale / sqrtf(ss / (float)d + eps);
-    for (int64_t j = 0; j < d; j++)
-        y[j] = x[j] * inv * (gain ? gain[j] : 1.0f);
-    return inv;
-}
+typedef float (*rmsnorm_fn)(float *, const float *, const float *, int64_t, float, float);
 
 void dfl_rmsnorm(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
 {
+    rmsnorm_fn row = ROW_PATHS(rmsnorm_row);
 #pragma omp parallel for schedule(static) if (n > 16)
     for (int64_t i = 0; i < n; i++)
-        rmsnorm_row(y + i * d, x + i * d, gain, d, eps, scale);
+        row(y + i * d, x + i * d, gain, d, eps, scale);
 }
 
 void dfl_rmsnorm_rstd(float *y, float *rstd, const float *x, const float *gain, int64_t n, int64_t d, float eps)
 {
+    rmsnorm_fn row = ROW_PATHS(rmsnorm_row);
 #pragma omp parallel for schedule(static) if (n > 16)
     for (int64_t i = 0; i < n; i++)
-        rstd[i] = rmsnorm_row(y + i * d, x + i * d, gain, d, eps, 1.0f);
+        rstd[i] = row(y + i * d, x + i * d, gain, d, eps, 1.0f);
 }
 
 void dfl_rmsnorm_naive(float *y, const float *x, const float *gain, int64_t n, int64_t d, float eps, float scale)
@@ -327,27 +346,21 @@ void dfl_rope_tables_at(float *cos_t, float *sin_t, const double *inv_freq, int6
         }
 }
 
-/* Pair (a, b) of element j rotates by angle j: interleaved (2j, 2j+1), half (j, j+d/2). */
+typedef void (*rope_fn)(float *, int64_t, int64_t, const float *, const float *, int);
+
 void dfl_rope_row(float *x, int64_t nh, int64_t d, const float *c, const float *s, int interleaved)
 {
-    int64_t half = d / 2;
-    for (int64_t h = 0; h < nh; h++) {
-        float *v = x + h * d;
-        for (int64_t j = 0; j < half; j++) {
-            int64_t ia = interleaved ? 2 * j : j, ib = interleaved ? 2 * j + 1 : j + half;
-            float a = v[ia], b = v[ib];
-            v[ia] = a * c[j] - b * s[j];
-            v[ib] = a * s[j] + b * c[j];
-        }
-    }
+    rope_fn row = ROW_PATHS(rope_row);
+    row(x, nh, d, c, s, interleaved);
 }
 
 void dfl_rope_apply(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t, const float *sin_t,
                     int interleaved)
 {
+    rope_fn row = ROW_PATHS(rope_row);
 #pragma omp parallel for schedule(static) if (T > 16)
     for (int64_t t = 0; t < T; t++)
-        dfl_rope_row(x + t * ld, nh, d, cos_t + t * (d / 2), sin_t + t * (d / 2), interleaved);
+        row(x + t * ld, nh, d, cos_t + t * (d / 2), sin_t + t * (d / 2), interleaved);
 }
 
 void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d, const float *cos_t,
@@ -368,61 +381,12 @@ void dfl_rope_apply_naive(float *x, int64_t T, int64_t ld, int64_t nh, int64_t d
 
 /* ----------------------------------------------------------------- softmax */
 
-/* exp(x) for x <= 88 in float, without a library call so that loops around it
- * vectorize: 2^n·p(r) with n = round(x·log2 e), r = x − n·ln 2 (two-part constant) and
- * Cephes' degree-7 polynomial; within 2 ulp of expf over [-87, 88]. Below −87 the
- * result flushes to exp(−87) ≈ 1.6e-38, which no softmax can tell from 0. */
-static inline float fast_expf(float x)
-{
-    /* Clamp into the range where 2^n is a float exponent (n <= 128 gives +Inf, as
-     * exp(+Inf) should); NaN fails both tests and stays NaN. */
-    x = x < -87.0f ? -87.0f : x > 88.5f ? 88.5f : x;
-    float t = x * 1.44269504088896341f;
-    float n = (t + 12582912.0f) - 12582912.0f;           /* round to nearest: 1.5·2^23 trick */
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln 2 = 0.693359375 − 2.12194440e-4 */
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    /* NaN: converting n to an integer is undefined (and its shift was); p carries it */
-    int32_t ni = n == n ? (int32_t)n : 0;
-    uint32_t bits = (uint32_t)(ni + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
-/* Columns lo..lim of r normalised; the rest of [0, ncols) zero. */
-DFL_CLONES static void softmax_row(float *r, int64_t ncols, int64_t lo, int64_t lim)
-{
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = lo; j <= lim; j++)
-        mx = r[j] > mx ? r[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = lo; j <= lim; j++) {
-        r[j] = fast_expf(r[j] - mx);
-        sum += r[j];
-    }
-    float inv = 1.0f / sum;
-#pragma omp simd
-    for (int64_t j = lo; j <= lim; j++)
-        r[j] *= inv;
-    for (int64_t j = 0; j < lo; j++)
-        r[j] = 0.0f;
-    for (int64_t j = lim + 1; j < ncols; j++)
-        r[j] = 0.0f;
-}
-
 void dfl_softmax_window(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lo, const int64_t *lim)
 {
+    void (*row)(float *, int64_t, int64_t, int64_t) = ROW_PATHS(softmax_row);
 #pragma omp parallel for schedule(static) if (n * ncols > 65536)
     for (int64_t i = 0; i < n; i++)
-        softmax_row(s + i * ld, ncols, lo ? lo[i] : 0, lim[i]);
+        row(s + i * ld, ncols, lo ? lo[i] : 0, lim[i]);
 }
 
 void dfl_softmax_causal(float *s, int64_t n, int64_t ncols, int64_t ld, const int64_t *lim)
@@ -454,10 +418,13 @@ void dfl_softmax_causal_naive(float *s, int64_t n, int64_t ncols, int64_t ld, co
 
 void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f)
 {
-    size_t total = (size_t)n * (size_t)f;
-#pragma omp parallel for schedule(static) if (total > 65536)
-    for (size_t i = 0; i < total; i++)
-        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    void (*span)(float *, const float *, size_t) = ROW_PATHS(swiglu_span);
+    size_t total = (size_t)n * (size_t)f, pieces = (total + CONVERT_GRAIN - 1) / CONVERT_GRAIN;
+#pragma omp parallel for schedule(static) if (pieces > 1 && !omp_in_parallel())
+    for (size_t p = 0; p < pieces; p++) {
+        size_t a = p * CONVERT_GRAIN;
+        span(g + a, u + a, total - a < CONVERT_GRAIN ? total - a : CONVERT_GRAIN);
+    }
 }
 
 void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
@@ -468,34 +435,12 @@ void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
 
 /* ------------------------------------------------------------- LM head */
 
-DFL_CLONES static void lse_row(const float *r, int64_t V, double *lse, int32_t *argmax)
-{
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < V; v++)
-        mx = r[v] > mx ? r[v] : mx;
-    int64_t best = 0;
-    while (best < V - 1 && r[best] != mx)
-        best++; /* the first maximum */
-    /* float terms in blocks of 256, each block's sum added in double */
-    double sum = 0.0;
-    for (int64_t v0 = 0; v0 < V; v0 += 256) {
-        int64_t v1 = v0 + 256 < V ? v0 + 256 : V;
-        float part = 0.0f;
-#pragma omp simd reduction(+ : part)
-        for (int64_t v = v0; v < v1; v++)
-            part += fast_expf(r[v] - mx);
-        sum += part;
-    }
-    *lse = (double)mx + log(sum);
-    *argmax = (int32_t)best;
-}
-
 void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
 {
+    void (*row)(const float *, int64_t, double *, int32_t *) = ROW_PATHS(lse_row);
 #pragma omp parallel for schedule(static) if (n * V > 65536)
     for (int64_t i = 0; i < n; i++)
-        lse_row(z + i * V, V, &lse[i], &argmax[i]);
+        row(z + i * V, V, &lse[i], &argmax[i]);
 }
 
 void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)

@@ -10,7 +10,7 @@
 
 /* ------------------------------------------------------------------ path */
 
-static dfl_cpu_path g_path;
+static dfl_cpu_path g_path, g_vector;
 static pthread_once_t g_path_once = PTHREAD_ONCE_INIT;
 
 int dfl_gemm_openblas_is_avx512(void)
@@ -32,21 +32,32 @@ static void decide_path(void)
                                                                           : DFL_CPU_SCALAR;
     const char *env = getenv("DFL_CPU");
     dfl_cpu_path want = best;
+    int forced = 1;
     if (env && strcmp(env, "scalar") == 0)
         want = DFL_CPU_SCALAR;
     else if (env && strcmp(env, "avx2") == 0)
         want = DFL_CPU_AVX2;
     else if (env && strcmp(env, "avx512") == 0)
         want = DFL_CPU_AVX512;
-    else if (best == DFL_CPU_AVX512 && dfl_gemm_openblas_is_avx512())
-        want = DFL_CPU_AVX2; /* OpenBLAS multiplies with AVX-512 itself: keep its sgemm */
+    else
+        forced = 0;
     g_path = want < best ? want : best;
+    /* the row kernels take the CPU's best unless forced: OpenBLAS's kernels are not theirs */
+    g_vector = g_path;
+    if (!forced && best == DFL_CPU_AVX512 && dfl_gemm_openblas_is_avx512())
+        g_path = DFL_CPU_AVX2; /* OpenBLAS multiplies with AVX-512 itself: keep its sgemm */
 }
 
 dfl_cpu_path dfl_cpu(void)
 {
     pthread_once(&g_path_once, decide_path);
     return g_path;
+}
+
+dfl_cpu_path dfl_cpu_vector(void)
+{
+    pthread_once(&g_path_once, decide_path);
+    return g_vector;
 }
 
 const char *dfl_cpu_name(dfl_cpu_path p)

@@ -20,6 +20,11 @@ typedef enum dfl_cpu_path { DFL_CPU_SCALAR = 0, DFL_CPU_AVX2 = 1, DFL_CPU_AVX512
  * to the best it has), else the best the CPU has — AVX-512 only while OpenBLAS's own
  * kernels lack it (dfl_gemm_openblas_is_avx512). */
 dfl_cpu_path dfl_cpu(void);
+/* The path of the row kernels (softmax, RMSNorm, RoPE, SwiGLU, log-sum-exp in
+ * kernels.c), fixed with dfl_cpu(): DFL_CPU clamped to the CPU as above, else the best
+ * the CPU has — also where OpenBLAS keeps the products. "scalar" is the x86-64 baseline
+ * (SSE2 vectors), avx2 adds AVX2 and FMA, avx512 AVX-512F/BW/VL. */
+dfl_cpu_path dfl_cpu_vector(void);
 /* "scalar", "avx2", "avx512". */
 const char *dfl_cpu_name(dfl_cpu_path p);
 /* 1 when the core type OpenBLAS runs on (openblas_get_corename) has AVX-512 kernels. */

@@ -30,6 +30,7 @@ dfl_attnmap_params dfl_attnmap_params_default(void)
     p.pool = DFL_POOL_MEAN;
     p.rows[0] = p.rows[1] = p.cols[0] = p.cols[1] = -1;
     p.token_labels = 1;
+    p.caption = -1;
     return p;
 }
 
@@ -103,7 +104,36 @@ static void ranges_text(const int32_t *v, int64_t n, char *buf, size_t cap)
     if (n == 0) snprintf(buf, cap, "none");
 }
 
-static dfl_status side_open(side *d, const char *path, const char *sample, const char *label, dfl_error *err)
+/* --caption: caption c of image sample d->s (text/NNN/: tokens, token text and the text
+ * tower's maps, laid out as a text dump's sample) becomes the sample drawn. */
+static dfl_status caption_sample(side *d, const char *path, int64_t c, dfl_error *err)
+{
+    int image = !strcmp(d->model_type, "diffclip") || !strcmp(d->model_type, "clip");
+    if (!image) return dfl__fail(err, DFL_ERR_USAGE, "--caption: %s is not a DiffCLIP or CLIP dump", path);
+    snprintf(d->cap_group, sizeof d->cap_group, "%s/" DFL_DS_TEXT_GROUP, d->s->group, (size_t)c);
+    char p[128];
+    snprintf(p, sizeof p, "%s/" DFL_DS_ATTN_MAP1, d->cap_group);
+    if (!dfl_dump_exists(d->r, p)) {
+        int64_t n = 0;
+        for (;; n++) {
+            snprintf(p, sizeof p, "%s/" DFL_DS_TEXT_GROUP "/" DFL_DS_ATTN_MAP1, d->s->group, (size_t)n);
+            if (!dfl_dump_exists(d->r, p)) break;
+        }
+        char have[48] = "none";
+        if (n) snprintf(have, sizeof have, "captions 0..%lld", (long long)(n - 1));
+        return dfl__fail(err, DFL_ERR_RANGE, "%s: sample '%s' has no caption %lld with text-tower maps (%s)", path,
+                         d->s->id, (long long)c, have);
+    }
+    snprintf(d->cap_id, sizeof d->cap_id, "%s, caption %lld", d->s->id, (long long)c);
+    d->cap.index = d->s->index;
+    d->cap.id = d->cap_id;
+    d->cap.group = d->cap_group;
+    d->s = &d->cap;
+    return DFL_OK;
+}
+
+static dfl_status side_open(side *d, const char *path, const char *sample, int64_t caption, const char *label,
+                            dfl_error *err)
 {
     dfl_status s = dfl_dump_open(path, &d->r, err);
     if (s) return s;
@@ -114,14 +144,16 @@ static dfl_status side_open(side *d, const char *path, const char *sample, const
         return s;
     }
     if ((s = dfl_dump_get_attr_str(d->r, "", "model_type", &d->model_type, err))) return s;
-    d->is_diff = strcmp(d->model_type, "llama") != 0;
+    d->is_diff = strcmp(d->model_type, "llama") != 0 && strcmp(d->model_type, "clip") != 0;
     d->label = label ? label : d->model_type;
+    if (caption >= 0 && (s = caption_sample(d, path, caption, err))) return s;
     if ((s = dfl_dump_tokens_read(d->r, d->s, &d->tk, err))) return s;
     if (d->tk.T < 1) return dfl__fail(err, DFL_ERR_FORMAT, "%s: %s/tokens is empty", path, d->s->group);
     /* probe --generate: the generated rows and keys join the prompt's */
     if ((s = dfl_dump_tokens_join_generated(d->r, d->s, &d->tk, &d->gen_start, err))) return s;
-    if (d->is_diff && dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA) &&
-        (s = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
+    const char *lam = caption >= 0 ? DFL_DS_MODEL_TEXT_LAMBDA : DFL_DS_MODEL_LAMBDA; /* the text tower's λ */
+    if (d->is_diff && dfl_dump_exists(d->r, lam) &&
+        (s = dfl_dump_read_alloc(d->r, lam, DFL_H5_F32, (void **)&d->lambda, &d->nlambda, err)))
         return s;
     if ((s = dfl_dump_attn_open(d->r, d->s, d->tk.T, &d->at, err))) return s;
     if (!(d->at.maps & 1u << DFL_DUMP_MAP1))
@@ -647,9 +679,9 @@ static dfl_status check_params(const dfl_attnmap_params *p, dfl_error *err)
 static dfl_status open_sides(plan *pl, const dfl_attnmap_params *p, dfl_error *err)
 {
     pl->nsides = p->vs_path ? 2 : 1;
-    dfl_status s = side_open(&pl->sd[0], p->dump_path, p->sample, p->labels[0], err);
+    dfl_status s = side_open(&pl->sd[0], p->dump_path, p->sample, p->caption, p->labels[0], err);
     if (s || !p->vs_path) return s;
-    if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->labels[1], err))) return s;
+    if ((s = side_open(&pl->sd[1], p->vs_path, p->sample, p->caption, p->labels[1], err))) return s;
     const side *a = &pl->sd[0], *b = &pl->sd[1];
     if (a->tk.T != b->tk.T)
         return dfl__fail(err, DFL_ERR_TENSOR,
@@ -698,7 +730,7 @@ dfl_status dfl_attnmap_run(const dfl_attnmap_params *p, dfl_attnmap_report *rep,
     dfl_status s = check_params(p, err);
     if (s) return s;
     /* DiffCLIP / CLIP dumps: the map over the image (attnmap_image.c) */
-    if (dfl__attnmap_is_image(p->dump_path)) return dfl__attnmap_image_run(p, rep, err);
+    if (p->caption < 0 && dfl__attnmap_is_image(p->dump_path)) return dfl__attnmap_image_run(p, rep, err);
     plan *pl = calloc(1, sizeof *pl);
     if (!pl) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     reader_set rs;

@@ -37,6 +37,8 @@ typedef struct dfl_attnmap_params {
     int delta;              /* with vs_path: one map of dump − vs instead of both */
     const char *labels[2];  /* names of the two dumps (default: their model types) */
     const char *sample;     /* id, or else index; NULL = the first sample */
+    int64_t caption;        /* DiffCLIP / CLIP dumps: this caption's text-tower map
+                             * (text/NNN/) drawn as a text map; -1 = the image (default) */
     int64_t layer;          /* >= 0, DFL_ATTNMAP_FIRST (default) or DFL_ATTNMAP_ALL */
     int64_t head;           /* >= 0, DFL_ATTNMAP_FIRST (default), _ALL or _MEAN */
     dfl_attn_map map;       /* default DFL_ATTN_AUTO */

@@ -24,6 +24,8 @@ typedef struct side {
     dfl_dump_attn at;   /* the maps [Ls, Hs, R, T] and their scales */
     float *lambda;      /* [L] or NULL */
     size_t nlambda;
+    dfl_dump_sample cap; /* --caption: the caption's text/NNN/ as a sample (s points here) */
+    char cap_group[64], cap_id[160];
 } side;
 
 /* A tile is a sum of up to two terms, coef · map(side, layer, head or head mean). */

@@ -6,7 +6,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "text/tokenizer_internal.h"
 
@@ -133,14 +132,10 @@ void dfl__added_free(dfl_tokenizer *t)
     t->trie_raw = t->trie_norm = NULL;
 }
 
-/* \w as Rust's regex has it: alphanumeric, marks, connector punctuation, joiners. */
+/* \w as Rust's regex has it (single_word's ^\w / \w$): dfl__is_word. */
 static int is_word(uint32_t cp)
 {
-    if (cp < 0x80) return dfl__is_alnum(cp) || cp == '_';
-    if (dfl__is_alnum(cp) || cp == 0x200C || cp == 0x200D) return 1;
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME ||
-           c == UTF8PROC_CATEGORY_PC;
+    return dfl__is_word(cp);
 }
 
 /* The character ending just before byte i of p. */

@@ -96,6 +96,8 @@ enum {
     DFL__N_NFKD,
     DFL__N_LOWERCASE,
     DFL__N_STRIP,
+    DFL__N_STRIP_ACCENTS,
+    DFL__N_BERT,
     /* pre-tokenizers */
     DFL__P_SEQUENCE,
     DFL__P_SPLIT,
@@ -105,6 +107,7 @@ enum {
     DFL__P_PUNCTUATION,
     DFL__P_WHITESPACE,
     DFL__P_WHITESPACE_SPLIT,
+    DFL__P_BERT,
     /* post-processors */
     DFL__PP_SEQUENCE,
     DFL__PP_TEMPLATE,
@@ -140,10 +143,11 @@ typedef struct dfl__tk_step {
     size_t content_len;
     pcre2_code *re; /* compiled Regex/String pattern (Split, Replace) */
     int behavior, invert, prefix_space, use_regex, trim_offsets, prepend_scheme, split;
-    int individual;      /* Digits individual_digits */
-    int left, right;     /* Strip normalizer */
-    size_t start, stop;  /* Strip decoder */
-    dfl__tk_piece *tmpl; /* [n_tmpl] TemplateProcessing single */
+    int individual;                                    /* Digits individual_digits */
+    int left, right;                                   /* Strip normalizer */
+    int clean_text, chinese, strip_accents, lowercase; /* BertNormalizer */
+    size_t start, stop;                                /* Strip decoder */
+    dfl__tk_piece *tmpl;                               /* [n_tmpl] TemplateProcessing single */
     size_t n_tmpl;
 } dfl__tk_step;
 
@@ -273,11 +277,12 @@ dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_stor
 /* Components: free recursively. */
 void dfl__step_free(dfl__tk_step *st);
 
-/* Unicode helpers (utf8proc). */
-int dfl__is_whitespace(uint32_t cp);
-int dfl__is_alnum(uint32_t cp);
-int dfl__is_numeric(uint32_t cp);
-int dfl__is_punct(uint32_t cp);
+/* Character tests, each the one the reference's Rust code makes (tables of
+ * tokenizer_unicode.c; which crate and Unicode version: DFL__RS_* below). */
+int dfl__is_whitespace(uint32_t cp); /* char::is_whitespace */
+int dfl__is_numeric(uint32_t cp);    /* char::is_numeric */
+int dfl__is_punct(uint32_t cp);      /* tokenizers' is_punc: ASCII or unicode_categories punctuation */
+int dfl__is_word(uint32_t cp);       /* the regex crate's \w */
 
 /* ---- Unicode data (tokenizer_unicode.c, tables from scripts/gen_unicode_tables.py) ---- */
 
@@ -328,6 +333,23 @@ int dfl__uc_block_same(uint32_t block, unsigned *props);
 int dfl__uc_age(uint32_t cp);
 int dfl__uc_alphabetic(uint32_t cp); /* the Alphabetic property (16.0.0) */
 int dfl__uc_ccc(uint32_t cp);        /* canonical combining class (9.0.0) */
+
+/* The properties Hugging Face tokenizers reads through Rust code rather than its regex
+ * engine: the bits of dfl__uc_rs, each from the tables of its own crate and version. */
+enum {
+    DFL__RS_NUMERIC = 0x01, /* Rust 1.94 (Unicode 17.0.0) char::is_numeric: General_Category N */
+    DFL__RS_WHITE = 0x02,   /* Rust 1.94 (17.0.0) char::is_whitespace: White_Space */
+    DFL__RS_PUNCT = 0x04,   /* unicode_categories 0.1.1 (8.0.0) is_punctuation: P* */
+    DFL__RS_OTHER = 0x08,   /* unicode_categories (8.0.0) is_other: Cc, Cf, Co */
+    DFL__RS_MN = 0x10,      /* unicode_categories (8.0.0) is_mark_nonspacing: Mn */
+    DFL__RS_MARK = 0x20,    /* unicode-normalization-alignments (9.0.0) is_combining_mark: M */
+    DFL__RS_WORD = 0x40     /* regex-syntax 0.8.10 (16.0.0) \w: Alphabetic, M, Nd, Pc, Join_Control */
+};
+unsigned dfl__uc_rs(uint32_t cp);
+/* Rust's char::to_lowercase (17.0.0: the simple mapping, or SpecialCasing's unconditional
+ * one — U+0130 → i + U+0307; no final-sigma rule): the characters into out, their count. */
+#define DFL__UC_LOWER_MAX 3
+size_t dfl__uc_lower(uint32_t cp, uint32_t out[DFL__UC_LOWER_MAX]);
 /* Full canonical (compat = 0) or compatibility decomposition of cp (9.0.0, Hangul
  * included) into out; returns its length (1: cp itself). */
 size_t dfl__uc_decompose(uint32_t cp, int compat, uint32_t out[DFL__UC_DECOMP_MAX]);

@@ -11,8 +11,6 @@
 
 /* GPT-2's pattern, used by ByteLevel with use_regex (Hugging Face's ByteLevel RE). */
 static const char BYTELEVEL_RE[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-/* Whitespace pre-tokenizer: word characters or runs of other non-space characters. */
-static const char WHITESPACE_RE[] = "\\w+|[^\\w\\s]+";
 
 /* ------------------------------------------------------------ helpers ---- */
 
@@ -187,6 +185,22 @@ static dfl_status parse_normalizer(const dfl__jv *o, dfl__tk_step *st, dfl_error
         if (st->left < 0 || st->right < 0) return bad(err, "Strip", "strip_left/strip_right must be booleans");
         return DFL_OK;
     }
+    if (jstr_is(t, "StripAccents")) {
+        st->kind = DFL__N_STRIP_ACCENTS;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "BertNormalizer")) {
+        st->kind = DFL__N_BERT;
+        st->clean_text = jbool(o, "clean_text", 1);
+        st->chinese = jbool(o, "handle_chinese_chars", 1);
+        st->lowercase = jbool(o, "lowercase", 1);
+        st->strip_accents = jbool(o, "strip_accents", st->lowercase); /* null: as lowercase */
+        if (st->clean_text < 0 || st->chinese < 0 || st->lowercase < 0 || st->strip_accents < 0)
+            return bad(
+                err, "BertNormalizer",
+                "clean_text, handle_chinese_chars and lowercase must be booleans, strip_accents a boolean or null");
+        return DFL_OK;
+    }
     return unsupported(err, "normalizer", t);
 }
 
@@ -262,13 +276,16 @@ static dfl_status parse_pretok(const dfl__jv *o, dfl__tk_step *st, dfl_error *er
         return parse_behavior(o, "behavior", DFL__B_ISOLATED, &st->behavior, "Punctuation", err);
     }
     if (jstr_is(t, "Whitespace")) {
+        /* \w+|[^\w\s]+ of the regex crate, matched by hand (tokenizer_pretok.c) */
         st->kind = DFL__P_WHITESPACE;
-        st->behavior = DFL__B_REMOVED;
-        st->invert = 1;
-        return compile_re(WHITESPACE_RE, sizeof WHITESPACE_RE - 1, 0, &st->re, "Whitespace", err);
+        return DFL_OK;
     }
     if (jstr_is(t, "WhitespaceSplit")) {
         st->kind = DFL__P_WHITESPACE_SPLIT;
+        return DFL_OK;
+    }
+    if (jstr_is(t, "BertPreTokenizer")) {
+        st->kind = DFL__P_BERT;
         return DFL_OK;
     }
     return unsupported(err, "pre_tokenizer", t);

@@ -1,6 +1,7 @@
-/* tokenizer_norm.c — the working string with per-byte alignments, Unicode helpers
- * (utf8proc; UTF-8 itself is base/utf8.c), and the normalizers (Sequence, Prepend,
- * Replace, NFC/NFD/NFKC/NFKD, Lowercase, Strip).
+/* tokenizer_norm.c — the working string with per-byte alignments, the character tests
+ * (tables of tokenizer_unicode.c; UTF-8 itself is base/utf8.c), and the normalizers
+ * (Sequence, Prepend, Replace, NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents,
+ * BertNormalizer).
  *
  * Alignment rules follow Hugging Face's NormalizedString::transform: a character that
  * replaces another takes the replaced one's alignment; an inserted character takes
@@ -8,7 +9,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "text/tokenizer_internal.h"
 
@@ -16,42 +16,29 @@
 
 int dfl__is_whitespace(uint32_t cp)
 {
-    /* Rust's char::is_whitespace: the White_Space property */
     if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
-    switch (cp) {
-    case 0x85:
-    case 0xA0:
-    case 0x1680:
-    case 0x2028:
-    case 0x2029:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000: return 1;
-    default: return cp >= 0x2000 && cp <= 0x200A;
-    }
+    return (dfl__uc_rs(cp) & DFL__RS_WHITE) != 0;
 }
 
 int dfl__is_numeric(uint32_t cp)
 {
     if (cp < 0x80) return cp >= '0' && cp <= '9';
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
-}
-
-int dfl__is_alnum(uint32_t cp)
-{
-    if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || dfl__is_numeric(cp);
+    return (dfl__uc_rs(cp) & DFL__RS_NUMERIC) != 0;
 }
 
 int dfl__is_punct(uint32_t cp)
 {
+    /* char::is_ascii_punctuation (symbols too) || unicode_categories' is_punctuation */
     if (cp < 0x80)
         return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x40) || (cp >= 0x5B && cp <= 0x60) ||
                (cp >= 0x7B && cp <= 0x7E);
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+    return (dfl__uc_rs(cp) & DFL__RS_PUNCT) != 0;
+}
+
+int dfl__is_word(uint32_t cp)
+{
+    if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') || cp == '_';
+    return (dfl__uc_rs(cp) & DFL__RS_WORD) != 0;
 }
 
 /* ------------------------------------------------------------ store ---- */
@@ -304,22 +291,100 @@ static dfl_status norm_unicode(int kind, dfl__tk_store *s, dfl__tk_split *sp, df
     return DFL_OK;
 }
 
-static dfl_status norm_lowercase(dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+/* What one character of the Bert/Lowercase/StripAccents family becomes: up to
+ * CHAR_MAP_MAX characters into out (0: removed), their count. */
+enum { CHAR_MAP_MAX = 3 };
+typedef size_t (*char_map)(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX]);
+
+/* Every character of the split through f. Each output character takes the alignment of
+ * the character it came from, as Hugging Face's filter, map and lowercase give it (a
+ * kept or replacing character keeps its own, an inserted one that of the byte before). */
+static dfl_status norm_chars(char_map f, const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
 {
     if (dfl__store_reserve(s, sp->len * 2 + 8)) return nomem(err);
     size_t out0 = s->len, i = sp->off, end = sp->off + sp->len;
     while (i < end) {
-        uint32_t cp;
+        uint32_t cp, o[CHAR_MAP_MAX];
         size_t k = dfl__utf8_next(s->b, end, i, &cp);
-        uint32_t lo = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
-        char buf[4];
-        size_t m = dfl__utf8_put(lo, buf);
-        if (dfl__store_put(s, buf, m, s->a[i])) return nomem(err);
+        size_t m = f(cp, st, o);
+        dfl__tk_align al = s->a[i];
+        for (size_t j = 0; j < m; j++) {
+            char buf[4];
+            size_t nb = dfl__utf8_put(o[j], buf);
+            if (dfl__store_put(s, buf, nb, al)) return nomem(err);
+        }
         i += k;
     }
     sp->off = out0;
     sp->len = s->len - out0;
     return DFL_OK;
+}
+
+/* Rust's char::to_lowercase, character by character (no final-sigma rule). */
+static size_t map_lower(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX])
+{
+    (void)st;
+    return dfl__uc_lower(cp, out);
+}
+
+/* StripAccents: drop unicode-normalization-alignments' combining marks (M, 9.0.0). */
+static size_t map_strip_marks(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX])
+{
+    (void)st;
+    if (dfl__uc_rs(cp) & DFL__RS_MARK) return 0;
+    out[0] = cp;
+    return 1;
+}
+
+/* BertNormalizer's accent stripping after NFD: drop unicode_categories' Mn (8.0.0). */
+static size_t map_strip_mn(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX])
+{
+    (void)st;
+    if (dfl__uc_rs(cp) & DFL__RS_MN) return 0;
+    out[0] = cp;
+    return 1;
+}
+
+/* BertNormalizer clean_text: NUL, U+FFFD and controls (unicode_categories' is_other: Cc,
+ * Cf, Co; tab, LF and CR excepted) go; whitespace (those three too) becomes a space. */
+static size_t map_clean(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX])
+{
+    (void)st;
+    int keep_ctl = cp == '\t' || cp == '\n' || cp == '\r';
+    if (cp == 0 || cp == 0xFFFD || (!keep_ctl && (dfl__uc_rs(cp) & DFL__RS_OTHER))) return 0;
+    out[0] = keep_ctl || dfl__is_whitespace(cp) ? ' ' : cp;
+    return 1;
+}
+
+/* BertNormalizer handle_chinese_chars: a space each side of a CJK ideograph (the fixed
+ * ranges of tokenizers' is_chinese_char, not a Unicode property). */
+static size_t map_chinese(uint32_t cp, const dfl__tk_step *st, uint32_t out[CHAR_MAP_MAX])
+{
+    (void)st;
+    int cjk = (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) || (cp >= 0x20000 && cp <= 0x2A6DF) ||
+              (cp >= 0x2A700 && cp <= 0x2B73F) || (cp >= 0x2B740 && cp <= 0x2B81F) ||
+              (cp >= 0x2B920 && cp <= 0x2CEAF) || (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+    if (!cjk) {
+        out[0] = cp;
+        return 1;
+    }
+    out[0] = ' ';
+    out[1] = cp;
+    out[2] = ' ';
+    return 3;
+}
+
+static dfl_status norm_bert(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+{
+    dfl_status r = DFL_OK;
+    if (st->clean_text) r = norm_chars(map_clean, st, s, sp, err);
+    if (!r && st->chinese) r = norm_chars(map_chinese, st, s, sp, err);
+    if (!r && st->strip_accents) {
+        r = norm_unicode(DFL__N_NFD, s, sp, err);
+        if (!r) r = norm_chars(map_strip_mn, st, s, sp, err);
+    }
+    if (!r && st->lowercase) r = norm_chars(map_lower, st, s, sp, err);
+    return r;
 }
 
 static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_split *sp)
@@ -363,8 +428,10 @@ dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_spli
     case DFL__N_NFD:
     case DFL__N_NFKC:
     case DFL__N_NFKD: return norm_unicode(st->kind, s, sp, err);
-    case DFL__N_LOWERCASE: return norm_lowercase(s, sp, err);
+    case DFL__N_LOWERCASE: return norm_chars(map_lower, st, s, sp, err);
     case DFL__N_STRIP: norm_strip(st->left, st->right, s, sp); return DFL_OK;
+    case DFL__N_STRIP_ACCENTS: return norm_chars(map_strip_marks, st, s, sp, err);
+    case DFL__N_BERT: return norm_bert(st, s, sp, err);
     default: return dfl__fail(err, DFL_ERR_CONFIG, "tokenizer: unknown normalizer %d", st->kind);
     }
 }

@@ -1,5 +1,5 @@
 /* tokenizer_pretok.c — pre-tokenizers: Sequence, Split (PCRE2), ByteLevel, Metaspace,
- * Digits, Punctuation, Whitespace, WhitespaceSplit.
+ * Digits, Punctuation, Whitespace, WhitespaceSplit, BertPreTokenizer.
  *
  * Each turns one piece into a list of (range, is_match) events, as Hugging Face's
  * Pattern::find_matches does, then a split behaviour decides which ranges become
@@ -109,6 +109,37 @@ static dfl_status find_pred(int (*pred)(uint32_t, uint32_t), uint32_t arg, const
     return DFL_OK;
 }
 
+/* Matches of the Whitespace pre-tokenizer's \w+|[^\w\s]+ as the regex crate finds them
+ * (leftmost-first: a run of word characters, or a run of characters neither word nor
+ * White_Space), with its Unicode 16.0.0 \w and \s; by hand, since PCRE2 is given
+ * Oniguruma's classes and those differ (Join_Control is \w only here). */
+static dfl_status find_words(const char *p, size_t n, evs *out, dfl_error *err)
+{
+    out->n = 0;
+    if (!n) return ev_push(out, 0, 0, 0) ? nomem(err) : DFL_OK;
+    size_t prev = 0, i = 0;
+    while (i < n) {
+        uint32_t cp;
+        size_t k = dfl__utf8_next(p, n, i, &cp);
+        int word = dfl__is_word(cp);
+        if (!word && dfl__uc_white_space(cp)) {
+            i += k;
+            continue;
+        }
+        size_t e = i + k;
+        while (e < n) {
+            size_t k2 = dfl__utf8_next(p, n, e, &cp);
+            int w2 = dfl__is_word(cp);
+            if (w2 != word || (!w2 && dfl__uc_white_space(cp))) break;
+            e += k2;
+        }
+        if (push_match(out, prev, i, e)) return nomem(err);
+        prev = i = e;
+    }
+    if (prev != n && ev_push(out, prev, n, 0)) return nomem(err);
+    return DFL_OK;
+}
+
 /* Apply a split behaviour (and invert) to events, in place; m becomes "remove". */
 static void behave(evs *l, int behavior, int invert)
 {
@@ -197,11 +228,32 @@ static dfl_status pretok_one(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_s
     dfl_status r;
     switch (st->kind) {
     case DFL__P_SPLIT:
-    case DFL__P_WHITESPACE:
         r = find_regex(st->re, s->b + sp.off, sp.len, ev, err);
         if (r) return r;
         behave(ev, st->behavior, st->invert);
         return emit(ev, s, &sp, out, err);
+    case DFL__P_WHITESPACE: /* the matches are kept, what lies between them removed */
+        r = find_words(s->b + sp.off, sp.len, ev, err);
+        if (r) return r;
+        behave(ev, DFL__B_REMOVED, 1);
+        return emit(ev, s, &sp, out, err);
+    case DFL__P_BERT: {
+        /* split on whitespace (removed), then each piece on punctuation (isolated) */
+        dfl__tk_splits words = {0};
+        r = find_pred(pred_space, 0, s->b + sp.off, sp.len, ev, err);
+        if (!r) {
+            behave(ev, DFL__B_REMOVED, 0);
+            r = emit(ev, s, &sp, &words, err);
+        }
+        for (size_t i = 0; i < words.n && !r; i++) {
+            r = find_pred(pred_punct, 0, s->b + words.v[i].off, words.v[i].len, ev, err);
+            if (r) break;
+            behave(ev, DFL__B_ISOLATED, 0);
+            r = emit(ev, s, &words.v[i], out, err);
+        }
+        free(words.v);
+        return r;
+    }
     case DFL__P_DIGITS:
         r = find_pred(pred_numeric, 0, s->b + sp.off, sp.len, ev, err);
         if (r) return r;

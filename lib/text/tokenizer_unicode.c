@@ -6,7 +6,10 @@
  *  - normalization (NFC, NFD, NFKC, NFKD) with Unicode 9.0.0's data, the version of the
  *    unicode-normalization-alignments crate its normalizers use, by that crate's
  *    algorithm step for step (decompose, canonical order, recompose), each output
- *    character with the crate's "change" (what the alignments are made from).
+ *    character with the crate's "change" (what the alignments are made from);
+ *  - the properties read by Rust code instead of a regex (dfl__uc_rs): Rust 1.94's char
+ *    methods (Unicode 17.0.0, to_lowercase too), the unicode_categories crate (8.0.0),
+ *    unicode-normalization-alignments' is_combining_mark (9.0.0), the regex crate's \w (16.0.0).
  * Hand-written rather than utf8proc: utf8proc's tables are a third version (15.0 in
  * Debian 12), so neither class nor normal form would agree on every code point.
  */
@@ -57,6 +60,12 @@ int dfl__uc_alphabetic(uint32_t cp)
     return (dfl__uc_gc_stage2[dfl__uc_gc_stage1[cp >> 8]][cp & 0xFF] & 0x40) != 0;
 }
 
+unsigned dfl__uc_rs(uint32_t cp)
+{
+    if (cp >= 0x110000) return 0;
+    return dfl__uc_rs_stage2[dfl__uc_rs_stage1[cp >> 8]][cp & 0xFF];
+}
+
 int dfl__uc_ccc(uint32_t cp)
 {
     if (cp >= 0x110000) return 0;
@@ -80,6 +89,21 @@ static const uint32_t *find_seq(const uint32_t (*index)[3], size_t n, uint32_t c
             hi = mid;
     }
     return lo < n && index[lo][0] == cp ? index[lo] : NULL;
+}
+
+size_t dfl__uc_lower(uint32_t cp, uint32_t out[DFL__UC_LOWER_MAX])
+{
+    if (cp < 0x80) {
+        out[0] = cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+        return 1;
+    }
+    const uint32_t *e = find_seq(dfl__uc_lower_index, sizeof dfl__uc_lower_index / sizeof *dfl__uc_lower_index, cp);
+    if (!e || e[2] > DFL__UC_LOWER_MAX) {
+        out[0] = cp;
+        return 1;
+    }
+    memcpy(out, dfl__uc_lower_data + e[1], e[2] * sizeof *out);
+    return e[2];
 }
 
 size_t dfl__uc_decompose(uint32_t cp, int compat, uint32_t out[DFL__UC_DECOMP_MAX])

@@ -29,10 +29,38 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* The maps of view sample s (group, kind, T set) and their scales into s->at and s->info;
+ * tok [T] hashed into the signature. */
+static dfl_status open_maps(dfl__view_dump *d, dfl__view_sample *s, const int32_t *tok, size_t nt, dfl_error *err)
+{
+    dfl_view_sample_info *in = &s->info;
+    uint64_t h = fnv(1469598103934665603ull, tok, nt * sizeof *tok);
+    h = fnv(h, &s->kind, sizeof s->kind);
+    dfl_dump_sample at = {s->di, s->id, s->group}; /* attn/ under s->group */
+    dfl_status st = dfl_dump_attn_open(d->r, &at, in->T, &s->at, err);
+    if (st) return st;
+    in->maps = s->at.maps;
+    in->Ls = s->at.Ls;
+    in->Hs = s->at.Hs;
+    in->R = s->at.R;
+    if (in->maps) h = fnv(h, s->at.rows, (size_t)in->R * sizeof *s->at.rows);
+    in->layers = s->at.layers;
+    in->heads = s->at.heads;
+    in->rows = s->at.rows;
+    in->sig = h;
+    in->image = s->kind == DFL__VIEW_IMAGE;
+    return DFL_OK;
+}
+
 static dfl_status open_sample(dfl__view_dump *d, dfl__view_sample *s, const dfl_dump_sample *ds, dfl_error *err)
 {
     snprintf(s->group, sizeof s->group, "%s", ds->group);
+    snprintf(s->sgroup, sizeof s->sgroup, "%s", ds->group);
+    s->di = ds->index;
     s->id = ds->id;
+    s->kind = DFL__VIEW_TEXT;
+    s->causal = 1;
+    s->lambda = d->lambda, s->nlambda = d->lambda ? d->L : 0;
     dfl_view_sample_info *in = &s->info;
     char p[96];
     snprintf(p, sizeof p, "%s/" DFL_DS_TOKENS, s->group);
@@ -43,19 +71,85 @@ static dfl_status open_sample(dfl__view_dump *d, dfl__view_sample *s, const dfl_
     int32_t *tok = NULL;
     size_t nt = 0;
     if ((st = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&tok, &nt, err))) return st;
-    uint64_t h = fnv(1469598103934665603ull, tok, nt * sizeof *tok);
-    free(tok);
     in->T = dfl_dump_sample_keys(d->r, ds, in->T); /* probe --generate: generated keys too */
-    if ((st = dfl_dump_attn_open(d->r, ds, in->T, &s->at, err))) return st;
-    in->maps = s->at.maps;
-    in->Ls = s->at.Ls;
-    in->Hs = s->at.Hs;
-    in->R = s->at.R;
-    if (in->maps) h = fnv(h, s->at.rows, (size_t)in->R * sizeof *s->at.rows);
-    in->layers = s->at.layers;
-    in->heads = s->at.heads;
-    in->rows = s->at.rows;
-    in->sig = h;
+    st = open_maps(d, s, tok, nt, err);
+    free(tok);
+    return st;
+}
+
+/* The captions of image sample ds with text-tower maps (text/NNN/, written since the
+ * dump format had them): 0 for a dump without. */
+static size_t caption_count(const dfl__view_dump *d, const dfl_dump_sample *ds)
+{
+    char p[96];
+    size_t n = 0;
+    for (;; n++) {
+        snprintf(p, sizeof p, "%s/" DFL_DS_TEXT_GROUP "/" DFL_DS_ATTN_MAP1, ds->group, n);
+        if (!dfl_dump_exists(d->r, p)) return n;
+    }
+}
+
+/* An image sample of a DiffCLIP / CLIP dump: the image tower's maps (vision/attn/,
+ * every row sees every token), then each caption's text-tower maps (text/NNN/attn/). */
+static dfl_status open_image_sample(dfl__view_dump *d, dfl__view_sample *s, size_t self, const dfl_dump_sample *ds,
+                                    size_t ncap, dfl_error *err)
+{
+    char p[96];
+    snprintf(s->group, sizeof s->group, "%s/vision", ds->group);
+    snprintf(s->sgroup, sizeof s->sgroup, "%s", ds->group);
+    s->di = ds->index;
+    s->id = ds->id;
+    s->kind = DFL__VIEW_IMAGE;
+    s->causal = 0;
+    s->lambda = d->lambda, s->nlambda = d->lambda ? d->L : 0;
+    s->parent = (int64_t)self, s->caption = -1;
+    snprintf(p, sizeof p, "%s/" DFL_DS_VISION_SEGMENTS, ds->group);
+    uint8_t *seg = NULL;
+    size_t n = 0;
+    dfl_status st = dfl_dump_read_alloc(d->r, p, DFL_H5_U8, (void **)&seg, &n, err);
+    if (st) return st;
+    s->info.T = (int64_t)n;
+    int32_t *tok = dfl__alloc_array(n ? n : 1, sizeof *tok);
+    if (!tok) st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < n; i++)
+        tok[i] = seg[i];
+    free(seg);
+    if (!st) st = open_maps(d, s, tok, n, err);
+    free(tok);
+    for (size_t c = 0; !st && c < ncap; c++) {
+        dfl__view_sample *t = s + 1 + c;
+        snprintf(t->group, sizeof t->group, "%s/" DFL_DS_TEXT_GROUP, ds->group, c);
+        snprintf(t->sgroup, sizeof t->sgroup, "%s", ds->group);
+        snprintf(t->label, sizeof t->label, "%s · caption %zu", ds->id ? ds->id : "", c);
+        t->di = ds->index;
+        t->id = t->label;
+        t->kind = DFL__VIEW_CAPTION;
+        t->causal = 1;
+        t->lambda = d->text_lambda, t->nlambda = d->text_lambda ? d->Lt : 0;
+        t->parent = (int64_t)self, t->caption = (int64_t)c;
+        snprintf(p, sizeof p, "%s/" DFL_DS_TOKENS, t->group);
+        int32_t *ct = NULL;
+        size_t nc = 0;
+        if ((st = dfl_dump_read_alloc(d->r, p, DFL_H5_I32, (void **)&ct, &nc, err))) break;
+        t->info.T = (int64_t)nc;
+        st = open_maps(d, t, ct, nc, err);
+        free(ct);
+    }
+    return st;
+}
+
+/* λ per layer at path into *out [n] (NULL, n 0 when absent or not of n layers). */
+static dfl_status read_lambda(dfl__view_dump *d, const char *path, int64_t n, float **out, dfl_error *err)
+{
+    *out = NULL;
+    if (!dfl_dump_exists(d->r, path)) return DFL_OK;
+    size_t got = 0;
+    dfl_status st = dfl_dump_read_alloc(d->r, path, DFL_H5_F32, (void **)out, &got, err);
+    if (st) return st;
+    if ((int64_t)got != n) {
+        free(*out);
+        *out = NULL;
+    }
     return DFL_OK;
 }
 
@@ -66,22 +160,39 @@ static dfl_status open_dump(dfl__view_dump *d, const char *path, dfl_error *err)
     const char *base = strrchr(path, '/');
     snprintf(d->name, sizeof d->name, "%s", base ? base + 1 : path);
     if (dfl_dump_get_attr_str(d->r, "/", DFL_ATTR_MODEL_TYPE, &d->model_type, err)) d->model_type = strdup("?");
+    if (!d->model_type) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     if (dfl_dump_get_attr_i64(d->r, "/", DFL_ATTR_NUM_LAYERS, &d->L, err)) d->L = 0;
     if (dfl_dump_get_attr_i64(d->r, "/", DFL_ATTR_NUM_HEADS, &d->H, err)) d->H = 0;
-    if (dfl_dump_exists(d->r, DFL_DS_MODEL_LAMBDA)) {
-        size_t n = 0;
-        if ((st = dfl_dump_read_alloc(d->r, DFL_DS_MODEL_LAMBDA, DFL_H5_F32, (void **)&d->lambda, &n, err))) return st;
-        if ((int64_t)n != d->L) {
-            free(d->lambda);
-            d->lambda = NULL;
+    if ((st = read_lambda(d, DFL_DS_MODEL_LAMBDA, d->L, &d->lambda, err))) return st;
+    d->image = !strcmp(d->model_type, "diffclip") || !strcmp(d->model_type, "clip");
+    size_t ns = dfl_dump_sample_count(d->r);
+    size_t *ncap = dfl__calloc_array(ns ? ns : 1, sizeof *ncap);
+    if (!ncap) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    d->n = ns;
+    if (d->image) {
+        if (dfl_dump_exists(d->r, DFL_DS_MODEL_TEXT_LAMBDA)) {
+            dfl_dump_dset_info li;
+            if ((st = dfl_dump_dataset_info(d->r, DFL_DS_MODEL_TEXT_LAMBDA, &li, err))) goto out;
+            d->Lt = li.ndim == 1 ? li.dims[0] : 0;
+            if ((st = read_lambda(d, DFL_DS_MODEL_TEXT_LAMBDA, d->Lt, &d->text_lambda, err))) goto out;
         }
+        for (size_t i = 0; i < ns; i++)
+            d->n += ncap[i] = caption_count(d, dfl_dump_sample_at(d->r, i));
     }
-    d->n = dfl_dump_sample_count(d->r);
     d->samples = dfl__calloc_array(d->n ? d->n : 1, sizeof *d->samples);
-    if (!d->samples) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < d->n; i++)
-        if ((st = open_sample(d, &d->samples[i], dfl_dump_sample_at(d->r, i), err))) return st;
-    return DFL_OK;
+    if (!d->samples) {
+        st = dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0, k = 0; !st && i < ns; i++) {
+        const dfl_dump_sample *ds = dfl_dump_sample_at(d->r, i);
+        st = d->image ? open_image_sample(d, &d->samples[k], k, ds, ncap[i], err)
+                      : open_sample(d, &d->samples[k], ds, err);
+        k += 1 + ncap[i];
+    }
+out:
+    free(ncap);
+    return st;
 }
 
 void dfl_view_close(dfl_view *v)
@@ -100,6 +211,7 @@ void dfl_view_close(dfl_view *v)
             dfl_dump_attn_free(&d->samples[k].at);
         free(d->samples);
         free(d->lambda);
+        free(d->text_lambda);
         free(d->model_type);
         dfl_dump_close(d->r);
         free(v->sinfo[i]);
@@ -175,18 +287,59 @@ static void tokens_drop(void *o)
     free(o);
 }
 
+/* An image sample's tokens as the text side shows them: token t is image token t (0
+ * the class token, 1 + p patch p), segments 1 for the class token, 2 the object's
+ * patches, 0 the background's (vision/segments: the bos, answer and context colours),
+ * text "cls" and "(row,col)" of each patch. */
+static dfl_status image_tokens(const dfl__view_dump *d, const dfl__view_sample *s, dfl_dump_tokens *t, dfl_error *err)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s/" DFL_DS_VISION_SEGMENTS, s->sgroup);
+    size_t n = 0;
+    uint8_t *seg = NULL;
+    dfl_status st = dfl_dump_read_alloc(d->r, p, DFL_H5_U8, (void **)&seg, &n, err);
+    if (st) return st;
+    int64_t T = (int64_t)n, G = 1;
+    while ((G + 1) * (G + 1) <= T - 1)
+        G++;
+    t->T = T;
+    t->segments = seg;
+    t->tokens = dfl__alloc_array(n, sizeof *t->tokens);
+    t->text = dfl__calloc_array(n, sizeof *t->text);
+    if (!t->tokens || !t->text) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < T; i++) {
+        char lab[48];
+        t->tokens[i] = (int32_t)i;
+        if (i)
+            snprintf(lab, sizeof lab, "(%lld,%lld)", (long long)((i - 1) / G), (long long)((i - 1) % G));
+        else
+            snprintf(lab, sizeof lab, "cls");
+        if (!(t->text[i] = strdup(lab))) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    }
+    return DFL_OK;
+}
+
 dfl_status dfl__view_tokens_get(dfl_view *v, int64_t di, int64_t si, dfl__view_entry **out, dfl_error *err)
 {
     char key[64];
     snprintf(key, sizeof key, "text %lld %lld", (long long)di, (long long)si);
     if ((*out = dfl__view_cache_ref(&v->c, key))) return DFL_OK;
     const dfl__view_dump *d = &v->d[di];
+    const dfl__view_sample *s = &d->samples[si];
     dfl_dump_tokens *t = calloc(1, sizeof *t);
     if (!t) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&v->dump_lock);
-    dfl_status st = dfl_dump_tokens_read(d->r, dfl_dump_sample_at(d->r, (size_t)si), t, err);
-    int64_t prompt_T; /* probe --generate: the maps' generated keys get their tokens */
-    if (!st) st = dfl_dump_tokens_join_generated(d->r, dfl_dump_sample_at(d->r, (size_t)si), t, &prompt_T, err);
+    dfl_status st;
+    if (s->kind == DFL__VIEW_IMAGE) {
+        st = image_tokens(d, s, t, err);
+    } else if (s->kind == DFL__VIEW_CAPTION) {
+        dfl_dump_sample cs = {s->di, s->id, s->group};
+        st = dfl_dump_tokens_read(d->r, &cs, t, err);
+    } else {
+        st = dfl_dump_tokens_read(d->r, dfl_dump_sample_at(d->r, s->di), t, err);
+        int64_t prompt_T; /* probe --generate: the maps' generated keys get their tokens */
+        if (!st) st = dfl_dump_tokens_join_generated(d->r, dfl_dump_sample_at(d->r, s->di), t, &prompt_T, err);
+    }
     if (st) dfl_dump_tokens_free(t);
     pthread_mutex_unlock(&v->dump_lock);
     if (st) {
@@ -259,6 +412,20 @@ void dfl_view_handle(dfl_view *v, const char *method, const char *target, dfl_vi
     case DFL_VIEW_LIMITS: st = dfl__view_limits_json(v, &q, &o, &err); break;
     case DFL_VIEW_CELL: st = dfl__view_cell_json(v, &q, &o, &err); break;
     case DFL_VIEW_ROW: st = dfl__view_row_json(v, &q, &o, &err); break;
+    case DFL_VIEW_IMAGE: {
+        char key[64];
+        snprintf(key, sizeof key, "image %lld %lld", (long long)q.dump, (long long)q.sample);
+        unsigned char *png = dfl__view_cache_get_png(&v->c, key, &resp->len);
+        if (!png && !(st = dfl__view_render_image(v, &q, &png, &resp->len, &err)))
+            dfl__view_cache_put_png(&v->c, key, png, resp->len);
+        if (!st) {
+            resp->code = 200;
+            resp->type = "image/png";
+            resp->body = png;
+            return;
+        }
+        break;
+    }
     case DFL_VIEW_TILE_REQ:
     case DFL_VIEW_THUMB: {
         /* the canonical request is the cache key: equal requests, equal tiles */

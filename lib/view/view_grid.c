@@ -107,10 +107,10 @@ static dfl_status build_grid(dfl_view *v, const dfl_view_request *q, dfl_pool_mo
     if (!st) st = dfl_pool_create(g->gr << g->b, g->gc << g->b, g->gr, g->gc, mode, &pool, err);
     for (int64_t r0 = 0; !st && r0 < R; r0 += block) {
         int64_t n = R - r0 < block ? R - r0 : block;
-        int64_t c1 = s->at.rows[r0 + n - 1] + 1; /* keys any row of the block sees */
+        int64_t c1 = dfl__view_seen(s, r0 + n - 1); /* keys any row of the block sees */
         if ((st = dfl__view_read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
         for (int64_t i = 0; i < n; i++)
-            valid[i] = s->at.rows[r0 + i] + 1;
+            valid[i] = dfl__view_seen(s, r0 + i);
         dfl_pool_rows_valid(pool, r0, n, buf, c1, valid);
     }
     if (!st) dfl_pool_result(pool, g->v);
@@ -148,10 +148,10 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
     for (int64_t a = 0; !st && a < R; a += stride) {
         int64_t e = a + stride < R ? a + stride : R;
         int64_t r0 = e - 32 > a ? (e - 32) / 32 * 32 : a, n = e - r0;
-        int64_t c1 = s->at.rows[e - 1] + 1;
+        int64_t c1 = dfl__view_seen(s, e - 1);
         if ((st = dfl__view_read_box(v, q, r0, n, 0, c1, buf, tmp, err))) break;
         for (int64_t i = 0; i < n; i++)
-            valid[i] = s->at.rows[r0 + i] + 1;
+            valid[i] = dfl__view_seen(s, r0 + i);
         dfl_pool *pool = NULL;
         if ((st = dfl_pool_create(n, g->gc << g->b, 1, g->gc, mode, &pool, err))) break;
         dfl_pool_rows_valid(pool, 0, n, buf, c1, valid);
@@ -159,7 +159,7 @@ static dfl_status build_preview(dfl_view *v, const dfl_view_request *q, dfl_pool
         dfl_pool_destroy(pool);
         for (int64_t y = a >> g->b; y <= (e - 1) >> g->b && y < g->gr; y++) {
             int64_t last = ((y + 1) << g->b) < R ? ((y + 1) << g->b) - 1 : R - 1;
-            int64_t seen = s->at.rows[last] + 1; /* keys this base row sees */
+            int64_t seen = dfl__view_seen(s, last); /* keys this base row sees */
             for (int64_t x = 0; x < g->gc; x++)
                 g->v[y * g->gc + x] = (x << g->b) < seen ? line[x] : NAN;
         }
@@ -304,9 +304,9 @@ dfl_status dfl__view_grid_get(dfl_view *v, const dfl_view_request *q, dfl_pool_m
     grid_key(key, sizeof key, q, mode, 1);
     if ((*out = dfl__view_cache_ref(&v->c, key))) return DFL_OK;
     const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
-    int64_t lower = 0; /* causal cells of the map */
+    int64_t lower = 0; /* the cells rows see (causal: the lower triangle) */
     for (int64_t r = 0; r < s->info.R; r++)
-        lower += s->at.rows[r] + 1;
+        lower += dfl__view_seen(s, r);
     int big = lower > 2 * PREVIEW_CELLS;
     grid_key(pkey, sizeof pkey, q, mode, 0);
     if (big) {

@@ -70,19 +70,41 @@ void dfl__view_cache_clear(dfl__view_cache *c);
 
 /* ------------------------------------------------------------------ dumps */
 
+/* What a sample of the viewer is: a text dump's sample; the image tower's maps of an
+ * image sample (DiffCLIP, CLIP dumps: not causal, tokens the class token and the
+ * patches); or the text tower's maps of one of its captions (text/NNN/). */
+typedef enum dfl__view_kind { DFL__VIEW_TEXT = 0, DFL__VIEW_IMAGE, DFL__VIEW_CAPTION } dfl__view_kind;
+
 typedef struct dfl__view_sample {
     dfl_view_sample_info info;
     dfl_dump_attn at; /* the maps' geometry and scales [Ls], [Hs], [R] */
-    char group[32];
-    const char *id;
+    char group[48];   /* what attn/ is under: samples/NNNNNN, …/vision or …/text/NNN */
+    char sgroup[24];  /* the dump's sample group, samples/NNNNNN */
+    size_t di;        /* the dump's sample index */
+    const char *id;   /* the dump's sample id, or label */
+    char label[160];  /* caption samples: "id · caption i" */
+    dfl__view_kind kind;
+    int causal;          /* 0 for the image tower: every row sees every key */
+    const float *lambda; /* [nlambda] λ per layer of the tower (the dump's), or NULL */
+    int64_t nlambda;
+    int64_t parent, caption; /* caption samples: the image sample's index here, the caption's */
 } dfl__view_sample;
+
+/* Keys stored row r of sample s sees: r's position + 1 (causal), or all T. */
+static inline int64_t dfl__view_seen(const dfl__view_sample *s, int64_t r)
+{
+    return s->causal ? s->at.rows[r] + 1 : s->info.T;
+}
 
 typedef struct dfl__view_dump {
     dfl_dump_reader *r;
     char *model_type;
     char name[128];
     int64_t L, H;
-    float *lambda; /* [L] or NULL */
+    float *lambda;      /* [L] or NULL */
+    float *text_lambda; /* [Lt] diffclip's text tower, or NULL */
+    int64_t Lt;
+    int image; /* a DiffCLIP or CLIP dump: image samples, each followed by its captions */
     dfl__view_sample *samples;
     size_t n;
 } dfl__view_dump;
@@ -162,5 +184,8 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
 dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err);
 dfl_status dfl__view_row_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err);
 dfl_status dfl__view_limits_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err);
+/* An image sample's input image (image/input) as PNG (*png malloc'ed, caller frees). */
+dfl_status dfl__view_render_image(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len,
+                                  dfl_error *err);
 
 #endif

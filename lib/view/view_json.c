@@ -8,6 +8,9 @@
 #include "view/view_internal.h"
 #include "dump/dump_schema.h"
 
+/* dfl__view_kind as the API names it */
+static const char *const KINDS[] = {"text", "image", "caption"};
+
 static cJSON *int_array(const int32_t *a, int64_t n)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -52,6 +55,8 @@ cJSON *dfl__view_dumps_json(const dfl_view *v)
             snprintf(sig, sizeof sig, "%016llx", (unsigned long long)s->info.sig);
             cJSON_AddNumberToObject(so, "index", (double)k);
             cJSON_AddStringToObject(so, "id", s->id ? s->id : "");
+            cJSON_AddStringToObject(so, "kind", KINDS[s->kind]);
+            cJSON_AddBoolToObject(so, "causal", s->causal);
             cJSON_AddNumberToObject(so, "T", (double)s->info.T);
             cJSON_AddNumberToObject(so, "R", (double)s->info.R);
             cJSON_AddStringToObject(so, "sig", sig);
@@ -112,6 +117,82 @@ static void generated_json(const dfl__view_dump *d, const dfl__view_sample *s, c
     free(gen);
 }
 
+/* A numeric dataset read whole as f32 (*n values; NULL when absent or unreadable). */
+static float *read_floats(const dfl__view_dump *d, const char *path, size_t *n)
+{
+    float *a = NULL;
+    dfl_error e;
+    *n = 0;
+    if (!dfl_dump_exists(d->r, path) || dfl_dump_read_alloc(d->r, path, DFL_H5_F32, (void **)&a, n, &e)) return NULL;
+    return a;
+}
+
+/* Image and caption samples (dump lock held): "image" {size S, grid G, geometry, box in
+ * the input's pixels or null} and "captions" [{sample, text, similarity, zero_shot}]
+ * of the image sample; a caption sample also names its image sample and caption. */
+static void image_json(const dfl_view *v, int64_t di, const dfl__view_sample *s, cJSON *o)
+{
+    const dfl__view_dump *d = &v->d[di];
+    char p[96];
+    size_t n = 0;
+    cJSON_AddNumberToObject(o, "image_sample", (double)s->parent);
+    if (s->kind == DFL__VIEW_CAPTION) cJSON_AddNumberToObject(o, "caption", (double)s->caption);
+    snprintf(p, sizeof p, "%s/" DFL_DS_IMAGE_GEOMETRY, s->sgroup);
+    float *geo = read_floats(d, p, &n);
+    if (geo && n == 7) {
+        cJSON *io = cJSON_AddObjectToObject(o, "image");
+        cJSON_AddNumberToObject(io, "size", geo[4]);
+        cJSON_AddNumberToObject(io, "patch", geo[5]);
+        cJSON_AddNumberToObject(io, "grid", geo[6]);
+        cJSON_AddItemToObject(io, "geometry", float_array(geo, 7));
+        size_t nb = 0, nz = 0;
+        snprintf(p, sizeof p, "%s/" DFL_DS_IMAGE_BOX, s->sgroup);
+        float *box = read_floats(d, p, &nb);
+        snprintf(p, sizeof p, "%s/" DFL_DS_IMAGE_SIZE, s->sgroup);
+        float *size = read_floats(d, p, &nz);
+        if (box && nb == 4 && size && nz == 2 && size[0] > 0 && size[1] > 0) {
+            /* original pixels to the input's: x · resized_w / width − left (format.md) */
+            float b[4];
+            for (int i = 0; i < 4; i++)
+                b[i] = i % 2 ? box[i] * geo[1] / size[1] - geo[3] : box[i] * geo[0] / size[0] - geo[2];
+            cJSON_AddItemToObject(io, "box", float_array(b, 4));
+        } else {
+            cJSON_AddNullToObject(io, "box");
+        }
+        free(box), free(size);
+    }
+    free(geo);
+    snprintf(p, sizeof p, "%s/" DFL_DS_SCORES_SIMILARITY, s->sgroup);
+    size_t ns = 0, nzs = 0, nt = 0;
+    float *sim = read_floats(d, p, &ns);
+    snprintf(p, sizeof p, "%s/" DFL_DS_SCORES_ZERO_SHOT, s->sgroup);
+    float *zs = read_floats(d, p, &nzs);
+    snprintf(p, sizeof p, "%s/" DFL_DS_CAPTION_TEXT, s->sgroup);
+    char **text = NULL;
+    dfl_error e;
+    if (dfl_dump_exists(d->r, p) && dfl_dump_read_strings(d->r, p, &text, &nt, &e)) text = NULL, nt = 0;
+    cJSON *caps = cJSON_AddArrayToObject(o, "captions");
+    for (size_t i = 0; sim && i < ns; i++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(caps, c);
+        cJSON_AddNumberToObject(c, "caption", (double)i);
+        /* its text-tower maps: the view sample after the image sample's, when stored */
+        int64_t k = s->parent + 1 + (int64_t)i;
+        if ((size_t)k < d->n && d->samples[k].kind == DFL__VIEW_CAPTION && d->samples[k].parent == s->parent)
+            cJSON_AddNumberToObject(c, "sample", (double)k);
+        else
+            cJSON_AddNullToObject(c, "sample");
+        if (text && i < nt)
+            cJSON_AddStringToObject(c, "text", text[i]);
+        else
+            cJSON_AddNullToObject(c, "text");
+        cJSON_AddItemToObject(c, "similarity", num(sim[i]));
+        cJSON_AddItemToObject(c, "zero_shot", zs && i < nzs ? num(zs[i]) : cJSON_CreateNull());
+    }
+    if (text) dfl_dump_strings_free(text, nt);
+    free(sim), free(zs);
+}
+
 dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err)
 {
     dfl__view_entry *te = NULL;
@@ -134,7 +215,7 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
     else
         cJSON_AddNullToObject(o, "text");
     cJSON_AddItemToObject(o, "rows", int_array(s->at.rows, s->info.R));
-    cJSON_AddItemToObject(o, "lambda", d->lambda ? float_array(d->lambda, (size_t)d->L) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "lambda", s->lambda ? float_array(s->lambda, (size_t)s->nlambda) : cJSON_CreateNull());
     static const char *const stats[] = {DFL_DS_NOISE_SHARES,        DFL_DS_NOISE_SHARES_ABS, DFL_DS_NOISE_ENTROPY,
                                         DFL_DS_NOISE_NEGATIVE_MASS, DFL_DS_LOGITS_TOP,       DFL_DS_HIDDEN_TOP};
     cJSON *sj = cJSON_AddObjectToObject(o, "stats");
@@ -147,8 +228,13 @@ dfl_status dfl__view_sample_json(dfl_view *v, const dfl_view_request *q, cJSON *
         if (x) cJSON_AddItemToObject(sj, stats[i], x);
     }
     generated_json(d, s, o);
+    cJSON_AddStringToObject(o, "kind", KINDS[s->kind]);
+    cJSON_AddBoolToObject(o, "causal", s->causal);
+    if (s->kind != DFL__VIEW_TEXT) image_json(v, q->dump, s, o);
     char p[96], *names = NULL;
-    snprintf(p, sizeof p, "%s/" DFL_DS_NOISE, s->group);
+    /* the segment names: on the noise group (text dumps), on vision/noise/shares (images) */
+    snprintf(p, sizeof p, s->kind == DFL__VIEW_IMAGE ? "%s/" DFL_DS_VISION_SHARES : "%s/" DFL_DS_NOISE,
+             s->kind == DFL__VIEW_IMAGE ? s->sgroup : s->group);
     dfl_error e2;
     if (dfl_dump_exists(d->r, p) && !dfl_dump_get_attr_str(d->r, p, DFL_ATTR_SEGMENTS, &names, &e2)) {
         cJSON_AddStringToObject(sj, "segment_names", names);
@@ -171,7 +257,7 @@ dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **o
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "q", (double)q->q);
     cJSON_AddNumberToObject(o, "k", (double)q->k);
-    cJSON_AddBoolToObject(o, "masked", q->k > q->q);
+    cJSON_AddBoolToObject(o, "masked", s->causal && q->k > q->q);
     int64_t pos[2] = {q->q, q->k};
     const char *names[2] = {"query", "key"};
     for (int i = 0; i < 2; i++) {
@@ -192,11 +278,12 @@ dfl_status dfl__view_cell_json(dfl_view *v, const dfl_view_request *q, cJSON **o
     snprintf(lp, sizeof lp, "%s/" DFL_DS_LAMBDA, s->group);
     float row_lam = NAN;
     int64_t lstart[3] = {layer, q->q, q->head}, lcount[3] = {1, 1, 1};
-    if (!d->lambda && dfl_dump_exists(d->r, lp)) st = dfl_dump_read_slab_f32(d->r, lp, lstart, lcount, &row_lam, err);
+    if (!s->lambda && s->kind == DFL__VIEW_TEXT && dfl_dump_exists(d->r, lp))
+        st = dfl_dump_read_slab_f32(d->r, lp, lstart, lcount, &row_lam, err);
     cJSON_AddItemToObject(o, "lambda",
-                          d->lambda && layer < d->L ? num(d->lambda[layer])
-                          : !isnan(row_lam)         ? num(row_lam)
-                                                    : cJSON_CreateNull());
+                          s->lambda && layer < s->nlambda ? num(s->lambda[layer])
+                          : !isnan(row_lam)               ? num(row_lam)
+                                                          : cJSON_CreateNull());
     for (int m = 0; !st && m < DFL_VIEW_NMAPS; m++) {
         if (!(s->info.maps & (1u << m))) continue;
         char p[96];
@@ -231,7 +318,8 @@ static int cmp_keyval(const void *a, const void *b)
 
 dfl_status dfl__view_row_json(dfl_view *v, const dfl_view_request *q, cJSON **out, dfl_error *err)
 {
-    const int64_t n = q->q + 1; /* causal keys 0 .. q */
+    const dfl__view_sample *s = &v->d[q->dump].samples[q->sample];
+    const int64_t n = dfl__view_seen(s, q->ri); /* causal: keys 0 .. q; the image tower: all */
     float *row = dfl__alloc_array((size_t)n, sizeof *row), *tmp = dfl__alloc_array((size_t)n, sizeof *tmp);
     keyval *kv = dfl__alloc_array((size_t)n, sizeof *kv);
     int64_t w = q->width < n ? q->width : n;

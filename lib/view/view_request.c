@@ -72,6 +72,7 @@ static const struct endpoint {
      MAPSEL | B(P_M) | B(P_Q)},
     {"/api/colormap", DFL_VIEW_COLORMAP, 0, B(P_CMAP), 0},
     {"/api/ticks", DFL_VIEW_TICKS, 0, B(P_VMIN) | B(P_VMAX) | B(P_SCALE) | B(P_DIV), B(P_VMIN) | B(P_VMAX)},
+    {"/api/image", DFL_VIEW_IMAGE, 0, B(P_D) | B(P_S), B(P_D) | B(P_S)},
 };
 
 static int hexval(int c)
@@ -337,6 +338,10 @@ int dfl_view_request_check(const dfl_view_catalog *cat, dfl_view_request *req, d
                          (long long)req->sample, d->nsamples ? d->nsamples - 1 : 0);
     const dfl_view_sample_info *si = &d->samples[req->sample];
     if (k == DFL_VIEW_SAMPLE) return 0;
+    if (k == DFL_VIEW_IMAGE)
+        return si->image ? 0
+                         : not_found(err, "sample %lld of dump %lld is not an image sample", (long long)req->sample,
+                                     (long long)req->dump);
     if (!si->maps)
         return not_found(err, "sample %lld of dump %lld has no attention maps (probe --maps)", (long long)req->sample,
                          (long long)req->dump);

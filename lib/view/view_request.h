@@ -22,6 +22,7 @@
  *   /api/row       d s l h m q [topk width minus]  top-k keys of query q, pooled row strip
  *   /api/colormap  [cmap]                          the 256 colours of a colormap
  *   /api/ticks     vmin vmax [scale div]           colour-bar ticks: values, labels, positions
+ *   /api/image     d s                             an image sample's input image as PNG (DiffCLIP, CLIP)
  * d, minus: dump index (minus: subtract that dump's map, same sample); s: sample index;
  * l, h: layer and head numbers as captured (attn/layers, attn/heads); m: map1, map2,
  * diff; q: a query position among attn/rows; k: a key position; z: zoom level (a pixel
@@ -54,7 +55,8 @@ typedef enum dfl_view_kind {
     DFL_VIEW_CELL,
     DFL_VIEW_ROW,
     DFL_VIEW_COLORMAP,
-    DFL_VIEW_TICKS
+    DFL_VIEW_TICKS,
+    DFL_VIEW_IMAGE
 } dfl_view_kind;
 
 typedef enum dfl_view_map { DFL_VIEW_MAP1 = 0, DFL_VIEW_MAP2, DFL_VIEW_DIFF, DFL_VIEW_NMAPS } dfl_view_map;
@@ -100,6 +102,7 @@ typedef struct dfl_view_sample_info {
     const int32_t *layers, *heads, *rows;
     unsigned maps;
     uint64_t sig;
+    int image; /* the image tower's maps of an image sample (it has an input image) */
 } dfl_view_sample_info;
 
 typedef struct dfl_view_dump_info {

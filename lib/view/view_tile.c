@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "view/view_internal.h"
+#include "dump/dump_schema.h"
 
 /* Masked pixels: attnmap's no-data grey, without its hatch, which would scale with
  * the zoom into a checkerboard. */
@@ -115,7 +116,7 @@ dfl_status dfl__view_render_tile(dfl_view *v, const dfl_view_request *q, unsigne
         int64_t f = (int64_t)1 << q->z, span = T2 * f;
         int64_t r0 = q->y * span, r1 = r0 + span < R ? r0 + span : R;
         int64_t c0 = q->x * span, c1 = c0 + span < T ? c0 + span : T;
-        int64_t kend = s->at.rows[r1 - 1] + 1 < c1 ? s->at.rows[r1 - 1] + 1 : c1; /* keys the tile's rows see */
+        int64_t kend = dfl__view_seen(s, r1 - 1) < c1 ? dfl__view_seen(s, r1 - 1) : c1; /* keys the tile's rows see */
         oh = (r1 - r0 + f - 1) / f;
         ow = (c1 - c0 + f - 1) / f;
         if (kend <= c0) {
@@ -139,7 +140,7 @@ dfl_status dfl__view_render_tile(dfl_view *v, const dfl_view_request *q, unsigne
                 int64_t n = r1 - a0 < block ? r1 - a0 : block;
                 if ((st = dfl__view_read_box(v, q, a0, n, c0, kend, buf, tmp, err))) break;
                 for (int64_t i = 0; i < n; i++)
-                    valid[i] = (s->at.rows[a0 + i] + 1 < kend ? s->at.rows[a0 + i] + 1 : kend) - c0;
+                    valid[i] = (dfl__view_seen(s, a0 + i) < kend ? dfl__view_seen(s, a0 + i) : kend) - c0;
                 dfl_pool_rows_valid(pool, a0 - r0, n, buf, w, valid);
             }
             if (!st) dfl_pool_result(pool, out);
@@ -181,5 +182,29 @@ dfl_status dfl__view_render_thumb(dfl_view *v, const dfl_view_request *q, unsign
     }
     free(out);
     dfl__view_cache_release(&v->c, e);
+    return st;
+}
+
+/* ------------------------------------------------------------------ image */
+
+dfl_status dfl__view_render_image(dfl_view *v, const dfl_view_request *q, unsigned char **png, size_t *len,
+                                  dfl_error *err)
+{
+    const dfl__view_dump *d = &v->d[q->dump];
+    const dfl__view_sample *s = &d->samples[q->sample];
+    char p[96];
+    snprintf(p, sizeof p, "%s/" DFL_DS_IMAGE_INPUT, s->sgroup);
+    dfl_dump_dset_info info;
+    uint8_t *rgb = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&v->dump_lock);
+    dfl_status st = dfl_dump_dataset_info(d->r, p, &info, err);
+    if (!st && (info.ndim != 3 || info.dims[2] != 3 || info.dims[0] < 1 || info.dims[1] < 1 || info.dims[0] > 16384 ||
+                info.dims[1] > 16384))
+        st = dfl__fail(err, DFL_ERR_FORMAT, "%s: %s is not [S, S, 3]", d->name, p);
+    if (!st) st = dfl_dump_read_alloc(d->r, p, DFL_H5_U8, (void **)&rgb, &n, err);
+    pthread_mutex_unlock(&v->dump_lock);
+    if (!st) st = dfl_png_encode((int)info.dims[1], (int)info.dims[0], rgb, png, len, err);
+    free(rgb);
     return st;
 }

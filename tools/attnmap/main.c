@@ -30,6 +30,8 @@ static void usage(FILE *out)
                  "what to draw\n"
                  "  -o, --out FILE        .png, .svg or .pdf to write (never overwritten without --force)\n"
                  "  --sample ID|INDEX     sample id, or else its index (default: the first sample)\n"
+                 "  --caption N           DiffCLIP / CLIP dumps: caption N's text-tower map (causal, with\n"
+                 "                        its token labels) instead of the image (default: the image)\n"
                  "  --layer L|all         layer number, or a tile per captured layer (default: the first captured)\n"
                  "  --head H|all|mean     head number, a tile per captured head, or their mean\n"
                  "                        (default: the first captured)\n"
@@ -116,7 +118,8 @@ enum {
     O_WIDTH,
     O_DPI,
     O_PXSCALE,
-    O_FONT
+    O_FONT,
+    O_CAPTION
 };
 
 /* One option c with its argument into p (*labels: the --labels block, replaced).
@@ -128,6 +131,9 @@ static int parse_option(int c, dfl_attnmap_params *p, char ***labels, int *quiet
     switch (c) {
     case 'o': p->out_path = optarg; break;
     case O_SAMPLE: p->sample = optarg; break;
+    case O_CAPTION:
+        if (dfl_cli_int("--caption", optarg, 0, 1000000, &p->caption, err)) rc = bad(err);
+        break;
     case O_LAYER:
         if (parse_index("--layer", optarg, 0, &p->layer, err)) return bad(err);
         break;
@@ -216,6 +222,7 @@ static int parse_args(int argc, char **argv, dfl_attnmap_params *p, char ***labe
 {
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"sample", required_argument, 0, O_SAMPLE},
+                                         {"caption", required_argument, 0, O_CAPTION},
                                          {"layer", required_argument, 0, O_LAYER},
                                          {"layers", required_argument, 0, O_LAYER},
                                          {"head", required_argument, 0, O_HEAD},

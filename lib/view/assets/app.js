@@ -5,6 +5,9 @@
 
 const SEG_COLOR = ["#e8e8e8", "#000000", "#009e73", "#0072b2", "#e69f00", "#cc79a7", "#d55e00"];
 const SEG_NAME = ["context", "bos", "answer", "query", "distractor", "target", "generated"];
+// an image sample's segments (vision/segments): 0 background, 1 the class token, 2 the object
+const IMAGE_SEG_NAME = ["background", "cls", "object"];
+const OVERLAY_ALPHA = 0.6; // the map's weight over the image, as attnmap draws it
 const BAND = 8;          // segment band thickness (px)
 const GAP = 2;           // band to map
 let AREA = 560;          // map area per panel (px): smaller for two
@@ -30,6 +33,8 @@ async function getJSON(url) {
 }
 
 function status(text) { $("status").textContent = text || ""; }
+
+function segNames(sample) { return sample && sample.kind === "image" ? IMAGE_SEG_NAME : SEG_NAME; }
 
 function option(sel, value, text) {
   const o = document.createElement("option");
@@ -151,9 +156,11 @@ async function rebuild(keepView) {
   drawLegend();
   drawGenerated();
   draw();
-  st.panels.forEach(drawBar);
+  st.panels.forEach((p) => drawBar(p));
   drawNoise();
   drawOutliers();
+  drawCaptions();
+  await drawOverlays();
   if (st.panels.some((p) => !p.limits.complete)) {
     // a large map: this is a preview; poll until its full grid is pooled
     status("preview — pooling the whole map…");
@@ -285,8 +292,8 @@ function drawPanel(p) {
   }
 }
 
-async function drawBar(p) {
-  const L = p.limits, scale = $("scale").value;
+async function drawBar(p, scale = $("scale").value) {
+  const L = p.limits;
   const tk = await getJSON(`/api/ticks?vmin=${L.vmin}&vmax=${L.vmax}&scale=${scale}&div=${L.diverging ? 1 : 0}`);
   const g = p.bar.getContext("2d"), x0 = 44, w = p.bar.width - 2 * x0;
   g.fillStyle = "#fff";
@@ -309,10 +316,10 @@ async function drawBar(p) {
 }
 
 function drawLegend() {
-  const seen = new Set(st.panels[0].sample.segments);
+  const s0 = st.panels[0].sample, seen = new Set(s0.segments);
   const el = $("legend");
   el.innerHTML = "segments:";
-  SEG_NAME.forEach((n, i) => {
+  segNames(s0).forEach((n, i) => {
     if (!seen.has(i)) return;
     const sw = document.createElement("span");
     sw.className = "sw";
@@ -322,7 +329,7 @@ function drawLegend() {
   const sw = document.createElement("span");
   sw.className = "sw";
   sw.style.background = "#c8c8c8";
-  el.append(sw, "masked (future)");
+  if (s0.causal !== false) el.append(sw, "masked (future)");
 }
 
 // ------------------------------------------------------------- interaction
@@ -388,8 +395,9 @@ async function hover(cell) {
   const el = $("hover");
   el.innerHTML = "";
   const head = document.createElement("div");
-  head.innerHTML = `query <b id="hq">${cell.q}</b> <span class="tok"></span> (${SEG_NAME[c0.query.segment] || "?"})` +
-    ` → key <b id="hk">${cell.k}</b> <span class="tok"></span> (${SEG_NAME[c0.key.segment] || "?"})` +
+  const names = segNames(s0);
+  head.innerHTML = `query <b id="hq">${cell.q}</b> <span class="tok"></span> (${names[c0.query.segment] || "?"})` +
+    ` → key <b id="hk">${cell.k}</b> <span class="tok"></span> (${names[c0.key.segment] || "?"})` +
     (c0.masked ? " · masked (future key)" : "");
   const toks = head.querySelectorAll(".tok");
   toks[0].textContent = tokenText(s0, cell.q);
@@ -452,11 +460,12 @@ async function selectRow(q) {
     const v = document.createElement("span");
     v.className = "v";
     v.textContent = fmt(e.v);
-    li.append(`key ${e.k} `, tok, ` (${SEG_NAME[e.segment] || "?"}) `, v);
+    li.append(`key ${e.k} `, tok, ` (${segNames(p.sample)[e.segment] || "?"}) `, v);
     ol.appendChild(li);
   });
   drawStrip(r);
   draw();
+  if (p.sample.kind === "image") drawOverlays();
 }
 
 function clearStrip() {
@@ -516,11 +525,13 @@ async function drawNoise() {
   const samples = await Promise.all(dumps.map(loadSample));
   const names = (samples[0].stats.segment_names || "bos,context_before,answer,context_after,query,distractor,target")
     .split(",");
+  const mi = (s, M) => (s.kind === "image" ? Math.max(0, Math.min(M - 1, ["map1", "map2", "diff"].indexOf(st.map))) : M - 1);
   const rows = [];
   samples.forEach((s, i) => {
     const ds = s.stats["noise/shares_abs"] || s.stats["noise/shares"];
     if (!ds) return;
-    const [M, L, H, S] = ds.shape, m = M - 1; // the softmax map, or a Diff dump's diff map
+    // the softmax map, or a Diff dump's diff map; an image sample: the map shown
+    const [M, L, H, S] = ds.shape, m = mi(s, M);
     const mean = new Array(S).fill(0);
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (let j = 0; j < S; j++) mean[j] += at(ds, [m, l, h, j]) / (L * H);
     const here = st.layer < L && st.head < H ? names.map((_, j) => at(ds, [m, st.layer, st.head, j])) : null;
@@ -572,12 +583,12 @@ async function drawOutliers() {
   tab.innerHTML = "<tr><th>dump</th><th>layer</th><th>λ</th><th>top |logit|</th><th>top |hidden|</th></tr>";
   samples.forEach((s, i) => {
     const lg = s.stats["outliers/logits/top"], hd = s.stats["outliers/hidden/top"];
-    if (!lg) return;
-    const L = lg.shape[0];
+    if (!lg && !hd) return; // an image sample has the hidden states' only
+    const L = (lg || hd).shape[0];
     for (let l = 0; l < L; l++) {
       const tr = document.createElement("tr");
       const lam = s.lambda ? s.lambda[l] : null;
-      [dumpOf(dumps[i]).name, l, lam === null ? "—" : lam.toFixed(3), at(lg, [l, 0]).toFixed(2),
+      [dumpOf(dumps[i]).name, l, lam === null ? "—" : lam.toFixed(3), lg ? at(lg, [l, 0]).toFixed(2) : "—",
        hd ? at(hd, [l, 0]).toFixed(2) : "—"].forEach((v) => {
         const td = document.createElement("td");
         td.textContent = v;
@@ -640,6 +651,168 @@ function markOverview() {
   });
 }
 
+// ---------------------------------------------------------- image samples
+
+function loadImage(url) {
+  if (!st.images) st.images = {};
+  if (!st.images[url]) {
+    st.images[url] = new Promise((ok, bad) => {
+      const img = new Image();
+      img.onload = () => ok(img);
+      img.onerror = () => bad(new Error("the image failed to load"));
+      img.src = url;
+    });
+  }
+  return st.images[url];
+}
+
+function chooseSample(i) {
+  const sel = $("sample");
+  sel.value = i;
+  sel.dispatchEvent(new Event("change"));
+}
+
+// An image sample: the query row's attention to the patches over the model's input,
+// the grid upsampled bilinearly (as attnmap draws it), the object box, one colour scale
+// for every panel ([0, max], or ±max |v| when signed); the query row is the row selected
+// in the map below, or the first stored (the class token).
+async function drawOverlays() {
+  const box = $("overlays"), gen = st.gen;
+  const s0 = st.panels.length ? st.panels[0].sample : null;
+  if (!s0 || s0.kind !== "image" || !s0.image) { box.innerHTML = ""; box.style.display = "none"; st.overlays = []; return; }
+  const panels = st.panels.filter((p) => p.sample.kind === "image" && p.sample.image);
+  const q = st.row !== null && s0.rows.includes(st.row) ? st.row : s0.rows[0];
+  let rows, imgs;
+  try {
+    rows = await Promise.all(panels.map((p) => getJSON(`/api/row?${mapParams(p)}&q=${q}&topk=5&width=${p.sample.T}`)));
+    imgs = await Promise.all(panels.map((p) => loadImage(`/api/image?d=${p.dump}&s=${st.s}`)));
+  } catch (e) { status(e.message); return; }
+  if (gen !== st.gen) return;
+  const patches = rows.map((r) => r.strip.slice(1).map((v) => v || 0));
+  const signed = panels.some((p) => p.limits.diverging) || patches.some((v) => v.some((x) => x < 0));
+  const top = Math.max(0, ...patches.flat().map(Math.abs)), hi = top > 0 ? top : 1; // all 0 (a self-delta): [0, 1]
+  const lim = { vmin: signed ? -hi : 0, vmax: hi, diverging: signed, complete: true };
+  const cmap = await colormap(signed ? "rdbu" : $("cmap").value);
+  if (gen !== st.gen) return;
+  box.innerHTML = "";
+  box.style.display = "";
+  st.overlays = [];
+  const OV = panels.length > 1 ? 288 : 384;
+  panels.forEach((p, i) => {
+    const smp = p.sample, G = smp.image.grid, d = dumpOf(p.dump);
+    const div = document.createElement("div");
+    div.className = "panel";
+    const t = document.createElement("div");
+    t.className = "title";
+    t.textContent = `${d.name} · ${p.map}` + (p.minus >= 0 ? ` − ${dumpOf(p.minus).name}` : "") +
+      ` · layer ${st.layer} head ${st.head} · query ${q === 0 ? "cls" : tokenText(smp, q)}`;
+    const sub = document.createElement("div");
+    sub.className = "sub";
+    const lam = smp.lambda && st.layer < smp.lambda.length ? smp.lambda[st.layer] : null;
+    const sh = smp.stats["noise/shares"], names = (smp.stats.segment_names || "cls,object,background").split(",");
+    const m = sh ? Math.max(0, Math.min(sh.shape[0] - 1, ["map1", "map2", "diff"].indexOf(p.map))) : 0;
+    const parts = [lam === null ? "λ —" : `λ ${lam.toFixed(4)}`];
+    if (sh && p.minus < 0 && st.layer < sh.shape[1] && st.head < sh.shape[2])
+      names.forEach((n, j) => parts.push(`${n} ${at(sh, [m, st.layer, st.head, j]).toFixed(3)}`));
+    sub.textContent = parts.join(" · ");
+    sub.dataset.lambda = lam === null ? "" : String(lam);
+    const c = document.createElement("canvas");
+    c.className = "overlay";
+    c.width = c.height = OV;
+    c.dataset.dump = p.dump;
+    const bar = document.createElement("canvas");
+    bar.className = "bar";
+    bar.width = OV;
+    bar.height = 34;
+    div.append(t, sub, c, bar);
+    box.appendChild(div);
+    const g = c.getContext("2d");
+    g.imageSmoothingEnabled = false; // the input's own pixels, as attnmap draws them
+    g.drawImage(imgs[i], 0, 0, OV, OV);
+    const im = g.getImageData(0, 0, OV, OV), px = im.data, v = patches[i];
+    const val = (r, k) => v[Math.max(0, Math.min(G - 1, r)) * G + Math.max(0, Math.min(G - 1, k))];
+    for (let y = 0; y < OV; y++) {
+      const gy = (y + 0.5) * G / OV - 0.5, y0 = Math.floor(gy), fy = gy - y0;
+      for (let x = 0; x < OV; x++) {
+        const gx = (x + 0.5) * G / OV - 0.5, x0 = Math.floor(gx), fx = gx - x0;
+        const a = val(y0, x0) * (1 - fx) + val(y0, x0 + 1) * fx, b = val(y0 + 1, x0) * (1 - fx) + val(y0 + 1, x0 + 1) * fx;
+        const z = a * (1 - fy) + b * fy;
+        const tt = signed ? (z / hi + 1) / 2 : z / hi;
+        const col = cmap[Math.max(0, Math.min(255, Math.floor(256 * tt)))];
+        const o = (y * OV + x) * 4;
+        for (let ch = 0; ch < 3; ch++) {
+          const cv = parseInt(col.substr(1 + 2 * ch, 2), 16);
+          px[o + ch] = Math.round((1 - OVERLAY_ALPHA) * px[o + ch] + OVERLAY_ALPHA * cv);
+        }
+      }
+    }
+    g.putImageData(im, 0, 0);
+    const bx = smp.image.box, S = smp.image.size;
+    if (bx) {
+      g.strokeStyle = "#ff2020";
+      g.lineWidth = 2;
+      g.strokeRect(bx[0] * OV / S, bx[1] * OV / S, (bx[2] - bx[0]) * OV / S, (bx[3] - bx[1]) * OV / S);
+    }
+    const ov = { dump: p.dump, canvas: c, G, OV, values: v, q, cls: rows[i].strip[0] };
+    c.addEventListener("mousemove", (ev) => {
+      const rect = c.getBoundingClientRect();
+      const pr = Math.floor((ev.clientY - rect.top) * G / OV), pc = Math.floor((ev.clientX - rect.left) * G / OV);
+      if (pr < 0 || pc < 0 || pr >= G || pc >= G) return;
+      const k = 1 + pr * G + pc;
+      c.dataset.patch = `${pr},${pc}`;
+      c.dataset.value = String(v[pr * G + pc]);
+      c.title = `patch (${pr}, ${pc}) · ${p.map} ${fmt(v[pr * G + pc])}`;
+      hover({ r: s0.rows.indexOf(q), k, q, patch: [pr, pc] });
+    });
+    st.overlays.push(ov);
+    drawBar({ limits: lim, bar, cmap }, "linear");
+  });
+}
+
+// The image sample's captions (and a caption sample's siblings): text, similarity,
+// zero-shot score, and a link to the caption's text-tower maps.
+function drawCaptions() {
+  const el = $("captions"), s0 = st.panels.length ? st.panels[0].sample : null;
+  const caps = s0 && s0.captions ? s0.captions : [];
+  $("capbox").style.display = s0 && s0.kind && s0.kind !== "text" ? "" : "none";
+  el.innerHTML = "";
+  if (!s0 || s0.kind === "text") return;
+  const tab = document.createElement("table");
+  tab.innerHTML = "<tr><th>#</th><th>caption</th><th>similarity</th><th>zero-shot</th><th></th></tr>";
+  caps.forEach((c) => {
+    const tr = document.createElement("tr");
+    if (s0.kind === "caption" && s0.caption === c.caption) tr.className = "on";
+    const cells = [String(c.caption), c.text === null ? "(token ids)" : c.text, fmt(c.similarity), fmt(c.zero_shot)];
+    cells.forEach((v, j) => {
+      const td = document.createElement("td");
+      td.textContent = v;
+      if (j >= 2) td.className = "v";
+      tr.appendChild(td);
+    });
+    const td = document.createElement("td");
+    if (c.sample !== null) {
+      const a = document.createElement("a");
+      a.textContent = "text maps";
+      a.dataset.sample = c.sample;
+      a.addEventListener("click", () => chooseSample(c.sample));
+      td.appendChild(a);
+    }
+    tr.appendChild(td);
+    tr.dataset.similarity = c.similarity;
+    tr.dataset.zeroShot = c.zero_shot;
+    tab.appendChild(tr);
+  });
+  el.appendChild(tab);
+  if (!caps.length) el.append("no captions");
+  if (s0.kind === "caption") {
+    const a = document.createElement("a");
+    a.id = "toimage";
+    a.textContent = "← the image";
+    a.addEventListener("click", () => chooseSample(s0.image_sample));
+    el.appendChild(a);
+  }
+}
+
 // ------------------------------------------------------------------- start
 
 async function start() {
@@ -669,7 +842,9 @@ async function start() {
 function fillSamples() {
   const sel = $("sample");
   sel.innerHTML = "";
-  dumpOf(st.a).samples.forEach((s) => option(sel, s.index, `${s.index}: ${s.id} (${s.T} tokens)`));
+  dumpOf(st.a).samples.forEach((s) => option(sel, s.index, `${s.index}: ${s.id} (` +
+    (s.kind === "image" ? `image, ${s.T - 1} patches` : s.kind === "caption" ? `caption, ${s.T} tokens` : `${s.T} tokens`) +
+    ")"));
   if (st.s >= dumpOf(st.a).samples.length) st.s = 0;
   sel.value = st.s;
 }
@@ -683,6 +858,11 @@ window.dlv = {
              y: rect.top + BAND + GAP + (r - st.view.oy + 0.5) * st.view.s };
   },
   tilesLoaded() { return [...st.tiles.values()].every((t) => t.ok); },
+  // the client position of patch (row, col)'s centre on overlay panel i
+  patchToClient(i, r, c) {
+    const o = st.overlays[i], rect = o.canvas.getBoundingClientRect();
+    return { x: rect.left + (c + 0.5) * o.OV / o.G, y: rect.top + (r + 0.5) * o.OV / o.G };
+  },
 };
 
 start().catch((e) => status(e.message));
