@@ -6,7 +6,9 @@
  * its first LAYERS layers, into memory as f32, then writes them REPEATS times per LEVEL
  * (none or 0-9) into OUT.h5 through the direct stream probe uses: tiles of 32 rows x
  * 512 keys, rows handed over as the forward hands them (blocks of 128 rows, every head
- * in turn, runs that stop at a tile row and reach only the keys their last row sees).
+ * in turn, runs that stop at a tile row and reach only the keys their last row sees),
+ * the stream pumped after each block (probe deflates a block's tiles inside the next
+ * block's attention region; here the pump's own team does).
  * Prints one line per level: "LEVEL best_seconds file_bytes map_bytes", map_bytes being
  * the f16 bytes of the tiles written (the causal ones). Timed: dump create to finish. */
 #include <stdio.h>
@@ -51,7 +53,7 @@ static void write_maps(const dfl_model *m, const char *path, int gzip, const flo
     dfl_dump_stream *s = NULL;
     if (dfl_dump_stream_create_direct(d, "map1", DFL_H5_F16, 4, dims, chunk, &opt, &s, &err)) die("stream", &err);
     for (int64_t l = 0; l < L; l++)
-        for (int64_t r0 = 0; r0 < T; r0 += BLOCK_ROWS)
+        for (int64_t r0 = 0; r0 < T; r0 += BLOCK_ROWS) {
             for (int64_t h = 0; h < H; h++)
                 for (int64_t r = r0; r < r0 + BLOCK_ROWS && r < T;) {
                     int64_t end = (r / TILE_ROWS + 1) * TILE_ROWS;
@@ -62,6 +64,8 @@ static void write_maps(const dfl_model *m, const char *path, int gzip, const flo
                     if (dfl_dump_stream_write_f32(s, start, count, src, T, &err)) die("write", &err);
                     r = end;
                 }
+            if (dfl_dump_stream_pump(s, &err)) die("pump", &err);
+        }
     if (dfl_dump_stream_flush(s, &err)) die("flush", &err);
     dfl_dump_stream_close(s);
     if (dfl_dump_finish(d, &err)) die("finish", &err);

@@ -7,9 +7,14 @@
  * inflates and unshuffles through HDF5's filter pipeline) and the dump reader for the
  * written datasets, against the values written; the allocated-chunk count against the
  * causal-tile rule; chunk bytes written with 1 and 2 threads; error paths, including a
- * chunk write refused by a file-size limit. */
+ * chunk write refused by a file-size limit; the fused conversion + shuffle (byte planes)
+ * of every instruction set against the scalar converter, and each set forced with
+ * DFL_CPU in a child process writing the same chunk bytes; pumped and unpumped streams
+ * writing the same chunk bytes. */
 #include <hdf5.h>
+#include <omp.h>
 #include <setjmp.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,9 +23,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
+#include "base/half.h"
 #include "dump/dump.h"
 #include "dump/dump_chunks.h"
 #include "dump/dump_read.h"
@@ -93,6 +100,26 @@ static void test_f16_pack_matches_scalar(void **state)
                 fail_msg("isa %d: 0x%08x -> 0x%04x, scalar 0x%04x", isa, bits, got[i], want[i]);
             }
     }
+    /* the fused conversion + byte shuffle: low and high bytes of the same halves */
+    uint8_t *lo = malloc(n), *hi = malloc(n);
+    assert_non_null(lo);
+    assert_non_null(hi);
+    for (int isa = DFL__F16_SCALAR; isa <= (int)dfl__f16_best_isa(); isa++) {
+        memset(lo, 0xab, n);
+        memset(hi, 0xab, n);
+        for (size_t at = 0, len = 1; at < n; at += len, len = len % 47 + 1) {
+            size_t m = at + len <= n ? len : n - at;
+            dfl__f16_planes_isa((dfl__f16_isa)isa, in + at, lo + at, hi + at, m);
+        }
+        for (size_t i = 0; i < n; i++)
+            if (lo[i] != (want[i] & 0xff) || hi[i] != want[i] >> 8) {
+                uint32_t bits;
+                memcpy(&bits, &in[i], 4);
+                fail_msg("planes, isa %d: 0x%08x -> 0x%02x%02x, scalar 0x%04x", isa, bits, hi[i], lo[i], want[i]);
+            }
+    }
+    free(lo);
+    free(hi);
     print_message("f16 packing checked for instruction sets up to %d (0 scalar, 1 F16C, 2 AVX-512)\n",
                   (int)dfl__f16_best_isa());
     free(in);
@@ -108,7 +135,7 @@ static const int64_t DIMS[4] = {2, 3, 37, 53};
 
 static dfl_model g_model;
 
-static int setup(void **state)
+static void init_model(void)
 {
     memset(&g_model, 0, sizeof g_model);
     g_model.config.type = DFL_MODEL_LLAMA;
@@ -117,6 +144,11 @@ static int setup(void **state)
     g_model.config.head_dim = 4;
     g_model.config_text = "{}";
     g_model.path = "model";
+}
+
+static int setup(void **state)
+{
+    init_model();
     return group_setup(state);
 }
 
@@ -144,9 +176,12 @@ static void path_in(char *out, size_t n, const char *name)
 }
 
 /* Write value_at(i) causally (row r reaches keys <= r) in runs of `run` rows, with
- * `threads` compressing threads; finish the dump at path. */
-static void write_direct(const char *path, dfl_h5_type type, int gzip, const int64_t *chunk, int64_t open_rows,
-                         int threads, int run)
+ * `threads` compressing threads; after every write, when `pump`: a pump (1), or the
+ * queued jobs deflated by an OpenMP loop of the test's own through
+ * dfl_dump_stream_work, then a pump every other write (2, as probe's attention region
+ * does); finish the dump at path. */
+static void write_direct_pumped(const char *path, dfl_h5_type type, int gzip, const int64_t *chunk, int64_t open_rows,
+                                int threads, int run, int pump)
 {
     dfl_dump_info info = {&g_model, "model", 0, "none", "last"};
     dfl_dump *d = NULL;
@@ -174,11 +209,24 @@ static void write_direct(const char *path, dfl_h5_type type, int gzip, const int
                 int64_t start[4] = {a, b, r, 0}, count[4] = {1, 1, n, keys};
                 const float *src = buf + (size_t)((a * DIMS[1] + b) * DIMS[2] + r) * (size_t)DIMS[3];
                 if (dfl_dump_stream_write_f32(s, start, count, src, DIMS[3], &err)) fail_msg("%s", err.msg);
+                if (pump == 2) {
+                    int64_t jobs = dfl_dump_stream_jobs(s);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(2)
+                    for (int64_t k = 0; k < jobs; k++)
+                        dfl_dump_stream_work(s, k, omp_get_thread_num());
+                }
+                if ((pump == 1 || (pump == 2 && r / run % 2)) && dfl_dump_stream_pump(s, &err)) fail_msg("%s", err.msg);
             }
     if (dfl_dump_stream_flush(s, &err)) fail_msg("%s", err.msg);
     dfl_dump_stream_close(s);
     assert_int_equal(dfl_dump_finish(d, &err), DFL_OK);
     free(buf);
+}
+
+static void write_direct(const char *path, dfl_h5_type type, int gzip, const int64_t *chunk, int64_t open_rows,
+                         int threads, int run)
+{
+    write_direct_pumped(path, type, gzip, chunk, open_rows, threads, run, 0);
 }
 
 /* What each element must read as: causal values, 0 above the diagonal. */
@@ -290,7 +338,8 @@ static void test_round_trip(void **state)
             for (int c = 0; c < 3; c++) {
                 /* two heads per chunk row: head 1 comes back to every row of tiles */
                 int run = 1 + (int)((l + (size_t)c) % 9), open_rows = c == 1 ? 5 : 1 + (int)(l % 3);
-                write_direct(path, f16 ? DFL_H5_F16 : DFL_H5_F32, levels[l], chunks[c], open_rows, 2, run);
+                write_direct_pumped(path, f16 ? DFL_H5_F16 : DFL_H5_F32, levels[l], chunks[c], open_rows, 2, run,
+                                    (int)(l + (size_t)c) % 2);
                 check_file(path, f16, levels[l], chunks[c]);
             }
 }
@@ -328,15 +377,92 @@ static void test_threads_identical(void **state)
     char p1[512], p2[512];
     path_in(p1, sizeof p1, "t1.h5");
     path_in(p2, sizeof p2, "t2.h5");
-    write_direct(p1, DFL_H5_F16, 6, chunk, 4, 1, 5);
-    write_direct(p2, DFL_H5_F16, 6, chunk, 4, 2, 5);
+    static const int levels[] = {6, 1, -1};
+    for (int l = 0; l < 3; l++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            dfl_h5_type type = f16 ? DFL_H5_F16 : DFL_H5_F32;
+            write_direct(p1, type, levels[l], chunk, 4, 1, 5);
+            /* two threads, a pump after every write, or the jobs deflated by outside threads
+             * (as probe's attention region does): the same bytes */
+            for (int pump = 1; pump <= 2; pump++) {
+                write_direct_pumped(p2, type, levels[l], chunk, 4, 2, 5, pump);
+                size_t n1, n2;
+                unsigned char *a = chunk_bytes(p1, &n1), *b = chunk_bytes(p2, &n2);
+                assert_true(n1 > 0);
+                assert_int_equal(n1, n2);
+                assert_memory_equal(a, b, n1);
+                free(a);
+                free(b);
+            }
+        }
+}
+
+/* ------------------------------------------------- instruction sets forced */
+
+extern char **environ;
+static const char *const g_isa_names[] = {"scalar", "avx2", "avx512"};
+
+/* In the child (DFL_CPU set by the parent): the set must be the one asked for, capped
+ * at the CPU's; then the gzip:1 f16 dataset at path. */
+static int child_isa(const char *name, int cpu_best, const char *path)
+{
+    int want = strcmp(name, "scalar") == 0 ? DFL__F16_SCALAR : strcmp(name, "avx2") == 0 ? DFL__F16_F16C : 2;
+    if (want > cpu_best) want = cpu_best;
+    if ((int)dfl__f16_best_isa() != want) {
+        fprintf(stderr, "DFL_CPU=%s: set %d, want %d\n", name, (int)dfl__f16_best_isa(), want);
+        return 1;
+    }
+    static const int64_t chunk[4] = {1, 1, 8, 16};
+    write_direct(path, DFL_H5_F16, 1, chunk, 4, 2, 5);
+    return 0;
+}
+
+static void test_forced_isa(void **state)
+{
+    (void)state;
+    static const int64_t chunk[4] = {1, 1, 8, 16};
+    char mine[512], theirs[512];
+    path_in(mine, sizeof mine, "isa_auto.h5");
+    path_in(theirs, sizeof theirs, "isa_forced.h5");
+    /* this process: the CPU's best set, unless DFL_CPU narrows it; the reference file */
+    write_direct(mine, DFL_H5_F16, 1, chunk, 4, 2, 5);
     size_t n1, n2;
-    unsigned char *a = chunk_bytes(p1, &n1), *b = chunk_bytes(p2, &n2);
-    assert_true(n1 > 0);
-    assert_int_equal(n1, n2);
-    assert_memory_equal(a, b, n1);
+    unsigned char *a = chunk_bytes(mine, &n1);
+    size_t ne = 0;
+    while (environ[ne])
+        ne++;
+    char **env = calloc(ne + 2, sizeof *env);
+    assert_non_null(env);
+    for (int p = 0; p < 3; p++) {
+        size_t k = 0;
+        for (size_t i = 0; i < ne; i++)
+            if (strncmp(environ[i], "DFL_CPU=", 8) != 0) env[k++] = environ[i];
+        char var[32], best[8];
+        snprintf(var, sizeof var, "DFL_CPU=%s", g_isa_names[p]);
+        env[k++] = var;
+        env[k] = NULL;
+        /* the CPU's own best, not this process's (which DFL_CPU may have narrowed) */
+        __builtin_cpu_init();
+        int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl")
+                      ? 2
+                  : dfl_cpu_has_f16c() ? 1
+                                       : 0;
+        snprintf(best, sizeof best, "%d", cpu);
+        char *argv[] = {"test_dump_direct", "--isa", (char *)g_isa_names[p], best, theirs, NULL};
+        pid_t pid;
+        int st = -1;
+        remove(theirs);
+        if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, env) != 0 || waitpid(pid, &st, 0) != pid) st = -1;
+        if (st != 0) fail_msg("DFL_CPU=%s: child status %d", g_isa_names[p], st);
+        unsigned char *b = chunk_bytes(theirs, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(a, b, n1);
+        free(b);
+    }
+    print_message("f16 planes forced to each of scalar, avx2, avx512 (capped at the CPU's): same chunks\n");
+    free(env);
     free(a);
-    free(b);
 }
 
 /* -------------------------------------------------------------- error paths */
@@ -426,12 +552,16 @@ static void test_write_refused(void **state)
     free(rows);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--isa") == 0) {
+        init_model();
+        return child_isa(argv[2], (int)strtol(argv[3], NULL, 10), argv[4]);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_pack_matches_scalar), cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_threads_identical),       cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_write_refused),
+        cmocka_unit_test(test_write_refused),           cmocka_unit_test(test_forced_isa),
     };
     return cmocka_run_group_tests(tests, setup, group_teardown);
 }

@@ -121,6 +121,36 @@ static void on_scores(void *user, int thread, const dfl_score_block *b)
     }
 }
 
+/* The selected map rows of this block into the map streams. */
+static dfl_status write_map_rows(sample_run *r, const dfl_attn_block *b, const float *const *src, dfl_error *err)
+{
+    int64_t l = b->layer, h = b->head;
+    if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
+    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
+     * in one row of tiles and reach only the keys their last row sees: no write touches
+     * a tile wholly in its rows' future */
+    int64_t k = 0;
+    while (k < r->R && r->rows[k] < b->row0)
+        k++;
+    while (k < r->R && r->rows[k] < b->row0 + b->n) {
+        int64_t run = 1;
+        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
+               (k + run) % MAP_TILE_ROWS != 0)
+            run++;
+        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
+        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
+        for (int mi = 0; mi < 3; mi++) {
+            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue; /* GDA: the group's map, once */
+            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
+            dfl_status s =
+                dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld, b->ld, err);
+            if (s) return s;
+        }
+        k += run;
+    }
+    return DFL_OK;
+}
+
 /* Noise statistics of the analysis rows in this block, and the selected map rows. */
 static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
 {
@@ -154,30 +184,35 @@ static dfl_status on_attn(void *user, const dfl_attn_block *b, dfl_error *err)
             }
         }
     }
-    if (!r->maps[0] || r->layer_pos[l] < 0 || r->head_pos[h] < 0) return DFL_OK;
-    /* stored rows inside [row0, row0 + n), written as runs of consecutive rows that stay
-     * in one row of tiles and reach only the keys their last row sees: no write touches
-     * a tile wholly in its rows' future */
-    int64_t k = 0;
-    while (k < r->R && r->rows[k] < b->row0)
-        k++;
-    while (k < r->R && r->rows[k] < b->row0 + b->n) {
-        int64_t run = 1;
-        while (k + run < r->R && r->rows[k + run] == r->rows[k] + run && r->rows[k + run] < b->row0 + b->n &&
-               (k + run) % MAP_TILE_ROWS != 0)
-            run++;
-        int64_t keys = r->rows[k + run - 1] + 1 < b->ncols ? r->rows[k + run - 1] + 1 : b->ncols;
-        int64_t start[4] = {r->layer_pos[l], r->head_pos[h], k, 0}, count[4] = {1, 1, run, keys};
-        for (int mi = 0; mi < 3; mi++) {
-            if (!r->maps[mi] || (mi == 1 && r->noise_pos[h] < 0)) continue; /* GDA: the group's map, once */
-            int64_t at[4] = {start[0], mi == 1 ? r->noise_pos[h] : start[1], start[2], start[3]};
-            dfl_status s =
-                dfl_dump_stream_write_f32(r->maps[mi], at, count, src[mi] + (r->rows[k] - b->row0) * b->ld, b->ld, err);
-            if (s) return s;
-        }
-        k += run;
+    /* a block's first head: the tiles the previous blocks completed, deflated meanwhile
+     * inside this block's attention region (on_jobs), go to the file, freeing their slots */
+    dfl_status s = DFL_OK;
+    for (int mi = 0; mi < 3 && !s && h == 0; mi++)
+        if (r->maps[mi]) s = dfl_dump_stream_pump(r->maps[mi], err);
+    return s ? s : write_map_rows(r, b, src, err);
+}
+
+/* The map tiles queued so far, deflated by the attention's threads (forward.h attn_jobs):
+ * jobs of map1, then map2, then diff. */
+static int64_t on_jobs(void *user)
+{
+    sample_run *r = user;
+    int64_t n = 0;
+    for (int mi = 0; mi < 3; mi++) {
+        r->job_base[mi] = n;
+        n += r->maps[mi] ? dfl_dump_stream_jobs(r->maps[mi]) : 0;
     }
-    return DFL_OK;
+    r->job_base[3] = n;
+    return n;
+}
+
+static void on_job(void *user, int thread, int64_t k)
+{
+    sample_run *r = user;
+    int mi = 0;
+    while (mi < 2 && k >= r->job_base[mi + 1])
+        mi++;
+    dfl_dump_stream_work(r->maps[mi], k - r->job_base[mi], thread);
 }
 
 /* Merge accumulators acc[n] into layer l of o: sorted top-K (NaN / -1 padded),
@@ -321,6 +356,8 @@ dfl_capture dfl__probe_capture(sample_run *r)
     dfl_capture cap = {.user = r,
                        .want_maps = want_maps,
                        .attn_rows = on_attn,
+                       .attn_jobs = on_jobs,
+                       .attn_job = on_job,
                        .scores_rows = on_scores,
                        .layer_begin = on_layer,
                        .hidden = on_hidden,

@@ -49,6 +49,7 @@ typedef struct dfl__probe_sample {
     int64_t *all_rows;             /* [T] 0..T-1 when every row is stored */
     int64_t R;
     dfl_dump_stream *maps[3]; /* map1, map2, diff: [Ls, Hs', R, T] (map2 of Motif GDA: [Ls, Gs, R, T]) */
+    int64_t job_base[4];      /* the attention's deflate jobs: maps[i]'s are [job_base[i], job_base[i+1]) */
     int64_t *noise_pos;       /* [Hs] position on map2's head axis that head h writes: head_pos[h], or
                                * (Motif GDA) its noise group's, −1 when an earlier head writes it */
     /* noise sums over analysis rows */

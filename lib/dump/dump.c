@@ -595,10 +595,25 @@ dfl_status dfl_dump_stream_write_f32(dfl_dump_stream *s, const int64_t *start, c
     return ok ? DFL_OK : h5fail(s->d, err, "write a hyperslab of", "map");
 }
 
+dfl_status dfl_dump_stream_pump(dfl_dump_stream *s, dfl_error *err)
+{
+    return s->direct ? dfl__direct_pump(s, err) : DFL_OK;
+}
+
+int64_t dfl_dump_stream_jobs(dfl_dump_stream *s)
+{
+    return s->direct ? dfl__direct_jobs(s) : 0;
+}
+
+void dfl_dump_stream_work(dfl_dump_stream *s, int64_t k, int thread)
+{
+    if (s->direct) dfl__direct_work(s, k, thread);
+}
+
 void dfl_dump_stream_close(dfl_dump_stream *s)
 {
     if (!s) return;
-    dfl__direct_free(s->direct); /* stops the compressors before the dataset goes */
+    dfl__direct_free(s->direct);
     if (s->dset >= 0) H5Dclose(s->dset);
     free(s->packed);
     free(s);

@@ -123,10 +123,10 @@ dfl_status dfl_dump_stream_create(dfl_dump *d, const char *name, dfl_h5_type typ
                                   const int64_t *chunk, int gzip, int64_t open_chunks, dfl_dump_stream **out,
                                   dfl_error *err);
 
-/* Streams whose chunks are assembled here: each chunk is filled in memory, shuffled and
- * deflated (libdeflate) by background threads while the caller goes on, and handed to
- * HDF5 whole (H5Dwrite_chunk) by the caller's thread, in a fixed order (the file does
- * not depend on the thread count). The dataset declares the same shuffle + deflate
+/* Streams whose chunks are assembled here: each chunk is filled in memory (already
+ * shuffled), deflated (libdeflate) by an OpenMP team of the caller's when it pumps the
+ * stream, and handed to HDF5 whole (H5Dwrite_chunk) by the caller's thread, in a fixed
+ * order (the file does not depend on the thread count). The dataset declares the same shuffle + deflate
  * pipeline HDF5 itself would use, so every HDF5 reader (h5py, h5dump, H5Dread) reads it
  * without plugins. Level 1 stores the low half of the byte planes in deflate's stored
  * blocks and deflates the high half: still one standard zlib stream, twice as fast.
@@ -141,7 +141,7 @@ typedef struct dfl_dump_direct {
     int gzip;          /* -1: no filters (raw chunks); 0-9: shuffle + deflate at this level */
     int64_t open_rows; /* chunk rows held in memory at once, filling or queued (>= 1; when
                         * all are filling, the oldest is queued as it is) */
-    int threads;       /* compressor threads (pthreads); 0 = omp_get_max_threads() */
+    int threads;       /* threads of the pump's OpenMP team; 0 = omp_get_max_threads() */
 } dfl_dump_direct;
 
 /* dfl_dump_direct {gzip 1, open_rows 1, threads 0}. */
@@ -149,13 +149,28 @@ dfl_dump_direct dfl_dump_direct_default(void);
 
 /* Create a direct stream `name` (F32 or F16, ndim <= 4, chunked by chunk[ndim]). Memory:
  * open_rows chunk rows of staging plus, with gzip >= 0, one compressed chunk buffer for
- * each chunk of them and one chunk of shuffle space per thread. Closed with
- * dfl_dump_stream_close (which stops the threads) after dfl_dump_stream_flush.
- * DFL_ERR_USAGE (bad type, rank or options), DFL_ERR_NOMEM (also: no thread could
- * start), DFL_ERR_HDF5. */
+ * each chunk of them. Closed with dfl_dump_stream_close after dfl_dump_stream_flush.
+ * DFL_ERR_USAGE (bad type, rank or options), DFL_ERR_NOMEM, DFL_ERR_HDF5. */
 dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
                                          const int64_t *chunk, const dfl_dump_direct *opt, dfl_dump_stream **out,
                                          dfl_error *err);
+
+/* Deflate and store the complete chunk rows queued so far, on a team of opt.threads (a
+ * no-op for other streams, or when called inside a parallel region: then serially).
+ * Writes pump by themselves when they need a slot; a caller pumps sooner to free the
+ * slots and do the work where it suits it (probe: after each block of map rows). Errors
+ * as dfl_dump_stream_flush. */
+dfl_status dfl_dump_stream_pump(dfl_dump_stream *s, dfl_error *err);
+
+/* The deflate work queued so far as jobs [0, n), for threads the caller runs anyway
+ * (probe: the attention's own parallel region, so no extra region and no barrier):
+ * dfl_dump_stream_work(s, k, thread) deflates job k with thread's compressor (thread
+ * below max(opt.threads, omp_get_max_threads()), else it does nothing), concurrently
+ * for distinct k, without allocating or I/O; the next pump stores them, deflating the
+ * jobs no thread took. Both only between writes and pumps; 0 for other streams and raw
+ * chunks. */
+int64_t dfl_dump_stream_jobs(dfl_dump_stream *s);
+void dfl_dump_stream_work(dfl_dump_stream *s, int64_t k, int thread);
 
 /* Store every chunk row still held or queued (a no-op for other streams). A direct
  * stream closed without it loses those. DFL_ERR_HDF5 when HDF5 cannot write a chunk (a

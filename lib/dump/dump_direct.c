@@ -1,14 +1,12 @@
 /* dump_direct.c — direct streams (dfl_dump_stream_create_direct): chunks assembled in
- * memory, shuffled and deflated (libdeflate) by compressor threads, stored whole with
- * H5Dwrite_chunk. Hand-written because it measurably wins: HDF5's own filter path
- * compresses one chunk at a time on the caller's thread (docs/format.md, maps). */
+ * memory already shuffled, deflated (libdeflate) by the caller's OpenMP threads, stored
+ * whole with H5Dwrite_chunk. Hand-written because it measurably wins: HDF5's own filter
+ * path compresses one chunk at a time on the caller's thread (docs/format.md, maps). */
 #include "dump/dump.h"
 
 #include <hdf5.h>
 #include <libdeflate.h>
-#include <emmintrin.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +19,18 @@
 #error "direct chunk writes store memory bytes as the file's little-endian elements"
 #endif
 
-/* How a direct stream runs: the caller's thread fills chunk rows in staging slots; a
- * complete row's chunks go to a queue that compressor threads (pthreads, asleep when
- * idle) shuffle and deflate while the caller carries on (the forward pass, in probe);
- * the caller's thread hands finished chunks to HDF5 (which is not thread-safe) in queue
- * order, so the file is the same whatever the thread count, and frees the slot once
- * all its chunks are stored. When it needs a slot or flushes, it compresses queued
- * chunks itself instead of waiting. */
+/* How a direct stream runs: write calls, on the caller's thread, fill chunk rows in
+ * staging slots (with shuffle + deflate, as HDF5's shuffled byte planes — byte b of
+ * element e at b·chunk_elems + e — so the f16 conversion writes them in one pass and
+ * no shuffle pass is left); a complete row waits in a queue. Its chunks are deflated
+ * either as jobs by threads the caller runs anyway (dfl_dump_stream_jobs and _work: in
+ * probe the attention's parallel region, after each block's tasks, so no thread of the
+ * stream's competes with the forward's for the cores and no region is added) or by the
+ * pump (dfl_dump_stream_pump; also when a write needs a slot, and at the flush), which
+ * deflates what is left on an OpenMP team of `threads` and hands the chunks to HDF5
+ * (which is not thread-safe) on the caller's thread in queue order, chunk order within
+ * a row: the file is the same whatever the thread count. Raw chunks (no filter) are
+ * stored as soon as their row is complete. */
 
 typedef enum row_state { ROW_FREE = 0, ROW_FILLING, ROW_QUEUED } row_state;
 
@@ -36,18 +39,16 @@ typedef struct staged_row {
     row_state state;
     int64_t key;         /* index in the dataset's grid of chunk rows */
     int64_t first[4];    /* first element of the row's first chunk */
-    unsigned char *data; /* [per_row, chunk_elems] elements, each chunk contiguous, row-major */
+    unsigned char *data; /* [per_row, chunk_bytes] each chunk contiguous (planes with gzip) */
     uint8_t *touched;    /* [per_row] 1: the chunk was written (and zeroed first) */
-    int64_t pending;     /* queued chunks not yet stored */
     uint64_t opened;     /* when it was opened, for eviction */
 } staged_row;
 
-/* One queued chunk. */
+/* One chunk of a queued row, compressed into out + k·bound. */
 typedef struct chunk_job {
-    staged_row *row;
-    int64_t index; /* along the last dimension */
-    size_t size;   /* compressed bytes (0: failed) */
-    int done;      /* compressed, under the lock */
+    int64_t slot, index;
+    size_t size; /* compressed bytes (0: failed) */
+    int done;    /* compressed (by dfl_dump_stream_work or the pump) */
 } chunk_job;
 
 struct dfl__direct {
@@ -59,44 +60,22 @@ struct dfl__direct {
     staged_row *rows;                   /* [nrows] */
     int64_t nrows;
     uint64_t clock;
-    int failed; /* a chunk could not be stored: every later call fails */
-    /* the queue: a ring of cap jobs; [written, taken) being compressed or done,
-     * [taken, queued) waiting */
-    chunk_job *jobs;    /* [cap] */
-    unsigned char *out; /* [cap, bound] compressed bytes of job k at (k % cap)·bound */
-    size_t cap, bound;
-    uint64_t written, taken, queued;
-    int nworkers, started, quit, sync; /* sync: lock and conditions initialised */
-    pthread_t *threads;                /* [nworkers] */
-    pthread_mutex_t lock;
-    pthread_cond_t work, done;         /* a job was queued / compressed */
-    struct libdeflate_compressor **zc; /* [nworkers + 1], the last one the caller's */
-    unsigned char *shuffled;           /* [nworkers + 1, chunk_bytes] */
+    int failed;         /* a chunk could not be stored: every later call fails */
+    int team, nthreads; /* the pump's team; compressors */
+    int64_t *queue;     /* [nrows] queued slots, oldest first */
+    int64_t nqueued;
+    chunk_job *jobs; /* [nrows · per_row] the queued rows' chunks, queue order */
+    int64_t njobs;   /* jobs listed so far, for queue entries [0, jq) */
+    int64_t jq;
+    unsigned char *out; /* [nrows · per_row, bound] their compressed bytes */
+    size_t bound;
+    struct libdeflate_compressor **zc; /* [nthreads], one per thread */
 };
 
 dfl_dump_direct dfl_dump_direct_default(void)
 {
     dfl_dump_direct o = {1, 1, 0};
     return o;
-}
-
-/* HDF5's byte shuffle: byte b of element e goes to b·n + e. */
-static void shuffle_bytes(const unsigned char *in, unsigned char *out, size_t n, size_t elem)
-{
-    size_t e = 0;
-    if (elem == 2) {
-        /* SSE2 (every x86-64): low bytes and high bytes of 16 halves at a time */
-        const __m128i lo = _mm_set1_epi16(0xff);
-        for (; e + 16 <= n; e += 16) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(in + 2 * e)),
-                    b = _mm_loadu_si128((const __m128i *)(in + 2 * e + 16));
-            _mm_storeu_si128((__m128i *)(out + e), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
-            _mm_storeu_si128((__m128i *)(out + n + e), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
-        }
-    }
-    for (; e < n; e++)
-        for (size_t b = 0; b < elem; b++)
-            out[b * n + e] = in[e * elem + b];
 }
 
 /* Level 1's zlib stream for shuffled planes p[n]: the low half of the byte planes (the
@@ -133,79 +112,26 @@ static size_t zlib_split(struct libdeflate_compressor *c, const unsigned char *p
     return at + 4;
 }
 
-/* Compress job k with compressor w (no lock held: the job and its row are not touched
- * by anyone else until done is set). */
-static void compress_job(direct_state *x, uint64_t k, int w)
-{
-    chunk_job *j = &x->jobs[k % x->cap];
-    const unsigned char *chunk = j->row->data + (size_t)j->index * x->chunk_bytes;
-    unsigned char *planes = x->shuffled + (size_t)w * x->chunk_bytes, *out = x->out + (k % x->cap) * x->bound;
-    shuffle_bytes(chunk, planes, x->chunk_elems, x->elem);
-    j->size = x->gzip == 1 ? zlib_split(x->zc[w], planes, x->chunk_bytes, x->elem, out, x->bound)
-                           : libdeflate_zlib_compress(x->zc[w], planes, x->chunk_bytes, out, x->bound);
-}
-
-typedef struct worker_arg {
-    direct_state *x;
-    int w;
-} worker_arg;
-
-static void *compressor(void *arg)
-{
-    direct_state *x = ((worker_arg *)arg)->x;
-    int w = ((worker_arg *)arg)->w;
-    free(arg);
-    pthread_mutex_lock(&x->lock);
-    while (!x->quit) {
-        if (x->taken == x->queued) {
-            pthread_cond_wait(&x->work, &x->lock);
-            continue;
-        }
-        uint64_t k = x->taken++;
-        pthread_mutex_unlock(&x->lock);
-        compress_job(x, k, w);
-        pthread_mutex_lock(&x->lock);
-        x->jobs[k % x->cap].done = 1;
-        pthread_cond_broadcast(&x->done);
-    }
-    pthread_mutex_unlock(&x->lock);
-    return NULL;
-}
-
 void dfl__direct_free(direct_state *x)
 {
     if (!x) return;
-    if (x->started) {
-        pthread_mutex_lock(&x->lock);
-        x->quit = 1;
-        pthread_cond_broadcast(&x->work);
-        pthread_mutex_unlock(&x->lock);
-        for (int i = 0; i < x->started; i++)
-            pthread_join(x->threads[i], NULL);
-    }
-    if (x->sync) {
-        pthread_cond_destroy(&x->done);
-        pthread_cond_destroy(&x->work);
-        pthread_mutex_destroy(&x->lock);
-    }
     for (int64_t i = 0; x->rows && i < x->nrows; i++) {
         free(x->rows[i].data);
         free(x->rows[i].touched);
     }
-    for (int i = 0; x->zc && i <= x->nworkers; i++)
+    for (int i = 0; x->zc && i < x->nthreads; i++)
         if (x->zc[i]) libdeflate_free_compressor(x->zc[i]);
-    free(x->threads);
     free(x->rows);
     free(x->zc);
-    free(x->shuffled);
     free(x->out);
     free(x->jobs);
+    free(x->queue);
     free(x->stored);
     free(x);
 }
 
-/* Staging, compressors, buffers and threads for a dataset of dims chunked by cdims;
- * NULL when out of memory, a size overflows or a thread cannot start. */
+/* Staging, compressors and buffers for a dataset of dims chunked by cdims; NULL when out
+ * of memory or a size overflows. */
 static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cdims, size_t elem,
                                   const dfl_dump_direct *opt)
 {
@@ -214,8 +140,11 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
     x->gzip = opt->gzip;
     x->elem = elem;
     x->nrows = opt->open_rows;
-    x->nworkers = opt->threads > 0 ? opt->threads : omp_get_max_threads();
-    size_t n_keys = 1;
+    /* compressors for the pump's team and for any thread of the caller's OpenMP team
+     * (dfl_dump_stream_work) */
+    x->team = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    x->nthreads = x->team > omp_get_max_threads() ? x->team : omp_get_max_threads();
+    size_t n_keys = 1, cap = 0;
     int ok = 1;
     x->chunk_elems = 1;
     for (int i = 0; i < nd; i++) {
@@ -228,19 +157,18 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
     x->per_row = x->grid[nd - 1] > 0 ? x->grid[nd - 1] : 1;
     ok = ok && dfl__mul_ok(x->chunk_elems, elem, &x->chunk_bytes) &&
          dfl__mul_ok(x->chunk_bytes, (size_t)x->per_row, &x->row_bytes) &&
-         dfl__mul_ok((size_t)x->nrows, (size_t)x->per_row, &x->cap) && (x->stored = calloc(n_keys, 1)) &&
-         (x->rows = dfl__calloc_array((size_t)x->nrows, sizeof *x->rows));
+         dfl__mul_ok((size_t)x->nrows, (size_t)x->per_row, &cap) && (x->stored = calloc(n_keys, 1)) &&
+         (x->rows = dfl__calloc_array((size_t)x->nrows, sizeof *x->rows)) &&
+         (x->queue = dfl__alloc_array((size_t)x->nrows, sizeof *x->queue));
     for (int64_t i = 0; ok && i < x->nrows; i++)
         ok = (x->rows[i].data = malloc(x->row_bytes)) && (x->rows[i].touched = malloc((size_t)x->per_row));
     if (ok && x->gzip >= 0) {
-        ok = (x->zc = dfl__calloc_array((size_t)x->nworkers + 1, sizeof *x->zc)) &&
-             (x->shuffled = dfl__alloc_array((size_t)x->nworkers + 1, x->chunk_bytes)) &&
-             (x->jobs = dfl__calloc_array(x->cap, sizeof *x->jobs)) &&
-             (x->threads = dfl__calloc_array((size_t)x->nworkers, sizeof *x->threads));
+        ok = (x->zc = dfl__calloc_array((size_t)x->nthreads, sizeof *x->zc)) &&
+             (x->jobs = dfl__alloc_array(cap, sizeof *x->jobs));
         /* level 1 deflates only the high planes, with libdeflate's level 2: its level 1
          * matcher loses 10% of size on these maps for no speed */
         int level = x->gzip == 1 ? 2 : x->gzip;
-        for (int i = 0; ok && i <= x->nworkers; i++)
+        for (int i = 0; ok && i < x->nthreads; i++)
             ok = (x->zc[i] = libdeflate_alloc_compressor(level)) != NULL;
         if (ok) {
             /* the split stream's worst case: every byte stored, plus headers */
@@ -248,23 +176,7 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
                            libdeflate_deflate_compress_bound(x->zc[0], x->chunk_bytes);
             x->bound = libdeflate_zlib_compress_bound(x->zc[0], x->chunk_bytes);
             if (x->gzip == 1 && split > x->bound) x->bound = split;
-            ok = (x->out = dfl__alloc_array(x->cap, x->bound)) != NULL;
-        }
-        if (ok) {
-            pthread_mutex_init(&x->lock, NULL);
-            pthread_cond_init(&x->work, NULL);
-            pthread_cond_init(&x->done, NULL);
-            x->sync = 1;
-        }
-        for (int i = 0; ok && i < x->nworkers; i++) {
-            worker_arg *a = malloc(sizeof *a);
-            ok = a != NULL;
-            if (ok) *a = (worker_arg){x, i};
-            if (ok && pthread_create(&x->threads[i], NULL, compressor, a) != 0) {
-                free(a);
-                ok = 0;
-            }
-            if (ok) x->started++;
+            ok = (x->out = dfl__alloc_array(cap, x->bound)) != NULL;
         }
     }
     if (!ok) {
@@ -293,7 +205,7 @@ dfl_status dfl_dump_stream_create_direct(dfl_dump *d, const char *name, dfl_h5_t
     dfl_dump_stream *s = calloc(1, sizeof *s);
     if (!s || !(s->direct = direct_alloc(ndim, dims, hc, type == DFL_H5_F16 ? 2 : 4, opt))) {
         free(s);
-        return dfl__fail(err, DFL_ERR_NOMEM, "stream '%s': out of memory (or threads) for chunk buffers", name);
+        return dfl__fail(err, DFL_ERR_NOMEM, "stream '%s': out of memory for chunk buffers", name);
     }
     /* the pipeline HDF5 would apply itself, declared so readers undo it; the writer
      * applies it (filter mask 0 on every chunk) */
@@ -329,77 +241,81 @@ static dfl_status store_chunk(dfl_dump_stream *s, const staged_row *r, int64_t i
                      why ? why : "disk full or file too large?");
 }
 
-/* Queue the touched chunks of a complete row (raw chunks are stored at once). */
-static dfl_status submit_row(dfl_dump_stream *s, staged_row *r, dfl_error *err)
-{
-    direct_state *x = s->direct;
-    r->state = ROW_QUEUED;
-    x->stored[r->key] = 1; /* closed from now on, though its chunks may still be queued */
-    if (x->gzip < 0) {
-        for (int64_t c = 0; c < x->per_row; c++)
-            if (r->touched[c]) {
-                dfl_status st = store_chunk(s, r, c, r->data + (size_t)c * x->chunk_bytes, x->chunk_bytes, err);
-                if (st) return st;
-            }
-        r->state = ROW_FREE;
-        return DFL_OK;
-    }
-    pthread_mutex_lock(&x->lock);
-    r->pending = 0;
-    for (int64_t c = 0; c < x->per_row; c++)
-        if (r->touched[c]) {
-            /* at most nrows rows are queued, each with at most per_row chunks: no overrun */
-            x->jobs[x->queued % x->cap] = (chunk_job){r, c, 0, 0};
-            x->queued++;
-            r->pending++;
-        }
-    if (r->pending == 0) r->state = ROW_FREE;
-    pthread_cond_broadcast(&x->work);
-    pthread_mutex_unlock(&x->lock);
-    return DFL_OK;
-}
-
-/* Store compressed chunks in queue order: those already done, or (wait) every one queued
- * before `until`, compressing waiting chunks on this thread meanwhile. */
-static dfl_status drain(dfl_dump_stream *s, uint64_t until, dfl_error *err)
-{
-    direct_state *x = s->direct;
-    if (x->gzip < 0) return DFL_OK;
-    dfl_status st = DFL_OK;
-    pthread_mutex_lock(&x->lock);
-    while (x->written < x->queued && !st) {
-        chunk_job *j = &x->jobs[x->written % x->cap];
-        if (!j->done) {
-            if (x->written >= until) break;
-            if (x->taken < x->queued) {
-                uint64_t k = x->taken++;
-                pthread_mutex_unlock(&x->lock);
-                compress_job(x, k, x->nworkers);
-                pthread_mutex_lock(&x->lock);
-                x->jobs[k % x->cap].done = 1;
-            } else {
-                pthread_cond_wait(&x->done, &x->lock);
-            }
-            continue;
-        }
-        uint64_t k = x->written;
-        pthread_mutex_unlock(&x->lock);
-        st = store_chunk(s, j->row, j->index, x->out + (k % x->cap) * x->bound, j->size, err);
-        pthread_mutex_lock(&x->lock);
-        x->written++;
-        if (--j->row->pending == 0) j->row->state = ROW_FREE; /* the slot can be reused */
-    }
-    pthread_mutex_unlock(&x->lock);
-    return st;
-}
-
 static dfl_status broken(dfl_dump_stream *s, dfl_error *err)
 {
     return dfl__fail(err, DFL_ERR_HDF5, "%s: an earlier chunk write failed", s->d->path);
 }
 
+/* Free slot i (its row stored). */
+static void release(direct_state *x, int64_t i)
+{
+    x->rows[i].state = ROW_FREE;
+}
+
+/* Row i is complete: raw chunks go to HDF5 now, the others wait for the pump. */
+static dfl_status submit_row(dfl_dump_stream *s, int64_t i, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    staged_row *r = &x->rows[i];
+    x->stored[r->key] = 1; /* closed from now on, though its chunks may still be queued */
+    if (x->gzip >= 0) {
+        r->state = ROW_QUEUED;
+        x->queue[x->nqueued++] = i;
+        return DFL_OK;
+    }
+    for (int64_t c = 0; c < x->per_row; c++)
+        if (r->touched[c]) {
+            dfl_status st = store_chunk(s, r, c, r->data + (size_t)c * x->chunk_bytes, x->chunk_bytes, err);
+            if (st) return st;
+        }
+    release(x, i);
+    return DFL_OK;
+}
+
+/* Job k's chunk deflated by compressor w (a team thread's own). */
+static void compress_job(direct_state *x, int64_t k, int w)
+{
+    chunk_job *j = &x->jobs[k];
+    if (j->done) return;
+    const unsigned char *planes = x->rows[j->slot].data + (size_t)j->index * x->chunk_bytes;
+    unsigned char *out = x->out + (size_t)k * x->bound;
+    j->size = x->gzip == 1 ? zlib_split(x->zc[w], planes, x->chunk_bytes, x->elem, out, x->bound)
+                           : libdeflate_zlib_compress(x->zc[w], planes, x->chunk_bytes, out, x->bound);
+    j->done = 1;
+}
+
+/* List the chunks of the rows queued since the last listing as jobs; returns the count. */
+static int64_t list_jobs(direct_state *x)
+{
+    for (; x->jq < x->nqueued; x->jq++)
+        for (int64_t c = 0; c < x->per_row; c++)
+            if (x->rows[x->queue[x->jq]].touched[c]) x->jobs[x->njobs++] = (chunk_job){x->queue[x->jq], c, 0, 0};
+    return x->njobs;
+}
+
+/* Deflate every queued chunk on the team, store them in queue order, free their slots. */
+static dfl_status pump(dfl_dump_stream *s, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    int64_t n = list_jobs(x), left = 0;
+    for (int64_t k = 0; k < n; k++)
+        left += !x->jobs[k].done;
+    const int team = (int64_t)x->team < left ? x->team : (int)left;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team > 1 ? team : 1) if (team > 1 && !omp_in_parallel())
+    for (int64_t k = 0; k < n; k++)
+        compress_job(x, k, omp_get_thread_num());
+    dfl_status st = DFL_OK;
+    for (int64_t k = 0; k < n && !st; k++)
+        st = store_chunk(s, &x->rows[x->jobs[k].slot], x->jobs[k].index, x->out + (size_t)k * x->bound, x->jobs[k].size,
+                         err);
+    for (int64_t q = 0; q < x->nqueued; q++)
+        release(x, x->queue[q]);
+    x->nqueued = x->jq = x->njobs = 0;
+    return st;
+}
+
 /* The staged row for chunk-row key (first element `first`): held, or opened in a free
- * slot (storing queued rows, then queueing the oldest incomplete one, when none is). */
+ * slot (pumping the queue, or queueing the oldest incomplete row, when none is). */
 static dfl_status open_row(dfl_dump_stream *s, int64_t key, const int64_t *first, staged_row **out, dfl_error *err)
 {
     direct_state *x = s->direct;
@@ -414,16 +330,9 @@ static dfl_status open_row(dfl_dump_stream *s, int64_t key, const int64_t *first
                          "row order)",
                          s->d->path);
     for (;;) {
-        staged_row *r = NULL;
-        int queued = 0;
-        pthread_mutex_t *lk = x->gzip >= 0 ? &x->lock : NULL;
-        if (lk) pthread_mutex_lock(lk);
         for (int64_t i = 0; i < x->nrows; i++) {
-            if (!r && x->rows[i].state == ROW_FREE) r = &x->rows[i];
-            queued += x->rows[i].state == ROW_QUEUED;
-        }
-        if (lk) pthread_mutex_unlock(lk);
-        if (r) {
+            staged_row *r = &x->rows[i];
+            if (r->state != ROW_FREE) continue;
             r->state = ROW_FILLING;
             r->key = key;
             memcpy(r->first, first, sizeof r->first);
@@ -433,15 +342,39 @@ static dfl_status open_row(dfl_dump_stream *s, int64_t key, const int64_t *first
             return DFL_OK;
         }
         dfl_status st;
-        if (!queued) {
+        if (!x->nqueued) {
             /* every slot holds an incomplete row: the oldest goes as it is */
-            staged_row *old = &x->rows[0];
+            int64_t old = 0;
             for (int64_t i = 1; i < x->nrows; i++)
-                if (x->rows[i].opened < old->opened) old = &x->rows[i];
+                if (x->rows[i].opened < x->rows[old].opened) old = i;
             if ((st = submit_row(s, old, err))) return st;
         }
-        /* wait for the oldest queued row: everything queued so far */
-        if ((st = drain(s, x->queued, err))) return st;
+        if (x->nqueued && (st = pump(s, err))) return st;
+    }
+}
+
+/* n values from src into chunk element `at` of a chunk (planes with gzip). */
+static void fill(const direct_state *x, unsigned char *chunk, size_t at, const float *from, size_t n)
+{
+    const size_t planes = x->chunk_elems;
+    if (x->elem == 2 && x->gzip >= 0) {
+        dfl__f16_planes(from, chunk + at, chunk + planes + at, n);
+    } else if (x->elem == 2) {
+        uint16_t *to = (uint16_t *)(void *)chunk + at;
+        if (!dfl__f16_pack(from, to, n))
+            for (size_t e = 0; e < n; e++)
+                to[e] = dfl_f32_to_f16(from[e]);
+    } else if (x->gzip >= 0) {
+        for (size_t e = 0; e < n; e++) {
+            uint32_t v;
+            memcpy(&v, &from[e], 4);
+            chunk[at + e] = (unsigned char)v;
+            chunk[planes + at + e] = (unsigned char)(v >> 8);
+            chunk[2 * planes + at + e] = (unsigned char)(v >> 16);
+            chunk[3 * planes + at + e] = (unsigned char)(v >> 24);
+        }
+    } else {
+        memcpy(chunk + at * 4, from, n * 4);
     }
 }
 
@@ -458,13 +391,11 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
             return dfl__fail(err, DFL_ERR_USAGE, "%s: write outside the dataset's extent", s->d->path);
     for (int i = 0; i < nd; i++)
         if (count[i] == 0) return DFL_OK;
-    /* store what the compressors finished since the last call (frees slots early) */
-    dfl_status st = drain(s, 0, err);
-    if (st) return st;
     int64_t idx[4] = {0, 0, 0, 0};
     for (int i = 0; i < last; i++)
         idx[i] = start[i];
     const float *src = data;
+    dfl_status st;
     for (;;) {
         /* one row of the box: idx[0..last) */
         int64_t key = 0, inner = 0, first[4] = {0, 0, 0, 0};
@@ -486,19 +417,11 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
                 memset(chunk, 0, x->chunk_bytes); /* the fill value where nothing is written */
                 r->touched[c] = 1;
             }
-            size_t at = (size_t)inner * (size_t)cl + (size_t)(j - c * cl), n = (size_t)(stop - j);
-            const float *from = src + (j - start[last]);
-            if (x->elem == 4) {
-                memcpy(chunk + at * 4, from, n * 4);
-            } else {
-                uint16_t *to = (uint16_t *)(void *)chunk + at;
-                if (!dfl__f16_pack(from, to, n))
-                    for (size_t t = 0; t < n; t++)
-                        to[t] = dfl_f32_to_f16(from[t]);
-            }
+            fill(x, chunk, (size_t)inner * (size_t)cl + (size_t)(j - c * cl), src + (j - start[last]),
+                 (size_t)(stop - j));
             j = stop;
         }
-        if (is_last && (st = submit_row(s, r, err))) return st;
+        if (is_last && (st = submit_row(s, r - x->rows, err))) return st;
         src += ld;
         int i = last - 1;
         while (i >= 0 && ++idx[i] == start[i] + count[i]) {
@@ -510,6 +433,25 @@ dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int
     return DFL_OK;
 }
 
+int64_t dfl__direct_jobs(dfl_dump_stream *s)
+{
+    direct_state *x = s->direct;
+    return x->gzip < 0 || x->failed ? 0 : list_jobs(x);
+}
+
+void dfl__direct_work(dfl_dump_stream *s, int64_t k, int thread)
+{
+    direct_state *x = s->direct;
+    if (thread >= 0 && thread < x->nthreads && k >= 0 && k < x->njobs) compress_job(x, k, thread);
+}
+
+dfl_status dfl__direct_pump(dfl_dump_stream *s, dfl_error *err)
+{
+    direct_state *x = s->direct;
+    if (x->failed) return broken(s, err);
+    return x->nqueued ? pump(s, err) : DFL_OK;
+}
+
 dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err)
 {
     direct_state *x = s->direct;
@@ -517,6 +459,6 @@ dfl_status dfl_dump_stream_flush(dfl_dump_stream *s, dfl_error *err)
     if (x->failed) return broken(s, err);
     dfl_status st = DFL_OK;
     for (int64_t i = 0; i < x->nrows && !st; i++)
-        if (x->rows[i].state == ROW_FILLING) st = submit_row(s, &x->rows[i], err);
-    return st ? st : drain(s, x->queued, err);
+        if (x->rows[i].state == ROW_FILLING) st = submit_row(s, i, err);
+    return st ? st : dfl__direct_pump(s, err);
 }

@@ -17,7 +17,7 @@ struct dfl_dump {
     int failed; /* a write was refused: the file can only be discarded */
 };
 
-/* A direct stream's staging, queue and compressor threads (dump_direct.c). */
+/* A direct stream's staging, queue and compressors (dump_direct.c). */
 typedef struct dfl__direct direct_state;
 
 struct dfl_dump_stream {
@@ -38,10 +38,13 @@ struct dfl_dump_stream {
 dfl_status dfl__dump_stream_open(dfl_dump *d, const char *name, dfl_h5_type type, int ndim, const int64_t *dims,
                                  const hsize_t *chunk, int deflate, hid_t dapl, dfl_dump_stream *s, dfl_error *err);
 
-/* The direct stream's write (see dfl_dump_stream_write_f32) and its release (stops the
- * compressor threads; NULL ok). */
+/* The direct stream's write (see dfl_dump_stream_write_f32), pump
+ * (dfl_dump_stream_pump) and release (NULL ok). */
 dfl_status dfl__direct_write(dfl_dump_stream *s, const int64_t *start, const int64_t *count, const float *data,
                              int64_t ld, dfl_error *err);
+dfl_status dfl__direct_pump(dfl_dump_stream *s, dfl_error *err);
+int64_t dfl__direct_jobs(dfl_dump_stream *s);
+void dfl__direct_work(dfl_dump_stream *s, int64_t k, int thread);
 void dfl__direct_free(direct_state *x);
 
 #endif

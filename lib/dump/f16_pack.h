@@ -4,7 +4,8 @@
  * Both round to nearest even and keep NaN payload bits the way the scalar
  * dfl_f32_to_f16 does (sign | 0x7e00 | top 10 payload bits), so they are bit-identical
  * to it for every input; tests/test_dump_direct.c checks that. A CPU with neither gets 0
- * back and the caller converts with the scalar function. */
+ * back and the caller converts with the scalar function. DFL_CPU=scalar or avx2 (the
+ * model kernels' variable) caps the set at scalar or F16C, once per process. */
 #ifndef DFL_F16_PACK_H
 #define DFL_F16_PACK_H
 
@@ -23,5 +24,11 @@ size_t dfl__f16_pack_isa(dfl__f16_isa isa, const float *src, uint16_t *dst, size
 
 /* The same with the best set. */
 size_t dfl__f16_pack(const float *src, uint16_t *dst, size_t n);
+
+/* The conversion with HDF5's byte shuffle fused in: lo[i] and hi[i] are the low and
+ * high bytes of the half of src[i] (bit-identical to dfl_f32_to_f16 on every path,
+ * scalar included) — a chunk's two shuffled planes in one pass. */
+void dfl__f16_planes_isa(dfl__f16_isa isa, const float *src, uint8_t *lo, uint8_t *hi, size_t n);
+void dfl__f16_planes(const float *src, uint8_t *lo, uint8_t *hi, size_t n);
 
 #endif

@@ -441,8 +441,15 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
     for (int64_t r0 = t0 + k0; r0 < T && s == DFL_OK; r0 += rows) {
         int64_t nb = begin_block(&x, r0);
         int64_t chunks = (nb + ATTN_TASK_ROWS - 1) / ATTN_TASK_ROWS, tasks = g->heads * chunks;
+        /* the capture's own work (probe: deflating the tiles of the maps handed over so
+         * far) after the block's tasks, filling the threads' tails */
+        int64_t jobs = cap && cap->attn_jobs && cap->attn_job ? cap->attn_jobs(cap->user) : 0;
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
+        for (int64_t task = 0; task < tasks + jobs; task++) {
+            if (task >= tasks) {
+                cap->attn_job(cap->user, omp_get_thread_num(), task - tasks);
+                continue;
+            }
             int64_t h = task / chunks, a = r0 + (task % chunks) * ATTN_TASK_ROWS;
             int64_t n = x.bend - a < ATTN_TASK_ROWS ? x.bend - a : ATTN_TASK_ROWS;
             attn_task(&x, h, a, n);

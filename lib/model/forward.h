@@ -47,6 +47,14 @@ typedef struct dfl_capture {
      * [0, dfl_forward_max_threads()); the callback may only touch that thread's
      * state and must not allocate, print or do I/O. NULL = not wanted. */
     void (*scores_rows)(void *user, int thread, const dfl_score_block *b);
+    /* Work of the capture's that the attention's threads take on in their own parallel
+     * region, after each block's tasks, so that it needs no region (and no barrier) of
+     * its own (probe: deflating the map tiles attn_rows queued). Before each block's
+     * region attn_jobs gives n; attn_job(user, thread, k) then runs once for each k in
+     * [0, n), concurrently from worker threads (`thread` as for scores_rows); it may not
+     * allocate, print or do I/O. Work left undone is the capture's to finish. NULL = none. */
+    int64_t (*attn_jobs)(void *user);
+    void (*attn_job)(void *user, int thread, int64_t k);
     /* Before layer l starts (progress reports). */
     void (*layer_begin)(void *user, int64_t layer);
     /* Each layer's output x[T, D] after both residual additions. */
