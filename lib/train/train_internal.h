@@ -62,6 +62,17 @@ dfl_status dfl__train_ws_bytes(const dfl_config *c, int64_t max_batch, int64_t T
 struct dfl_train_ws;
 void dfl__train_ws_set_block(struct dfl_train_ws *w, int64_t block);
 
+/* Σ a[i]·b[i] in double (train_pass.c; train_vit.c uses it too). */
+double dfl__train_dotd(const float *a, const float *b, int64_t n);
+
+/* A Diff layer's reparameterised λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, dots in double
+ * as model.c does; and its backward, dλ into the four vectors' gradients (train_pass.c;
+ * train_vit.c uses both). */
+float dfl__train_lambda(const float *lq1, const float *lk1, const float *lq2, const float *lk2, int64_t n,
+                        double lambda_init);
+void dfl__train_lambda_bwd(double dlam, const float *lq1, const float *lk1, const float *lq2, const float *lk2,
+                           float *gq1, float *gk1, float *gq2, float *gk2, int64_t n);
+
 /* For y = x·Wᵀ: dx[n, in] (= when beta 0, += when 1) dy[n, out]·W (dx NULL: skipped)
  * and dW[out, in] += dyᵀ·x, through sgemm (train_pass.c; train_vit.c uses it too). */
 void dfl__train_mm_bwd(float *dx, float beta, float *dW, const float *dy, const float *x, const float *W, int64_t n,

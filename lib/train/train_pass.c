@@ -529,8 +529,7 @@ static void attn_bwd_task(const attn_args *x, int64_t b, int64_t h, float *scr)
     }
 }
 
-/* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, dots in double as model.c does. */
-static double dotd(const float *a, const float *b, int64_t n)
+double dfl__train_dotd(const float *a, const float *b, int64_t n)
 {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++)
@@ -538,12 +537,29 @@ static double dotd(const float *a, const float *b, int64_t n)
     return s;
 }
 
+float dfl__train_lambda(const float *lq1, const float *lk1, const float *lq2, const float *lk2, int64_t n,
+                        double lambda_init)
+{
+    return (float)(exp((double)(float)dfl__train_dotd(lq1, lk1, n)) - exp((double)(float)dfl__train_dotd(lq2, lk2, n)) +
+                   lambda_init);
+}
+
+void dfl__train_lambda_bwd(double dlam, const float *lq1, const float *lk1, const float *lq2, const float *lk2,
+                           float *gq1, float *gk1, float *gq2, float *gk2, int64_t n)
+{
+    double e1 = exp((double)(float)dfl__train_dotd(lq1, lk1, n)), e2 = exp((double)(float)dfl__train_dotd(lq2, lk2, n));
+    for (int64_t j = 0; j < n; j++) {
+        gq1[j] += (float)(dlam * e1 * lk1[j]);
+        gk1[j] += (float)(dlam * e1 * lq1[j]);
+        gq2[j] -= (float)(dlam * e2 * lk2[j]);
+        gk2[j] -= (float)(dlam * e2 * lq2[j]);
+    }
+}
+
 static float layer_lambda(const dfl_train_model *m, int64_t l)
 {
     const dfl_train_layer *y = &m->w.layers[l];
-    int64_t n = m->config.head_dim;
-    return (float)(exp((double)(float)dotd(y->lq1, y->lk1, n)) - exp((double)(float)dotd(y->lq2, y->lk2, n)) +
-                   m->lambda_init[l]);
+    return dfl__train_lambda(y->lq1, y->lk1, y->lq2, y->lk2, m->config.head_dim, m->lambda_init[l]);
 }
 
 static attn_args make_attn_args(const dfl_train_model *m, const dfl_train_ws *w, int64_t l)
@@ -704,14 +720,8 @@ void dfl_train_backward(dfl_train_model *m, dfl_train_ws *w)
             double dlam = 0.0;
             for (int64_t t = 0; t < tasks; t++)
                 dlam += w->dlam_part[t];
-            int64_t n = c->head_dim;
-            double e1 = exp((double)(float)dotd(y->lq1, y->lk1, n)), e2 = exp((double)(float)dotd(y->lq2, y->lk2, n));
-            for (int64_t j = 0; j < n; j++) {
-                gy->lq1[j] += (float)(dlam * e1 * y->lk1[j]);
-                gy->lk1[j] += (float)(dlam * e1 * y->lq1[j]);
-                gy->lq2[j] -= (float)(dlam * e2 * y->lk2[j]);
-                gy->lk2[j] -= (float)(dlam * e2 * y->lq2[j]);
-            }
+            dfl__train_lambda_bwd(dlam, y->lq1, y->lk1, y->lq2, y->lk2, gy->lq1, gy->lk1, gy->lq2, gy->lk2,
+                                  c->head_dim);
             if (gy->subln)
                 for (int64_t t = 0; t < tasks; t++)
                     for (int64_t j = 0; j < g->width; j++)

@@ -376,20 +376,11 @@ static void linear(float *y, const float *x, const float *W, const float *b, int
     dfl_add_bias(y, b, n, out);
 }
 
-static double dotd(const float *a, const float *b, int64_t n)
-{
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
-}
-
 /* λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, as train_pass.c and model/clip.c */
 static float layer_lambda(const dfl_vit_model *m, int64_t l)
 {
     const vlayer *y = &m->w.L[l];
-    return (float)(exp((double)(float)dotd(y->lq1, y->lk1, m->d)) - exp((double)(float)dotd(y->lq2, y->lk2, m->d)) +
-                   m->p.lambda_init);
+    return dfl__train_lambda(y->lq1, y->lk1, y->lq2, y->lk2, m->d, m->p.lambda_init);
 }
 
 static float *map_at(const dfl_vit_model *m, const vacts *a, int64_t b, int64_t s)
@@ -564,10 +555,10 @@ static void forward(dfl_vit_model *m, const float *px, int64_t B)
     dfl_layernorm(m->tk, m->w.cvec, NULL, NULL, C_CLS, E, (float)TEXT_LN_EPS);
     const double sc = exp((double)(float)log(10.0));
     for (int64_t b = 0; b < B; b++) {
-        double ne = sqrt(dotd(m->e + b * E, m->e + b * E, E)), mx = -INFINITY, zs = 0;
+        double ne = sqrt(dfl__train_dotd(m->e + b * E, m->e + b * E, E)), mx = -INFINITY, zs = 0;
         for (int k = 0; k < C_CLS; k++) {
-            double nt = sqrt(dotd(m->tk + k * E, m->tk + k * E, E));
-            double z = sc * dotd(m->e + b * E, m->tk + k * E, E) / (ne * nt);
+            double nt = sqrt(dfl__train_dotd(m->tk + k * E, m->tk + k * E, E));
+            double z = sc * dfl__train_dotd(m->e + b * E, m->tk + k * E, E) / (ne * nt);
             m->z[b * C_CLS + k] = (float)z;
             mx = z > mx ? z : mx;
         }
@@ -588,14 +579,14 @@ static void backward(dfl_vit_model *m)
     memset(m->dtk, 0, (size_t)(C_CLS * E) * sizeof(float));
     double nt[C_CLS];
     for (int k = 0; k < C_CLS; k++)
-        nt[k] = sqrt(dotd(m->tk + k * E, m->tk + k * E, E));
+        nt[k] = sqrt(dfl__train_dotd(m->tk + k * E, m->tk + k * E, E));
     for (int64_t b = 0; b < B; b++) {
         const float *e = m->e + b * E;
-        double ne = sqrt(dotd(e, e, E));
+        double ne = sqrt(dfl__train_dotd(e, e, E));
         for (int k = 0; k < C_CLS; k++) {
             const float *t = m->tk + k * E;
             double dz = ((double)m->pr[b * C_CLS + k] - (k == m->labels[b])) / (double)B;
-            double cs = dotd(e, t, E) / (ne * nt[k]);
+            double cs = dfl__train_dotd(e, t, E) / (ne * nt[k]);
             for (int64_t j = 0; j < E; j++) {
                 m->de[b * E + j] += (float)(dz * sc * (t[j] / nt[k] - cs * e[j] / ne) / ne);
                 m->dtk[k * E + j] += (float)(dz * sc * (e[j] / ne - cs * t[j] / nt[k]) / nt[k]);
@@ -639,14 +630,7 @@ static void backward(dfl_vit_model *m)
             double dlam = 0.0;
             for (int64_t t = 0; t < tasks; t++)
                 dlam += m->dlam_part[t];
-            int64_t n = m->d;
-            double e1 = exp((double)(float)dotd(y->lq1, y->lk1, n)), e2 = exp((double)(float)dotd(y->lq2, y->lk2, n));
-            for (int64_t j = 0; j < n; j++) {
-                gy->lq1[j] += (float)(dlam * e1 * y->lk1[j]);
-                gy->lk1[j] += (float)(dlam * e1 * y->lq1[j]);
-                gy->lq2[j] -= (float)(dlam * e2 * y->lk2[j]);
-                gy->lk2[j] -= (float)(dlam * e2 * y->lq2[j]);
-            }
+            dfl__train_lambda_bwd(dlam, y->lq1, y->lk1, y->lq2, y->lk2, gy->lq1, gy->lk1, gy->lq2, gy->lk2, m->d);
             for (int64_t t = 0; t < tasks; t++)
                 for (int64_t j = 0; j < m->W; j++)
                     gy->subln[j] += m->dsub_part[(size_t)t * (size_t)m->W + (size_t)j];
