@@ -390,6 +390,18 @@ static float *map_at(const dfl_vit_model *m, const vacts *a, int64_t b, int64_t 
 
 /* ------------------------------------------------------------ attention */
 
+/* Head h's attention map of image b: its softmax map, or for a Diff layer map1 − λ·map2
+ * written into scr (T × T). */
+static const float *head_map(const dfl_vit_model *m, const vacts *a, int64_t l, int64_t b, int64_t h, float *scr)
+{
+    const float *A = map_at(m, a, b, m->nm * h);
+    if (m->nm != 2) return A;
+    const float *P2 = map_at(m, a, b, m->nm * h + 1), lam = m->lambda[l];
+    for (int64_t i = 0; i < m->T * m->T; i++)
+        scr[i] = A[i] - lam * P2[i];
+    return scr;
+}
+
 /* Analysis head h of image b: maps P[b, nm·h + t] = softmax(scale·Q_t·K_tᵀ) over every
  * key; A = P1 (ViT) or P1 − λ·P2; O = A·V_h; Diff: att = RMSNorm(O)·subln·(1 − λ_init). */
 static void attn_fwd(const dfl_vit_model *m, int64_t l, int64_t b, int64_t h, float *scr)
@@ -406,13 +418,7 @@ static void attn_fwd(const dfl_vit_model *m, int64_t l, int64_t b, int64_t h, fl
                     a->k + off + col, (int)D, 0.0f, P, (int)T);
         dfl_softmax_causal(P, T, T, T, m->lim);
     }
-    const float *A = map_at(m, a, b, m->nm * h);
-    if (m->nm == 2) {
-        const float *P2 = map_at(m, a, b, m->nm * h + 1), lam = m->lambda[l];
-        for (int64_t i = 0; i < T * T; i++)
-            sA[i] = A[i] - lam * P2[i];
-        A = sA;
-    }
+    const float *A = head_map(m, a, l, b, h, sA);
     float *O = (m->nm == 2 ? a->opre : a->att) + off + h * W;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)W, (int)T, 1.0f, A, (int)T, a->v + off + h * W,
                 (int)D, 0.0f, O, (int)D);
@@ -460,13 +466,7 @@ static void attn_bwd(dfl_vit_model *m, int64_t l, int64_t b, int64_t h, float *s
         }
         dO = sdO, ldo = W;
     }
-    const float *A = map_at(m, a, b, m->nm * h);
-    if (m->nm == 2) {
-        const float *P2 = map_at(m, a, b, m->nm * h + 1), lam = m->lambda[l];
-        for (int64_t i = 0; i < T * T; i++)
-            sA[i] = A[i] - lam * P2[i];
-        A = sA;
-    }
+    const float *A = head_map(m, a, l, b, h, sA);
     /* dA = dO·Vᵀ, dV = Aᵀ·dO */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)W, 1.0f, dO, (int)ldo, a->v + off + h * W,
                 (int)D, 0.0f, sdA, (int)T);
