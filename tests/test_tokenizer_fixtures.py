@@ -23,6 +23,7 @@ TEXTS = [
     "日本語 text", "emoji 😀 here", "<s>start", "end</s>", "mid<s>dle", " <s> spaced <s> ", "<S>upper",
     "word<mask>word", "a <mask> b", "wordsep", "it's don't we'll", "...!!??", "--__--", "a  b   c",
     "\u00a0nbsp\u2003em", "mixed 12 and ١٢ digits", "ends with space ", " starts with space",
+    "a <new> b<new2>c <x>hello<mask> <mask>",
 ]
 
 # ---------------------------------------------------------------- models ----
@@ -158,6 +159,16 @@ def cases():
             added("<s>", 1), added("</s>", 2), added("<mask>", 3, special=special, **flags)])
     c["added-normalized-lower"] = tok(m, {"type": "Lowercase"}, added_tokens=[
         added("<s>", 1), added("<S>", len(m["vocab"]), normalized=True), added("</s>", 2)])
+    # added tokens get Hugging Face's ids, not the file's "id": a content in the
+    # vocabulary has its id, a new one the next id past the vocabulary in file order
+    n = len(m["vocab"])
+    base = [added("<s>", 1), added("</s>", 2)]
+    c["added-id-in-vocab"] = tok(m, meta_norm, added_tokens=base + [added("hello", 7), added("<mask>", n + 5)])
+    c["added-id-new-gap"] = tok(m, meta_norm, added_tokens=base + [added("<new>", n + 10), added("<new2>", n + 3,
+                                                                                                  special=False)])
+    c["added-id-collides"] = tok(m, meta_norm, added_tokens=base + [added("<x>", 5), added("<new>", 1)])
+    c["added-id-twice"] = tok(m, meta_norm, added_tokens=base + [added("<new>", n), added("<new>", n + 1,
+                                                                                          special=False, lstrip=True)])
     del c["sp-suffix"]
     c.update(duplicate_key_cases(meta_norm))
     return c

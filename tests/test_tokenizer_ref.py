@@ -108,6 +108,14 @@ def corpus():
             list("0123456789") + ["  ", "\r\n"])
     for _ in range(300):
         texts.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 40))))
+    # every text above in one of 200 KB, with 70 KB of CJK (no ASCII) inside: longer
+    # than two of the tokenizer's windows (lib/text/tokenizer_window.c), cut only
+    # where the two sides encode as the whole does
+    hard = "\n".join(texts)
+    long_mix = []
+    while sum(map(len, long_mix)) < 1 << 16:
+        long_mix.append(hard)
+    texts.append("\n".join(long_mix) + " " + "日本語の文章" * 4000 + "\n " + hard + " " + hard)
     # a 256 KB line of prose, numbers and accents
     words = (prose + " " + accents + " 42 1999 naïve 日本 مرحبا 😀").split(" ")
     line, size = [], 0
@@ -302,7 +310,7 @@ def main():
                   (name, special, len(texts), ntok, id_bad, off_bad))
             failed += id_bad + off_bad
     shutil.rmtree(tmp)
-    print("corpus: %d texts, %d code points (256 KB line included)" % (len(full), nchars))
+    print("corpus: %d texts, %d code points (the 200 KB text and the 256 KB line included)" % (len(full), nchars))
 
     nul_at = {name: at[name] + len(sets[True]) + len(sets[False]) for name in NUL_TOKENIZERS}
     failed += check_nul_modes({name: refs_all[i:i + len(NUL_TEXTS)] for name, i in nul_at.items()})

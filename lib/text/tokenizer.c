@@ -255,6 +255,18 @@ static dfl_status model_piece(void *ctx, dfl__tk_store *s, dfl__tk_split sp, dfl
     return st;
 }
 
+/* A normalized piece: 2. added tokens that match normalized text, 3. the
+ * pre-tokenizer and 4. the model (tmp: a list to reuse). */
+static dfl_status after_norm(run *r, dfl__tk_store *s, dfl__tk_split sp, dfl__tk_splits *tmp, dfl_error *err)
+{
+    dfl__tk_splits one = {&sp, 1, 1};
+    dfl_status st = dfl__added_split(r->t, 1, s, &one, tmp, err);
+    for (size_t i = 0; i < tmp->n && !st; i++)
+        st = r->t->pretok ? dfl__pretokenize_each(r->t->pretok, s, tmp->v[i], model_piece, r, err)
+                          : model_piece(r, s, tmp->v[i], err);
+    return st;
+}
+
 dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t len, int add_special, dfl_token_fn fn,
                                      void *ctx, dfl_error *err)
 {
@@ -275,23 +287,29 @@ dfl_status dfl_tokenizer_encode_each(dfl_tokenizer *t, const char *text, size_t 
     /* 1. added tokens that match the original text */
     st = dfl__added_split(t, 0, &s, &a, &b, err);
     if (st) goto done;
-    /* 2. normalize the rest, then added tokens that match normalized text */
-    if (t->normalizer)
-        for (size_t i = 0; i < b.n; i++)
-            if (b.v[i].token < 0) {
-                st = dfl__normalize(t->normalizer, &s, &b.v[i], err);
-                if (st) goto done;
-            }
-    st = dfl__added_split(t, 1, &s, &b, &a, err);
-    if (st) goto done;
     /* the template's tokens before $A, in the order the steps put them in front */
     if (!r.gather)
         for (size_t k = r.n_chain; k-- > 0 && !st;)
             if (r.chain[k]->kind == DFL__PP_TEMPLATE && add_special) st = template_ends(&r, k, 1, err);
-    /* 3. pre-tokenize and 4. the model, piece by piece */
-    for (size_t i = 0; i < a.n && !st; i++)
-        st = t->pretok ? dfl__pretokenize_each(t->pretok, &s, a.v[i], model_piece, &r, err)
-                       : model_piece(&r, &s, a.v[i], err);
+    /* 2.-4. each piece (a window at a time when it is long) through the rest */
+    for (size_t i = 0; i < b.n && !st; i++) {
+        dfl__tk_split sp = b.v[i];
+        if (sp.token >= 0 || !t->normalizer) {
+            st = after_norm(&r, &s, sp, &a, err);
+            continue;
+        }
+        int prepend = 1;
+        size_t from = sp.off, end = sp.off + sp.len;
+        do { /* once for a short piece, an empty one too */
+            size_t to = dfl__window_end(t, text, from, end);
+            dfl__tk_split w = sp;
+            if (to != end || from != sp.off) w = (dfl__tk_split){from, to - from, -1, 0, (uint32_t)from};
+            st = dfl__normalize(t->normalizer, &s, &w, w.len == sp.len ? NULL : &prepend, err);
+            if (!st) st = after_norm(&r, &s, w, &a, err);
+            dfl__store_truncate(&s, len); /* the window's normalized bytes are done with */
+            from = to;
+        } while (from < end && !st);
+    }
     if (st) goto done;
     /* 5. post-process what had to be gathered; the template's tokens after $A */
     if (r.gather) {

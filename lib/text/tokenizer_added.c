@@ -97,6 +97,19 @@ static dfl__tk_trie *trie_create(void)
     return t;
 }
 
+/* A token matched on normalized text: into the trie, its byte pairs into
+ * t->norm_pairs (where a long text may not be cut, tokenizer_window.c). */
+static dfl_status add_norm(dfl_tokenizer *t, const dfl__tk_added *a, const char *s, size_t n, int32_t token)
+{
+    if (!t->norm_pairs && !(t->norm_pairs = calloc(65536 / 8, 1))) return DFL_ERR_NOMEM;
+    for (size_t i = 0; i + 1 < n; i++) {
+        unsigned k = (unsigned)(unsigned char)s[i] << 8 | (unsigned char)s[i + 1];
+        t->norm_pairs[k >> 3] |= (uint8_t)(1u << (k & 7));
+    }
+    t->norm_strips |= a->lstrip || a->rstrip || a->single_word;
+    return trie_add(t->trie_norm, s, n, token) ? DFL_ERR_NOMEM : DFL_OK;
+}
+
 dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
 {
     t->trie_raw = trie_create();
@@ -104,9 +117,14 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
     if (!t->trie_raw || !t->trie_norm) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
     for (size_t i = 0; i < t->n_added; i++) {
         const dfl__tk_added *a = &t->added[i];
-        if (!a->normalized || !t->normalizer) {
-            dfl__tk_trie *tr = a->normalized ? t->trie_norm : t->trie_raw;
-            if (trie_add(tr, a->content, a->len, (int32_t)i))
+        if (!a->len) continue; /* a content listed again later (tokenizer_load.c) */
+        if (!a->normalized) {
+            if (trie_add(t->trie_raw, a->content, a->len, (int32_t)i))
+                return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
+            continue;
+        }
+        if (!t->normalizer) {
+            if (add_norm(t, a, a->content, a->len, (int32_t)i))
                 return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
             continue;
         }
@@ -115,13 +133,13 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
         dfl__tk_split sp = {.off = 0, .len = a->len, .token = -1};
         dfl_status st = dfl__store_put(&s, a->content, a->len, (dfl__tk_align){0, 0});
         if (st) st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-        if (!st) st = dfl__normalize(t->normalizer, &s, &sp, err);
-        if (!st && trie_add(t->trie_norm, dfl__store_at(&s, sp.off), sp.len, (int32_t)i))
+        if (!st) st = dfl__normalize(t->normalizer, &s, &sp, NULL, err);
+        if (!st && add_norm(t, a, dfl__store_at(&s, sp.off), sp.len, (int32_t)i))
             st = dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
         dfl__store_free(&s);
         if (st) return st;
     }
-    return DFL_OK;
+    return dfl__window_build(t, err);
 }
 
 void dfl__added_free(dfl_tokenizer *t)
@@ -129,6 +147,9 @@ void dfl__added_free(dfl_tokenizer *t)
     trie_free(t->trie_raw);
     trie_free(t->trie_norm);
     t->trie_raw = t->trie_norm = NULL;
+    free(t->norm_pairs);
+    free(t->cut);
+    t->norm_pairs = t->cut = NULL;
 }
 
 /* \w as Rust's regex has it (single_word's ^\w / \w$): dfl__is_word. */

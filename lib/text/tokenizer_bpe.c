@@ -469,6 +469,14 @@ static int cut_ok(const dfl_tokenizer *t, const dfl__tk_cache *c, const char *w,
     return dfl__vocab_find(&t->vocab, w + a, i - a) >= 0 && dfl__vocab_find(&t->vocab, w + i, len) >= 0;
 }
 
+int dfl__bpe_can_cut(const dfl_tokenizer *t, const char *w, size_t n, size_t i)
+{
+    dfl__tk_cache *c = cache_get(t);
+    if (!c) return -1;
+    if (!c->pairs_ready) pairs_build(t, c);
+    return cut_ok(t, c, w, n, i);
+}
+
 static dfl_status bpe_word(const dfl_tokenizer *t, const char *w, size_t n, int byte_level, uint32_t base,
                            dfl__tk_toks *out, int whole, dfl_error *err);
 

@@ -271,6 +271,9 @@ struct dfl_tokenizer {
     size_t n_added;
     dfl__tk_trie *trie_raw;  /* added tokens matched on the original text */
     dfl__tk_trie *trie_norm; /* added tokens matched on normalized text */
+    uint8_t *norm_pairs;     /* [65536 / 8] bit a << 8 | b: a trie_norm token holds bytes a, b in a row; or NULL */
+    int norm_strips;         /* a trie_norm token has lstrip, rstrip or single_word */
+    uint8_t *cut;            /* [128 * 128 / 8] bit a << 7 | b: a text may be cut between ASCII a, b; or NULL */
     uint8_t *is_special;     /* [vocab.n] 1 for special added tokens */
     char *chat_template;     /* the folder's chat template, or NULL (tokenizer_config.c) */
     char *chat_specials;     /* its special tokens as a JSON object, or NULL */
@@ -286,8 +289,11 @@ uint32_t dfl__bytelevel_char(uint8_t b);
 /* Inverse: code point → byte, or -1. */
 int dfl__bytelevel_byte(uint32_t cp);
 
-/* Normalize the split in place (new bytes appended to the store). */
-dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err);
+/* Normalize the split in place (new bytes appended to the store). prepend: NULL for a
+ * whole text; for one window of a text (tokenizer_window.c), a flag that is 1 until a
+ * Prepend step has acted on the first window it found non-empty, as it acts once on
+ * the whole text. */
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, int *prepend, dfl_error *err);
 /* Replace every match of st->re in the split with st->content (HF `replace`). */
 dfl_status dfl__norm_replace(const pcre2_code *re, const char *content, size_t content_len, dfl__tk_store *s,
                              dfl__tk_split *sp, dfl_error *err);
@@ -308,6 +314,22 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err);
 void dfl__added_free(dfl_tokenizer *t);
 dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_store *s, dfl__tk_splits *in,
                             dfl__tk_splits *out, dfl_error *err);
+
+/* ---- windows (tokenizer_window.c) ---- */
+
+/* A split longer than 2 windows goes through the normalizer, the normalized added
+ * tokens, the pre-tokenizer and the model a window at a time, cut where t->cut allows. */
+#define DFL__WINDOW (64u << 10)
+
+/* Set t->cut when the tokenizer's steps allow cuts (once, at load); NULL otherwise. */
+dfl_status dfl__window_build(dfl_tokenizer *t, dfl_error *err);
+/* Where the window of p[from, end) that starts at from ends: the first allowed cut at
+ * or after from + DFL__WINDOW, or end (a short rest, no cut, or no t->cut). */
+size_t dfl__window_end(const dfl_tokenizer *t, const char *p, size_t from, size_t end);
+
+/* BPE's cut test of dfl__bpe_word: 1 when BPE gives w[0, i) and w[i, n) the tokens it
+ * gives w (i a character boundary); -1 when out of memory. */
+int dfl__bpe_can_cut(const dfl_tokenizer *t, const char *w, size_t n, size_t i);
 
 /* Components: free recursively. */
 void dfl__step_free(dfl__tk_step *st);

@@ -606,6 +606,40 @@ static dfl_status merge_error(const dfl_tokenizer *t, const dfl__jv *mg, uint32_
 
 /* --------------------------------------------------------------- model ---- */
 
+/* Added tokens take the ids Hugging Face gives them (tokenizers' AddedVocabulary::
+ * add_tokens), not the "id" the file writes (it only warns when they differ): in file
+ * order, a content already in the vocabulary (or added before) has that id; a new one
+ * the vocabulary's size (its entry count), or the largest added id + 1 once that is at
+ * or past it. A content listed twice is one token: the last entry's flags count (the
+ * earlier one is emptied and left out of the tries). The vocabulary's size becomes the
+ * largest id + 1. n_vocab: the vocabulary's entries; max_id: its largest id + 1. */
+static dfl_status assign_added_ids(dfl_tokenizer *t, size_t n_vocab, size_t max_id, dfl_error *err)
+{
+    int64_t max_added = -1;
+    for (size_t i = 0; i < t->n_added; i++) {
+        dfl__tk_added *a = &t->added[i];
+        int64_t id = dfl__vocab_find(&t->vocab, a->content, a->len);
+        if (id < 0) {
+            id = max_added >= (int64_t)n_vocab || !n_vocab ? max_added + 1 : (int64_t)n_vocab;
+            dfl_status st = dfl__vocab_add(&t->vocab, (uint32_t)id, a->content, a->len, err);
+            if (st) return dfl__context(err, "tokenizer.json: added_tokens");
+        }
+        for (size_t k = 0; k < i; k++) /* listed before: that entry gives way */
+            if (t->added[k].len == a->len && t->added[k].id == (uint32_t)id && t->added[k].content[0] &&
+                !memcmp(t->added[k].content, a->content, a->len)) {
+                t->is_special[id] = 0;
+                t->added[k].content[0] = '\0';
+                t->added[k].len = 0;
+            }
+        a->id = (uint32_t)id;
+        if (a->special) t->is_special[id] = 1;
+        if (id > max_added) max_added = id;
+        if ((size_t)id + 1 > max_id) max_id = (size_t)id + 1;
+    }
+    t->vocab.n = max_id;
+    return DFL_OK;
+}
+
 static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *err)
 {
     const dfl__jv *m = dfl__jget(root, "model");
@@ -659,30 +693,27 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
         d->normalized = jbool(a, "normalized", !d->special);
         if (d->special < 0 || d->lstrip < 0 || d->rstrip < 0 || d->single_word < 0 || d->normalized < 0)
             return dfl__fail(err, DFL_ERR_FORMAT, "tokenizer.json: added_tokens[%u]: flags must be booleans", i);
-        if (id + 1 > max_id) max_id = (size_t)id + 1;
         pool += c->n + 1;
     }
     /* ids index arrays: a stray large id (a typo, a corrupt file) would cost gigabytes */
-    size_t entries = (size_t)vocab->n + n_added;
-    if (max_id > 2 * entries + 1024)
+    if (max_id > 2 * (size_t)vocab->n + 1024)
         return dfl__fail(err, DFL_ERR_FORMAT,
-                         "tokenizer.json: id %zu is far beyond the %zu tokens the file defines (ids must run from 0 "
+                         "tokenizer.json: id %zu is far beyond the %u tokens of the vocabulary (ids must run from 0 "
                          "with few gaps)",
-                         max_id - 1, entries);
-    dfl_status st = dfl__vocab_init(&t->vocab, max_id, pool, err);
+                         max_id - 1, vocab->n);
+    /* room for every added token past the vocabulary's ids; the size is cut to the ids used */
+    size_t room = (max_id > vocab->n ? max_id : vocab->n) + n_added;
+    dfl_status st = dfl__vocab_init(&t->vocab, room, pool, err);
     if (st) return st;
     for (uint32_t i = 0; i < vocab->n; i++) {
         const dfl__jv *v = &vocab->u.kids[i];
         st = dfl__vocab_add(&t->vocab, (uint32_t)v->u.num, v->key, v->key_len, err);
         if (st) return dfl__context(err, "tokenizer.json: vocab");
     }
-    t->is_special = calloc(max_id ? max_id : 1, 1);
+    t->is_special = calloc(room ? room : 1, 1);
     if (!t->is_special) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-    for (size_t i = 0; i < t->n_added; i++) {
-        st = dfl__vocab_add(&t->vocab, t->added[i].id, t->added[i].content, t->added[i].len, err);
-        if (st) return dfl__context(err, "tokenizer.json: added_tokens");
-        if (t->added[i].special) t->is_special[t->added[i].id] = 1;
-    }
+    st = assign_added_ids(t, vocab->n, max_id, err);
+    if (st) return st;
 
     dfl__tk_bpe *b = &t->bpe;
     b->unk = -1;

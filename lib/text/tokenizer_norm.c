@@ -513,16 +513,19 @@ static void norm_strip(int left, int right, const dfl__tk_store *s, dfl__tk_spli
     sp->len = b - a;
 }
 
-dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, dfl_error *err)
+dfl_status dfl__normalize(const dfl__tk_step *st, dfl__tk_store *s, dfl__tk_split *sp, int *prepend, dfl_error *err)
 {
     switch (st->kind) {
     case DFL__N_SEQUENCE:
         for (size_t i = 0; i < st->n_kids; i++) {
-            dfl_status r = dfl__normalize(&st->kids[i], s, sp, err);
+            dfl_status r = dfl__normalize(&st->kids[i], s, sp, prepend, err);
             if (r) return r;
         }
         return DFL_OK;
-    case DFL__N_PREPEND: return dfl__norm_prepend(st->pat, st->pat_len, s, sp) ? nomem(err) : DFL_OK;
+    case DFL__N_PREPEND:
+        if (prepend && (!*prepend || !sp->len)) return DFL_OK;
+        if (prepend) *prepend = 0;
+        return dfl__norm_prepend(st->pat, st->pat_len, s, sp) ? nomem(err) : DFL_OK;
     case DFL__N_REPLACE: return dfl__norm_replace(st->re, st->content, st->content_len, s, sp, err);
     case DFL__N_NFC:
     case DFL__N_NFD:

@@ -52,16 +52,21 @@ static int fail(const dfl_error *err)
 /* ------------------------------------------------------------ output ---- */
 
 /* One text's tokens, kept until its line is written (the line lists every id before
- * any offset): ids as they are, offsets as two LEB128 numbers a token (the start's
- * distance from the last end, zigzag-coded, then the length), about 2 bytes instead of
- * 8. The arrays grow geometrically and are reused from text to text. */
+ * any offset), as LEB128 numbers a token: the id; the length (zigzag-coded) times 2,
+ * plus 1 when the start is not the last end; then that distance (zigzag-coded). About
+ * 3-4 bytes a token instead of 12 (a whole text: the tokens can outweigh the text).
+ * The record grows geometrically and is reused from text to text. */
 typedef struct tok_list {
-    uint32_t *ids; /* [cap] */
-    size_t n, cap;
-    uint8_t *off; /* [off_cap] */
-    size_t off_n, off_cap;
+    uint8_t *rec;       /* [cap] */
+    size_t n, len, cap; /* n tokens in len bytes */
     uint32_t last_end;
 } tok_list;
+
+/* The token read back from l->rec at *at (*end: the last end, 0 at the start). */
+typedef struct tok_rec {
+    uint32_t id;
+    int64_t start, end;
+} tok_rec;
 
 /* The JSON Lines writer: one buffer, numbers and strings formatted into it in place
  * (no allocation per value; the text of cJSON_PrintUnformatted byte for byte). */
@@ -79,24 +84,22 @@ static void out_free(out_buf *o)
 {
     if (!o) return;
     dfl_tokenizer_labels_free(o->labels, o->n_labels);
-    free(o->tl.ids);
-    free(o->tl.off);
+    free(o->tl.rec);
     free(o);
 }
 
-static int put_leb(tok_list *l, uint64_t v)
+static void put_leb(tok_list *l, uint64_t v)
 {
-    if (l->off_cap - l->off_n < 10) {
-        uint8_t *nv = dfl__grow_array(l->off, &l->off_cap, 1, 4096);
-        if (!nv) return -1;
-        l->off = nv;
-    }
     do {
         uint8_t b = v & 0x7F;
         v >>= 7;
-        l->off[l->off_n++] = (uint8_t)(b | (v ? 0x80 : 0));
+        l->rec[l->len++] = (uint8_t)(b | (v ? 0x80 : 0));
     } while (v);
-    return 0;
+}
+
+static uint64_t zig(int64_t v)
+{
+    return v >= 0 ? (uint64_t)v << 1 : ((uint64_t)-v << 1) - 1;
 }
 
 static uint64_t get_leb(const uint8_t *p, size_t *at)
@@ -114,16 +117,16 @@ static dfl_status keep_token(void *ctx, uint32_t id, uint32_t start, uint32_t en
 {
     (void)special;
     tok_list *l = ctx;
-    if (l->n == l->cap) {
-        uint32_t *nv = dfl__grow_array(l->ids, &l->cap, sizeof *l->ids, 1024);
+    if (l->cap - l->len < 3 * 10) { /* three numbers of at most 10 bytes */
+        uint8_t *nv = dfl__grow_array(l->rec, &l->cap, 1, 4096);
         if (!nv) return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
-        l->ids = nv;
+        l->rec = nv;
     }
-    l->ids[l->n++] = id;
     int64_t gap = (int64_t)start - (int64_t)l->last_end, len = (int64_t)end - (int64_t)start;
-    if (put_leb(l, gap >= 0 ? (uint64_t)gap << 1 : ((uint64_t)-gap << 1) - 1) ||
-        put_leb(l, len >= 0 ? (uint64_t)len << 1 : ((uint64_t)-len << 1) - 1))
-        return dfl__fail(err, DFL_ERR_NOMEM, "out of memory");
+    put_leb(l, id);
+    put_leb(l, zig(len) << 1 | (gap != 0));
+    if (gap) put_leb(l, zig(gap));
+    l->n++;
     l->last_end = end;
     return DFL_OK;
 }
@@ -131,6 +134,16 @@ static dfl_status keep_token(void *ctx, uint32_t id, uint32_t start, uint32_t en
 static int64_t unzig(uint64_t v)
 {
     return v & 1 ? -(int64_t)((v + 1) >> 1) : (int64_t)(v >> 1);
+}
+
+static tok_rec get_tok(const tok_list *l, size_t *at, int64_t last_end)
+{
+    tok_rec r;
+    r.id = (uint32_t)get_leb(l->rec, at);
+    uint64_t v = get_leb(l->rec, at);
+    r.start = last_end + (v & 1 ? unzig(get_leb(l->rec, at)) : 0);
+    r.end = r.start + unzig(v >> 1);
+    return r;
 }
 
 /* The decoded piece of id (cached in o; valid until out_free), or NULL with err filled. */
@@ -209,29 +222,37 @@ static void out_string(out_buf *o, const char *s)
     out_bytes(o, "\"", 1);
 }
 
-/* Print one encoded text (o->tl) as a JSON line. */
+/* Print one encoded text (o->tl) as a JSON line: ids, pieces, labels, offsets, each a
+ * pass over the record. */
 static dfl_status print_encoding(const dfl_tokenizer *t, out_buf *o, dfl_error *err)
 {
     const tok_list *e = &o->tl;
+    size_t at = 0;
+    tok_rec r = {0};
     out_bytes(o, "{\"ids\":[", 8);
     for (size_t i = 0; i < e->n; i++) {
+        r = get_tok(e, &at, r.end);
         if (i) out_bytes(o, ",", 1);
-        out_uint(o, e->ids[i]);
+        out_uint(o, r.id);
     }
     out_bytes(o, "],\"tokens\":[", 12);
+    at = 0, r.end = 0;
     for (size_t i = 0; i < e->n; i++) {
+        r = get_tok(e, &at, r.end);
         if (i) out_bytes(o, ",", 1);
-        const char *piece = dfl_tokenizer_piece(t, e->ids[i], NULL);
+        const char *piece = dfl_tokenizer_piece(t, r.id, NULL);
         out_string(o, piece ? piece : "");
     }
     out_bytes(o, "],\"text\":[", 10);
+    at = 0, r.end = 0;
     for (size_t i = 0; i < e->n; i++) {
+        r = get_tok(e, &at, r.end);
         if (i) out_bytes(o, ",", 1);
-        const char *label = out_label(t, o, e->ids[i], err);
+        const char *label = out_label(t, o, r.id, err);
         if (!label) {
             if (err->status) return err->status;
             char **one = NULL; /* an id past the vocabulary: its piece alone */
-            if (dfl_tokenizer_labels(t, &e->ids[i], 1, &one, err)) return err->status;
+            if (dfl_tokenizer_labels(t, &r.id, 1, &one, err)) return err->status;
             out_string(o, one[0]);
             dfl_tokenizer_labels_free(one, 1);
             continue;
@@ -239,15 +260,13 @@ static dfl_status print_encoding(const dfl_tokenizer *t, out_buf *o, dfl_error *
         out_string(o, label);
     }
     out_bytes(o, "],\"offsets\":[", 13);
-    int64_t end = 0;
-    size_t at = 0;
+    at = 0, r.end = 0;
     for (size_t i = 0; i < e->n; i++) {
-        int64_t start = end + unzig(get_leb(e->off, &at));
-        end = start + unzig(get_leb(e->off, &at));
+        r = get_tok(e, &at, r.end);
         out_bytes(o, i ? ",[" : "[", i ? 2 : 1);
-        out_uint(o, (uint64_t)start);
+        out_uint(o, (uint64_t)r.start);
         out_bytes(o, ",", 1);
-        out_uint(o, (uint64_t)end);
+        out_uint(o, (uint64_t)r.end);
         out_bytes(o, "]", 1);
     }
     out_bytes(o, "]}\n", 3);
@@ -257,7 +276,7 @@ static dfl_status print_encoding(const dfl_tokenizer *t, out_buf *o, dfl_error *
 static dfl_status encode_print(dfl_tokenizer *t, const char *text, size_t n, int special, const char *label,
                                size_t line, out_buf *o, dfl_error *err)
 {
-    o->tl.n = o->tl.off_n = 0;
+    o->tl.n = o->tl.len = 0;
     o->tl.last_end = 0;
     dfl_status st = dfl_tokenizer_encode_each(t, text, n, special, keep_token, &o->tl, err);
     if (st) return dfl__context(err, "%s:%zu", label, line);
