@@ -139,7 +139,7 @@ dfl_status dfl__added_build(dfl_tokenizer *t, dfl_error *err)
         dfl__store_free(&s);
         if (st) return st;
     }
-    return dfl__window_build(t, err);
+    return DFL_OK;
 }
 
 void dfl__added_free(dfl_tokenizer *t)

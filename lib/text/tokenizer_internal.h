@@ -321,7 +321,8 @@ dfl_status dfl__added_split(const dfl_tokenizer *t, int normalized, dfl__tk_stor
  * tokens, the pre-tokenizer and the model a window at a time, cut where t->cut allows. */
 #define DFL__WINDOW (64u << 10)
 
-/* Set t->cut when the tokenizer's steps allow cuts (once, at load); NULL otherwise. */
+/* Set t->cut when the tokenizer's steps allow cuts (once, at load, after dfl__added_build);
+ * NULL otherwise. */
 dfl_status dfl__window_build(dfl_tokenizer *t, dfl_error *err);
 /* Where the window of p[from, end) that starts at from ends: the first allowed cut at
  * or after from + DFL__WINDOW, or end (a short rest, no cut, or no t->cut). */

@@ -820,6 +820,7 @@ static dfl_status load_owned(char *buf, size_t len, dfl_tokenizer **out, dfl_err
     if (!st) st = check_template(t->post, t, err);
     if (!st) st = load_step(root, "decoder", parse_decoder, &t->decoder, err);
     if (!st) st = dfl__added_build(t, err);
+    if (!st) st = dfl__window_build(t, err);
     dfl__jdoc_free(doc);
     free(buf);
     if (st) {

@@ -72,7 +72,7 @@ static dfl_status norm_char(const dfl_tokenizer *t, char c, char *out, size_t ca
     int prepend = 0;
     dfl_status st = dfl__normalize(t->normalizer, &s, &sp, &prepend, err);
     if (!st) {
-        *n = sp.len < cap ? sp.len : 0; /* longer than any one replacement: no cut next to it */
+        *n = sp.len < cap ? sp.len : 0; /* longer than out[cap]: taken as empty, no cut beside c */
         memcpy(out, dfl__store_at(&s, sp.off), *n);
     }
     dfl__store_free(&s);
