@@ -612,32 +612,41 @@ static dfl_status merge_error(const dfl_tokenizer *t, const dfl__jv *mg, uint32_
  * the vocabulary's size (its entry count), or the largest added id + 1 once that is at
  * or past it. A content listed twice is one token: the last entry's flags count (the
  * earlier one is emptied and left out of the tries). The vocabulary's size becomes the
- * largest id + 1. n_vocab: the vocabulary's entries; max_id: its largest id + 1. */
-static dfl_status assign_added_ids(dfl_tokenizer *t, size_t n_vocab, size_t max_id, dfl_error *err)
+ * largest id + 1. n_vocab: the vocabulary's entries; max_id: its largest id + 1; room:
+ * the ids t->vocab and t->is_special hold. */
+static dfl_status assign_added_ids(dfl_tokenizer *t, size_t n_vocab, size_t max_id, size_t room, dfl_error *err)
 {
+    /* owner[id]: 1 + the added entry holding id (one id, one content: a later entry that
+     * finds the same id has the same content) */
+    uint32_t *owner = dfl__calloc_array(room ? room : 1, sizeof *owner);
+    if (!owner) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
     int64_t max_added = -1;
-    for (size_t i = 0; i < t->n_added; i++) {
+    dfl_status st = DFL_OK;
+    for (size_t i = 0; i < t->n_added && !st; i++) {
         dfl__tk_added *a = &t->added[i];
         int64_t id = dfl__vocab_find(&t->vocab, a->content, a->len);
         if (id < 0) {
             id = max_added >= (int64_t)n_vocab || !n_vocab ? max_added + 1 : (int64_t)n_vocab;
-            dfl_status st = dfl__vocab_add(&t->vocab, (uint32_t)id, a->content, a->len, err);
-            if (st) return dfl__context(err, "tokenizer.json: added_tokens");
-        }
-        for (size_t k = 0; k < i; k++) /* listed before: that entry gives way */
-            if (t->added[k].len == a->len && t->added[k].id == (uint32_t)id && t->added[k].content[0] &&
-                !memcmp(t->added[k].content, a->content, a->len)) {
-                t->is_special[id] = 0;
-                t->added[k].content[0] = '\0';
-                t->added[k].len = 0;
+            if ((st = dfl__vocab_add(&t->vocab, (uint32_t)id, a->content, a->len, err))) {
+                st = dfl__context(err, "tokenizer.json: added_tokens");
+                break;
             }
+        }
+        if (owner[id]) { /* listed before: that entry gives way */
+            dfl__tk_added *k = &t->added[owner[id] - 1];
+            t->is_special[id] = 0;
+            k->content[0] = '\0';
+            k->len = 0;
+        }
+        owner[id] = (uint32_t)i + 1;
         a->id = (uint32_t)id;
         if (a->special) t->is_special[id] = 1;
         if (id > max_added) max_added = id;
         if ((size_t)id + 1 > max_id) max_id = (size_t)id + 1;
     }
-    t->vocab.n = max_id;
-    return DFL_OK;
+    free(owner);
+    if (!st) t->vocab.n = max_id;
+    return st;
 }
 
 static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *err)
@@ -712,7 +721,7 @@ static dfl_status load_model(dfl_tokenizer *t, const dfl__jv *root, dfl_error *e
     }
     t->is_special = calloc(room ? room : 1, 1);
     if (!t->is_special) return dfl__fail(err, DFL_ERR_NOMEM, "tokenizer: out of memory");
-    st = assign_added_ids(t, vocab->n, max_id, err);
+    st = assign_added_ids(t, vocab->n, max_id, room, err);
     if (st) return st;
 
     dfl__tk_bpe *b = &t->bpe;

@@ -62,7 +62,7 @@ typedef struct tok_list {
     uint32_t last_end;
 } tok_list;
 
-/* The token read back from l->rec at *at (*end: the last end, 0 at the start). */
+/* One token as print_encoding reads it back from the record. */
 typedef struct tok_rec {
     uint32_t id;
     int64_t start, end;
@@ -136,6 +136,8 @@ static int64_t unzig(uint64_t v)
     return v & 1 ? -(int64_t)((v + 1) >> 1) : (int64_t)(v >> 1);
 }
 
+/* The token at byte *at of l->rec (moved past it); last_end: the previous token's end,
+ * 0 for the first. */
 static tok_rec get_tok(const tok_list *l, size_t *at, int64_t last_end)
 {
     tok_rec r;
