@@ -9,7 +9,8 @@
 # Environment: BUILD (where make put bench/tokenize_speed, default build), OUT (work
 # folder, default build/bench), REPEATS (default 3), MB (text size, default 4).
 # The text: lines drawn with a fixed seed from prose, code, numbers, accented Latin,
-# CJK, Arabic, Devanagari and emoji (tests/test_tokenizer_ref.py's corpus), written once.
+# CJK, Arabic, Devanagari and emoji (tests/test_tokenizer_ref.py's corpus; make_text of
+# tests/test_tokenizer_memory.py), written once.
 # Each side encodes the whole text as one string (no special tokens) REPEATS times in
 # one process; the best time counts; load time is one load, wall and CPU seconds (the
 # difflens loader resolves merges on all cores, so its CPU time can exceed its wall time).
@@ -30,22 +31,8 @@ mkdir -p "$OUT"
 
 TEXT=$OUT/tokenizer_text_${MB}mb.txt
 if [ ! -f "$TEXT" ]; then
-    $PY - "$TEXT" "$MB" <<'PYEOF'
-import os, random, sys
-sys.path.insert(0, "tests")
-import test_tokenizer_ref as ref
-path, mb = sys.argv[1], int(sys.argv[2])
-lines = [t for t in ref.corpus()[:40] if t]
-rng = random.Random(4)
-out, size = [], 0
-while size < mb * 1000 * 1000:
-    t = rng.choice(lines)
-    out.append(t)
-    size += len(t.encode()) + 1
-with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.write("\n".join(out) + "\n")
-os.replace(path + ".tmp", path)
-PYEOF
+    $PY -c 'import sys; sys.path.insert(0, "tests"); import test_tokenizer_memory as m
+m.make_text(sys.argv[1], int(sys.argv[2]) * 1000 * 1000)' "$TEXT" "$MB"
 fi
 bytes=$(wc -c < "$TEXT")
 

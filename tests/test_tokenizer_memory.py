@@ -5,7 +5,7 @@ an empty text), for the real tokenizer.json files of Llama 2, Llama 3, Qwen 3, G
 and Gemini (Llama 2, Gemma 3 and Gemini replace every space in the normalizer: they are
 encoded in windows, lib/text/tokenizer_window.c). The peak is the child's own
 peak resident memory, as GNU time reports it (scripts/deps.sh installs time). The text is bench/tokenizer.sh's: lines drawn with a fixed
-seed from tests/test_tokenizer_ref.py's corpus. The ids are the reference's: that test
+seed from tests/test_tokenizer_ref.py's corpus (make_text, which the bench calls). The ids are the reference's: that test
 checks them on texts longer than two windows."""
 import os
 import random
@@ -24,6 +24,8 @@ LIMIT = 4.0  # bytes of peak memory a byte of input, above the tokenizer's own
 
 
 def make_text(path, size):
+    """At least size bytes of lines drawn with a fixed seed from the reference corpus
+    (bench/tokenizer.sh's text too), written whole or not at all."""
     lines = [t for t in ref.corpus()[:40] if t]
     rng = random.Random(4)
     out, n = [], 0
@@ -31,8 +33,9 @@ def make_text(path, size):
         t = rng.choice(lines)
         out.append(t)
         n += len(t.encode()) + 1
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write("\n".join(out) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 def peak_kb(args):
