@@ -1,6 +1,6 @@
 /* dump_direct.c — direct streams (dfl_dump_stream_create_direct): chunks assembled in
- * memory already shuffled, deflated (libdeflate) by the caller's OpenMP threads, stored
- * whole with H5Dwrite_chunk. Hand-written because it measurably wins: HDF5's own filter
+ * memory already shuffled, deflated (libdeflate; at level 1, deflate_rle.h) by the
+ * caller's OpenMP threads, stored whole with H5Dwrite_chunk. Hand-written because it measurably wins: HDF5's own filter
  * path compresses one chunk at a time on the caller's thread (docs/format.md, maps). */
 #include "dump/dump.h"
 
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/half.h"
+#include "dump/deflate_rle.h"
 #include "dump/dump_writer.h"
 #include "dump/f16_pack.h"
 
@@ -81,10 +82,10 @@ dfl_dump_direct dfl_dump_direct_default(void)
 /* Level 1's zlib stream for shuffled planes p[n]: the low half of the byte planes (the
  * low mantissa bits, close to random, which deflate would spend most of its time on
  * for little gain) in stored blocks, then the high half (sign, exponent, top mantissa
- * bits) deflated, then the Adler-32 of all n bytes. Standard RFC 1950/1951: any
- * inflater reads it. Returns the size, 0 when out[cap] is too small. */
-static size_t zlib_split(struct libdeflate_compressor *c, const unsigned char *p, size_t n, size_t elem,
-                         unsigned char *out, size_t cap)
+ * bits) deflated with runs as its only matches (deflate_rle.h), then the Adler-32 of
+ * all n bytes. Standard RFC 1950/1951: any inflater reads it. Returns the size, 0 when
+ * out[cap] is too small. */
+static size_t zlib_split(const unsigned char *p, size_t n, size_t elem, unsigned char *out, size_t cap)
 {
     size_t low = n / elem * (elem / 2), at = 2;
     if (cap < 2 + low + 5 * (low / 65535 + 1) + 4) return 0;
@@ -101,7 +102,7 @@ static size_t zlib_split(struct libdeflate_compressor *c, const unsigned char *p
         at += 5 + len;
         done += len;
     }
-    size_t z = libdeflate_deflate_compress(c, p + low, n - low, out + at, cap - at - 4);
+    size_t z = dfl__deflate_rle(p + low, n - low, out + at, cap - at - 4);
     if (z == 0) return 0;
     at += z;
     uint32_t a = libdeflate_adler32(1, p, n);
@@ -165,17 +166,15 @@ static direct_state *direct_alloc(int nd, const int64_t *dims, const hsize_t *cd
     if (ok && x->gzip >= 0) {
         ok = (x->zc = dfl__calloc_array((size_t)x->nthreads, sizeof *x->zc)) &&
              (x->jobs = dfl__alloc_array(cap, sizeof *x->jobs));
-        /* level 1 deflates only the high planes, with libdeflate's level 2: its level 1
-         * matcher loses 10% of size on these maps for no speed */
-        int level = x->gzip == 1 ? 2 : x->gzip;
-        for (int i = 0; ok && i < x->nthreads; i++)
-            ok = (x->zc[i] = libdeflate_alloc_compressor(level)) != NULL;
+        /* level 1 needs no compressor of libdeflate's (zlib_split) */
+        for (int i = 0; ok && x->gzip != 1 && i < x->nthreads; i++)
+            ok = (x->zc[i] = libdeflate_alloc_compressor(x->gzip)) != NULL;
         if (ok) {
-            /* the split stream's worst case: every byte stored, plus headers */
-            size_t split = 2 + x->chunk_bytes + 5 * (x->chunk_bytes / 65535 + 2) + 4 +
-                           libdeflate_deflate_compress_bound(x->zc[0], x->chunk_bytes);
-            x->bound = libdeflate_zlib_compress_bound(x->zc[0], x->chunk_bytes);
-            if (x->gzip == 1 && split > x->bound) x->bound = split;
+            /* the split stream's worst case: the low half stored, the high half as
+             * dfl__deflate_rle's bound, plus the zlib header and Adler-32 */
+            size_t low = x->chunk_bytes / x->elem * (x->elem / 2);
+            x->bound = x->gzip == 1 ? 2 + low + 5 * (low / 65535 + 1) + dfl__deflate_rle_bound(x->chunk_bytes - low) + 4
+                                    : libdeflate_zlib_compress_bound(x->zc[0], x->chunk_bytes);
             ok = (x->out = dfl__alloc_array(cap, x->bound)) != NULL;
         }
     }
@@ -279,7 +278,7 @@ static void compress_job(direct_state *x, int64_t k, int w)
     if (j->done) return;
     const unsigned char *planes = x->rows[j->slot].data + (size_t)j->index * x->chunk_bytes;
     unsigned char *out = x->out + (size_t)k * x->bound;
-    j->size = x->gzip == 1 ? zlib_split(x->zc[w], planes, x->chunk_bytes, x->elem, out, x->bound)
+    j->size = x->gzip == 1 ? zlib_split(planes, x->chunk_bytes, x->elem, out, x->bound)
                            : libdeflate_zlib_compress(x->zc[w], planes, x->chunk_bytes, out, x->bound);
     j->done = 1;
 }
