@@ -1,11 +1,11 @@
 /* test_kernels_cpu.c — the kernels' instruction-set paths: the AVX-512 sgemm against a
  * double-precision product by brute force (tails in every dimension, depths past one
  * packed block, strides, both weight layouts and bf16 weights, threaded and inside a
- * parallel region),
- * and each path the CPU has, forced by DFL_CPU in a child process of this test (the
- * path is fixed once per process), running the matmul of F32 and BF16 weights against
- * its naive twin, the bf16 conversion bit for bit, and the row kernels (RMSNorm, RoPE,
- * softmax, SwiGLU, log-sum-exp) of that path against their definitions in double. */
+ * parallel region), the product with a weight packed once (the attention's keys) against
+ * the unpacked one bit for bit and against brute force, and each path the CPU has, forced by DFL_CPU in a child process
+ * of this test (the path is fixed once per process), running the matmul of F32 and BF16 weights against its naive twin,
+ * the bf16 conversion bit for bit, and the row kernels (RMSNorm, RoPE, softmax, SwiGLU, log-sum-exp) of that path
+ * against their definitions in double. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +136,59 @@ static void test_gemm_avx512_matches_brute_force(void **state)
         assert_true(y[i] == 0.0f);
 }
 
+/* A weight packed once (dfl_gemm_pack) and multiplied by dfl_gemm_avx512_packed, over
+ * all its rows and a prefix of them (the keys a query block sees): bit-identical to the
+ * unpacked product of the same rows, and within 1e-6 of Σ|x·w| of the double sums;
+ * serially inside a parallel region (as the attention's tasks run it) and over threads,
+ * with and without scratch. Depths past one 256-deep pass are refused (0 floats). */
+static void test_gemm_packed(void **state)
+{
+    (void)state;
+    if (cpu_best() != DFL_CPU_AVX512) {
+        printf("this CPU has no AVX-512: the packed product is the AVX-512 path's\n");
+        return;
+    }
+    assert_int_equal(dfl_gemm_packed_floats(100, 257), 0);
+    assert_int_equal(dfl_gemm_packed_floats(33, 10), 64 * 10);
+    static const int64_t shapes[][3] = {{1, 1, 1},     {13, 31, 7},    {3, 300, 64},
+                                        {200, 70, 96}, {130, 600, 80}, {29, 65, 256}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
+        int64_t n = shapes[sh][0], out = shapes[sh][1], k = shapes[sh][2], ldx = k + 3, ldw = k + 5;
+        float *x = rand_array((size_t)(n * ldx)), *w = rand_array((size_t)(out * ldw));
+        float *bp = aligned_alloc(64, (dfl_gemm_packed_floats(out, k) + 16) * sizeof(float));
+        float *y = malloc((size_t)(n * out) * sizeof *y), *yr = malloc((size_t)(n * out) * sizeof *yr);
+        float *ws = aligned_alloc(64, ((size_t)3 << 20) * sizeof(float));
+        assert_non_null(bp);
+        dfl_gemm_pack(bp, w, ldw, out, k);
+        int64_t prefixes[2] = {out, out / 2 + 1};
+        for (int pi = 0; pi < 2; pi++)
+            for (int par = 0; par < 2; par++)
+                for (int use_ws = 0; use_ws < 2; use_ws++) {
+                    int64_t o1 = prefixes[pi];
+#pragma omp parallel num_threads(2) if (par)
+                    {
+#pragma omp single
+                        {
+                            dfl_gemm_avx512_packed(y, o1, x, ldx, bp, n, o1, k, 0.5f, use_ws ? ws : NULL,
+                                                   use_ws ? (size_t)3 << 20 : 0);
+                            dfl_gemm_avx512(yr, o1, x, ldx, w, ldw, 1, n, o1, k, 0.5f, NULL, 0);
+                        }
+                    }
+                    assert_memory_equal(y, yr, (size_t)(n * o1) * sizeof *y);
+                    for (int64_t i = 0; i < n; i++)
+                        for (int64_t o = 0; o < o1; o++) {
+                            double acc = 0, mag = 0;
+                            for (int64_t j = 0; j < k; j++) {
+                                acc += (double)x[i * ldx + j] * w[o * ldw + j];
+                                mag += fabs((double)x[i * ldx + j] * w[o * ldw + j]);
+                            }
+                            assert_true(fabs(y[i * o1 + o] - 0.5 * acc) <= 0.5e-6 * mag + 1e-30);
+                        }
+                }
+        free(x), free(w), free(bp), free(y), free(yr), free(ws);
+    }
+}
+
 /* ------------------------------------------------------ one forced path */
 
 /* |got − want| within tol·(|want| + floor); prints the first miss. */
@@ -222,7 +275,17 @@ static int rows_match(void)
     z[V + 10] = z[V + 900] = 40.0f;
     double lse[3];
     int32_t am[3];
-    dfl_logsumexp_argmax(z, lr, V, lse, am);
+    int finite = 0;
+    dfl_logsumexp_argmax(z, lr, V, lse, am, &finite);
+    ok = ok && finite;
+    z[V + 500] = NAN; /* the finiteness flag of this path */
+    dfl_logsumexp_argmax(z, lr, V, lse, am, &finite);
+    ok = ok && !finite;
+    z[V + 500] = -INFINITY;
+    dfl_logsumexp_argmax(z, lr, V, lse, am, &finite);
+    ok = ok && !finite;
+    z[V + 500] = 0.0f;
+    dfl_logsumexp_argmax(z, lr, V, lse, am, NULL);
     for (int64_t i = 0; i < lr && ok; i++) {
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)
@@ -338,6 +401,7 @@ int main(int argc, char **argv)
         return strcmp(argv[2], "auto") == 0 ? child_auto() : child_run(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_avx512_matches_brute_force),
+        cmocka_unit_test(test_gemm_packed),
         cmocka_unit_test(test_forced_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

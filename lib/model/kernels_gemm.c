@@ -74,7 +74,10 @@ const char *dfl_cpu_name(dfl_cpu_path p)
 #define NR 32
 #define KC 256
 #define NC 256
-#define MC 384 /* rows of x packed at a time: 0.8 MB per thread */
+/* Rows of x packed at a time: all of a thread's rows up to 4096 (4 MB), so that each
+ * block of w is packed once per product; the strips of x stream from L3 to L1 one at a
+ * time, 14 KB for every 1.8 MFLOP of one block of w. */
+#define MC 4096
 
 /* The height of the next strip of rows: MR while it fits, then 8, then 4 (the last rows
  * padded with zeros): 32 rows are 14 + 14 + 4, 128 rows 9 × 14 + 4. */
@@ -83,8 +86,9 @@ static int64_t strip_height(int64_t rows)
     return rows >= MR ? MR : rows > 4 ? 8 : 4;
 }
 
-/* The weights' layouts: w[k, out] f32 (read in place), w[out, k] f32 or bf16 (packed). */
-enum { W_F32_KN, W_F32_NK, W_BF16_NK };
+/* The weights' layouts: w[k, out] f32 (read in place), w[out, k] f32 or bf16 (packed),
+ * or w packed already (dfl_gemm_pack: k <= KC, strips of NR columns). */
+enum { W_F32_KN, W_F32_NK, W_BF16_NK, W_PACKED };
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
@@ -234,7 +238,10 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
             }
             for (int64_t b0 = o0; b0 < o1; b0 += NC) {
                 int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
-                if (kind != W_F32_KN) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
+                /* the block's strips of w: packed here, already (b0 is a multiple of NR),
+                 * or w itself */
+                const float *blk = kind == W_PACKED ? (const float *)w + b0 * kc : bp;
+                if (kind == W_F32_NK || kind == W_BF16_NK) pack_w(bp, w, kind, ldw, b0, nc, k0, kc);
                 a = ap;
                 for (int64_t r0 = m0, h; r0 < m1; r0 += h, a += h * kc) {
                     h = strip_height(m1 - r0);
@@ -242,7 +249,7 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
                     for (int64_t s = 0; s * NR < nc; s++) {
                         int64_t nr = nc - s * NR < NR ? nc - s * NR : NR;
                         const float *b =
-                            kind != W_F32_KN ? bp + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
+                            kind != W_F32_KN ? blk + s * kc * NR : (const float *)w + k0 * ldw + b0 + s * NR;
                         micro(h, kc, a, b, kind != W_F32_KN ? NR : ldw, y + r0 * ldy + b0 + s * NR, ldy, mr, nr, alpha,
                               k0 > 0);
                     }
@@ -252,10 +259,14 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
     }
 }
 
-/* Floats of packed blocks one thread needs: x's strips of MC rows (at most 3 rows of
- * padding, strip_height) and one block of w, each a multiple of 16 floats. */
-#define PACK_X      ((size_t)(MC + 3 + 15) / 16 * 16 * KC)
-#define PACK_FLOATS (PACK_X + (size_t)KC * NC)
+/* Floats of packed blocks one thread needs for `rows` rows of x: their strips, MC rows
+ * at most (with at most 3 rows of padding, strip_height), and one block of w, each a
+ * multiple of 16 floats. */
+static size_t pack_x_floats(int64_t rows)
+{
+    size_t r = (size_t)(rows < MC ? rows : MC);
+    return (r + 3 + 15) / 16 * 16 * KC;
+}
 
 /* The product over threads (outside a parallel region, when large enough), packing into
  * ws (ws_n floats) when it holds every thread's blocks, else into blocks allocated for
@@ -278,14 +289,15 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
 #pragma omp parallel if (flops > 4e6 && !omp_in_parallel()) reduction(| : fail)
     {
         int nth = omp_get_num_threads(), me = omp_get_thread_num();
-        int64_t i0 = 0, i1 = n, o0 = 0, o1 = out;
-        if (out >= 2 * NR * nth) { /* columns: each thread packs only its own part of w */
-            int64_t step = (out + nth - 1) / nth;
+        int64_t i0 = 0, i1 = n, o0 = 0, o1 = out, step;
+        int by_rows = out < 2 * NR * nth; /* else columns: each thread packs only its own part of w */
+        if (!by_rows) {
+            step = (out + nth - 1) / nth;
             step = (step + NR - 1) / NR * NR;
             o0 = me * step < out ? me * step : out;
             o1 = o0 + step < out ? o0 + step : out;
         } else {
-            int64_t step = (n + nth - 1) / nth;
+            step = (n + nth - 1) / nth;
             step = (step + MR - 1) / MR * MR;
             i0 = me * step < n ? me * step : n;
             i1 = i0 + step < n ? i0 + step : n;
@@ -293,9 +305,10 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
         if (i0 < i1 && o0 < o1) {
             /* the caller's scratch when it serves all threads: no large allocation (whose
              * free would raise malloc's mmap threshold and keep the memory in the heap) */
-            int own = !(ws64 && ws64_n >= (size_t)nth * PACK_FLOATS);
-            float *ap = own ? aligned_alloc(64, PACK_X * sizeof(float)) : ws64 + (size_t)me * PACK_FLOATS;
-            float *bp = own ? aligned_alloc(64, (size_t)KC * NC * sizeof(float)) : ap + PACK_X;
+            size_t px = pack_x_floats(by_rows ? step : n), per = px + (size_t)KC * NC;
+            int own = !(ws64 && ws64_n >= (size_t)nth * per);
+            float *ap = own ? aligned_alloc(64, px * sizeof(float)) : ws64 + (size_t)me * per;
+            float *bp = own ? aligned_alloc(64, (size_t)KC * NC * sizeof(float)) : ap + px;
             if (ap && bp)
                 gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp);
             else
@@ -316,6 +329,36 @@ void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const f
         /* no memory for the packed blocks: OpenBLAS needs none of ours */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, wt ? CblasTrans : CblasNoTrans, (int)n, (int)out, (int)k, alpha, x,
                     (int)ldx, w, (int)ldw, 0.0f, y, (int)ldy);
+}
+
+size_t dfl_gemm_packed_floats(int64_t out, int64_t k)
+{
+    if (out <= 0 || k <= 0 || k > KC) return 0;
+    return (size_t)((out + NR - 1) / NR) * NR * (size_t)k;
+}
+
+AVX512 void dfl_gemm_pack(float *bp, const float *w, int64_t ldw, int64_t out, int64_t k)
+{
+    int64_t strips = (out + NR - 1) / NR;
+#pragma omp parallel for schedule(static) if (strips > 8 && !omp_in_parallel())
+    for (int64_t s = 0; s < strips; s++) {
+        int64_t nc = out - s * NR < NR ? out - s * NR : NR;
+        pack_w(bp + s * k * NR, w, W_F32_NK, ldw, s * NR, nc, 0, k);
+    }
+}
+
+void dfl_gemm_avx512_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const float *bp, int64_t n, int64_t out,
+                            int64_t k, float alpha, float *scratch, size_t scratch_n)
+{
+    if (!gemm_run(y, ldy, x, ldx, bp, W_PACKED, 0, n, out, k, alpha, scratch, scratch_n))
+        for (int64_t i = 0; i < n; i++) /* no memory for x's strips: the plain sums */
+            for (int64_t o = 0; o < out; o++) {
+                const float *b = bp + o / NR * NR * k + o % NR;
+                float acc = 0.0f;
+                for (int64_t j = 0; j < k; j++)
+                    acc += x[i * ldx + j] * b[j * NR];
+                y[i * ldy + o] = alpha * acc;
+            }
 }
 
 int dfl_gemm_avx512_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, const uint16_t *w, int64_t ldw, int64_t n,

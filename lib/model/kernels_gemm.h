@@ -36,8 +36,9 @@ int dfl_gemm_openblas_is_avx512(void);
  * registers, y written (not accumulated into). Runs over threads when called outside a
  * parallel region and the product is large enough; serial inside one. The CPU must have
  * AVX-512F, BW and VL (dfl_cpu() == DFL_CPU_AVX512 says it has). The packed blocks
- * (about 1.3 MB per thread) go into scratch (scratch_n floats) when it holds them all,
- * else into memory allocated for the call (scratch may be NULL). */
+ * (per thread: 256 floats for each of its rows of x, up to 4096 rows, plus 256 KB) go
+ * into scratch (scratch_n floats) when it holds them all, else into memory allocated
+ * for the call (scratch may be NULL). */
 void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
                      int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n);
 
@@ -46,6 +47,18 @@ void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const f
  * blocks (y then incomplete). AVX-512 path only. */
 int dfl_gemm_avx512_bf16(float *y, int64_t ldy, const float *x, int64_t ldx, const uint16_t *w, int64_t ldw, int64_t n,
                          int64_t out, int64_t k, float *scratch, size_t scratch_n);
+
+/* A weight w[out, k] (row stride ldw) packed once for many products with it (the keys
+ * of one head, for every query block): dfl_gemm_packed_floats floats at bp (64-byte
+ * aligned), which dfl_gemm_avx512_packed then multiplies as w would be. k must be at
+ * most 256 (one pass over the depth); dfl_gemm_packed_floats returns 0 otherwise.
+ * Results are bit-identical to dfl_gemm_avx512 with wt 1 on the same w. AVX-512 path
+ * only; dfl_gemm_pack runs over threads outside a parallel region. */
+size_t dfl_gemm_packed_floats(int64_t out, int64_t k);
+void dfl_gemm_pack(float *bp, const float *w, int64_t ldw, int64_t out, int64_t k);
+/* y[n, out'] = alpha · x[n, k] · wᵀ for the first out' <= out rows of a packed w. */
+void dfl_gemm_avx512_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const float *bp, int64_t n, int64_t out,
+                            int64_t k, float alpha, float *scratch, size_t scratch_n);
 
 /* The same product by the path dfl_cpu() chose: dfl_gemm_avx512 on the AVX-512 path,
  * OpenBLAS sgemm (beta 0) on the others; dfl_gemm_scratch with the caller's scratch. */
