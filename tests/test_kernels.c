@@ -482,8 +482,24 @@ static void test_logsumexp_argmax_matches_naive(void **state)
     z[3 * V + 17] = 100.0f, z[3 * V + 18] = 100.0f; /* tie: the first wins */
     double lse[7], lr[7];
     int32_t am[7], ar[7];
-    dfl_logsumexp_argmax(z, n, V, lse, am);
-    dfl_logsumexp_argmax_naive(z, n, V, lr, ar);
+    int fin = 0, fin_naive = 0;
+    dfl_logsumexp_argmax(z, n, V, lse, am, &fin);
+    dfl_logsumexp_argmax_naive(z, n, V, lr, ar, &fin_naive);
+    assert_true(fin && fin_naive);
+    /* the finiteness flag: each kind of non-finite value, in any row, alone */
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++)
+        for (int64_t at = 0; at < n * V; at += 997) {
+            float keep = z[at];
+            z[at] = bad[b];
+            dfl_logsumexp_argmax(z, n, V, lse, am, &fin);
+            dfl_logsumexp_argmax_naive(z, n, V, lr, ar, &fin_naive);
+            assert_false(fin);
+            assert_false(fin_naive);
+            z[at] = keep;
+        }
+    dfl_logsumexp_argmax(z, n, V, lse, am, NULL);
+    dfl_logsumexp_argmax_naive(z, n, V, lr, ar, NULL);
     for (int i = 0; i < n; i++) {
         assert_true(fabs(lse[i] - lr[i]) < 1e-5 * fabs(lr[i]));
         assert_int_equal(am[i], ar[i]);
@@ -567,8 +583,11 @@ static void test_kernels_on_nan_and_inf(void **state)
     poison(z, V, 3);
     double lse[6], lr[6];
     int32_t am[6], ar[6];
-    dfl_logsumexp_argmax(z, n, V, lse, am);
-    dfl_logsumexp_argmax_naive(z, n, V, lr, ar);
+    int fin = 1;
+    dfl_logsumexp_argmax(z, n, V, lse, am, &fin);
+    assert_int_equal(fin, dfl_all_finite(z, (size_t)(n * V)));
+    assert_false(fin);
+    dfl_logsumexp_argmax_naive(z, n, V, lr, ar, NULL);
     for (int i = 0; i < n; i++)
         assert_int_equal(isfinite(lse[i]), isfinite(lr[i]));
     assert_false(isfinite(lse[0]) || isfinite(lse[1]));

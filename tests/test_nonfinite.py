@@ -51,6 +51,9 @@ class NonFinite(unittest.TestCase):
         cls.inf = os.path.join(cls.root, "inf")
         shutil.copytree(cls.clean, cls.inf)
         poison(cls.inf, "model.layers.2.mlp.down_proj.weight", float("inf"))
+        cls.head = os.path.join(cls.root, "head")  # finite through every layer, not in the logits
+        shutil.copytree(cls.clean, cls.head)
+        poison(cls.head, "lm_head.weight", float("-inf"))
         cls.prompts = os.path.join(cls.root, "p.jsonl")
         with open(cls.prompts, "w") as f:
             for i in range(3):
@@ -105,6 +108,25 @@ class NonFinite(unittest.TestCase):
             self.assertEqual(len(lines), 1, r2.stderr)
             self.assertIn("non-finite value (NaN or Inf) in the %s of layer %d" % (site, layer), lines[0])
             self.assertFalse(os.path.exists(out2))
+
+    def test_output_logits(self):
+        """-Inf in the LM head: only the logits are non-finite (found in the log-sum-exp's
+        own pass over them), recorded as layer L's "output logits"."""
+        r, out = self.probe(self.head, "head.h5")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        warn = [l for l in r.stderr.splitlines() if "first non-finite" in l]
+        self.assertEqual(len(warn), 1, r.stderr)
+        self.assertIn("output logits of layer 3", warn[0])
+        with h5py.File(out) as f:
+            self.assertEqual(f.attrs["nonfinite_samples"], 3)
+            for s in f["samples"].values():
+                self.assertEqual(s.attrs["nonfinite_layer"], 3)
+                self.assertEqual(s.attrs["nonfinite_site"], "output logits")
+                self.assertTrue(np.isfinite(s["outliers/hidden/moments"][:]).all())
+        r2, out2 = self.probe(self.head, "head_strict.h5", "--strict")
+        self.assertEqual(r2.returncode, 1, r2.stderr)
+        self.assertIn("non-finite value (NaN or Inf) in the output logits of layer 3", r2.stderr)
+        self.assertFalse(os.path.exists(out2))
 
     def test_outliers_and_noise_say_nan(self):
         r, out = self.probe(self.nan, "nan.h5")

@@ -303,17 +303,20 @@ static dfl_status on_hidden(void *user, int64_t l, const float *x, int64_t T, in
 static dfl_status on_logits(void *user, int64_t row0, int64_t n, int64_t V, const float *logits, dfl_error *err)
 {
     sample_run *r = user;
-    if (r->bad_layer < 0 && !dfl_all_finite(logits, (size_t)n * (size_t)V)) note_nonfinite(r, r->L, "output logits");
-    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     double lse[64];
+    int finite = 1;
     for (int64_t i0 = 0; i0 < n; i0 += 64) {
         int64_t m = n - i0 < 64 ? n - i0 : 64;
-        dfl_logsumexp_argmax(logits + i0 * V, m, V, lse, r->argmax + row0 + i0);
+        int ok;
+        dfl_logsumexp_argmax(logits + i0 * V, m, V, lse, r->argmax + row0 + i0, &ok);
+        finite = finite && ok;
         for (int64_t i = 0; i < m; i++) {
             int64_t t = row0 + i0 + i;
             r->nll[t] = t + 1 < r->T ? (float)(lse[i] - (double)logits[(i0 + i) * V + r->pr->tokens[t + 1]]) : NAN;
         }
     }
+    if (r->bad_layer < 0 && !finite) note_nonfinite(r, r->L, "output logits");
+    if (r->bad_layer >= 0 && r->p->strict) return strict_fail(r, err);
     dfl_status s = r->lens ? dfl__lens_logits(r->lens, row0, n, V, logits, err) : DFL_OK;
     if (!s && r->logit_stream) {
         int64_t start[2] = {row0, 0}, count[2] = {n, V};

@@ -435,18 +435,23 @@ void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f)
 
 /* ------------------------------------------------------------- LM head */
 
-void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
+void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax, int *all_finite)
 {
-    void (*row)(const float *, int64_t, double *, int32_t *) = ROW_PATHS(lse_row);
-#pragma omp parallel for schedule(static) if (n * V > 65536)
+    int (*row)(const float *, int64_t, double *, int32_t *) = ROW_PATHS(lse_row);
+    int finite = 1;
+#pragma omp parallel for schedule(static) if (n * V > 65536) reduction(&& : finite)
     for (int64_t i = 0; i < n; i++)
-        row(z + i * V, V, &lse[i], &argmax[i]);
+        finite = row(z + i * V, V, &lse[i], &argmax[i]) && finite;
+    if (all_finite) *all_finite = finite;
 }
 
-void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax)
+void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax, int *all_finite)
 {
+    if (all_finite) *all_finite = 1;
     for (int64_t i = 0; i < n; i++) {
         const float *r = z + i * V;
+        for (int64_t v = 0; all_finite && v < V; v++)
+            if (!isfinite(r[v])) *all_finite = 0;
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)
             if (r[v] > r[best]) best = v;

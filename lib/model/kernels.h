@@ -103,9 +103,11 @@ void dfl_swiglu(float *g, const float *u, int64_t n, int64_t f);
 void dfl_swiglu_naive(float *g, const float *u, int64_t n, int64_t f);
 
 /* Per row i of z[n, V]: lse[i] = log Σ_v exp(z[i, v]) and argmax[i] = the first index
- * of the row's maximum (NaN-free input assumed). Rows run in parallel. */
-void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
-void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax);
+ * of the row's maximum (meaningful for finite rows). *all_finite (when not NULL): 1 when
+ * every value of z is finite (no NaN, no ±Inf), else 0 — found in the same pass as the
+ * maxima. Rows run in parallel. */
+void dfl_logsumexp_argmax(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax, int *all_finite);
+void dfl_logsumexp_argmax_naive(const float *z, int64_t n, int64_t V, double *lse, int32_t *argmax, int *all_finite);
 
 /* 1 when every x[0..n) is finite (no NaN, no ±Inf), else 0. Vectorised: one pass,
  * no branch (x·0 is NaN exactly for NaN and ±Inf). */

@@ -119,12 +119,16 @@ static void DFL_ROW(swiglu_span)(float *g, const float *u, size_t n)
     }
 }
 
-static void DFL_ROW(lse_row)(const float *r, int64_t V, double *lse, int32_t *argmax)
+/* Returns 1 when every r[v] is finite: the max pass sums r[v]·0 (NaN exactly for NaN
+ * and ±Inf), so that the caller needs no pass of its own over the logits. */
+static int DFL_ROW(lse_row)(const float *r, int64_t V, double *lse, int32_t *argmax)
 {
-    float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < V; v++)
+    float mx = -INFINITY, z = 0.0f;
+#pragma omp simd reduction(max : mx) reduction(+ : z)
+    for (int64_t v = 0; v < V; v++) {
         mx = r[v] > mx ? r[v] : mx;
+        z += r[v] * 0.0f;
+    }
     int64_t best = 0;
     while (best < V - 1 && r[best] != mx)
         best++; /* the first maximum */
@@ -140,6 +144,7 @@ static void DFL_ROW(lse_row)(const float *r, int64_t V, double *lse, int32_t *ar
     }
     *lse = (double)mx + log(sum);
     *argmax = (int32_t)best;
+    return z == 0.0f;
 }
 
 #endif /* DFL_ROW */
