@@ -102,7 +102,7 @@ typedef struct fwd_ws {
     float *x, *xn;            /* [T, D] residual stream, normed copy */
     float *q, *k, *v;         /* [T, q_ld], [T, k_ld], [T, v_ld] */
     float *att;               /* [T, att_ld] heads' outputs before o_proj */
-    float *tmp;               /* [T, D] */
+    float *tmp;               /* [T, D]; while the attention runs, its packed keys (pack_keys) */
     float *gate, *up;         /* [mlp_rows, F] */
     float *maps;              /* [heads, nstore, rows, T] one attention block (map1[, map2, diff]) */
     float *cos_t, *sin_t;     /* [T, dq/2] */
@@ -158,7 +158,7 @@ static int ws_table(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t 
     } while (0)
     BUF(x, t, D, float);
     BUF(xn, t, D, float);
-    BUF(tmp, t, D, float);
+    BUF(tmp, (t + 31) / 32 * 32, D, float); /* whole strips of 32 packed keys (pack_keys) */
     BUF(q, t, (size_t)g->q_ld, float);
     BUF(k, t, (size_t)g->k_ld, float);
     BUF(v, t, (size_t)g->v_ld, float);
@@ -192,6 +192,15 @@ static void ws_free(fwd_ws *w)
     memset(w, 0, sizeof *w);
 }
 
+/* n·size bytes (overflow-checked) at a 64-byte boundary, in whole 64-byte lines: the
+ * products' packing writes whole vectors there (pack_keys). */
+static void *alloc_lines(size_t n, size_t size)
+{
+    size_t bytes;
+    if (!dfl__mul_ok(n, size, &bytes) || bytes > SIZE_MAX - 63) return NULL;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
 /* All buffers with overflow-checked sizes; DFL_ERR_NOMEM names the sequence length. */
 static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, int64_t T, int64_t keys, int64_t rows,
                            int64_t mlp_rows, int need_logits, dfl_error *err)
@@ -200,7 +209,7 @@ static dfl_status ws_alloc(fwd_ws *w, const dfl_config *c, const attn_geom *g, i
     int ok = ws_table(w, c, g, T, keys, rows, mlp_rows, need_logits);
     for (size_t i = 0; ok && i < w->nbufs; i++) {
         ws_buf *e = &w->bufs[i];
-        if (e->n && !(*e->ptr = dfl__alloc_array(e->n, e->size))) ok = 0;
+        if (e->n && !(*e->ptr = alloc_lines(e->n, e->size))) ok = 0;
     }
     if (!ok) {
         ws_free(w);
@@ -262,18 +271,29 @@ static float *thread_scratch(const attn_ctx *x, size_t *n)
     return x->share + (size_t)omp_get_thread_num() * x->share_n;
 }
 
+/* 64-byte aligned start of p[n] floats, *n reduced by what the alignment skips. */
+static float *align64(float *p, size_t *n)
+{
+    float *a = (float *)(((uintptr_t)p + 63) / 64 * 64);
+    size_t skip = (size_t)(a - p);
+    *n = *n > skip ? *n - skip : 0;
+    return a;
+}
+
 /* On the AVX-512 path, the keys of every head packed once per layer for the products of
  * all its query blocks (which otherwise pack keys [0, a + n) again for every block of
- * rows: 4.5 times the keys at T = 1024 in blocks of 128), at the start of the scratch
- * when they fit beside every thread's share (the packing of one task's products,
- * 128 K floats); x->kpack stays NULL otherwise. Each block is one dq-wide column range
- * of k, as the head plans index them. */
-static void pack_keys(attn_ctx *x, const fwd_ws *w)
+ * rows: 4.5 times the keys at T = 1024 in blocks of 128). They go into tmp[tmp_n], which
+ * no step of the layer uses between the q, k, v projections and the o projection, when
+ * they fit there, else at the start of the scratch when they fit beside every thread's
+ * share (the packing of one task's products, 128 K floats); x->kpack stays NULL
+ * otherwise. Each block is one dq-wide column range of k, as the head plans index them.
+ * The threads' shares start where the keys end, or at the scratch's start. */
+static void pack_keys(attn_ctx *x, const fwd_ws *w, float *tmp, size_t tmp_n)
 {
     const attn_geom *g = x->g;
     const size_t nth = (size_t)dfl_forward_max_threads(), need_share = 128 * 1024;
-    float *base = (float *)(((uintptr_t)w->scratch + 63) / 64 * 64);
-    size_t avail = w->scratch_n - (size_t)(base - w->scratch);
+    size_t avail = w->scratch_n;
+    float *base = align64(w->scratch, &avail), *in_tmp = align64(tmp, &tmp_n);
     x->kpack = NULL;
     x->share = base;
     x->share_n = avail / nth;
@@ -283,13 +303,19 @@ static void pack_keys(attn_ctx *x, const fwd_ws *w)
         for (int t = 0; t < g->nmaps; t++)
             aligned = aligned && x->plan[h].k_col[t] % g->dq == 0;
     size_t blocks = aligned ? (size_t)(g->k_ld / g->dq) : 0, total = blocks * per;
-    if (!aligned || total > avail || avail - total < nth * need_share) return;
+    float *dst = !aligned                                              ? NULL
+                 : total <= tmp_n                                      ? in_tmp
+                 : total <= avail && avail - total >= nth * need_share ? base
+                                                                       : NULL;
+    if (!dst) return;
     for (size_t b = 0; b < blocks; b++)
-        dfl_gemm_pack(base + b * per, w->kb + (int64_t)b * g->dq, g->k_ld, x->T, g->dq);
-    x->kpack = base;
+        dfl_gemm_pack(dst + b * per, w->kb + (int64_t)b * g->dq, g->k_ld, x->T, g->dq);
+    x->kpack = dst;
     x->kpack_n = per;
-    x->share = base + total;
-    x->share_n = (avail - total) / nth;
+    if (dst == base) {
+        x->share = base + total;
+        x->share_n = (avail - total) / nth;
+    }
 }
 
 /* Rows [a, a+n) of the block in map buffer m[t]: raw scores q·kᵀ/√d of map t. */
@@ -490,7 +516,7 @@ static dfl_status attention(fwd_ws *w, const dfl_model *m, const attn_geom *g, i
                   0,
                   NULL,
                   0};
-    pack_keys(&x, w);
+    pack_keys(&x, w, w->tmp, (size_t)(n_new + 31) / 32 * 32 * (size_t)c->hidden_size);
     if (x.quant_bits && x.quant_gran != DFL_QUANT_ROW) scores_absmax(&x, w->qmax);
 
     dfl_status s = DFL_OK;

@@ -74,10 +74,12 @@ const char *dfl_cpu_name(dfl_cpu_path p)
 #define NR 32
 #define KC 256
 #define NC 256
-/* Rows of x packed at a time: all of a thread's rows up to 4096 (4 MB), so that each
- * block of w is packed once per product; the strips of x stream from L3 to L1 one at a
- * time, 14 KB for every 1.8 MFLOP of one block of w. */
-#define MC 4096
+/* Rows of x packed at a time: up to 1024 (1 MB, shared by the threads of a product
+ * split by columns), so that each block of w is packed once per 1024 rows (it was once
+ * per 384); the strips of x stream from L2 or L3 to L1 one at a time, 14 KB for every
+ * 1.8 MFLOP of one block of w. More rows would pack w less often still but hold more
+ * memory at long prompts (4 MB at 4096 rows: +3 MB of peak RSS there, measured). */
+#define MC 1024
 
 /* The height of the next strip of rows: MR while it fits, then 8, then 4 (the last rows
  * padded with zeros): 32 rows are 14 + 14 + 4, 128 rows 9 × 14 + 4. */
@@ -222,19 +224,30 @@ AVX512 static void micro(int64_t h, int64_t kc, const float *ap, const float *b,
         micro_h(4, kc, ap, b, ldb, y, ldy, mr, nr, alpha, acc);
 }
 
-/* Rows [i0, i1) × columns [o0, o1) of y, packing into ap and bp. */
+/* Rows [i0, i1) × columns [o0, o1) of y, packing into ap and bp. With nth > 1 the
+ * threads of the enclosing region share x's strips in ap: each packs every nth strip
+ * (from strip `me`) and waits for the others, every thread of the region calling this
+ * with the same rows and depth (columns may be empty). */
 static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw,
-                       int64_t i0, int64_t i1, int64_t o0, int64_t o1, int64_t k, float alpha, float *ap, float *bp)
+                       int64_t i0, int64_t i1, int64_t o0, int64_t o1, int64_t k, float alpha, float *ap, float *bp,
+                       int me, int nth)
 {
     for (int64_t k0 = 0; k0 < k; k0 += KC) {
         int64_t kc = k - k0 < KC ? k - k0 : KC;
         for (int64_t m0 = i0; m0 < i1; m0 += MC) {
             int64_t m1 = i1 - m0 < MC ? i1 : m0 + MC;
             /* the block's strips of x, packed once for every block of w */
+            if (nth > 1) {
+#pragma omp barrier /* everyone is done with the strips of the previous block */
+            }
             float *a = ap;
-            for (int64_t r0 = m0, h; r0 < m1; r0 += h, a += h * kc) {
+            int64_t strip = 0;
+            for (int64_t r0 = m0, h; r0 < m1; r0 += h, a += h * kc, strip++) {
                 h = strip_height(m1 - r0);
-                pack_x(a, x + r0 * ldx + k0, ldx, h, m1 - r0 < h ? m1 - r0 : h, kc);
+                if (strip % nth == me) pack_x(a, x + r0 * ldx + k0, ldx, h, m1 - r0 < h ? m1 - r0 : h, kc);
+            }
+            if (nth > 1) {
+#pragma omp barrier /* every strip is packed */
             }
             for (int64_t b0 = o0; b0 < o1; b0 += NC) {
                 int64_t nc = o1 - b0 < NC ? o1 - b0 : NC;
@@ -259,9 +272,8 @@ static void gemm_range(float *y, int64_t ldy, const float *x, int64_t ldx, const
     }
 }
 
-/* Floats of packed blocks one thread needs for `rows` rows of x: their strips, MC rows
- * at most (with at most 3 rows of padding, strip_height), and one block of w, each a
- * multiple of 16 floats. */
+/* Floats of x's packed strips for `rows` rows: MC rows at most, with at most 3 rows of
+ * padding (strip_height), a multiple of 16 floats. */
 static size_t pack_x_floats(int64_t rows)
 {
     size_t r = (size_t)(rows < MC ? rows : MC);
@@ -269,8 +281,11 @@ static size_t pack_x_floats(int64_t rows)
 }
 
 /* The product over threads (outside a parallel region, when large enough), packing into
- * ws (ws_n floats) when it holds every thread's blocks, else into blocks allocated for
- * the call; 0 when those could not be allocated (y is then incomplete). */
+ * ws (ws_n floats) when it holds the blocks, else into blocks allocated for the call; 0
+ * when those could not be allocated (y is then incomplete). Split by columns, the
+ * threads pack x's strips once between them into one panel (in ws: the split's whole
+ * point is that all of them read all of x) and each its own blocks of w; split by rows
+ * (few columns), each packs its own rows. */
 static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w, int kind, int64_t ldw, int64_t n,
                     int64_t out, int64_t k, float alpha, float *ws, size_t ws_n)
 {
@@ -286,6 +301,7 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
     float *ws64 = ws ? (float *)(((uintptr_t)ws + 63) / 64 * 64) : NULL;
     size_t ws64_n = ws ? ws_n - (size_t)(ws64 - ws) : 0;
     if (ws && ws_n < (size_t)(ws64 - ws)) ws64 = NULL;
+    const size_t pw = (size_t)KC * NC; /* one block of w */
 #pragma omp parallel if (flops > 4e6 && !omp_in_parallel()) reduction(| : fail)
     {
         int nth = omp_get_num_threads(), me = omp_get_thread_num();
@@ -302,15 +318,19 @@ static int gemm_run(float *y, int64_t ldy, const float *x, int64_t ldx, const vo
             i0 = me * step < n ? me * step : n;
             i1 = i0 + step < n ? i0 + step : n;
         }
-        if (i0 < i1 && o0 < o1) {
-            /* the caller's scratch when it serves all threads: no large allocation (whose
-             * free would raise malloc's mmap threshold and keep the memory in the heap) */
-            size_t px = pack_x_floats(by_rows ? step : n), per = px + (size_t)KC * NC;
+        size_t px = pack_x_floats(by_rows ? step : n);
+        /* the caller's scratch when it serves all threads: no large allocation (whose
+         * free would raise malloc's mmap threshold and keep the memory in the heap) */
+        if (!by_rows && nth > 1 && ws64 && ws64_n >= px + (size_t)nth * pw) {
+            gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ws64, ws64 + px + (size_t)me * pw, me,
+                       nth);
+        } else if (i0 < i1 && o0 < o1) {
+            size_t per = px + pw;
             int own = !(ws64 && ws64_n >= (size_t)nth * per);
             float *ap = own ? aligned_alloc(64, px * sizeof(float)) : ws64 + (size_t)me * per;
-            float *bp = own ? aligned_alloc(64, (size_t)KC * NC * sizeof(float)) : ap + px;
+            float *bp = own ? aligned_alloc(64, pw * sizeof(float)) : ap + px;
             if (ap && bp)
-                gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp);
+                gemm_range(y, ldy, x, ldx, w, kind, ldw, i0, i1, o0, o1, k, alpha, ap, bp, 0, 1);
             else
                 fail = 1;
             if (own) {

@@ -36,9 +36,9 @@ int dfl_gemm_openblas_is_avx512(void);
  * registers, y written (not accumulated into). Runs over threads when called outside a
  * parallel region and the product is large enough; serial inside one. The CPU must have
  * AVX-512F, BW and VL (dfl_cpu() == DFL_CPU_AVX512 says it has). The packed blocks
- * (per thread: 256 floats for each of its rows of x, up to 4096 rows, plus 256 KB) go
- * into scratch (scratch_n floats) when it holds them all, else into memory allocated
- * for the call (scratch may be NULL). */
+ * (256 floats for each row of x up to 1024 rows, shared by the threads when they split
+ * the columns, plus 256 KB per thread) go into scratch (scratch_n floats) when it holds
+ * them all, else into memory allocated for the call (scratch may be NULL). */
 void dfl_gemm_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t ldw, int wt, int64_t n,
                      int64_t out, int64_t k, float alpha, float *scratch, size_t scratch_n);
 
