@@ -131,7 +131,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB_A) | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB_A) -o $@ $(LDFLAGS) $(LDLIBS)
 
-bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write $(BUILD)/bench/tokenize_speed
+bench: all $(BUILD)/bench/overhead $(BUILD)/bench/map_write $(BUILD)/bench/tokenize_speed $(BUILD)/bench/gemm_shapes
 	@scripts/deps.sh --bench
 	@BIN=$(BIN) BUILD=$(BUILD) sh bench/run.sh
 

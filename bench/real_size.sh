@@ -84,7 +84,7 @@ awk -v s="$best_s" -v g="$best_g" -v t="$torch_s" -v r="$torch_rss" \
 sg=""
 [ -x "$OUT/sgemm_rate" ] && sg=$("$OUT/sgemm_rate" "$T" 2048 8192 128256 16 "$THREADS" 2 2>"$OUT/big_sgemm.log")
 awk -v s="$best_s" -v t="$torch_s" -v g="$best_g" -v sg="$sg" 'BEGIN {
-    printf "target: difflens >= 2x torch eager on this shape: %.2fx, %s\n", t / s, t / s >= 2 ? "met" : "NOT met";
+    printf "target: difflens >= 2x torch eager on this shape: %.2fx, %s\n", t / s, (t / s >= 2 ? "met" : "NOT met");
     if (sg != "") printf "difflens at %.0f%% of the OpenBLAS sgemm rate on its projection shapes (%.1f GFLOP/s)\n",
                          100 * g / sg, sg }'
 echo "$agreement"
