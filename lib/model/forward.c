@@ -280,33 +280,37 @@ static float *align64(float *p, size_t *n)
     return a;
 }
 
+/* Floats of one thread's share of the scratch in the attention: what a task's products
+ * pack (102 K floats for 128 rows, kernels_gemm.h), with room to spare. */
+#define ATTN_SHARE_FLOATS ((size_t)128 * 1024)
+
 /* On the AVX-512 path, the keys of every head packed once per layer for the products of
  * all its query blocks (which otherwise pack keys [0, a + n) again for every block of
  * rows: 4.5 times the keys at T = 1024 in blocks of 128). They go into tmp[tmp_n], which
  * no step of the layer uses between the q, k, v projections and the o projection, when
- * they fit there, else at the start of the scratch when they fit beside every thread's
- * share (the packing of one task's products, 128 K floats); x->kpack stays NULL
- * otherwise. Each block is one dq-wide column range of k, as the head plans index them.
- * The threads' shares start where the keys end, or at the scratch's start. */
+ * they fit there, else at the start of the scratch when they fit beside the threads'
+ * shares; x->kpack stays NULL otherwise. Each block is one dq-wide column range of k, as
+ * the head plans index them. The shares lie side by side where the keys end, or at the
+ * scratch's start: pages the projections' packing has touched already. */
 static void pack_keys(attn_ctx *x, const fwd_ws *w, float *tmp, size_t tmp_n)
 {
     const attn_geom *g = x->g;
-    const size_t nth = (size_t)dfl_forward_max_threads(), need_share = 128 * 1024;
+    const size_t nth = (size_t)dfl_forward_max_threads();
     size_t avail = w->scratch_n;
     float *base = align64(w->scratch, &avail), *in_tmp = align64(tmp, &tmp_n);
     x->kpack = NULL;
     x->share = base;
-    x->share_n = avail / nth;
+    x->share_n = avail / nth < ATTN_SHARE_FLOATS ? avail / nth : ATTN_SHARE_FLOATS;
     size_t per = dfl_cpu() == DFL_CPU_AVX512 ? dfl_gemm_packed_floats(x->T, g->dq) : 0;
     int aligned = per > 0 && g->k_ld % g->dq == 0;
     for (int64_t h = 0; aligned && h < g->heads; h++)
         for (int t = 0; t < g->nmaps; t++)
             aligned = aligned && x->plan[h].k_col[t] % g->dq == 0;
     size_t blocks = aligned ? (size_t)(g->k_ld / g->dq) : 0, total = blocks * per;
-    float *dst = !aligned                                              ? NULL
-                 : total <= tmp_n                                      ? in_tmp
-                 : total <= avail && avail - total >= nth * need_share ? base
-                                                                       : NULL;
+    float *dst = !aligned                                                     ? NULL
+                 : total <= tmp_n                                             ? in_tmp
+                 : total <= avail && avail - total >= nth * ATTN_SHARE_FLOATS ? base
+                                                                              : NULL;
     if (!dst) return;
     for (size_t b = 0; b < blocks; b++)
         dfl_gemm_pack(dst + b * per, w->kb + (int64_t)b * g->dq, g->k_ld, x->T, g->dq);
@@ -314,7 +318,7 @@ static void pack_keys(attn_ctx *x, const fwd_ws *w, float *tmp, size_t tmp_n)
     x->kpack_n = per;
     if (dst == base) {
         x->share = base + total;
-        x->share_n = (avail - total) / nth;
+        x->share_n = ATTN_SHARE_FLOATS;
     }
 }
 
