@@ -370,8 +370,10 @@ AVX512 void dfl_gemm_pack(float *bp, const float *w, int64_t ldw, int64_t out, i
 void dfl_gemm_avx512_packed(float *y, int64_t ldy, const float *x, int64_t ldx, const float *bp, int64_t n, int64_t out,
                             int64_t k, float alpha, float *scratch, size_t scratch_n)
 {
-    if (!gemm_run(y, ldy, x, ldx, bp, W_PACKED, 0, n, out, k, alpha, scratch, scratch_n))
-        for (int64_t i = 0; i < n; i++) /* no memory for x's strips: the plain sums */
+    /* one pass over the depth only (dfl_gemm_packed_floats); else, or with no memory
+     * for x's strips, the plain sums */
+    if (k > KC || !gemm_run(y, ldy, x, ldx, bp, W_PACKED, 0, n, out, k, alpha, scratch, scratch_n))
+        for (int64_t i = 0; i < n; i++)
             for (int64_t o = 0; o < out; o++) {
                 const float *b = bp + o / NR * NR * k + o % NR;
                 float acc = 0.0f;
