@@ -1,15 +1,21 @@
 /* gemm_shapes.c — difflens' own matrix product (dfl_gemm, on the path dfl_cpu() chose)
- * on the shapes of the bench model's forward pass, in GFLOP/s.
+ * on the shapes of a Llama forward pass: bench/sgemm_rate.c's measurement with the
+ * library's product instead of OpenBLAS's.
  *
- *   gemm_shapes [REPEATS]       (threads: OMP_NUM_THREADS; DFL_CPU picks the path)
+ *   gemm_shapes T D F V L THREADS [REPEATS]
  *
- * Shapes (y[n, out] = x[n, k] · wᵀ unless noted), T = 1024, hidden 512, FFN 1408:
- * q/k/v/o (1024 × 512 × 512), gate and up (1024 × 1408 × 512), down (1024 × 512 ×
- * 1408), the LM head's block (512 × 32000 × 512), and one attention task's QKᵀ
- * (128 × 1024 × 64) and AV (128 × 64 × 1024, w[k, out]). Each is timed REPEATS times
- * (default 20) on the same inputs, the best counts: inputs that stay in cache, so these
- * are the product's own rates, an upper bound on what the forward pass sees. */
+ * Times y[M, N] = x[M, K] · wᵀ with M = T for the dense projections (q, k, v, o: K = D,
+ * N = D, 4 per layer; gate, up: K = D, N = F, 2; down: K = F, N = D, 1; LM head: K = D,
+ * N = V, once), REPEATS times each (default 5) after a warm-up, the best counting;
+ * stderr gets one line per shape, stdout the FLOP-weighted rate in GFLOP/s, as
+ * sgemm_rate prints it. stderr also gets one attention task's QKᵀ (128 × 1024 × 64) and
+ * AV (128 × 64 × 1024, w[k, out]), not in the weighted rate. The inputs stay in cache
+ * between repeats: these are the product's own rates, an upper bound on what the forward
+ * pass sees. */
 #define _POSIX_C_SOURCE 199309L
+#include <errno.h>
+#include <limits.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,43 +30,80 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+/* Positive int argument in [1, max]; 0 on success. */
+static int parse_int(const char *name, const char *s, long max, int *out)
 {
-    long repeats = 20;
-    if (argc > 2 || (argc == 2 && ((repeats = strtol(argv[1], NULL, 10)) < 1 || repeats > 100000))) {
-        fprintf(stderr, "usage: gemm_shapes [REPEATS (1-100000)]\n");
-        return 2;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 1 || v > max) {
+        fprintf(stderr, "gemm_shapes: %s: '%s' is not an integer in [1, %ld]\n", name, s, max);
+        return 1;
     }
-    static const struct {
-        const char *name;
-        int64_t n, out, k;
-        int wt;
-    } shapes[] = {{"q, k, v, o", 1024, 512, 512, 1},    {"gate, up", 1024, 1408, 512, 1},
-                  {"down", 1024, 512, 1408, 1},         {"LM head block", 512, 32000, 512, 1},
-                  {"attention QK^T", 128, 1024, 64, 1}, {"attention AV", 128, 64, 1024, 0}};
-    printf("path %s\n", dfl_cpu_name(dfl_cpu()));
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        int64_t n = shapes[s].n, out = shapes[s].out, k = shapes[s].k;
-        float *x = malloc((size_t)(n * k) * sizeof *x), *w = malloc((size_t)(out * k) * sizeof *w),
-              *y = malloc((size_t)(n * out) * sizeof *y);
-        if (!x || !w || !y) {
-            fprintf(stderr, "gemm_shapes: out of memory\n");
-            return 1;
-        }
+    *out = (int)v;
+    return 0;
+}
+
+/* Best seconds of `repeats` calls of y[n, out] = x[n, k] · op(w) (wt 1: w[out, k], 0:
+ * w[k, out]); < 0 when out of memory. */
+static double time_shape(int64_t n, int64_t out, int64_t k, int wt, int repeats)
+{
+    float *x = malloc((size_t)(n * k) * sizeof *x), *w = malloc((size_t)(out * k) * sizeof *w),
+          *y = malloc((size_t)(n * out) * sizeof *y);
+    double best = -1.0;
+    if (x && w && y) {
         for (int64_t i = 0; i < n * k; i++)
             x[i] = (float)(i % 97) / 97.0f - 0.5f;
         for (int64_t i = 0; i < out * k; i++)
             w[i] = (float)(i % 89) / 89.0f - 0.5f;
-        double best = 1e30;
-        for (long r = 0; r < repeats; r++) {
-            double t = now_seconds();
-            dfl_gemm(y, out, x, k, w, shapes[s].wt ? k : out, shapes[s].wt, n, out, k, 1.0f);
-            t = now_seconds() - t;
-            best = t < best ? t : best;
+        for (int r = 0; r <= repeats; r++) { /* r = 0: warm-up (threads, pages) */
+            double t0 = now_seconds();
+            dfl_gemm(y, out, x, k, w, wt ? k : out, wt, n, out, k, 1.0f);
+            double dt = now_seconds() - t0;
+            if (r > 0 && (best < 0 || dt < best)) best = dt;
         }
-        printf("%-16s %5lld x %5lld x %5lld  %7.1f GFLOP/s\n", shapes[s].name, (long long)n, (long long)out,
-               (long long)k, 2.0 * (double)n * (double)out * (double)k / best / 1e9);
-        free(x), free(w), free(y);
     }
+    free(x), free(w), free(y);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int T, D, F, V, L, threads, repeats = 5;
+    if (argc < 7 || argc > 8) {
+        fprintf(stderr, "usage: gemm_shapes T D F V L THREADS [REPEATS]\n");
+        return 2;
+    }
+    if (parse_int("T", argv[1], INT_MAX, &T) || parse_int("D", argv[2], INT_MAX, &D) ||
+        parse_int("F", argv[3], INT_MAX, &F) || parse_int("V", argv[4], INT_MAX, &V) ||
+        parse_int("L", argv[5], 100000, &L) || parse_int("THREADS", argv[6], 1024, &threads) ||
+        (argc == 8 && parse_int("REPEATS", argv[7], 1000, &repeats)))
+        return 2;
+    omp_set_num_threads(threads);
+    fprintf(stderr, "dfl_gemm on the %s path\n", dfl_cpu_name(dfl_cpu()));
+    struct {
+        const char *name;
+        int64_t n, out, k;
+        int wt;
+        double count; /* per forward pass; 0: not in the weighted rate */
+    } shapes[] = {
+        {"q/k/v/o", T, D, D, 1, 4.0 * L}, {"gate/up", T, F, D, 1, 2.0 * L},   {"down", T, D, F, 1, 1.0 * L},
+        {"lm_head", T, V, D, 1, 1.0},     {"attn QK^T", 128, 1024, 64, 1, 0}, {"attn AV", 128, 64, 1024, 0, 0},
+    };
+    double flops = 0.0, seconds = 0.0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        double t = time_shape(shapes[i].n, shapes[i].out, shapes[i].k, shapes[i].wt, repeats);
+        if (t < 0) {
+            fprintf(stderr, "gemm_shapes: out of memory for %s\n", shapes[i].name);
+            return 1;
+        }
+        double f = 2.0 * (double)shapes[i].n * (double)shapes[i].out * (double)shapes[i].k;
+        fprintf(stderr, "dfl_gemm M=%-5lld K=%-5lld N=%-5lld %-9s x%-3.0f best %8.4f s  %7.1f GFLOP/s\n",
+                (long long)shapes[i].n, (long long)shapes[i].k, (long long)shapes[i].out, shapes[i].name,
+                shapes[i].count, t, f / t * 1e-9);
+        flops += shapes[i].count * f;
+        seconds += shapes[i].count * t;
+    }
+    printf("%.2f\n", flops / seconds * 1e-9);
     return 0;
 }
