@@ -1,7 +1,8 @@
 /* dump_direct.c — direct streams (dfl_dump_stream_create_direct): chunks assembled in
  * memory already shuffled, deflated (libdeflate; at level 1, deflate_rle.h) by the
- * caller's OpenMP threads, stored whole with H5Dwrite_chunk. Hand-written because it measurably wins: HDF5's own filter
- * path compresses one chunk at a time on the caller's thread (docs/format.md, maps). */
+ * caller's OpenMP threads, stored whole with H5Dwrite_chunk. Hand-written because it
+ * measurably wins: HDF5's own filter path compresses one chunk at a time on the
+ * caller's thread (docs/format.md, maps). */
 #include "dump/dump.h"
 
 #include <hdf5.h>
