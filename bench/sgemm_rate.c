@@ -17,36 +17,14 @@
  */
 #define _POSIX_C_SOURCE 199309L
 #include <cblas.h>
-#include <errno.h>
-#include <limits.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "gemm_bench.h"
 
 /* ------------------------------------------------------------------ helpers */
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Positive int argument in [1, max]; 0 on success. */
-static int parse_int(const char *name, const char *s, long max, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 1 || v > max) {
-        fprintf(stderr, "sgemm_rate: %s: '%s' is not an integer in [1, %ld]\n", name, s, max);
-        return 1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 /* n floats filled with a deterministic pattern in [-1, 1); NULL when out of memory. */
 static float *filled(size_t n, uint32_t seed)
@@ -88,16 +66,10 @@ static double time_shape(int M, int K, int N, int repeats)
 
 int main(int argc, char **argv)
 {
-    int T, D, F, V, L, threads, repeats = 5;
-    if (argc < 7 || argc > 8) {
-        fprintf(stderr, "usage: sgemm_rate T D F V L THREADS [REPEATS]\n");
-        return 2;
-    }
-    if (parse_int("T", argv[1], INT_MAX, &T) || parse_int("D", argv[2], INT_MAX, &D) ||
-        parse_int("F", argv[3], INT_MAX, &F) || parse_int("V", argv[4], INT_MAX, &V) ||
-        parse_int("L", argv[5], 100000, &L) || parse_int("THREADS", argv[6], 1024, &threads) ||
-        (argc == 8 && parse_int("REPEATS", argv[7], 1000, &repeats)))
-        return 2;
+    gemm_bench_args a;
+    int bad = parse_gemm_bench_args("sgemm_rate", argc, argv, &a);
+    if (bad) return bad;
+    const int T = a.T, D = a.D, F = a.F, V = a.V, L = a.L, threads = a.threads, repeats = a.repeats;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
 
