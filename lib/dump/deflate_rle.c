@@ -307,12 +307,12 @@ size_t dfl__deflate_rle_bound(size_t n)
     return stored_size(n) + 8;
 }
 
-static size_t put_stored(const unsigned char *in, size_t n, unsigned char *out)
+size_t dfl__deflate_stored(const unsigned char *in, size_t n, unsigned char *out, int final)
 {
     size_t at = 0, done = 0;
     do {
         size_t len = n - done < STORED_MAX ? n - done : STORED_MAX;
-        out[at] = done + len == n; /* BFINAL on the last, BTYPE 00 */
+        out[at] = final && done + len == n; /* BFINAL on the last when final, BTYPE 00 */
         out[at + 1] = (unsigned char)(len & 0xff);
         out[at + 2] = (unsigned char)(len >> 8);
         out[at + 3] = (unsigned char)(~len & 0xff);
@@ -355,7 +355,7 @@ size_t dfl__deflate_rle(const unsigned char *in, size_t n, unsigned char *out, s
     for (int s = 0; s < N_LITLEN; s++)
         nbits += (uint64_t)freq[s] * lens[s];
     size_t bytes = (size_t)((nbits + 7) / 8);
-    if (bytes >= stored_size(n)) return cap < stored_size(n) ? 0 : put_stored(in, n, out);
+    if (bytes >= stored_size(n)) return cap < stored_size(n) ? 0 : dfl__deflate_stored(in, n, out, 1);
     if (cap < bytes + 8) return 0; /* the bit writer's room */
 
     uint16_t code[N_LITLEN], ccode[N_CLEN];

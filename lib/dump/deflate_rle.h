@@ -19,6 +19,11 @@
  * dfl__deflate_rle_bound(n) always suffices. Thread-safe, no allocation. */
 size_t dfl__deflate_rle(const unsigned char *in, size_t n, unsigned char *out, size_t cap);
 
+/* in[n] as deflate's stored blocks of at most 65,535 bytes (one, empty, when n is 0),
+ * the last marked final when `final`: returns the bytes written, n + 5 per block, which
+ * out must hold. */
+size_t dfl__deflate_stored(const unsigned char *in, size_t n, unsigned char *out, int final);
+
 /* The most dfl__deflate_rle can write for n input bytes: the stored form, 5 bytes
  * a 65,535-byte block, plus 8 bytes of room for its bit writer. */
 size_t dfl__deflate_rle_bound(size_t n);

@@ -90,19 +90,9 @@ static size_t zlib_split(const unsigned char *p, size_t n, size_t elem, unsigned
 {
     size_t low = n / elem * (elem / 2), at = 2;
     if (cap < 2 + low + 5 * (low / 65535 + 1) + 4) return 0;
-    out[0] = 0x78; /* deflate, 32 KB window */
-    out[1] = 0x01; /* "fastest" level hint; (0x78·256 + 0x01) % 31 == 0 */
-    for (size_t done = 0; done < low;) {
-        size_t len = low - done < 65535 ? low - done : 65535;
-        out[at] = 0x00; /* BFINAL 0, BTYPE 00 (stored), padded to the byte */
-        out[at + 1] = (unsigned char)(len & 0xff);
-        out[at + 2] = (unsigned char)(len >> 8);
-        out[at + 3] = (unsigned char)(~len & 0xff);
-        out[at + 4] = (unsigned char)((~len >> 8) & 0xff);
-        memcpy(out + at + 5, p + done, len);
-        at += 5 + len;
-        done += len;
-    }
+    out[0] = 0x78;                                  /* deflate, 32 KB window */
+    out[1] = 0x01;                                  /* "fastest" level hint; (0x78·256 + 0x01) % 31 == 0 */
+    at += dfl__deflate_stored(p, low, out + at, 0); /* BFINAL 0: the high half follows */
     size_t z = dfl__deflate_rle(p + low, n - low, out + at, cap - at - 4);
     if (z == 0) return 0;
     at += z;
